@@ -1,0 +1,19 @@
+/* clock — the one place time is read; tests can freeze or advance it. */
+#ifndef CDNCA_CLOCK_H
+#define CDNCA_CLOCK_H
+
+#include <stdint.h>
+
+/* Monotonic milliseconds (for timeouts and intervals). */
+int64_t clock_mono_ms(void);
+
+/* Wall-clock milliseconds since the Unix epoch (for stored timestamps). */
+int64_t clock_wall_ms(void);
+
+/* Format wall-clock ms as RFC 3339 UTC ("2026-12-02T10:00:00Z") into out (>= 25 bytes). */
+void clock_format_iso(int64_t wall_ms, char *out, unsigned cap);
+
+/* Test hook: when set to a value >= 0, clock_wall_ms returns it (and clock_mono_ms too). -1 restores real time. */
+void clock_set_fake_ms(int64_t ms);
+
+#endif

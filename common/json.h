@@ -1,0 +1,39 @@
+/* json — small helpers over cJSON for strict, field-by-field reading. */
+#ifndef CDNCA_JSON_H
+#define CDNCA_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parse exactly len bytes (need not be NUL-terminated); NULL on malformed input or trailing garbage. Caller frees with cJSON_Delete. */
+cJSON *json_parse(const char *buf, size_t len);
+
+/* Print compactly; returns a malloc'd string (caller frees) or NULL. */
+char *json_print(const cJSON *v);
+
+/* Read an integer field. 0 = read into *out, 1 = absent (or null when allow_null), -1 = present but not an integer in [min, max]. */
+int json_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int64_t *out);
+
+/* Read a boolean field. 0 = read, 1 = absent, -1 = not a boolean. */
+int json_bool(const cJSON *obj, const char *key, int *out);
+
+/* Read a string field (borrowed pointer valid while obj lives). 0 = read, 1 = absent or null, -1 = not a string or longer than maxlen. */
+int json_str(const cJSON *obj, const char *key, size_t maxlen, const char **out);
+
+/* 1 when v is a number holding an integer within [min, max]. */
+int json_is_int(const cJSON *v, int64_t min, int64_t max);
+
+/* Check that obj only has keys from the NULL-terminated list; on an unknown key returns -1 and sets *bad to it. */
+int json_only_keys(const cJSON *obj, const char *const *allowed, const char **bad);
+
+/* Add an int64 as a JSON number (cJSON prints 15 significant digits: exact below 10^15). Returns the added item or NULL. */
+cJSON *json_add_i64(cJSON *obj, const char *key, int64_t v);
+
+/* Add a string, or null when s is NULL. */
+cJSON *json_add_str_or_null(cJSON *obj, const char *key, const char *s);
+
+/* Add an RFC 3339 UTC timestamp from wall ms, or null when ms <= 0. */
+cJSON *json_add_time(cJSON *obj, const char *key, int64_t wall_ms);
+
+#endif

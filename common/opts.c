@@ -1,0 +1,205 @@
+/* opts — table-driven flags and JSON config file. */
+#include "opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* Compare a flag or JSON name with a table name, treating '_' and '-' alike. */
+static int name_eq(const char *table, const char *given) {
+  for (; *table && *given; table++, given++) {
+    char a = *table == '_' ? '-' : *table, b = *given == '_' ? '-' : *given;
+    if (a != b) return 0;
+  }
+  return *table == '\0' && *given == '\0';
+}
+
+static const struct opt_def *find(const struct opt_def *defs, const char *name) {
+  for (; defs->name; defs++)
+    if (name_eq(defs->name, name)) return defs;
+  return NULL;
+}
+
+static int apply(const struct opt_def *d, void *target, const char *value, char *err,
+                 size_t errlen) {
+  char *p = (char *)target + d->offset;
+  if (d->type == OPT_INT) {
+    char *end = NULL;
+    long long v;
+    errno = 0;
+    v = strtoll(value, &end, 10);
+    if (errno || !end || *end || end == value || v < d->min || v > d->max) {
+      snprintf(err, errlen, "option %s: '%s' is not an integer in [%lld, %lld]", d->name, value,
+               (long long)d->min, (long long)d->max);
+      return -1;
+    }
+    *(int64_t *)(void *)p = v;
+    return 0;
+  }
+  if (strlen(value) >= d->size) {
+    snprintf(err, errlen, "option %s: value too long (max %zu)", d->name, d->size - 1);
+    return -1;
+  }
+  if (d->type == OPT_ENUM) {
+    int ok = 0;
+    for (const char *const *c = d->choices; c && *c; c++)
+      if (strcmp(*c, value) == 0) ok = 1;
+    if (!ok) {
+      snprintf(err, errlen, "option %s: '%s' is not one of the allowed values", d->name, value);
+      return -1;
+    }
+  }
+  memcpy(p, value, strlen(value) + 1);
+  return 0;
+}
+
+int opts_defaults(const struct opt_def *defs, void *target) {
+  char err[256];
+  for (; defs->name; defs++) {
+    if (defs->defval) {
+      if (apply(defs, target, defs->defval, err, sizeof err) < 0) return -1;
+    } else if (defs->type != OPT_INT) {
+      ((char *)target + defs->offset)[0] = '\0';
+    }
+  }
+  return 0;
+}
+
+int opts_set(const struct opt_def *defs, void *target, const char *name, const char *value,
+             char *err, size_t errlen) {
+  const struct opt_def *d = find(defs, name);
+  if (!d) {
+    snprintf(err, errlen, "unknown option '%s'", name);
+    return -1;
+  }
+  return apply(d, target, value, err, errlen);
+}
+
+int opts_load_file(const struct opt_def *defs, void *target, const char *path, char *err,
+                   size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long n;
+  cJSON *root = NULL, *it;
+  int ret = -1;
+
+  if (!f) {
+    snprintf(err, errlen, "config %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (fseek(f, 0, SEEK_END) < 0 || (n = ftell(f)) < 0 || n > 1 << 20 || fseek(f, 0, SEEK_SET) < 0) {
+    snprintf(err, errlen, "config %s: unreadable or larger than 1 MiB", path);
+    goto out;
+  }
+  data = malloc((size_t)n + 1);
+  if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
+    snprintf(err, errlen, "config %s: read failed", path);
+    goto out;
+  }
+  root = json_parse(data, (size_t)n);
+  if (!cJSON_IsObject(root)) {
+    snprintf(err, errlen, "config %s: not a JSON object", path);
+    goto out;
+  }
+  cJSON_ArrayForEach(it, root) {
+    const struct opt_def *d = find(defs, it->string);
+    char text[64], sub[200];
+    const char *value = text;
+    if (!d || strcmp(it->string, "config") == 0) {
+      snprintf(err, errlen, "config %s: unknown key '%s'", path, it->string);
+      goto out;
+    }
+    if (d->type == OPT_INT) {
+      if (!json_is_int(it, d->min, d->max)) {
+        snprintf(err, errlen, "config %s: key '%s' must be an integer in [%lld, %lld]", path,
+                 it->string, (long long)d->min, (long long)d->max);
+        goto out;
+      }
+      snprintf(text, sizeof text, "%lld", (long long)it->valuedouble);
+    } else {
+      if (!cJSON_IsString(it)) {
+        snprintf(err, errlen, "config %s: key '%s' must be a string", path, it->string);
+        goto out;
+      }
+      value = it->valuestring;
+    }
+    if (apply(d, target, value, sub, sizeof sub) < 0) {
+      snprintf(err, errlen, "config %s: %s", path, sub);
+      goto out;
+    }
+  }
+  ret = 0;
+out:
+  cJSON_Delete(root);
+  free(data);
+  fclose(f);
+  return ret;
+}
+
+enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, char **argv,
+                            char *err, size_t errlen) {
+  /* first pass: --help, --version, --config */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return OPTS_HELP;
+    if (strcmp(argv[i], "--version") == 0) return OPTS_VERSION;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *cfg = NULL;
+    if (strcmp(argv[i], "--config") == 0) {
+      if (i + 1 >= argc) {
+        snprintf(err, errlen, "option config: missing value");
+        return OPTS_ERROR;
+      }
+      cfg = argv[i + 1];
+    } else if (strncmp(argv[i], "--config=", 9) == 0) {
+      cfg = argv[i] + 9;
+    }
+    if (cfg && opts_load_file(defs, target, cfg, err, errlen) < 0) return OPTS_ERROR;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *eq, *value;
+    char name[64];
+    size_t nl;
+    if (strncmp(arg, "--", 2) != 0) {
+      snprintf(err, errlen, "unexpected argument '%s'", arg);
+      return OPTS_ERROR;
+    }
+    arg += 2;
+    eq = strchr(arg, '=');
+    nl = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (nl >= sizeof name) {
+      snprintf(err, errlen, "unknown option '--%s'", arg);
+      return OPTS_ERROR;
+    }
+    memcpy(name, arg, nl);
+    name[nl] = '\0';
+    if (eq) {
+      value = eq + 1;
+    } else {
+      if (i + 1 >= argc) {
+        snprintf(err, errlen, "option %s: missing value", name);
+        return OPTS_ERROR;
+      }
+      value = argv[++i];
+    }
+    if (strcmp(name, "config") == 0) continue;
+    if (strchr(name, '_') || opts_set(defs, target, name, value, err, errlen) < 0) {
+      if (strchr(name, '_')) snprintf(err, errlen, "unknown option '--%s'", name);
+      return OPTS_ERROR;
+    }
+  }
+  return OPTS_OK;
+}
+
+void opts_usage(const struct opt_def *defs, const char *prog, const char *synopsis) {
+  printf("usage: %s %s\n\noptions (also accepted as keys of the --config JSON file, with '_'):\n",
+         prog, synopsis);
+  printf("  --config FILE             JSON file with the same keys; flags override it\n");
+  for (; defs->name; defs++)
+    printf("  --%-24s %s%s%s%s\n", defs->name, defs->help, defs->defval ? " [" : "",
+           defs->defval ? defs->defval : "", defs->defval ? "]" : "");
+  printf("  --help, --version\n");
+}

@@ -1,0 +1,46 @@
+/* opts — one table of options shared by command-line flags and a JSON config file. */
+#ifndef CDNCA_OPTS_H
+#define CDNCA_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum opt_type {
+  OPT_INT,  /* int64_t at offset, within [min, max] */
+  OPT_STR,  /* char[size] at offset */
+  OPT_ENUM, /* char[size] at offset, one of choices */
+};
+
+struct opt_def {
+  const char *name;            /* flag name without "--", e.g. "probe-interval-ms"; JSON key uses '_' */
+  enum opt_type type;
+  size_t offset;               /* into the target struct */
+  size_t size;                 /* for OPT_STR / OPT_ENUM: capacity of the char array */
+  int64_t min, max;            /* for OPT_INT */
+  const char *const *choices;  /* for OPT_ENUM: NULL-terminated */
+  const char *defval;          /* default as text, applied by opts_defaults; NULL = empty */
+  const char *help;
+};
+
+enum opts_result { OPTS_OK = 0, OPTS_ERROR = -1, OPTS_HELP = 1, OPTS_VERSION = 2 };
+
+/* Apply every default of the table (terminated by a NULL name) to target. 0 or -1 (bad default). */
+int opts_defaults(const struct opt_def *defs, void *target);
+
+/* Parse argv: "--config FILE" (JSON, same keys) is applied first, then flags override it.
+   --help / --version return OPTS_HELP / OPTS_VERSION. On error fills err and returns OPTS_ERROR. */
+enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, char **argv,
+                            char *err, size_t errlen);
+
+/* Apply one option given as text (name in flag or JSON form). 0, or -1 with err filled. */
+int opts_set(const struct opt_def *defs, void *target, const char *name, const char *value,
+             char *err, size_t errlen);
+
+/* Apply a JSON object of options from a file; unknown keys and bad values are errors. 0 or -1. */
+int opts_load_file(const struct opt_def *defs, void *target, const char *path, char *err,
+                   size_t errlen);
+
+/* Print a usage text for the table to stdout. */
+void opts_usage(const struct opt_def *defs, const char *prog, const char *synopsis);
+
+#endif

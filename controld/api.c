@@ -1,0 +1,55 @@
+/* api — route list, /healthz, /metrics, shared error replies. */
+#include "api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "ctx.h"
+#include "metrics.h"
+
+void api_model_error(struct req *r, const struct model_err *err) {
+  req_error(r, err->status, err->code, err->field[0] ? err->field : NULL, "%s", err->message);
+}
+
+void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict) {
+  if (rc == STORE_NOT_FOUND) req_error(r, 404, "not_found", NULL, "%s not found", what);
+  else if (rc == STORE_CONFLICT)
+    req_error(r, 409, "conflict", conflict && *conflict ? conflict : NULL,
+              "%s is already taken", conflict && *conflict ? conflict : what);
+  else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
+}
+
+static enum http_rc get_healthz(struct req *r) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "status", "ok");
+  cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
+  cJSON_AddNumberToObject(j, "schema_version", store_schema_version(r->ctx->store));
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+static enum http_rc get_metrics(struct req *r) {
+  struct buf b;
+  buf_init(&b, 0);
+  if (metrics_render(r->ctx->metrics, &b) < 0) {
+    buf_fini(&b);
+    req_error(r, 500, "internal", NULL, "cannot render metrics");
+    return HTTP_DONE;
+  }
+  {
+    size_t len = b.len;
+    req_raw(r, 200, "text/plain; version=0.0.4", buf_take(&b), len);
+  }
+  return HTTP_DONE;
+}
+
+const struct route api_misc_routes[] = {
+    {"GET", "/healthz", AUTH_NONE, get_healthz},
+    {"GET", "/metrics", AUTH_NONE, get_metrics},
+    {NULL, NULL, AUTH_NONE, NULL},
+};
+
+const struct route *const api_tables[] = {
+    api_misc_routes, api_sites_routes, api_origins_routes, api_nodes_routes, NULL,
+};

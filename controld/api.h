@@ -1,0 +1,23 @@
+/* api — the REST route tables of controld, one per resource file, and shared reply helpers. */
+#ifndef CDNCA_API_H
+#define CDNCA_API_H
+
+#include "http.h"
+#include "model.h"
+#include "store.h"
+
+extern const struct route api_sites_routes[];   /* api_sites.c */
+extern const struct route api_origins_routes[]; /* api_origins.c */
+extern const struct route api_nodes_routes[];   /* api_nodes.c */
+extern const struct route api_misc_routes[];    /* api.c: /healthz, /metrics */
+
+/* Every table, NULL-terminated, in match order. */
+extern const struct route *const api_tables[];
+
+/* Reply with a model validation error. */
+void api_model_error(struct req *r, const struct model_err *err);
+
+/* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, else 500). */
+void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict);
+
+#endif

@@ -1,0 +1,123 @@
+/* api_sites — /v1/sites: create, list, get, patch, delete. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "ctx.h"
+
+static enum http_rc post_site(struct req *r) {
+  cJSON *body = req_body_object(r);
+  struct site_rec s;
+  struct model_err err;
+  char conflict[64] = "";
+  enum store_rc rc;
+  if (!body) return HTTP_DONE;
+  site_rec_defaults(&s);
+  if (model_site_create(body, &s, &err) < 0) {
+    api_model_error(r, &err);
+    goto out;
+  }
+  rc = store_site_create(r->ctx->store, &s, conflict, sizeof conflict);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", conflict);
+    goto out;
+  }
+  site_rec_fini(&s);
+  rc = store_site_get(r->ctx->store, s.id, &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    goto out;
+  }
+  req_json(r, 201, model_site_json(&s));
+out:
+  site_rec_fini(&s);
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+static enum http_rc list_sites(struct req *r) {
+  int64_t limit, after;
+  struct site_rec *arr = NULL;
+  int n = 0;
+  cJSON *j, *a;
+  enum store_rc rc;
+  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
+  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
+  rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "sites", NULL);
+    return HTTP_DONE;
+  }
+  j = cJSON_CreateObject();
+  a = cJSON_AddArrayToObject(j, "sites");
+  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, model_site_json(&arr[i]));
+  if (n > limit) cJSON_AddNumberToObject(j, "next", (double)arr[limit - 1].id);
+  else cJSON_AddNullToObject(j, "next");
+  for (int i = 0; i < n; i++) site_rec_fini(&arr[i]);
+  free(arr);
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+static enum http_rc get_site(struct req *r) {
+  struct site_rec s;
+  enum store_rc rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    return HTTP_DONE;
+  }
+  req_json(r, 200, model_site_json(&s));
+  site_rec_fini(&s);
+  return HTTP_DONE;
+}
+
+static enum http_rc patch_site(struct req *r) {
+  cJSON *body = req_body_object(r);
+  struct site_rec s;
+  struct model_err err;
+  char conflict[64] = "";
+  enum store_rc rc;
+  if (!body) return HTTP_DONE;
+  rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    cJSON_Delete(body);
+    return HTTP_DONE;
+  }
+  if (model_site_patch(body, &s, &err) < 0) {
+    api_model_error(r, &err);
+    goto out;
+  }
+  rc = store_site_update(r->ctx->store, &s, conflict, sizeof conflict);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", conflict);
+    goto out;
+  }
+  site_rec_fini(&s);
+  rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    goto out;
+  }
+  req_json(r, 200, model_site_json(&s));
+out:
+  site_rec_fini(&s);
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+static enum http_rc delete_site(struct req *r) {
+  enum store_rc rc = store_site_delete(r->ctx->store, r->params[0]);
+  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
+  else req_json(r, 204, NULL);
+  return HTTP_DONE;
+}
+
+const struct route api_sites_routes[] = {
+    {"POST", "/v1/sites", AUTH_ADMIN, post_site},
+    {"GET", "/v1/sites", AUTH_ADMIN, list_sites},
+    {"GET", "/v1/sites/:id", AUTH_ADMIN, get_site},
+    {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site},
+    {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site},
+    {NULL, NULL, AUTH_NONE, NULL},
+};

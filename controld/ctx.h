@@ -1,0 +1,41 @@
+/* ctx — controld's one context struct, passed down to every module. */
+#ifndef CDNCA_CTX_H
+#define CDNCA_CTX_H
+
+#include <signal.h>
+#include <stdint.h>
+
+struct store;
+struct metrics;
+struct MHD_Daemon;
+struct http_srv;
+
+/* Options of the command line and the --config file (see options table in main.c). */
+struct cd_config {
+  char listen[128];
+  char db[512];
+  int64_t probe_interval_ms;
+  int64_t probe_batch;
+  int64_t node_online_ms;
+  int64_t suspect_interval_ms;
+  char checkpoint_url[512];
+  char probe_ca_file[512];
+  char tls_cert[512];
+  char tls_key[512];
+  char log_format[8];
+  char log_level[8];
+  int64_t max_connections;
+  int64_t http_threads;
+};
+
+struct ctx {
+  struct cd_config cfg;
+  struct store *store;
+  struct metrics *metrics;
+  struct MHD_Daemon *mhd;
+  struct http_srv *http;
+  volatile sig_atomic_t stopping;
+  int64_t started_ms;
+};
+
+#endif

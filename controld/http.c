@@ -1,0 +1,474 @@
+/* http — libmicrohttpd glue: one access handler, a route table, bearer auth, JSON replies. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "ctx.h"
+#include "json.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "token.h"
+
+/* The daemon's closure: the context and the route tables. */
+struct http_srv {
+  struct ctx *ctx;
+  const struct route *const *tables;
+  char *tls_cert, *tls_key;
+};
+
+static struct http_srv *srv_of(struct ctx *ctx);
+
+/* ---- path matching ---- */
+
+/* Match path against pattern; fills params. 1 = match. */
+static int match(const char *pattern, const char *path, int64_t *params, int *nparams) {
+  const char *p = pattern, *s = path;
+  int n = 0;
+  while (*p && *s) {
+    if (*p == ':') {
+      int64_t v = 0;
+      int digits = 0;
+      while (*p && *p != '/') p++;
+      while (*s >= '0' && *s <= '9') {
+        if (v > (INT64_MAX - 9) / 10) return 0;
+        v = v * 10 + (*s - '0');
+        s++;
+        digits++;
+      }
+      if (!digits || v <= 0 || (*s && *s != '/') || n >= HTTP_MAX_PARAMS) return 0;
+      params[n++] = v;
+      continue;
+    }
+    if (*p != *s) return 0;
+    p++;
+    s++;
+  }
+  if (*s == '/' && s[1] == '\0' && *p == '\0') s++; /* tolerate one trailing slash */
+  if (*p || *s) return 0;
+  *nparams = n;
+  return 1;
+}
+
+/* Find the route; *path_known = 1 when some route has this path (for 405). */
+static const struct route *route_find(const struct route *const *tables, const char *method,
+                                      const char *path, int64_t *params, int *nparams,
+                                      int *path_known) {
+  *path_known = 0;
+  for (const struct route *const *t = tables; *t; t++)
+    for (const struct route *rt = *t; rt->method; rt++) {
+      int64_t tmp[HTTP_MAX_PARAMS];
+      int nt = 0;
+      if (!match(rt->pattern, path, tmp, &nt)) continue;
+      *path_known = 1;
+      if (strcmp(rt->method, method) != 0 &&
+          !(strcmp(method, "HEAD") == 0 && strcmp(rt->method, "GET") == 0))
+        continue;
+      memcpy(params, tmp, sizeof tmp);
+      *nparams = nt;
+      return rt;
+    }
+  return NULL;
+}
+
+/* ---- replies ---- */
+
+static void reply_reset(struct req *r) {
+  free(r->resp_body);
+  r->resp_body = NULL;
+  r->resp_len = 0;
+}
+
+void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size_t len) {
+  reply_reset(r);
+  r->status = status;
+  r->resp_type = ctype;
+  r->resp_body = data;
+  r->resp_len = len;
+  r->done = 1;
+}
+
+void req_static(struct req *r, unsigned status, const char *ctype, const void *data,
+                size_t len) {
+  char *copy = malloc(len ? len : 1);
+  if (copy && len) memcpy(copy, data, len);
+  req_raw(r, status, ctype, copy, copy ? len : 0);
+}
+
+void req_json(struct req *r, unsigned status, cJSON *body) {
+  char *text = NULL;
+  if (body) {
+    text = json_print(body);
+    cJSON_Delete(body);
+    if (!text) {
+      req_error(r, 500, "internal", NULL, "out of memory");
+      return;
+    }
+  }
+  req_raw(r, status, text ? "application/json" : NULL, text, text ? strlen(text) : 0);
+}
+
+void req_error(struct req *r, unsigned status, const char *code, const char *field,
+               const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  cJSON_AddStringToObject(err, "code", code);
+  cJSON_AddStringToObject(err, "message", msg);
+  json_add_str_or_null(err, "field", field);
+  req_json(r, status, root);
+}
+
+/* ---- request accessors ---- */
+
+const char *req_query(struct req *r, const char *key) {
+  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *req_header(struct req *r, const char *key) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int64_t def,
+                  int64_t *out) {
+  const char *v = req_query(r, key);
+  char *end = NULL;
+  long long n;
+  if (!v) {
+    *out = def;
+    return 0;
+  }
+  errno = 0;
+  n = strtoll(v, &end, 10);
+  if (errno || end == v || *end || n < min || n > max) {
+    req_error(r, 400, "invalid_query", key, "query parameter %s must be an integer in [%lld, %lld]",
+              key, (long long)min, (long long)max);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+cJSON *req_body_object(struct req *r) {
+  const char *ct = req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+  cJSON *v;
+  if (!ct || strncasecmp(ct, "application/json", 16) != 0 || (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
+    req_error(r, 415, "unsupported_media_type", NULL, "Content-Type must be application/json");
+    return NULL;
+  }
+  v = json_parse(r->body.data, r->body.len);
+  if (!v) {
+    req_error(r, 400, "malformed_json", NULL, "request body is not valid JSON");
+    return NULL;
+  }
+  if (!cJSON_IsObject(v)) {
+    cJSON_Delete(v);
+    req_error(r, 400, "malformed_json", NULL, "request body must be a JSON object");
+    return NULL;
+  }
+  return v;
+}
+
+void req_suspend(struct req *r) {
+  r->suspended = 1;
+  MHD_suspend_connection(r->conn);
+}
+
+void req_resume(struct req *r) {
+  atomic_store(&r->ready, 1);
+  MHD_resume_connection(r->conn);
+}
+
+/* ---- auth ---- */
+
+/* Resolve the bearer token. 0 = known (r->auth set), 1 = none presented, 2 = unknown. */
+static int authenticate(struct req *r) {
+  const char *h = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+  char hash[65];
+  int kind = 0;
+  int64_t node_id = 0;
+  if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 1;
+  h += 7;
+  while (*h == ' ') h++;
+  if (!*h || strlen(h) > 256) return 2;
+  token_sha256_hex(h, strlen(h), hash);
+  if (store_token_lookup(r->ctx->store, hash, &kind, &node_id) != 0) return 2;
+  r->auth = kind == STORE_TOKEN_ADMIN ? AUTH_ADMIN : AUTH_NODE;
+  r->node_id = node_id;
+  return 0;
+}
+
+/* ---- MHD callbacks ---- */
+
+static enum MHD_Result queue(struct req *r) {
+  struct MHD_Response *resp;
+  enum MHD_Result ret;
+  if (r->resp_shared) {
+    resp = r->resp_shared;
+    r->resp_shared = NULL;
+  } else {
+    resp = MHD_create_response_from_buffer(r->resp_len, r->resp_body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) return MHD_NO;
+    r->resp_body = NULL;
+    if (r->resp_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+  }
+  ret = MHD_queue_response(r->conn, r->status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+/* Checks on the headers, before any body is read. 0 = go on, -1 = a reply is set. */
+static int precheck(struct req *r) {
+  int known = 0, a;
+  char path[1024];
+  const char *q = strchr(r->url, '?');
+  size_t pl = q ? (size_t)(q - r->url) : strlen(r->url);
+  const char *cl;
+
+  if (pl >= sizeof path) {
+    req_error(r, 404, "not_found", NULL, "no such route");
+    return -1;
+  }
+  memcpy(path, r->url, pl);
+  path[pl] = '\0';
+  r->route = route_find(srv_of(r->ctx)->tables, r->method, path, r->params, &r->nparams, &known);
+  if (!r->route) {
+    if (known) req_error(r, 405, "method_not_allowed", NULL, "method %s not allowed here", r->method);
+    else req_error(r, 404, "not_found", NULL, "no such route");
+    return -1;
+  }
+  if (r->route->auth != AUTH_NONE) {
+    a = authenticate(r);
+    if (a == 1) {
+      req_error(r, 401, "unauthorized", NULL, "missing bearer token");
+      return -1;
+    }
+    if (a == 2) {
+      req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");
+      return -1;
+    }
+    if (r->auth != r->route->auth) {
+      req_error(r, 403, "forbidden", NULL, "%s token not accepted on this route",
+                r->auth == AUTH_NODE ? "a node" : "an admin");
+      return -1;
+    }
+  }
+  cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
+    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+  struct http_srv *srv = cls;
+  struct req *r = *con_cls;
+
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    r->ctx = srv->ctx;
+    r->conn = conn;
+    r->url = url;
+    r->method = method;
+    r->started_ms = clock_mono_ms();
+    buf_init(&r->body, HTTP_BODY_MAX);
+    *con_cls = r;
+    if (precheck(r) < 0) return queue(r);
+    return MHD_YES;
+  }
+  if (r->done && !r->suspended) return queue(r); /* a precheck reply with a body still coming */
+  if (*upload_data_size) {
+    if (!r->body_too_large && buf_append(&r->body, upload_data, *upload_data_size) < 0)
+      r->body_too_large = 1;
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (r->suspended) {
+    if (!atomic_load(&r->ready)) return MHD_YES; /* spurious wake */
+    r->suspended = 0;
+    return queue(r);
+  }
+  if (r->body_too_large) {
+    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
+    return queue(r);
+  }
+  if (r->route->fn(r) == HTTP_SUSPENDED) return MHD_YES;
+  if (!r->done) req_error(r, 500, "internal", NULL, "handler set no reply");
+  return queue(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  struct http_srv *srv = cls;
+  struct req *r = *con_cls;
+  char labels[200];
+  if (!r) return;
+  snprintf(labels, sizeof labels, "route=\"%s\",code=\"%u\"",
+           r->route ? r->route->pattern : "unmatched", r->status);
+  metrics_add(srv->ctx->metrics, "cdnca_http_requests_total", labels, 1);
+  if (r->user_free) r->user_free(r->user);
+  if (r->resp_shared) MHD_destroy_response(r->resp_shared);
+  free(r->resp_body);
+  buf_fini(&r->body);
+  free(r);
+  *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = '\0';
+  log_warn("libmicrohttpd: %s", msg);
+}
+
+/* ---- lifecycle ---- */
+
+/* Parse "host:port" / "[v6]:port" into ss. 0 or -1. */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len) {
+  char host[128];
+  const char *colon = strrchr(s, ':');
+  long port;
+  char *end;
+  size_t hl;
+  if (!colon) return -1;
+  port = strtol(colon + 1, &end, 10);
+  if (*end || port < 0 || port > 65535) return -1;
+  hl = (size_t)(colon - s);
+  if (hl >= sizeof host) return -1;
+  memcpy(host, s, hl);
+  host[hl] = '\0';
+  memset(ss, 0, sizeof *ss);
+  if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    host[hl - 1] = '\0';
+    if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) return -1;
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    *len = sizeof *a6;
+    return 0;
+  }
+  {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) return -1;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    *len = sizeof *a4;
+  }
+  return 0;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long n;
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) && fseek(f, 0, SEEK_SET) == 0) {
+    data = calloc(1, (size_t)n + 1);
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+      free(data);
+      data = NULL;
+    }
+  }
+  fclose(f);
+  return data;
+}
+
+static struct http_srv *srv_of(struct ctx *ctx) { return ctx->http; }
+
+int http_start(struct ctx *ctx, const struct route *const *tables) {
+  struct http_srv *srv = calloc(1, sizeof *srv);
+  struct sockaddr_storage ss;
+  socklen_t sl = 0;
+  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  struct rlimit rl;
+  rlim_t want = (rlim_t)ctx->cfg.max_connections * 2 + 256;
+
+  if (!srv) return -1;
+  srv->ctx = ctx;
+  srv->tables = tables;
+  if (parse_listen(ctx->cfg.listen, &ss, &sl) < 0) {
+    log_error("listen address '%s' is not host:port (IPv4 or [IPv6])", ctx->cfg.listen);
+    free(srv);
+    return -1;
+  }
+  /* suspended long-polls count against the limits: make room for them */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) log_warn("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+  }
+  if (ctx->cfg.tls_cert[0] || ctx->cfg.tls_key[0]) {
+    srv->tls_cert = read_file(ctx->cfg.tls_cert);
+    srv->tls_key = read_file(ctx->cfg.tls_key);
+    if (!srv->tls_cert || !srv->tls_key) {
+      log_error("cannot read --tls-cert %s / --tls-key %s", ctx->cfg.tls_cert, ctx->cfg.tls_key);
+      goto fail;
+    }
+    flags |= MHD_USE_TLS;
+  }
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  ctx->http = srv;
+  if (srv->tls_cert)
+    ctx->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
+        MHD_OPTION_END);
+  else
+    ctx->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_END);
+  if (!ctx->mhd) {
+    log_error("cannot listen on %s: %s", ctx->cfg.listen, strerror(errno));
+    goto fail;
+  }
+  log_info("listening on %s%s", ctx->cfg.listen, srv->tls_cert ? " (TLS)" : "");
+  return 0;
+fail:
+  ctx->http = NULL;
+  free(srv->tls_cert);
+  if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
+  free(srv->tls_key);
+  free(srv);
+  return -1;
+}
+
+void http_quiesce(struct ctx *ctx) {
+  if (ctx->mhd) MHD_quiesce_daemon(ctx->mhd);
+}
+
+void http_stop(struct ctx *ctx) {
+  struct http_srv *srv = ctx->http;
+  if (ctx->mhd) MHD_stop_daemon(ctx->mhd);
+  ctx->mhd = NULL;
+  if (!srv) return;
+  free(srv->tls_cert);
+  if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
+  free(srv->tls_key);
+  free(srv);
+  ctx->http = NULL;
+}

@@ -1,0 +1,106 @@
+/* http — controld's HTTP layer over libmicrohttpd: routing, auth, bodies, JSON replies, suspend/resume. */
+#ifndef CDNCA_HTTP_H
+#define CDNCA_HTTP_H
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+struct ctx;
+struct MHD_Connection;
+struct MHD_Response;
+
+#define HTTP_BODY_MAX (1024 * 1024)
+#define HTTP_MAX_PARAMS 4
+
+enum http_auth { AUTH_NONE = 0, AUTH_ADMIN, AUTH_NODE };
+
+/* What a route handler returns. */
+enum http_rc {
+  HTTP_DONE = 0,      /* a reply was set with req_json/req_error/... */
+  HTTP_SUSPENDED = 1, /* req_suspend was called; someone will req_resume later */
+};
+
+struct req;
+typedef enum http_rc (*route_fn)(struct req *r);
+
+/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer), who may call it. */
+struct route {
+  const char *method;
+  const char *pattern;
+  enum http_auth auth;
+  route_fn fn;
+};
+
+/* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
+struct req {
+  struct ctx *ctx;
+  struct MHD_Connection *conn;
+  const struct route *route;
+  const char *method;
+  const char *url;
+  int64_t params[HTTP_MAX_PARAMS]; /* the ":id" values of the path, in order */
+  int nparams;
+  enum http_auth auth;             /* kind of the presented token */
+  int64_t node_id;                 /* for node tokens */
+  struct buf body;
+  int body_too_large;
+  int64_t started_ms;
+  /* reply */
+  unsigned status;
+  char *resp_body;                 /* owned; freed after queueing */
+  size_t resp_len;
+  const char *resp_type;
+  struct MHD_Response *resp_shared; /* optional prebuilt response (reference held) */
+  int suspended;
+  atomic_int ready;                /* set by req_resume's caller after the reply is set */
+  int done;
+  /* handler state kept across suspend/resume */
+  void *user;
+  void (*user_free)(void *user);
+};
+
+/* Start the server on ctx->cfg.listen with the given NULL-terminated route tables; 0 or -1 (logged). */
+int http_start(struct ctx *ctx, const struct route *const *tables);
+
+/* Stop accepting new connections (in-flight ones go on). */
+void http_quiesce(struct ctx *ctx);
+
+/* Stop accepting and shut the daemon down (callers must have resumed every suspended request). */
+void http_stop(struct ctx *ctx);
+
+/* Query-string parameter or NULL. */
+const char *req_query(struct req *r, const char *key);
+
+/* Request header or NULL. */
+const char *req_header(struct req *r, const char *key);
+
+/* Parse a query parameter as an integer in [min, max]; 0 ok (or absent: *out = def), -1 invalid (a 400 reply is set). */
+int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int64_t def,
+                  int64_t *out);
+
+/* Set a JSON reply; takes ownership of body (may be NULL for no body). */
+void req_json(struct req *r, unsigned status, cJSON *body);
+
+/* Set the §4 error reply {"error":{"code","message","field"}}; field may be NULL. */
+void req_error(struct req *r, unsigned status, const char *code, const char *field,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Set a reply with a raw body (taken, malloc'd) and a content type. */
+void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size_t len);
+
+/* Set a reply from static memory (not freed). */
+void req_static(struct req *r, unsigned status, const char *ctype, const void *data, size_t len);
+
+/* Parse the body as a JSON object; NULL with a 400/415 reply set when it is not one. Caller frees. */
+cJSON *req_body_object(struct req *r);
+
+/* Suspend the connection (only from a handler, which then returns HTTP_SUSPENDED). */
+void req_suspend(struct req *r);
+
+/* From any thread: after the reply is set on a suspended request, wake it so it is sent. Call once. */
+void req_resume(struct req *r);
+
+#endif

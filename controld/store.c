@@ -1,0 +1,920 @@
+/* store — connections, migrations, tokens, sites, origins, nodes, publications. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "schema.h"
+#include "store_int.h"
+
+/* ---- connections ---- */
+
+static int conn_open(struct dbconn *c, const char *path) {
+  static const char pragmas[] = "PRAGMA journal_mode=WAL;"
+                                "PRAGMA synchronous=FULL;"
+                                "PRAGMA foreign_keys=ON;"
+                                "PRAGMA busy_timeout=10000;";
+  char *msg = NULL;
+  memset(c, 0, sizeof *c);
+  if (sqlite3_open_v2(path, &c->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK) {
+    log_error("cannot open database %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    sqlite3_close(c->db);
+    c->db = NULL;
+    return -1;
+  }
+  if (sqlite3_exec(c->db, pragmas, NULL, NULL, &msg) != SQLITE_OK) {
+    log_error("database %s: setting pragmas: %s", path, msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_close(c->db);
+    c->db = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void conn_close(struct dbconn *c) {
+  for (int i = 0; i < c->nslots; i++) sqlite3_finalize(c->slots[i].stmt);
+  free(c->slots);
+  c->slots = NULL;
+  c->nslots = c->capslots = 0;
+  if (c->db) sqlite3_close(c->db);
+  c->db = NULL;
+}
+
+sqlite3_stmt *store_stmt(struct dbconn *c, const char *sql) {
+  sqlite3_stmt *s = NULL;
+  for (int i = 0; i < c->nslots; i++)
+    if (c->slots[i].sql == sql) {
+      s = c->slots[i].stmt;
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+      return s;
+    }
+  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+    log_error("prepare failed: %s (sql: %.80s)", sqlite3_errmsg(c->db), sql);
+    return NULL;
+  }
+  if (c->nslots == c->capslots) {
+    int ncap = c->capslots ? c->capslots * 2 : 32;
+    struct stmt_slot *ns = realloc(c->slots, (size_t)ncap * sizeof *ns);
+    if (!ns) {
+      sqlite3_finalize(s);
+      return NULL;
+    }
+    c->slots = ns;
+    c->capslots = ncap;
+  }
+  c->slots[c->nslots].sql = sql;
+  c->slots[c->nslots].stmt = s;
+  c->nslots++;
+  return s;
+}
+
+struct dbconn *store_reader(struct store *st) {
+  struct dbconn *c = pthread_getspecific(st->rkey);
+  if (c) return c;
+  c = calloc(1, sizeof *c);
+  if (!c || conn_open(c, st->path) < 0) {
+    free(c);
+    return NULL;
+  }
+  pthread_mutex_lock(&st->rmu);
+  if (st->nreaders == st->capreaders) {
+    int ncap = st->capreaders ? st->capreaders * 2 : 8;
+    struct dbconn **nr = realloc(st->readers, (size_t)ncap * sizeof *nr);
+    if (!nr) {
+      pthread_mutex_unlock(&st->rmu);
+      conn_close(c);
+      free(c);
+      return NULL;
+    }
+    st->readers = nr;
+    st->capreaders = ncap;
+  }
+  st->readers[st->nreaders++] = c;
+  pthread_mutex_unlock(&st->rmu);
+  pthread_setspecific(st->rkey, c);
+  return c;
+}
+
+int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what) {
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    log_error("%s: %s", what, sqlite3_errmsg(c->db));
+    sqlite3_reset(s);
+    return -1;
+  }
+  sqlite3_reset(s);
+  return 0;
+}
+
+void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap) {
+  const unsigned char *t = sqlite3_column_text(s, col);
+  size_t n;
+  if (!t) {
+    out[0] = '\0';
+    return;
+  }
+  n = strlen((const char *)t);
+  if (n >= cap) n = cap - 1;
+  memcpy(out, t, n);
+  out[n] = '\0';
+}
+
+static int exec_w(struct store *st, const char *sql) {
+  char *msg = NULL;
+  if (sqlite3_exec(st->w.db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    log_error("%s: %s", sql, msg ? msg : sqlite3_errmsg(st->w.db));
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+int store_tx_begin(struct store *st) {
+  pthread_mutex_lock(&st->wmu);
+  if (exec_w(st, "BEGIN IMMEDIATE") < 0) {
+    pthread_mutex_unlock(&st->wmu);
+    return -1;
+  }
+  return 0;
+}
+
+int store_tx_commit(struct store *st) {
+  int rc = exec_w(st, "COMMIT");
+  if (rc < 0) exec_w(st, "ROLLBACK");
+  pthread_mutex_unlock(&st->wmu);
+  return rc;
+}
+
+void store_tx_rollback(struct store *st) {
+  exec_w(st, "ROLLBACK");
+  pthread_mutex_unlock(&st->wmu);
+}
+
+/* ---- migrations ---- */
+
+static int user_version(struct dbconn *c) {
+  sqlite3_stmt *s = NULL;
+  int v = -1;
+  if (sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return v;
+}
+
+static int migrate(struct store *st) {
+  int cur = user_version(&st->w);
+  if (cur < 0) return -1;
+  for (int i = 0; i < schema_migrations_count; i++) {
+    const struct schema_migration *m = &schema_migrations[i];
+    char pragma[64];
+    if (m->version <= cur) continue;
+    if (store_tx_begin(st) < 0) return -1;
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", m->version);
+    if (exec_w(st, m->sql) < 0 || exec_w(st, pragma) < 0) {
+      log_error("migration %s failed; database left at version %d", m->name, cur);
+      store_tx_rollback(st);
+      return -1;
+    }
+    if (store_tx_commit(st) < 0) return -1;
+    log_info("applied migration %s", m->name);
+    cur = m->version;
+  }
+  if (schema_migrations_count > 0 &&
+      cur > schema_migrations[schema_migrations_count - 1].version) {
+    log_error("database schema version %d is newer than this controld knows (%d)", cur,
+              schema_migrations[schema_migrations_count - 1].version);
+    return -1;
+  }
+  return 0;
+}
+
+struct store *store_open(const char *path) {
+  struct store *st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  st->path = strdup(path);
+  pthread_mutex_init(&st->wmu, NULL);
+  pthread_mutex_init(&st->rmu, NULL);
+  pthread_key_create(&st->rkey, NULL);
+  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0) {
+    store_close(&st);
+    return NULL;
+  }
+  return st;
+}
+
+void store_close(struct store **stp) {
+  struct store *st = *stp;
+  if (!st) return;
+  for (int i = 0; i < st->nreaders; i++) {
+    conn_close(st->readers[i]);
+    free(st->readers[i]);
+  }
+  free(st->readers);
+  conn_close(&st->w);
+  pthread_key_delete(st->rkey);
+  pthread_mutex_destroy(&st->wmu);
+  pthread_mutex_destroy(&st->rmu);
+  free(st->path);
+  free(st);
+  *stp = NULL;
+}
+
+int store_schema_version(struct store *st) {
+  struct dbconn *c = store_reader(st);
+  return c ? user_version(c) : -1;
+}
+
+/* ---- records ---- */
+
+void site_rec_defaults(struct site_rec *s) {
+  memset(s, 0, sizeof *s);
+  memcpy(s->failback, "auto", 5);
+  memcpy(s->hc_path, "/", 2);
+  s->hc_timeout_ms = 5000;
+  s->hc_unhealthy_after = 3;
+  s->hc_healthy_after = 2;
+  s->nr_retries = 2;
+  s->nr_retry_budget_ms = 15000;
+  s->nr_fail_count = 3;
+  s->nr_fail_window_ms = 10000;
+  s->nr_skip_ms = 30000;
+  s->nr_half_open_requests = 1;
+  s->n_retry_on_status = 3;
+  s->retry_on_status[0] = 502;
+  s->retry_on_status[1] = 503;
+  s->retry_on_status[2] = 504;
+  s->current_level = 1;
+  s->config_version = 1;
+}
+
+int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
+  *dst = *src;
+  dst->origins = NULL;
+  if (src->n_origins) {
+    dst->origins = malloc((size_t)src->n_origins * sizeof *dst->origins);
+    if (!dst->origins) {
+      dst->n_origins = 0;
+      return -1;
+    }
+    memcpy(dst->origins, src->origins, (size_t)src->n_origins * sizeof *dst->origins);
+  }
+  return 0;
+}
+
+void site_rec_fini(struct site_rec *s) {
+  free(s->origins);
+  s->origins = NULL;
+  s->n_origins = 0;
+}
+
+/* ---- tokens ---- */
+
+int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id) {
+  static const char sql[] =
+      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES (?, ?, ?, ?) "
+      "ON CONFLICT (hash) DO NOTHING";
+  sqlite3_stmt *s;
+  int rc = -1;
+  if (store_tx_begin(st) < 0) return -1;
+  s = store_stmt(&st->w, sql);
+  if (!s) goto out;
+  sqlite3_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node", -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, hash, -1, SQLITE_STATIC);
+  if (node_id) sqlite3_bind_int64(s, 3, node_id);
+  sqlite3_bind_int64(s, 4, clock_wall_ms());
+  rc = store_step_done(&st->w, s, "storing token");
+out:
+  if (rc == 0) return store_tx_commit(st);
+  store_tx_rollback(st);
+  return -1;
+}
+
+int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id) {
+  static const char sql[] = "SELECT kind, node_id FROM tokens WHERE hash = ?";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  int rc;
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    const char *k = (const char *)sqlite3_column_text(s, 0);
+    *kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
+    *node_id = sqlite3_column_int64(s, 1);
+    sqlite3_reset(s);
+    return 0;
+  }
+  sqlite3_reset(s);
+  return rc == SQLITE_DONE ? 1 : -1;
+}
+
+/* ---- publications ---- */
+
+int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
+  static const char bump[] =
+      "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
+  static const char ins[] =
+      "INSERT INTO publications (site_id, config_version, deleted, reason, created_at) "
+      "VALUES (?, COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?)";
+  sqlite3_stmt *s;
+  int64_t now = clock_wall_ms();
+  if (!deleted) {
+    s = store_stmt(&st->w, bump);
+    if (!s) return -1;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, site_id);
+    if (store_step_done(&st->w, s, "bumping config_version") < 0) return -1;
+  }
+  s = store_stmt(&st->w, ins);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, site_id);
+  sqlite3_bind_int64(s, 2, site_id);
+  sqlite3_bind_int(s, 3, deleted);
+  sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 5, now);
+  if (store_step_done(&st->w, s, "recording publication") < 0) return -1;
+  return sqlite3_last_insert_rowid(st->w.db);
+}
+
+int64_t store_pub_seq(struct store *st) {
+  static const char sql[] = "SELECT COALESCE(MAX(seq), 0) FROM publications";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  int64_t v = -1;
+  if (!s) return -1;
+  if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  return v;
+}
+
+/* ---- sites ---- */
+
+#define SITE_COLS                                                                              \
+  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                \
+  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
+  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
+  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
+  "failback_notified, created_at, updated_at"
+
+#define ORIGIN_COLS                                                                          \
+  "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
+  "success_streak, failure_streak, health_changed_at, healthy_since, last_verdict, "         \
+  "last_source, last_votes_success, last_votes_failure, last_checked_at, last_error, "       \
+  "created_at"
+
+static void parse_status_list(const char *text, struct site_rec *s) {
+  s->n_retry_on_status = 0;
+  for (const char *p = text; p && *p && s->n_retry_on_status < STORE_MAX_RETRY_STATUS; p++) {
+    if (*p >= '0' && *p <= '9') {
+      char *end;
+      long v = strtol(p, &end, 10);
+      s->retry_on_status[s->n_retry_on_status++] = (int)v;
+      p = end - 1;
+    }
+  }
+}
+
+static void format_status_list(const struct site_rec *s, char *out, size_t cap) {
+  size_t n = 0;
+  n += (size_t)snprintf(out + n, cap - n, "[");
+  for (int i = 0; i < s->n_retry_on_status && n < cap; i++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? "," : "", s->retry_on_status[i]);
+  if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
+static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
+  char list[128];
+  memset(o, 0, sizeof *o);
+  o->id = sqlite3_column_int64(s, 0);
+  store_col_text(s, 1, o->name, sizeof o->name);
+  store_col_text(s, 2, o->failback, sizeof o->failback);
+  o->failback_hold_ms = sqlite3_column_int64(s, 3);
+  o->hc_enabled = sqlite3_column_int(s, 4);
+  store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
+  o->hc_timeout_ms = sqlite3_column_int64(s, 6);
+  o->hc_unhealthy_after = sqlite3_column_int64(s, 7);
+  o->hc_healthy_after = sqlite3_column_int64(s, 8);
+  o->hc_checkpoints = sqlite3_column_int(s, 9);
+  o->nr_retries = sqlite3_column_int64(s, 10);
+  o->nr_retry_budget_ms = sqlite3_column_int64(s, 11);
+  o->nr_fail_count = sqlite3_column_int64(s, 12);
+  o->nr_fail_window_ms = sqlite3_column_int64(s, 13);
+  o->nr_skip_ms = sqlite3_column_int64(s, 14);
+  o->nr_half_open_requests = sqlite3_column_int64(s, 15);
+  store_col_text(s, 16, list, sizeof list);
+  parse_status_list(list, o);
+  o->current_level = sqlite3_column_int(s, 17);
+  o->config_version = sqlite3_column_int64(s, 18);
+  o->last_probed_at = sqlite3_column_int64(s, 19);
+  o->next_probe_at = sqlite3_column_int64(s, 20);
+  o->all_unhealthy = sqlite3_column_int(s, 21);
+  o->failback_notified = sqlite3_column_int(s, 22);
+  o->created_at = sqlite3_column_int64(s, 23);
+  o->updated_at = sqlite3_column_int64(s, 24);
+}
+
+static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
+  memset(o, 0, sizeof *o);
+  o->id = sqlite3_column_int64(s, 0);
+  o->site_id = sqlite3_column_int64(s, 1);
+  o->level = sqlite3_column_int(s, 2);
+  store_col_text(s, 3, o->address, sizeof o->address);
+  o->port = sqlite3_column_int(s, 4);
+  store_col_text(s, 5, o->scheme, sizeof o->scheme);
+  store_col_text(s, 6, o->host_header, sizeof o->host_header);
+  o->weight = sqlite3_column_int(s, 7);
+  o->enabled = sqlite3_column_int(s, 8);
+  store_col_text(s, 9, o->health, sizeof o->health);
+  o->success_streak = sqlite3_column_int(s, 10);
+  o->failure_streak = sqlite3_column_int(s, 11);
+  o->health_changed_at = sqlite3_column_int64(s, 12);
+  o->healthy_since = sqlite3_column_int64(s, 13);
+  store_col_text(s, 14, o->last_verdict, sizeof o->last_verdict);
+  store_col_text(s, 15, o->last_source, sizeof o->last_source);
+  o->votes_success = sqlite3_column_int(s, 16);
+  o->votes_failure = sqlite3_column_int(s, 17);
+  o->last_checked_at = sqlite3_column_int64(s, 18);
+  store_col_text(s, 19, o->last_error, sizeof o->last_error);
+  o->created_at = sqlite3_column_int64(s, 20);
+}
+
+/* Load hostnames and origins of an already-filled site row. */
+static enum store_rc site_load_children(struct dbconn *c, struct site_rec *out) {
+  static const char qh[] = "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
+  static const char qo[] =
+      "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
+  sqlite3_stmt *s = store_stmt(c, qh);
+  int rc, cap = 0;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, out->id);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
+    store_col_text(s, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
+  sqlite3_reset(s);
+  s = store_stmt(c, qo);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, out->id);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (out->n_origins == cap) {
+      int ncap = cap ? cap * 2 : 4;
+      struct origin_rec *no = realloc(out->origins, (size_t)ncap * sizeof *no);
+      if (!no) {
+        sqlite3_reset(s);
+        return STORE_ERROR;
+      }
+      out->origins = no;
+      cap = ncap;
+    }
+    origin_from_row(s, &out->origins[out->n_origins++]);
+  }
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE) {
+    log_error("loading origins of site %lld: %s", (long long)out->id, sqlite3_errmsg(c->db));
+    return STORE_ERROR;
+  }
+  return STORE_OK;
+}
+
+enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out) {
+  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(c, q);
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, id);
+  rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+  }
+  site_from_row(s, out);
+  sqlite3_reset(s);
+  rc = site_load_children(c, out);
+  if (rc != STORE_OK) site_rec_fini(out);
+  return rc;
+}
+
+enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return STORE_ERROR;
+  return store_site_load(c, id, out);
+}
+
+enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
+                              int *n) {
+  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct site_rec *arr = NULL;
+  int cnt = 0, rc;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
+  if (!arr) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, after);
+  sqlite3_bind_int(s, 2, limit);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit) site_from_row(s, &arr[cnt++]);
+  sqlite3_reset(s);
+  for (int i = 0; i < cnt; i++) {
+    if (site_load_children(c, &arr[i]) != STORE_OK) {
+      for (int j = 0; j < cnt; j++) site_rec_fini(&arr[j]);
+      free(arr);
+      return STORE_ERROR;
+    }
+  }
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+/* Is this a UNIQUE-constraint failure on the writer? */
+static int is_unique_violation(struct store *st) {
+  return sqlite3_extended_errcode(st->w.db) == SQLITE_CONSTRAINT_UNIQUE ||
+         sqlite3_extended_errcode(st->w.db) == SQLITE_CONSTRAINT_PRIMARYKEY;
+}
+
+/* Write the hostnames of s (after deleting the old ones). STORE_CONFLICT names the field. */
+static enum store_rc write_hostnames(struct store *st, const struct site_rec *s, char *conflict,
+                                     size_t clen) {
+  static const char del[] = "DELETE FROM hostnames WHERE site_id = ?";
+  static const char ins[] = "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)";
+  sqlite3_stmt *q = store_stmt(&st->w, del);
+  if (!q) return STORE_ERROR;
+  sqlite3_bind_int64(q, 1, s->id);
+  if (store_step_done(&st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
+  for (int i = 0; i < s->n_hostnames; i++) {
+    q = store_stmt(&st->w, ins);
+    if (!q) return STORE_ERROR;
+    sqlite3_bind_text(q, 1, s->hostnames[i], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, s->id);
+    sqlite3_bind_int(q, 3, i);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      int uniq = is_unique_violation(st);
+      sqlite3_reset(q);
+      if (uniq) {
+        snprintf(conflict, clen, "hostnames[%d]", i);
+        return STORE_CONFLICT;
+      }
+      log_error("inserting hostname: %s", sqlite3_errmsg(st->w.db));
+      return STORE_ERROR;
+    }
+    sqlite3_reset(q);
+  }
+  return STORE_OK;
+}
+
+static int bind_origin_cfg(sqlite3_stmt *q, const struct origin_rec *o, int first) {
+  sqlite3_bind_int(q, first, o->level);
+  sqlite3_bind_text(q, first + 1, o->address, -1, SQLITE_STATIC);
+  sqlite3_bind_int(q, first + 2, o->port);
+  sqlite3_bind_text(q, first + 3, o->scheme, -1, SQLITE_STATIC);
+  if (o->host_header[0]) sqlite3_bind_text(q, first + 4, o->host_header, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(q, first + 4);
+  sqlite3_bind_int(q, first + 5, o->weight);
+  sqlite3_bind_int(q, first + 6, o->enabled);
+  return first + 7;
+}
+
+static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
+  static const char ins[] =
+      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  sqlite3_stmt *q = store_stmt(&st->w, ins);
+  int next;
+  if (!q) return STORE_ERROR;
+  sqlite3_bind_int64(q, 1, o->site_id);
+  next = bind_origin_cfg(q, o, 2);
+  o->created_at = clock_wall_ms();
+  sqlite3_bind_int64(q, next, o->created_at);
+  if (store_step_done(&st->w, q, "inserting origin") < 0) return STORE_ERROR;
+  o->id = sqlite3_last_insert_rowid(st->w.db);
+  memcpy(o->health, "unknown", 8);
+  return STORE_OK;
+}
+
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  static const char ins[] =
+      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
+      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
+      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
+      "current_level, config_version, created_at, updated_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
+  sqlite3_stmt *q;
+  char list[128];
+  enum store_rc rc = STORE_ERROR;
+  int64_t now = clock_wall_ms();
+
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, ins);
+  if (!q) goto fail;
+  format_status_list(s, list, sizeof list);
+  sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 3, s->failback_hold_ms);
+  sqlite3_bind_int(q, 4, s->hc_enabled);
+  sqlite3_bind_text(q, 5, s->hc_path, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 6, s->hc_timeout_ms);
+  sqlite3_bind_int64(q, 7, s->hc_unhealthy_after);
+  sqlite3_bind_int64(q, 8, s->hc_healthy_after);
+  sqlite3_bind_int(q, 9, s->hc_checkpoints);
+  sqlite3_bind_int64(q, 10, s->nr_retries);
+  sqlite3_bind_int64(q, 11, s->nr_retry_budget_ms);
+  sqlite3_bind_int64(q, 12, s->nr_fail_count);
+  sqlite3_bind_int64(q, 13, s->nr_fail_window_ms);
+  sqlite3_bind_int64(q, 14, s->nr_skip_ms);
+  sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
+  sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(q, 17, s->current_level);
+  sqlite3_bind_int64(q, 18, now);
+  sqlite3_bind_int64(q, 19, now);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    int uniq = is_unique_violation(st);
+    sqlite3_reset(q);
+    if (uniq) {
+      snprintf(conflict, clen, "name");
+      rc = STORE_CONFLICT;
+    } else {
+      log_error("inserting site: %s", sqlite3_errmsg(st->w.db));
+    }
+    goto fail;
+  }
+  sqlite3_reset(q);
+  s->id = sqlite3_last_insert_rowid(st->w.db);
+  rc = write_hostnames(st, s, conflict, clen);
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
+  for (int i = 0; i < s->n_origins; i++) {
+    s->origins[i].site_id = s->id;
+    if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
+  }
+  if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  s->config_version = 1;
+  s->created_at = s->updated_at = now;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  static const char upd[] =
+      "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
+      "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
+      "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
+      "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
+      "nr_retry_on_status = ? WHERE id = ?";
+  sqlite3_stmt *q;
+  char list[128];
+  enum store_rc rc = STORE_ERROR;
+
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, upd);
+  if (!q) goto fail;
+  format_status_list(s, list, sizeof list);
+  sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 3, s->failback_hold_ms);
+  sqlite3_bind_int(q, 4, s->hc_enabled);
+  sqlite3_bind_text(q, 5, s->hc_path, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 6, s->hc_timeout_ms);
+  sqlite3_bind_int64(q, 7, s->hc_unhealthy_after);
+  sqlite3_bind_int64(q, 8, s->hc_healthy_after);
+  sqlite3_bind_int(q, 9, s->hc_checkpoints);
+  sqlite3_bind_int64(q, 10, s->nr_retries);
+  sqlite3_bind_int64(q, 11, s->nr_retry_budget_ms);
+  sqlite3_bind_int64(q, 12, s->nr_fail_count);
+  sqlite3_bind_int64(q, 13, s->nr_fail_window_ms);
+  sqlite3_bind_int64(q, 14, s->nr_skip_ms);
+  sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
+  sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q, 17, s->id);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    int uniq = is_unique_violation(st);
+    sqlite3_reset(q);
+    if (uniq) {
+      snprintf(conflict, clen, "name");
+      rc = STORE_CONFLICT;
+    } else {
+      log_error("updating site %lld: %s", (long long)s->id, sqlite3_errmsg(st->w.db));
+    }
+    goto fail;
+  }
+  sqlite3_reset(q);
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  rc = write_hostnames(st, s, conflict, clen);
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
+  if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+enum store_rc store_site_delete(struct store *st, int64_t id) {
+  static const char del[] = "DELETE FROM sites WHERE id = ?";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, del);
+  if (!q) goto fail;
+  sqlite3_bind_int64(q, 1, id);
+  if (store_step_done(&st->w, q, "deleting site") < 0) goto fail;
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+/* 1 when the site exists (writer connection, inside a transaction). */
+static int site_exists_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int rc;
+  if (!s) return 0;
+  sqlite3_bind_int64(s, 1, site_id);
+  rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  return rc == SQLITE_ROW;
+}
+
+enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  if (!site_exists_locked(st, o->site_id)) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (insert_origin(st, o) != STORE_OK) goto fail;
+  if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+  /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
+  static const char upd[] =
+      "UPDATE origins SET "
+      "health = CASE WHEN enabled = 0 AND ?8 = 1 THEN 'unknown' ELSE health END, "
+      "success_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE success_streak END, "
+      "failure_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE failure_streak END, "
+      "healthy_since = CASE WHEN enabled = 0 AND ?8 = 1 THEN NULL ELSE healthy_since END, "
+      "level = ?2, address = ?3, port = ?4, scheme = ?5, host_header = ?6, weight = ?7, "
+      "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, upd);
+  if (!q) goto fail;
+  bind_origin_cfg(q, o, 2);
+  sqlite3_bind_int64(q, 9, o->id);
+  sqlite3_bind_int64(q, 10, o->site_id);
+  if (store_step_done(&st->w, q, "updating origin") < 0) goto fail;
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, del);
+  if (!q) goto fail;
+  sqlite3_bind_int64(q, 1, origin_id);
+  sqlite3_bind_int64(q, 2, site_id);
+  if (store_step_done(&st->w, q, "deleting origin") < 0) goto fail;
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+/* ---- nodes ---- */
+
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+  static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
+  static const char tok[] =
+      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  int64_t now = clock_wall_ms();
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, ins);
+  if (!q) goto fail;
+  sqlite3_bind_text(q, 1, n->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 2, now);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    int uniq = is_unique_violation(st);
+    sqlite3_reset(q);
+    if (uniq) rc = STORE_CONFLICT;
+    else log_error("inserting node: %s", sqlite3_errmsg(st->w.db));
+    goto fail;
+  }
+  sqlite3_reset(q);
+  n->id = sqlite3_last_insert_rowid(st->w.db);
+  n->created_at = now;
+  q = store_stmt(&st->w, tok);
+  if (!q) goto fail;
+  sqlite3_bind_text(q, 1, token_hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 2, n->id);
+  sqlite3_bind_int64(q, 3, now);
+  if (store_step_done(&st->w, q, "inserting node token") < 0) goto fail;
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
+  static const char q[] =
+      "SELECT id, name, created_at, last_seen_at, config_seq, version FROM nodes ORDER BY id";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct node_rec *arr = NULL;
+  int cnt = 0, cap = 0, rc;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    struct node_rec *r;
+    if (cnt == cap) {
+      int ncap = cap ? cap * 2 : 16;
+      struct node_rec *na = realloc(arr, (size_t)ncap * sizeof *na);
+      if (!na) {
+        free(arr);
+        sqlite3_reset(s);
+        return STORE_ERROR;
+      }
+      arr = na;
+      cap = ncap;
+    }
+    r = &arr[cnt++];
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(s, 0);
+    store_col_text(s, 1, r->name, sizeof r->name);
+    r->created_at = sqlite3_column_int64(s, 2);
+    r->last_seen_at = sqlite3_column_int64(s, 3);
+    r->config_seq = sqlite3_column_int64(s, 4);
+    store_col_text(s, 5, r->version, sizeof r->version);
+  }
+  sqlite3_reset(s);
+  *out = arr;
+  *n = cnt;
+  return rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+}
+
+enum store_rc store_node_delete(struct store *st, int64_t id) {
+  static const char del[] = "DELETE FROM nodes WHERE id = ?";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, del);
+  if (!q) goto fail;
+  sqlite3_bind_int64(q, 1, id);
+  if (store_step_done(&st->w, q, "deleting node") < 0) goto fail;
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}

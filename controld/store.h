@@ -1,0 +1,141 @@
+/* store — all of controld's SQL: SQLite in WAL mode, one writer connection, a reader per thread. */
+#ifndef CDNCA_STORE_H
+#define CDNCA_STORE_H
+
+#include <stdint.h>
+
+struct store;
+
+enum store_rc {
+  STORE_OK = 0,
+  STORE_NOT_FOUND = 1,
+  STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
+  STORE_ERROR = -1,   /* logged where it happened */
+};
+
+enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
+
+#define STORE_MAX_HOSTNAMES 32
+#define STORE_MAX_ORIGINS 64
+#define STORE_MAX_RETRY_STATUS 16
+
+/* An origin as stored (config and health state). */
+struct origin_rec {
+  int64_t id, site_id;
+  int level, port, weight, enabled;
+  char address[256];
+  char scheme[8];
+  char host_header[256]; /* "" = none (use the site's first hostname) */
+  /* health state */
+  char health[12];       /* unknown | healthy | unhealthy */
+  int success_streak, failure_streak;
+  int64_t health_changed_at, healthy_since, last_checked_at;
+  char last_verdict[12]; /* "" | success | failure */
+  char last_source[16];  /* "" | nodes | checkpoints | control */
+  int votes_success, votes_failure;
+  char last_error[256];
+  int64_t created_at;
+};
+
+/* A site with its hostnames and origins (origins ordered by level, id). */
+struct site_rec {
+  int64_t id;
+  char name[65];
+  int n_hostnames;
+  char hostnames[STORE_MAX_HOSTNAMES][254];
+  char failback[8]; /* auto | manual */
+  int64_t failback_hold_ms;
+  int hc_enabled;
+  char hc_path[513];
+  int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
+  int hc_checkpoints;
+  int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
+      nr_half_open_requests;
+  int n_retry_on_status;
+  int retry_on_status[STORE_MAX_RETRY_STATUS];
+  int current_level;
+  int64_t config_version;
+  int64_t last_probed_at, next_probe_at;
+  int all_unhealthy, failback_notified;
+  int64_t created_at, updated_at;
+  int n_origins;
+  struct origin_rec *origins; /* owned; n_origins entries */
+};
+
+/* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
+struct store *store_open(const char *path);
+
+/* Close every connection and free; NULLs *st. */
+void store_close(struct store **st);
+
+/* Schema version recorded in PRAGMA user_version. */
+int store_schema_version(struct store *st);
+
+/* Fill a site record with the defaults of DESIGN §2 (no origins). */
+void site_rec_defaults(struct site_rec *s);
+
+/* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
+int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
+
+/* Free what a site record owns (not the record itself). */
+void site_rec_fini(struct site_rec *s);
+
+/* ---- tokens ---- */
+
+/* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or -1. */
+int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
+
+/* Look up a token hash: 0 with kind/node_id set, 1 unknown, -1 error. */
+int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
+
+/* ---- sites and origins (every change republishes the site) ---- */
+
+/* Insert the site with its hostnames and origins; sets s->id, origin ids, versions. On STORE_CONFLICT conflict names what is taken ("name" or "hostnames[i]"). */
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen);
+
+/* Load one site into *out (caller site_rec_fini's it). */
+enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out);
+
+/* List up to limit sites with id > after, ascending; *out is a malloc'd array of *n records (caller frees each with site_rec_fini and the array with free). */
+enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
+                              int *n);
+
+/* Replace the site's top-level fields and hostnames (not origins) from s; republishes. Conflicts as in create. */
+enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen);
+
+/* Delete a site; records a tombstone publication. */
+enum store_rc store_site_delete(struct store *st, int64_t id);
+
+/* Add an origin to a site (o->site_id set); sets o->id; republishes. */
+enum store_rc store_origin_add(struct store *st, struct origin_rec *o);
+
+/* Replace an origin's config fields; re-enabling resets its health to unknown; republishes. */
+enum store_rc store_origin_update(struct store *st, const struct origin_rec *o);
+
+/* Delete an origin of a site; republishes. */
+enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id);
+
+/* ---- nodes ---- */
+
+struct node_rec {
+  int64_t id;
+  char name[65];
+  int64_t created_at, last_seen_at, config_seq;
+  char version[64];
+};
+
+/* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken. */
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash);
+
+/* All nodes ordered by id; *out malloc'd (caller frees). */
+enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
+
+/* Delete a node and its token (revocation is immediate). */
+enum store_rc store_node_delete(struct store *st, int64_t id);
+
+/* ---- publications ---- */
+
+/* Highest publication seq (0 when none). */
+int64_t store_pub_seq(struct store *st);
+
+#endif

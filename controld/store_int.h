@@ -1,0 +1,58 @@
+/* store_int — internals shared by the store's source files (store*.c only). */
+#ifndef CDNCA_STORE_INT_H
+#define CDNCA_STORE_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* One connection with its cache of persistent prepared statements (keyed by SQL text pointer). */
+struct dbconn {
+  sqlite3 *db;
+  struct stmt_slot {
+    const char *sql;
+    sqlite3_stmt *stmt;
+  } *slots;
+  int nslots, capslots;
+};
+
+struct store {
+  char *path;
+  struct dbconn w;         /* the one writer, under wmu */
+  pthread_mutex_t wmu;
+  pthread_key_t rkey;      /* per-thread reader connection */
+  pthread_mutex_t rmu;     /* guards the readers list */
+  struct dbconn **readers;
+  int nreaders, capreaders;
+};
+
+/* The prepared statement for sql on c, reset and unbound; NULL on error (logged). sql must be a string literal (its address is the key). */
+sqlite3_stmt *store_stmt(struct dbconn *c, const char *sql);
+
+/* The calling thread's reader connection (opened on first use); NULL on error. */
+struct dbconn *store_reader(struct store *st);
+
+/* Lock the writer and BEGIN IMMEDIATE; 0 or -1 (unlocked again on failure). */
+int store_tx_begin(struct store *st);
+
+/* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
+int store_tx_commit(struct store *st);
+
+/* ROLLBACK and unlock. */
+void store_tx_rollback(struct store *st);
+
+/* Inside a write transaction: bump the site's config_version (unless deleted) and record a publication. Returns the new seq or -1. */
+int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
+
+/* Inside any connection: load a site with hostnames and origins. */
+enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out);
+
+/* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
+int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what);
+
+/* Copy a text column into a fixed buffer ("" for NULL). */
+void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,105 @@
+/* Unit tests for common/opts: defaults, flags, the JSON file, errors naming the option. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "opts.h"
+
+struct cfg {
+  char listen[64];
+  int64_t interval;
+  char fmt[8];
+};
+
+static const char *const fmts[] = {"text", "json", NULL};
+static const struct opt_def defs[] = {
+    {"listen", OPT_STR, offsetof(struct cfg, listen), 64, 0, 0, NULL, "127.0.0.1:1", "listen"},
+    {"probe-interval-ms", OPT_INT, offsetof(struct cfg, interval), 0, 100, 1000000, NULL, "30000", "iv"},
+    {"log-format", OPT_ENUM, offsetof(struct cfg, fmt), 8, 0, 0, fmts, "text", "fmt"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+
+static enum opts_result run(struct cfg *c, char *err, int argc, char **argv) {
+  memset(c, 0, sizeof *c);
+  assert_int_equal(opts_defaults(defs, c), 0);
+  return opts_parse(defs, c, argc, argv, err, 256);
+}
+
+static void test_defaults_and_flags(void **state) {
+  struct cfg c;
+  char err[256];
+  char *argv[] = {"x", "--probe-interval-ms", "500", "--listen=127.0.0.2:9", NULL};
+  assert_int_equal(run(&c, err, 1, argv), OPTS_OK);
+  assert_string_equal(c.listen, "127.0.0.1:1");
+  assert_int_equal(c.interval, 30000);
+  assert_int_equal(run(&c, err, 4, argv), OPTS_OK);
+  assert_int_equal(c.interval, 500);
+  assert_string_equal(c.listen, "127.0.0.2:9");
+}
+
+static void test_errors(void **state) {
+  struct cfg c;
+  char err[256];
+  char *a1[] = {"x", "--probe-interval-ms", "5", NULL};
+  char *a2[] = {"x", "--nope", "1", NULL};
+  char *a3[] = {"x", "--log-format", "xml", NULL};
+  char *a4[] = {"x", "--probe-interval-ms", "12abc", NULL};
+  char *a5[] = {"x", "--listen", NULL};
+  char *a6[] = {"x", "--help", NULL};
+  char *a7[] = {"x", "--version", NULL};
+  assert_int_equal(run(&c, err, 3, a1), OPTS_ERROR);
+  assert_non_null(strstr(err, "probe-interval-ms"));
+  assert_int_equal(run(&c, err, 3, a2), OPTS_ERROR);
+  assert_non_null(strstr(err, "nope"));
+  assert_int_equal(run(&c, err, 3, a3), OPTS_ERROR);
+  assert_non_null(strstr(err, "log-format"));
+  assert_int_equal(run(&c, err, 3, a4), OPTS_ERROR);
+  assert_int_equal(run(&c, err, 2, a5), OPTS_ERROR);
+  assert_int_equal(run(&c, err, 2, a6), OPTS_HELP);
+  assert_int_equal(run(&c, err, 2, a7), OPTS_VERSION);
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_config_file(void **state) {
+  struct cfg c;
+  char err[256], path[] = "/tmp/cdnca-opts-XXXXXX";
+  int fd = mkstemp(path);
+  char *argv[] = {"x", "--config", path, "--log-format", "json", NULL};
+  assert_true(fd >= 0);
+  close(fd);
+  write_file(path, "{\"probe_interval_ms\": 1500, \"log_format\": \"text\", \"listen\": \"127.0.0.3:5\"}");
+  assert_int_equal(run(&c, err, 5, argv), OPTS_OK);
+  assert_int_equal(c.interval, 1500);
+  assert_string_equal(c.listen, "127.0.0.3:5");
+  assert_string_equal(c.fmt, "json"); /* the flag overrides the file */
+  write_file(path, "{\"probe_interval_ms\": \"fast\"}");
+  assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
+  assert_non_null(strstr(err, "probe_interval_ms"));
+  write_file(path, "{\"surprise\": 1}");
+  assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
+  assert_non_null(strstr(err, "surprise"));
+  write_file(path, "not json");
+  assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
+  unlink(path);
+  assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_defaults_and_flags),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_config_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
