@@ -145,14 +145,32 @@ int store_tx_begin(struct store *st) {
 
 int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
+  int64_t seq = st->pub_pending;
+  int ev = st->event_pending;
   if (rc < 0) exec_w(st, "ROLLBACK");
+  st->pub_pending = 0;
+  st->event_pending = 0;
   pthread_mutex_unlock(&st->wmu);
+  if (rc == 0 && seq && st->pub_hook) st->pub_hook(st->pub_arg, seq);
+  if (rc == 0 && ev && st->event_hook) st->event_hook(st->event_arg);
   return rc;
 }
 
 void store_tx_rollback(struct store *st) {
   exec_w(st, "ROLLBACK");
+  st->pub_pending = 0;
+  st->event_pending = 0;
   pthread_mutex_unlock(&st->wmu);
+}
+
+void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
+  st->pub_hook = fn;
+  st->pub_arg = arg;
+}
+
+void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {
+  st->event_hook = fn;
+  st->event_arg = arg;
 }
 
 /* ---- migrations ---- */
@@ -339,7 +357,8 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 5, now);
   if (store_step_done(&st->w, s, "recording publication") < 0) return -1;
-  return sqlite3_last_insert_rowid(st->w.db);
+  st->pub_pending = sqlite3_last_insert_rowid(st->w.db);
+  return st->pub_pending;
 }
 
 int64_t store_pub_seq(struct store *st) {

@@ -138,4 +138,36 @@ enum store_rc store_node_delete(struct store *st, int64_t id);
 /* Highest publication seq (0 when none). */
 int64_t store_pub_seq(struct store *st);
 
+/* Call fn(arg, seq) after every commit that recorded a publication (outside the writer lock). Set once at start. */
+void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg);
+
+/* Call fn(arg) after every commit that wrote an event (and so maybe webhook deliveries). Set once at start. */
+void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg);
+
+/* ---- events (site messages, notification center) and the webhook outbox ---- */
+
+struct event_rec {
+  int64_t id, site_id;
+  char site_name[65];
+  char type[48];
+  char title[128];
+  char *data; /* JSON text, owned */
+  int64_t created_at;
+};
+
+/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose filter matches. Returns the event id or -1. */
+int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+                               const char *type, const char *title, const char *data_json);
+
+/* Add an event in its own transaction; id or -1. */
+int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
+                        const char *title, const char *data_json);
+
+/* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd (caller frees with store_events_free). */
+enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
+                               struct event_rec **out, int *n);
+
+/* Free a list from store_event_list. */
+void store_events_free(struct event_rec *arr, int n);
+
 #endif

@@ -26,6 +26,13 @@ struct store {
   pthread_mutex_t rmu;     /* guards the readers list */
   struct dbconn **readers;
   int nreaders, capreaders;
+  /* publication hook: called after a commit that recorded a publication (or an event) */
+  void (*pub_hook)(void *arg, int64_t seq);
+  void *pub_arg;
+  int64_t pub_pending;     /* seq recorded in the open transaction, 0 = none */
+  void (*event_hook)(void *arg);
+  void *event_arg;
+  int event_pending;
 };
 
 /* The prepared statement for sql on c, reset and unbound; NULL on error (logged). sql must be a string literal (its address is the key). */

@@ -1,0 +1,129 @@
+/* store_events — events (site messages, notification center) and their webhook outbox rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "store_int.h"
+#include "token.h"
+
+/* 1 when a webhook's filter (JSON array text, NULL = all) lists type. */
+static int filter_matches(const char *filter, const char *type) {
+  cJSON *arr, *it;
+  int hit = 0;
+  if (!filter) return 1;
+  arr = json_parse(filter, strlen(filter));
+  if (!cJSON_IsArray(arr)) {
+    cJSON_Delete(arr);
+    return 1;
+  }
+  cJSON_ArrayForEach(it, arr) if (cJSON_IsString(it) && strcmp(it->valuestring, type) == 0) hit = 1;
+  cJSON_Delete(arr);
+  return hit;
+}
+
+int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+                               const char *type, const char *title, const char *data_json) {
+  static const char ins[] =
+      "INSERT INTO events (site_id, site_name, type, title, data, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)";
+  static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
+  static const char outbox[] =
+      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)";
+  sqlite3_stmt *q = store_stmt(&st->w, ins), *h;
+  int64_t now = clock_wall_ms(), event_id;
+  int rc;
+  if (!q) return -1;
+  if (site_id) sqlite3_bind_int64(q, 1, site_id);
+  if (site_name) sqlite3_bind_text(q, 2, site_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 3, type, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 4, title, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 5, data_json ? data_json : "{}", -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 6, now);
+  if (store_step_done(&st->w, q, "inserting event") < 0) return -1;
+  event_id = sqlite3_last_insert_rowid(st->w.db);
+
+  h = store_stmt(&st->w, hooks);
+  if (!h) return -1;
+  /* collect matching webhooks first: the outbox insert reuses the writer connection */
+  {
+    int64_t ids[256];
+    int n = 0;
+    while ((rc = sqlite3_step(h)) == SQLITE_ROW && n < 256) {
+      const char *filter = (const char *)sqlite3_column_text(h, 1);
+      if (filter_matches(filter, type)) ids[n++] = sqlite3_column_int64(h, 0);
+    }
+    sqlite3_reset(h);
+    for (int i = 0; i < n; i++) {
+      char uuid[40];
+      sqlite3_stmt *o = store_stmt(&st->w, outbox);
+      if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
+      sqlite3_bind_int64(o, 1, ids[i]);
+      sqlite3_bind_int64(o, 2, event_id);
+      sqlite3_bind_text(o, 3, uuid, -1, SQLITE_TRANSIENT);
+      if (site_id) sqlite3_bind_int64(o, 4, site_id);
+      sqlite3_bind_int64(o, 5, now);
+      sqlite3_bind_int64(o, 6, now);
+      if (store_step_done(&st->w, o, "queueing webhook delivery") < 0) return -1;
+    }
+  }
+  st->event_pending = 1;
+  return event_id;
+}
+
+int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
+                        const char *title, const char *data_json) {
+  int64_t id;
+  if (store_tx_begin(st) < 0) return -1;
+  id = store_event_add_locked(st, site_id, site_name, type, title, data_json);
+  if (id < 0) {
+    store_tx_rollback(st);
+    return -1;
+  }
+  return store_tx_commit(st) < 0 ? -1 : id;
+}
+
+enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
+                               struct event_rec **out, int *n) {
+  static const char all[] =
+      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
+      "WHERE id > ? ORDER BY id LIMIT ?";
+  static const char one[] =
+      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
+      "WHERE site_id = ? AND id > ? ORDER BY id LIMIT ?";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, site_id ? one : all) : NULL;
+  struct event_rec *arr;
+  int cnt = 0, rc, b = 1;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
+  if (!arr) return STORE_ERROR;
+  if (site_id) sqlite3_bind_int64(s, b++, site_id);
+  sqlite3_bind_int64(s, b++, after);
+  sqlite3_bind_int(s, b, limit);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit) {
+    struct event_rec *e = &arr[cnt++];
+    const unsigned char *d = sqlite3_column_text(s, 5);
+    e->id = sqlite3_column_int64(s, 0);
+    e->site_id = sqlite3_column_int64(s, 1);
+    store_col_text(s, 2, e->site_name, sizeof e->site_name);
+    store_col_text(s, 3, e->type, sizeof e->type);
+    store_col_text(s, 4, e->title, sizeof e->title);
+    e->data = strdup(d ? (const char *)d : "{}");
+    e->created_at = sqlite3_column_int64(s, 6);
+  }
+  sqlite3_reset(s);
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+void store_events_free(struct event_rec *arr, int n) {
+  for (int i = 0; i < n; i++) free(arr[i].data);
+  free(arr);
+}
