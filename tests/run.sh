@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Build cdnca and run every test (unit + integration) with ctest.
+#   tests/run.sh            plain build in ./build
+#   tests/run.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
+#   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
+set -euo pipefail
+top="$(cd "$(dirname "$0")/.." && pwd)"
+dir="$top/build"
+cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [ "${1:-}" = "--asan" ]; then
+  shift
+  dir="$top/build-asan"
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON)
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+fi
+cmake -S "$top" -B "$dir" "${cmake_args[@]}" >/dev/null
+cmake --build "$dir" -j"$(nproc)"
+cd "$dir"
+ctest --output-on-failure --timeout 600 "$@"
