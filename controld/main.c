@@ -50,12 +50,12 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_webhook_deliveries_total", "counter", "webhook delivery attempts by result");
 }
 
-/* Store the admin token from the environment (hashed), then wipe it from the environment. */
+/* Make the token from the environment the admin token (hashed; earlier ones are revoked), then wipe it from the environment. Without it, the stored admin token stays. */
 static int enrol_admin_token(struct ctx *ctx) {
   char *tok = getenv("CDNCA_ADMIN_TOKEN");
   char hash[65];
   if (!tok || !*tok) {
-    log_warn("CDNCA_ADMIN_TOKEN is not set: no new admin token enrolled");
+    log_info("CDNCA_ADMIN_TOKEN is not set: keeping the stored admin token");
     return 0;
   }
   if (strlen(tok) < 16) {
@@ -65,7 +65,7 @@ static int enrol_admin_token(struct ctx *ctx) {
   token_sha256_hex(tok, strlen(tok), hash);
   token_wipe(tok, strlen(tok));
   unsetenv("CDNCA_ADMIN_TOKEN");
-  return store_token_put(ctx->store, STORE_TOKEN_ADMIN, hash, 0);
+  return store_admin_token_set(ctx->store, hash);
 }
 
 int main(int argc, char **argv) {

@@ -313,6 +313,28 @@ out:
   return -1;
 }
 
+int store_admin_token_set(struct store *st, const char *hash) {
+  static const char del[] = "DELETE FROM tokens WHERE kind = 'admin' AND hash <> ?";
+  static const char ins[] =
+      "INSERT INTO tokens (kind, hash, created_at) VALUES ('admin', ?, ?) "
+      "ON CONFLICT (hash) DO NOTHING";
+  sqlite3_stmt *s;
+  if (store_tx_begin(st) < 0) return -1;
+  s = store_stmt(&st->w, del);
+  if (!s) goto fail;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  if (store_step_done(&st->w, s, "removing old admin tokens") < 0) goto fail;
+  s = store_stmt(&st->w, ins);
+  if (!s) goto fail;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, clock_wall_ms());
+  if (store_step_done(&st->w, s, "storing admin token") < 0) goto fail;
+  return store_tx_commit(st);
+fail:
+  store_tx_rollback(st);
+  return -1;
+}
+
 int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id) {
   static const char sql[] = "SELECT kind, node_id FROM tokens WHERE hash = ?";
   struct dbconn *c = store_reader(st);

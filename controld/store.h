@@ -85,6 +85,9 @@ void site_rec_fini(struct site_rec *s);
 /* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or -1. */
 int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
 
+/* Make hash the one admin token: replaces every earlier admin token (rotation by restart). 0 or -1. */
+int store_admin_token_set(struct store *st, const char *hash);
+
 /* Look up a token hash: 0 with kind/node_id set, 1 unknown, -1 error. */
 int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
 
