@@ -17,6 +17,7 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "route.h"
 #include "store.h"
 #include "token.h"
 
@@ -28,58 +29,6 @@ struct http_srv {
 };
 
 static struct http_srv *srv_of(struct ctx *ctx);
-
-/* ---- path matching ---- */
-
-/* Match path against pattern; fills params. 1 = match. */
-static int match(const char *pattern, const char *path, int64_t *params, int *nparams) {
-  const char *p = pattern, *s = path;
-  int n = 0;
-  while (*p && *s) {
-    if (*p == ':') {
-      int64_t v = 0;
-      int digits = 0;
-      while (*p && *p != '/') p++;
-      while (*s >= '0' && *s <= '9') {
-        if (v > (INT64_MAX - 9) / 10) return 0;
-        v = v * 10 + (*s - '0');
-        s++;
-        digits++;
-      }
-      if (!digits || v <= 0 || (*s && *s != '/') || n >= HTTP_MAX_PARAMS) return 0;
-      params[n++] = v;
-      continue;
-    }
-    if (*p != *s) return 0;
-    p++;
-    s++;
-  }
-  if (*s == '/' && s[1] == '\0' && *p == '\0') s++; /* tolerate one trailing slash */
-  if (*p || *s) return 0;
-  *nparams = n;
-  return 1;
-}
-
-/* Find the route; *path_known = 1 when some route has this path (for 405). */
-static const struct route *route_find(const struct route *const *tables, const char *method,
-                                      const char *path, int64_t *params, int *nparams,
-                                      int *path_known) {
-  *path_known = 0;
-  for (const struct route *const *t = tables; *t; t++)
-    for (const struct route *rt = *t; rt->method; rt++) {
-      int64_t tmp[HTTP_MAX_PARAMS];
-      int nt = 0;
-      if (!match(rt->pattern, path, tmp, &nt)) continue;
-      *path_known = 1;
-      if (strcmp(rt->method, method) != 0 &&
-          !(strcmp(method, "HEAD") == 0 && strcmp(rt->method, "GET") == 0))
-        continue;
-      memcpy(params, tmp, sizeof tmp);
-      *nparams = nt;
-      return rt;
-    }
-  return NULL;
-}
 
 /* ---- replies ---- */
 
@@ -182,6 +131,13 @@ cJSON *req_body_object(struct req *r) {
   return v;
 }
 
+void req_add_header(struct req *r, const char *name, const char *value) {
+  if (r->n_resp_headers >= 4) return;
+  r->resp_headers[r->n_resp_headers][0] = name;
+  r->resp_headers[r->n_resp_headers][1] = value;
+  r->n_resp_headers++;
+}
+
 void req_suspend(struct req *r) {
   r->suspended = 1;
   MHD_suspend_connection(r->conn);
@@ -224,6 +180,8 @@ static enum MHD_Result queue(struct req *r) {
     if (!resp) return MHD_NO;
     r->resp_body = NULL;
     if (r->resp_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+    for (int i = 0; i < r->n_resp_headers; i++)
+      MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
   }
   ret = MHD_queue_response(r->conn, r->status, resp);
   MHD_destroy_response(resp);

@@ -26,7 +26,8 @@ enum http_rc {
 struct req;
 typedef enum http_rc (*route_fn)(struct req *r);
 
-/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer), who may call it. */
+/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final "*"
+   matches any rest of the path), who may call it. */
 struct route {
   const char *method;
   const char *pattern;
@@ -54,6 +55,8 @@ struct req {
   size_t resp_len;
   const char *resp_type;
   struct MHD_Response *resp_shared; /* optional prebuilt response (reference held) */
+  const char *resp_headers[4][2];  /* extra reply headers (static strings) */
+  int n_resp_headers;
   int suspended;
   atomic_int ready;                /* set by req_resume's caller after the reply is set */
   int done;
@@ -93,6 +96,9 @@ void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size
 
 /* Set a reply from static memory (not freed). */
 void req_static(struct req *r, unsigned status, const char *ctype, const void *data, size_t len);
+
+/* Add a reply header (name and value must be static strings); at most 4. */
+void req_add_header(struct req *r, const char *name, const char *value);
 
 /* Parse the body as a JSON object; NULL with a 400/415 reply set when it is not one. Caller frees. */
 cJSON *req_body_object(struct req *r);

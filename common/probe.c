@@ -1,0 +1,456 @@
+/* probe — batch HTTP(S) origin health probes over one libcurl multi handle. */
+#include "probe.h"
+
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROBE_NAME_MAX 253
+#define PROBE_PATH_MAX 2048
+#define PROBE_URL_MAX (PROBE_NAME_MAX + PROBE_PATH_MAX + 32)
+#define PROBE_POLL_MS 100
+
+/* One reusable transfer: an easy handle and the state of the probe it currently runs. */
+struct probe_slot {
+  CURL *easy;                    /* created on first use, kept across runs */
+  struct curl_slist *connect_to; /* this probe's CONNECT_TO entry; freed when it ends */
+  size_t idx;                    /* index of the target/result */
+  size_t body_bytes;             /* body bytes seen (and dropped) so far */
+  int headers_done;              /* 1 once a final (>= 200) header block is complete */
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+struct probe {
+  CURLM *multi;
+  char *user_agent;
+  char *ca_file;
+  int max_conc;
+  struct probe_slot *slots; /* max_conc entries */
+  size_t *idle;             /* stack of idle slot numbers */
+  size_t nidle;
+  struct curl_slist *headers; /* request headers shared by every probe */
+};
+
+static void result_fail(struct probe_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void result_fail(struct probe_result *r, const char *fmt, ...) {
+  va_list ap;
+  r->ok = 0;
+  va_start(ap, fmt);
+  vsnprintf(r->error, sizeof r->error, fmt, ap);
+  va_end(ap);
+}
+
+/* 1 when s is a DNS name or IPv4 literal we are willing to put in a URL. */
+static int name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > PROBE_NAME_MAX) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '-' || c == '_'))
+      return 0;
+  }
+  return 1;
+}
+
+/* 1 when s is an IPv6 literal without brackets. */
+static int ipv6_ok(const char *s) {
+  struct in6_addr a;
+  return strchr(s, ':') != NULL && inet_pton(AF_INET6, s, &a) == 1;
+}
+
+static int host_ok(const char *s) {
+  return ipv6_ok(s) || name_ok(s);
+}
+
+/* 1 when path is an absolute, printable-ASCII request target without a fragment. */
+static int path_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > PROBE_PATH_MAX || s[0] != '/') return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c <= 0x20 || c >= 0x7f || c == '#') return 0;
+  }
+  return 1;
+}
+
+/* Check target t; on success fill url and the CONNECT_TO entry and return 0, else -1 with why. */
+static int target_prepare(const struct probe_target *t, char *url, size_t url_cap, char *conn,
+                          size_t conn_cap, char *why, size_t why_cap) {
+  const char *host, *path;
+  int v6h, v6a, n;
+
+  if (!t->scheme || (strcmp(t->scheme, "http") != 0 && strcmp(t->scheme, "https") != 0)) {
+    snprintf(why, why_cap, "scheme must be http or https");
+    return -1;
+  }
+  if (!t->address || !host_ok(t->address)) {
+    snprintf(why, why_cap, "bad address");
+    return -1;
+  }
+  if (t->port < 1 || t->port > 65535) {
+    snprintf(why, why_cap, "bad port");
+    return -1;
+  }
+  host = (t->host && t->host[0]) ? t->host : t->address;
+  if (!host_ok(host)) {
+    snprintf(why, why_cap, "bad host");
+    return -1;
+  }
+  path = (t->path && t->path[0]) ? t->path : "/";
+  if (!path_ok(path)) {
+    snprintf(why, why_cap, "bad path");
+    return -1;
+  }
+  v6h = ipv6_ok(host);
+  v6a = ipv6_ok(t->address);
+  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", t->scheme, v6h ? "[" : "", host, v6h ? "]" : "",
+               t->port, path);
+  if (n < 0 || (size_t)n >= url_cap) {
+    snprintf(why, why_cap, "url too long");
+    return -1;
+  }
+  /* Empty HOST and PORT match whatever the URL names: every connection goes to address:port. */
+  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", t->port);
+  if (n < 0 || (size_t)n >= conn_cap) {
+    snprintf(why, why_cap, "address too long");
+    return -1;
+  }
+  return 0;
+}
+
+/* Body sink: count and drop; cut the transfer past PROBE_BODY_MAX. */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
+  struct probe_slot *s = ud;
+  size_t n = size * nmemb;
+  (void)data;
+  s->body_bytes += n;
+  if (s->body_bytes > PROBE_BODY_MAX) return 0;
+  return n;
+}
+
+/* Header sink: note when a final response's header block is complete. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
+  struct probe_slot *s = ud;
+  size_t n = size * nmemb;
+  if ((n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n')) {
+    long code = 0;
+    if (curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code >= 200)
+      s->headers_done = 1;
+  }
+  return n;
+}
+
+static int is_tls_error(CURLcode rc) {
+  switch (rc) {
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ENGINE_NOTFOUND:
+  case CURLE_SSL_ENGINE_SETFAILED:
+  case CURLE_SSL_ENGINE_INITFAILED:
+  case CURLE_SSL_SHUTDOWN_FAILED:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_CLIENTCERT:
+  case CURLE_USE_SSL_FAILED:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Fill r from a finished transfer on slot s with curl result rc. */
+static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
+                        struct probe_result *r) {
+  long code = 0;
+  long oserr = 0;
+  curl_off_t total_us = 0;
+  const char *detail = s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc);
+
+  if (curl_easy_getinfo(s->easy, CURLINFO_TOTAL_TIME_T, &total_us) == CURLE_OK && total_us > 0)
+    r->latency_ms = (int)((total_us + 999) / 1000);
+  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+
+  if ((rc == CURLE_OK || s->headers_done) && code >= 100 && code <= 999) {
+    r->status = (int)code;
+    if (code < 500) {
+      r->ok = 1;
+      r->error[0] = '\0';
+    } else {
+      result_fail(r, "status %ld", code);
+    }
+    return;
+  }
+  r->status = 0;
+  switch (rc) {
+  case CURLE_OPERATION_TIMEDOUT:
+    result_fail(r, "timeout");
+    break;
+  case CURLE_COULDNT_CONNECT:
+    curl_easy_getinfo(s->easy, CURLINFO_OS_ERRNO, &oserr);
+    if (oserr > 0) {
+      char eb[96];
+      result_fail(r, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
+    } else {
+      result_fail(r, "connect failed: %s", detail);
+    }
+    break;
+  case CURLE_COULDNT_RESOLVE_HOST:
+    result_fail(r, "resolve failed: %s", t->address);
+    break;
+  case CURLE_GOT_NOTHING:
+    result_fail(r, "empty reply");
+    break;
+  case CURLE_OK:
+    result_fail(r, "no response status");
+    break;
+  default:
+    if (is_tls_error(rc))
+      result_fail(r, "tls: %s", detail);
+    else
+      result_fail(r, "%s", detail);
+    break;
+  }
+}
+
+/* Set every option of one probe on s->easy; 0 or -1. */
+static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_target *t,
+                      const char *url) {
+  CURL *e = s->easy;
+  long timeout = t->timeout_ms > 0 ? t->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS;
+  long ctimeout = timeout < PROBE_CONNECT_TIMEOUT_CAP_MS ? timeout : PROBE_CONNECT_TIMEOUT_CAP_MS;
+  CURLcode rc = CURLE_OK;
+
+  /* Checked together: a failure here means a libcurl built without a feature we need. */
+  rc |= curl_easy_setopt(e, CURLOPT_URL, url);
+  rc |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, s->connect_to);
+  rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+  rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
+  rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, p->user_agent);
+  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+  rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+  rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ctimeout);
+  rc |= curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  if (p->ca_file) rc |= curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
+  rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+  rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+  rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+  return rc == CURLE_OK ? 0 : -1;
+}
+
+/* Start target i on an idle slot. 1 = started (slot taken), 0 = result already final. */
+static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
+                       struct probe_result *r) {
+  char url[PROBE_URL_MAX];
+  char conn[PROBE_NAME_MAX + 16];
+  char why[64];
+  struct probe_slot *s = &p->slots[p->idle[p->nidle - 1]];
+
+  if (target_prepare(t, url, sizeof url, conn, sizeof conn, why, sizeof why) != 0) {
+    result_fail(r, "invalid target: %s", why);
+    return 0;
+  }
+  if (!s->easy) {
+    s->easy = curl_easy_init();
+    if (!s->easy) {
+      result_fail(r, "internal: curl_easy_init failed");
+      return 0;
+    }
+  } else {
+    curl_easy_reset(s->easy);
+  }
+  s->idx = i;
+  s->body_bytes = 0;
+  s->headers_done = 0;
+  s->errbuf[0] = '\0';
+  s->connect_to = curl_slist_append(NULL, conn);
+  if (!s->connect_to) {
+    result_fail(r, "internal: out of memory");
+    return 0;
+  }
+  if (slot_setup(p, s, t, url) != 0) {
+    result_fail(r, "internal: curl option rejected");
+    goto fail;
+  }
+  if (curl_multi_add_handle(p->multi, s->easy) != CURLM_OK) {
+    result_fail(r, "internal: curl_multi_add_handle failed");
+    goto fail;
+  }
+  p->nidle--;
+  return 1;
+fail:
+  curl_slist_free_all(s->connect_to);
+  s->connect_to = NULL;
+  return 0;
+}
+
+/* Detach a slot from the multi handle and return it to the idle stack. */
+static void slot_release(struct probe *p, struct probe_slot *s) {
+  curl_multi_remove_handle(p->multi, s->easy);
+  curl_slist_free_all(s->connect_to);
+  s->connect_to = NULL;
+  p->idle[p->nidle++] = (size_t)(s - p->slots);
+}
+
+/* Collect finished transfers into results. */
+static void probe_drain(struct probe *p, const struct probe_target *targets,
+                        struct probe_result *results) {
+  CURLMsg *msg;
+  int left = 0;
+  while ((msg = curl_multi_info_read(p->multi, &left)) != NULL) {
+    char *priv = NULL;
+    struct probe_slot *s;
+    if (msg->msg != CURLMSG_DONE) continue;
+    if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv) != CURLE_OK || !priv) continue;
+    s = (struct probe_slot *)(void *)priv;
+    slot_finish(s, msg->data.result, &targets[s->idx], &results[s->idx]);
+    slot_release(p, s);
+  }
+}
+
+struct probe *probe_new(const struct probe_opts *opts) {
+  struct probe *p = NULL;
+  struct probe_opts o = {0};
+  int ok = 0;
+
+  if (opts) o = *opts;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    log_error("curl_global_init failed");
+    return NULL;
+  }
+  p = calloc(1, sizeof *p);
+  if (!p) goto out;
+  p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
+  p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
+  if (!p->user_agent) goto out;
+  if (o.ca_file) {
+    p->ca_file = strdup(o.ca_file);
+    if (!p->ca_file) goto out;
+  }
+  p->slots = calloc((size_t)p->max_conc, sizeof *p->slots);
+  p->idle = calloc((size_t)p->max_conc, sizeof *p->idle);
+  if (!p->slots || !p->idle) goto out;
+  p->headers = curl_slist_append(NULL, "Connection: close");
+  if (!p->headers) goto out;
+  p->multi = curl_multi_init();
+  if (!p->multi) goto out;
+  /* One request per connection, never multiplexed: each probe tests a fresh connection. */
+  if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK)
+    goto out;
+  ok = 1;
+out:
+  if (!ok) {
+    log_error("cannot create prober (out of memory or libcurl failure)");
+    if (p) {
+      probe_free(&p);
+    } else {
+      curl_global_cleanup();
+    }
+    return NULL;
+  }
+  return p;
+}
+
+void probe_free(struct probe **pp) {
+  struct probe *p;
+  if (!pp || !*pp) return;
+  p = *pp;
+  if (p->slots) {
+    for (int i = 0; i < p->max_conc; i++) {
+      if (p->slots[i].easy) curl_easy_cleanup(p->slots[i].easy);
+      curl_slist_free_all(p->slots[i].connect_to);
+    }
+  }
+  if (p->multi) curl_multi_cleanup(p->multi);
+  curl_slist_free_all(p->headers);
+  free(p->slots);
+  free(p->idle);
+  free(p->user_agent);
+  free(p->ca_file);
+  free(p);
+  *pp = NULL;
+  curl_global_cleanup();
+}
+
+int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
+              struct probe_result *results, volatile int *cancel) {
+  size_t next = 0;
+  int running = 0;
+  int rc = -1;
+  int cancelled = 0;
+
+  if (!p || (n > 0 && (!targets || !results))) return -1;
+  for (size_t i = 0; i < n; i++) {
+    memset(&results[i], 0, sizeof results[i]);
+    snprintf(results[i].error, sizeof results[i].error, "not run");
+  }
+  p->nidle = 0;
+  for (int i = p->max_conc - 1; i >= 0; i--)
+    p->idle[p->nidle++] = (size_t)i;
+
+  for (;;) {
+    CURLMcode mc;
+    int still = 0;
+    while (next < n && p->nidle > 0) {
+      probe_start(p, &targets[next], next, &results[next]);
+      next++;
+    }
+    running = p->max_conc - (int)p->nidle;
+    if (running == 0 && next >= n) break;
+    if (cancel && *cancel) {
+      cancelled = 1;
+      break;
+    }
+    mc = curl_multi_perform(p->multi, &still);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
+      goto out;
+    }
+    probe_drain(p, targets, results);
+    if (p->nidle > 0 && next < n) continue; /* room for more: start them before waiting */
+    if ((size_t)p->max_conc == p->nidle) continue;
+    mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  /* Abandon whatever is still in flight (cancel or libcurl failure). */
+  for (int i = 0; i < p->max_conc; i++) {
+    struct probe_slot *s = &p->slots[i];
+    if (!s->connect_to) continue;
+    snprintf(results[s->idx].error, sizeof results[s->idx].error,
+             cancelled ? "cancelled" : "internal: libcurl failure");
+    slot_release(p, s);
+  }
+  for (; next < n; next++)
+    snprintf(results[next].error, sizeof results[next].error,
+             cancelled ? "cancelled" : "internal: libcurl failure");
+  return rc;
+}

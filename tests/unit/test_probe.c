@@ -1,0 +1,746 @@
+/* test_probe — the batch prober against real test origins on loopback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "json.h"
+#include "probe.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CDNCA_TESTS_DIR
+#error "CDNCA_TESTS_DIR must name the tests source directory"
+#endif
+
+#define ORIGIN_PY CDNCA_TESTS_DIR "/integration/origin.py"
+#define CERTS_PY CDNCA_TESTS_DIR "/integration/certs.py"
+#define TEST_UA "cdnca-test/origin-probe"
+
+struct origin {
+  pid_t pid;
+  int port;
+  int tls;
+  char host[64]; /* listen address */
+};
+
+struct env {
+  char dir[64];     /* temp dir: certs, port files */
+  char ca[128];     /* CA that signed the "origin.test" cert */
+  char ca2[128];    /* a second, unrelated CA */
+  struct origin a;  /* http, the workhorse */
+  struct origin b;  /* http, redirect target */
+  struct origin t;  /* https, cert for origin.test + 127.0.0.1 by ca */
+  struct origin u;  /* https, cert for origin.test by ca2 */
+  struct origin v6; /* http on ::1 (port 0 when IPv6 is missing) */
+  int refused_fd;   /* bound, never listening: connections are refused */
+  int refused_port;
+  int silent_fd; /* listening, never accepting: requests get no answer */
+  int silent_port;
+};
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Run argv to completion with a bounded wait; 0 when it exited 0. */
+static int run_cmd(char *const argv[]) {
+  int status = 0;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  for (int i = 0; i < 600; i++) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) return (WIFEXITED(status) && WEXITSTATUS(status) == 0) ? 0 : -1;
+    sleep_ms(100);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+/* Start origin.py; 0 once it listens (port known), -1 otherwise. */
+static int origin_start(struct env *e, struct origin *o, const char *name, const char *host,
+                        const char *cert_stem) {
+  char portfile[128], cert[128], key[128];
+  snprintf(portfile, sizeof portfile, "%s/%s.port", e->dir, name);
+  snprintf(o->host, sizeof o->host, "%s", host);
+  o->tls = cert_stem != NULL;
+  if (cert_stem) {
+    snprintf(cert, sizeof cert, "%s/%s.pem", e->dir, cert_stem);
+    snprintf(key, sizeof key, "%s/%s.key", e->dir, cert_stem);
+  }
+  o->pid = fork();
+  if (o->pid < 0) return -1;
+  if (o->pid == 0) {
+    if (cert_stem)
+      execlp("python3", "python3", ORIGIN_PY, "--port", "0", "--host", host, "--portfile", portfile,
+             "--name", name, "--tls-cert", cert, "--tls-key", key, (char *)NULL);
+    else
+      execlp("python3", "python3", ORIGIN_PY, "--port", "0", "--host", host, "--portfile", portfile,
+             "--name", name, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 1000; i++) { /* up to ~20 s */
+    FILE *f = fopen(portfile, "r");
+    int status;
+    if (f) {
+      int ok = fscanf(f, "%d", &o->port) == 1;
+      fclose(f);
+      if (ok && o->port > 0) return 0;
+    }
+    if (waitpid(o->pid, &status, WNOHANG) == o->pid) {
+      o->pid = 0;
+      return -1;
+    }
+    sleep_ms(20);
+  }
+  return -1;
+}
+
+static void origin_stop(struct origin *o) {
+  int status;
+  if (o->pid <= 0) return;
+  kill(o->pid, SIGTERM);
+  for (int i = 0; i < 100; i++) {
+    if (waitpid(o->pid, &status, WNOHANG) == o->pid) goto out;
+    sleep_ms(50);
+  }
+  kill(o->pid, SIGKILL);
+  waitpid(o->pid, &status, 0);
+out:
+  o->pid = 0;
+}
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *ud) {
+  return buf_append(ud, data, size * nmemb) == 0 ? size * nmemb : 0;
+}
+
+/* One control request to an origin (POST body when non-NULL, else GET); parsed JSON or NULL. */
+static cJSON *origin_call(struct env *e, const struct origin *o, const char *path,
+                          const char *body) {
+  char url[256], resolve[128];
+  struct buf out;
+  cJSON *j = NULL;
+  struct curl_slist *res = NULL;
+  CURL *c = curl_easy_init();
+  if (!c) return NULL;
+  buf_init(&out, 1 << 20);
+  if (strchr(o->host, ':'))
+    snprintf(url, sizeof url, "http://[%s]:%d%s", o->host, o->port, path);
+  else
+    snprintf(url, sizeof url, "%s://origin.test:%d%s", o->tls ? "https" : "http", o->port, path);
+  snprintf(resolve, sizeof resolve, "origin.test:%d:%s", o->port, o->host);
+  res = curl_slist_append(NULL, resolve);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_RESOLVE, res);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(c, CURLOPT_CAINFO, o == &e->u ? e->ca2 : e->ca);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+  if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  if (curl_easy_perform(c) == CURLE_OK && out.data) j = json_parse(out.data, out.len);
+  curl_easy_cleanup(c);
+  curl_slist_free_all(res);
+  buf_fini(&out);
+  return j;
+}
+
+/* POST /__ctl; asserts it was accepted. */
+static void origin_ctl(struct env *e, const struct origin *o, const char *json) {
+  cJSON *j = origin_call(e, o, "/__ctl", json);
+  assert_non_null(j);
+  assert_null(cJSON_GetObjectItemCaseSensitive(j, "error"));
+  cJSON_Delete(j);
+}
+
+/* GET /__stats; caller frees. */
+static cJSON *origin_stats(struct env *e, const struct origin *o) {
+  cJSON *j = origin_call(e, o, "/__stats", NULL);
+  assert_non_null(j);
+  return j;
+}
+
+static int stats_int(const cJSON *j, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  assert_true(cJSON_IsNumber(v));
+  return v->valueint;
+}
+
+static const char *stats_header(const cJSON *j, const char *name) {
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "last_headers");
+  const cJSON *v = cJSON_GetObjectItem(h, name); /* header names are case-insensitive */
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A socket on 127.0.0.1 with an OS-chosen port; listening (backlog 16) when listen_it. */
+static int loopback_socket(int listen_it, int *port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+  socklen_t len = sizeof sa;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || (listen_it && listen(fd, 16) != 0)) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+static int have_ipv6(void) {
+  struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  int ok;
+  if (fd < 0) return 0;
+  ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+static int group_setup(void **state) {
+  static struct env e;
+  char ca2dir[96];
+  memset(&e, 0, sizeof e);
+  e.refused_fd = e.silent_fd = -1;
+  snprintf(e.dir, sizeof e.dir, "/tmp/cdnca-test-probe-XXXXXX");
+  if (!mkdtemp(e.dir)) return -1;
+  snprintf(e.ca, sizeof e.ca, "%s/ca.pem", e.dir);
+  snprintf(ca2dir, sizeof ca2dir, "%s/other", e.dir);
+  snprintf(e.ca2, sizeof e.ca2, "%s/ca.pem", ca2dir);
+  {
+    char *mk1[] = {"python3", CERTS_PY,    "--dir",  e.dir,    "--host", "origin.test",
+                   "--ip",    "127.0.0.1", "--stem", "server", NULL};
+    char *mk2[] = {"python3",     CERTS_PY, "--dir",  ca2dir, "--host",
+                   "origin.test", "--stem", "server", NULL};
+    char *mv[] = {"cp", "--", "", "", NULL};
+    char from[160], to[160];
+    if (run_cmd(mk1) != 0 || run_cmd(mk2) != 0) return -1;
+    /* Give the second CA's server cert a stem in the main dir for origin_start. */
+    snprintf(from, sizeof from, "%s/server.pem", ca2dir);
+    snprintf(to, sizeof to, "%s/server2.pem", e.dir);
+    mv[2] = from;
+    mv[3] = to;
+    if (run_cmd(mv) != 0) return -1;
+    snprintf(from, sizeof from, "%s/server.key", ca2dir);
+    snprintf(to, sizeof to, "%s/server2.key", e.dir);
+    if (run_cmd(mv) != 0) return -1;
+  }
+  if (origin_start(&e, &e.a, "a", "127.0.0.1", NULL) != 0 ||
+      origin_start(&e, &e.b, "b", "127.0.0.1", NULL) != 0 ||
+      origin_start(&e, &e.t, "t", "127.0.0.1", "server") != 0 ||
+      origin_start(&e, &e.u, "u", "127.0.0.1", "server2") != 0)
+    return -1;
+  if (have_ipv6() && origin_start(&e, &e.v6, "v6", "::1", NULL) != 0) return -1;
+  e.refused_fd = loopback_socket(0, &e.refused_port);
+  e.silent_fd = loopback_socket(1, &e.silent_port);
+  if (e.refused_fd < 0 || e.silent_fd < 0) return -1;
+  *state = &e;
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  struct env *e = *state;
+  char *rm[] = {"rm", "-rf", "--", NULL, NULL};
+  if (!e) return 0;
+  origin_stop(&e->a);
+  origin_stop(&e->b);
+  origin_stop(&e->t);
+  origin_stop(&e->u);
+  origin_stop(&e->v6);
+  if (e->refused_fd >= 0) close(e->refused_fd);
+  if (e->silent_fd >= 0) close(e->silent_fd);
+  rm[3] = e->dir;
+  run_cmd(rm);
+  return 0;
+}
+
+/* Each test starts from a fresh origin "a" and "b". */
+static int test_setup(void **state) {
+  struct env *e = *state;
+  origin_ctl(e, &e->a, "{\"reset\": true}");
+  origin_ctl(e, &e->b, "{\"reset\": true}");
+  return 0;
+}
+
+static struct probe *new_probe(const char *ca, int conc) {
+  struct probe_opts o = {.user_agent = TEST_UA, .ca_file = ca, .max_concurrency = conc};
+  struct probe *p = probe_new(&o);
+  assert_non_null(p);
+  return p;
+}
+
+static struct probe_target http_target(const struct origin *o, const char *host, const char *path,
+                                       int timeout_ms) {
+  struct probe_target t = {.scheme = o->tls ? "https" : "http",
+                           .address = o->host,
+                           .port = o->port,
+                           .host = host,
+                           .path = path,
+                           .timeout_ms = timeout_ms};
+  return t;
+}
+
+/* Probe one target with a fresh prober and return its result. */
+static struct probe_result probe_one(const struct probe_target *t, const char *ca) {
+  struct probe *p = new_probe(ca, 0);
+  struct probe_result r;
+  assert_int_equal(probe_run(p, t, 1, &r, NULL), 0);
+  probe_free(&p);
+  assert_null(p);
+  return r;
+}
+
+static void test_ok_200_headers(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/healthz?x=1", 5000);
+  struct probe_result r = probe_one(&t, NULL);
+  cJSON *s;
+  char host[64];
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.error, "");
+  assert_true(r.latency_ms >= 0);
+
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 1);
+  assert_string_equal(cJSON_GetObjectItem(s, "last_target")->valuestring, "/healthz?x=1");
+  assert_string_equal(cJSON_GetObjectItem(s, "last_method")->valuestring, "GET");
+  snprintf(host, sizeof host, "origin.test:%d", e->a.port);
+  assert_non_null(stats_header(s, "Host"));
+  assert_string_equal(stats_header(s, "Host"), host);
+  assert_non_null(stats_header(s, "User-Agent"));
+  assert_string_equal(stats_header(s, "User-Agent"), TEST_UA);
+  cJSON_Delete(s);
+}
+
+static void test_default_user_agent(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, NULL, NULL, 5000);
+  struct probe *p = probe_new(NULL);
+  struct probe_result r;
+  struct probe_opts node = {.user_agent = PROBE_UA_NODE};
+  cJSON *s;
+  char host[64];
+  assert_non_null(p);
+  assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+  probe_free(&p);
+  assert_int_equal(r.ok, 1);
+  s = origin_stats(e, &e->a);
+  assert_string_equal(stats_header(s, "User-Agent"), "cdnca-control-api/origin-probe");
+  /* No host: the Host header is the address; no path: "/". */
+  snprintf(host, sizeof host, "127.0.0.1:%d", e->a.port);
+  assert_string_equal(stats_header(s, "Host"), host);
+  assert_string_equal(cJSON_GetObjectItem(s, "last_target")->valuestring, "/");
+  cJSON_Delete(s);
+
+  p = probe_new(&node);
+  assert_non_null(p);
+  assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+  probe_free(&p);
+  s = origin_stats(e, &e->a);
+  assert_string_equal(stats_header(s, "User-Agent"), "cdnca-node/origin-probe");
+  cJSON_Delete(s);
+}
+
+static void test_404_is_success(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/healthz", 5000);
+  struct probe_result r;
+  origin_ctl(e, &e->a, "{\"health_path_status\": {\"/healthz\": 404}}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 404);
+  assert_string_equal(r.error, "");
+}
+
+static void test_redirect_not_followed(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_result r;
+  char ctl[256];
+  cJSON *s;
+  int codes[] = {301, 302, 307};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    snprintf(ctl, sizeof ctl,
+             "{\"redirect\": \"http://127.0.0.1:%d/landing\", "
+             "\"redirect_status\": %d}",
+             e->b.port, codes[i]);
+    origin_ctl(e, &e->a, ctl);
+    r = probe_one(&t, NULL);
+    assert_int_equal(r.ok, 1);
+    assert_int_equal(r.status, codes[i]);
+  }
+  s = origin_stats(e, &e->b);
+  assert_int_equal(stats_int(s, "total"), 0);
+  cJSON_Delete(s);
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 3);
+  cJSON_Delete(s);
+}
+
+static void test_5xx_is_failure(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_result r;
+  origin_ctl(e, &e->a, "{\"status\": 503}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 503);
+  assert_string_equal(r.error, "status 503");
+  origin_ctl(e, &e->a, "{\"status\": 500}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 500);
+  origin_ctl(e, &e->a, "{\"status\": 499}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 499);
+}
+
+static void test_connection_refused(void **state) {
+  struct env *e = *state;
+  struct probe_target t = {.scheme = "http",
+                           .address = "127.0.0.1",
+                           .port = e->refused_port,
+                           .host = "origin.test",
+                           .path = "/",
+                           .timeout_ms = 5000};
+  struct probe_result r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.error, "connect failed: Connection refused");
+}
+
+static void test_timeout_silent_listener(void **state) {
+  struct env *e = *state;
+  struct probe_target t = {.scheme = "http",
+                           .address = "127.0.0.1",
+                           .port = e->silent_port,
+                           .host = "origin.test",
+                           .path = "/",
+                           .timeout_ms = 300};
+  struct probe_result r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.error, "timeout");
+}
+
+static void test_timeout_slow_origin(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/slow", 300);
+  struct probe_result r;
+  origin_ctl(e, &e->a, "{\"delay_ms\": 5000}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.error, "timeout");
+}
+
+static void test_dropped_connection(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_result r;
+  origin_ctl(e, &e->a, "{\"drop\": true}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.error, "empty reply");
+  origin_ctl(e, &e->a, "{\"drop\": \"rst\"}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_true(r.error[0] != '\0');
+}
+
+static void test_big_body_cut(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/__big?bytes=50000000", 20000);
+  struct probe_result r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.error, "");
+}
+
+static void test_https_ok(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->t, "origin.test", "/tls", 5000);
+  struct probe_result r = probe_one(&t, e->ca);
+  cJSON *s;
+  char host[64];
+  assert_string_equal(r.error, "");
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 200);
+  s = origin_stats(e, &e->t);
+  assert_string_equal(cJSON_GetObjectItem(s, "last_sni")->valuestring, "origin.test");
+  snprintf(host, sizeof host, "origin.test:%d", e->t.port);
+  assert_string_equal(stats_header(s, "Host"), host);
+  assert_string_equal(stats_header(s, "User-Agent"), TEST_UA);
+  cJSON_Delete(s);
+
+  /* No host: the certificate's IP SAN 127.0.0.1 matches the address. */
+  t.host = NULL;
+  r = probe_one(&t, e->ca);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 200);
+}
+
+static void test_https_wrong_name(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->t, "wrong.test", "/", 5000);
+  struct probe_result r = probe_one(&t, e->ca);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_memory_equal(r.error, "tls: ", 5);
+}
+
+static void test_https_unknown_ca(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->u, "origin.test", "/", 5000);
+  struct probe_result r = probe_one(&t, e->ca);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_memory_equal(r.error, "tls: ", 5);
+
+  /* The system CAs do not know the test CA either. */
+  t = http_target(&e->t, "origin.test", "/", 5000);
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_memory_equal(r.error, "tls: ", 5);
+
+  /* Plain HTTP to a TLS port is a failure too, not a success. */
+  t.scheme = "http";
+  r = probe_one(&t, e->ca);
+  assert_int_equal(r.ok, 0);
+}
+
+static void test_ipv6_literal(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->v6, "origin.test", "/v6", 5000);
+  struct probe_result r;
+  cJSON *s;
+  char host[64];
+  if (e->v6.port == 0) skip();
+  r = probe_one(&t, NULL);
+  assert_string_equal(r.error, "");
+  assert_int_equal(r.ok, 1);
+  s = origin_stats(e, &e->v6);
+  snprintf(host, sizeof host, "origin.test:%d", e->v6.port);
+  assert_string_equal(stats_header(s, "Host"), host);
+  cJSON_Delete(s);
+
+  /* An IPv6 literal as the host too: "Host: [::1]:port". */
+  t.host = "::1";
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  s = origin_stats(e, &e->v6);
+  snprintf(host, sizeof host, "[::1]:%d", e->v6.port);
+  assert_string_equal(stats_header(s, "Host"), host);
+  cJSON_Delete(s);
+}
+
+static void test_many_concurrent(void **state) {
+  struct env *e = *state;
+  enum { N = 500 };
+  struct probe_target *t = calloc(N, sizeof *t);
+  struct probe_result *r = calloc(N, sizeof *r);
+  struct probe *p = new_probe(NULL, 0);
+  cJSON *s;
+  assert_non_null(t);
+  assert_non_null(r);
+  for (int i = 0; i < N; i++)
+    t[i] = http_target(&e->a, "origin.test", "/many", 30000);
+  assert_int_equal(probe_run(p, t, N, r, NULL), 0);
+  for (int i = 0; i < N; i++) {
+    if (!r[i].ok) fail_msg("target %d: %s", i, r[i].error);
+    assert_int_equal(r[i].status, 200);
+  }
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), N);
+  cJSON_Delete(s);
+  probe_free(&p);
+  free(t);
+  free(r);
+}
+
+/* More targets than slots, mixed outcomes, one prober over several runs: results stay in place. */
+static void test_queue_and_reuse(void **state) {
+  struct env *e = *state;
+  enum { N = 60 };
+  struct probe_target t[N];
+  struct probe_result r[N];
+  struct probe *p = new_probe(e->ca, 4);
+  cJSON *s;
+  for (int i = 0; i < N; i++) {
+    switch (i % 3) {
+    case 0:
+      t[i] = http_target(&e->a, "origin.test", "/q", 5000);
+      break;
+    case 1:
+      t[i] = (struct probe_target){.scheme = "http",
+                                   .address = "127.0.0.1",
+                                   .port = e->refused_port,
+                                   .path = "/",
+                                   .timeout_ms = 5000};
+      break;
+    default:
+      t[i] = http_target(&e->t, "origin.test", "/q", 5000);
+      break;
+    }
+    t[i].user = &t[i];
+  }
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(probe_run(p, t, N, r, NULL), 0);
+    for (int i = 0; i < N; i++) {
+      if (i % 3 == 1) {
+        assert_int_equal(r[i].ok, 0);
+        assert_string_equal(r[i].error, "connect failed: Connection refused");
+      } else {
+        if (!r[i].ok) fail_msg("round %d target %d: %s", round, i, r[i].error);
+        assert_int_equal(r[i].status, 200);
+      }
+    }
+  }
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 3 * N / 3);
+  cJSON_Delete(s);
+  assert_int_equal(probe_run(p, t, 0, r, NULL), 0);
+  probe_free(&p);
+  probe_free(&p); /* no-op */
+}
+
+static void test_invalid_targets(void **state) {
+  struct env *e = *state;
+  struct probe_target base = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_target t[9];
+  struct probe_result r[9];
+  struct probe *p = new_probe(NULL, 0);
+  cJSON *s;
+  for (int i = 0; i < 9; i++)
+    t[i] = base;
+  t[0].scheme = "ftp";
+  t[1].scheme = NULL;
+  t[2].port = 0;
+  t[3].port = 70000;
+  t[4].path = "no-slash";
+  t[5].path = "/a b";
+  t[6].host = "evil.test/x";
+  t[7].address = NULL;
+  t[8].address = "1.2.3.4:80"; /* not a valid IPv6 literal, not a name */
+  assert_int_equal(probe_run(p, t, 9, r, NULL), 0);
+  for (int i = 0; i < 9; i++) {
+    assert_int_equal(r[i].ok, 0);
+    assert_int_equal(r[i].status, 0);
+    assert_memory_equal(r[i].error, "invalid target: ", 16);
+  }
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 0);
+  cJSON_Delete(s);
+  assert_int_equal(probe_run(NULL, t, 1, r, NULL), -1);
+  assert_int_equal(probe_run(p, NULL, 1, r, NULL), -1);
+  assert_int_equal(probe_run(p, t, 1, NULL, NULL), -1);
+  probe_free(&p);
+}
+
+static void test_cancel_before(void **state) {
+  struct env *e = *state;
+  struct probe_target t[3];
+  struct probe_result r[3];
+  volatile int cancel = 1;
+  struct probe *p = new_probe(NULL, 2);
+  for (int i = 0; i < 3; i++)
+    t[i] = http_target(&e->a, "origin.test", "/", 5000);
+  assert_int_equal(probe_run(p, t, 3, r, &cancel), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(r[i].ok, 0);
+    assert_string_equal(r[i].error, "cancelled");
+  }
+  probe_free(&p);
+}
+
+struct canceller {
+  volatile int *flag;
+};
+
+static void *cancel_later(void *arg) {
+  struct canceller *c = arg;
+  sleep_ms(200);
+  __atomic_store_n(c->flag, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void test_cancel_in_flight(void **state) {
+  struct env *e = *state;
+  struct probe_target t[2];
+  struct probe_result r[2];
+  volatile int cancel = 0;
+  struct canceller c = {.flag = &cancel};
+  pthread_t th;
+  struct probe *p = new_probe(NULL, 0);
+  /* The silent listener never answers; the timeout is far longer than the cancel delay. */
+  t[0] = (struct probe_target){.scheme = "http",
+                               .address = "127.0.0.1",
+                               .port = e->silent_port,
+                               .path = "/",
+                               .timeout_ms = 60000};
+  t[1] = t[0];
+  assert_int_equal(pthread_create(&th, NULL, cancel_later, &c), 0);
+  assert_int_equal(probe_run(p, t, 2, r, &cancel), 0);
+  pthread_join(th, NULL);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(r[i].ok, 0);
+    assert_string_equal(r[i].error, "cancelled");
+  }
+  probe_free(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_ok_200_headers, test_setup),
+      cmocka_unit_test_setup(test_default_user_agent, test_setup),
+      cmocka_unit_test_setup(test_404_is_success, test_setup),
+      cmocka_unit_test_setup(test_redirect_not_followed, test_setup),
+      cmocka_unit_test_setup(test_5xx_is_failure, test_setup),
+      cmocka_unit_test_setup(test_connection_refused, test_setup),
+      cmocka_unit_test_setup(test_timeout_silent_listener, test_setup),
+      cmocka_unit_test_setup(test_timeout_slow_origin, test_setup),
+      cmocka_unit_test_setup(test_dropped_connection, test_setup),
+      cmocka_unit_test_setup(test_big_body_cut, test_setup),
+      cmocka_unit_test_setup(test_https_ok, test_setup),
+      cmocka_unit_test_setup(test_https_wrong_name, test_setup),
+      cmocka_unit_test_setup(test_https_unknown_ca, test_setup),
+      cmocka_unit_test_setup(test_ipv6_literal, test_setup),
+      cmocka_unit_test_setup(test_many_concurrent, test_setup),
+      cmocka_unit_test_setup(test_queue_and_reuse, test_setup),
+      cmocka_unit_test_setup(test_invalid_targets, test_setup),
+      cmocka_unit_test_setup(test_cancel_before, test_setup),
+      cmocka_unit_test_setup(test_cancel_in_flight, test_setup),
+  };
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

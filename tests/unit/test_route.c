@@ -1,0 +1,79 @@
+/* Unit tests for controld/route: patterns, parameters, 404 vs 405. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "route.h"
+
+static enum http_rc nop(struct req *r) {
+  (void)r;
+  return HTTP_DONE;
+}
+
+static const struct route t1[] = {
+    {"GET", "/v1/sites", AUTH_ADMIN, nop},
+    {"POST", "/v1/sites", AUTH_ADMIN, nop},
+    {"GET", "/v1/sites/:id", AUTH_ADMIN, nop},
+    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, nop},
+    {NULL, NULL, AUTH_NONE, NULL},
+};
+static const struct route t2[] = {
+    {"GET", "/ui*", AUTH_NONE, nop},
+    {NULL, NULL, AUTH_NONE, NULL},
+};
+static const struct route *const tables[] = {t1, t2, NULL};
+
+static void test_match_params(void **state) {
+  int64_t p[HTTP_MAX_PARAMS];
+  int n = -1;
+  assert_true(route_match("/v1/sites/:id/origins/:id", "/v1/sites/12/origins/345", p, &n));
+  assert_int_equal(n, 2);
+  assert_int_equal(p[0], 12);
+  assert_int_equal(p[1], 345);
+  assert_true(route_match("/v1/sites", "/v1/sites/", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/0", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/-1", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/12x", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/99999999999999999999999", p, &n));
+  assert_false(route_match("/v1/sites", "/v1/sitesx", p, &n));
+  assert_false(route_match("/v1/sites", "/v1/site", p, &n));
+  assert_false(route_match("/v1/sites/:id", "/v1/sites/1/2", p, &n));
+}
+
+static void test_star(void **state) {
+  int64_t p[HTTP_MAX_PARAMS];
+  int n;
+  assert_true(route_match("/ui*", "/ui", p, &n));
+  assert_true(route_match("/ui*", "/ui/", p, &n));
+  assert_true(route_match("/ui*", "/ui/app.js", p, &n));
+  assert_false(route_match("/ui*", "/u", p, &n));
+}
+
+static void test_find(void **state) {
+  int64_t p[HTTP_MAX_PARAMS];
+  int n, known;
+  const struct route *r = route_find(tables, "POST", "/v1/sites", p, &n, &known);
+  assert_non_null(r);
+  assert_string_equal(r->method, "POST");
+  r = route_find(tables, "HEAD", "/v1/sites/3", p, &n, &known);
+  assert_non_null(r);
+  assert_int_equal(p[0], 3);
+  r = route_find(tables, "DELETE", "/v1/sites", p, &n, &known);
+  assert_null(r);
+  assert_int_equal(known, 1); /* 405 */
+  r = route_find(tables, "GET", "/v2/x", p, &n, &known);
+  assert_null(r);
+  assert_int_equal(known, 0); /* 404 */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_match_params),
+      cmocka_unit_test(test_star),
+      cmocka_unit_test(test_find),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
