@@ -10,6 +10,7 @@ extern const struct route api_sites_routes[];   /* api_sites.c */
 extern const struct route api_origins_routes[]; /* api_origins.c */
 extern const struct route api_nodes_routes[];   /* api_nodes.c */
 extern const struct route api_misc_routes[];    /* api.c: /healthz, /metrics */
+extern const struct route api_ui_routes[];      /* api_ui.c: /ui/ dashboard files */
 
 /* Every table, NULL-terminated, in match order. */
 extern const struct route *const api_tables[];
