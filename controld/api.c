@@ -51,5 +51,6 @@ const struct route api_misc_routes[] = {
 };
 
 const struct route *const api_tables[] = {
-    api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes, NULL,
+    api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
+    api_node_routes, NULL,
 };

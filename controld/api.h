@@ -9,6 +9,7 @@
 extern const struct route api_sites_routes[];   /* api_sites.c */
 extern const struct route api_origins_routes[]; /* api_origins.c */
 extern const struct route api_nodes_routes[];   /* api_nodes.c */
+extern const struct route api_node_routes[];    /* api_node.c: the node protocol */
 extern const struct route api_misc_routes[];    /* api.c: /healthz, /metrics */
 extern const struct route api_ui_routes[];      /* api_ui.c: /ui/ dashboard files */
 

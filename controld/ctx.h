@@ -9,6 +9,8 @@ struct store;
 struct metrics;
 struct MHD_Daemon;
 struct http_srv;
+struct hub;
+struct task_board;
 
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
@@ -34,6 +36,8 @@ struct ctx {
   struct metrics *metrics;
   struct MHD_Daemon *mhd;
   struct http_srv *http;
+  struct hub *hub;           /* node config long-polls and presence (hub.h) */
+  struct task_board *tasks;  /* probe tasks handed to nodes, votes back (tasks.h) */
   volatile sig_atomic_t stopping;
   int64_t started_ms;
 };

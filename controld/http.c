@@ -54,6 +54,14 @@ void req_static(struct req *r, unsigned status, const char *ctype, const void *d
   req_raw(r, status, ctype, copy, copy ? len : 0);
 }
 
+void req_response(struct req *r, unsigned status, struct MHD_Response *resp) {
+  reply_reset(r);
+  if (r->resp_shared) MHD_destroy_response(r->resp_shared);
+  r->resp_shared = resp;
+  r->status = status;
+  r->done = 1;
+}
+
 void req_json(struct req *r, unsigned status, cJSON *body) {
   char *text = NULL;
   if (body) {
@@ -249,16 +257,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->started_ms = clock_mono_ms();
     buf_init(&r->body, HTTP_BODY_MAX);
     *con_cls = r;
-    if (precheck(r) < 0) return queue(r);
+    /* an early reply is queued on the next call, so the connection stays open (keep-alive);
+       only a body announced as too large is refused at once (the connection then closes) */
+    if (precheck(r) < 0 && r->status == 413) return queue(r);
     return MHD_YES;
   }
-  if (r->done && !r->suspended) return queue(r); /* a precheck reply with a body still coming */
   if (*upload_data_size) {
-    if (!r->body_too_large && buf_append(&r->body, upload_data, *upload_data_size) < 0)
+    /* a rejected request's body is read and dropped; buf's cap bounds what is kept */
+    if (!r->done && !r->body_too_large && buf_append(&r->body, upload_data, *upload_data_size) < 0)
       r->body_too_large = 1;
     *upload_data_size = 0;
     return MHD_YES;
   }
+  if (r->done && !r->suspended) return queue(r); /* the precheck reply */
   if (r->suspended) {
     if (!atomic_load(&r->ready)) return MHD_YES; /* spurious wake */
     r->suspended = 0;

@@ -97,6 +97,9 @@ void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size
 /* Set a reply from static memory (not freed). */
 void req_static(struct req *r, unsigned status, const char *ctype, const void *data, size_t len);
 
+/* Set a prebuilt libmicrohttpd response as the reply (taken: released after sending). */
+void req_response(struct req *r, unsigned status, struct MHD_Response *resp);
+
 /* Add a reply header (name and value must be static strings); at most 4. */
 void req_add_header(struct req *r, const char *name, const char *value);
 

@@ -7,11 +7,13 @@
 
 #include "api.h"
 #include "clock.h"
+#include "hub.h"
 #include "ctx.h"
 #include "log.h"
 #include "metrics.h"
 #include "opts.h"
 #include "store.h"
+#include "tasks.h"
 #include "token.h"
 
 static const char *const log_formats[] = {"text", "json", NULL};
@@ -112,6 +114,10 @@ int main(int argc, char **argv) {
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
   if (enrol_admin_token(&ctx) < 0) goto out;
+  ctx.hub = hub_new(ctx.store);
+  ctx.tasks = tasks_new();
+  if (!ctx.hub || !ctx.tasks) goto out;
+  store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
   if (http_start(&ctx, api_tables) < 0) goto out;
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
            store_schema_version(ctx.store));
@@ -122,7 +128,12 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
+  /* suspended long-polls must be answered before the daemon stops */
+  if (ctx.hub) hub_shutdown(ctx.hub);
+  if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
+  tasks_free(&ctx.tasks);
+  hub_free(&ctx.hub);
   store_close(&ctx.store);
   metrics_free(&ctx.metrics);
   return ret;

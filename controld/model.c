@@ -40,7 +40,7 @@ static int unknown_keys(const cJSON *obj, const char *const *allowed, const char
   return fail(err, 400, "unknown_field", path(f, sizeof f, prefix, bad), "unknown field '%s'", bad);
 }
 
-/* Read an integer field into *out when present; 422 when out of range, 400 when of the wrong type. */
+/* Read an integer field into *out when present; 422 when out of range or of the wrong type. */
 static int get_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int64_t *out,
                    const char *prefix, struct model_err *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);

@@ -218,6 +218,7 @@ struct store *store_open(const char *path) {
   st->path = strdup(path);
   pthread_mutex_init(&st->wmu, NULL);
   pthread_mutex_init(&st->rmu, NULL);
+  pthread_mutex_init(&st->tmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0) {
     store_close(&st);
@@ -238,6 +239,8 @@ void store_close(struct store **stp) {
   pthread_key_delete(st->rkey);
   pthread_mutex_destroy(&st->wmu);
   pthread_mutex_destroy(&st->rmu);
+  pthread_mutex_destroy(&st->tmu);
+  free(st->tcache);
   free(st->path);
   free(st);
   *stp = NULL;
@@ -313,6 +316,51 @@ out:
   return -1;
 }
 
+void store_token_cache_clear(struct store *st) {
+  pthread_mutex_lock(&st->tmu);
+  st->ntcache = 0;
+  pthread_mutex_unlock(&st->tmu);
+}
+
+/* Cached kind/node of a hash: 0 = hit. */
+static int token_cache_get(struct store *st, const char *hash, int *kind, int64_t *node_id) {
+  int hit = -1;
+  pthread_mutex_lock(&st->tmu);
+  for (int i = 0; i < st->ntcache; i++)
+    if (strcmp(st->tcache[i].hash, hash) == 0) {
+      *kind = st->tcache[i].kind;
+      *node_id = st->tcache[i].node_id;
+      hit = 0;
+      break;
+    }
+  pthread_mutex_unlock(&st->tmu);
+  return hit;
+}
+
+/* Remember a valid token (bounded: a full cache starts over). */
+static void token_cache_put(struct store *st, const char *hash, int kind, int64_t node_id) {
+  pthread_mutex_lock(&st->tmu);
+  if (st->ntcache == st->captcache) {
+    int ncap = st->captcache ? st->captcache * 2 : 64;
+    struct token_cache_entry *n =
+        ncap <= 65536 ? realloc(st->tcache, (size_t)ncap * sizeof *n) : NULL;
+    if (n) {
+      st->tcache = n;
+      st->captcache = ncap;
+    } else {
+      st->ntcache = 0;
+    }
+  }
+  if (st->ntcache < st->captcache) {
+    struct token_cache_entry *e = &st->tcache[st->ntcache++];
+    memcpy(e->hash, hash, 65);
+    e->hash[64] = '\0';
+    e->kind = kind;
+    e->node_id = node_id;
+  }
+  pthread_mutex_unlock(&st->tmu);
+}
+
 int store_admin_token_set(struct store *st, const char *hash) {
   static const char del[] = "DELETE FROM tokens WHERE kind = 'admin' AND hash <> ?";
   static const char ins[] =
@@ -329,7 +377,9 @@ int store_admin_token_set(struct store *st, const char *hash) {
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 2, clock_wall_ms());
   if (store_step_done(&st->w, s, "storing admin token") < 0) goto fail;
-  return store_tx_commit(st);
+  if (store_tx_commit(st) < 0) return -1;
+  store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
+  return 0;
 fail:
   store_tx_rollback(st);
   return -1;
@@ -340,6 +390,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
   int rc;
+  if (strlen(hash) == 64 && token_cache_get(st, hash, kind, node_id) == 0) return 0;
   if (!s) return -1;
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   rc = sqlite3_step(s);
@@ -348,6 +399,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
     *kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
     *node_id = sqlite3_column_int64(s, 1);
     sqlite3_reset(s);
+    if (strlen(hash) == 64) token_cache_put(st, hash, *kind, *node_id);
     return 0;
   }
   sqlite3_reset(s);
@@ -540,10 +592,19 @@ enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out
   return rc;
 }
 
+int store_read_begin(struct dbconn *c) {
+  return sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+void store_read_end(struct dbconn *c) { sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL); }
+
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
   struct dbconn *c = store_reader(st);
-  if (!c) return STORE_ERROR;
-  return store_site_load(c, id, out);
+  enum store_rc rc;
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  rc = store_site_load(c, id, out);
+  store_read_end(c);
+  return rc;
 }
 
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
@@ -557,18 +618,23 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   *n = 0;
   if (!s) return STORE_ERROR;
   arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
-  if (!arr) return STORE_ERROR;
+  if (!arr || store_read_begin(c) < 0) {
+    free(arr);
+    return STORE_ERROR;
+  }
   sqlite3_bind_int64(s, 1, after);
   sqlite3_bind_int(s, 2, limit);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit) site_from_row(s, &arr[cnt++]);
   sqlite3_reset(s);
   for (int i = 0; i < cnt; i++) {
     if (site_load_children(c, &arr[i]) != STORE_OK) {
+      store_read_end(c);
       for (int j = 0; j < cnt; j++) site_rec_fini(&arr[j]);
       free(arr);
       return STORE_ERROR;
     }
   }
+  store_read_end(c);
   *out = arr;
   *n = cnt;
   return STORE_OK;
@@ -954,6 +1020,7 @@ enum store_rc store_node_delete(struct store *st, int64_t id) {
     goto fail;
   }
   if (store_tx_commit(st) < 0) return STORE_ERROR;
+  store_token_cache_clear(st); /* after the commit: no lookup can re-cache the deleted token */
   return STORE_OK;
 fail:
   store_tx_rollback(st);

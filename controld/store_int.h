@@ -30,6 +30,14 @@ struct store {
   void (*pub_hook)(void *arg, int64_t seq);
   void *pub_arg;
   int64_t pub_pending;     /* seq recorded in the open transaction, 0 = none */
+  /* tokens seen valid, by hash: cleared whenever a token may have been removed */
+  pthread_mutex_t tmu;
+  struct token_cache_entry {
+    char hash[65];
+    int kind;
+    int64_t node_id;
+  } *tcache;
+  int ntcache, captcache;
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
@@ -52,6 +60,14 @@ void store_tx_rollback(struct store *st);
 
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a publication. Returns the new seq or -1. */
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
+
+/* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
+void store_token_cache_clear(struct store *st);
+
+/* Begin / end a read transaction on a reader connection, so several statements see one snapshot
+   and take the WAL read lock once. 0 or -1. */
+int store_read_begin(struct dbconn *c);
+void store_read_end(struct dbconn *c);
 
 /* Inside any connection: load a site with hostnames and origins. */
 enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out);

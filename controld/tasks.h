@@ -44,4 +44,28 @@ void tasks_round_wait(struct task_board *b, int64_t round_id, volatile int *stop
 /* Close the round: *votes (malloc'd, caller frees) gets every vote received in time; later votes are refused (409). 0 or -1. */
 int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes, int *n);
 
+/* ---- the node side of the board (GET /v1/node/tasks, POST /v1/node/votes) ---- */
+
+struct req;
+
+enum tasks_vote_rc {
+  TASKS_VOTE_OK = 0,        /* recorded (repeats of a vote already counted are ignored) */
+  TASKS_VOTE_LATE = 1,      /* unknown or closed round, or past its deadline: 409, nothing kept */
+  TASKS_VOTE_NOT_YOURS = 2, /* a task_id not handed to this node in the round: nothing kept */
+};
+
+/* GET /v1/node/tasks for node r->node_id: hands out at once the node's tasks of an open round it
+   has not received yet, else suspends r until a round for it opens or wait_ms passes (then 304).
+   The reply's deadline_ms is relative: milliseconds left until the round's deadline.
+   Returns an enum http_rc (HTTP_DONE or HTTP_SUSPENDED). */
+int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms);
+
+/* Record node_id's votes v[0..n) for round_id at wall ms now, all or nothing (v[i].node_id is
+   set from node_id). On TASKS_VOTE_NOT_YOURS *bad (may be NULL) is the offending index. */
+enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t round_id,
+                              const struct task_vote *v, int n, int64_t now, int *bad);
+
+/* Answer every suspended task poll with 304 and answer later polls at once (before http_stop). */
+void tasks_shutdown(struct task_board *b);
+
 #endif

@@ -1,18 +1,304 @@
-/* noded — the cdnca edge node agent (config sync, probe tasks, visitor proxy). */
+/* noded — the cdnca edge node agent: config sync with a disk cache, probe tasks and votes,
+   heartbeats, the visitor reverse proxy and the admin listener. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "clock.h"
+#include "ctl.h"
+#include "heartbeat.h"
+#include "json.h"
+#include "log.h"
+#include "opts.h"
+#include "proxy.h"
+#include "sitecfg.h"
+#include "sync.h"
+#include "tasks.h"
+#include "token.h"
+
+/* Options of the command line and the --config file. */
+struct node_cfg {
+  char controld[512];
+  char listen[128];
+  char admin_listen[128];
+  char state_dir[512];
+  char name[65];
+  char origin_ca_file[512];
+  char controld_ca_file[512];
+  char log_format[8];
+  char log_level[8];
+  int64_t heartbeat_interval_ms;
+  int64_t config_wait_ms;
+  int64_t proxy_threads;
+};
+
+/* The node's one context. */
+struct node {
+  struct node_cfg cfg;
+  struct ctl ctl;
+  struct proxy *proxy;
+  struct sync *sync;
+  struct heartbeat *hb;
+  struct ntasks *tasks;
+  struct admin *admin;
+  int64_t started_ms;
+};
+
+static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+
+#define O(f) offsetof(struct node_cfg, f)
+#define S(f) sizeof(((struct node_cfg *)0)->f)
+static const struct opt_def options[] = {
+    {"controld", OPT_STR, O(controld), S(controld), 0, 0, NULL, NULL, "controld base URL (required)"},
+    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480", "address:port for visitor traffic"},
+    {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401", "address:port of /healthz, /status, /metrics"},
+    {"state-dir", OPT_STR, O(state_dir), S(state_dir), 0, 0, NULL, "./noded-state", "directory of the config cache"},
+    {"name", OPT_STR, O(name), S(name), 0, 0, NULL, NULL, "node name shown in /status (default: host name)"},
+    {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL, "CA bundle for HTTPS origins (empty = system)"},
+    {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL, "CA bundle for an https controld (empty = system)"},
+    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text", "text or json"},
+    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
+    {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000", "time between heartbeats"},
+    {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
+    {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef O
+#undef S
+
+/* ---- glue between the modules ---- */
+
+static void on_config(void *arg, struct sitecfg_set *set) {
+  struct node *n = arg;
+  if (n->proxy && proxy_set_config(n->proxy, set) < 0)
+    log_error("the proxy could not take config seq %lld; it keeps the previous one",
+              (long long)set->seq);
+}
+
+static cJSON *on_observations(void *arg) {
+  struct node *n = arg;
+  return n->proxy ? proxy_observations(n->proxy) : NULL;
+}
+
+/* Sites as the sync holds them (used when the proxy gives no status). */
+static cJSON *sites_from_sync(struct node *n) {
+  struct sitecfg_set *set = sync_current(n->sync);
+  cJSON *arr = cJSON_CreateArray();
+  for (int i = 0; set && i < set->n_sites; i++) {
+    const struct sitecfg_site *s = set->sites[i];
+    cJSON *o = cJSON_CreateObject(), *og = NULL;
+    json_add_i64(o, "id", s->id);
+    cJSON_AddStringToObject(o, "name", s->name);
+    json_add_i64(o, "config_version", s->config_version);
+    cJSON_AddNumberToObject(o, "current_level", s->current_level);
+    og = cJSON_AddArrayToObject(o, "origins");
+    for (int k = 0; k < s->n_origins; k++) {
+      cJSON *x = cJSON_CreateObject();
+      json_add_i64(x, "id", s->origins[k].id);
+      cJSON_AddNumberToObject(x, "level", s->origins[k].level);
+      cJSON_AddItemToArray(og, x);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  sitecfg_set_unref(set);
+  return arr;
+}
+
+static int on_status(void *arg, cJSON *out) {
+  struct node *n = arg;
+  struct sync_info si;
+  int64_t sent, failed, last_ok, rounds, probes, late;
+  cJSON *node, *sy, *hb, *tk, *ps = NULL, *sites = NULL;
+  sync_get_info(n->sync, &si);
+  node = cJSON_AddObjectToObject(out, "node");
+  if (si.node_id > 0) json_add_i64(node, "id", si.node_id);
+  else cJSON_AddNullToObject(node, "id");
+  cJSON_AddStringToObject(node, "name", n->cfg.name);
+  cJSON_AddStringToObject(node, "version", CDNCA_VERSION);
+  json_add_i64(node, "uptime_ms", clock_mono_ms() - n->started_ms);
+  cJSON_AddStringToObject(node, "controld", n->ctl.base);
+  json_add_i64(out, "seq", si.seq);
+  sy = cJSON_AddObjectToObject(out, "sync");
+  cJSON_AddStringToObject(sy, "state", sync_state_name(si.state));
+  cJSON_AddBoolToObject(sy, "revoked", si.state == SYNC_REVOKED);
+  json_add_i64(sy, "seq", si.seq);
+  cJSON_AddBoolToObject(sy, "from_cache", si.from_cache);
+  json_add_time(sy, "last_ok_at", si.last_ok_wall);
+  cJSON_AddNumberToObject(sy, "failures", si.failures);
+  json_add_str_or_null(sy, "last_error", si.last_error[0] ? si.last_error : NULL);
+  heartbeat_stats(n->hb, &sent, &failed, &last_ok);
+  hb = cJSON_AddObjectToObject(out, "heartbeat");
+  json_add_i64(hb, "sent", sent);
+  json_add_i64(hb, "failed", failed);
+  json_add_time(hb, "last_ok_at", last_ok);
+  ntasks_stats(n->tasks, &rounds, &probes, &late);
+  tk = cJSON_AddObjectToObject(out, "probe_tasks");
+  json_add_i64(tk, "rounds", rounds);
+  json_add_i64(tk, "probes", probes);
+  json_add_i64(tk, "late", late);
+  if (n->proxy) ps = proxy_status(n->proxy);
+  if (ps) sites = cJSON_DetachItemFromObjectCaseSensitive(ps, "sites");
+  cJSON_Delete(ps);
+  cJSON_AddItemToObject(out, "sites", sites ? sites : sites_from_sync(n));
+  return 0;
+}
+
+static int on_metrics(void *arg, struct buf *out) {
+  struct node *n = arg;
+  struct sync_info si;
+  int64_t sent, failed, last_ok, rounds, probes, late;
+  sync_get_info(n->sync, &si);
+  heartbeat_stats(n->hb, &sent, &failed, &last_ok);
+  ntasks_stats(n->tasks, &rounds, &probes, &late);
+  if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
+  if (!n->proxy && buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
+                              (long long)si.seq) < 0)
+    return -1;
+  if (buf_printf(out,
+                 "# HELP cdnca_node_sync_state config sync state (1 for the current one)\n"
+                 "# TYPE cdnca_node_sync_state gauge\n"
+                 "cdnca_node_sync_state{state=\"%s\"} 1\n"
+                 "# HELP cdnca_node_sync_failures consecutive failed config polls\n"
+                 "# TYPE cdnca_node_sync_failures gauge\n"
+                 "cdnca_node_sync_failures %d\n"
+                 "# HELP cdnca_node_heartbeats_total heartbeats by result\n"
+                 "# TYPE cdnca_node_heartbeats_total counter\n"
+                 "cdnca_node_heartbeats_total{result=\"ok\"} %lld\n"
+                 "cdnca_node_heartbeats_total{result=\"failed\"} %lld\n"
+                 "# HELP cdnca_node_probe_rounds_total probe rounds run for controld\n"
+                 "# TYPE cdnca_node_probe_rounds_total counter\n"
+                 "cdnca_node_probe_rounds_total %lld\n"
+                 "# HELP cdnca_node_probes_total origin probes run for controld\n"
+                 "# TYPE cdnca_node_probes_total counter\n"
+                 "cdnca_node_probes_total %lld\n",
+                 sync_state_name(si.state), si.failures, (long long)sent, (long long)failed,
+                 (long long)rounds, (long long)probes) < 0)
+    return -1;
+  return 0;
+}
+
+/* ---- start-up ---- */
+
+/* Read the node token from the environment into ctl, then wipe it there. 0, or -1 (logged). */
+static int take_token(struct node *n) {
+  char *tok = getenv("CDNCA_NODE_TOKEN");
+  char err[256];
+  int rc;
+  rc = ctl_init(&n->ctl, n->cfg.controld, tok, n->cfg.controld_ca_file, err, sizeof err);
+  if (tok) token_wipe(tok, strlen(tok));
+  unsetenv("CDNCA_NODE_TOKEN");
+  if (rc < 0) fprintf(stderr, "noded: %s\n", err);
+  return rc;
+}
+
+static int make_state_dir(const char *dir) {
+  struct stat st;
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    log_error("cannot create the state directory %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    log_error("state directory %s is not a directory", dir);
+    return -1;
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--version") == 0) {
-      printf("noded %s\n", CDNCA_VERSION);
-      return 0;
-    }
-    if (strcmp(argv[i], "--help") == 0) {
-      printf("usage: noded --controld URL [options]\n");
-      return 0;
-    }
+  struct node n; /* the one context */
+  struct proxy_opts po;
+  struct admin_src as;
+  char err[512];
+  sigset_t sigs;
+  int sig = 0, ret = 1;
+  enum log_level lvl = LOG_INFO;
+
+  memset(&n, 0, sizeof n);
+  if (opts_defaults(options, &n.cfg) < 0) return 2;
+  switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
+  case OPTS_HELP:
+    opts_usage(options, "noded", "--controld URL [options]  (token in CDNCA_NODE_TOKEN)");
+    return 0;
+  case OPTS_VERSION:
+    printf("noded %s\n", CDNCA_VERSION);
+    return 0;
+  case OPTS_ERROR:
+    fprintf(stderr, "noded: %s (see --help)\n", err);
+    return 2;
+  case OPTS_OK:
+    break;
   }
-  fprintf(stderr, "noded: not built yet in this tree\n");
-  return 2;
+  if (!n.cfg.controld[0]) {
+    fprintf(stderr, "noded: option controld: --controld URL is required (see --help)\n");
+    return 2;
+  }
+  if (!n.cfg.name[0] && gethostname(n.cfg.name, sizeof n.cfg.name - 1) < 0)
+    memcpy(n.cfg.name, "noded", 6);
+  if (take_token(&n) < 0) return 2;
+  for (int i = 0; log_levels[i]; i++)
+    if (strcmp(log_levels[i], n.cfg.log_level) == 0) lvl = (enum log_level)i;
+  log_init("noded", strcmp(n.cfg.log_format, "json") == 0 ? LOG_JSON : LOG_TEXT, lvl);
+
+  /* signals are taken synchronously by main; threads started later inherit the mask */
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  n.started_ms = clock_mono_ms();
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) goto out;
+  if (make_state_dir(n.cfg.state_dir) < 0) goto out;
+
+  proxy_opts_default(&po);
+  po.listen = n.cfg.listen;
+  po.origin_ca_file = n.cfg.origin_ca_file[0] ? n.cfg.origin_ca_file : NULL;
+  po.threads = (int)n.cfg.proxy_threads;
+  n.proxy = proxy_new(&po);
+  if (!n.proxy) goto out;
+  n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
+  n.hb = n.sync ? heartbeat_new(&n.ctl, n.sync, n.cfg.heartbeat_interval_ms, on_observations, &n)
+                : NULL;
+  n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file);
+  if (!n.sync || !n.hb || !n.tasks) goto out;
+  /* serve the cached config before controld answers */
+  sync_load_cache(n.sync);
+  if (proxy_start(n.proxy) < 0) goto out;
+  memset(&as, 0, sizeof as);
+  as.status = on_status;
+  as.metrics = on_metrics;
+  as.arg = &n;
+  n.admin = admin_start(n.cfg.admin_listen, &as);
+  if (!n.admin) goto out;
+  if (sync_start(n.sync) < 0 || heartbeat_start(n.hb) < 0 || ntasks_start(n.tasks) < 0) {
+    log_error("cannot start the node threads");
+    goto out;
+  }
+  log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION,
+           n.cfg.name, n.ctl.base, n.cfg.listen, n.cfg.state_dir);
+
+  sigwait(&sigs, &sig);
+  log_info("signal %d: shutting down", sig);
+  ret = 0;
+out:
+  atomic_store(&n.ctl.stop, 1);
+  if (n.tasks) ntasks_join(n.tasks);
+  if (n.sync) sync_join(n.sync);
+  if (n.hb) heartbeat_join(n.hb);
+  admin_stop(&n.admin);
+  if (n.proxy) proxy_stop(n.proxy);
+  proxy_free(&n.proxy);
+  ntasks_free(&n.tasks);
+  heartbeat_free(&n.hb);
+  sync_free(&n.sync);
+  ctl_fini(&n.ctl);
+  curl_global_cleanup();
+  return ret;
 }

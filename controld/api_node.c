@@ -1,0 +1,255 @@
+/* api_node — the node protocol routes under /v1/node/: heartbeat, config long-poll, probe tasks,
+ * votes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "clock.h"
+#include "ctx.h"
+#include "hub.h"
+#include "json.h"
+#include "log.h"
+#include "store_node.h"
+#include "tasks.h"
+
+#define NODE_MAX_OBS 100000
+#define NODE_MAX_VOTES 10000
+#define NODE_WAIT_MAX_MS 60000
+
+/* Every authenticated node call marks the node seen (written in batches by the hub). */
+static void seen(struct req *r) {
+  hub_node_seen(r->ctx->hub, r->node_id, clock_wall_ms());
+}
+
+/* Validate one observation object at index i into o; 0, or -1 with the reply set. */
+static int parse_obs(struct req *r, const cJSON *x, int i, struct node_obs *o) {
+  static const char *const keys[] = {"site_id",  "origin_id", "requests",
+                                     "failures", "skipped",   NULL};
+  const char *bad = NULL;
+  char field[64];
+  int64_t v;
+  if (!cJSON_IsObject(x)) {
+    snprintf(field, sizeof field, "observations[%d]", i);
+    req_error(r, 422, "invalid_value", field, "each observation must be an object");
+    return -1;
+  }
+  if (json_only_keys(x, keys, &bad) < 0) {
+    snprintf(field, sizeof field, "observations[%d].%s", i, bad);
+    req_error(r, 400, "unknown_field", field, "unknown field '%s'", bad);
+    return -1;
+  }
+#define OBS_INT(name, lo, dst)                                                                     \
+  if (json_int(x, name, lo, INT64_MAX / 2, &v) != 0) {                                             \
+    snprintf(field, sizeof field, "observations[%d].%s", i, name);                                 \
+    req_error(r, 422, "invalid_value", field, "%s must be an integer >= %d", name, lo);            \
+    return -1;                                                                                     \
+  }                                                                                                \
+  dst = v;
+  OBS_INT("site_id", 1, o->site_id)
+  OBS_INT("origin_id", 1, o->origin_id)
+  OBS_INT("requests", 0, o->requests)
+  OBS_INT("failures", 0, o->failures)
+#undef OBS_INT
+  if (json_bool(x, "skipped", &o->skipped) != 0) {
+    snprintf(field, sizeof field, "observations[%d].skipped", i);
+    req_error(r, 422, "invalid_value", field, "skipped must be a boolean");
+    return -1;
+  }
+  if (o->failures > o->requests) {
+    snprintf(field, sizeof field, "observations[%d].failures", i);
+    req_error(r, 422, "invalid_value", field, "failures cannot exceed requests");
+    return -1;
+  }
+  return 0;
+}
+
+static enum http_rc post_heartbeat(struct req *r) {
+  static const char *const keys[] = {"version", "config_version", "observations", NULL};
+  cJSON *body, *arr;
+  const char *bad = NULL, *version = NULL;
+  int64_t cfg_seq = 0;
+  struct node_obs *obs = NULL;
+  int n = 0;
+  enum store_rc rc;
+  seen(r);
+  body = req_body_object(r);
+  if (!body) return HTTP_DONE;
+  if (json_only_keys(body, keys, &bad) < 0) {
+    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+    goto out;
+  }
+  if (json_str(body, "version", 63, &version) != 0 || !*version) {
+    req_error(r, 422, "invalid_value", "version",
+              "version is required: a string of 1-63 characters");
+    goto out;
+  }
+  if (json_int(body, "config_version", 0, INT64_MAX / 2, &cfg_seq) != 0) {
+    req_error(r, 422, "invalid_value", "config_version",
+              "config_version is required: the publication seq the node applied (integer >= 0)");
+    goto out;
+  }
+  arr = cJSON_GetObjectItemCaseSensitive(body, "observations");
+  if (arr && !cJSON_IsNull(arr)) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > NODE_MAX_OBS) {
+      req_error(r, 422, "invalid_value", "observations",
+                "observations must be an array of at most %d objects", NODE_MAX_OBS);
+      goto out;
+    }
+    n = cJSON_GetArraySize(arr);
+    obs = calloc((size_t)(n ? n : 1), sizeof *obs);
+    if (!obs) {
+      req_error(r, 500, "internal", NULL, "out of memory");
+      goto out;
+    }
+    {
+      int i = 0;
+      const cJSON *x;
+      cJSON_ArrayForEach(x, arr) {
+        if (parse_obs(r, x, i, &obs[i]) < 0) goto out;
+        i++;
+      }
+    }
+  }
+  rc = store_node_heartbeat(r->ctx->store, r->node_id, version, cfg_seq, clock_wall_ms(), obs, n);
+  if (rc != STORE_OK)
+    api_store_error(r, rc, "node", NULL);
+  else
+    req_json(r, 204, NULL);
+out:
+  free(obs);
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+static enum http_rc get_config(struct req *r) {
+  int64_t since = 0, wait_ms = 25000;
+  seen(r);
+  if (req_query_int(r, "since", 0, INT64_MAX / 2, 0, &since) < 0) return HTTP_DONE;
+  if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
+  return hub_config_poll(r->ctx->hub, r, since, wait_ms);
+}
+
+static enum http_rc get_tasks(struct req *r) {
+  int64_t wait_ms = 25000;
+  seen(r);
+  if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
+  return (enum http_rc)tasks_poll(r->ctx->tasks, r, wait_ms);
+}
+
+/* Validate one result object at index i into v; 0, or -1 with the reply set. */
+static int parse_vote(struct req *r, const cJSON *x, int i, struct task_vote *v) {
+  static const char *const keys[] = {"task_id", "ok", "status", "error", "latency_ms", NULL};
+  const char *bad = NULL, *err = NULL;
+  char field[64];
+  int64_t n;
+  int e;
+  memset(v, 0, sizeof *v);
+  if (!cJSON_IsObject(x)) {
+    snprintf(field, sizeof field, "results[%d]", i);
+    req_error(r, 422, "invalid_value", field, "each result must be an object");
+    return -1;
+  }
+  if (json_only_keys(x, keys, &bad) < 0) {
+    snprintf(field, sizeof field, "results[%d].%s", i, bad);
+    req_error(r, 400, "unknown_field", field, "unknown field '%s'", bad);
+    return -1;
+  }
+  if (json_int(x, "task_id", 1, INT64_MAX / 2, &v->task_id) != 0) {
+    snprintf(field, sizeof field, "results[%d].task_id", i);
+    req_error(r, 422, "invalid_value", field, "task_id must be a positive integer");
+    return -1;
+  }
+  if (json_bool(x, "ok", &v->ok) != 0) {
+    snprintf(field, sizeof field, "results[%d].ok", i);
+    req_error(r, 422, "invalid_value", field, "ok is required: a boolean");
+    return -1;
+  }
+  e = json_int(x, "status", 0, 999, &n);
+  if (e < 0) {
+    snprintf(field, sizeof field, "results[%d].status", i);
+    req_error(r, 422, "invalid_value", field, "status must be an integer in [0, 999]");
+    return -1;
+  }
+  v->status = e == 0 ? (int)n : 0;
+  e = json_int(x, "latency_ms", 0, 3600000, &n);
+  if (e < 0) {
+    snprintf(field, sizeof field, "results[%d].latency_ms", i);
+    req_error(r, 422, "invalid_value", field, "latency_ms must be an integer in [0, 3600000]");
+    return -1;
+  }
+  v->latency_ms = e == 0 ? (int)n : 0;
+  if (json_str(x, "error", sizeof v->error - 1, &err) < 0) {
+    snprintf(field, sizeof field, "results[%d].error", i);
+    req_error(r, 422, "invalid_value", field, "error must be null or a string of at most %zu bytes",
+              sizeof v->error - 1);
+    return -1;
+  }
+  if (err) memcpy(v->error, err, strlen(err) + 1);
+  return 0;
+}
+
+static enum http_rc post_votes(struct req *r) {
+  static const char *const keys[] = {"round_id", "results", NULL};
+  cJSON *body, *arr;
+  const char *bad = NULL;
+  int64_t round_id;
+  struct task_vote *v = NULL;
+  int n, i = 0, badi = -1;
+  const cJSON *x;
+  char field[64];
+  seen(r);
+  body = req_body_object(r);
+  if (!body) return HTTP_DONE;
+  if (json_only_keys(body, keys, &bad) < 0) {
+    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+    goto out;
+  }
+  if (json_int(body, "round_id", 1, INT64_MAX / 2, &round_id) != 0) {
+    req_error(r, 422, "invalid_value", "round_id", "round_id is required: a positive integer");
+    goto out;
+  }
+  arr = cJSON_GetObjectItemCaseSensitive(body, "results");
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > NODE_MAX_VOTES) {
+    req_error(r, 422, "invalid_value", "results",
+              "results is required: an array of at most %d objects", NODE_MAX_VOTES);
+    goto out;
+  }
+  n = cJSON_GetArraySize(arr);
+  v = calloc((size_t)(n ? n : 1), sizeof *v);
+  if (!v) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    goto out;
+  }
+  cJSON_ArrayForEach(x, arr) {
+    if (parse_vote(r, x, i, &v[i]) < 0) goto out;
+    i++;
+  }
+  switch (tasks_vote(r->ctx->tasks, r->node_id, round_id, v, n, clock_wall_ms(), &badi)) {
+  case TASKS_VOTE_OK:
+    req_json(r, 204, NULL);
+    break;
+  case TASKS_VOTE_LATE:
+    req_error(r, 409, "round_closed", "round_id",
+              "round %lld is closed, unknown or past its deadline: votes ignored",
+              (long long)round_id);
+    break;
+  case TASKS_VOTE_NOT_YOURS:
+    snprintf(field, sizeof field, "results[%d].task_id", badi);
+    req_error(r, 422, "invalid_value", field, "task %lld of round %lld was not given to this node",
+              (long long)(badi >= 0 ? v[badi].task_id : 0), (long long)round_id);
+    break;
+  }
+out:
+  free(v);
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+const struct route api_node_routes[] = {
+    {"POST", "/v1/node/heartbeat", AUTH_NODE, post_heartbeat},
+    {"GET", "/v1/node/config", AUTH_NODE, get_config},
+    {"GET", "/v1/node/tasks", AUTH_NODE, get_tasks},
+    {"POST", "/v1/node/votes", AUTH_NODE, post_votes},
+    {NULL, NULL, AUTH_NONE, NULL},
+};

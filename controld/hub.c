@@ -1,0 +1,341 @@
+/* hub — config long-poll waiters and batched node presence, driven by one timer thread. */
+#include "hub.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "log.h"
+#include "publish.h"
+#include "store_node.h"
+
+#define HUB_FLUSH_MS 1000
+
+/* One suspended GET /v1/node/config. Owned by its request (r->user); on the list while suspended.
+ */
+struct waiter {
+  struct req *r;
+  int64_t since;
+  int64_t deadline; /* monotonic ms */
+  struct waiter *prev, *next;
+};
+
+struct hub {
+  struct store *st;
+  struct publish *pub;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thr;
+  int thr_started;
+  int stop;      /* the thread must end */
+  int closed;    /* hub_shutdown ran: no more suspending */
+  int64_t seq;   /* newest publication known */
+  int64_t woken; /* waiters behind this seq were answered */
+  struct waiter *head;
+  int n_waiters;
+  int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
+  int n_seen, cap_seen;
+};
+
+static void list_unlink(struct hub *h, struct waiter *w) {
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    h->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+  h->n_waiters--;
+}
+
+/* Move the waiters for which pick(w, arg) holds into a malloc'd array (caller frees). */
+static struct waiter **take_waiters(struct hub *h, int (*pick)(const struct waiter *, int64_t),
+                                    int64_t arg, int *n) {
+  struct waiter **out = NULL, *w, *next;
+  int cnt = 0;
+  *n = 0;
+  if (!h->n_waiters) return NULL;
+  out = malloc((size_t)h->n_waiters * sizeof *out);
+  if (!out) return NULL;
+  for (w = h->head; w; w = next) {
+    next = w->next;
+    if (!pick(w, arg)) continue;
+    list_unlink(h, w);
+    out[cnt++] = w;
+  }
+  *n = cnt;
+  return out;
+}
+
+static int pick_behind(const struct waiter *w, int64_t seq) {
+  return w->since < seq;
+}
+static int pick_expired(const struct waiter *w, int64_t now) {
+  return w->deadline <= now;
+}
+static int pick_all(const struct waiter *w, int64_t unused) {
+  return 1;
+}
+
+/* Answer waiters (off the list, so owned by the caller now) and resume them. */
+static void answer_new(struct hub *h, struct waiter **ws, int n) {
+  struct pub_blob *b = NULL;
+  int64_t since = -1;
+  for (int i = 0; i < n; i++) {
+    struct req *r = ws[i]->r;
+    if (!b || ws[i]->since != since) {
+      pub_blob_unref(b);
+      since = ws[i]->since;
+      b = publish_get(h->pub, since);
+    }
+    if (b)
+      publish_reply(r, b);
+    else
+      req_error(r, 500, "internal", NULL, "cannot build the node config");
+    req_resume(r);
+  }
+  pub_blob_unref(b);
+}
+
+static void answer_304(struct waiter **ws, int n) {
+  for (int i = 0; i < n; i++) {
+    req_json(ws[i]->r, 304, NULL);
+    req_resume(ws[i]->r);
+  }
+}
+
+/* Write pending presence (called with mu held; drops it while writing). */
+static void flush_seen_locked(struct hub *h) {
+  int64_t *ids, *at;
+  int n = h->n_seen;
+  if (!n) return;
+  ids = h->seen_id;
+  at = h->seen_at;
+  h->seen_id = h->seen_at = NULL;
+  h->n_seen = h->cap_seen = 0;
+  pthread_mutex_unlock(&h->mu);
+  if (store_node_seen_batch(h->st, ids, at, n) < 0)
+    log_warn("could not record %d nodes as seen", n);
+  free(ids);
+  free(at);
+  pthread_mutex_lock(&h->mu);
+}
+
+static void *hub_thread(void *arg) {
+  struct hub *h = arg;
+  int64_t next_flush = clock_mono_ms() + HUB_FLUSH_MS;
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop) {
+    int64_t now = clock_mono_ms(), wake = next_flush;
+    struct waiter **ws;
+    int n;
+    struct timespec ts;
+    if (h->seq > h->woken) {
+      int64_t target = h->seq;
+      h->woken = target;
+      ws = take_waiters(h, pick_behind, target, &n);
+      pthread_mutex_unlock(&h->mu);
+      answer_new(h, ws, n);
+      if (n) log_debug("publication %lld sent to %d waiting nodes", (long long)target, n);
+      free(ws);
+      pthread_mutex_lock(&h->mu);
+      continue;
+    }
+    ws = take_waiters(h, pick_expired, now, &n);
+    if (n) {
+      pthread_mutex_unlock(&h->mu);
+      answer_304(ws, n);
+      free(ws);
+      pthread_mutex_lock(&h->mu);
+      continue;
+    }
+    free(ws);
+    if (now >= next_flush) {
+      flush_seen_locked(h);
+      next_flush = now + HUB_FLUSH_MS;
+      continue;
+    }
+    for (struct waiter *w = h->head; w; w = w->next)
+      if (w->deadline < wake) wake = w->deadline;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    {
+      int64_t d = wake - now;
+      if (d < 1) d = 1;
+      if (d > HUB_FLUSH_MS) d = HUB_FLUSH_MS;
+      ts.tv_sec += (time_t)(d / 1000);
+      ts.tv_nsec += (long)(d % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+    }
+    pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+struct hub *hub_new(struct store *st) {
+  struct hub *h = calloc(1, sizeof *h);
+  pthread_condattr_t ca;
+  int64_t seq;
+  if (!h) return NULL;
+  h->st = st;
+  seq = store_pub_seq(st);
+  h->seq = h->woken = seq > 0 ? seq : 0;
+  h->pub = publish_new(st);
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&h->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (!h->pub || pthread_create(&h->thr, NULL, hub_thread, h) != 0) {
+    log_error("cannot start the node hub");
+    hub_free(&h);
+    return NULL;
+  }
+  h->thr_started = 1;
+  return h;
+}
+
+void hub_free(struct hub **hp) {
+  struct hub *h = *hp;
+  if (!h) return;
+  if (h->thr_started) {
+    pthread_mutex_lock(&h->mu);
+    h->stop = 1;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thr, NULL);
+  }
+  pthread_mutex_lock(&h->mu);
+  flush_seen_locked(h);
+  pthread_mutex_unlock(&h->mu);
+  publish_free(&h->pub);
+  pthread_cond_destroy(&h->cv);
+  pthread_mutex_destroy(&h->mu);
+  free(h->seen_id);
+  free(h->seen_at);
+  free(h);
+  *hp = NULL;
+}
+
+void hub_on_publication(void *arg, int64_t seq) {
+  struct hub *h = arg;
+  pthread_mutex_lock(&h->mu);
+  if (seq > h->seq) {
+    h->seq = seq;
+    pthread_cond_signal(&h->cv);
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void answer_now(struct hub *h, struct req *r, int64_t since) {
+  struct pub_blob *b = publish_get(h->pub, since);
+  if (!b) {
+    req_error(r, 500, "internal", NULL, "cannot build the node config");
+    return;
+  }
+  publish_reply(r, b);
+  pub_blob_unref(b);
+}
+
+enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_t wait_ms) {
+  struct waiter *w = calloc(1, sizeof *w);
+  int64_t cur;
+  if (!w) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return HTTP_DONE;
+  }
+  pthread_mutex_lock(&h->mu);
+  if (since > h->seq) {
+    /* ahead of what the hub knows: a commit whose hook has not run yet, or a reset database */
+    pthread_mutex_unlock(&h->mu);
+    cur = store_pub_seq(h->st);
+    pthread_mutex_lock(&h->mu);
+    if (cur > h->seq) {
+      h->seq = cur;
+      pthread_cond_signal(&h->cv);
+    }
+  }
+  if (since != h->seq) {
+    pthread_mutex_unlock(&h->mu);
+    free(w);
+    answer_now(h, r, since);
+    return HTTP_DONE;
+  }
+  if (h->closed || wait_ms <= 0) {
+    pthread_mutex_unlock(&h->mu);
+    free(w);
+    req_json(r, 304, NULL);
+    return HTTP_DONE;
+  }
+  w->r = r;
+  w->since = since;
+  w->deadline = clock_mono_ms() + wait_ms;
+  r->user = w;
+  r->user_free = free;
+  /* suspend before the waiter becomes visible, so nobody resumes a running connection */
+  req_suspend(r);
+  w->next = h->head;
+  if (h->head) h->head->prev = w;
+  h->head = w;
+  h->n_waiters++;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  return HTTP_SUSPENDED;
+}
+
+void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
+  pthread_mutex_lock(&h->mu);
+  for (int i = 0; i < h->n_seen; i++)
+    if (h->seen_id[i] == node_id) {
+      if (now > h->seen_at[i]) h->seen_at[i] = now;
+      goto out;
+    }
+  if (h->n_seen == h->cap_seen) {
+    int ncap = h->cap_seen ? h->cap_seen * 2 : 64;
+    int64_t *ni = realloc(h->seen_id, (size_t)ncap * sizeof *ni), *na;
+    if (!ni) goto out;
+    h->seen_id = ni;
+    na = realloc(h->seen_at, (size_t)ncap * sizeof *na);
+    if (!na) goto out;
+    h->seen_at = na;
+    h->cap_seen = ncap;
+  }
+  h->seen_id[h->n_seen] = node_id;
+  h->seen_at[h->n_seen] = now;
+  h->n_seen++;
+out:
+  pthread_mutex_unlock(&h->mu);
+}
+
+void hub_shutdown(struct hub *h) {
+  struct waiter **ws;
+  int n;
+  pthread_mutex_lock(&h->mu);
+  h->closed = 1;
+  ws = take_waiters(h, pick_all, 0, &n);
+  pthread_mutex_unlock(&h->mu);
+  answer_304(ws, n);
+  free(ws);
+  if (n) log_info("answered %d waiting config polls before stopping", n);
+}
+
+int hub_waiters(struct hub *h) {
+  int n;
+  pthread_mutex_lock(&h->mu);
+  n = h->n_waiters;
+  pthread_mutex_unlock(&h->mu);
+  return n;
+}
+
+int64_t hub_seq(struct hub *h) {
+  int64_t s;
+  pthread_mutex_lock(&h->mu);
+  s = h->seq;
+  pthread_mutex_unlock(&h->mu);
+  return s;
+}

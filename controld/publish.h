@@ -1,0 +1,46 @@
+/* publish — the node site-config JSON of DESIGN §5 (full set or delta since a seq), built once and
+   shared, zero-copy and refcounted, by every node request that needs the same answer. */
+#ifndef CDNCA_PUBLISH_H
+#define CDNCA_PUBLISH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store_node.h"
+
+struct publish;
+struct pub_blob; /* immutable JSON text of one answer, refcounted */
+struct req;
+
+/* New publisher reading from st (not owned); NULL on OOM. */
+struct publish *publish_new(struct store *st);
+
+/* Free the publisher and drop its cached blobs (blobs still referenced live on). NULLs *p. */
+void publish_free(struct publish **p);
+
+/* The answer for a node holding `since` (since > current seq counts as 0: a full set). Returns a
+   blob with one reference for the caller (pub_blob_unref), or NULL on a store error. Answers for
+   the same (since, seq) come from a small cache, so a wake of many waiters builds once. */
+struct pub_blob *publish_get(struct publish *p, int64_t since);
+
+/* Pure: the JSON text {"seq","full","sites":[site config...],"deleted":[ids]} of a snapshot;
+   malloc'd (caller frees), *len set; NULL on OOM. Only enabled origins are listed. */
+char *publish_json(const struct config_snapshot *s, size_t *len);
+
+/* Seq, full flag, text and length of a blob. */
+int64_t pub_blob_seq(const struct pub_blob *b);
+int pub_blob_full(const struct pub_blob *b);
+const char *pub_blob_data(const struct pub_blob *b);
+size_t pub_blob_len(const struct pub_blob *b);
+
+/* Take one more reference; returns b. Thread-safe. */
+struct pub_blob *pub_blob_ref(struct pub_blob *b);
+
+/* Drop a reference; the last one frees. NULL is ignored. Thread-safe. */
+void pub_blob_unref(struct pub_blob *b);
+
+/* Set r's reply: 200 application/json over the blob's memory (no copy; the response holds its own
+   reference) plus an X-Cdnca-Node-Id header with r->node_id. 0, or -1 with a 500 reply set. */
+int publish_reply(struct req *r, struct pub_blob *b);
+
+#endif

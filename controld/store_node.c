@@ -1,0 +1,172 @@
+/* store_node — presence, heartbeats, observations and config snapshots for the node protocol. */
+#include "store_node.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store_int.h"
+
+int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *seen_ms, int n) {
+  static const char upd[] =
+      "UPDATE nodes SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?) WHERE id = ?";
+  int rc = -1;
+  if (n <= 0) return 0;
+  if (store_tx_begin(st) < 0) return -1;
+  for (int i = 0; i < n; i++) {
+    sqlite3_stmt *q = store_stmt(&st->w, upd);
+    if (!q) goto out;
+    sqlite3_bind_int64(q, 1, seen_ms[i]);
+    sqlite3_bind_int64(q, 2, ids[i]);
+    if (store_step_done(&st->w, q, "marking node seen") < 0) goto out;
+  }
+  rc = 0;
+out:
+  if (rc == 0) return store_tx_commit(st);
+  store_tx_rollback(st);
+  return -1;
+}
+
+enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char *version,
+                                   int64_t config_seq, int64_t now, const struct node_obs *obs,
+                                   int n_obs) {
+  static const char upd[] = "UPDATE nodes SET version = ?, config_seq = ?, "
+                            "last_seen_at = MAX(COALESCE(last_seen_at, 0), ?) WHERE id = ?";
+  static const char ups[] =
+      "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
+      "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node_id, origin_id) DO UPDATE SET "
+      "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
+      "skipped = excluded.skipped, updated_at = excluded.updated_at";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, upd);
+  if (!q) goto fail;
+  sqlite3_bind_text(q, 1, version, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 2, config_seq);
+  sqlite3_bind_int64(q, 3, now);
+  sqlite3_bind_int64(q, 4, node_id);
+  if (store_step_done(&st->w, q, "recording heartbeat") < 0) goto fail;
+  if (sqlite3_changes(st->w.db) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  for (int i = 0; i < n_obs; i++) {
+    q = store_stmt(&st->w, ups);
+    if (!q) goto fail;
+    sqlite3_bind_int64(q, 1, node_id);
+    sqlite3_bind_int64(q, 2, obs[i].site_id);
+    sqlite3_bind_int64(q, 3, obs[i].origin_id);
+    sqlite3_bind_int64(q, 4, obs[i].requests);
+    sqlite3_bind_int64(q, 5, obs[i].failures);
+    sqlite3_bind_int(q, 6, obs[i].skipped ? 1 : 0);
+    sqlite3_bind_int64(q, 7, now);
+    if (store_step_done(&st->w, q, "storing observation") < 0) goto fail;
+  }
+  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  return STORE_OK;
+fail:
+  store_tx_rollback(st);
+  return rc;
+}
+
+/* Append id to a growable id array. 0 or -1. */
+static int ids_push(int64_t **arr, int *n, int *cap, int64_t id) {
+  if (*n == *cap) {
+    int ncap = *cap ? *cap * 2 : 64;
+    int64_t *na = realloc(*arr, (size_t)ncap * sizeof *na);
+    if (!na) return -1;
+    *arr = na;
+    *cap = ncap;
+  }
+  (*arr)[(*n)++] = id;
+  return 0;
+}
+
+/* Run a query with one optional int64 parameter and collect column 0 of every row. */
+static int collect_ids(struct dbconn *c, const char *sql, int64_t param, int bind, int64_t **ids,
+                       int *n) {
+  sqlite3_stmt *s = store_stmt(c, sql);
+  int rc, cap = 0;
+  *ids = NULL;
+  *n = 0;
+  if (!s) return -1;
+  if (bind) sqlite3_bind_int64(s, 1, param);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    if (ids_push(ids, n, &cap, sqlite3_column_int64(s, 0)) < 0) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE) {
+    log_error("listing ids for node config: %s", sqlite3_errmsg(c->db));
+    free(*ids);
+    *ids = NULL;
+    *n = 0;
+    return -1;
+  }
+  return 0;
+}
+
+static int exec_r(struct dbconn *c, const char *sql) {
+  if (sqlite3_exec(c->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+    log_error("%s: %s", sql, sqlite3_errmsg(c->db));
+    return -1;
+  }
+  return 0;
+}
+
+enum store_rc store_config_snapshot(struct store *st, int64_t since, struct config_snapshot *out) {
+  static const char bounds[] =
+      "SELECT COALESCE(MAX(seq), 0), COALESCE(MIN(seq), 0) FROM publications";
+  static const char all_ids[] = "SELECT id FROM sites ORDER BY id";
+  static const char changed[] =
+      "SELECT DISTINCT site_id FROM publications WHERE seq > ? ORDER BY site_id";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s;
+  int64_t max_seq = 0, min_seq = 0, *ids = NULL;
+  int n_ids = 0, cap_del = 0;
+  enum store_rc rc = STORE_ERROR;
+
+  memset(out, 0, sizeof *out);
+  if (!c || exec_r(c, "BEGIN") < 0) return STORE_ERROR;
+  s = store_stmt(c, bounds);
+  if (!s) goto out;
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    max_seq = sqlite3_column_int64(s, 0);
+    min_seq = sqlite3_column_int64(s, 1);
+  }
+  sqlite3_reset(s);
+  out->seq = max_seq;
+  if (since == max_seq) {
+    rc = STORE_OK;
+    goto out;
+  }
+  /* a delta needs every publication after since: since must lie within the kept history */
+  out->full = since <= 0 || since > max_seq || since < min_seq - 1;
+  if (collect_ids(c, out->full ? all_ids : changed, since, !out->full, &ids, &n_ids) < 0) goto out;
+  out->sites = calloc((size_t)(n_ids ? n_ids : 1), sizeof *out->sites);
+  if (!out->sites) goto out;
+  for (int i = 0; i < n_ids; i++) {
+    enum store_rc lr = store_site_load(c, ids[i], &out->sites[out->n_sites]);
+    if (lr == STORE_OK)
+      out->n_sites++;
+    else if (lr == STORE_NOT_FOUND) {
+      if (!out->full && ids_push(&out->deleted, &out->n_deleted, &cap_del, ids[i]) < 0) goto out;
+    } else
+      goto out;
+  }
+  rc = STORE_OK;
+out:
+  free(ids);
+  exec_r(c, "COMMIT");
+  return rc;
+}
+
+void store_config_snapshot_free(struct config_snapshot *s) {
+  for (int i = 0; i < s->n_sites; i++)
+    site_rec_fini(&s->sites[i]);
+  free(s->sites);
+  free(s->deleted);
+  memset(s, 0, sizeof *s);
+}

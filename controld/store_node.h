@@ -1,0 +1,44 @@
+/* store_node — the node protocol's SQL: presence, heartbeats, observations, config snapshots. */
+#ifndef CDNCA_STORE_NODE_H
+#define CDNCA_STORE_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* One per-origin observation from a heartbeat. */
+struct node_obs {
+  int64_t site_id, origin_id, requests, failures;
+  int skipped;
+};
+
+/* What a node holding `since` needs, read in one read transaction. */
+struct config_snapshot {
+  int64_t seq; /* highest publication seq in the snapshot (0 = none yet) */
+  int full;    /* 1: sites is the whole set and deleted is empty */
+  int n_sites;
+  struct site_rec *sites; /* owned, ordered by id */
+  int n_deleted;
+  int64_t *deleted; /* owned: ids of sites deleted since `since` (delta only) */
+};
+
+/* Write last_seen_at for n nodes in one transaction (ids of deleted nodes are ignored). 0 or -1. */
+int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *seen_ms, int n);
+
+/* Record a heartbeat: version, config_seq (the publication seq the node applied), last_seen_at =
+   now, and upsert its observations. STORE_NOT_FOUND when the node no longer exists. */
+enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char *version,
+                                   int64_t config_seq, int64_t now, const struct node_obs *obs,
+                                   int n_obs);
+
+/* Fill *out for a node holding `since`: the full set when since is 0, ahead of the database
+   (reset) or older than the kept history, else the sites published after since plus the ids of
+   those deleted. out->seq == since (and nothing else) when nothing is newer. Caller frees with
+   store_config_snapshot_free (also after an error). */
+enum store_rc store_config_snapshot(struct store *st, int64_t since, struct config_snapshot *out);
+
+/* Free what a snapshot owns. */
+void store_config_snapshot_free(struct config_snapshot *s);
+
+#endif

@@ -1,0 +1,384 @@
+/* tasks — the probe-task board: rounds of per-node tasks, votes back, node long-poll waiters. */
+#include "tasks.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+
+#define TASKS_TICK_MS 100
+
+/* One node's share of a round. */
+struct assign {
+  int64_t node_id;
+  int n;
+  struct task_spec *tasks;
+  unsigned char *voted; /* one flag per task */
+  int delivered;
+};
+
+struct round {
+  int64_t id, deadline; /* deadline: wall ms */
+  int n_assign;
+  struct assign *a;
+  int expected, received;
+  struct task_vote *votes; /* received in time, `received` entries (capacity `expected`) */
+  struct round *next;
+};
+
+/* One suspended GET /v1/node/tasks (owned by its request: r->user). */
+struct twaiter {
+  struct req *r;
+  int64_t node_id;
+  int64_t deadline; /* monotonic ms */
+  struct twaiter *prev, *next;
+};
+
+struct task_board {
+  pthread_mutex_t mu;
+  pthread_cond_t votes_cv; /* a vote arrived */
+  pthread_cond_t timer_cv; /* a waiter was added, or stop */
+  pthread_t thr;
+  int thr_started, stop, closed;
+  struct round *rounds;
+  struct twaiter *head;
+};
+
+static void timespec_in(struct timespec *ts, int64_t ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms / 1000);
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static void round_free(struct round *rd) {
+  for (int i = 0; i < rd->n_assign; i++) {
+    free(rd->a[i].tasks);
+    free(rd->a[i].voted);
+  }
+  free(rd->a);
+  free(rd->votes);
+  free(rd);
+}
+
+static struct round *round_find(struct task_board *b, int64_t id) {
+  for (struct round *rd = b->rounds; rd; rd = rd->next)
+    if (rd->id == id) return rd;
+  return NULL;
+}
+
+static struct assign *assign_find(struct round *rd, int64_t node_id) {
+  for (int i = 0; i < rd->n_assign; i++)
+    if (rd->a[i].node_id == node_id) return &rd->a[i];
+  return NULL;
+}
+
+static void waiter_unlink(struct task_board *b, struct twaiter *w) {
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    b->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+}
+
+/* Set r's reply to the tasks of a (marks them delivered). */
+static void reply_tasks(struct req *r, const struct round *rd, struct assign *a, int64_t now) {
+  cJSON *j = cJSON_CreateObject(), *arr;
+  json_add_i64(j, "round_id", rd->id);
+  json_add_i64(j, "deadline_ms", rd->deadline - now);
+  arr = cJSON_AddArrayToObject(j, "tasks");
+  for (int i = 0; i < a->n; i++) {
+    cJSON *t = cJSON_CreateObject();
+    json_add_i64(t, "task_id", a->tasks[i].task_id);
+    json_add_i64(t, "origin_id", a->tasks[i].origin_id);
+    cJSON_AddStringToObject(t, "url", a->tasks[i].url);
+    cJSON_AddStringToObject(t, "host", a->tasks[i].host);
+    cJSON_AddNumberToObject(t, "timeout_ms", a->tasks[i].timeout_ms);
+    cJSON_AddItemToArray(arr, t);
+  }
+  a->delivered = 1;
+  req_json(r, 200, j);
+}
+
+/* An open round with undelivered tasks for node_id, or NULL. */
+static struct assign *pending_for(struct task_board *b, int64_t node_id, int64_t now,
+                                  struct round **rd_out) {
+  for (struct round *rd = b->rounds; rd; rd = rd->next) {
+    struct assign *a;
+    if (rd->deadline <= now) continue;
+    a = assign_find(rd, node_id);
+    if (a && !a->delivered && a->n > 0) {
+      *rd_out = rd;
+      return a;
+    }
+  }
+  return NULL;
+}
+
+/* Resume a list of waiters linked through next (already off the board list, replies set). */
+static void resume_all(struct twaiter *list) {
+  while (list) {
+    struct twaiter *next = list->next;
+    req_resume(list->r); /* may free list (the request completes) */
+    list = next;
+  }
+}
+
+static void *timer_thread(void *arg) {
+  struct task_board *b = arg;
+  pthread_mutex_lock(&b->mu);
+  while (!b->stop) {
+    int64_t now = clock_mono_ms(), wake = now + 1000;
+    struct twaiter *done = NULL, *w, *next;
+    struct timespec ts;
+    for (w = b->head; w; w = next) {
+      next = w->next;
+      if (w->deadline <= now) {
+        waiter_unlink(b, w);
+        req_json(w->r, 304, NULL);
+        w->next = done;
+        done = w;
+      } else if (w->deadline < wake) {
+        wake = w->deadline;
+      }
+    }
+    if (done) {
+      pthread_mutex_unlock(&b->mu);
+      resume_all(done);
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    timespec_in(&ts, wake - now > 0 ? wake - now : 1);
+    pthread_cond_timedwait(&b->timer_cv, &b->mu, &ts);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+struct task_board *tasks_new(void) {
+  struct task_board *b = calloc(1, sizeof *b);
+  pthread_condattr_t ca;
+  if (!b) return NULL;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&b->votes_cv, &ca);
+  pthread_cond_init(&b->timer_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&b->thr, NULL, timer_thread, b) != 0) {
+    log_error("cannot start the task board timer");
+    tasks_free(&b);
+    return NULL;
+  }
+  b->thr_started = 1;
+  return b;
+}
+
+void tasks_free(struct task_board **bp) {
+  struct task_board *b = *bp;
+  if (!b) return;
+  if (b->thr_started) {
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_signal(&b->timer_cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thr, NULL);
+  }
+  while (b->rounds) {
+    struct round *rd = b->rounds;
+    b->rounds = rd->next;
+    round_free(rd);
+  }
+  pthread_cond_destroy(&b->votes_cv);
+  pthread_cond_destroy(&b->timer_cv);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+  *bp = NULL;
+}
+
+int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wall_ms, int n_nodes,
+                     const int64_t *node_ids, const struct task_spec *const *tasks,
+                     const int *n_tasks) {
+  struct round *rd = calloc(1, sizeof *rd);
+  struct twaiter *done = NULL, *w, *next;
+  int64_t now = clock_wall_ms();
+  if (!rd || n_nodes < 0) goto fail;
+  rd->id = round_id;
+  rd->deadline = deadline_wall_ms;
+  rd->a = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *rd->a);
+  if (!rd->a) goto fail;
+  for (int i = 0; i < n_nodes; i++) {
+    struct assign *a = &rd->a[rd->n_assign];
+    if (n_tasks[i] <= 0) continue;
+    a->node_id = node_ids[i];
+    a->tasks = malloc((size_t)n_tasks[i] * sizeof *a->tasks);
+    a->voted = calloc((size_t)n_tasks[i], 1);
+    rd->n_assign++;
+    if (!a->tasks || !a->voted) goto fail;
+    memcpy(a->tasks, tasks[i], (size_t)n_tasks[i] * sizeof *a->tasks);
+    a->n = n_tasks[i];
+    rd->expected += n_tasks[i];
+  }
+  rd->votes = calloc((size_t)(rd->expected ? rd->expected : 1), sizeof *rd->votes);
+  if (!rd->votes) goto fail;
+
+  pthread_mutex_lock(&b->mu);
+  if (round_find(b, round_id)) {
+    pthread_mutex_unlock(&b->mu);
+    log_error("probe round %lld is already open", (long long)round_id);
+    goto fail;
+  }
+  rd->next = b->rounds;
+  b->rounds = rd;
+  /* hand the tasks to the nodes that are waiting for them */
+  for (w = b->head; w; w = next) {
+    struct assign *a;
+    next = w->next;
+    if (deadline_wall_ms <= now) break;
+    a = assign_find(rd, w->node_id);
+    if (!a || a->delivered) continue;
+    waiter_unlink(b, w);
+    reply_tasks(w->r, rd, a, now);
+    w->next = done;
+    done = w;
+  }
+  pthread_mutex_unlock(&b->mu);
+  resume_all(done);
+  return 0;
+fail:
+  if (rd) round_free(rd);
+  return -1;
+}
+
+void tasks_round_wait(struct task_board *b, int64_t round_id, volatile int *stop) {
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    struct round *rd = round_find(b, round_id);
+    int64_t left;
+    struct timespec ts;
+    if (!rd || rd->received >= rd->expected || (stop && *stop)) break;
+    left = rd->deadline - clock_wall_ms();
+    if (left <= 0) break;
+    timespec_in(&ts, left < TASKS_TICK_MS ? left : TASKS_TICK_MS);
+    pthread_cond_timedwait(&b->votes_cv, &b->mu, &ts);
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
+int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes, int *n) {
+  struct round **pp, *rd = NULL;
+  *votes = NULL;
+  *n = 0;
+  pthread_mutex_lock(&b->mu);
+  for (pp = &b->rounds; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == round_id) {
+      rd = *pp;
+      *pp = rd->next;
+      break;
+    }
+  pthread_mutex_unlock(&b->mu);
+  if (!rd) return -1;
+  *votes = rd->votes;
+  *n = rd->received;
+  rd->votes = NULL;
+  round_free(rd);
+  return 0;
+}
+
+/* Index of task_id in a, or -1. */
+static int task_index(const struct assign *a, int64_t task_id) {
+  for (int i = 0; i < a->n; i++)
+    if (a->tasks[i].task_id == task_id) return i;
+  return -1;
+}
+
+enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t round_id,
+                              const struct task_vote *v, int n, int64_t now, int *bad) {
+  enum tasks_vote_rc rc = TASKS_VOTE_OK;
+  struct round *rd;
+  struct assign *a;
+  pthread_mutex_lock(&b->mu);
+  rd = round_find(b, round_id);
+  if (!rd || now > rd->deadline) {
+    rc = TASKS_VOTE_LATE;
+    goto out;
+  }
+  a = assign_find(rd, node_id);
+  for (int i = 0; i < n; i++)
+    if (!a || task_index(a, v[i].task_id) < 0) {
+      if (bad) *bad = i;
+      rc = TASKS_VOTE_NOT_YOURS;
+      goto out;
+    }
+  for (int i = 0; i < n; i++) {
+    int k = task_index(a, v[i].task_id);
+    if (a->voted[k] || rd->received >= rd->expected) continue;
+    a->voted[k] = 1;
+    rd->votes[rd->received] = v[i];
+    rd->votes[rd->received].node_id = node_id;
+    rd->received++;
+  }
+  pthread_cond_broadcast(&b->votes_cv);
+out:
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms) {
+  struct twaiter *w = calloc(1, sizeof *w);
+  struct round *rd = NULL;
+  struct assign *a;
+  if (!w) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return HTTP_DONE;
+  }
+  pthread_mutex_lock(&b->mu);
+  a = pending_for(b, r->node_id, clock_wall_ms(), &rd);
+  if (a) {
+    reply_tasks(r, rd, a, clock_wall_ms());
+    pthread_mutex_unlock(&b->mu);
+    free(w);
+    return HTTP_DONE;
+  }
+  if (b->closed || wait_ms <= 0) {
+    pthread_mutex_unlock(&b->mu);
+    free(w);
+    req_json(r, 304, NULL);
+    return HTTP_DONE;
+  }
+  w->r = r;
+  w->node_id = r->node_id;
+  w->deadline = clock_mono_ms() + wait_ms;
+  r->user = w;
+  r->user_free = free;
+  req_suspend(r); /* before the waiter is visible to anyone who could resume it */
+  w->next = b->head;
+  if (b->head) b->head->prev = w;
+  b->head = w;
+  pthread_cond_signal(&b->timer_cv);
+  pthread_mutex_unlock(&b->mu);
+  return HTTP_SUSPENDED;
+}
+
+void tasks_shutdown(struct task_board *b) {
+  struct twaiter *done = NULL, *w;
+  pthread_mutex_lock(&b->mu);
+  b->closed = 1;
+  while ((w = b->head) != NULL) {
+    waiter_unlink(b, w);
+    req_json(w->r, 304, NULL);
+    w->next = done;
+    done = w;
+  }
+  pthread_mutex_unlock(&b->mu);
+  resume_all(done);
+}

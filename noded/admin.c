@@ -1,0 +1,164 @@
+/* admin — the admin HTTP listener of noded. */
+#include "admin.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "json.h"
+#include "log.h"
+
+struct admin {
+  struct admin_src src;
+  struct MHD_Daemon *mhd;
+};
+
+static int parse_listen(const char *s, struct sockaddr_storage *ss) {
+  char host[128];
+  const char *colon = strrchr(s, ':');
+  long port;
+  char *end;
+  size_t hl;
+  if (!colon) return -1;
+  port = strtol(colon + 1, &end, 10);
+  if (*end || end == colon + 1 || port < 0 || port > 65535) return -1;
+  hl = (size_t)(colon - s);
+  if (hl >= sizeof host || hl == 0) return -1;
+  memcpy(host, s, hl);
+  host[hl] = '\0';
+  memset(ss, 0, sizeof *ss);
+  if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    host[hl - 1] = '\0';
+    if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) return -1;
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    return 0;
+  }
+  {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) return -1;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+  }
+  return 0;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
+                             char *data, size_t len) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+  enum MHD_Result ret;
+  if (!r) {
+    free(data);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *code,
+                                   const char *msg) {
+  cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+  char *t;
+  cJSON_AddStringToObject(e, "code", code);
+  cJSON_AddStringToObject(e, "message", msg);
+  cJSON_AddNullToObject(e, "field");
+  t = json_print(j);
+  cJSON_Delete(j);
+  if (!t) return MHD_NO;
+  return reply(c, status, "application/json", t, strlen(t));
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls) {
+  struct admin *a = cls;
+  static int first_call;
+  if (!*con_cls) {
+    *con_cls = &first_call; /* headers only: wait for the (ignored) body */
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (strcmp(url, "/healthz") != 0 && strcmp(url, "/status") != 0 && strcmp(url, "/metrics") != 0)
+    return reply_error(c, 404, "not_found", "no such route");
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+    return reply_error(c, 405, "method_not_allowed", "only GET is allowed here");
+  if (strcmp(url, "/healthz") == 0) {
+    static const char ok[] = "{\"status\":\"ok\",\"version\":\"" CDNCA_VERSION "\"}";
+    char *t = strdup(ok);
+    if (!t) return MHD_NO;
+    return reply(c, 200, "application/json", t, strlen(t));
+  }
+  if (strcmp(url, "/status") == 0) {
+    cJSON *j = cJSON_CreateObject();
+    char *t;
+    if (a->src.status && a->src.status(a->src.arg, j) < 0) {
+      cJSON_Delete(j);
+      return reply_error(c, 500, "internal", "cannot build the status");
+    }
+    t = json_print(j);
+    cJSON_Delete(j);
+    if (!t) return MHD_NO;
+    return reply(c, 200, "application/json", t, strlen(t));
+  }
+  {
+    struct buf b;
+    size_t len;
+    buf_init(&b, 0);
+    if ((a->src.metrics && a->src.metrics(a->src.arg, &b) < 0) || buf_puts(&b, "") < 0) {
+      buf_fini(&b);
+      return reply_error(c, 500, "internal", "cannot render the metrics");
+    }
+    len = b.len;
+    return reply(c, 200, "text/plain; version=0.0.4", buf_take(&b), len);
+  }
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = '\0';
+  log_warn("admin listener: %s", msg);
+}
+
+struct admin *admin_start(const char *listen, const struct admin_src *src) {
+  struct admin *a = calloc(1, sizeof *a);
+  struct sockaddr_storage ss;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+  if (!a) return NULL;
+  a->src = *src;
+  if (parse_listen(listen, &ss) < 0) {
+    log_error("option admin-listen: '%s' is not host:port (IPv4 or [IPv6])", listen);
+    free(a);
+    return NULL;
+  }
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  a->mhd =
+      MHD_start_daemon(flags, 0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+                       256u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+  if (!a->mhd) {
+    log_error("cannot listen on the admin address %s", listen);
+    free(a);
+    return NULL;
+  }
+  log_info("admin listener on %s", listen);
+  return a;
+}
+
+void admin_stop(struct admin **ap) {
+  struct admin *a = *ap;
+  if (!a) return;
+  if (a->mhd) MHD_stop_daemon(a->mhd);
+  free(a);
+  *ap = NULL;
+}

@@ -1,0 +1,87 @@
+/* proxy — the node's HTTP/1.1 reverse proxy for visitor traffic: epoll workers, Host routing,
+ * origin pick with skip/retry (DESIGN §2, §5), streaming both ways, origin keep-alive pools.
+ *
+ * Embedding: proxy_new (binds) -> proxy_set_config (any time, from any thread) -> proxy_start
+ * -> ... -> proxy_stop (graceful) -> proxy_free. Skip state is kept in a table keyed by
+ * (site id, origin id) owned by the proxy; each proxy_set_config carries an origin's record
+ * over when its (address, port, scheme) is unchanged, so it survives config updates. */
+#ifndef CDNCA_PROXY_H
+#define CDNCA_PROXY_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "sitecfg.h"
+
+/* One finished visitor request, for the access log. Strings are borrowed for the call. */
+struct proxy_access {
+  int64_t site_id;   /* 0 when no site matched */
+  const char *site;  /* site name or "" */
+  int64_t origin_id; /* last origin tried, 0 when none */
+  int attempts;
+  int status;        /* status sent to the visitor; 499 when the visitor went away first */
+  int64_t duration_ms;
+  const char *method;
+  const char *host;
+  const char *path;
+  uint64_t bytes; /* response bytes sent to the visitor */
+};
+
+typedef void (*proxy_access_fn)(void *arg, const struct proxy_access *a);
+
+struct proxy_opts {
+  const char *listen;         /* "127.0.0.1:7480", "[::1]:7480"; port 0 picks a free one */
+  const char *origin_ca_file; /* CA bundle for HTTPS origins; NULL = system default */
+  int threads;                /* [2] worker threads, each with its own epoll and listener */
+  int connect_timeout_ms;     /* [5000] TCP connect + TLS handshake to an origin */
+  int origin_timeout_ms;      /* [60000] origin silent while we wait for it */
+  int visitor_timeout_ms;     /* [60000] visitor idle (keep-alive) or stalled */
+  int stop_grace_ms;          /* [10000] proxy_stop waits this long for in-flight requests */
+  int origin_idle_ms;         /* [30000] idle origin connections are closed after this */
+  int max_idle_per_origin;    /* [32] idle origin connections kept per origin and thread */
+  proxy_access_fn access_log; /* NULL: one JSON line per request via log_info */
+  void *access_arg;
+};
+
+struct proxy;
+
+/* Fill o with the defaults above (listen = "127.0.0.1:7480"). */
+void proxy_opts_default(struct proxy_opts *o);
+
+/* Create a proxy and bind its listeners (nothing is served before proxy_start). NULL on error
+ * (logged). Free with proxy_free. Strings in o are copied. */
+struct proxy *proxy_new(const struct proxy_opts *o);
+
+/* The bound TCP port (useful with port 0). */
+int proxy_port(const struct proxy *p);
+
+/* Serve snapshot s from now on (takes its own reference; the caller keeps its own). Syncs the
+ * skip table first (may resolve new origin hostnames, blocking). Thread-safe; in-flight
+ * requests finish on the snapshot they started with. 0, or -1 on OOM (old config stays). */
+int proxy_set_config(struct proxy *p, struct sitecfg_set *s);
+
+/* Start the worker threads. 0 or -1. */
+int proxy_start(struct proxy *p);
+
+/* Graceful stop: stop accepting, let in-flight requests finish within stop_grace_ms, close the
+ * rest, join the workers. Safe to call twice or without proxy_start. */
+void proxy_stop(struct proxy *p);
+
+/* Stop if needed and free everything; sets *p to NULL. */
+void proxy_free(struct proxy **p);
+
+/* Append the node proxy metrics (cdnca_node_requests_total{code}, ..._origin_attempts_total
+ * {result}, ..._retries_total, ..._origin_skips_total, ..._fail_open_total, ..._config_seq) in
+ * Prometheus text format to out. 0 or -1. */
+int proxy_metrics(struct proxy *p, struct buf *out);
+
+/* Heartbeat observations: a cJSON array [{"site_id","origin_id","requests","failures",
+ * "skipped"}], counts cumulative since the origin entry was created; caller frees. */
+cJSON *proxy_observations(struct proxy *p);
+
+/* /status view: {"seq", "sites": [{"id","name","config_version","current_level","origins":
+ * [per-origin skip state]}]}; caller frees. NULL on OOM. */
+cJSON *proxy_status(struct proxy *p);
+
+#endif

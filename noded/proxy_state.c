@@ -1,0 +1,318 @@
+/* proxy_state — per-(site, origin) skip records keyed by ids, kept across snapshots. */
+#include "proxy_state.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+
+struct pentry {
+  int used;
+  int carried;
+  int64_t site_id, origin_id;
+  char *address;
+  int port, https;
+  struct skip_rec rec;
+  int resolved;
+  socklen_t salen;
+  struct sockaddr_storage sa;
+};
+
+struct ptable {
+  size_t cap; /* power of two */
+  size_t n;
+  struct pentry *e;
+};
+
+struct proxy_state {
+  pthread_mutex_t mu;      /* guards tab and every record in it */
+  pthread_mutex_t sync_mu; /* serialises proxy_state_sync */
+  struct ptable tab;
+};
+
+static size_t slot_of(const struct ptable *t, int64_t site_id, int64_t origin_id) {
+  uint64_t h = (uint64_t)site_id * UINT64_C(0x9E3779B97F4A7C15) ^
+               (uint64_t)origin_id * UINT64_C(0xC2B2AE3D27D4EB4F);
+  h ^= h >> 29;
+  return (size_t)h & (t->cap - 1);
+}
+
+static struct pentry *find(const struct ptable *t, int64_t site_id, int64_t origin_id) {
+  size_t i;
+  if (t->cap == 0) return NULL;
+  i = slot_of(t, site_id, origin_id);
+  for (size_t k = 0; k < t->cap; k++, i = (i + 1) & (t->cap - 1)) {
+    struct pentry *e = &t->e[i];
+    if (!e->used) return NULL;
+    if (e->site_id == site_id && e->origin_id == origin_id) return e;
+  }
+  return NULL;
+}
+
+static struct pentry *insert(struct ptable *t, int64_t site_id, int64_t origin_id) {
+  size_t i = slot_of(t, site_id, origin_id);
+  for (size_t k = 0; k < t->cap; k++, i = (i + 1) & (t->cap - 1)) {
+    struct pentry *e = &t->e[i];
+    if (e->used && e->site_id == site_id && e->origin_id == origin_id) return e;
+    if (!e->used) {
+      e->used = 1;
+      e->site_id = site_id;
+      e->origin_id = origin_id;
+      t->n++;
+      return e;
+    }
+  }
+  return NULL;
+}
+
+static void table_fini(struct ptable *t) {
+  for (size_t i = 0; i < t->cap; i++)
+    if (t->e[i].used) free(t->e[i].address);
+  free(t->e);
+  memset(t, 0, sizeof *t);
+}
+
+struct proxy_state *proxy_state_new(void) {
+  struct proxy_state *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_mutex_init(&t->sync_mu, NULL);
+  return t;
+}
+
+void proxy_state_free(struct proxy_state **tp) {
+  struct proxy_state *t = tp ? *tp : NULL;
+  if (!t) return;
+  table_fini(&t->tab);
+  pthread_mutex_destroy(&t->mu);
+  pthread_mutex_destroy(&t->sync_mu);
+  free(t);
+  *tp = NULL;
+}
+
+static int same_identity(const struct pentry *a, const struct pentry *b) {
+  return a->port == b->port && a->https == b->https && strcmp(a->address, b->address) == 0;
+}
+
+static void resolve(struct pentry *e) {
+  struct sockaddr_in *s4 = (struct sockaddr_in *)&e->sa;
+  struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&e->sa;
+  struct addrinfo hints, *res = NULL;
+  char port[8];
+  int rc;
+  memset(&e->sa, 0, sizeof e->sa);
+  e->resolved = 0;
+  if (inet_pton(AF_INET, e->address, &s4->sin_addr) == 1) {
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)e->port);
+    e->salen = sizeof *s4;
+    e->resolved = 1;
+    return;
+  }
+  if (inet_pton(AF_INET6, e->address, &s6->sin6_addr) == 1) {
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons((uint16_t)e->port);
+    e->salen = sizeof *s6;
+    e->resolved = 1;
+    return;
+  }
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  snprintf(port, sizeof port, "%d", e->port);
+  rc = getaddrinfo(e->address, port, &hints, &res);
+  if (rc != 0 || !res || res->ai_addrlen > sizeof e->sa) {
+    log_warn("origin %lld of site %lld: cannot resolve %s: %s", (long long)e->origin_id,
+             (long long)e->site_id, e->address, rc ? gai_strerror(rc) : "no address");
+    if (res) freeaddrinfo(res);
+    return;
+  }
+  memcpy(&e->sa, res->ai_addr, res->ai_addrlen);
+  e->salen = (socklen_t)res->ai_addrlen;
+  e->resolved = 1;
+  freeaddrinfo(res);
+}
+
+int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
+  struct ptable nt = {0, 0, NULL};
+  size_t total = 0;
+  int rc = -1;
+  pthread_mutex_lock(&t->sync_mu);
+  for (int i = 0; s && i < s->n_sites; i++) total += (size_t)s->sites[i]->n_origins;
+  nt.cap = 16;
+  while (nt.cap < total * 2) nt.cap *= 2;
+  if (!(nt.e = calloc(nt.cap, sizeof *nt.e))) goto out;
+  for (int i = 0; s && i < s->n_sites; i++) {
+    const struct sitecfg_site *site = s->sites[i];
+    for (int k = 0; k < site->n_origins; k++) {
+      const struct sitecfg_origin *o = &site->origins[k];
+      struct pentry *e = insert(&nt, site->id, o->id);
+      size_t n;
+      if (!e) goto out;
+      if (e->address) continue; /* duplicate id: parse rejects these */
+      n = strlen(o->address);
+      if (!(e->address = malloc(n + 1))) goto out;
+      memcpy(e->address, o->address, n + 1);
+      e->port = o->port;
+      e->https = o->https;
+      skip_rec_init(&e->rec);
+    }
+  }
+  /* carry over addresses of unchanged origins; resolve the others outside the lock */
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < nt.cap; i++) {
+    struct pentry *e = &nt.e[i], *old;
+    if (!e->used) continue;
+    old = find(&t->tab, e->site_id, e->origin_id);
+    if (old && same_identity(old, e) && old->resolved) {
+      e->carried = 1;
+      e->resolved = 1;
+      e->sa = old->sa;
+      e->salen = old->salen;
+    }
+  }
+  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < nt.cap; i++)
+    if (nt.e[i].used && !nt.e[i].resolved) resolve(&nt.e[i]);
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < nt.cap; i++) {
+    struct pentry *e = &nt.e[i], *old;
+    if (!e->used) continue;
+    old = find(&t->tab, e->site_id, e->origin_id);
+    if (old && same_identity(old, e)) e->rec = old->rec;
+  }
+  {
+    struct ptable tmp = t->tab;
+    t->tab = nt;
+    nt = tmp;
+  }
+  pthread_mutex_unlock(&t->mu);
+  rc = 0;
+out:
+  if (nt.e) table_fini(&nt);
+  pthread_mutex_unlock(&t->sync_mu);
+  return rc;
+}
+
+int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uint64_t tried,
+                     int64_t now, struct proxy_pick *out) {
+  struct skip_cand cand[SKIP_MAX_PICK];
+  int map[SKIP_MAX_PICK];
+  struct pentry *ents[SKIP_MAX_PICK];
+  int n = 0, idx, open = 0, rc = -1;
+  pthread_mutex_lock(&t->mu);
+  for (int i = 0; i < site->n_origins && i < SKIP_MAX_PICK; i++) {
+    const struct sitecfg_origin *o = &site->origins[i];
+    struct pentry *e;
+    if (o->level != site->current_level) continue;
+    if (tried & (UINT64_C(1) << i)) continue;
+    e = find(&t->tab, site->id, o->id);
+    if (!e) continue; /* published after this snapshot was replaced */
+    cand[n] = (struct skip_cand){&e->rec, o->weight, 0};
+    map[n] = i;
+    ents[n] = e;
+    n++;
+  }
+  idx = skip_pick(cand, n, &site->retry, now, &open);
+  if (idx >= 0) {
+    out->index = map[idx];
+    out->fail_open = open;
+    out->resolved = ents[idx]->resolved;
+    out->sa = ents[idx]->sa;
+    out->salen = ents[idx]->salen;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
+                       int64_t now, int failed) {
+  struct pentry *e;
+  int r = 0;
+  if (origin_index < 0 || origin_index >= site->n_origins) return 0;
+  pthread_mutex_lock(&t->mu);
+  e = find(&t->tab, site->id, site->origins[origin_index].id);
+  if (e) r = skip_record(&e->rec, &site->retry, now, failed);
+  pthread_mutex_unlock(&t->mu);
+  return r;
+}
+
+void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
+                         int origin_index) {
+  struct pentry *e;
+  if (origin_index < 0 || origin_index >= site->n_origins) return;
+  pthread_mutex_lock(&t->mu);
+  e = find(&t->tab, site->id, site->origins[origin_index].id);
+  if (e) skip_release(&e->rec);
+  pthread_mutex_unlock(&t->mu);
+}
+
+static const char *state_name(enum skip_state s) {
+  switch (s) {
+  case SKIP_HEALTHY:
+    return "healthy";
+  case SKIP_SKIPPED:
+    return "skipped";
+  case SKIP_HALF_OPEN:
+    return "half_open";
+  }
+  return "unknown";
+}
+
+cJSON *proxy_state_observations(struct proxy_state *t, int64_t now) {
+  cJSON *arr = cJSON_CreateArray();
+  if (!arr) return NULL;
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < t->tab.cap; i++) {
+    const struct pentry *e = &t->tab.e[i];
+    cJSON *o;
+    if (!e->used) continue;
+    if (!(o = cJSON_CreateObject())) break;
+    json_add_i64(o, "site_id", e->site_id);
+    json_add_i64(o, "origin_id", e->origin_id);
+    json_add_i64(o, "requests", (int64_t)e->rec.requests);
+    json_add_i64(o, "failures", (int64_t)e->rec.failures);
+    cJSON_AddBoolToObject(o, "skipped", skip_is_skipped(&e->rec, now));
+    cJSON_AddItemToArray(arr, o);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return arr;
+}
+
+cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *site, int64_t now) {
+  cJSON *arr = cJSON_CreateArray();
+  if (!arr) return NULL;
+  pthread_mutex_lock(&t->mu);
+  for (int i = 0; i < site->n_origins; i++) {
+    const struct sitecfg_origin *o = &site->origins[i];
+    const struct pentry *e = find(&t->tab, site->id, o->id);
+    cJSON *j = cJSON_CreateObject();
+    if (!j) break;
+    json_add_i64(j, "id", o->id);
+    json_add_i64(j, "level", o->level);
+    cJSON_AddStringToObject(j, "address", o->address);
+    json_add_i64(j, "port", o->port);
+    cJSON_AddStringToObject(j, "scheme", o->https ? "https" : "http");
+    if (e) {
+      int64_t left = e->rec.state == SKIP_SKIPPED ? e->rec.skipped_until - now : 0;
+      cJSON_AddStringToObject(j, "state", state_name(e->rec.state));
+      json_add_i64(j, "skipped_for_ms", left > 0 ? left : 0);
+      json_add_i64(j, "requests", (int64_t)e->rec.requests);
+      json_add_i64(j, "failures", (int64_t)e->rec.failures);
+      json_add_i64(j, "skips", (int64_t)e->rec.skips);
+      json_add_i64(j, "fail_open", (int64_t)e->rec.fail_open);
+      cJSON_AddBoolToObject(j, "resolved", e->resolved);
+    } else {
+      cJSON_AddStringToObject(j, "state", "unknown");
+    }
+    cJSON_AddItemToArray(arr, j);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return arr;
+}

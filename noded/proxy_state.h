@@ -1,0 +1,53 @@
+/* proxy_state — the proxy's per-(site, origin) table: skip records, pick, resolved addresses. */
+#ifndef CDNCA_PROXY_STATE_H
+#define CDNCA_PROXY_STATE_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "sitecfg.h"
+
+struct proxy_state;
+
+/* A chosen origin: index in site->origins, its resolved address, whether it was a fail open. */
+struct proxy_pick {
+  int index;
+  int fail_open;
+  int resolved; /* 0: the address did not resolve (the attempt fails as a connect error) */
+  socklen_t salen;
+  struct sockaddr_storage sa;
+};
+
+/* New empty table (caller frees with proxy_state_free); NULL on OOM. Thread-safe throughout. */
+struct proxy_state *proxy_state_new(void);
+void proxy_state_free(struct proxy_state **t);
+
+/* Rebuild the table for snapshot s: an origin whose (site id, origin id) entry has the same
+ * (address, port, scheme) keeps its skip record and address; others start healthy and are
+ * resolved here (getaddrinfo, may block: call from a control thread). Entries of origins no
+ * longer published are dropped. 0, or -1 on OOM (the old table stays). */
+int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s);
+
+/* Pick an origin of the site's current level not in tried (bit i = origins[i]) with the skip
+ * picker. 0 and *out, or -1 when none is left. */
+int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uint64_t tried,
+                     int64_t now, struct proxy_pick *out);
+
+/* Record an attempt outcome on (site, origin). Returns 1 when it started a skip, else 0. */
+int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
+                       int64_t now, int failed);
+
+/* Give back a half-open trial slot of a pick that will report no outcome. */
+void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
+                         int origin_index);
+
+/* Observations for the heartbeat: [{"site_id","origin_id","requests","failures","skipped"}]
+ * (counts since the entry was created), caller frees. NULL on OOM. */
+cJSON *proxy_state_observations(struct proxy_state *t, int64_t now);
+
+/* Per-origin skip state of one site for /status: [{"id","level","address","port","scheme",
+ * "state","skipped_for_ms","requests","failures","skips","fail_open"}]; caller frees. */
+cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *site, int64_t now);
+
+#endif

@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""harness — shared helpers for cdnca integration tests (Python 3 stdlib only).
+
+A test file imports it, defines functions named test_*, and ends with harness.main():
+
+    import harness
+    from harness import Controld, wait_until
+
+    def test_create(tmp):               # tmp: a fresh directory for this test
+        c = Controld(tmp).start()
+        status, body, headers = c.api("POST", "/v1/sites", {"name": "a", "hostnames": ["a.test"]})
+        assert status == 201, body
+
+    if __name__ == "__main__":
+        harness.main()
+
+The runner calls the tests in file order (a test that takes no argument gets none), prints
+PASS/FAIL per test, then a last line "N passed, M failed", and exits 1 on any failure.
+`python3 test_x.py NAME...` runs only the tests whose name contains one of the NAMEs.
+
+Processes (Controld, Noded, Origin) log to files in their test's directory; when a test fails
+the tail of every log of that test is printed. Whatever a test leaves running is stopped after
+it (controld and noded with SIGTERM, and a non-zero exit fails the test, so sanitizer reports
+at exit count), and every process is killed when the runner exits. Start processes from the
+main thread: they are also tied to it with PR_SET_PDEATHSIG so none outlives a killed runner.
+
+Binaries come from $CDNCA_BUILD (default ../../build relative to this file).
+"""
+
+import atexit
+import ctypes
+import http.client
+import inspect
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.abspath(os.environ.get("CDNCA_BUILD", os.path.join(HERE, "..", "..", "build")))
+HOST = "127.0.0.1"
+DEFAULT = object()  # "use the default admin token" marker for Controld.api
+
+_PROCS = []  # every _Proc started by this runner, in start order
+_LOG_TAIL = 60
+
+
+# ---- small utilities ----
+
+class StopWaiting(Exception):
+    """Raised by a wait_until condition to stop waiting at once."""
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picked it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(fn, timeout=10.0, what="condition", interval=0.05):
+    """Call fn until it returns a truthy value (returned) or timeout seconds pass (AssertionError).
+
+    Exceptions from fn count as "not yet" (the last one is named in the error), except
+    StopWaiting, which fn raises to give up at once (it propagates)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = fn()
+            if v:
+                return v
+            last = "returned %r" % (v,)
+        except StopWaiting:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            last = "%s: %s" % (type(e).__name__, e)
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s (last: %s)"
+                                 % (timeout, what, last))
+        time.sleep(interval)
+
+
+def http_call(url_host, port, method, path, body=None, headers=None, timeout=30.0, tls=False,
+              raw=None):
+    """One HTTP request on a new connection. body (not None) is sent as JSON, raw as bytes.
+
+    Returns (status, parsed, headers): parsed is the decoded JSON when the reply says
+    application/json, else the text ("" for no body); headers is case-insensitive (.get)."""
+    hdrs = dict(headers or {})
+    data = None
+    if raw is not None:
+        data = raw if isinstance(raw, bytes) else raw.encode()
+    elif body is not None:
+        data = json.dumps(body).encode()
+    if data is not None and not any(k.lower() == "content-type" for k in hdrs):
+        hdrs["Content-Type"] = "application/json"
+    if tls:
+        conn = http.client.HTTPSConnection(url_host, port, timeout=timeout,
+                                           context=ssl._create_unverified_context())
+    else:
+        conn = http.client.HTTPConnection(url_host, port, timeout=timeout)
+    try:
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer (e.g. 413) before it reads the whole body
+        resp = conn.getresponse()
+        payload = resp.read()
+        ctype = resp.getheader("Content-Type", "") or ""
+        text = payload.decode("utf-8", errors="replace")
+        if ctype.startswith("application/json") and payload:
+            parsed = json.loads(text)
+        else:
+            parsed = text
+        return resp.status, parsed, resp.headers
+    finally:
+        conn.close()
+
+
+def _set_pdeathsig():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+# ---- processes ----
+
+class _Proc:
+    """A child process with its output in a log file (stdout and stderr together)."""
+
+    def __init__(self, name, tmpdir):
+        self.name = name
+        self.tmpdir = tmpdir
+        self.log_path = os.path.join(tmpdir, name + ".log")
+        self.proc = None
+
+    def _spawn(self, argv, env=None):
+        if self.running():
+            raise AssertionError("%s is already running" % self.name)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        log = open(self.log_path, "ab")
+        log.write(("---- %s: %s\n" % (time.strftime("%H:%M:%S"), " ".join(argv))).encode())
+        log.flush()
+        main = threading.current_thread() is threading.main_thread()
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=full_env, cwd=self.tmpdir,
+                                         preexec_fn=_set_pdeathsig if main else None)
+        finally:
+            log.close()
+        if self not in _PROCS:
+            _PROCS.append(self)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def log_tail(self, lines=_LOG_TAIL):
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read().decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(data[-lines:])
+
+    def _fail(self, msg):
+        raise AssertionError("%s: %s\n---- last lines of %s ----\n%s"
+                             % (self.name, msg, self.log_path, self.log_tail()))
+
+    def stop(self, timeout=20.0, expect_rc=0):
+        """SIGTERM, wait, and assert the exit status (expect_rc=None: any). Returns it."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self._fail("did not exit within %.0fs of SIGTERM" % timeout)
+        rc = self.proc.returncode
+        if expect_rc is not None and rc != expect_rc:
+            self._fail("exit status %s, expected %s" % (rc, expect_rc))
+        return rc
+
+    def kill9(self):
+        """SIGKILL and reap (no checks)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _wait_ready(self, probe, timeout, what):
+        def ready():
+            if self.proc.poll() is not None:
+                raise _Exited(self.proc.returncode)
+            return probe()
+        try:
+            wait_until(ready, timeout=timeout, what=what)
+        except _Exited as e:
+            self._fail("exited with status %s before it was ready" % e.rc)
+        except AssertionError as e:
+            self.kill9()
+            self._fail(str(e))
+
+
+class _Exited(StopWaiting):
+    def __init__(self, rc):
+        super().__init__("exited %s" % rc)
+        self.rc = rc
+
+
+class Controld(_Proc):
+    """controld on a free loopback port with its database in tmpdir.
+
+    admin_token (random by default) is passed as CDNCA_ADMIN_TOKEN while pass_admin_token is
+    true; .url, .port, .db are fixed for the object's life, so a restart keeps the address."""
+
+    def __init__(self, tmpdir, extra_args=None, env=None, name="controld", admin_token=None,
+                 db=None):
+        super().__init__(name, tmpdir)
+        self.extra_args = list(extra_args or [])
+        self.env = dict(env or {})
+        self.admin_token = admin_token or ("adm-" + secrets.token_hex(16))
+        self.pass_admin_token = True
+        self.port = free_port()
+        self.url = "http://%s:%d" % (HOST, self.port)
+        self.db = db or os.path.join(tmpdir, name + ".db")
+        self.binary = os.path.join(BUILD, "controld", "controld")
+
+    def start(self, timeout=20.0):
+        """Launch and wait for GET /healthz 200; returns self."""
+        env = dict(self.env)
+        if self.pass_admin_token and "CDNCA_ADMIN_TOKEN" not in env:
+            env["CDNCA_ADMIN_TOKEN"] = self.admin_token
+        self._spawn([self.binary, "--listen", "%s:%d" % (HOST, self.port), "--db", self.db]
+                    + self.extra_args, env)
+        self._wait_ready(lambda: self.api("GET", "/healthz", token=None, timeout=2)[0] == 200,
+                         timeout, "GET /healthz on %s" % self.url)
+        return self
+
+    def restart(self, kill=False, timeout=20.0):
+        """Stop (SIGTERM and exit 0, or kill -9 with kill=True) and start again; returns self."""
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start(timeout=timeout)
+
+    def api(self, method, path, body=None, token=DEFAULT, headers=None, raw=None, timeout=30.0):
+        """A request to controld -> (status, parsed JSON or text, headers).
+
+        token: DEFAULT = the admin token, None = no Authorization header, else that token."""
+        hdrs = dict(headers or {})
+        if token is DEFAULT:
+            token = self.admin_token
+        if token is not None:
+            hdrs["Authorization"] = "Bearer " + token
+        return http_call(HOST, self.port, method, path, body=body, headers=hdrs, timeout=timeout,
+                         raw=raw)
+
+
+class Noded(_Proc):
+    """noded enrolled with node_token against a Controld, on free loopback ports.
+
+    .url is the visitor listener, .admin_url the admin listener, .state_dir its cache."""
+
+    def __init__(self, controld, node_token, tmpdir, extra_args=None, name="noded", env=None):
+        super().__init__(name, tmpdir)
+        self.controld = controld
+        self.node_token = node_token
+        self.extra_args = list(extra_args or [])
+        self.env = dict(env or {})
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.url = "http://%s:%d" % (HOST, self.port)
+        self.admin_url = "http://%s:%d" % (HOST, self.admin_port)
+        self.state_dir = os.path.join(tmpdir, name + "-state")
+        self.binary = os.path.join(BUILD, "noded", "noded")
+
+    def start(self, timeout=20.0):
+        """Launch and wait for the admin GET /healthz 200; returns self."""
+        os.makedirs(self.state_dir, exist_ok=True)
+        env = dict(self.env)
+        env["CDNCA_NODE_TOKEN"] = self.node_token
+        curl = self.controld.url if isinstance(self.controld, Controld) else str(self.controld)
+        self._spawn([self.binary, "--controld", curl,
+                     "--listen", "%s:%d" % (HOST, self.port),
+                     "--admin-listen", "%s:%d" % (HOST, self.admin_port),
+                     "--state-dir", self.state_dir, "--name", self.name] + self.extra_args, env)
+        self._wait_ready(lambda: self.admin("GET", "/healthz", timeout=2)[0] == 200, timeout,
+                         "GET /healthz on %s" % self.admin_url)
+        return self
+
+    def restart(self, kill=False, timeout=20.0):
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start(timeout=timeout)
+
+    def admin(self, method, path, timeout=30.0):
+        """A request to the admin listener -> (status, parsed, headers)."""
+        return http_call(HOST, self.admin_port, method, path, timeout=timeout)
+
+    def visit(self, method, path, host, body=None, headers=None, raw=None, timeout=30.0):
+        """A visitor request with the given Host header -> (status, parsed, headers)."""
+        hdrs = dict(headers or {})
+        hdrs["Host"] = host
+        return http_call(HOST, self.port, method, path, body=body, headers=hdrs, raw=raw,
+                         timeout=timeout)
+
+
+class Origin(_Proc):
+    """A test origin process (origin.py) on a port the OS picks.
+
+    tls: None for plain HTTP, or {"cert": path, "key": path} (as from certs.make_test_pki).
+    .port, .url, .scheme, .address; set(**ctl) posts to /__ctl, stats() reads /__stats."""
+
+    def __init__(self, name, tls=None, tmpdir=None):
+        if tmpdir is None:
+            tmpdir = tempfile.mkdtemp(prefix="cdnca-origin-")
+            atexit.register(shutil.rmtree, tmpdir, True)
+        super().__init__("origin-" + name, tmpdir)
+        self.origin_name = name
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
+        self.address = HOST
+        self.port = None
+        self.url = None
+        self.portfile = os.path.join(self.tmpdir, self.name + ".port")
+
+    def start(self, timeout=20.0):
+        """Launch and wait for its port file and a GET /__ctl answer; returns self."""
+        try:
+            os.unlink(self.portfile)
+        except FileNotFoundError:
+            pass
+        argv = [sys.executable, os.path.join(HERE, "origin.py"), "--host", HOST, "--port",
+                str(self.port or 0), "--portfile", self.portfile, "--name", self.origin_name]
+        if self.tls:
+            argv += ["--tls-cert", self.tls["cert"], "--tls-key", self.tls["key"]]
+        self._spawn(argv)
+
+        def port_known():
+            with open(self.portfile) as f:
+                return int(f.read().strip())
+        self._wait_ready(port_known, timeout, "port file %s" % self.portfile)
+        self.port = port_known()
+        self.url = "%s://%s:%d" % (self.scheme, HOST, self.port)
+        self._wait_ready(lambda: self._call("GET", "/__ctl", None, 2)[0] == 200, timeout,
+                         "GET /__ctl on %s" % self.url)
+        return self
+
+    def _call(self, method, path, body, timeout=10.0):
+        return http_call(HOST, self.port, method, path, body=body, timeout=timeout,
+                         tls=bool(self.tls))
+
+    def set(self, **ctl):
+        """POST the settings to /__ctl (see origin.py); returns the new settings."""
+        status, body, _ = self._call("POST", "/__ctl", ctl)
+        if status != 200:
+            raise AssertionError("%s: /__ctl answered %s: %s" % (self.name, status, body))
+        return body
+
+    def stats(self):
+        """GET /__stats as a dict."""
+        status, body, _ = self._call("GET", "/__stats", None)
+        if status != 200:
+            raise AssertionError("%s: /__stats answered %s: %s" % (self.name, status, body))
+        return body
+
+    def stop(self, timeout=20.0, expect_rc=None):
+        return super().stop(timeout=timeout, expect_rc=expect_rc)
+
+
+# ---- runner ----
+
+def _kill_all():
+    for p in _PROCS:
+        try:
+            p.kill9()
+        except Exception:  # noqa: BLE001 - at exit, best effort
+            pass
+
+
+atexit.register(_kill_all)
+
+
+def _on_signal(signum, frame):
+    _kill_all()
+    sys.stderr.write("harness: signal %d, children killed\n" % signum)
+    os._exit(128 + signum)
+
+
+def _cleanup_after(procs):
+    """Stop what a test left running: errors of controld/noded (exit != 0) are returned."""
+    errors = []
+    for p in reversed(procs):
+        if not p.running():
+            continue
+        try:
+            if isinstance(p, (Controld, Noded)):
+                p.stop()
+            else:
+                p.stop(expect_rc=None)
+        except AssertionError as e:
+            errors.append(str(e))
+        finally:
+            p.kill9()
+    return errors
+
+
+def main(tests=None, argv=None):
+    """Run the test_* functions of the calling module (or the given list) and exit."""
+    argv = sys.argv[1:] if argv is None else argv
+    if tests is None:
+        caller = inspect.stack()[1].frame.f_globals
+        tests = [f for n, f in caller.items() if n.startswith("test_") and callable(f)]
+    if argv:
+        tests = [t for t in tests if any(a in t.__name__ for a in argv)]
+    signal.signal(signal.SIGTERM, _on_signal)
+    script = os.path.splitext(os.path.basename(sys.argv[0] or "tests"))[0]
+    base = tempfile.mkdtemp(prefix="cdnca-%s-" % script)
+    passed = failed = 0
+    for t in tests:
+        tmp = os.path.join(base, t.__name__)
+        os.makedirs(tmp)
+        first = len(_PROCS)
+        started = time.monotonic()
+        err = None
+        try:
+            if len(inspect.signature(t).parameters) >= 1:
+                t(tmp)
+            else:
+                t()
+        except Exception:  # noqa: BLE001 - report every failure the same way
+            err = traceback.format_exc()
+        mine = _PROCS[first:]
+        leftovers = _cleanup_after(mine)
+        if err is None and leftovers:
+            err = "after the test:\n" + "\n".join(leftovers)
+        dur = time.monotonic() - started
+        if err is None:
+            passed += 1
+            print("PASS %s (%.1fs)" % (t.__name__, dur), flush=True)
+        else:
+            failed += 1
+            print("FAIL %s (%.1fs)\n%s" % (t.__name__, dur, err.rstrip()), flush=True)
+            for p in mine:
+                print("---- %s log (%s), last %d lines ----\n%s"
+                      % (p.name, p.log_path, _LOG_TAIL, p.log_tail()), flush=True)
+    _kill_all()
+    if failed == 0:
+        shutil.rmtree(base, ignore_errors=True)
+    else:
+        print("logs kept in %s" % base)
+    print("%d passed, %d failed" % (passed, failed), flush=True)
+    sys.exit(1 if failed or passed == 0 else 0)

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""test_node — the node protocol end to end: enrolment, config sync and its disk cache,
+heartbeats, controld loss, revocation, noded's command line (DESIGN §3, §5)."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import harness
+from harness import Controld, Noded, Origin, wait_until
+
+
+def enrol(c, name):
+    status, body, _ = c.api("POST", "/v1/nodes", {"name": name})
+    assert status == 201, body
+    return body["id"], body["token"]
+
+
+def make_site(c, name, host, origin):
+    status, body, _ = c.api("POST", "/v1/sites", {
+        "name": name, "hostnames": [host],
+        "origins": [{"level": 1, "address": origin.address, "port": origin.port,
+                     "scheme": "http"}]})
+    assert status == 201, body
+    return body
+
+
+def status_of(n):
+    st, body, _ = n.admin("GET", "/status", timeout=5)
+    assert st == 200, body
+    return body
+
+
+def site_in(status, site_id):
+    for s in status.get("sites", []):
+        if s.get("id") == site_id:
+            return s
+    return None
+
+
+def nodes_by_id(c):
+    st, body, _ = c.api("GET", "/v1/nodes")
+    assert st == 200, body
+    return {n["id"]: n for n in body["nodes"]}
+
+
+def test_change_reaches_every_node(tmp):
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    nodes = []
+    for i in range(3):
+        nid, tok = enrol(c, "edge-%d" % i)
+        n = Noded(c, tok, tmp, name="noded%d" % i,
+                  extra_args=["--heartbeat-interval-ms", "1000"]).start()
+        nodes.append((nid, n))
+    for _, n in nodes:
+        wait_until(lambda n=n: site_in(status_of(n), site["id"]), 20, "first config on %s" % n.name)
+    first = status_of(nodes[0][1])["seq"]
+    assert first >= 1
+
+    # a change published while every node is long-polling reaches all of them
+    st, body, _ = c.api("PATCH", "/v1/sites/%d" % site["id"], {"name": "shop-renamed"})
+    assert st == 200, body
+    for nid, n in nodes:
+        def renamed(n=n):
+            s = status_of(n)
+            ss = site_in(s, site["id"])
+            return s["seq"] > first and ss and ss["name"] == "shop-renamed" and s
+        s = wait_until(renamed, 20, "new config on %s" % n.name)
+        assert s["sync"]["state"] == "live", s["sync"]
+        assert s["node"]["id"] == nid, s["node"]
+    seq = status_of(nodes[0][1])["seq"]
+
+    # the change was also written to every node's disk cache
+    for _, n in nodes:
+        with open(os.path.join(n.state_dir, "config.json")) as f:
+            cached = json.load(f)
+        assert cached["seq"] == seq, cached["seq"]
+        assert [s["name"] for s in cached["sites"]] == ["shop-renamed"]
+
+    # heartbeats report the applied seq: GET /v1/nodes shows every node online and current
+    def all_current():
+        by = nodes_by_id(c)
+        return all(by[nid]["online"] and by[nid]["config_seq"] == seq and by[nid]["version"]
+                   for nid, _ in nodes)
+    wait_until(all_current, 20, "every node online on seq %d in GET /v1/nodes" % seq)
+
+    # the proxy serves the synced config
+    st, body, _ = nodes[0][1].visit("GET", "/hello", "shop.test", timeout=10)
+    assert st == 200, (st, body)
+    assert body["origin"] == "a", body
+
+    # a disabled origin is taken out of the published config
+    oid = site["origins"][0]["id"]
+    st, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (site["id"], oid), {"enabled": False})
+    assert st == 200, body
+    for _, n in nodes:
+        wait_until(lambda n=n: (site_in(status_of(n), site["id"]) or {}).get("origins") == [],
+                   20, "origin removed on %s" % n.name)
+    st, text, _ = nodes[0][1].admin("GET", "/metrics")
+    assert st == 200
+    assert "cdnca_node_config_seq %d" % status_of(nodes[0][1])["seq"] in text, text
+
+
+def test_controld_down_then_restart_from_cache(tmp):
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    _, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp).start()
+    wait_until(lambda: site_in(status_of(n), site["id"]), 20, "first config")
+    seq = status_of(n)["seq"]
+
+    c.kill9()
+    # the node keeps its config and keeps serving it
+    s = wait_until(lambda: (lambda s: s["sync"]["state"] == "retrying" and s)(status_of(n)), 30,
+                   "sync notices the lost controld")
+    assert s["seq"] == seq and site_in(s, site["id"]), s
+    st, body, _ = n.visit("GET", "/x", "shop.test", timeout=10)
+    assert st == 200, (st, body)
+
+    # restarted while controld is down: it serves from its cache
+    n.restart()
+    s = status_of(n)
+    assert s["seq"] == seq, s
+    assert s["sync"]["from_cache"] is True, s["sync"]
+    assert s["sync"]["state"] in ("cached", "retrying"), s["sync"]
+    assert site_in(s, site["id"]), s
+    st, body, _ = n.visit("GET", "/y", "shop.test", timeout=10)
+    assert st == 200, (st, body)
+
+    # controld back: the node reconnects (capped backoff) and goes live again
+    c.start()
+    s = wait_until(lambda: (lambda s: s["sync"]["state"] == "live" and s)(status_of(n)), 60,
+                   "sync live again")
+    assert s["seq"] == seq, s
+
+
+def test_revoked_node_stops_syncing(tmp):
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    nid, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp, extra_args=["--heartbeat-interval-ms", "500",
+                                       "--config-wait-ms", "1000"]).start()
+    wait_until(lambda: site_in(status_of(n), site["id"]), 20, "first config")
+    seq = status_of(n)["seq"]
+    st, _, _ = c.api("DELETE", "/v1/nodes/%d" % nid)
+    assert st == 204
+    s = wait_until(lambda: (lambda s: s["sync"]["revoked"] and s)(status_of(n)), 30,
+                   "the node notices its revocation")
+    assert s["sync"]["state"] == "revoked", s["sync"]
+    # it stops syncing: a later change does not arrive, and the last config is still served
+    st, body, _ = c.api("PATCH", "/v1/sites/%d" % site["id"], {"name": "after-revoke"})
+    assert st == 200, body
+    s = status_of(n)
+    assert s["seq"] == seq and site_in(s, site["id"])["name"] == "shop", s
+    st, body, _ = n.visit("GET", "/z", "shop.test", timeout=10)
+    assert st == 200, (st, body)
+    with open(n.log_path) as f:
+        log = f.read()
+    assert "revoked" in log and "401" in log, log[-2000:]
+    assert tok not in log  # the token is never logged
+    # its token is refused by controld
+    st, body, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)
+    assert st == 401, body
+
+
+def test_node_routes_validate(tmp):
+    c = Controld(tmp).start()
+    nid, tok = enrol(c, "edge")
+    # node routes want a node token; admin routes refuse it
+    assert c.api("GET", "/v1/node/config?wait_ms=0", token=None)[0] == 401
+    assert c.api("GET", "/v1/node/config?wait_ms=0")[0] == 403
+    assert c.api("GET", "/v1/sites", token=tok)[0] == 403
+    # nothing published yet: a poll with wait_ms=0 is a 304 at once
+    assert c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)[0] == 304
+    st, body, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=60001", token=tok)
+    assert st == 400 and body["error"]["field"] == "wait_ms", body
+    good = {"version": "1.2.3", "config_version": 0,
+            "observations": [{"site_id": 1, "origin_id": 2, "requests": 5, "failures": 1,
+                              "skipped": False}]}
+    assert c.api("POST", "/v1/node/heartbeat", good, token=tok)[0] == 204
+    for bad, field, code in [
+            ({"version": "x", "config_version": -1}, "config_version", 422),
+            ({"config_version": 1}, "version", 422),
+            ({"version": "x", "config_version": 1, "extra": 1}, "extra", 400),
+            ({"version": "x", "config_version": 1, "observations": {}}, "observations", 422),
+            ({"version": "x", "config_version": 1,
+              "observations": [{"site_id": 1, "origin_id": 2, "requests": 1, "failures": 1,
+                                "skipped": "no"}]}, "observations[0].skipped", 422)]:
+        st, body, _ = c.api("POST", "/v1/node/heartbeat", bad, token=tok)
+        assert st == code and body["error"]["field"] == field, (bad, st, body)
+    st, body, _ = c.api("POST", "/v1/node/heartbeat", raw="{", token=tok)
+    assert st == 400, body
+    by = nodes_by_id(c)
+    assert by[nid]["version"] == "1.2.3" and by[nid]["online"], by  # bad input changed nothing
+    # votes: unknown round -> 409; malformed -> 422
+    st, body, _ = c.api("POST", "/v1/node/votes", {"round_id": 12345, "results": []}, token=tok)
+    assert st == 409, body
+    st, body, _ = c.api("POST", "/v1/node/votes",
+                        {"round_id": 1, "results": [{"task_id": 0, "ok": True}]}, token=tok)
+    assert st == 422 and body["error"]["field"] == "results[0].task_id", body
+    # no round open: a task poll with wait_ms=0 is a 304
+    assert c.api("GET", "/v1/node/tasks?wait_ms=0", token=tok)[0] == 304
+
+
+def test_long_poll_wakes_and_times_out(tmp):
+    c = Controld(tmp).start()
+    _, tok = enrol(c, "edge")
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    st, body, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)
+    assert st == 200 and body["full"] is True and body["seq"] >= 1, body
+    seq = body["seq"]
+    # nothing newer: held, then 304
+    st, _, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=300" % seq, token=tok)
+    assert st == 304
+    # a newer seq wakes the poll with a delta
+    out = {}
+
+    def poll():
+        out["r"] = c.api("GET", "/v1/node/config?since=%d&wait_ms=30000" % seq, token=tok)
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.3)  # let it suspend (if not, it answers the delta at once: same result)
+    st, body, _ = c.api("DELETE", "/v1/sites/%d" % site["id"])
+    assert st == 204
+    t.join(40)
+    assert not t.is_alive()
+    st, body, _ = out["r"]
+    assert st == 200, body
+    assert body["full"] is False and body["deleted"] == [site["id"]] and body["sites"] == [], body
+    # a node ahead of the database (e.g. after a reset) gets the full set
+    st, body, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % (seq + 1000), token=tok)
+    assert st == 200 and body["full"] is True and body["sites"] == [], body
+    # controld stops promptly with a poll suspended
+    t = threading.Thread(target=lambda: out.update(last=c.api(
+        "GET", "/v1/node/config?since=%d&wait_ms=60000" % body["seq"], token=tok)))
+    t.start()
+    time.sleep(0.3)
+    c.stop(timeout=15)
+    t.join(20)
+
+
+def test_cli():
+    binary = os.path.join(harness.BUILD, "noded", "noded")
+    r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and r.stdout.startswith("noded "), r
+    r = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and "--controld" in r.stdout, r
+    r = subprocess.run([binary, "--bogus"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r
+    env = dict(os.environ)
+    env.pop("CDNCA_NODE_TOKEN", None)
+    r = subprocess.run([binary, "--controld", "http://127.0.0.1:1"], capture_output=True,
+                       text=True, timeout=10, env=env)
+    assert r.returncode == 2 and "CDNCA_NODE_TOKEN" in r.stderr, r
+    r = subprocess.run([binary], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "controld" in r.stderr, r
+
+
+if __name__ == "__main__":
+    harness.main()

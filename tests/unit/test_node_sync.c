@@ -1,0 +1,159 @@
+/* test_node_sync — noded's pure pieces: task answers and URLs, backoff, heartbeat body, the
+   atomic cache write. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "heartbeat.h"
+#include "json.h"
+#include "sync.h"
+#include "tasks.h"
+
+static void test_url_target(void **state) {
+  char store[700];
+  struct probe_target t;
+  (void)state;
+  assert_int_equal(ntasks_url_target("https://10.0.0.1:8443/healthz?x=1", store, sizeof store, &t),
+                   0);
+  assert_string_equal(t.scheme, "https");
+  assert_string_equal(t.address, "10.0.0.1");
+  assert_int_equal(t.port, 8443);
+  assert_string_equal(t.path, "/healthz?x=1");
+  assert_int_equal(ntasks_url_target("http://[::1]:80", store, sizeof store, &t), 0);
+  assert_string_equal(t.address, "::1");
+  assert_string_equal(t.path, "/");
+  assert_int_equal(t.port, 80);
+  assert_int_equal(ntasks_url_target("http://origin.example:8080/", store, sizeof store, &t), 0);
+  assert_string_equal(t.address, "origin.example");
+  assert_int_equal(ntasks_url_target("ftp://a:1/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://a/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://a:0/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://a:70000/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://[::1:80/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://a:80x/", store, sizeof store, &t), -1);
+  assert_int_equal(ntasks_url_target("http://a:80/", store, 3, &t), -1);
+}
+
+static void test_parse_tasks(void **state) {
+  struct ntask_round r;
+  char err[200];
+  static const char good[] =
+      "{\"round_id\":5,\"deadline_ms\":9000,\"tasks\":[{\"task_id\":1,\"origin_id\":3,"
+      "\"url\":\"http://127.0.0.1:80/\",\"host\":\"a.test\",\"timeout_ms\":5000,\"new\":1}]}";
+  (void)state;
+  assert_int_equal(ntasks_parse(good, strlen(good), &r, err, sizeof err), 0);
+  assert_int_equal(r.round_id, 5);
+  assert_int_equal(r.deadline_ms, 9000);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.tasks[0].origin_id, 3);
+  assert_string_equal(r.tasks[0].host, "a.test");
+  assert_int_equal(r.tasks[0].timeout_ms, 5000);
+  ntasks_round_fini(&r);
+  {
+    static const char *const bad[] = {
+        "[]",
+        "{\"round_id\":0,\"deadline_ms\":1,\"tasks\":[]}",
+        "{\"round_id\":1,\"tasks\":[]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":{}}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"\",\"host\":\"h\",\"timeout_ms\":1}]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":0}]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[7]}",
+        "{"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      assert_int_equal(ntasks_parse(bad[i], strlen(bad[i]), &r, err, sizeof err), -1);
+      ntasks_round_fini(&r);
+    }
+  }
+  assert_int_equal(ntasks_effective_timeout(5000, 30000), 5000);
+  assert_int_equal(ntasks_effective_timeout(5000, 2000), 1500);
+  assert_int_equal(ntasks_effective_timeout(5000, 550), 0);
+  assert_int_equal(ntasks_effective_timeout(5000, -10), 0);
+}
+
+static void test_backoff(void **state) {
+  (void)state;
+  for (uint32_t rnd = 0; rnd < 5000; rnd += 37) {
+    int64_t prev_hi = 0;
+    for (int f = 1; f < 40; f++) {
+      int64_t d = sync_backoff_ms(f, rnd), hi = 500;
+      for (int i = 1; i < f && hi < 30000; i++)
+        hi *= 2;
+      if (hi > 30000) hi = 30000;
+      assert_true(d >= hi / 2 && d <= hi);
+      assert_true(hi >= prev_hi);
+      prev_hi = hi;
+    }
+  }
+  assert_true(sync_backoff_ms(100, 12345) <= 30000);
+}
+
+static void test_heartbeat_body(void **state) {
+  cJSON *obs = cJSON_CreateArray(), *x, *j, *arr;
+  char *text;
+  (void)state;
+  x = cJSON_CreateObject();
+  cJSON_AddNumberToObject(x, "site_id", 1);
+  cJSON_AddNumberToObject(x, "origin_id", 2);
+  cJSON_AddNumberToObject(x, "requests", 10);
+  cJSON_AddNumberToObject(x, "failures", 1);
+  cJSON_AddBoolToObject(x, "skipped", 1);
+  cJSON_AddItemToArray(obs, x);
+  cJSON_AddItemToArray(obs, cJSON_CreateString("junk"));
+  text = heartbeat_body("0.1.0", 42, obs);
+  assert_non_null(text);
+  j = json_parse(text, strlen(text));
+  assert_non_null(j);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "version")->valuestring, "0.1.0");
+  assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(j, "config_version")->valuedouble, 42);
+  arr = cJSON_GetObjectItemCaseSensitive(j, "observations");
+  assert_int_equal(cJSON_GetArraySize(arr), 1);
+  assert_true(
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, 0), "skipped")));
+  cJSON_Delete(j);
+  free(text);
+  text = heartbeat_body("0.1.0", 0, NULL);
+  assert_non_null(strstr(text, "\"observations\":[]"));
+  free(text);
+}
+
+static void test_atomic_write(void **state) {
+  char dir[] = "/tmp/test_node_sync.XXXXXX", path[128], buf[64], err[256], cmd[160];
+  FILE *f;
+  size_t n;
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(sync_write_atomic(dir, "config.json", "{\"a\":1}", 7, err, sizeof err), 0);
+  assert_int_equal(sync_write_atomic(dir, "config.json", "{\"b\":2}", 7, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  f = fopen(path, "rb");
+  assert_non_null(f);
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  assert_string_equal(buf, "{\"b\":2}");
+  snprintf(path, sizeof path, "%s/.config.json.tmp", dir);
+  assert_int_equal(access(path, F_OK), -1); /* no temp file left behind */
+  assert_int_equal(sync_write_atomic("/nonexistent/dir", "c", "x", 1, err, sizeof err), -1);
+  assert_non_null(strstr(err, "/nonexistent/dir"));
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_url_target),   cmocka_unit_test(test_parse_tasks),
+      cmocka_unit_test(test_backoff),      cmocka_unit_test(test_heartbeat_body),
+      cmocka_unit_test(test_atomic_write),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,195 @@
+/* test_publish — node config snapshots (full, delta, tombstones, reset) and their JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+#include "publish.h"
+#include "store_node.h"
+
+struct fx {
+  char dir[64];
+  char path[128];
+  struct store *st;
+};
+
+static int setup(void **state) {
+  struct fx *f = calloc(1, sizeof *f);
+  memcpy(f->dir, "/tmp/test_publish.XXXXXX", 25);
+  if (!mkdtemp(f->dir)) return -1;
+  snprintf(f->path, sizeof f->path, "%s/c.db", f->dir);
+  f->st = store_open(f->path);
+  if (!f->st) return -1;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fx *f = *state;
+  char p[160];
+  store_close(&f->st);
+  snprintf(p, sizeof p, "rm -rf '%s'", f->dir);
+  if (system(p) != 0) return -1;
+  free(f);
+  return 0;
+}
+
+/* Create a site named name with one enabled origin at level 1 and one disabled at level 2. */
+static int64_t make_site(struct store *st, const char *name, const char *host) {
+  struct site_rec s;
+  char conflict[64];
+  site_rec_defaults(&s);
+  memcpy(s.name, name, strlen(name) + 1);
+  s.n_hostnames = 1;
+  memcpy(s.hostnames[0], host, strlen(host) + 1);
+  s.origins = calloc(2, sizeof *s.origins);
+  s.n_origins = 2;
+  for (int i = 0; i < 2; i++) {
+    s.origins[i].level = i + 1;
+    s.origins[i].port = 8080 + i;
+    s.origins[i].weight = 1;
+    s.origins[i].enabled = i == 0;
+    memcpy(s.origins[i].address, "127.0.0.1", 10);
+    memcpy(s.origins[i].scheme, "http", 5);
+  }
+  assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&s);
+  return s.id;
+}
+
+static cJSON *blob_json(struct pub_blob *b) {
+  cJSON *j = json_parse(pub_blob_data(b), pub_blob_len(b));
+  assert_non_null(j);
+  return j;
+}
+
+static int64_t num(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  assert_true(cJSON_IsNumber(v));
+  return (int64_t)v->valuedouble;
+}
+
+static void test_full_delta_tombstone(void **state) {
+  struct fx *f = *state;
+  struct config_snapshot snap;
+  int64_t a = make_site(f->st, "a", "a.test"), b = make_site(f->st, "b", "b.test");
+  struct site_rec s;
+  char conflict[64];
+
+  /* nothing newer than the newest seq */
+  assert_int_equal(store_config_snapshot(f->st, 2, &snap), STORE_OK);
+  assert_int_equal(snap.seq, 2);
+  assert_int_equal(snap.n_sites, 0);
+  store_config_snapshot_free(&snap);
+
+  assert_int_equal(store_config_snapshot(f->st, 0, &snap), STORE_OK);
+  assert_int_equal(snap.full, 1);
+  assert_int_equal(snap.n_sites, 2);
+  store_config_snapshot_free(&snap);
+
+  /* change b, delete a: a delta since 2 names b and the tombstone of a */
+  assert_int_equal(store_site_get(f->st, b, &s), STORE_OK);
+  memcpy(s.name, "b2", 3);
+  assert_int_equal(store_site_update(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&s);
+  assert_int_equal(store_site_delete(f->st, a), STORE_OK);
+  assert_int_equal(store_config_snapshot(f->st, 2, &snap), STORE_OK);
+  assert_int_equal(snap.seq, 4);
+  assert_int_equal(snap.full, 0);
+  assert_int_equal(snap.n_sites, 1);
+  assert_int_equal(snap.sites[0].id, b);
+  assert_string_equal(snap.sites[0].name, "b2");
+  assert_int_equal(snap.n_deleted, 1);
+  assert_int_equal(snap.deleted[0], a);
+  store_config_snapshot_free(&snap);
+
+  /* a node ahead of the database (reset) gets the full set */
+  assert_int_equal(store_config_snapshot(f->st, 99, &snap), STORE_OK);
+  assert_int_equal(snap.full, 1);
+  assert_int_equal(snap.seq, 4);
+  assert_int_equal(snap.n_sites, 1);
+  assert_int_equal(snap.n_deleted, 0);
+  store_config_snapshot_free(&snap);
+}
+
+static void test_json_and_cache(void **state) {
+  struct fx *f = *state;
+  struct publish *p = publish_new(f->st);
+  int64_t id = make_site(f->st, "shop", "shop.test");
+  struct pub_blob *b1, *b2, *b3;
+  cJSON *j, *sites, *site, *origins, *o, *nr;
+  assert_non_null(p);
+  b1 = publish_get(p, 0);
+  b2 = publish_get(p, 0);
+  assert_non_null(b1);
+  assert_ptr_equal(b1, b2); /* one build shared by every node asking the same */
+  assert_int_equal(pub_blob_seq(b1), 1);
+  assert_int_equal(pub_blob_full(b1), 1);
+  j = blob_json(b1);
+  assert_int_equal(num(j, "seq"), 1);
+  assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "full")));
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "deleted")), 0);
+  sites = cJSON_GetObjectItemCaseSensitive(j, "sites");
+  assert_int_equal(cJSON_GetArraySize(sites), 1);
+  site = cJSON_GetArrayItem(sites, 0);
+  assert_int_equal(num(site, "id"), id);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(site, "name")->valuestring, "shop");
+  assert_int_equal(num(site, "config_version"), 1);
+  assert_int_equal(num(site, "current_level"), 1);
+  assert_string_equal(
+      cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(site, "hostnames"), 0)->valuestring,
+      "shop.test");
+  origins = cJSON_GetObjectItemCaseSensitive(site, "origins");
+  assert_int_equal(cJSON_GetArraySize(origins), 1); /* the disabled origin is not published */
+  o = cJSON_GetArrayItem(origins, 0);
+  assert_int_equal(num(o, "level"), 1);
+  assert_int_equal(num(o, "port"), 8080);
+  assert_int_equal(num(o, "weight"), 1);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "scheme")->valuestring, "http");
+  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "host_header")));
+  assert_null(cJSON_GetObjectItemCaseSensitive(o, "enabled"));
+  nr = cJSON_GetObjectItemCaseSensitive(site, "node_retry");
+  assert_int_equal(num(nr, "retries"), 2);
+  assert_int_equal(num(nr, "retry_budget_ms"), 15000);
+  assert_int_equal(num(nr, "fail_count"), 3);
+  assert_int_equal(num(nr, "fail_window_ms"), 10000);
+  assert_int_equal(num(nr, "skip_ms"), 30000);
+  assert_int_equal(num(nr, "half_open_requests"), 1);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(nr, "retry_on_status")), 3);
+  cJSON_Delete(j);
+
+  /* after a publication the cached answer is not reused */
+  assert_int_equal(store_site_delete(f->st, id), STORE_OK);
+  b3 = publish_get(p, 1);
+  assert_non_null(b3);
+  assert_ptr_not_equal(b3, b1);
+  assert_int_equal(pub_blob_seq(b3), 2);
+  j = blob_json(b3);
+  assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "full")));
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "sites")), 0);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "deleted")), 1);
+  assert_int_equal(
+      (int64_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "deleted"), 0)->valuedouble,
+      id);
+  cJSON_Delete(j);
+  pub_blob_unref(b1);
+  pub_blob_unref(b2);
+  pub_blob_unref(b3);
+  publish_free(&p);
+  assert_null(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_full_delta_tombstone, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_json_and_cache, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,594 @@
+/* Unit tests for controld/store: migrations, sites, origins, conflicts, publications, events. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <sqlite3.h>
+
+#include "log.h"
+#include "store.h"
+
+struct fx {
+  char dir[64];
+  char path[128];
+  struct store *st;
+  int64_t hook_seq;
+  int hook_calls;
+  int event_calls;
+};
+
+static void on_pub(void *arg, int64_t seq) {
+  struct fx *f = arg;
+  f->hook_seq = seq;
+  f->hook_calls++;
+}
+
+static void on_event(void *arg) {
+  struct fx *f = arg;
+  f->event_calls++;
+}
+
+static int setup(void **state) {
+  struct fx *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  snprintf(f->dir, sizeof f->dir, "/tmp/cdnca-test-store-XXXXXX");
+  if (!mkdtemp(f->dir)) return -1;
+  snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
+  f->st = store_open(f->path);
+  if (!f->st) return -1;
+  store_set_pub_hook(f->st, on_pub, f);
+  store_set_event_hook(f->st, on_event, f);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fx *f = *state;
+  char p[160];
+  store_close(&f->st);
+  snprintf(p, sizeof p, "%s-wal", f->path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", f->path);
+  unlink(p);
+  unlink(f->path);
+  rmdir(f->dir);
+  free(f);
+  return 0;
+}
+
+/* A site record with n origins (level i/2 + 1, ports 8000 + i). Caller site_rec_fini's it. */
+static void make_site(struct site_rec *s, const char *name, const char *host, int n) {
+  site_rec_defaults(s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->n_hostnames = 1;
+  snprintf(s->hostnames[0], sizeof s->hostnames[0], "%s", host);
+  s->n_origins = n;
+  s->origins = calloc((size_t)(n ? n : 1), sizeof *s->origins);
+  assert_non_null(s->origins);
+  for (int i = 0; i < n; i++) {
+    struct origin_rec *o = &s->origins[i];
+    o->level = i / 2 + 1;
+    o->port = 8000 + i;
+    o->weight = 1;
+    o->enabled = 1;
+    snprintf(o->address, sizeof o->address, "10.0.0.%d", i + 1);
+    snprintf(o->scheme, sizeof o->scheme, "%s", i % 2 ? "http" : "https");
+  }
+}
+
+static int64_t create_site(struct fx *f, const char *name, const char *host, int n) {
+  struct site_rec s;
+  char conflict[64] = "";
+  make_site(&s, name, host, n);
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  assert_true(s.id > 0);
+  site_rec_fini(&s);
+  return s.id;
+}
+
+static int count_sites(struct fx *f) {
+  struct site_rec *arr = NULL;
+  int n = 0;
+  assert_int_equal(store_site_list(f->st, 0, 1000, &arr, &n), STORE_OK);
+  for (int i = 0; i < n; i++)
+    site_rec_fini(&arr[i]);
+  free(arr);
+  return n;
+}
+
+/* Run SQL on a separate connection (to set state the store's API does not write). */
+static void raw_sql(struct fx *f, const char *sql) {
+  sqlite3 *db = NULL;
+  char *msg = NULL;
+  assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+  sqlite3_close(db);
+}
+
+static void test_open_migrations(void **state) {
+  struct fx *f = *state;
+  char bad[200];
+  assert_int_equal(store_schema_version(f->st), 1);
+  assert_int_equal(store_pub_seq(f->st), 0);
+  create_site(f, "a", "a.com", 1);
+  /* reopening applies nothing again and keeps the data */
+  store_close(&f->st);
+  assert_null(f->st);
+  f->st = store_open(f->path);
+  assert_non_null(f->st);
+  assert_int_equal(store_schema_version(f->st), 1);
+  assert_int_equal(count_sites(f), 1);
+  /* a database newer than this code is refused */
+  store_close(&f->st);
+  raw_sql(f, "PRAGMA user_version = 99");
+  assert_null(store_open(f->path));
+  raw_sql(f, "PRAGMA user_version = 1");
+  f->st = store_open(f->path);
+  assert_non_null(f->st);
+  store_set_pub_hook(f->st, on_pub, f);
+  /* an unopenable path fails cleanly */
+  snprintf(bad, sizeof bad, "%s/no/such/dir/x.db", f->dir);
+  assert_null(store_open(bad));
+}
+
+static void test_site_create_get(void **state) {
+  struct fx *f = *state;
+  struct site_rec s, g;
+  char conflict[64] = "";
+  make_site(&s, "shop", "shop.example.com", 3);
+  s.n_hostnames = 2;
+  snprintf(s.hostnames[1], sizeof s.hostnames[1], "www.shop.example.com");
+  memcpy(s.failback, "manual", 7);
+  s.hc_enabled = 1;
+  s.hc_timeout_ms = 1234;
+  s.n_retry_on_status = 2;
+  s.retry_on_status[0] = 500;
+  s.retry_on_status[1] = 599;
+  snprintf(s.origins[2].host_header, sizeof s.origins[2].host_header, "h.example.com");
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  assert_true(s.id > 0);
+  assert_int_equal(s.config_version, 1);
+  for (int i = 0; i < 3; i++) {
+    assert_true(s.origins[i].id > 0);
+    assert_int_equal(s.origins[i].site_id, s.id);
+  }
+  assert_int_equal(store_site_get(f->st, s.id, &g), STORE_OK);
+  assert_string_equal(g.name, "shop");
+  assert_int_equal(g.n_hostnames, 2);
+  assert_string_equal(g.hostnames[0], "shop.example.com");
+  assert_string_equal(g.hostnames[1], "www.shop.example.com");
+  assert_string_equal(g.failback, "manual");
+  assert_int_equal(g.hc_enabled, 1);
+  assert_int_equal(g.hc_timeout_ms, 1234);
+  assert_int_equal(g.n_retry_on_status, 2);
+  assert_int_equal(g.retry_on_status[0], 500);
+  assert_int_equal(g.retry_on_status[1], 599);
+  assert_int_equal(g.nr_skip_ms, 30000);
+  assert_int_equal(g.current_level, 1);
+  assert_int_equal(g.config_version, 1);
+  assert_true(g.created_at > 0);
+  assert_int_equal(g.n_origins, 3);
+  /* ordered by level, then id */
+  assert_int_equal(g.origins[0].level, 1);
+  assert_int_equal(g.origins[1].level, 1);
+  assert_int_equal(g.origins[2].level, 2);
+  assert_true(g.origins[0].id < g.origins[1].id);
+  assert_int_equal(g.origins[0].port, 8000);
+  assert_string_equal(g.origins[1].scheme, "http");
+  assert_string_equal(g.origins[2].host_header, "h.example.com");
+  assert_string_equal(g.origins[0].host_header, "");
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(g.origins[i].health, "unknown");
+    assert_int_equal(g.origins[i].enabled, 1);
+  }
+  site_rec_fini(&g);
+  assert_int_equal(store_site_get(f->st, s.id + 100, &g), STORE_NOT_FOUND);
+  site_rec_fini(&g);
+  site_rec_fini(&s);
+}
+
+static void test_site_list(void **state) {
+  struct fx *f = *state;
+  int64_t ids[5];
+  struct site_rec *arr = NULL;
+  int n = 0;
+  char name[16], host[32];
+  for (int i = 0; i < 5; i++) {
+    snprintf(name, sizeof name, "s%d", i);
+    snprintf(host, sizeof host, "s%d.com", i);
+    ids[i] = create_site(f, name, host, i % 3);
+  }
+  assert_int_equal(store_site_list(f->st, 0, 2, &arr, &n), STORE_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(arr[0].id, ids[0]);
+  assert_int_equal(arr[1].id, ids[1]);
+  assert_int_equal(arr[1].n_origins, 1);
+  assert_string_equal(arr[1].hostnames[0], "s1.com");
+  for (int i = 0; i < n; i++)
+    site_rec_fini(&arr[i]);
+  free(arr);
+  assert_int_equal(store_site_list(f->st, ids[1], 10, &arr, &n), STORE_OK);
+  assert_int_equal(n, 3);
+  assert_int_equal(arr[0].id, ids[2]);
+  assert_int_equal(arr[0].n_origins, 2);
+  assert_int_equal(arr[2].id, ids[4]);
+  for (int i = 0; i < n; i++)
+    site_rec_fini(&arr[i]);
+  free(arr);
+  assert_int_equal(store_site_list(f->st, ids[4], 10, &arr, &n), STORE_OK);
+  assert_int_equal(n, 0);
+  free(arr);
+}
+
+static void test_site_update_delete(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  char conflict[64] = "";
+  int64_t id = create_site(f, "a", "a.com", 2);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  memcpy(g.name, "b", 2);
+  g.n_hostnames = 2;
+  memcpy(g.hostnames[0], "b.com", 6);
+  memcpy(g.hostnames[1], "c.com", 6);
+  g.nr_retries = 7;
+  assert_int_equal(store_site_update(f->st, &g, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&g);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_string_equal(g.name, "b");
+  assert_int_equal(g.n_hostnames, 2);
+  assert_string_equal(g.hostnames[1], "c.com");
+  assert_int_equal(g.nr_retries, 7);
+  assert_int_equal(g.config_version, 2);
+  assert_int_equal(g.n_origins, 2); /* origins untouched */
+  /* the old hostname is free */
+  create_site(f, "other", "a.com", 0);
+  g.id = id + 100;
+  assert_int_equal(store_site_update(f->st, &g, conflict, sizeof conflict), STORE_NOT_FOUND);
+  site_rec_fini(&g);
+  assert_int_equal(store_site_delete(f->st, id), STORE_OK);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_NOT_FOUND);
+  site_rec_fini(&g);
+  assert_int_equal(store_site_delete(f->st, id), STORE_NOT_FOUND);
+  /* its hostnames and name are free again */
+  create_site(f, "b", "b.com", 0);
+}
+
+static void test_conflicts_leave_nothing(void **state) {
+  struct fx *f = *state;
+  struct site_rec s, g;
+  char conflict[64];
+  int64_t seq, a, b;
+  int calls;
+  a = create_site(f, "a", "a.com", 2);
+  b = create_site(f, "b", "b.com", 1);
+  seq = store_pub_seq(f->st);
+  calls = f->hook_calls;
+
+  /* hostname taken (second one): nothing of the new site is written */
+  make_site(&s, "new", "new.com", 2);
+  s.n_hostnames = 2;
+  memcpy(s.hostnames[1], "a.com", 6);
+  conflict[0] = '\0';
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "hostnames[1]");
+  site_rec_fini(&s);
+  /* name taken */
+  make_site(&s, "a", "free.com", 1);
+  conflict[0] = '\0';
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "name");
+  site_rec_fini(&s);
+  assert_int_equal(count_sites(f), 2);
+  assert_int_equal(store_pub_seq(f->st), seq);
+  assert_int_equal(f->hook_calls, calls);
+  /* the rolled-back hostname new.com and name "new" are free: no half-written rows */
+  make_site(&s, "new", "new.com", 0);
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(s.id, b + 1); /* rolled-back inserts used no id */
+  site_rec_fini(&s);
+  assert_int_equal(store_site_delete(f->st, b + 1), STORE_OK);
+  seq = store_pub_seq(f->st);
+
+  /* update conflicts leave the site as it was */
+  assert_int_equal(store_site_get(f->st, b, &g), STORE_OK);
+  g.n_hostnames = 2;
+  memcpy(g.hostnames[0], "zz.com", 7);
+  memcpy(g.hostnames[1], "a.com", 6);
+  assert_int_equal(store_site_update(f->st, &g, conflict, sizeof conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "hostnames[1]");
+  memcpy(g.name, "a", 2);
+  g.n_hostnames = 1;
+  assert_int_equal(store_site_update(f->st, &g, conflict, sizeof conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "name");
+  site_rec_fini(&g);
+  assert_int_equal(store_site_get(f->st, b, &g), STORE_OK);
+  assert_string_equal(g.name, "b");
+  assert_int_equal(g.n_hostnames, 1);
+  assert_string_equal(g.hostnames[0], "b.com");
+  assert_int_equal(g.config_version, 1);
+  site_rec_fini(&g);
+  assert_int_equal(store_pub_seq(f->st), seq);
+  /* zz.com did not stick */
+  create_site(f, "zz", "zz.com", 0);
+  (void)a;
+}
+
+static void test_origins(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  struct origin_rec o;
+  int64_t id = create_site(f, "a", "a.com", 1), seq = store_pub_seq(f->st);
+  memset(&o, 0, sizeof o);
+  o.site_id = id;
+  o.level = 3;
+  o.port = 9000;
+  o.weight = 4;
+  o.enabled = 1;
+  memcpy(o.address, "up.example.com", 15);
+  memcpy(o.scheme, "http", 5);
+  assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
+  assert_true(o.id > 0);
+  assert_int_equal(store_pub_seq(f->st), seq + 1);
+  assert_int_equal(f->hook_seq, seq + 1);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.n_origins, 2);
+  assert_int_equal(g.origins[1].id, o.id);
+  assert_int_equal(g.origins[1].level, 3);
+  assert_int_equal(g.origins[1].weight, 4);
+  assert_string_equal(g.origins[1].address, "up.example.com");
+  assert_int_equal(g.config_version, 2);
+  site_rec_fini(&g);
+
+  o.port = 9001;
+  memcpy(o.host_header, "hh.com", 7);
+  assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.origins[1].port, 9001);
+  assert_string_equal(g.origins[1].host_header, "hh.com");
+  assert_int_equal(g.config_version, 3);
+  site_rec_fini(&g);
+
+  /* wrong site or unknown id */
+  o.site_id = id + 100;
+  assert_int_equal(store_origin_update(f->st, &o), STORE_NOT_FOUND);
+  assert_int_equal(store_origin_add(f->st, &o), STORE_NOT_FOUND);
+  assert_int_equal(store_origin_delete(f->st, id + 100, o.id), STORE_NOT_FOUND);
+  o.site_id = id;
+  o.id += 100;
+  assert_int_equal(store_origin_update(f->st, &o), STORE_NOT_FOUND);
+  o.id -= 100;
+  assert_int_equal(store_pub_seq(f->st), seq + 2);
+
+  assert_int_equal(store_origin_delete(f->st, id, o.id), STORE_OK);
+  assert_int_equal(store_origin_delete(f->st, id, o.id), STORE_NOT_FOUND);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.n_origins, 1);
+  site_rec_fini(&g);
+  assert_int_equal(store_pub_seq(f->st), seq + 3);
+}
+
+static void test_reenable_resets_health(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  struct origin_rec o;
+  char sql[200];
+  int64_t id = create_site(f, "a", "a.com", 2);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  o = g.origins[0];
+  site_rec_fini(&g);
+  snprintf(sql, sizeof sql,
+           "UPDATE origins SET health = 'healthy', success_streak = 2, failure_streak = 1, "
+           "healthy_since = 1000 WHERE id = %lld",
+           (long long)o.id);
+  raw_sql(f, sql);
+  /* a config change that keeps it enabled keeps its health */
+  o.port = 1111;
+  assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_string_equal(g.origins[0].health, "healthy");
+  assert_int_equal(g.origins[0].success_streak, 2);
+  site_rec_fini(&g);
+  /* disabling keeps it too */
+  o.enabled = 0;
+  assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.origins[0].enabled, 0);
+  assert_string_equal(g.origins[0].health, "healthy");
+  site_rec_fini(&g);
+  /* re-enabling starts over as unknown */
+  o.enabled = 1;
+  assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.origins[0].enabled, 1);
+  assert_string_equal(g.origins[0].health, "unknown");
+  assert_int_equal(g.origins[0].success_streak, 0);
+  assert_int_equal(g.origins[0].failure_streak, 0);
+  assert_int_equal(g.origins[0].healthy_since, 0);
+  assert_int_equal(g.origins[0].port, 1111);
+  site_rec_fini(&g);
+}
+
+static void test_publication_seq(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  char conflict[64];
+  int64_t seq = store_pub_seq(f->st), id;
+  assert_int_equal(seq, 0);
+  id = create_site(f, "a", "a.com", 2);
+  assert_int_equal(store_pub_seq(f->st), 1);
+  assert_int_equal(f->hook_seq, 1);
+  assert_int_equal(f->hook_calls, 1);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  g.hc_path[1] = 'x';
+  g.hc_path[2] = '\0';
+  assert_int_equal(store_site_update(f->st, &g, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_pub_seq(f->st), 2);
+  g.origins[0].port = 1;
+  assert_int_equal(store_origin_update(f->st, &g.origins[0]), STORE_OK);
+  assert_int_equal(store_pub_seq(f->st), 3);
+  assert_int_equal(store_origin_delete(f->st, id, g.origins[1].id), STORE_OK);
+  assert_int_equal(store_pub_seq(f->st), 4);
+  site_rec_fini(&g);
+  assert_int_equal(store_site_delete(f->st, id), STORE_OK);
+  assert_int_equal(store_pub_seq(f->st), 5);
+  assert_int_equal(f->hook_seq, 5);
+  assert_int_equal(f->hook_calls, 5);
+  /* failures publish nothing */
+  assert_int_equal(store_site_delete(f->st, id), STORE_NOT_FOUND);
+  assert_int_equal(store_pub_seq(f->st), 5);
+  assert_int_equal(f->hook_calls, 5);
+  /* seq never goes back, even after deletes (AUTOINCREMENT) */
+  create_site(f, "b", "b.com", 0);
+  assert_int_equal(store_pub_seq(f->st), 6);
+}
+
+static void test_events(void **state) {
+  struct fx *f = *state;
+  struct event_rec *ev = NULL;
+  int n = 0;
+  int64_t ids[6];
+  int64_t s1 = create_site(f, "one", "one.com", 0), s2 = create_site(f, "two", "two.com", 0);
+  for (int i = 0; i < 6; i++) {
+    char data[32];
+    snprintf(data, sizeof data, "{\"i\":%d}", i);
+    ids[i] = store_event_add(f->st, i % 2 ? s2 : s1, i % 2 ? "two" : "one", "level.switched",
+                             "Origin level switched automatically", data);
+    assert_true(ids[i] > 0);
+    if (i) assert_true(ids[i] > ids[i - 1]);
+  }
+  assert_int_equal(f->event_calls, 6);
+  /* every site, oldest first */
+  assert_int_equal(store_event_list(f->st, 0, 0, 100, &ev, &n), STORE_OK);
+  assert_int_equal(n, 6);
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(ev[i].id, ids[i]);
+  assert_string_equal(ev[1].site_name, "two");
+  assert_int_equal(ev[1].site_id, s2);
+  assert_string_equal(ev[1].type, "level.switched");
+  assert_string_equal(ev[1].title, "Origin level switched automatically");
+  assert_string_equal(ev[1].data, "{\"i\":1}");
+  assert_true(ev[1].created_at > 0);
+  store_events_free(ev, n);
+  /* after + limit */
+  assert_int_equal(store_event_list(f->st, 0, ids[1], 2, &ev, &n), STORE_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(ev[0].id, ids[2]);
+  assert_int_equal(ev[1].id, ids[3]);
+  store_events_free(ev, n);
+  /* one site */
+  assert_int_equal(store_event_list(f->st, s2, 0, 100, &ev, &n), STORE_OK);
+  assert_int_equal(n, 3);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ev[i].site_id, s2);
+  store_events_free(ev, n);
+  assert_int_equal(store_event_list(f->st, s1, ids[4], 100, &ev, &n), STORE_OK);
+  assert_int_equal(n, 0);
+  store_events_free(ev, n);
+  /* events outlive their site, and NULL data is stored as {} */
+  assert_int_equal(store_site_delete(f->st, s1), STORE_OK);
+  assert_true(store_event_add(f->st, 0, NULL, "site.recovered", "t", NULL) > 0);
+  assert_int_equal(store_event_list(f->st, 0, 0, 100, &ev, &n), STORE_OK);
+  assert_int_equal(n, 7);
+  assert_int_equal(ev[0].site_id, s1);
+  assert_string_equal(ev[6].data, "{}");
+  assert_int_equal(ev[6].site_id, 0);
+  store_events_free(ev, n);
+}
+
+static void test_tokens_and_nodes(void **state) {
+  struct fx *f = *state;
+  struct node_rec n1, n2, *arr = NULL;
+  int kind = 0, cnt = 0;
+  int64_t node_id = -1;
+  const char *adm = "1111111111111111111111111111111111111111111111111111111111111111";
+  const char *adm2 = "2222222222222222222222222222222222222222222222222222222222222222";
+  const char *nt1 = "aaaa000000000000000000000000000000000000000000000000000000000000";
+  const char *nt2 = "bbbb000000000000000000000000000000000000000000000000000000000000";
+  assert_int_equal(store_token_lookup(f->st, adm, &kind, &node_id), 1);
+  assert_int_equal(store_token_put(f->st, STORE_TOKEN_ADMIN, adm, 0), 0);
+  assert_int_equal(store_token_put(f->st, STORE_TOKEN_ADMIN, adm, 0), 0); /* kept, no error */
+  assert_int_equal(store_token_lookup(f->st, adm, &kind, &node_id), 0);
+  assert_int_equal(kind, STORE_TOKEN_ADMIN);
+  assert_int_equal(node_id, 0);
+
+  memset(&n1, 0, sizeof n1);
+  memcpy(n1.name, "edge-1", 7);
+  assert_int_equal(store_node_create(f->st, &n1, nt1), STORE_OK);
+  assert_true(n1.id > 0);
+  n2 = n1;
+  assert_int_equal(store_node_create(f->st, &n2, nt2), STORE_CONFLICT); /* name taken */
+  assert_int_equal(store_token_lookup(f->st, nt2, &kind, &node_id), 1); /* rolled back */
+  memcpy(n2.name, "edge-2", 7);
+  assert_int_equal(store_node_create(f->st, &n2, nt2), STORE_OK);
+  assert_int_equal(store_token_lookup(f->st, nt1, &kind, &node_id), 0);
+  assert_int_equal(kind, STORE_TOKEN_NODE);
+  assert_int_equal(node_id, n1.id);
+  assert_int_equal(store_node_list(f->st, &arr, &cnt), STORE_OK);
+  assert_int_equal(cnt, 2);
+  assert_string_equal(arr[0].name, "edge-1");
+  assert_string_equal(arr[1].name, "edge-2");
+  assert_int_equal(arr[0].last_seen_at, 0);
+  free(arr);
+
+  /* rotating the admin token drops the old one, not node tokens */
+  assert_int_equal(store_admin_token_set(f->st, adm2), 0);
+  assert_int_equal(store_token_lookup(f->st, adm, &kind, &node_id), 1);
+  assert_int_equal(store_token_lookup(f->st, adm2, &kind, &node_id), 0);
+  assert_int_equal(kind, STORE_TOKEN_ADMIN);
+  assert_int_equal(store_admin_token_set(f->st, adm2), 0); /* same token again: kept */
+  assert_int_equal(store_token_lookup(f->st, adm2, &kind, &node_id), 0);
+  assert_int_equal(store_token_lookup(f->st, nt1, &kind, &node_id), 0);
+
+  /* deleting a node revokes its token at once */
+  assert_int_equal(store_node_delete(f->st, n1.id), STORE_OK);
+  assert_int_equal(store_token_lookup(f->st, nt1, &kind, &node_id), 1);
+  assert_int_equal(store_token_lookup(f->st, nt2, &kind, &node_id), 0);
+  assert_int_equal(store_node_delete(f->st, n1.id), STORE_NOT_FOUND);
+  /* tokens survive a reopen */
+  store_close(&f->st);
+  f->st = store_open(f->path);
+  assert_non_null(f->st);
+  assert_int_equal(store_token_lookup(f->st, adm2, &kind, &node_id), 0);
+  assert_int_equal(store_token_lookup(f->st, nt2, &kind, &node_id), 0);
+  assert_int_equal(node_id, n2.id);
+}
+
+static void test_rec_copy(void **state) {
+  struct site_rec a, b;
+  make_site(&a, "a", "a.com", 3);
+  assert_int_equal(site_rec_copy(&b, &a), 0);
+  assert_ptr_not_equal(a.origins, b.origins);
+  assert_int_equal(b.n_origins, 3);
+  assert_string_equal(b.origins[2].address, "10.0.0.3");
+  a.origins[2].port = 1;
+  assert_int_equal(b.origins[2].port, 8002);
+  site_rec_fini(&a);
+  site_rec_fini(&b);
+  assert_null(b.origins);
+  assert_int_equal(b.n_origins, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_site_create_get, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_site_list, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_site_update_delete, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conflicts_leave_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_origins, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reenable_resets_health, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_publication_seq, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tokens_and_nodes, setup, teardown),
+      cmocka_unit_test(test_rec_copy),
+  };
+  log_init("test_store", LOG_TEXT, LOG_ERROR);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,193 @@
+/* test_tasks — the controld probe-task board: rounds, votes, deadlines, early wake. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "tasks.h"
+
+#define T0 1700000000000LL
+
+static void spec(struct task_spec *t, int64_t id, int64_t origin) {
+  memset(t, 0, sizeof *t);
+  t->task_id = id;
+  t->origin_id = origin;
+  memcpy(t->url, "http://127.0.0.1:9/", 20);
+  memcpy(t->host, "a.test", 7);
+  t->timeout_ms = 1000;
+}
+
+static struct task_vote vote(int64_t task_id, int ok) {
+  struct task_vote v;
+  memset(&v, 0, sizeof v);
+  v.task_id = task_id;
+  v.ok = ok;
+  v.status = ok ? 200 : 503;
+  v.latency_ms = 3;
+  return v;
+}
+
+/* Node 1 gets tasks 1 and 2, node 2 gets task 3. */
+static struct task_board *open_round(int64_t round_id, int64_t deadline) {
+  static struct task_spec a[2], b[1];
+  const struct task_spec *lists[2] = {a, b};
+  int64_t nodes[2] = {1, 2};
+  int counts[2] = {2, 1};
+  struct task_board *bd = tasks_new();
+  assert_non_null(bd);
+  spec(&a[0], 1, 10);
+  spec(&a[1], 2, 11);
+  spec(&b[0], 3, 10);
+  assert_int_equal(tasks_round_open(bd, round_id, deadline, 2, nodes, lists, counts), 0);
+  return bd;
+}
+
+struct watchdog {
+  volatile int stop;
+  atomic_int fired, done;
+};
+
+static void *watchdog_thread(void *arg) {
+  struct watchdog *w = arg;
+  for (int i = 0; i < 200 && !atomic_load(&w->done); i++)
+    usleep(50000);
+  if (!atomic_load(&w->done)) {
+    atomic_store(&w->fired, 1);
+    w->stop = 1;
+  }
+  return NULL;
+}
+
+static void test_votes_and_early_wait(void **state) {
+  struct task_board *bd;
+  struct task_vote v[2], *got = NULL;
+  struct watchdog wd;
+  pthread_t th;
+  int n = 0, bad = -1;
+  (void)state;
+  clock_set_fake_ms(T0); /* frozen clock: only a complete vote set can end the wait */
+  bd = open_round(7, T0 + 30000);
+  v[0] = vote(1, 1);
+  v[1] = vote(2, 0);
+  assert_int_equal(tasks_vote(bd, 1, 7, v, 2, T0 + 10, NULL), TASKS_VOTE_OK);
+  /* node 2 may not vote on node 1's task: nothing of that post is kept */
+  v[0] = vote(3, 1);
+  v[1] = vote(1, 1);
+  assert_int_equal(tasks_vote(bd, 2, 7, v, 2, T0 + 20, &bad), TASKS_VOTE_NOT_YOURS);
+  assert_int_equal(bad, 1);
+  /* an unknown node has no tasks at all */
+  assert_int_equal(tasks_vote(bd, 9, 7, v, 1, T0 + 20, &bad), TASKS_VOTE_NOT_YOURS);
+  /* a repeat of a vote already counted is ignored */
+  v[0] = vote(1, 0);
+  assert_int_equal(tasks_vote(bd, 1, 7, v, 1, T0 + 25, NULL), TASKS_VOTE_OK);
+  v[0] = vote(3, 1);
+  assert_int_equal(tasks_vote(bd, 2, 7, v, 1, T0 + 30, NULL), TASKS_VOTE_OK);
+
+  memset(&wd, 0, sizeof wd);
+  assert_int_equal(pthread_create(&th, NULL, watchdog_thread, &wd), 0);
+  tasks_round_wait(bd, 7, &wd.stop);
+  atomic_store(&wd.done, 1);
+  pthread_join(th, NULL);
+  assert_int_equal(atomic_load(&wd.fired), 0); /* returned because every vote was in */
+
+  assert_int_equal(tasks_round_close(bd, 7, &got, &n), 0);
+  assert_int_equal(n, 3);
+  for (int i = 0; i < n; i++) {
+    if (got[i].task_id == 1) {
+      assert_int_equal(got[i].node_id, 1);
+      assert_int_equal(got[i].ok, 1); /* the first vote, not the repeat */
+    } else if (got[i].task_id == 2) {
+      assert_int_equal(got[i].node_id, 1);
+      assert_int_equal(got[i].ok, 0);
+      assert_int_equal(got[i].status, 503);
+    } else {
+      assert_int_equal(got[i].task_id, 3);
+      assert_int_equal(got[i].node_id, 2);
+    }
+  }
+  free(got);
+  /* closed: later votes are refused */
+  assert_int_equal(tasks_vote(bd, 2, 7, v, 1, T0 + 40, NULL), TASKS_VOTE_LATE);
+  assert_int_equal(tasks_round_close(bd, 7, &got, &n), -1);
+  tasks_free(&bd);
+  assert_null(bd);
+  clock_set_fake_ms(-1);
+}
+
+static void test_late_votes_refused(void **state) {
+  struct task_board *bd;
+  struct task_vote v[1], *got = NULL;
+  int n = -1;
+  (void)state;
+  clock_set_fake_ms(T0);
+  bd = open_round(8, T0 + 1000);
+  v[0] = vote(1, 1);
+  assert_int_equal(tasks_vote(bd, 1, 8, v, 1, T0 + 1001, NULL), TASKS_VOTE_LATE);
+  assert_int_equal(tasks_vote(bd, 1, 99, v, 1, T0 + 10, NULL), TASKS_VOTE_LATE);
+  assert_int_equal(tasks_vote(bd, 1, 8, v, 1, T0 + 1000, NULL), TASKS_VOTE_OK);
+  /* a second round with the same id is refused */
+  {
+    const struct task_spec *lists[1] = {NULL};
+    int64_t nodes[1] = {1};
+    int counts[1] = {0};
+    assert_int_equal(tasks_round_open(bd, 8, T0 + 5000, 1, nodes, lists, counts), -1);
+  }
+  assert_int_equal(tasks_round_close(bd, 8, &got, &n), 0);
+  assert_int_equal(n, 1);
+  free(got);
+  tasks_free(&bd);
+  clock_set_fake_ms(-1);
+}
+
+struct waitarg {
+  struct task_board *bd;
+  atomic_int returned;
+};
+
+static void *wait_thread(void *arg) {
+  struct waitarg *w = arg;
+  tasks_round_wait(w->bd, 9, NULL);
+  atomic_store(&w->returned, 1);
+  return NULL;
+}
+
+static void test_wait_ends_at_deadline(void **state) {
+  struct waitarg w;
+  pthread_t th;
+  struct task_vote *got = NULL;
+  int n = -1;
+  (void)state;
+  clock_set_fake_ms(T0);
+  memset(&w, 0, sizeof w);
+  w.bd = open_round(9, T0 + 1000);
+  assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+  usleep(300000);
+  assert_int_equal(atomic_load(&w.returned), 0); /* votes missing, deadline not reached */
+  clock_set_fake_ms(T0 + 1001);
+  for (int i = 0; i < 200 && !atomic_load(&w.returned); i++)
+    usleep(50000);
+  assert_int_equal(atomic_load(&w.returned), 1);
+  pthread_join(th, NULL);
+  assert_int_equal(tasks_round_close(w.bd, 9, &got, &n), 0);
+  assert_int_equal(n, 0);
+  free(got);
+  tasks_free(&w.bd);
+  clock_set_fake_ms(-1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_votes_and_early_wait),
+      cmocka_unit_test(test_late_votes_refused),
+      cmocka_unit_test(test_wait_ends_at_deadline),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
