@@ -50,7 +50,12 @@ const struct route api_misc_routes[] = {
     {NULL, NULL, AUTH_NONE, NULL},
 };
 
+extern const struct route api_events_routes[];   /* api_events.c: messages, notifications */
+extern const struct route api_webhooks_routes[]; /* api_webhooks.c */
+extern const struct route api_status_routes[];   /* api_status.c: status card, verdicts, switch */
+
 const struct route *const api_tables[] = {
     api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
-    api_node_routes, NULL,
+    api_node_routes, api_events_routes, api_webhooks_routes,
+    api_status_routes, NULL,
 };

@@ -3,6 +3,7 @@
 
 #include "api.h"
 #include "ctx.h"
+#include "engine.h"
 
 /* Index of origin oid in s, or -1. */
 static int find_origin(const struct site_rec *s, int64_t oid) {
@@ -38,6 +39,7 @@ static enum http_rc post_origin(struct req *r) {
     api_store_error(r, rc, "site", NULL);
     goto out;
   }
+  engine_site_changed(r->ctx, s.id);
   req_json(r, 201, model_origin_json(&o));
 out:
   site_rec_fini(&s);
@@ -74,6 +76,7 @@ static enum http_rc patch_origin(struct req *r) {
     api_store_error(r, rc, "origin", NULL);
     goto out;
   }
+  engine_site_changed(r->ctx, s.id);
   site_rec_fini(&s);
   rc = store_site_get(r->ctx->store, r->params[0], &s);
   i = rc == STORE_OK ? find_origin(&s, r->params[1]) : -1;
@@ -89,6 +92,7 @@ static enum http_rc delete_origin(struct req *r) {
   enum store_rc rc = store_origin_delete(r->ctx->store, r->params[0], r->params[1]);
   if (rc != STORE_OK) api_store_error(r, rc, "origin", NULL);
   else req_json(r, 204, NULL);
+  if (rc == STORE_OK) engine_site_changed(r->ctx, r->params[0]);
   return HTTP_DONE;
 }
 

@@ -4,6 +4,9 @@
 
 #include "api.h"
 #include "ctx.h"
+#include "engine.h"
+#include "json.h"
+#include "rcache.h"
 
 static enum http_rc post_site(struct req *r) {
   cJSON *body = req_body_object(r);
@@ -22,6 +25,7 @@ static enum http_rc post_site(struct req *r) {
     api_store_error(r, rc, "site", conflict);
     goto out;
   }
+  engine_site_changed(r->ctx, s.id);
   site_rec_fini(&s);
   rc = store_site_get(r->ctx->store, s.id, &s);
   if (rc != STORE_OK) {
@@ -61,13 +65,33 @@ static enum http_rc list_sites(struct req *r) {
 
 static enum http_rc get_site(struct req *r) {
   struct site_rec s;
-  enum store_rc rc = store_site_get(r->ctx->store, r->params[0], &s);
+  /* read the generation first: a write committing meanwhile makes this rendering stale-tagged */
+  int64_t gen = store_generation(r->ctx->store);
+  char *text = NULL;
+  size_t len = 0;
+  enum store_rc rc;
+  if (r->ctx->site_cache && rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len)) {
+    req_raw(r, 200, "application/json", text, len);
+    return HTTP_DONE;
+  }
+  rc = store_site_get(r->ctx->store, r->params[0], &s);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "site", NULL);
     return HTTP_DONE;
   }
-  req_json(r, 200, model_site_json(&s));
+  {
+    cJSON *j = model_site_json(&s);
+    text = json_print(j);
+    cJSON_Delete(j);
+  }
   site_rec_fini(&s);
+  if (!text) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return HTTP_DONE;
+  }
+  len = strlen(text);
+  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len);
+  req_raw(r, 200, "application/json", text, len);
   return HTTP_DONE;
 }
 
@@ -93,6 +117,7 @@ static enum http_rc patch_site(struct req *r) {
     api_store_error(r, rc, "site", conflict);
     goto out;
   }
+  engine_site_changed(r->ctx, s.id);
   site_rec_fini(&s);
   rc = store_site_get(r->ctx->store, r->params[0], &s);
   if (rc != STORE_OK) {

@@ -9,8 +9,11 @@ struct store;
 struct metrics;
 struct MHD_Daemon;
 struct http_srv;
+struct rcache;
 struct hub;
 struct task_board;
+struct notify;
+struct prober;
 
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
@@ -28,6 +31,7 @@ struct cd_config {
   char log_level[8];
   int64_t max_connections;
   int64_t http_threads;
+  int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
 };
 
 struct ctx {
@@ -36,8 +40,11 @@ struct ctx {
   struct metrics *metrics;
   struct MHD_Daemon *mhd;
   struct http_srv *http;
+  struct rcache *site_cache; /* rendered GET /v1/sites/{id} bodies (rcache.h) */
   struct hub *hub;           /* node config long-polls and presence (hub.h) */
   struct task_board *tasks;  /* probe tasks handed to nodes, votes back (tasks.h) */
+  struct notify *notify;     /* webhook delivery worker (notify.h) */
+  struct prober *prober;     /* the probe round thread (prober.h) */
   volatile sig_atomic_t stopping;
   int64_t started_ms;
 };

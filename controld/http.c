@@ -400,7 +400,7 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
         MHD_OPTION_END);
   else
@@ -409,7 +409,7 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_END);
   if (!ctx->mhd) {
     log_error("cannot listen on %s: %s", ctx->cfg.listen, strerror(errno));

@@ -11,7 +11,10 @@
 #include "ctx.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "opts.h"
+#include "prober.h"
+#include "rcache.h"
 #include "store.h"
 #include "tasks.h"
 #include "token.h"
@@ -36,6 +39,10 @@ static const struct opt_def options[] = {
     {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
     {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384", "HTTP connection limit (long-polling nodes count)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
+    {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000", "first webhook retry delay (doubles per attempt)"},
+    {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000", "cap of the webhook retry delay"},
+    {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000", "a webhook delivery fails for good this long after its event"},
+    {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000", "timeout of one webhook delivery attempt"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -114,11 +121,26 @@ int main(int argc, char **argv) {
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
   if (enrol_admin_token(&ctx) < 0) goto out;
+  ctx.site_cache = rcache_new(4096);
+  if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
   ctx.tasks = tasks_new();
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
+  {
+    struct notify_policy np;
+    notify_policy_defaults(&np);
+    np.retry_min_ms = ctx.cfg.webhook_retry_ms;
+    np.retry_max_ms = ctx.cfg.webhook_retry_max_ms;
+    np.give_up_ms = ctx.cfg.webhook_give_up_ms;
+    np.timeout_ms = ctx.cfg.webhook_timeout_ms;
+    ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
+    if (!ctx.notify) goto out;
+    store_set_event_hook(ctx.store, notify_wake, ctx.notify);
+  }
   if (http_start(&ctx, api_tables) < 0) goto out;
+  ctx.prober = prober_new(&ctx);
+  if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
            store_schema_version(ctx.store));
 
@@ -128,13 +150,18 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
+  prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
+  /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */
+  if (ctx.store) store_set_event_hook(ctx.store, NULL, NULL);
+  notify_free(&ctx.notify);
   store_close(&ctx.store);
+  rcache_free(&ctx.site_cache);
   metrics_free(&ctx.metrics);
   return ret;
 }

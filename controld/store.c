@@ -1,4 +1,5 @@
 /* store — connections, migrations, tokens, sites, origins, nodes, publications. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,7 @@ int store_tx_commit(struct store *st) {
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   if (rc < 0) exec_w(st, "ROLLBACK");
+  else atomic_fetch_add(&st->generation, 1);
   st->pub_pending = 0;
   st->event_pending = 0;
   pthread_mutex_unlock(&st->wmu);
@@ -245,6 +247,8 @@ void store_close(struct store **stp) {
   free(st);
   *stp = NULL;
 }
+
+int64_t store_generation(struct store *st) { return atomic_load(&st->generation); }
 
 int store_schema_version(struct store *st) {
   struct dbconn *c = store_reader(st);

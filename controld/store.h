@@ -2,6 +2,7 @@
 #ifndef CDNCA_STORE_H
 #define CDNCA_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct store;
@@ -67,6 +68,9 @@ struct store *store_open(const char *path);
 
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
+
+/* A counter bumped after every committed write: equal values mean nothing changed in between. */
+int64_t store_generation(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);

@@ -38,6 +38,7 @@ struct store {
     int64_t node_id;
   } *tcache;
   int ntcache, captcache;
+  _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;

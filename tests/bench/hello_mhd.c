@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
                        0, NULL, NULL, on_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
                        16384u, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024, MHD_OPTION_END);
+                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "hello_mhd: cannot listen on 127.0.0.1:%ld\n", port);
     return 1;

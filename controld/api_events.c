@@ -1,0 +1,51 @@
+/* api_events — site messages (/v1/sites/{id}/messages) and the notification center (/v1/notifications). */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "api.h"
+#include "ctx.h"
+#include "json.h"
+#include "notify.h"
+
+/* Reply {"events": [...], "next": ID|null} for site_id (0 = every site). */
+static enum http_rc reply_events(struct req *r, int64_t site_id) {
+  int64_t limit, after;
+  struct event_rec *arr = NULL;
+  int n = 0;
+  cJSON *j, *a;
+  enum store_rc rc;
+  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
+  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
+  rc = store_event_list(r->ctx->store, site_id, after, (int)limit + 1, &arr, &n);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "events", NULL);
+    return HTTP_DONE;
+  }
+  j = cJSON_CreateObject();
+  a = cJSON_AddArrayToObject(j, "events");
+  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, notify_event_json(&arr[i]));
+  if (n > limit) json_add_i64(j, "next", arr[limit - 1].id);
+  else cJSON_AddNullToObject(j, "next");
+  store_events_free(arr, n);
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+static enum http_rc get_messages(struct req *r) {
+  struct site_rec s;
+  enum store_rc rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    return HTTP_DONE;
+  }
+  site_rec_fini(&s);
+  return reply_events(r, r->params[0]);
+}
+
+static enum http_rc get_notifications(struct req *r) { return reply_events(r, 0); }
+
+const struct route api_events_routes[] = {
+    {"GET", "/v1/sites/:id/messages", AUTH_ADMIN, get_messages},
+    {"GET", "/v1/notifications", AUTH_ADMIN, get_notifications},
+    {NULL, NULL, AUTH_NONE, NULL},
+};

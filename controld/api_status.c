@@ -1,0 +1,198 @@
+/* api_status — the origin status card, verdict evidence and the operator's level switch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "clock.h"
+#include "ctx.h"
+#include "engine.h"
+#include "json.h"
+#include "store_health.h"
+
+/* One origin of the card. */
+static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *obs, int n_obs) {
+  cJSON *j = cJSON_CreateObject(), *v, *no;
+  int64_t req = 0, fail = 0;
+  for (int i = 0; i < n_obs; i++)
+    if (obs[i].origin_id == o->id) {
+      req = obs[i].requests;
+      fail = obs[i].failures;
+    }
+  json_add_i64(j, "id", o->id);
+  cJSON_AddStringToObject(j, "health", o->health[0] ? o->health : "unknown");
+  cJSON_AddBoolToObject(j, "enabled", o->enabled);
+  json_add_str_or_null(j, "last_verdict", o->last_verdict[0] ? o->last_verdict : NULL);
+  json_add_str_or_null(j, "source", o->last_source[0] ? o->last_source : NULL);
+  v = cJSON_AddObjectToObject(j, "votes");
+  cJSON_AddNumberToObject(v, "success", o->votes_success);
+  cJSON_AddNumberToObject(v, "failure", o->votes_failure);
+  json_add_time(j, "last_checked_at", o->last_checked_at);
+  json_add_str_or_null(j, "last_error", o->last_error[0] ? o->last_error : NULL);
+  no = cJSON_AddObjectToObject(j, "node_observations");
+  json_add_i64(no, "requests", req);
+  json_add_i64(no, "failures", fail);
+  return j;
+}
+
+/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). */
+static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
+  struct ctx *ctx = r->ctx;
+  struct site_rec s;
+  struct engine_outlook ol;
+  struct origin_obs *obs = NULL;
+  int n_obs = 0, online = 0, current = 0;
+  const char *reason = NULL;
+  int64_t now = clock_wall_ms();
+  cJSON *j, *hc, *levels, *prop, *dec;
+  enum store_rc rc = store_site_get(ctx->store, site_id, &s);
+  *out = NULL;
+  if (rc != STORE_OK) return rc;
+  if (store_health_observations(ctx->store, site_id, &obs, &n_obs) != STORE_OK ||
+      store_health_propagation(ctx->store, site_id, now - ctx->cfg.node_online_ms, &online,
+                               &current) < 0) {
+    free(obs);
+    site_rec_fini(&s);
+    return STORE_ERROR;
+  }
+  engine_outlook(&s, now, &ol);
+  j = cJSON_CreateObject();
+  json_add_i64(j, "site_id", s.id);
+  cJSON_AddNumberToObject(j, "current_level", s.current_level);
+  cJSON_AddStringToObject(j, "failback", s.failback);
+  json_add_i64(j, "config_version", s.config_version);
+  hc = cJSON_AddObjectToObject(j, "health_check");
+  cJSON_AddStringToObject(hc, "state", model_hc_state(&s, &reason));
+  cJSON_AddStringToObject(hc, "reason", reason);
+  cJSON_AddBoolToObject(j, "failback_available", ol.decision.failback_available);
+  cJSON_AddBoolToObject(j, "all_levels_unhealthy", ol.hc_active && ol.decision.all_unhealthy);
+  levels = cJSON_AddArrayToObject(j, "levels");
+  for (int l = 1; l <= HEALTH_MAX_LEVEL; l++) {
+    cJSON *lv = NULL, *os = NULL;
+    for (int i = 0; i < s.n_origins; i++) {
+      if (s.origins[i].level != l) continue;
+      if (!lv) {
+        lv = cJSON_CreateObject();
+        cJSON_AddNumberToObject(lv, "level", l);
+        cJSON_AddStringToObject(lv, "health", health_state_to_string(ol.view.level[l]));
+        os = cJSON_AddArrayToObject(lv, "origins");
+        cJSON_AddItemToArray(levels, lv);
+      }
+      cJSON_AddItemToArray(os, card_origin(&s.origins[i], obs, n_obs));
+    }
+  }
+  prop = cJSON_AddObjectToObject(j, "propagation");
+  cJSON_AddNumberToObject(prop, "nodes_online", online);
+  cJSON_AddNumberToObject(prop, "nodes_on_current_version", current);
+  dec = cJSON_AddObjectToObject(j, "decision");
+  cJSON_AddStringToObject(dec, "action", health_action_to_string(ol.decision.action));
+  cJSON_AddNumberToObject(dec, "to_level", ol.decision.to_level);
+  cJSON_AddStringToObject(dec, "why", ol.decision.why);
+  free(obs);
+  site_rec_fini(&s);
+  *out = j;
+  return STORE_OK;
+}
+
+static enum http_rc get_status(struct req *r) {
+  cJSON *card;
+  enum store_rc rc = status_card(r, r->params[0], &card);
+  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
+  else req_json(r, 200, card);
+  return HTTP_DONE;
+}
+
+static cJSON *verdict_json(const struct verdict_rec *v) {
+  cJSON *j = cJSON_CreateObject(), *votes;
+  json_add_i64(j, "round_id", v->round_id);
+  json_add_time(j, "round_at", v->round_at);
+  json_add_str_or_null(j, "source", v->source[0] ? v->source : NULL);
+  json_add_str_or_null(j, "verdict", v->verdict[0] ? v->verdict : NULL);
+  cJSON_AddStringToObject(j, "state_after", v->state_after);
+  votes = json_parse(v->votes, strlen(v->votes));
+  if (!cJSON_IsArray(votes)) {
+    cJSON_Delete(votes);
+    votes = cJSON_CreateArray();
+  }
+  cJSON_AddItemToObject(j, "votes", votes);
+  return j;
+}
+
+static enum http_rc get_verdicts(struct req *r) {
+  struct site_rec s;
+  struct verdict_rec *arr = NULL;
+  int64_t limit;
+  int n = 0, found = 0;
+  enum store_rc rc;
+  cJSON *j, *a;
+  if (req_query_int(r, "limit", 1, 100, 20, &limit) < 0) return HTTP_DONE;
+  rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    return HTTP_DONE;
+  }
+  for (int i = 0; i < s.n_origins; i++)
+    if (s.origins[i].id == r->params[1]) found = 1;
+  site_rec_fini(&s);
+  if (!found) {
+    req_error(r, 404, "not_found", NULL, "origin not found");
+    return HTTP_DONE;
+  }
+  rc = store_health_verdicts(r->ctx->store, r->params[1], (int)limit, &arr, &n);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "verdicts", NULL);
+    return HTTP_DONE;
+  }
+  j = cJSON_CreateObject();
+  json_add_i64(j, "site_id", r->params[0]);
+  json_add_i64(j, "origin_id", r->params[1]);
+  a = cJSON_AddArrayToObject(j, "verdicts");
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, verdict_json(&arr[i]));
+  store_health_verdicts_free(arr, n);
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+static enum http_rc post_switch(struct req *r) {
+  static const char *const keys[] = {"level", NULL};
+  cJSON *body = req_body_object(r), *card;
+  const char *bad = NULL;
+  int64_t level = 0;
+  enum store_rc rc;
+  if (!body) return HTTP_DONE;
+  if (json_only_keys(body, keys, &bad) < 0) {
+    req_error(r, 400, "unknown_field", bad, "unknown field %s", bad);
+    goto out;
+  }
+  if (json_int(body, "level", 1, HEALTH_MAX_LEVEL, &level) != 0) {
+    req_error(r, 422, "invalid_value", "level", "level is required: an integer from 1 to %d",
+              HEALTH_MAX_LEVEL);
+    goto out;
+  }
+  switch (engine_switch_manual(r->ctx, r->params[0], (int)level)) {
+  case ENGINE_SWITCH_OK:
+    break;
+  case ENGINE_SWITCH_NOT_FOUND:
+    api_store_error(r, STORE_NOT_FOUND, "site", NULL);
+    goto out;
+  case ENGINE_SWITCH_NO_ORIGIN:
+    req_error(r, 422, "invalid_value", "level", "level %d has no enabled origin", (int)level);
+    goto out;
+  case ENGINE_SWITCH_ERROR:
+  default:
+    api_store_error(r, STORE_ERROR, "switch", NULL);
+    goto out;
+  }
+  rc = status_card(r, r->params[0], &card);
+  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
+  else req_json(r, 200, card);
+out:
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+const struct route api_status_routes[] = {
+    {"GET", "/v1/sites/:id/status", AUTH_ADMIN, get_status},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_ADMIN, get_verdicts},
+    {"POST", "/v1/sites/:id/switch", AUTH_ADMIN, post_switch},
+    {NULL, NULL, AUTH_NONE, NULL},
+};

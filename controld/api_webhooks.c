@@ -1,0 +1,279 @@
+/* api_webhooks — /v1/webhooks: create (secret write-only), list, get, delete, deliveries, test. */
+#include <curl/curl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+#include "ctx.h"
+#include "json.h"
+#include "notify.h"
+#include "store_notify.h"
+#include "token.h"
+
+#define SECRET_MIN 16
+
+/* 1 when url is an absolute http(s) URL with a host and no blanks or control characters. */
+static int valid_url(const char *url) {
+  CURLU *u;
+  char *scheme = NULL, *host = NULL;
+  const char *auth;
+  int ok = 0;
+  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+    if (*p <= 0x20 || *p == 0x7f) return 0;
+  if (strncasecmp(url, "http://", 7) == 0) auth = url + 7;
+  else if (strncasecmp(url, "https://", 8) == 0) auth = url + 8;
+  else return 0;
+  if (*auth == '\0' || *auth == '/' || *auth == '?' || *auth == '#') return 0; /* no host */
+  u = curl_url();
+  if (!u) return 0;
+  if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+    ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
+  curl_free(scheme);
+  curl_free(host);
+  curl_url_cleanup(u);
+  return ok;
+}
+
+static cJSON *webhook_json(const struct webhook_rec *w) {
+  cJSON *j = cJSON_CreateObject(), *ev = NULL;
+  json_add_i64(j, "id", w->id);
+  cJSON_AddStringToObject(j, "url", w->url);
+  if (w->events) ev = json_parse(w->events, strlen(w->events));
+  if (cJSON_IsArray(ev)) cJSON_AddItemToObject(j, "events", ev);
+  else {
+    cJSON_Delete(ev);
+    cJSON_AddNullToObject(j, "events");
+  }
+  json_add_time(j, "created_at", w->created_at);
+  return j;
+}
+
+static cJSON *delivery_json(const struct delivery_rec *d) {
+  cJSON *j = cJSON_CreateObject();
+  json_add_i64(j, "id", d->id);
+  cJSON_AddStringToObject(j, "uuid", d->uuid);
+  json_add_i64(j, "webhook_id", d->webhook_id);
+  json_add_i64(j, "event_id", d->event_id);
+  cJSON_AddStringToObject(j, "event_type", d->event_type);
+  if (d->site_id > 0) json_add_i64(j, "site_id", d->site_id);
+  else cJSON_AddNullToObject(j, "site_id");
+  cJSON_AddStringToObject(j, "state", d->state);
+  cJSON_AddNumberToObject(j, "attempts", d->attempts);
+  if (d->last_status > 0) cJSON_AddNumberToObject(j, "last_status", d->last_status);
+  else cJSON_AddNullToObject(j, "last_status");
+  json_add_str_or_null(j, "last_error", d->last_error[0] ? d->last_error : NULL);
+  json_add_time(j, "next_attempt_at", strcmp(d->state, "pending") == 0 ? d->next_attempt_at : 0);
+  json_add_time(j, "created_at", d->created_at);
+  json_add_time(j, "delivered_at", d->delivered_at);
+  return j;
+}
+
+/* Validate the "events" filter into w->events (JSON text, NULL = all); 0 or -1 with a 422 set. */
+static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) {
+  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(body, "events"), *it;
+  cJSON *clean;
+  int i = 0;
+  char field[32];
+  if (!ev || cJSON_IsNull(ev)) return 0;
+  if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0) {
+    req_error(r, 422, "invalid_value", "events",
+              "events must be a non-empty array of event types (omit it for every type)");
+    return -1;
+  }
+  clean = cJSON_CreateArray();
+  cJSON_ArrayForEach(it, ev) {
+    int dup = 0;
+    const cJSON *seen;
+    if (!cJSON_IsString(it) || !notify_known_type(it->valuestring)) {
+      snprintf(field, sizeof field, "events[%d]", i);
+      req_error(r, 422, "invalid_value", field,
+                "unknown event type (known: level.switched, origin.failback_available, "
+                "site.all_levels_unhealthy, site.recovered, origin.health_changed)");
+      cJSON_Delete(clean);
+      return -1;
+    }
+    cJSON_ArrayForEach(seen, clean) if (strcmp(seen->valuestring, it->valuestring) == 0) dup = 1;
+    if (!dup) cJSON_AddItemToArray(clean, cJSON_CreateString(it->valuestring));
+    i++;
+  }
+  w->events = json_print(clean);
+  cJSON_Delete(clean);
+  if (!w->events) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+static enum http_rc post_webhook(struct req *r) {
+  static const char *const keys[] = {"url", "secret", "events", NULL};
+  cJSON *body = req_body_object(r);
+  const char *bad = NULL, *url = NULL, *secret = NULL;
+  struct webhook_rec w;
+  enum store_rc rc;
+  size_t slen;
+  memset(&w, 0, sizeof w);
+  if (!body) return HTTP_DONE;
+  if (json_only_keys(body, keys, &bad) < 0) {
+    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+    goto out;
+  }
+  if (json_str(body, "url", STORE_WEBHOOK_URL_MAX, &url) != 0 || !valid_url(url)) {
+    req_error(r, 422, "invalid_value", "url",
+              "url is required: an http:// or https:// URL with a host (at most %d characters)",
+              STORE_WEBHOOK_URL_MAX);
+    goto out;
+  }
+  if (json_str(body, "secret", STORE_WEBHOOK_SECRET_MAX, &secret) != 0 ||
+      (slen = strlen(secret)) < SECRET_MIN) {
+    req_error(r, 422, "invalid_value", "secret", "secret is required: %d to %d characters",
+              SECRET_MIN, STORE_WEBHOOK_SECRET_MAX);
+    goto out;
+  }
+  if (read_filter(r, body, &w) < 0) goto out;
+  memcpy(w.url, url, strlen(url) + 1);
+  memcpy(w.secret, secret, slen + 1);
+  rc = store_webhook_create(r->ctx->store, &w);
+  if (rc == STORE_CONFLICT)
+    req_error(r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
+  else if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
+  else req_json(r, 201, webhook_json(&w));
+out:
+  webhook_rec_fini(&w);
+  if (secret) token_wipe((void *)secret, strlen(secret));
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+static enum http_rc list_webhooks(struct req *r) {
+  struct webhook_rec *arr = NULL;
+  int n = 0;
+  cJSON *j, *a;
+  enum store_rc rc = store_webhook_list(r->ctx->store, &arr, &n);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "webhooks", NULL);
+    return HTTP_DONE;
+  }
+  j = cJSON_CreateObject();
+  a = cJSON_AddArrayToObject(j, "webhooks");
+  for (int i = 0; i < n; i++) {
+    cJSON_AddItemToArray(a, webhook_json(&arr[i]));
+    webhook_rec_fini(&arr[i]);
+  }
+  free(arr);
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+static enum http_rc get_webhook(struct req *r) {
+  struct webhook_rec w;
+  enum store_rc rc = store_webhook_get(r->ctx->store, r->params[0], &w);
+  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
+  else req_json(r, 200, webhook_json(&w));
+  webhook_rec_fini(&w);
+  return HTTP_DONE;
+}
+
+static enum http_rc delete_webhook(struct req *r) {
+  enum store_rc rc = store_webhook_delete(r->ctx->store, r->params[0]);
+  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
+  else req_json(r, 204, NULL);
+  return HTTP_DONE;
+}
+
+static enum http_rc list_deliveries(struct req *r) {
+  struct webhook_rec w;
+  struct delivery_rec *arr = NULL;
+  int64_t limit, before;
+  int n = 0;
+  cJSON *j, *a;
+  enum store_rc rc;
+  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
+  if (req_query_int(r, "before", 0, INT64_MAX / 2, 0, &before) < 0) return HTTP_DONE;
+  rc = store_webhook_get(r->ctx->store, r->params[0], &w);
+  webhook_rec_fini(&w);
+  if (rc == STORE_OK)
+    rc = store_delivery_list(r->ctx->store, r->params[0], before, (int)limit + 1, &arr, &n);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "webhook", NULL);
+    return HTTP_DONE;
+  }
+  j = cJSON_CreateObject();
+  a = cJSON_AddArrayToObject(j, "deliveries");
+  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, delivery_json(&arr[i]));
+  if (n > limit) json_add_i64(j, "next", arr[limit - 1].id);
+  else cJSON_AddNullToObject(j, "next");
+  free(arr);
+  req_json(r, 200, j);
+  return HTTP_DONE;
+}
+
+/* POST /v1/webhooks/{id}/test [{"site_id": N}] -> 202, the queued delivery. */
+static enum http_rc test_webhook(struct req *r) {
+  static const char *const keys[] = {"site_id", NULL};
+  cJSON *body = NULL, *data = NULL;
+  const char *bad = NULL;
+  struct site_rec s;
+  struct delivery_rec d;
+  int64_t site_id = 0, delivery_id = 0;
+  char *data_text = NULL;
+  int have_site = 0;
+  enum store_rc rc;
+  if (r->body.len > 0) {
+    body = req_body_object(r);
+    if (!body) return HTTP_DONE;
+    if (json_only_keys(body, keys, &bad) < 0) {
+      req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+      goto out;
+    }
+    if (json_int(body, "site_id", 1, INT64_MAX / 2, &site_id) < 0) {
+      req_error(r, 422, "invalid_value", "site_id", "site_id must be a site id");
+      goto out;
+    }
+  }
+  if (site_id > 0) {
+    rc = store_site_get(r->ctx->store, site_id, &s);
+    if (rc == STORE_NOT_FOUND) {
+      req_error(r, 422, "invalid_value", "site_id", "no site with id %lld", (long long)site_id);
+      goto out;
+    }
+    if (rc != STORE_OK) {
+      api_store_error(r, rc, "site", NULL);
+      goto out;
+    }
+    have_site = 1;
+  }
+  data = cJSON_CreateObject();
+  json_add_i64(data, "webhook_id", r->params[0]);
+  cJSON_AddStringToObject(data, "message", "A test delivery: the webhook is reachable and signed.");
+  data_text = json_print(data);
+  if (!data_text) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    goto out;
+  }
+  rc = store_webhook_test(r->ctx->store, r->params[0], site_id, have_site ? s.name : NULL,
+                          "Webhook test", data_text, &delivery_id);
+  if (rc == STORE_OK) rc = store_delivery_get(r->ctx->store, delivery_id, &d);
+  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
+  else req_json(r, 202, delivery_json(&d));
+out:
+  if (have_site) site_rec_fini(&s);
+  free(data_text);
+  cJSON_Delete(data);
+  cJSON_Delete(body);
+  return HTTP_DONE;
+}
+
+const struct route api_webhooks_routes[] = {
+    {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook},
+    {"GET", "/v1/webhooks", AUTH_ADMIN, list_webhooks},
+    {"GET", "/v1/webhooks/:id", AUTH_ADMIN, get_webhook},
+    {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook},
+    {"GET", "/v1/webhooks/:id/deliveries", AUTH_ADMIN, list_deliveries},
+    {"POST", "/v1/webhooks/:id/test", AUTH_ADMIN, test_webhook},
+    {NULL, NULL, AUTH_NONE, NULL},
+};

@@ -1,0 +1,426 @@
+/* engine — verdicts to origin states, level decisions and their consequences (see engine.h). */
+#include "engine.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ctx.h"
+#include "json.h"
+#include "log.h"
+#include "metrics.h"
+#include "model.h"
+#include "store_health.h"
+
+#define TITLE_AUTO "Origin level switched automatically"
+#define TITLE_MANUAL "Origin level switched manually"
+#define TITLE_FAILBACK "Origin recovered (manual failback available)"
+#define TITLE_ALL_DOWN "All origin levels are unhealthy"
+#define TITLE_RECOVERED "An origin level is healthy again"
+
+/* ---- tally ---- */
+
+/* "node 3: status 503", "checkpoint fra1: timeout", or the control probe's error as is. */
+static void vote_error(const struct engine_vote *v, char *out, size_t cap) {
+  const char *e = v->error[0] ? v->error : "failed";
+  if (v->source == SOURCE_NODES)
+    snprintf(out, cap, "node %lld: %s", (long long)v->node_id, e);
+  else if (v->source == SOURCE_CHECKPOINTS)
+    snprintf(out, cap, "checkpoint %s: %s", v->checkpoint, e);
+  else
+    snprintf(out, cap, "%s", e);
+}
+
+/* The first failing vote whose source is in the mask (bit per enum health_source), or NULL. */
+static const struct engine_vote *first_failure(const struct engine_vote *votes, int n,
+                                               unsigned mask) {
+  for (int i = 0; i < n; i++)
+    if (!votes[i].ok && (mask & (1u << votes[i].source))) return &votes[i];
+  return NULL;
+}
+
+void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out) {
+  int ns = 0, nf = 0, cs = 0, cf = 0, ctl = -1;
+  unsigned mask = 0;
+  const struct engine_vote *bad;
+  out->verdict = VERDICT_NONE;
+  out->source = SOURCE_CONTROL;
+  out->votes_success = out->votes_failure = 0;
+  out->error[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    switch (votes[i].source) {
+    case SOURCE_NODES:
+      *(votes[i].ok ? &ns : &nf) += 1;
+      break;
+    case SOURCE_CHECKPOINTS:
+      *(votes[i].ok ? &cs : &cf) += 1;
+      break;
+    case SOURCE_CONTROL:
+    default:
+      if (ctl < 0) ctl = i;
+      break;
+    }
+  }
+  out->verdict = health_tally(ns, nf);
+  if (out->verdict != VERDICT_NONE) {
+    out->source = SOURCE_NODES;
+    out->votes_success = ns;
+    out->votes_failure = nf;
+    mask = 1u << SOURCE_NODES;
+  } else if (cs + cf > 0 && (out->verdict = health_tally(ns + cs, nf + cf)) != VERDICT_NONE) {
+    out->source = SOURCE_CHECKPOINTS;
+    out->votes_success = ns + cs;
+    out->votes_failure = nf + cf;
+    mask = (1u << SOURCE_NODES) | (1u << SOURCE_CHECKPOINTS);
+  } else if (ctl >= 0) {
+    out->verdict = votes[ctl].ok ? VERDICT_SUCCESS : VERDICT_FAILURE;
+    out->source = SOURCE_CONTROL;
+    out->votes_success = votes[ctl].ok ? 1 : 0;
+    out->votes_failure = votes[ctl].ok ? 0 : 1;
+    if (!votes[ctl].ok) vote_error(&votes[ctl], out->error, sizeof out->error);
+    return;
+  }
+  if (out->verdict == VERDICT_FAILURE && (bad = first_failure(votes, n, mask)) != NULL)
+    vote_error(bad, out->error, sizeof out->error);
+}
+
+/* ---- pure helpers ---- */
+
+static int clamp_int(int64_t v) {
+  if (v > INT_MAX) return INT_MAX;
+  if (v < INT_MIN) return INT_MIN;
+  return (int)v;
+}
+
+static enum health_state origin_state(const struct origin_rec *o) {
+  enum health_state s = HEALTH_UNKNOWN;
+  health_state_from_string(o->health, &s);
+  return s;
+}
+
+static void origin_machine(const struct origin_rec *o, struct health_origin *m) {
+  memset(m, 0, sizeof *m);
+  m->state = origin_state(o);
+  m->success_streak = o->success_streak;
+  m->failure_streak = o->failure_streak;
+  m->changed_at_ms = o->health_changed_at;
+}
+
+static int hc_active(const struct site_rec *s) {
+  const char *reason = NULL;
+  return strcmp(model_hc_state(s, &reason), "active") == 0;
+}
+
+void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out) {
+  struct health_level_origin lo[STORE_MAX_ORIGINS];
+  int n = 0;
+  enum health_failback fb = HEALTH_FAILBACK_AUTO;
+  memset(out, 0, sizeof *out);
+  out->hc_active = hc_active(s);
+  for (int i = 0; i < s->n_origins && n < STORE_MAX_ORIGINS; i++) {
+    const struct origin_rec *o = &s->origins[i];
+    lo[n].level = o->level;
+    lo[n].enabled = o->enabled;
+    lo[n].state = out->hc_active ? origin_state(o) : HEALTH_UNKNOWN;
+    lo[n].healthy_since_ms = o->healthy_since > 0 ? o->healthy_since : o->health_changed_at;
+    n++;
+  }
+  health_view_init(&out->view);
+  health_failback_from_string(s->failback, &fb);
+  out->view.current_level = s->current_level;
+  out->view.failback = fb;
+  out->view.failback_hold_ms = s->failback_hold_ms;
+  out->view.all_unhealthy_raised = s->all_unhealthy != 0;
+  out->view.failback_notified = s->failback_notified != 0;
+  health_view_fill(&out->view, lo, n);
+  health_decide(&out->view, now, &out->decision);
+}
+
+/* ---- events ---- */
+
+/* Add an event whose data is j (deleted here); 0 or -1. */
+static int add_event(struct ctx *ctx, const struct site_rec *s, const char *type,
+                     const char *title, cJSON *j) {
+  char *data = j ? json_print(j) : NULL;
+  int rc = -1;
+  cJSON_Delete(j);
+  if (!data) {
+    log_error("site %lld: cannot format %s event", (long long)s->id, type);
+    goto out;
+  }
+  if (store_health_event_locked(ctx->store, s->id, s->name, type, title, data) < 0) goto out;
+  rc = 0;
+out:
+  free(data);
+  return rc;
+}
+
+/* The first healthy level of a view, 0 when none. */
+static int first_healthy(const struct health_site_view *v) {
+  for (int l = 1; l <= HEALTH_MAX_LEVEL; l++)
+    if (v->level[l] == HEALTH_HEALTHY) return l;
+  return 0;
+}
+
+/* Switch s to level with a level.switched event; s->current_level is updated. 0 or -1. */
+static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health_reason reason,
+                     const char *why) {
+  const char *rs = health_reason_to_string(reason);
+  char labels[64];
+  cJSON *j;
+  if (store_health_site_level_locked(ctx->store, s->id, level, rs) < 0) return -1;
+  j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "from_level", s->current_level);
+  cJSON_AddNumberToObject(j, "to_level", level);
+  cJSON_AddStringToObject(j, "reason", rs);
+  if (why) cJSON_AddStringToObject(j, "why", why);
+  if (add_event(ctx, s, "level.switched",
+                reason == HEALTH_REASON_MANUAL ? TITLE_MANUAL : TITLE_AUTO, j) < 0)
+    return -1;
+  snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
+  metrics_add(ctx->metrics, "cdnca_level_switches_total", labels, 1);
+  log_info("site %lld (%s): level %d -> %d (%s): %s", (long long)s->id, s->name, s->current_level,
+           level, rs, why ? why : "");
+  s->current_level = level;
+  return 0;
+}
+
+/* Evaluate the level decision for s (origins as they are now) and act on it. 0 or -1. */
+static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
+  struct engine_outlook ol;
+  const struct health_decision *d = &ol.decision;
+  int all, fb;
+  cJSON *j;
+  engine_outlook(s, now, &ol);
+  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
+      do_switch(ctx, s, d->to_level, d->reason, d->why) < 0)
+    return -1;
+  if (d->raise_all_unhealthy) {
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "current_level", s->current_level);
+    cJSON_AddStringToObject(j, "why", d->why);
+    if (add_event(ctx, s, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
+    log_warn("site %lld (%s): every origin level is unhealthy", (long long)s->id, s->name);
+  }
+  if (d->raise_recovered) {
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
+    cJSON_AddNumberToObject(j, "current_level", s->current_level);
+    if (add_event(ctx, s, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
+    log_info("site %lld (%s): level %d is healthy again", (long long)s->id, s->name,
+             first_healthy(&ol.view));
+  }
+  if (d->emit_failback_available) {
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "level", d->failback_level);
+    cJSON_AddNumberToObject(j, "current_level", s->current_level);
+    if (add_event(ctx, s, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
+  }
+  all = d->incident_open ? 1 : 0;
+  fb = d->failback_notified_next ? d->failback_level : 0;
+  if (all != s->all_unhealthy || fb != s->failback_notified) {
+    if (store_health_site_flags_locked(ctx->store, s->id, all, fb) < 0) return -1;
+    s->all_unhealthy = all;
+    s->failback_notified = fb;
+  }
+  return 0;
+}
+
+/* ---- rounds ---- */
+
+static int origin_index(const struct site_rec *s, int64_t origin_id) {
+  for (int i = 0; i < s->n_origins; i++)
+    if (s->origins[i].id == origin_id) return i;
+  return -1;
+}
+
+/* The votes as the evidence JSON array; malloc'd text or NULL. */
+static char *votes_json(const struct engine_vote *votes, int n) {
+  cJSON *a = cJSON_CreateArray();
+  char *txt;
+  for (int i = 0; i < n; i++) {
+    const struct engine_vote *v = &votes[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "source", health_source_to_string(v->source));
+    if (v->source == SOURCE_NODES) json_add_i64(o, "node_id", v->node_id);
+    else cJSON_AddNullToObject(o, "node_id");
+    json_add_str_or_null(o, "checkpoint", v->source == SOURCE_CHECKPOINTS ? v->checkpoint : NULL);
+    cJSON_AddBoolToObject(o, "ok", v->ok);
+    if (v->status > 0) cJSON_AddNumberToObject(o, "status", v->status);
+    else cJSON_AddNullToObject(o, "status");
+    json_add_str_or_null(o, "error", v->error[0] ? v->error : NULL);
+    if (v->latency_ms >= 0) cJSON_AddNumberToObject(o, "latency_ms", v->latency_ms);
+    else cJSON_AddNullToObject(o, "latency_ms");
+    cJSON_AddItemToArray(a, o);
+  }
+  txt = json_print(a);
+  cJSON_Delete(a);
+  return txt;
+}
+
+/* Apply one verdict to origin o of s at now; writes the origin, the evidence and a
+   health_changed event. 0 or -1. */
+static int apply_verdict(struct ctx *ctx, int64_t round_id, int64_t round_at, struct site_rec *s,
+                         struct origin_rec *o, const struct engine_verdict *v, int64_t now) {
+  struct health_origin m;
+  enum health_state from = origin_state(o);
+  const char *src = v->verdict != VERDICT_NONE ? health_source_to_string(v->source) : NULL;
+  char *vj = NULL;
+  int rc = -1;
+  origin_machine(o, &m);
+  health_origin_apply(&m, v->verdict, clamp_int(s->hc_healthy_after),
+                      clamp_int(s->hc_unhealthy_after), now);
+  o->success_streak = m.success_streak;
+  o->failure_streak = m.failure_streak;
+  if (m.state != from) {
+    snprintf(o->health, sizeof o->health, "%s", health_state_to_string(m.state));
+    o->health_changed_at = now;
+    o->healthy_since = m.state == HEALTH_HEALTHY ? now : 0;
+  }
+  if (v->verdict != VERDICT_NONE) {
+    snprintf(o->last_verdict, sizeof o->last_verdict, "%s", health_verdict_to_string(v->verdict));
+    snprintf(o->last_source, sizeof o->last_source, "%s", src);
+    o->votes_success = v->votes_success;
+    o->votes_failure = v->votes_failure;
+    o->last_checked_at = now;
+    snprintf(o->last_error, sizeof o->last_error, "%s",
+             v->verdict == VERDICT_FAILURE ? v->error : "");
+  }
+  if (store_health_origin_save_locked(ctx->store, o) < 0) goto out;
+  vj = votes_json(v->votes, v->n_votes);
+  if (!vj) goto out;
+  if (store_health_verdict_add_locked(ctx->store, round_id, s->id, o->id, round_at, src,
+                                      health_verdict_to_string(v->verdict), o->health, vj) < 0)
+    goto out;
+  if (m.state != from) {
+    cJSON *j = cJSON_CreateObject(), *vo;
+    char title[48];
+    json_add_i64(j, "origin_id", o->id);
+    cJSON_AddNumberToObject(j, "level", o->level);
+    cJSON_AddStringToObject(j, "from", health_state_to_string(from));
+    cJSON_AddStringToObject(j, "to", o->health);
+    cJSON_AddStringToObject(j, "source", src ? src : "");
+    vo = cJSON_AddObjectToObject(j, "votes");
+    cJSON_AddNumberToObject(vo, "success", v->votes_success);
+    cJSON_AddNumberToObject(vo, "failure", v->votes_failure);
+    json_add_str_or_null(j, "error", o->last_error[0] ? o->last_error : NULL);
+    snprintf(title, sizeof title, "Origin is now %s", o->health);
+    log_info("site %lld (%s): origin %lld %s -> %s (%s %d/%d)", (long long)s->id, s->name,
+             (long long)o->id, health_state_to_string(from), o->health, src ? src : "",
+             v->votes_success, v->votes_failure);
+    if (add_event(ctx, s, "origin.health_changed", title, j) < 0) goto out;
+  }
+  rc = 0;
+out:
+  free(vj);
+  return rc;
+}
+
+/* One site's part of a round. 0 or -1. */
+static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64_t now,
+                      const struct engine_site_round *sr) {
+  struct site_rec s;
+  enum store_rc rc = store_health_site_load_locked(ctx->store, sr->site_id, &s);
+  int suspect = 0, ret = -1;
+  int64_t next;
+  if (rc == STORE_NOT_FOUND) return 0;
+  if (rc != STORE_OK) return -1;
+  if (hc_active(&s)) {
+    for (int i = 0; i < sr->n; i++) {
+      int k = origin_index(&s, sr->v[i].origin_id);
+      if (k < 0 || !s.origins[k].enabled) continue; /* deleted or disabled meanwhile */
+      if (apply_verdict(ctx, round_id, round_at, &s, &s.origins[k], &sr->v[i], now) < 0) goto out;
+    }
+  }
+  for (int i = 0; i < s.n_origins; i++) {
+    struct health_origin m;
+    if (!s.origins[i].enabled) continue;
+    origin_machine(&s.origins[i], &m);
+    if (health_origin_suspect(&m)) suspect = 1;
+  }
+  next = round_at + (suspect && ctx->cfg.suspect_interval_ms > 0 ? ctx->cfg.suspect_interval_ms
+                                                                 : ctx->cfg.probe_interval_ms);
+  if (store_health_site_probed_locked(ctx->store, s.id, round_at, next) < 0) goto out;
+  if (evaluate_locked(ctx, &s, now) < 0) goto out;
+  ret = 0;
+out:
+  site_rec_fini(&s);
+  return ret;
+}
+
+int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
+                       const struct engine_site_round *sites, int n_sites) {
+  int origins = 0;
+  if (store_health_begin(ctx->store) < 0) return -1;
+  for (int i = 0; i < n_sites; i++) {
+    origins += sites[i].n;
+    if (apply_site(ctx, round_id, started_at, finished_at, &sites[i]) < 0) goto fail;
+  }
+  if (store_health_round_add_locked(ctx->store, round_id, started_at, finished_at, n_sites,
+                                    origins) < 0)
+    goto fail;
+  return store_health_commit(ctx->store);
+fail:
+  log_error("probe round %lld: results not stored", (long long)round_id);
+  store_health_rollback(ctx->store);
+  return -1;
+}
+
+int engine_site_changed(struct ctx *ctx, int64_t site_id) {
+  struct site_rec s;
+  enum store_rc rc;
+  if (store_health_begin(ctx->store) < 0) return -1;
+  rc = store_health_site_load_locked(ctx->store, site_id, &s);
+  if (rc != STORE_OK) {
+    store_health_rollback(ctx->store);
+    return rc == STORE_NOT_FOUND ? 0 : -1;
+  }
+  if (evaluate_locked(ctx, &s, clock_wall_ms()) < 0) {
+    site_rec_fini(&s);
+    store_health_rollback(ctx->store);
+    return -1;
+  }
+  site_rec_fini(&s);
+  return store_health_commit(ctx->store);
+}
+
+enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level) {
+  struct site_rec s;
+  struct engine_outlook ol;
+  enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
+  enum store_rc rc;
+  int has = 0, fb;
+  if (store_health_begin(ctx->store) < 0) return ENGINE_SWITCH_ERROR;
+  rc = store_health_site_load_locked(ctx->store, site_id, &s);
+  if (rc != STORE_OK) {
+    store_health_rollback(ctx->store);
+    return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
+  }
+  for (int i = 0; i < s.n_origins; i++)
+    if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
+  if (!has) {
+    ret = ENGINE_SWITCH_NO_ORIGIN;
+    goto fail;
+  }
+  if (level != s.current_level) {
+    char why[64];
+    snprintf(why, sizeof why, "switched by the operator from level %d to level %d",
+             s.current_level, level);
+    if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why) < 0) goto fail;
+  }
+  /* the operator has seen the levels: a failback still possible from here counts as notified */
+  engine_outlook(&s, clock_wall_ms(), &ol);
+  fb = ol.decision.failback_available ? ol.decision.failback_level : 0;
+  if (fb != s.failback_notified &&
+      store_health_site_flags_locked(ctx->store, s.id, s.all_unhealthy, fb) < 0)
+    goto fail;
+  site_rec_fini(&s);
+  return store_health_commit(ctx->store) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
+fail:
+  site_rec_fini(&s);
+  store_health_rollback(ctx->store);
+  return ret;
+}

@@ -1,0 +1,81 @@
+/* engine — applies probe verdicts to origins (common/health), decides levels, switches, events. */
+#ifndef CDNCA_ENGINE_H
+#define CDNCA_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "health.h"
+#include "store.h"
+
+struct ctx;
+
+/* One vote behind a verdict, as recorded in the evidence. */
+struct engine_vote {
+  enum health_source source; /* who cast it */
+  int64_t node_id;           /* SOURCE_NODES: the node; else 0 */
+  char checkpoint[64];       /* SOURCE_CHECKPOINTS: the checkpoint's name; else "" */
+  int ok;                    /* 1 = success */
+  int status;                /* HTTP status, 0 when none */
+  int latency_ms;            /* -1 when unknown */
+  char error[128];           /* "" when ok or none given */
+};
+
+/* One origin's outcome of a round. */
+struct engine_verdict {
+  int64_t origin_id;
+  enum health_verdict verdict; /* VERDICT_NONE: no source decided */
+  enum health_source source;   /* meaningful when verdict != VERDICT_NONE */
+  int votes_success, votes_failure; /* the votes the verdict was taken on */
+  char error[256];                  /* for a failure: the first failing vote's error */
+  int n_votes;
+  const struct engine_vote *votes;  /* every vote collected (borrowed) */
+};
+
+/* One site's outcomes of a round (verdicts borrowed). */
+struct engine_site_round {
+  int64_t site_id;
+  int n;
+  const struct engine_verdict *v;
+};
+
+/* What the health rules would do for a site right now (pure: reads s only). */
+struct engine_outlook {
+  int hc_active;              /* health checks active: origin states count */
+  struct health_site_view view;
+  struct health_decision decision;
+};
+
+enum engine_switch_rc {
+  ENGINE_SWITCH_OK = 0,
+  ENGINE_SWITCH_NOT_FOUND = 1, /* no such site */
+  ENGINE_SWITCH_NO_ORIGIN = 2, /* the level has no enabled origin */
+  ENGINE_SWITCH_ERROR = -1,
+};
+
+/* Tally votes[0..n) in the §2 order into out->verdict, source, votes_success/failure and error (other fields kept):
+   node votes alone (>= 2 and a strict majority), else node + checkpoint votes, else the control
+   probe's vote. VERDICT_NONE when none decides. Pure. */
+void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out);
+
+/* Fill *out with the level decision for s at now (wall ms). Without active health checks the
+   origins' states are ignored (every non-empty level counts as unknown): only a current level
+   with no enabled origin switches. Pure. */
+void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out);
+
+/* In one transaction: record round round_id (started_at..finished_at) and, per site, apply its
+   verdicts to the origins, write the evidence, evaluate the level decision and act on it (switch
+   = republication, events), set last/next probe times. Sites deleted meanwhile are skipped.
+   0 or -1 (nothing written). */
+int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
+                       const struct engine_site_round *sites, int n_sites);
+
+/* After a config change of site_id: evaluate its levels and act (switch, events). 0 (also for a
+   deleted site) or -1. */
+int engine_site_changed(struct ctx *ctx, int64_t site_id);
+
+/* The operator's switch of site_id to level (reason manual; also the manual failback, which
+   clears the failback notice). Switching to the current level changes nothing. */
+enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level);
+
+#endif

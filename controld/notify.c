@@ -1,0 +1,434 @@
+/* notify — webhook delivery: a worker thread draining the deliveries outbox over libcurl multi.
+
+   The outbox is the deliveries table. Each (webhook, site) pair is a queue whose oldest pending row
+   is its head: only the head is attempted, so a later event never overtakes an earlier one to the
+   same receiver. The worker scans the heads when woken (new events), when an attempt ends and when
+   the earliest retry falls due; it holds the store's writer lock only to record results, never while
+   waiting on the network. */
+#include "notify.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "metrics.h"
+#include "store_notify.h"
+#include "token.h"
+
+#define IDLE_RESCAN_MS 5000 /* look at the outbox at least this often (clock jumps, missed wakes) */
+#define ERROR_RESCAN_MS 1000
+
+const char *const notify_event_types[] = {
+    "level.switched",          "origin.failback_available", "site.all_levels_unhealthy",
+    "site.recovered",          "origin.health_changed",     NULL,
+};
+
+/* One attempt in flight. */
+struct xfer {
+  CURL *easy;
+  struct curl_slist *hdrs;
+  char *body;
+  int64_t id, webhook_id, site_id, created_at;
+  int attempts; /* made before this one */
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+struct notify {
+  struct store *st;
+  struct metrics *m;
+  struct notify_policy p;
+  CURLM *multi;
+  pthread_t thread;
+  int started, curl_inited;
+  atomic_int wake;
+  atomic_int stop;
+  struct xfer *slots[NOTIFY_MAX_INFLIGHT];
+  int ninflight;
+  uint64_t rng;
+};
+
+/* A finished attempt waiting to be written. */
+struct finished {
+  struct delivery_result r;
+  char err[256];
+  enum notify_result res;
+};
+
+void notify_policy_defaults(struct notify_policy *p) {
+  p->retry_min_ms = 1000;
+  p->retry_max_ms = 600000;
+  p->give_up_ms = 86400000;
+  p->timeout_ms = 10000;
+  p->shutdown_grace_ms = 5000;
+}
+
+int notify_known_type(const char *type) {
+  for (int i = 0; notify_event_types[i]; i++)
+    if (strcmp(notify_event_types[i], type) == 0) return 1;
+  return 0;
+}
+
+int64_t notify_backoff_ms(const struct notify_policy *p, int attempts, uint32_t rnd) {
+  int64_t base = p->retry_min_ms > 0 ? p->retry_min_ms : 1, cap = p->retry_max_ms;
+  if (cap < base) cap = base;
+  for (int i = 1; i < attempts && base < cap; i++) base *= 2;
+  if (base > cap) base = cap;
+  return base - (int64_t)(rnd % (uint32_t)(base / 4 + 1));
+}
+
+enum notify_result notify_decide(const struct notify_policy *p, int status, int attempts,
+                                 int64_t created_at, int64_t now, uint32_t rnd, int64_t *next_at) {
+  int64_t deadline = created_at + p->give_up_ms, next;
+  if (status >= 200 && status <= 299) return NOTIFY_DELIVERED;
+  if (now >= deadline) return NOTIFY_FAILED;
+  next = now + notify_backoff_ms(p, attempts, rnd);
+  *next_at = next < deadline ? next : deadline;
+  return NOTIFY_RETRY;
+}
+
+int notify_sign(const char *secret, int64_t ts, const char *body, size_t len,
+                char out[NOTIFY_SIGNATURE_LEN]) {
+  struct buf msg;
+  char hex[65];
+  int rc = -1;
+  buf_init(&msg, 0);
+  if (buf_printf(&msg, "%" PRId64 ".", ts) < 0 || buf_append(&msg, body, len) < 0) goto out;
+  token_hmac_hex(secret, strlen(secret), msg.data, msg.len, hex);
+  snprintf(out, NOTIFY_SIGNATURE_LEN, "sha256=%s", hex);
+  rc = 0;
+out:
+  buf_fini(&msg);
+  return rc;
+}
+
+cJSON *notify_event_json(const struct event_rec *e) {
+  cJSON *j = cJSON_CreateObject(), *data;
+  if (!j) return NULL;
+  json_add_i64(j, "id", e->id);
+  cJSON_AddStringToObject(j, "type", e->type);
+  cJSON_AddStringToObject(j, "title", e->title);
+  if (e->site_id > 0) {
+    cJSON *s = cJSON_AddObjectToObject(j, "site");
+    json_add_i64(s, "id", e->site_id);
+    json_add_str_or_null(s, "name", e->site_name[0] ? e->site_name : NULL);
+  } else {
+    cJSON_AddNullToObject(j, "site");
+  }
+  json_add_time(j, "created_at", e->created_at);
+  data = e->data ? json_parse(e->data, strlen(e->data)) : NULL;
+  if (!cJSON_IsObject(data)) {
+    cJSON_Delete(data);
+    data = cJSON_CreateObject();
+  }
+  cJSON_AddItemToObject(j, "data", data);
+  return j;
+}
+
+/* ---- the worker ---- */
+
+static uint32_t next_rand(struct notify *n) {
+  /* xorshift64*: jitter only, not a secret */
+  n->rng ^= n->rng >> 12;
+  n->rng ^= n->rng << 25;
+  n->rng ^= n->rng >> 27;
+  return (uint32_t)((n->rng * 2685821657736338717ULL) >> 32);
+}
+
+static size_t discard_body(char *p, size_t size, size_t nmemb, void *arg) {
+  (void)p;
+  (void)arg;
+  return size * nmemb;
+}
+
+static void xfer_free(struct xfer *x) {
+  if (!x) return;
+  if (x->easy) curl_easy_cleanup(x->easy);
+  curl_slist_free_all(x->hdrs);
+  free(x->body);
+  free(x);
+}
+
+static int queue_busy(const struct notify *n, int64_t webhook_id, int64_t site_id) {
+  for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++)
+    if (n->slots[i] && n->slots[i]->webhook_id == webhook_id && n->slots[i]->site_id == site_id)
+      return 1;
+  return 0;
+}
+
+static int add_header(struct curl_slist **list, const char *name, const char *value) {
+  char line[256];
+  struct curl_slist *nl;
+  snprintf(line, sizeof line, "%s:%s%s", name, value[0] ? " " : "", value);
+  nl = curl_slist_append(*list, line);
+  if (!nl) return -1;
+  *list = nl;
+  return 0;
+}
+
+/* Build the request of a loaded job into x; 0 or -1 (logged). */
+static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job, int64_t now) {
+  cJSON *ev = notify_event_json(&job->event);
+  char sig[NOTIFY_SIGNATURE_LEN], ts[24];
+  int64_t secs = now / 1000;
+  int rc = -1;
+  x->body = ev ? json_print(ev) : NULL;
+  cJSON_Delete(ev);
+  if (!x->body) goto out;
+  snprintf(ts, sizeof ts, "%" PRId64, secs);
+  if (notify_sign(job->secret, secs, x->body, strlen(x->body), sig) < 0) goto out;
+  if (add_header(&x->hdrs, "Content-Type", "application/json") < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Event", job->event.type) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Delivery", job->uuid) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Timestamp", ts) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Signature", sig) < 0 ||
+      add_header(&x->hdrs, "Expect", "") < 0)
+    goto out;
+  x->easy = curl_easy_init();
+  if (!x->easy) goto out;
+  curl_easy_setopt(x->easy, CURLOPT_URL, job->url);
+  curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(x->easy, CURLOPT_POST, 1L);
+  curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
+  curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+  curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
+  curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "cdnca-controld/" CDNCA_VERSION " (webhook)");
+  curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)n->p.timeout_ms);
+  curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard_body);
+  curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
+  curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+  rc = 0;
+out:
+  if (rc < 0) log_error("delivery %" PRId64 ": cannot build the request", job->id);
+  return rc;
+}
+
+/* Start the attempt of one due head in a free slot; 0 started, 1 skipped (gone), -1 error. */
+static int start_one(struct notify *n, const struct delivery_head *h, int64_t now) {
+  struct delivery_job job;
+  struct xfer *x = NULL;
+  int slot = -1, rc = -1;
+  enum store_rc src;
+  for (int i = 0; i < NOTIFY_MAX_INFLIGHT && slot < 0; i++)
+    if (!n->slots[i]) slot = i;
+  if (slot < 0) return -1;
+  src = store_delivery_load(n->st, h->id, &job);
+  if (src == STORE_NOT_FOUND) return 1;
+  if (src != STORE_OK) return -1;
+  x = calloc(1, sizeof *x);
+  if (!x) goto out;
+  x->id = job.id;
+  x->webhook_id = job.webhook_id;
+  x->site_id = job.site_id;
+  x->created_at = job.created_at;
+  x->attempts = job.attempts;
+  if (xfer_setup(n, x, &job, now) < 0) goto out;
+  if (curl_multi_add_handle(n->multi, x->easy) != CURLM_OK) {
+    log_error("delivery %" PRId64 ": cannot add the transfer", job.id);
+    goto out;
+  }
+  log_debug("delivery %" PRId64 " (%s, event %" PRId64 ") attempt %d to webhook %" PRId64,
+            job.id, job.uuid, job.event.id, job.attempts + 1, job.webhook_id);
+  n->slots[slot] = x;
+  n->ninflight++;
+  x = NULL;
+  rc = 0;
+out:
+  xfer_free(x);
+  delivery_job_fini(&job);
+  return rc;
+}
+
+static int cmp_heads(const void *a, const void *b) {
+  const struct delivery_head *x = a, *y = b;
+  if (x->next_attempt_at != y->next_attempt_at)
+    return x->next_attempt_at < y->next_attempt_at ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Start every due head whose queue is idle while slots last. Returns when to look again (wall ms);
+   INT64_MAX when only a finishing attempt can change anything. */
+static int64_t start_due(struct notify *n, int64_t now) {
+  struct delivery_head *heads = NULL;
+  int nh = 0;
+  int64_t next = INT64_MAX;
+  if (store_delivery_heads(n->st, &heads, &nh) != STORE_OK) return now + ERROR_RESCAN_MS;
+  if (nh > 1) qsort(heads, (size_t)nh, sizeof *heads, cmp_heads);
+  for (int i = 0; i < nh; i++) {
+    const struct delivery_head *h = &heads[i];
+    if (queue_busy(n, h->webhook_id, h->site_id)) continue; /* its end triggers a rescan */
+    if (h->next_attempt_at > now) {
+      if (h->next_attempt_at < next) next = h->next_attempt_at;
+      continue;
+    }
+    if (n->ninflight >= NOTIFY_MAX_INFLIGHT) continue; /* a slot freeing triggers a rescan */
+    if (start_one(n, h, now) < 0 && now + ERROR_RESCAN_MS < next) next = now + ERROR_RESCAN_MS;
+  }
+  free(heads);
+  return next;
+}
+
+static const char *result_name(enum notify_result r) {
+  return r == NOTIFY_DELIVERED ? "delivered" : r == NOTIFY_RETRY ? "retry" : "failed";
+}
+
+/* Judge one finished transfer into f and free its slot. */
+static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finished *f) {
+  long status = 0;
+  int64_t now = clock_wall_ms(), next = now;
+  memset(f, 0, sizeof *f);
+  curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (code != CURLE_OK) {
+    snprintf(f->err, sizeof f->err, "%s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
+    status = 0;
+  } else if (status < 200 || status > 299) {
+    snprintf(f->err, sizeof f->err, "HTTP %ld", status);
+  }
+  f->res = notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n),
+                         &next);
+  f->r.id = x->id;
+  f->r.state = f->res == NOTIFY_DELIVERED ? "delivered"
+               : f->res == NOTIFY_RETRY   ? "pending"
+                                          : "failed";
+  f->r.status = (int)status;
+  f->r.error = f->err;
+  f->r.next_attempt_at = next;
+  f->r.at = now;
+  if (f->res == NOTIFY_DELIVERED)
+    log_debug("delivery %" PRId64 " delivered (HTTP %ld)", x->id, status);
+  else
+    log_info("delivery %" PRId64 " to webhook %" PRId64 " attempt %d: %s (%s)", x->id,
+             x->webhook_id, x->attempts + 1, f->err,
+             f->res == NOTIFY_RETRY ? "will retry" : "gave up");
+}
+
+/* Record every finished attempt; returns how many finished, or -1 when recording failed. */
+static int collect(struct notify *n) {
+  struct finished done[NOTIFY_MAX_INFLIGHT];
+  struct delivery_result res[NOTIFY_MAX_INFLIGHT];
+  CURLMsg *msg;
+  int left, nd = 0;
+  while (nd < NOTIFY_MAX_INFLIGHT && (msg = curl_multi_info_read(n->multi, &left))) {
+    struct xfer *x;
+    char *priv = NULL;
+    if (msg->msg != CURLMSG_DONE) continue;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+    x = (struct xfer *)(void *)priv;
+    if (!x) continue;
+    finish(n, x, msg->data.result, &done[nd]);
+    res[nd] = done[nd].r;
+    nd++;
+    curl_multi_remove_handle(n->multi, x->easy);
+    for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++)
+      if (n->slots[i] == x) n->slots[i] = NULL;
+    n->ninflight--;
+    xfer_free(x);
+  }
+  if (nd == 0) return 0;
+  if (store_delivery_record(n->st, res, nd) < 0) return -1;
+  for (int i = 0; i < nd; i++) {
+    char labels[32];
+    snprintf(labels, sizeof labels, "result=\"%s\"", result_name(done[i].res));
+    if (n->m) metrics_add(n->m, "cdnca_webhook_deliveries_total", labels, 1);
+  }
+  return nd;
+}
+
+static void *worker(void *arg) {
+  struct notify *n = arg;
+  int64_t next_due = 0, grace_end = 0;
+  int rescan = 1;
+  for (;;) {
+    int64_t now = clock_wall_ms();
+    int running = 0, got, timeout;
+    if (atomic_exchange(&n->wake, 0)) rescan = 1;
+    if (atomic_load(&n->stop)) {
+      if (!grace_end) grace_end = clock_mono_ms() + n->p.shutdown_grace_ms;
+      if (n->ninflight == 0 || clock_mono_ms() >= grace_end) break;
+    } else if (rescan || now >= next_due) {
+      next_due = start_due(n, now);
+      rescan = 0;
+    }
+    if (n->ninflight > 0) curl_multi_perform(n->multi, &running);
+    got = collect(n);
+    if (got > 0) rescan = 1;
+    else if (got < 0) next_due = now + ERROR_RESCAN_MS; /* rows stay pending: try later */
+    if (atomic_load(&n->stop)) timeout = 100; /* only the in-flight ones now */
+    else if (rescan) timeout = 0;
+    else if (next_due - now > IDLE_RESCAN_MS) timeout = IDLE_RESCAN_MS;
+    else timeout = next_due > now ? (int)(next_due - now) : 0;
+    if (timeout > 0) curl_multi_poll(n->multi, NULL, 0, timeout, NULL);
+  }
+  /* unfinished attempts stay pending in the outbox and are sent again after a restart */
+  for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++) {
+    if (!n->slots[i]) continue;
+    log_info("delivery %" PRId64 " still in flight at shutdown: left pending", n->slots[i]->id);
+    curl_multi_remove_handle(n->multi, n->slots[i]->easy);
+    xfer_free(n->slots[i]);
+    n->slots[i] = NULL;
+  }
+  n->ninflight = 0;
+  return NULL;
+}
+
+struct notify *notify_new(struct store *st, struct metrics *m, const struct notify_policy *p) {
+  struct notify *n = calloc(1, sizeof *n);
+  if (!n) return NULL;
+  n->st = st;
+  n->m = m;
+  n->p = *p;
+  n->rng = (uint64_t)clock_mono_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)n;
+  if (!n->rng) n->rng = 1;
+  atomic_init(&n->wake, 0);
+  atomic_init(&n->stop, 0);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    log_error("curl_global_init failed");
+    goto fail;
+  }
+  n->curl_inited = 1;
+  n->multi = curl_multi_init();
+  if (!n->multi) {
+    log_error("cannot create the webhook transfer set");
+    goto fail;
+  }
+  curl_multi_setopt(n->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)NOTIFY_MAX_INFLIGHT);
+  if (pthread_create(&n->thread, NULL, worker, n) != 0) {
+    log_error("cannot start the webhook delivery thread");
+    goto fail;
+  }
+  n->started = 1;
+  return n;
+fail:
+  notify_free(&n);
+  return NULL;
+}
+
+void notify_wake(void *arg) {
+  struct notify *n = arg;
+  if (!n) return;
+  atomic_store(&n->wake, 1);
+  curl_multi_wakeup(n->multi);
+}
+
+void notify_free(struct notify **np) {
+  struct notify *n = *np;
+  if (!n) return;
+  if (n->started) {
+    atomic_store(&n->stop, 1);
+    curl_multi_wakeup(n->multi);
+    pthread_join(n->thread, NULL);
+  }
+  if (n->multi) curl_multi_cleanup(n->multi);
+  if (n->curl_inited) curl_global_cleanup();
+  free(n);
+  *np = NULL;
+}

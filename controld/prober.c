@@ -1,0 +1,543 @@
+/* prober — the probe round thread and one round's three sources (see prober.h). */
+#include "prober.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "clock.h"
+#include "ctx.h"
+#include "engine.h"
+#include "log.h"
+#include "metrics.h"
+#include "model.h"
+#include "probe.h"
+#include "store.h"
+#include "store_health.h"
+#include "tasks.h"
+
+/* Nodes asked per round. */
+#define PROBER_VOTE_NODES 3
+
+/* One origin to decide in a round. */
+struct item {
+  int64_t site_id, origin_id;
+  char *scheme, *address, *host, *path, *url; /* owned */
+  int port, timeout_ms;
+  int checkpoints; /* the site asks the checkpoint plugin */
+  struct engine_vote *votes;
+  int n_votes, cap_votes;
+  struct engine_verdict v;
+};
+
+struct prober {
+  struct ctx *ctx;
+  struct probe *probe;
+  struct checkpoint *cp; /* NULL without --checkpoint-url */
+  int64_t next_round_id;
+  pthread_t thr;
+  int thr_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  volatile int stop;
+};
+
+int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms) {
+  int64_t d = max_timeout_ms + 2000, half = probe_interval_ms / 2;
+  if (half < d) d = half;
+  return d < 1 ? 1 : d;
+}
+
+/* ---- items ---- */
+
+static void items_free(struct item *it, int n) {
+  if (!it) return;
+  for (int i = 0; i < n; i++) {
+    free(it[i].scheme);
+    free(it[i].address);
+    free(it[i].host);
+    free(it[i].path);
+    free(it[i].url);
+    free(it[i].votes);
+  }
+  free(it);
+}
+
+/* Append a vote to an item (grows its array); 0 or -1. */
+static int item_vote(struct item *it, const struct engine_vote *v) {
+  if (it->n_votes == it->cap_votes) {
+    int ncap = it->cap_votes ? it->cap_votes * 2 : 4;
+    struct engine_vote *nv = realloc(it->votes, (size_t)ncap * sizeof *nv);
+    if (!nv) return -1;
+    it->votes = nv;
+    it->cap_votes = ncap;
+  }
+  it->votes[it->n_votes++] = *v;
+  return 0;
+}
+
+static void item_tally(struct item *it) {
+  engine_tally(it->votes, it->n_votes, &it->v);
+  it->v.votes = it->votes;
+  it->v.n_votes = it->n_votes;
+}
+
+/* Fill item from origin o of site s; 0 or -1 (out of memory). */
+static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o) {
+  const char *host = o->host_header[0] ? o->host_header
+                     : s->n_hostnames > 0 ? s->hostnames[0]
+                                          : o->address;
+  int v6 = strchr(o->address, ':') != NULL;
+  size_t ulen = strlen(o->scheme) + strlen(o->address) + strlen(s->hc_path) + 24;
+  memset(it, 0, sizeof *it);
+  it->site_id = s->id;
+  it->origin_id = o->id;
+  it->v.origin_id = o->id;
+  it->port = o->port;
+  it->timeout_ms = (int)(s->hc_timeout_ms > 0 && s->hc_timeout_ms < 3600000 ? s->hc_timeout_ms
+                                                                           : PROBE_DEFAULT_TIMEOUT_MS);
+  it->checkpoints = s->hc_checkpoints;
+  it->scheme = strdup(o->scheme);
+  it->address = strdup(o->address);
+  it->host = strdup(host);
+  it->path = strdup(s->hc_path[0] ? s->hc_path : "/");
+  it->url = malloc(ulen);
+  if (!it->scheme || !it->address || !it->host || !it->path || !it->url) return -1;
+  snprintf(it->url, ulen, "%s://%s%s%s:%d%s", o->scheme, v6 ? "[" : "", o->address, v6 ? "]" : "",
+           o->port, it->path);
+  return 0;
+}
+
+/* Load the due sites and make one item per enabled origin, grouped by site in order. */
+static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct item **out, int *n,
+                      int *n_sites) {
+  struct item *items = NULL;
+  int cnt = 0, cap = 0, sites = 0, rc = -1;
+  *out = NULL;
+  *n = *n_sites = 0;
+  for (int i = 0; i < n_ids; i++) {
+    struct site_rec s;
+    const char *reason = NULL;
+    if (store_site_get(p->ctx->store, ids[i], &s) != STORE_OK) continue; /* deleted meanwhile */
+    if (strcmp(model_hc_state(&s, &reason), "active") != 0) {
+      site_rec_fini(&s);
+      continue;
+    }
+    sites++;
+    for (int k = 0; k < s.n_origins; k++) {
+      if (!s.origins[k].enabled) continue;
+      if (cnt == cap) {
+        int ncap = cap ? cap * 2 : 256;
+        struct item *ni = realloc(items, (size_t)ncap * sizeof *ni);
+        if (!ni) {
+          site_rec_fini(&s);
+          goto out;
+        }
+        items = ni;
+        cap = ncap;
+      }
+      if (item_fill(&items[cnt++], &s, &s.origins[k]) < 0) {
+        site_rec_fini(&s);
+        goto out;
+      }
+    }
+    site_rec_fini(&s);
+  }
+  rc = 0;
+out:
+  if (rc < 0) {
+    log_error("probe round: out of memory while loading sites");
+    items_free(items, cnt);
+    return -1;
+  }
+  *out = items;
+  *n = cnt;
+  *n_sites = sites;
+  return 0;
+}
+
+/* ---- source 1: nodes ---- */
+
+static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, struct item *items,
+                     int n, const int64_t *nodes, int n_nodes) {
+  struct task_spec *specs = NULL;
+  const struct task_spec *per[PROBER_VOTE_NODES];
+  int counts[PROBER_VOTE_NODES];
+  struct task_vote *votes = NULL;
+  int n_votes = 0, max_timeout = 0, rc = -1;
+  int64_t deadline;
+  if (n_nodes <= 0 || n <= 0 || !p->ctx->tasks) return 0;
+  specs = calloc((size_t)n * (size_t)n_nodes, sizeof *specs);
+  if (!specs) goto out;
+  for (int i = 0; i < n; i++)
+    if (items[i].timeout_ms > max_timeout) max_timeout = items[i].timeout_ms;
+  for (int k = 0; k < n_nodes; k++) {
+    per[k] = &specs[(size_t)k * (size_t)n];
+    counts[k] = n;
+    for (int i = 0; i < n; i++) {
+      struct task_spec *t = &specs[(size_t)k * (size_t)n + (size_t)i];
+      t->task_id = (int64_t)k * n + i + 1;
+      t->origin_id = items[i].origin_id;
+      snprintf(t->url, sizeof t->url, "%s", items[i].url);
+      snprintf(t->host, sizeof t->host, "%s", items[i].host);
+      t->timeout_ms = items[i].timeout_ms;
+    }
+  }
+  deadline = started_wall + prober_node_deadline_ms(max_timeout, p->ctx->cfg.probe_interval_ms);
+  if (tasks_round_open(p->ctx->tasks, round_id, deadline, n_nodes, nodes, per, counts) < 0) {
+    log_error("probe round %lld: cannot hand tasks to the nodes", (long long)round_id);
+    goto out;
+  }
+  free(specs);
+  specs = NULL;
+  tasks_round_wait(p->ctx->tasks, round_id, &p->stop);
+  if (tasks_round_close(p->ctx->tasks, round_id, &votes, &n_votes) < 0) goto out;
+  for (int j = 0; j < n_votes; j++) {
+    const struct task_vote *tv = &votes[j];
+    struct engine_vote ev;
+    int64_t idx = tv->task_id - 1;
+    if (idx < 0 || idx >= (int64_t)n * n_nodes) continue;
+    idx %= n;
+    memset(&ev, 0, sizeof ev);
+    ev.source = SOURCE_NODES;
+    ev.node_id = tv->node_id;
+    ev.ok = tv->ok ? 1 : 0;
+    ev.status = tv->status;
+    ev.latency_ms = tv->latency_ms;
+    snprintf(ev.error, sizeof ev.error, "%s", tv->error);
+    if (item_vote(&items[idx], &ev) < 0) goto out;
+  }
+  rc = 0;
+out:
+  free(specs);
+  free(votes);
+  return rc;
+}
+
+/* ---- source 2: checkpoints ---- */
+
+static int ask_checkpoints(struct prober *p, struct item *items, int n, int *errors) {
+  struct checkpoint_query *q = NULL;
+  struct checkpoint_answer *a = NULL;
+  int *map = NULL, nq = 0, rc = -1;
+  *errors = 0;
+  if (!p->cp) return 0;
+  for (int i = 0; i < n; i++)
+    if (items[i].checkpoints && items[i].v.verdict == VERDICT_NONE) nq++;
+  if (nq == 0) return 0;
+  q = calloc((size_t)nq, sizeof *q);
+  a = calloc((size_t)nq, sizeof *a);
+  map = calloc((size_t)nq, sizeof *map);
+  if (!q || !a || !map) goto out;
+  nq = 0;
+  for (int i = 0; i < n; i++) {
+    if (!items[i].checkpoints || items[i].v.verdict != VERDICT_NONE) continue;
+    q[nq].url = items[i].url;
+    q[nq].host = items[i].host;
+    q[nq].timeout_ms = items[i].timeout_ms;
+    map[nq++] = i;
+  }
+  if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0) log_warn("checkpoint plugin: run failed");
+  for (int k = 0; k < nq; k++) {
+    struct item *it = &items[map[k]];
+    if (!a[k].valid) {
+      if (!p->stop) {
+        (*errors)++;
+        log_warn("checkpoint plugin: no votes for origin %lld: %s", (long long)it->origin_id,
+                 a[k].error);
+      }
+      continue;
+    }
+    for (int j = 0; j < a[k].n; j++) {
+      struct engine_vote ev;
+      memset(&ev, 0, sizeof ev);
+      ev.source = SOURCE_CHECKPOINTS;
+      snprintf(ev.checkpoint, sizeof ev.checkpoint, "%s", a[k].votes[j].name);
+      ev.ok = a[k].votes[j].ok;
+      ev.status = a[k].votes[j].status;
+      ev.latency_ms = a[k].votes[j].latency_ms;
+      snprintf(ev.error, sizeof ev.error, "%s", a[k].votes[j].error);
+      if (item_vote(it, &ev) < 0) goto out;
+    }
+    item_tally(it);
+  }
+  rc = 0;
+out:
+  if (a) checkpoint_answers_free(a, (size_t)nq);
+  free(a);
+  free(q);
+  free(map);
+  return rc;
+}
+
+/* ---- source 3: controld's own probes ---- */
+
+static int probe_direct(struct prober *p, struct item *items, int n) {
+  struct probe_target *t = NULL;
+  struct probe_result *r = NULL;
+  int *map = NULL, nt = 0, rc = -1;
+  for (int i = 0; i < n; i++)
+    if (items[i].v.verdict == VERDICT_NONE) nt++;
+  if (nt == 0) return 0;
+  t = calloc((size_t)nt, sizeof *t);
+  r = calloc((size_t)nt, sizeof *r);
+  map = calloc((size_t)nt, sizeof *map);
+  if (!t || !r || !map) goto out;
+  nt = 0;
+  for (int i = 0; i < n; i++) {
+    if (items[i].v.verdict != VERDICT_NONE) continue;
+    t[nt].scheme = items[i].scheme;
+    t[nt].address = items[i].address;
+    t[nt].port = items[i].port;
+    t[nt].host = items[i].host;
+    t[nt].path = items[i].path;
+    t[nt].timeout_ms = items[i].timeout_ms;
+    map[nt++] = i;
+  }
+  if (probe_run(p->probe, t, (size_t)nt, r, &p->stop) < 0) log_warn("direct probes: run failed");
+  if (p->stop) goto out;
+  for (int k = 0; k < nt; k++) {
+    struct engine_vote ev;
+    memset(&ev, 0, sizeof ev);
+    ev.source = SOURCE_CONTROL;
+    ev.ok = r[k].ok;
+    ev.status = r[k].status;
+    ev.latency_ms = r[k].latency_ms;
+    snprintf(ev.error, sizeof ev.error, "%s", r[k].error);
+    if (item_vote(&items[map[k]], &ev) < 0) goto out;
+    item_tally(&items[map[k]]);
+  }
+  rc = 0;
+out:
+  free(t);
+  free(r);
+  free(map);
+  return rc;
+}
+
+/* ---- a round ---- */
+
+static int64_t tick_ms(const struct ctx *ctx) {
+  int64_t t = ctx->cfg.probe_interval_ms;
+  if (ctx->cfg.suspect_interval_ms > 0 && ctx->cfg.suspect_interval_ms < t)
+    t = ctx->cfg.suspect_interval_ms;
+  return t > 0 ? t : 1;
+}
+
+static void count_metrics(struct prober *p, const struct item *items, int n,
+                          struct prober_stats *st) {
+  for (int i = 0; i < n; i++) {
+    const struct engine_verdict *v = &items[i].v;
+    char labels[64];
+    if (v->verdict == VERDICT_NONE) continue;
+    if (v->source == SOURCE_NODES) st->by_nodes++;
+    else if (v->source == SOURCE_CHECKPOINTS) st->by_checkpoints++;
+    else st->by_control++;
+    if (v->verdict == VERDICT_FAILURE) st->failures++;
+    snprintf(labels, sizeof labels, "source=\"%s\",result=\"%s\"",
+             health_source_to_string(v->source), health_verdict_to_string(v->verdict));
+    metrics_add(p->ctx->metrics, "cdnca_probes_total", labels, 1);
+  }
+}
+
+/* Group the items (already ordered by site) into engine rounds and store them. */
+static int store_round(struct prober *p, int64_t round_id, int64_t started, struct item *items,
+                       int n) {
+  struct engine_site_round *sr = NULL;
+  struct engine_verdict *vs = NULL;
+  int ns = 0, rc = -1;
+  if (n > 0) {
+    sr = calloc((size_t)n, sizeof *sr);
+    vs = calloc((size_t)n, sizeof *vs);
+    if (!sr || !vs) goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    vs[i] = items[i].v;
+    vs[i].origin_id = items[i].origin_id;
+    vs[i].votes = items[i].votes;
+    vs[i].n_votes = items[i].n_votes;
+    if (ns == 0 || sr[ns - 1].site_id != items[i].site_id) {
+      sr[ns].site_id = items[i].site_id;
+      sr[ns].v = &vs[i];
+      ns++;
+    }
+    sr[ns - 1].n++;
+  }
+  rc = engine_apply_round(p->ctx, round_id, started, clock_wall_ms(), sr, ns);
+out:
+  free(sr);
+  free(vs);
+  return rc;
+}
+
+int prober_run_once(struct prober *p, struct prober_stats *stp) {
+  struct ctx *ctx = p->ctx;
+  struct prober_stats st;
+  int64_t started = clock_wall_ms(), t0 = clock_mono_ms(), round_id;
+  int64_t *due = NULL, nodes[PROBER_VOTE_NODES];
+  int n_due = 0, n_nodes = 0, n_online = 0, n = 0, n_sites = 0, rc = -1;
+  struct item *items = NULL;
+
+  memset(&st, 0, sizeof st);
+  if (store_health_online_nodes(ctx->store, started - ctx->cfg.node_online_ms, PROBER_VOTE_NODES,
+                                nodes, &n_nodes, &n_online) == 0)
+    metrics_set(ctx->metrics, "cdnca_nodes_online", "", n_online);
+  else
+    n_nodes = 0;
+  if (store_health_due_sites(ctx->store, started + tick_ms(ctx) / 2,
+                             (int)(ctx->cfg.probe_batch > 0 ? ctx->cfg.probe_batch : 1), &due,
+                             &n_due) != STORE_OK)
+    goto out;
+  if (n_due == 0) {
+    rc = 0;
+    goto out;
+  }
+  if (load_items(p, due, n_due, &items, &n, &n_sites) < 0) goto out;
+  st.load_ms = clock_mono_ms() - t0;
+  if (n_sites == 0) {
+    rc = 0;
+    goto out;
+  }
+  round_id = store_health_next_round_id(ctx->store);
+  if (round_id < p->next_round_id) round_id = p->next_round_id;
+  if (round_id < 1) goto out;
+  p->next_round_id = round_id + 1;
+  st.round_id = round_id;
+  st.sites = n_sites;
+  st.origins = n;
+  st.nodes = n_nodes;
+
+  if (ask_nodes(p, round_id, started, items, n, nodes, n_nodes) < 0)
+    log_warn("probe round %lld: node votes lost; other sources decide", (long long)round_id);
+  for (int i = 0; i < n; i++) item_tally(&items[i]);
+  st.nodes_ms = clock_mono_ms() - t0 - st.load_ms;
+  if (p->stop) goto cancelled;
+  if (ask_checkpoints(p, items, n, &st.checkpoint_errors) < 0)
+    log_warn("probe round %lld: checkpoint votes lost (out of memory)", (long long)round_id);
+  st.checkpoints_ms = clock_mono_ms() - t0 - st.load_ms - st.nodes_ms;
+  if (st.checkpoint_errors)
+    metrics_add(ctx->metrics, "cdnca_checkpoint_errors_total", "", st.checkpoint_errors);
+  if (p->stop) goto cancelled;
+  if (probe_direct(p, items, n) < 0 && !p->stop) goto out;
+  if (p->stop) goto cancelled;
+  st.control_ms = clock_mono_ms() - t0 - st.load_ms - st.nodes_ms - st.checkpoints_ms;
+
+  count_metrics(p, items, n, &st);
+  if (store_round(p, round_id, started, items, n) < 0) goto out;
+  st.wall_ms = clock_mono_ms() - t0;
+  st.store_ms = st.wall_ms - st.load_ms - st.nodes_ms - st.checkpoints_ms - st.control_ms;
+  metrics_add(ctx->metrics, "cdnca_probe_rounds_total", "", 1);
+  metrics_observe(ctx->metrics, "cdnca_probe_round_seconds", "", (double)st.wall_ms / 1000.0);
+  log_debug("probe round %lld: %d sites, %d origins (nodes %d, checkpoints %d, control %d), "
+            "%lld ms",
+            (long long)round_id, st.sites, st.origins, st.by_nodes, st.by_checkpoints,
+            st.by_control, (long long)st.wall_ms);
+  rc = 0;
+  goto out;
+cancelled:
+  log_info("probe round %lld cancelled by shutdown; its results are dropped", (long long)round_id);
+  rc = 0;
+out:
+  if (stp) *stp = st;
+  items_free(items, n);
+  free(due);
+  return rc;
+}
+
+/* ---- the thread ---- */
+
+static void timespec_at_mono(struct timespec *ts, int64_t ms_from_now) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms_from_now / 1000);
+  ts->tv_nsec += (long)(ms_from_now % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static int64_t mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *run(void *arg) {
+  struct prober *p = arg;
+  int64_t next = mono_now();
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    int64_t now = mono_now(), start;
+    if (now < next) {
+      struct timespec ts;
+      timespec_at_mono(&ts, next - now);
+      pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+      continue;
+    }
+    pthread_mutex_unlock(&p->mu);
+    start = mono_now();
+    if (prober_run_once(p, NULL) < 0) log_warn("probe round failed; retrying next round");
+    next = start + tick_ms(p->ctx); /* an overrun starts the next round at once, never in parallel */
+    pthread_mutex_lock(&p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+struct prober *prober_new(struct ctx *ctx) {
+  struct prober *p = calloc(1, sizeof *p);
+  struct probe_opts po;
+  pthread_condattr_t ca;
+  if (!p) return NULL;
+  p->ctx = ctx;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  memset(&po, 0, sizeof po);
+  po.user_agent = PROBE_UA_CONTROL;
+  po.ca_file = ctx->cfg.probe_ca_file[0] ? ctx->cfg.probe_ca_file : NULL;
+  p->probe = probe_new(&po);
+  if (!p->probe) goto fail;
+  if (ctx->cfg.checkpoint_url[0]) {
+    p->cp = checkpoint_new(ctx->cfg.checkpoint_url);
+    if (!p->cp) goto fail;
+  }
+  metrics_declare(ctx->metrics, "cdnca_checkpoint_errors_total", "counter",
+                  "checkpoint plugin answers that failed or were garbage");
+  return p;
+fail:
+  prober_free(&p);
+  return NULL;
+}
+
+int prober_start(struct prober *p) {
+  if (pthread_create(&p->thr, NULL, run, p) != 0) {
+    log_error("cannot start the probe round thread");
+    return -1;
+  }
+  p->thr_started = 1;
+  return 0;
+}
+
+void prober_free(struct prober **pp) {
+  struct prober *p = *pp;
+  if (!p) return;
+  if (p->thr_started) {
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thr, NULL);
+  }
+  checkpoint_free(&p->cp);
+  probe_free(&p->probe);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  *pp = NULL;
+}

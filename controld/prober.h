@@ -1,0 +1,42 @@
+/* prober — probe rounds: due sites, node tasks and votes, checkpoint plugin, direct probes, engine. */
+#ifndef CDNCA_PROBER_H
+#define CDNCA_PROBER_H
+
+#include <stdint.h>
+
+struct ctx;
+struct prober;
+
+/* What one round did. */
+struct prober_stats {
+  int64_t round_id;       /* 0 when no site was due */
+  int sites, origins;     /* probed in the round */
+  int nodes;              /* nodes handed tasks */
+  int by_nodes, by_checkpoints, by_control; /* verdicts per source */
+  int failures;           /* failure verdicts */
+  int checkpoint_errors;  /* plugin answers that failed or were garbage */
+  int64_t wall_ms;        /* duration of the round */
+  int64_t load_ms, nodes_ms, checkpoints_ms, control_ms, store_ms; /* its phases */
+};
+
+/* New prober for ctx (probe client, checkpoint client when cfg.checkpoint_url is set); no thread
+   yet. NULL on failure (logged). Free with prober_free. */
+struct prober *prober_new(struct ctx *ctx);
+
+/* Start the round thread: a round every probe_interval_ms (every min(probe_interval_ms,
+   suspect_interval_ms) with fast re-probes on), never overlapping. 0 or -1. */
+int prober_start(struct prober *p);
+
+/* Run one round on the calling thread (not while the thread runs); *st (may be NULL) gets its
+   figures. 0 (also when nothing was due or the round was cancelled), -1 on failure. */
+int prober_run_once(struct prober *p, struct prober_stats *st);
+
+/* Stop the thread (an ongoing round is cancelled within about 100 ms, its results dropped) and
+   free; NULLs *p. NULL is a no-op. */
+void prober_free(struct prober **p);
+
+/* The node deadline of a round, in ms from its start: min(max_timeout_ms + 2000,
+   probe_interval_ms / 2), at least 1 ms. Pure. */
+int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms);
+
+#endif

@@ -1,0 +1,109 @@
+/* store_health — the health engine's SQL: due sites, round evidence, origin health, levels, status reads. */
+#ifndef CDNCA_STORE_HEALTH_H
+#define CDNCA_STORE_HEALTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* Verdict rows kept per origin; older ones are pruned when a round writes a new one. */
+#define STORE_HEALTH_VERDICTS_KEEP 100
+/* Probe round rows kept (the newest ones). */
+#define STORE_HEALTH_ROUNDS_KEEP 1000
+
+/* One stored verdict (GET .../verdicts). */
+struct verdict_rec {
+  int64_t id, round_id, round_at;
+  char source[16];      /* "" when no source reached a verdict */
+  char verdict[12];     /* "" | success | failure */
+  char state_after[12]; /* unknown | healthy | unhealthy */
+  char *votes;          /* JSON array text, owned */
+};
+
+/* Per-origin sums of the nodes' visitor-traffic observations. */
+struct origin_obs {
+  int64_t origin_id, requests, failures;
+};
+
+/* ---- reads (the calling thread's reader connection) ---- */
+
+/* Ids of sites due for probing: health checks active (enabled, >= 2 enabled origins) and
+   next_probe_at NULL or <= due_before, never probed first, then probed longest ago, at most
+   limit. *ids is malloc'd (caller frees), *n entries. */
+enum store_rc store_health_due_sites(struct store *st, int64_t due_before, int limit, int64_t **ids,
+                                     int *n);
+
+/* Id the next probe round can use: one above the highest recorded (1 when none); -1 on error. */
+int64_t store_health_next_round_id(struct store *st);
+
+/* Nodes seen at or after seen_since: up to max ids into ids[] (most recently seen first), *n_ids
+   of them; *n_online (may be NULL) = how many are online in all. 0 or -1. */
+int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int64_t *ids,
+                              int *n_ids, int *n_online);
+
+/* For the status card: nodes online (seen at or after seen_since) and, of those, how many applied a
+   config seq >= the site's latest publication. 0 or -1. */
+int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
+                             int *on_current);
+
+/* Observation sums for every origin of a site that has any; *out malloc'd (caller frees). */
+enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
+                                        int *n);
+
+/* The newest limit verdicts of an origin, newest first; *out malloc'd (caller frees with
+   store_health_verdicts_free). */
+enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
+                                    struct verdict_rec **out, int *n);
+
+/* Free a list from store_health_verdicts. */
+void store_health_verdicts_free(struct verdict_rec *arr, int n);
+
+/* ---- writes: only between store_health_begin and store_health_commit/rollback ---- */
+
+/* Open the write transaction (takes the writer lock); 0 or -1. */
+int store_health_begin(struct store *st);
+
+/* Commit and release (publication/event hooks run after); 0 or -1 (rolled back). */
+int store_health_commit(struct store *st);
+
+/* Roll back and release. */
+void store_health_rollback(struct store *st);
+
+/* Load a site with hostnames and origins on the writer (caller site_rec_fini's it). */
+enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
+                                            struct site_rec *out);
+
+/* Store an origin's health fields (health, streaks, changed/healthy since, last verdict, source,
+   votes, checked at, error) from o. 0 or -1. */
+int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
+
+/* Add one verdict row (source/verdict NULL or "" = none; votes_json NULL = "[]") and prune the
+   origin's rows beyond STORE_HEALTH_VERDICTS_KEEP. 0 or -1. */
+int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
+                                    int64_t origin_id, int64_t round_at, const char *source,
+                                    const char *verdict, const char *state_after,
+                                    const char *votes_json);
+
+/* Record a finished probe round and prune old round rows. 0 or -1. */
+int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,
+                                  int64_t finished_at, int sites, int origins);
+
+/* Set a site's last_probed_at and next_probe_at. 0 or -1. */
+int store_health_site_probed_locked(struct store *st, int64_t site_id, int64_t probed_at,
+                                    int64_t next_probe_at);
+
+/* Set a site's incident flags (all_unhealthy; failback_notified = level notified, 0 = none). */
+int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_unhealthy,
+                                   int failback_notified);
+
+/* Switch a site's current level and republish it (reason recorded with the publication).
+   Returns the publication seq or -1. */
+int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
+                                       const char *reason);
+
+/* Add an event (and its webhook outbox rows) to the open transaction; id or -1. */
+int64_t store_health_event_locked(struct store *st, int64_t site_id, const char *site_name,
+                                  const char *type, const char *title, const char *data_json);
+
+#endif

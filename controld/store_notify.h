@@ -1,0 +1,101 @@
+/* store_notify — webhooks and their delivery outbox: CRUD, due heads per queue, attempt results. */
+#ifndef CDNCA_STORE_NOTIFY_H
+#define CDNCA_STORE_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define STORE_MAX_WEBHOOKS 256 /* the outbox fan-out of store_event_add_locked handles this many */
+#define STORE_WEBHOOK_URL_MAX 2048
+#define STORE_WEBHOOK_SECRET_MAX 256
+
+/* A webhook as stored. events is the JSON array text of the filter, or NULL for every type. */
+struct webhook_rec {
+  int64_t id;
+  char url[STORE_WEBHOOK_URL_MAX + 1];
+  char secret[STORE_WEBHOOK_SECRET_MAX + 1];
+  char *events; /* owned (malloc'd) or NULL */
+  int64_t created_at;
+};
+
+/* One outbox row as the deliveries API shows it. */
+struct delivery_rec {
+  int64_t id, webhook_id, event_id, site_id; /* site_id 0 = none */
+  char uuid[40];
+  char state[12];       /* pending | delivered | failed */
+  char event_type[48];
+  int attempts;
+  int last_status;      /* 0 = no HTTP answer (yet) */
+  char last_error[256]; /* "" = none */
+  int64_t next_attempt_at, created_at, delivered_at;
+};
+
+/* The oldest pending delivery of one (webhook, site) queue: only it may be attempted. */
+struct delivery_head {
+  int64_t id, webhook_id, site_id; /* site_id 0 = events without a site */
+  int64_t next_attempt_at;
+};
+
+/* Everything one attempt needs, loaded when it starts. */
+struct delivery_job {
+  int64_t id, webhook_id, site_id;
+  char uuid[40];
+  int attempts; /* made so far */
+  int64_t created_at;
+  char url[STORE_WEBHOOK_URL_MAX + 1];
+  char secret[STORE_WEBHOOK_SECRET_MAX + 1];
+  struct event_rec event; /* event.data owned: free with delivery_job_fini */
+};
+
+/* The result of one attempt, written back by store_delivery_record. */
+struct delivery_result {
+  int64_t id;
+  const char *state;      /* pending (retry later) | delivered | failed */
+  int status;             /* HTTP status, 0 = none */
+  const char *error;      /* NULL or "" = none */
+  int64_t next_attempt_at; /* for pending */
+  int64_t at;             /* when the attempt ended (wall ms) */
+};
+
+/* Free what a webhook record owns (the events text) and wipe its secret. */
+void webhook_rec_fini(struct webhook_rec *w);
+
+/* Free what a job owns and wipe its secret. */
+void delivery_job_fini(struct delivery_job *j);
+
+/* Insert a webhook (id and created_at set on return). STORE_CONFLICT when STORE_MAX_WEBHOOKS exist. */
+enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w);
+
+/* Load one webhook into *out (caller webhook_rec_fini's it). */
+enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out);
+
+/* Every webhook ordered by id; *out malloc'd array of *n (caller fini's each and frees it). */
+enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int *n);
+
+/* Delete a webhook with its outbox rows. */
+enum store_rc store_webhook_delete(struct store *st, int64_t id);
+
+/* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd (caller frees). */
+enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
+                                  struct delivery_rec **out, int *n);
+
+/* One delivery by id into *out. */
+enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out);
+
+/* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only; *delivery_id set. Wakes the event hook. */
+enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
+                                 const char *site_name, const char *title, const char *data_json,
+                                 int64_t *delivery_id);
+
+/* Heads of every pending (webhook, site) queue; *out malloc'd array of *n (caller frees). */
+enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n);
+
+/* Load a pending delivery with its webhook and event into *job; STORE_NOT_FOUND when no longer pending. */
+enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_job *job);
+
+/* Write n attempt results in one transaction (attempts + 1 each); rows deleted meanwhile are skipped. 0 or -1. */
+int store_delivery_record(struct store *st, const struct delivery_result *res, int n);
+
+#endif

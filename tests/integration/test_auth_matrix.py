@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""test_auth_matrix — every route of controld against every kind of credential (DESIGN §4, §5).
+
+The routes are read from the route tables in controld/api*.c at test time (the
+`{"METHOD", "/pattern", AUTH_...` rows), so a new route is covered as soon as it is written.
+Each ":id" takes the id of an existing record of the resource named by the segment before it.
+
+For AUTH_ADMIN and AUTH_NODE routes: no Authorization header -> 401, an unknown token -> 401,
+malformed headers -> 401, the other kind of token -> 403 (a node token on an admin route, the
+admin token on a node route). AUTH_NONE routes answer without a token (and ignore a bad one).
+After all the rejected calls the stored state (sites, origins, nodes, webhooks) is unchanged.
+"""
+
+import glob
+import os
+import re
+
+import harness
+from harness import Controld
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, "..", "..", "controld"))
+ROW = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,\s*(AUTH_[A-Z]+)\s*,')
+# segment before ":id" -> key of the ids dict
+RESOURCE = {"sites": "site", "origins": "origin", "nodes": "node", "webhooks": "webhook"}
+
+
+def route_rows():
+    """[(method, pattern, auth, file)] from controld/api*.c, in file order."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(SRC, "api*.c"))):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for m in ROW.finditer(text):
+            rows.append((m.group(1), m.group(2), m.group(3), os.path.basename(path)))
+    return rows
+
+
+def concrete(pattern, ids):
+    """The pattern with each ":id" replaced by an existing id and a final "*" by nothing."""
+    segs = pattern.split("/")
+    out = []
+    for i, s in enumerate(segs):
+        if s == ":id":
+            res = RESOURCE.get(segs[i - 1]) if i > 0 else None
+            out.append(str(ids.get(res, 1)))
+        else:
+            out.append(s)
+    path = "/".join(out)
+    if path.endswith("*"):
+        path = path[:-1]
+    return path
+
+
+def setup_records(c):
+    """A site with two origins, a node, and a webhook when that route exists; returns (ids, token)."""
+    status, site, _ = c.api("POST", "/v1/sites", {
+        "name": "authm", "hostnames": ["authm.example.com"],
+        "origins": [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}]})
+    assert status == 201, (status, site)
+    ids = {"site": site["id"], "origin": site["origins"][1]["id"]}
+    status, node, _ = c.api("POST", "/v1/nodes", {"name": "edge-authm"})
+    assert status == 201, (status, node)
+    ids["node"] = node["id"]
+    status, hook, _ = c.api("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/hook",
+                                                     "secret": "s3cret-for-the-test"})
+    if status == 201:
+        ids["webhook"] = hook["id"]
+    else:
+        # no webhook route (or it refuses this body): ids of nothing still exercise auth
+        assert status in (404, 405, 422), (status, hook)
+    return ids, node["token"]
+
+
+def snapshot(c, ids):
+    """Everything stored that the rejected calls could have touched."""
+    snap = {}
+    for key, path in (("sites", "/v1/sites?limit=1000"), ("site", "/v1/sites/%d" % ids["site"]),
+                      ("webhooks", "/v1/webhooks")):
+        status, body, _ = c.api("GET", path)
+        if key == "webhooks" and status == 404:
+            continue
+        assert status == 200, (path, status, body)
+        snap[key] = body
+    status, nodes, _ = c.api("GET", "/v1/nodes")
+    assert status == 200, (status, nodes)
+    # presence fields move on their own; identity must not
+    snap["nodes"] = sorted((n["id"], n["name"]) for n in nodes["nodes"])
+    return snap
+
+
+def call(c, method, path, auth_header):
+    """One request with the given raw Authorization value (None = no header)."""
+    headers = {}
+    if auth_header is not None:
+        headers["Authorization"] = auth_header
+    body = {} if method in ("POST", "PUT", "PATCH") else None
+    return c.api(method, path, body=body, token=None, headers=headers, timeout=20)
+
+
+def expect(results, what, status, body, want):
+    ok = status == want
+    if ok and want in (401, 403):
+        ok = (isinstance(body, dict) and isinstance(body.get("error"), dict)
+              and body["error"].get("code") == ("unauthorized" if want == 401 else "forbidden"))
+    if not ok:
+        results.append("%s: got %s %r, want %s" % (what, status, body, want))
+
+
+def test_routes_are_found():
+    rows = route_rows()
+    kinds = {a for _, _, a, _ in rows}
+    assert len(rows) >= 20, rows
+    assert {"AUTH_NONE", "AUTH_ADMIN", "AUTH_NODE"} <= kinds, kinds
+    for method, pattern, auth, fname in rows:
+        if pattern.startswith("/v1/node/"):
+            assert auth == "AUTH_NODE", (method, pattern, auth, fname)
+        elif pattern.startswith("/v1/"):
+            assert auth == "AUTH_ADMIN", (method, pattern, auth, fname)
+        else:
+            assert auth == "AUTH_NONE", (method, pattern, auth, fname)
+
+
+def test_matrix(tmp):
+    c = Controld(tmp).start()
+    ids, node_token = setup_records(c)
+    before = snapshot(c, ids)
+    admin = c.admin_token
+    bad = []
+    malformed = ["Basic x", "Basic " + admin, "Bearer", "Bearer ", "Bearer  ", admin,
+                 "Token " + admin, "Bearer " + admin + "x", "Bearer x" + admin,
+                 "Bearer " + admin[:-1], "Bearer " + "a" * 5000, "Bearer " + node_token + " x"]
+    rows = route_rows()
+    checked = 0
+    for method, pattern, auth, fname in rows:
+        path = concrete(pattern, ids)
+        what = "%s %s (%s, %s)" % (method, path, auth, fname)
+        if auth == "AUTH_NONE":
+            paths = [path] if not pattern.endswith("*") else [path + "/", path + "/index.html"]
+            for p in paths:
+                for hdr in (None, "Bearer unknown-token", "Basic x"):
+                    status, body, _ = call(c, method, p, hdr)
+                    if status >= 400:
+                        bad.append("%s with %r: got %s %r, want it served without a token"
+                                   % (what.replace(path, p), hdr, status, body))
+            checked += 1
+            continue
+        # the route must be served at all (a table missing from api_tables answers 404)
+        status, body, _ = call(c, method, path, None)
+        if status == 404 or status == 405:
+            bad.append("%s: not served (%s %r): is its table in api_tables?" % (what, status, body))
+            continue
+        expect(bad, what + " without Authorization", status, body, 401)
+        status, body, _ = call(c, method, path, "Bearer unknown-" + admin)
+        expect(bad, what + " with an unknown token", status, body, 401)
+        for hdr in malformed:
+            status, body, _ = call(c, method, path, hdr)
+            expect(bad, "%s with Authorization %r" % (what, hdr[:40]), status, body, 401)
+        if auth == "AUTH_ADMIN":
+            status, body, _ = call(c, method, path, "Bearer " + node_token)
+            expect(bad, what + " with a node token", status, body, 403)
+            if method == "GET":  # the positive control, where it changes nothing
+                status, body, _ = call(c, method, path, "Bearer " + admin)
+                if status in (401, 403):
+                    bad.append("%s: the admin token is refused (%s %r)" % (what, status, body))
+        else:
+            status, body, _ = call(c, method, path, "Bearer " + admin)
+            expect(bad, what + " with the admin token", status, body, 403)
+        checked += 1
+    after = snapshot(c, ids)
+    assert not bad, "%d of the auth checks failed:\n  %s" % (len(bad), "\n  ".join(bad))
+    assert checked == len(rows), (checked, len(rows))
+    assert after == before, "rejected calls changed stored data:\nbefore %r\nafter  %r" % (
+        before, after)
+
+
+def test_revoked_node_token(tmp):
+    c = Controld(tmp).start()
+    status, node, _ = c.api("POST", "/v1/nodes", {"name": "edge-gone"})
+    assert status == 201, node
+    status, _, _ = c.api("POST", "/v1/node/heartbeat",
+                         {"version": "0.1.0", "config_version": 0}, token=node["token"])
+    assert status == 204, status
+    status, _, _ = c.api("DELETE", "/v1/nodes/%d" % node["id"])
+    assert status == 204, status
+    for method, path in (("POST", "/v1/node/heartbeat"), ("GET", "/v1/node/config?wait_ms=0"),
+                         ("GET", "/v1/sites")):
+        status, body, _ = call(c, method, path, "Bearer " + node["token"])
+        assert status == 401, (method, path, status, body)
+        assert body["error"]["code"] == "unauthorized", body
+
+
+if __name__ == "__main__":
+    harness.main()

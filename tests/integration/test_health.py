@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""Health engine end to end: controld's probe rounds against test origins (no nodes, so the
+verdicts come from controld's own probes or the checkpoint plugin), level failover and failback,
+events, the status card, verdict evidence, the manual switch, TLS, restarts."""
+
+import http.server
+import json
+import os
+import socketserver
+import threading
+import time
+
+import harness
+from harness import Controld, Origin, wait_until
+from certs import make_test_pki
+
+FAST = ["--probe-interval-ms", "300"]
+WAIT = 30.0  # generous: rounds are 300 ms, a state change takes a few of them
+
+
+# ---- helpers ----
+
+def start_origins(tmp, *names, tls=None):
+    return [Origin(n, tmpdir=tmp, tls=tls).start() for n in names]
+
+
+def origin_spec(o, level, **extra):
+    d = {"level": level, "address": o.address, "port": o.port, "scheme": o.scheme}
+    d.update(extra)
+    return d
+
+
+def make_site(c, origins, name="shop", failback="auto", hc=None):
+    health = {"enabled": True, "path": "/hc", "timeout_ms": 2000}
+    health.update(hc or {})
+    status, body, _ = c.api("POST", "/v1/sites", {
+        "name": name, "hostnames": [name + ".example.com"], "failback": failback,
+        "health_check": health, "origins": origins})
+    assert status == 201, (status, body)
+    return body
+
+
+def card(c, sid):
+    status, body, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+    assert status == 200, (status, body)
+    return body
+
+
+def card_origin(cd, oid):
+    for lv in cd["levels"]:
+        for o in lv["origins"]:
+            if o["id"] == oid:
+                return o
+    raise AssertionError("origin %d not in the card" % oid)
+
+
+def events(c, sid, etype=None):
+    status, body, _ = c.api("GET", "/v1/sites/%d/messages?limit=1000" % sid)
+    assert status == 200, (status, body)
+    return [e for e in body["events"] if etype is None or e["type"] == etype]
+
+
+def verdicts(c, sid, oid, limit=100):
+    status, body, _ = c.api("GET", "/v1/sites/%d/origins/%d/verdicts?limit=%d" % (sid, oid, limit))
+    assert status == 200, (status, body)
+    return body["verdicts"]
+
+
+def metric(c, name):
+    """Sum of every sample of a metric family (0 when absent)."""
+    status, text, _ = c.api("GET", "/metrics", token=None)
+    assert status == 200
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_health(c, sid, oid, health, timeout=WAIT):
+    return wait_until(lambda: card_origin(card(c, sid), oid)["health"] == health, timeout=timeout,
+                      what="origin %d %s" % (oid, health))
+
+
+def wait_level(c, sid, level, timeout=WAIT):
+    return wait_until(lambda: card(c, sid)["current_level"] == level, timeout=timeout,
+                      what="site %d on level %d" % (sid, level))
+
+
+def wait_rounds(c, n, timeout=WAIT):
+    """Wait until n more probe rounds have run."""
+    start = metric(c, "cdnca_probe_rounds_total")
+    wait_until(lambda: metric(c, "cdnca_probe_rounds_total") >= start + n, timeout=timeout,
+               what="%d more probe rounds" % n)
+
+
+def host_only(h):
+    """A Host header without its port."""
+    return h.rsplit(":", 1)[0] if h and ":" in h else h
+
+
+def hdr(headers, name):
+    for k, v in (headers or {}).items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+# ---- tests ----
+
+def test_failover_after_three_failures_then_auto_failback(tmp):
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=FAST).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)])
+    sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+    wait_health(c, sid, oa, "healthy")
+    wait_health(c, sid, ob, "healthy")
+    cd = card(c, sid)
+    assert cd["current_level"] == 1 and cd["decision"]["action"] == "stay", cd
+    v0 = cd["config_version"]
+    # the probe itself: GET /hc, Host = the site's first hostname, our User-Agent
+    st = a.stats()
+    assert st["paths"].get("/hc", 0) >= 2, st
+    assert host_only(hdr(st["last_headers"], "Host")) == "shop.example.com", st["last_headers"]
+    assert hdr(st["last_headers"], "User-Agent") == "cdnca-control-api/origin-probe"
+
+    a.set(status=503)
+    wait_level(c, sid, 2)
+    cd = card(c, sid)
+    assert cd["config_version"] > v0, cd  # a switch is a republication
+    o = card_origin(cd, oa)
+    assert o["health"] == "unhealthy" and o["last_verdict"] == "failure", o
+    assert o["source"] == "control" and o["votes"] == {"success": 0, "failure": 1}, o
+    assert o["last_error"] == "status 503", o
+    # the evidence: exactly the third consecutive failure made it unhealthy
+    vs = verdicts(c, sid, oa)
+    run = []
+    for v in vs:  # newest first
+        if v["verdict"] != "failure":
+            break
+        run.append(v)
+    run.reverse()
+    assert len(run) >= 3, vs[:6]
+    assert [v["state_after"] for v in run[:3]] == ["healthy", "healthy", "unhealthy"], run[:3]
+    assert run[0]["source"] == "control"
+    assert run[0]["votes"][0]["ok"] is False and run[0]["votes"][0]["status"] == 503, run[0]
+    sw = events(c, sid, "level.switched")
+    assert len(sw) == 1, sw
+    assert sw[0]["title"] == "Origin level switched automatically", sw[0]
+    assert sw[0]["data"]["from_level"] == 1 and sw[0]["data"]["to_level"] == 2
+    assert sw[0]["data"]["reason"] == "auto_failover", sw[0]
+    hc = [e for e in events(c, sid, "origin.health_changed") if e["data"]["origin_id"] == oa]
+    assert hc[-1]["data"]["from"] == "healthy" and hc[-1]["data"]["to"] == "unhealthy", hc
+    assert hc[-1]["data"]["source"] == "control", hc[-1]
+
+    a.set(status=200)
+    wait_level(c, sid, 1)
+    sw = events(c, sid, "level.switched")
+    assert len(sw) == 2 and sw[1]["data"]["reason"] == "auto_failback", sw
+    assert events(c, sid, "origin.failback_available") == []
+    assert metric(c, "cdnca_level_switches_total") >= 2
+    assert metric(c, "cdnca_probes_total") > 0
+    c.stop()
+
+
+def test_manual_failback_notice_then_operator_switch(tmp):
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=FAST).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], failback="manual")
+    sid, oa = site["id"], site["origins"][0]["id"]
+    wait_health(c, sid, oa, "healthy")
+    a.set(status=500)
+    wait_level(c, sid, 2)
+    a.set(status=200)
+    wait_until(lambda: events(c, sid, "origin.failback_available"), timeout=WAIT,
+               what="failback notice")
+    wait_rounds(c, 5)
+    cd = card(c, sid)
+    assert cd["current_level"] == 2, cd  # manual: never switched back by itself
+    assert cd["failback_available"] is True, cd
+    assert cd["decision"]["action"] == "stay", cd
+    fb = events(c, sid, "origin.failback_available")
+    assert len(fb) == 1, fb  # once per recovery
+    assert fb[0]["title"] == "Origin recovered (manual failback available)", fb[0]
+    assert fb[0]["data"] == {"level": 1, "current_level": 2}, fb[0]
+
+    # validation of the switch
+    for body, code, field in (({"level": 3}, 422, "level"), ({"level": 0}, 422, "level"),
+                              ({"level": 17}, 422, "level"), ({"level": "1"}, 422, "level"),
+                              ({}, 422, "level"), ({"level": 1, "x": 1}, 400, "x")):
+        status, err, _ = c.api("POST", "/v1/sites/%d/switch" % sid, body)
+        assert status == code, (body, status, err)
+        assert err["error"]["field"] == field, (body, err)
+    status, _, _ = c.api("POST", "/v1/sites/%d/switch" % (sid + 99), {"level": 1})
+    assert status == 404
+    assert card(c, sid)["current_level"] == 2  # bad input changed nothing
+
+    status, cd, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 1})
+    assert status == 200, (status, cd)
+    assert cd["current_level"] == 1 and cd["failback_available"] is False, cd
+    assert cd["site_id"] == sid and "levels" in cd and "decision" in cd, cd
+    sw = events(c, sid, "level.switched")
+    assert sw[-1]["data"]["reason"] == "manual", sw
+    assert sw[-1]["title"] == "Origin level switched manually", sw[-1]
+    wait_rounds(c, 3)
+    assert card(c, sid)["current_level"] == 1
+    assert len(events(c, sid, "origin.failback_available")) == 1
+    c.stop()
+
+
+def test_all_levels_down_one_alert_then_recovered(tmp):
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=FAST).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)])
+    sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+    wait_health(c, sid, oa, "healthy")
+    wait_health(c, sid, ob, "healthy")
+    a.set(status=503)
+    b.set(drop=True)
+    wait_until(lambda: events(c, sid, "site.all_levels_unhealthy"), timeout=WAIT,
+               what="all levels unhealthy event")
+    wait_rounds(c, 5)
+    cd = card(c, sid)
+    assert cd["all_levels_unhealthy"] is True, cd
+    assert [lv["health"] for lv in cd["levels"]] == ["unhealthy", "unhealthy"], cd
+    assert len(events(c, sid, "site.all_levels_unhealthy")) == 1
+    # whichever level it was on when both went down, it stays there while all are down
+    stuck = cd["current_level"]
+    wait_rounds(c, 3)
+    assert card(c, sid)["current_level"] == stuck
+    assert events(c, sid, "site.recovered") == []
+
+    b.set(drop=False)
+    wait_until(lambda: events(c, sid, "site.recovered"), timeout=WAIT, what="recovered event")
+    wait_level(c, sid, 2)
+    wait_rounds(c, 3)
+    assert len(events(c, sid, "site.recovered")) == 1
+    assert len(events(c, sid, "site.all_levels_unhealthy")) == 1
+    assert card(c, sid)["all_levels_unhealthy"] is False
+    c.stop()
+
+
+def test_tls_origin_with_ca_file_and_wrong_name(tmp):
+    pki = make_test_pki(os.path.join(tmp, "pki"), ["origin.test"])
+    t = Origin("tls", tmpdir=tmp, tls={"cert": pki["cert"], "key": pki["key"]}).start()
+    p, = start_origins(tmp, "plain")
+    c = Controld(tmp, extra_args=FAST + ["--probe-ca-file", pki["ca"]]).start()
+    site = make_site(c, [origin_spec(t, 1, host_header="origin.test"), origin_spec(p, 2)])
+    sid, ot = site["id"], site["origins"][0]["id"]
+    wait_health(c, sid, ot, "healthy")
+    # verification passed against the CA for the name origin.test, which was also the Host
+    st = t.stats()
+    assert host_only(hdr(st["last_headers"], "Host")) == "origin.test", st["last_headers"]
+
+    status, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, ot),
+                            {"host_header": "wrong.test"})
+    assert status == 200, (status, body)
+    wait_health(c, sid, ot, "unhealthy")
+    o = card_origin(card(c, sid), ot)
+    assert o["last_verdict"] == "failure" and o["last_error"], o
+    assert card(c, sid)["current_level"] == 2
+    c.stop()
+
+
+def test_redirect_is_success_and_not_followed_404_is_success(tmp):
+    a, b, target = start_origins(tmp, "a", "b", "target")
+    a.set(redirect="http://127.0.0.1:%d/redirected" % target.port, redirect_status=302)
+    b.set(health_path_status={"/hc": 404})
+    c = Controld(tmp, extra_args=FAST).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)])
+    sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+    wait_health(c, sid, oa, "healthy")
+    wait_health(c, sid, ob, "healthy")
+    vs = verdicts(c, sid, oa, limit=5)
+    assert vs[0]["verdict"] == "success" and vs[0]["votes"][0]["status"] == 302, vs[0]
+    vs = verdicts(c, sid, ob, limit=5)
+    assert vs[0]["verdict"] == "success" and vs[0]["votes"][0]["status"] == 404, vs[0]
+    assert target.stats()["total"] == 0, target.stats()  # the redirect was never followed
+    assert len(verdicts(c, sid, oa, limit=2)) == 2  # limit is honoured
+    status, _, _ = c.api("GET", "/v1/sites/%d/origins/%d/verdicts?limit=101" % (sid, oa))
+    assert status == 400
+    status, _, _ = c.api("GET", "/v1/sites/%d/origins/%d/verdicts" % (sid, oa + 99))
+    assert status == 404
+    c.stop()
+
+
+def test_disabling_current_levels_last_origin_switches_at_once(tmp):
+    a, b, b2 = start_origins(tmp, "a", "b", "b2")
+    # rounds far apart: only the config change can cause the switch
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "600000"]).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2), origin_spec(b2, 2)])
+    sid, oa = site["id"], site["origins"][0]["id"]
+    v0 = card(c, sid)["config_version"]
+    status, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, oa), {"enabled": False})
+    assert status == 200, (status, body)
+    cd = card(c, sid)
+    assert cd["current_level"] == 2, cd
+    assert cd["config_version"] >= v0 + 2, cd  # the change and the switch
+    sw = events(c, sid, "level.switched")
+    assert len(sw) == 1 and sw[0]["data"]["reason"] == "no_enabled_origins", sw
+    assert sw[0]["title"] == "Origin level switched automatically"
+    assert cd["levels"][0]["health"] == "empty", cd
+    # the operator cannot switch to the empty level
+    status, err, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 1})
+    assert status == 422 and err["error"]["field"] == "level", err
+    c.stop()
+
+
+def test_restart_keeps_state_without_spurious_switch(tmp):
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=FAST).start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], failback="manual")
+    sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+    wait_health(c, sid, oa, "healthy")
+    a.set(status=503)
+    wait_level(c, sid, 2)
+    a.set(status=200)
+    wait_until(lambda: events(c, sid, "origin.failback_available"), timeout=WAIT,
+               what="failback notice")
+    before = card(c, sid)
+    n_events = len(events(c, sid))
+    n_verdicts = len(verdicts(c, sid, oa))
+    c.restart()
+    after = card(c, sid)
+    assert after["current_level"] == 2, after
+    assert after["config_version"] == before["config_version"], (before, after)
+    assert card_origin(after, oa)["health"] == "healthy"
+    assert card_origin(after, ob)["health"] == "healthy"
+    wait_rounds(c, 5)
+    after = card(c, sid)
+    assert after["current_level"] == 2 and after["config_version"] == before["config_version"]
+    # no switch, no repeated notice, no health change: the same events as before the restart
+    assert len(events(c, sid)) == n_events, events(c, sid)[n_events:]
+    assert len(verdicts(c, sid, oa)) > n_verdicts  # rounds resumed
+    c.restart(kill=True)
+    assert card(c, sid)["current_level"] == 2
+    c.stop()
+
+
+class _Plugin:
+    """A tiny checkpoint plugin: votes per origin URL by mode ("votes" or "garbage")."""
+
+    def __init__(self):
+        self.mode = "votes"
+        self.fail_urls = set()
+        self.requests = []
+        plugin = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(n) or b"{}")
+                plugin.requests.append(body)
+                if plugin.mode == "garbage":
+                    data = b"<html>not what you expected"
+                else:
+                    ok = body.get("url") not in plugin.fail_urls
+                    data = json.dumps({"votes": [
+                        {"checkpoint": "cp-%d" % i, "ok": ok, "status": 200 if ok else 503,
+                         "error": None if ok else "status 503"} for i in (1, 2)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = S(("127.0.0.1", 0), H)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_checkpoint_plugin_votes_and_garbage(tmp):
+    a, b = start_origins(tmp, "a", "b")
+    plugin = _Plugin()
+    try:
+        c = Controld(tmp, extra_args=FAST + ["--checkpoint-url",
+                                             "http://127.0.0.1:%d/votes" % plugin.port]).start()
+        site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hc={"checkpoints": True})
+        sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+        url_a = "http://127.0.0.1:%d/hc" % a.port
+        plugin.fail_urls.add(url_a)
+        # the checkpoints say a is down although it answers 200: their votes decide
+        wait_health(c, sid, oa, "unhealthy")
+        wait_health(c, sid, ob, "healthy")
+        o = card_origin(card(c, sid), oa)
+        assert o["source"] == "checkpoints" and o["votes"] == {"success": 0, "failure": 2}, o
+        assert o["last_error"] == "checkpoint cp-1: status 503", o
+        assert a.stats()["paths"].get("/hc", 0) == 0, a.stats()  # controld never probed it
+        v = verdicts(c, sid, oa, limit=1)[0]
+        assert v["source"] == "checkpoints", v
+        assert sorted(x["checkpoint"] for x in v["votes"]) == ["cp-1", "cp-2"], v
+        req = [r for r in plugin.requests if r.get("url") == url_a][0]
+        assert req == {"url": url_a, "host": "shop.example.com", "timeout_ms": 2000,
+                       "user_agent": "cdnca-control-api/origin-probe"}, req
+        assert card(c, sid)["current_level"] == 2
+
+        # a plugin answering garbage gives no votes: controld's probes decide, rounds go on
+        plugin.mode = "garbage"
+        errors0 = metric(c, "cdnca_checkpoint_errors_total")
+        wait_health(c, sid, oa, "healthy")
+        o = card_origin(card(c, sid), oa)
+        assert o["source"] == "control", o
+        assert metric(c, "cdnca_checkpoint_errors_total") > errors0
+        wait_rounds(c, 3)
+        wait_level(c, sid, 1)  # auto failback once a is healthy
+        c.stop()
+    finally:
+        plugin.close()
+
+
+if __name__ == "__main__":
+    harness.main()

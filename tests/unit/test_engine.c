@@ -1,0 +1,613 @@
+/* Unit tests for controld/engine: vote tally, verdicts to states, level switches and events on a
+   temporary store. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checkpoint.h"
+#include "clock.h"
+#include "ctx.h"
+#include "engine.h"
+#include "log.h"
+#include "metrics.h"
+#include "prober.h"
+#include "store.h"
+#include "store_health.h"
+
+#define T0 1800000000000LL /* a fixed wall time for the tests */
+
+struct fx {
+  char dir[64];
+  char path[128];
+  struct ctx ctx;
+  int64_t site_id;
+  int64_t o1, o2, o3; /* o1, o2 on level 1 and 2; o3 (optional) on level 3 */
+  int64_t round;
+  int64_t now;
+};
+
+static int open_store(struct fx *f) {
+  f->ctx.store = store_open(f->path);
+  return f->ctx.store ? 0 : -1;
+}
+
+static int setup(void **state) {
+  struct fx *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  log_init("test_engine", LOG_TEXT, LOG_ERROR);
+  snprintf(f->dir, sizeof f->dir, "/tmp/cdnca-test-engine-XXXXXX");
+  if (!mkdtemp(f->dir)) return -1;
+  snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
+  if (open_store(f) < 0) return -1;
+  f->ctx.metrics = metrics_new();
+  f->ctx.cfg.probe_interval_ms = 30000;
+  f->ctx.cfg.node_online_ms = 60000;
+  f->now = T0;
+  clock_set_fake_ms(T0);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  struct fx *f = *state;
+  char p[160];
+  clock_set_fake_ms(-1);
+  store_close(&f->ctx.store);
+  metrics_free(&f->ctx.metrics);
+  snprintf(p, sizeof p, "%s-wal", f->path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", f->path);
+  unlink(p);
+  unlink(f->path);
+  rmdir(f->dir);
+  free(f);
+  return 0;
+}
+
+/* A site with one origin per level 1..levels, health checks on, the given failback mode. */
+static void make_site(struct fx *f, const char *failback, int levels) {
+  struct site_rec s;
+  char conflict[64];
+  site_rec_defaults(&s);
+  snprintf(s.name, sizeof s.name, "shop");
+  s.n_hostnames = 1;
+  snprintf(s.hostnames[0], sizeof s.hostnames[0], "shop.example.com");
+  snprintf(s.failback, sizeof s.failback, "%s", failback);
+  s.hc_enabled = 1;
+  s.n_origins = levels;
+  s.origins = calloc((size_t)levels, sizeof *s.origins);
+  assert_non_null(s.origins);
+  for (int i = 0; i < levels; i++) {
+    struct origin_rec *o = &s.origins[i];
+    o->level = i + 1;
+    o->port = 8000 + i;
+    o->weight = 1;
+    o->enabled = 1;
+    snprintf(o->address, sizeof o->address, "10.0.0.%d", i + 1);
+    snprintf(o->scheme, sizeof o->scheme, "http");
+  }
+  assert_int_equal(store_site_create(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  f->site_id = s.id;
+  f->o1 = s.origins[0].id;
+  f->o2 = s.origins[1].id;
+  f->o3 = levels > 2 ? s.origins[2].id : 0;
+  site_rec_fini(&s);
+  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+}
+
+/* One round with a control verdict per origin: ok1/ok2/ok3 (1 success, 0 failure, -1 none). */
+static void round3(struct fx *f, int ok1, int ok2, int ok3) {
+  struct engine_vote votes[3];
+  struct engine_verdict v[3];
+  struct engine_site_round sr;
+  int oks[3] = {ok1, ok2, ok3}, n = 0;
+  int64_t ids[3] = {f->o1, f->o2, f->o3};
+  for (int i = 0; i < 3; i++) {
+    if (oks[i] < 0 || !ids[i]) continue;
+    memset(&votes[n], 0, sizeof votes[n]);
+    votes[n].source = SOURCE_CONTROL;
+    votes[n].ok = oks[i];
+    votes[n].status = oks[i] ? 200 : 503;
+    votes[n].latency_ms = 3;
+    if (!oks[i]) snprintf(votes[n].error, sizeof votes[n].error, "status 503");
+    memset(&v[n], 0, sizeof v[n]);
+    v[n].origin_id = ids[i];
+    v[n].votes = &votes[n];
+    v[n].n_votes = 1;
+    engine_tally(&votes[n], 1, &v[n]);
+    n++;
+  }
+  sr.site_id = f->site_id;
+  sr.n = n;
+  sr.v = v;
+  f->round++;
+  f->now += 30000;
+  clock_set_fake_ms(f->now);
+  assert_int_equal(engine_apply_round(&f->ctx, f->round, f->now - 10, f->now, &sr, 1), 0);
+}
+
+static void round2(struct fx *f, int ok1, int ok2) { round3(f, ok1, ok2, -1); }
+
+static struct site_rec load(struct fx *f) {
+  struct site_rec s;
+  assert_int_equal(store_site_get(f->ctx.store, f->site_id, &s), STORE_OK);
+  return s;
+}
+
+static int current_level(struct fx *f) {
+  struct site_rec s = load(f);
+  int l = s.current_level;
+  site_rec_fini(&s);
+  return l;
+}
+
+static const struct origin_rec *find(const struct site_rec *s, int64_t id) {
+  for (int i = 0; i < s->n_origins; i++)
+    if (s->origins[i].id == id) return &s->origins[i];
+  return NULL;
+}
+
+/* Events of the site of a type; when data_sub is set, only those whose data contains it. */
+static int count_events(struct fx *f, const char *type, const char *data_sub) {
+  struct event_rec *ev = NULL;
+  int n = 0, hits = 0;
+  assert_int_equal(store_event_list(f->ctx.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
+  for (int i = 0; i < n; i++)
+    if (strcmp(ev[i].type, type) == 0 && (!data_sub || strstr(ev[i].data, data_sub))) hits++;
+  store_events_free(ev, n);
+  return hits;
+}
+
+static const char *last_title(struct fx *f, const char *type, char *out, size_t cap) {
+  struct event_rec *ev = NULL;
+  int n = 0;
+  out[0] = '\0';
+  assert_int_equal(store_event_list(f->ctx.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
+  for (int i = 0; i < n; i++)
+    if (strcmp(ev[i].type, type) == 0) snprintf(out, cap, "%s", ev[i].title);
+  store_events_free(ev, n);
+  return out;
+}
+
+/* ---- tally ---- */
+
+static struct engine_vote vote(enum health_source src, int ok) {
+  struct engine_vote v;
+  memset(&v, 0, sizeof v);
+  v.source = src;
+  v.ok = ok;
+  v.node_id = src == SOURCE_NODES ? 7 : 0;
+  if (src == SOURCE_CHECKPOINTS) snprintf(v.checkpoint, sizeof v.checkpoint, "fra1");
+  if (!ok) snprintf(v.error, sizeof v.error, "timeout");
+  return v;
+}
+
+static void test_tally_nodes(void **state) {
+  struct engine_vote v[3];
+  struct engine_verdict out;
+  (void)state;
+  memset(&out, 0, sizeof out);
+  v[0] = vote(SOURCE_NODES, 1);
+  v[1] = vote(SOURCE_NODES, 0);
+  v[2] = vote(SOURCE_NODES, 1);
+  engine_tally(v, 3, &out);
+  assert_int_equal(out.verdict, VERDICT_SUCCESS);
+  assert_int_equal(out.source, SOURCE_NODES);
+  assert_int_equal(out.votes_success, 2);
+  assert_int_equal(out.votes_failure, 1);
+  /* 2 of 2 failures decide, with the first failing node's error */
+  v[0] = vote(SOURCE_NODES, 0);
+  v[1] = vote(SOURCE_NODES, 0);
+  engine_tally(v, 2, &out);
+  assert_int_equal(out.verdict, VERDICT_FAILURE);
+  assert_int_equal(out.source, SOURCE_NODES);
+  assert_string_equal(out.error, "node 7: timeout");
+  /* 1-1 and a single vote decide nothing */
+  v[0] = vote(SOURCE_NODES, 1);
+  v[1] = vote(SOURCE_NODES, 0);
+  engine_tally(v, 2, &out);
+  assert_int_equal(out.verdict, VERDICT_NONE);
+  engine_tally(v, 1, &out);
+  assert_int_equal(out.verdict, VERDICT_NONE);
+  engine_tally(v, 0, &out);
+  assert_int_equal(out.verdict, VERDICT_NONE);
+}
+
+static void test_tally_checkpoints_and_control(void **state) {
+  struct engine_vote v[5];
+  struct engine_verdict out;
+  (void)state;
+  memset(&out, 0, sizeof out);
+  /* nodes 1-1, checkpoints add 0-1: 1-2 is a failure by checkpoints */
+  v[0] = vote(SOURCE_NODES, 1);
+  v[1] = vote(SOURCE_NODES, 0);
+  v[2] = vote(SOURCE_CHECKPOINTS, 0);
+  engine_tally(v, 3, &out);
+  assert_int_equal(out.verdict, VERDICT_FAILURE);
+  assert_int_equal(out.source, SOURCE_CHECKPOINTS);
+  assert_int_equal(out.votes_success, 1);
+  assert_int_equal(out.votes_failure, 2);
+  /* checkpoints alone (no node votes): 2 of 2 */
+  v[0] = vote(SOURCE_CHECKPOINTS, 1);
+  v[1] = vote(SOURCE_CHECKPOINTS, 1);
+  engine_tally(v, 2, &out);
+  assert_int_equal(out.verdict, VERDICT_SUCCESS);
+  assert_int_equal(out.source, SOURCE_CHECKPOINTS);
+  /* a tie of everything leaves it to controld's probe */
+  v[0] = vote(SOURCE_NODES, 1);
+  v[1] = vote(SOURCE_CHECKPOINTS, 0);
+  v[2] = vote(SOURCE_CONTROL, 0);
+  snprintf(v[2].error, sizeof v[2].error, "status 502");
+  engine_tally(v, 3, &out);
+  assert_int_equal(out.verdict, VERDICT_FAILURE);
+  assert_int_equal(out.source, SOURCE_CONTROL);
+  assert_int_equal(out.votes_failure, 1);
+  assert_int_equal(out.votes_success, 0);
+  assert_string_equal(out.error, "status 502");
+  /* nodes that decide win over a control vote */
+  v[0] = vote(SOURCE_NODES, 1);
+  v[1] = vote(SOURCE_NODES, 1);
+  v[2] = vote(SOURCE_CONTROL, 0);
+  engine_tally(v, 3, &out);
+  assert_int_equal(out.verdict, VERDICT_SUCCESS);
+  assert_int_equal(out.source, SOURCE_NODES);
+}
+
+static void test_node_deadline(void **state) {
+  (void)state;
+  assert_int_equal(prober_node_deadline_ms(5000, 30000), 7000);
+  assert_int_equal(prober_node_deadline_ms(5000, 300), 150);
+  assert_int_equal(prober_node_deadline_ms(5000, 1), 1);
+}
+
+/* Votes from nodes through a round: the verdict, its source and the evidence are stored. */
+static void test_round_with_node_votes(void **state) {
+  struct fx *f = *state;
+  struct engine_vote votes[3];
+  struct engine_verdict v;
+  struct engine_site_round sr;
+  struct verdict_rec *vr = NULL;
+  int n = 0;
+  struct site_rec s;
+  make_site(f, "auto", 2);
+  votes[0] = vote(SOURCE_NODES, 0);
+  votes[1] = vote(SOURCE_NODES, 0);
+  votes[1].node_id = 8;
+  votes[2] = vote(SOURCE_NODES, 1);
+  votes[2].node_id = 9;
+  memset(&v, 0, sizeof v);
+  v.origin_id = f->o1;
+  v.votes = votes;
+  v.n_votes = 3;
+  engine_tally(votes, 3, &v);
+  sr.site_id = f->site_id;
+  sr.n = 1;
+  sr.v = &v;
+  assert_int_equal(engine_apply_round(&f->ctx, 1, f->now, f->now + 5, &sr, 1), 0);
+  s = load(f);
+  assert_string_equal(find(&s, f->o1)->last_verdict, "failure");
+  assert_string_equal(find(&s, f->o1)->last_source, "nodes");
+  assert_int_equal(find(&s, f->o1)->votes_failure, 2);
+  assert_int_equal(find(&s, f->o1)->votes_success, 1);
+  assert_int_equal(find(&s, f->o1)->failure_streak, 1);
+  assert_string_equal(find(&s, f->o1)->health, "unknown");
+  assert_string_equal(find(&s, f->o1)->last_error, "node 7: timeout");
+  site_rec_fini(&s);
+  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 10, &vr, &n), STORE_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(vr[0].source, "nodes");
+  assert_string_equal(vr[0].verdict, "failure");
+  assert_non_null(strstr(vr[0].votes, "\"node_id\":8"));
+  assert_non_null(strstr(vr[0].votes, "\"node_id\":9"));
+  store_health_verdicts_free(vr, n);
+}
+
+/* ---- checkpoint plugin answers ---- */
+
+static int parse(const char *body, struct checkpoint_answer *a) {
+  return checkpoint_parse(body, strlen(body), a);
+}
+
+static void test_checkpoint_parse(void **state) {
+  struct checkpoint_answer a;
+  static const char *const garbage[] = {
+      "", "not json", "[]", "{}", "{\"votes\":{}}", "{\"votes\":[1]}",
+      "{\"votes\":[{\"ok\":true}]}",
+      "{\"votes\":[{\"checkpoint\":\"\",\"ok\":true}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":1}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true,\"status\":\"200\"}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true,\"status\":1000}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true,\"error\":5}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true,\"extra\":5}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true},{\"checkpoint\":\"a\",\"ok\":false}]}",
+      "{\"votes\":[]} trailing",
+  };
+  (void)state;
+  assert_int_equal(parse("{\"votes\":[{\"checkpoint\":\"fra1\",\"ok\":true,\"status\":200,"
+                         "\"error\":null},{\"checkpoint\":\"ams1\",\"ok\":false,\"status\":null,"
+                         "\"error\":\"timeout\",\"latency_ms\":5000}],\"plugin\":\"x\"}",
+                         &a),
+                   0);
+  assert_int_equal(a.valid, 1);
+  assert_int_equal(a.n, 2);
+  assert_string_equal(a.votes[0].name, "fra1");
+  assert_int_equal(a.votes[0].ok, 1);
+  assert_int_equal(a.votes[0].status, 200);
+  assert_int_equal(a.votes[0].latency_ms, -1);
+  assert_string_equal(a.votes[1].error, "timeout");
+  assert_int_equal(a.votes[1].status, 0);
+  assert_int_equal(a.votes[1].latency_ms, 5000);
+  checkpoint_answers_free(&a, 1);
+  assert_int_equal(parse("{\"votes\":[]}", &a), 0);
+  assert_int_equal(a.valid, 1);
+  assert_int_equal(a.n, 0);
+  checkpoint_answers_free(&a, 1);
+  for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+    assert_int_equal(parse(garbage[i], &a), -1);
+    assert_int_equal(a.valid, 0);
+    assert_int_equal(a.n, 0);
+    assert_true(a.error[0] != '\0');
+    checkpoint_answers_free(&a, 1);
+  }
+}
+
+/* ---- levels ---- */
+
+static void test_failover_and_auto_failback(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  char title[128];
+  int64_t v0;
+  make_site(f, "auto", 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  s = load(f);
+  assert_string_equal(find(&s, f->o1)->health, "healthy");
+  assert_string_equal(find(&s, f->o2)->health, "healthy");
+  v0 = s.config_version;
+  site_rec_fini(&s);
+  round2(f, 0, 1);
+  round2(f, 0, 1);
+  assert_int_equal(current_level(f), 1);
+  round2(f, 0, 1); /* the third failure */
+  assert_int_equal(current_level(f), 2);
+  s = load(f);
+  assert_string_equal(find(&s, f->o1)->health, "unhealthy");
+  assert_true(s.config_version > v0); /* a switch is a republication */
+  site_rec_fini(&s);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"auto_failover\""), 1);
+  assert_string_equal(last_title(f, "level.switched", title, sizeof title),
+                      "Origin level switched automatically");
+  assert_int_equal(count_events(f, "origin.health_changed", "\"to\":\"unhealthy\""), 1);
+  /* a success resets the failure streak; two make it healthy: back to level 1 at once */
+  round2(f, 1, 1);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"auto_failback\""), 1);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 0);
+}
+
+static void test_failback_hold(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  make_site(f, "auto", 2);
+  assert_int_equal(store_site_get(f->ctx.store, f->site_id, &s), STORE_OK);
+  s.failback_hold_ms = 70000; /* a bit more than two rounds of 30 s */
+  assert_int_equal(store_site_update(f->ctx.store, &s, NULL, 0), STORE_OK);
+  site_rec_fini(&s);
+  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1); /* healthy since now */
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1); /* 30 s */
+  round2(f, 1, 1); /* 60 s */
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1); /* 90 s >= 70 s */
+  assert_int_equal(current_level(f), 1);
+}
+
+static void test_manual_failback(void **state) {
+  struct fx *f = *state;
+  char title[128];
+  struct engine_outlook ol;
+  struct site_rec s;
+  make_site(f, "manual", 2);
+  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 1);
+  assert_string_equal(last_title(f, "origin.failback_available", title, sizeof title),
+                      "Origin recovered (manual failback available)");
+  assert_int_equal(count_events(f, "origin.failback_available", "\"level\":1"), 1);
+  s = load(f);
+  engine_outlook(&s, f->now, &ol);
+  assert_int_equal(ol.decision.failback_available, 1);
+  assert_int_equal(ol.decision.action, HEALTH_STAY);
+  site_rec_fini(&s);
+  /* the operator switches back */
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"manual\""), 1);
+  assert_string_equal(last_title(f, "level.switched", title, sizeof title),
+                      "Origin level switched manually");
+  s = load(f);
+  assert_int_equal(s.failback_notified, 0);
+  site_rec_fini(&s);
+  round2(f, 1, 1);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 1);
+  /* a second outage and recovery notifies again */
+  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 2);
+}
+
+static void test_all_levels_unhealthy(void **state) {
+  struct fx *f = *state;
+  make_site(f, "auto", 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  for (int i = 0; i < 5; i++) round2(f, 0, 0);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(count_events(f, "site.all_levels_unhealthy", NULL), 1);
+  assert_int_equal(count_events(f, "level.switched", NULL), 0);
+  round2(f, 0, 1);
+  assert_int_equal(count_events(f, "site.recovered", NULL), 0);
+  round2(f, 0, 1); /* level 2 healthy: recovered and failover */
+  assert_int_equal(count_events(f, "site.recovered", NULL), 1);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 0, 1);
+  assert_int_equal(count_events(f, "site.recovered", NULL), 1);
+  assert_int_equal(count_events(f, "site.all_levels_unhealthy", NULL), 1);
+}
+
+static void test_failover_prefers_healthy_then_unknown(void **state) {
+  struct fx *f = *state;
+  make_site(f, "auto", 3);
+  /* level 2 stays unknown (no verdicts), level 3 becomes healthy */
+  round3(f, 1, -1, 1);
+  round3(f, 1, -1, 1);
+  for (int i = 0; i < 3; i++) round3(f, 0, -1, 1);
+  assert_int_equal(current_level(f), 3);
+}
+
+static void test_no_enabled_origins_switches_at_once(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  struct origin_rec o;
+  make_site(f, "auto", 3);
+  s = load(f);
+  o = *find(&s, f->o1);
+  site_rec_fini(&s);
+  o.enabled = 0;
+  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK);
+  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
+  /* evaluating again changes nothing */
+  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(count_events(f, "level.switched", NULL), 1);
+}
+
+static void test_manual_switch_validation(void **state) {
+  struct fx *f = *state;
+  int64_t v0;
+  struct site_rec s;
+  make_site(f, "auto", 2);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 3), ENGINE_SWITCH_NO_ORIGIN);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id + 100, 1), ENGINE_SWITCH_NOT_FOUND);
+  s = load(f);
+  v0 = s.config_version;
+  site_rec_fini(&s);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  s = load(f);
+  assert_int_equal(s.config_version, v0); /* already there: nothing published */
+  site_rec_fini(&s);
+  assert_int_equal(count_events(f, "level.switched", NULL), 0);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 2), ENGINE_SWITCH_OK);
+  s = load(f);
+  assert_int_equal(s.current_level, 2);
+  assert_int_equal(s.config_version, v0 + 1);
+  site_rec_fini(&s);
+}
+
+static void test_restart_keeps_state(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  int64_t v0;
+  make_site(f, "manual", 2);
+  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  round2(f, 1, 1); /* o1 has one success pending */
+  s = load(f);
+  v0 = s.config_version;
+  site_rec_fini(&s);
+  store_close(&f->ctx.store);
+  assert_int_equal(open_store(f), 0);
+  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  s = load(f);
+  assert_int_equal(s.current_level, 2);
+  assert_int_equal(s.config_version, v0);
+  assert_string_equal(find(&s, f->o1)->health, "unhealthy");
+  assert_int_equal(find(&s, f->o1)->success_streak, 1);
+  site_rec_fini(&s);
+  round2(f, 1, 1); /* the streak carried over: healthy now, notice once */
+  s = load(f);
+  assert_string_equal(find(&s, f->o1)->health, "healthy");
+  site_rec_fini(&s);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 1);
+}
+
+static void test_verdicts_pruned_and_next_probe(void **state) {
+  struct fx *f = *state;
+  struct verdict_rec *vr = NULL;
+  struct site_rec s;
+  int n = 0;
+  f->ctx.cfg.suspect_interval_ms = 5000;
+  make_site(f, "auto", 2);
+  for (int i = 0; i < STORE_HEALTH_VERDICTS_KEEP + 5; i++) round2(f, 1, 1);
+  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);
+  assert_int_equal(n, STORE_HEALTH_VERDICTS_KEEP);
+  assert_true(vr[0].round_id > vr[1].round_id); /* newest first */
+  assert_int_equal(vr[0].round_id, f->round);
+  store_health_verdicts_free(vr, n);
+  s = load(f);
+  assert_int_equal(s.next_probe_at, s.last_probed_at + 30000); /* steady: the full interval */
+  site_rec_fini(&s);
+  round2(f, 0, 1); /* a failure pending on a healthy origin: due again sooner */
+  s = load(f);
+  assert_int_equal(s.next_probe_at, s.last_probed_at + 5000);
+  site_rec_fini(&s);
+}
+
+static void test_due_sites_order(void **state) {
+  struct fx *f = *state;
+  int64_t *ids = NULL;
+  int n = 0;
+  make_site(f, "auto", 2);
+  assert_int_equal(store_health_due_sites(f->ctx.store, f->now, 10, &ids, &n), STORE_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(ids[0], f->site_id);
+  free(ids);
+  round2(f, 1, 1);
+  /* probed at now - 10: due again only after the interval */
+  assert_int_equal(store_health_due_sites(f->ctx.store, f->now, 10, &ids, &n), STORE_OK);
+  assert_int_equal(n, 0);
+  free(ids);
+  assert_int_equal(store_health_due_sites(f->ctx.store, f->now + 30000, 10, &ids, &n), STORE_OK);
+  assert_int_equal(n, 1);
+  free(ids);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tally_nodes),
+      cmocka_unit_test(test_tally_checkpoints_and_control),
+      cmocka_unit_test(test_node_deadline),
+      cmocka_unit_test(test_checkpoint_parse),
+      cmocka_unit_test_setup_teardown(test_round_with_node_votes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failover_and_auto_failback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failback_hold, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_manual_failback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_all_levels_unhealthy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failover_prefers_healthy_then_unknown, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_enabled_origins_switches_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_manual_switch_validation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

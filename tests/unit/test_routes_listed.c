@@ -1,0 +1,158 @@
+/* Unit tests for the route tables: every {"METHOD", "/pattern", AUTH_...} row written in
+ * controld/api*.c is reachable through api_tables with the same auth, and the auth kinds follow
+ * DESIGN §4 (node tokens for /v1/node/, admin tokens for the rest of /v1, none elsewhere). */
+#include <glob.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api.h"
+#include "route.h"
+
+#define ROW_RE                                                                                     \
+  "\\{[[:space:]]*\"(GET|POST|PUT|PATCH|DELETE)\"[[:space:]]*,[[:space:]]*\"(/[^\"]*)\""          \
+  "[[:space:]]*,[[:space:]]*(AUTH_[A-Z]+)[[:space:]]*,"
+
+struct row {
+  char method[8];
+  char pattern[128];
+  char auth[16];
+  char file[64];
+};
+
+/* Read a whole file; caller frees. NULL on error. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long n;
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    data = malloc((size_t)n + 1);
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+      free(data);
+      data = NULL;
+    }
+    if (data) data[n] = '\0';
+  }
+  fclose(f);
+  return data;
+}
+
+static void copy_match(char *dst, size_t cap, const char *src, const regmatch_t *m) {
+  size_t n = (size_t)(m->rm_eo - m->rm_so);
+  assert_true(n < cap);
+  memcpy(dst, src + m->rm_so, n);
+  dst[n] = '\0';
+}
+
+/* Every route row of controld/api*.c; *n gets the count. Caller frees. */
+static struct row *source_rows(int *n) {
+  glob_t g;
+  regex_t re;
+  struct row *rows = NULL;
+  int cap = 0;
+  *n = 0;
+  assert_int_equal(regcomp(&re, ROW_RE, REG_EXTENDED), 0);
+  assert_int_equal(glob(CDNCA_SOURCE_DIR "/controld/api*.c", 0, NULL, &g), 0);
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    char *text = slurp(g.gl_pathv[i]);
+    const char *p;
+    const char *base = strrchr(g.gl_pathv[i], '/');
+    regmatch_t m[4];
+    assert_non_null(text);
+    for (p = text; regexec(&re, p, 4, m, 0) == 0; p += m[0].rm_eo) {
+      struct row *r;
+      if (*n == cap) {
+        cap = cap ? cap * 2 : 32;
+        rows = realloc(rows, (size_t)cap * sizeof *rows);
+        assert_non_null(rows);
+      }
+      r = &rows[(*n)++];
+      copy_match(r->method, sizeof r->method, p, &m[1]);
+      copy_match(r->pattern, sizeof r->pattern, p, &m[2]);
+      copy_match(r->auth, sizeof r->auth, p, &m[3]);
+      snprintf(r->file, sizeof r->file, "%s", base ? base + 1 : g.gl_pathv[i]);
+    }
+    free(text);
+  }
+  globfree(&g);
+  regfree(&re);
+  return rows;
+}
+
+static enum http_auth auth_of(const char *name) {
+  if (strcmp(name, "AUTH_ADMIN") == 0) return AUTH_ADMIN;
+  if (strcmp(name, "AUTH_NODE") == 0) return AUTH_NODE;
+  assert_string_equal(name, "AUTH_NONE");
+  return AUTH_NONE;
+}
+
+/* The pattern as a request path: ":id" -> "7", a final "*" -> "/x". */
+static void concrete(const char *pattern, char *out, size_t cap) {
+  size_t o = 0;
+  for (const char *p = pattern; *p; p++) {
+    const char *piece = NULL;
+    char one[2] = {*p, '\0'};
+    if (p[0] == ':' && strncmp(p, ":id", 3) == 0) {
+      piece = "7";
+      p += 2;
+    } else if (p[0] == '*' && p[1] == '\0') {
+      piece = "/x";
+    } else {
+      piece = one;
+    }
+    assert_true(o + strlen(piece) < cap);
+    memcpy(out + o, piece, strlen(piece));
+    o += strlen(piece);
+  }
+  out[o] = '\0';
+}
+
+static void test_every_written_route_is_served(void **state) {
+  int n = 0;
+  struct row *rows = source_rows(&n);
+  assert_true(n >= 10);
+  for (int i = 0; i < n; i++) {
+    char path[256];
+    int64_t params[HTTP_MAX_PARAMS];
+    int np = 0, known = 0;
+    const struct route *rt;
+    concrete(rows[i].pattern, path, sizeof path);
+    rt = route_find(api_tables, rows[i].method, path, params, &np, &known);
+    if (!rt || strcmp(rt->pattern, rows[i].pattern) != 0 || rt->auth != auth_of(rows[i].auth))
+      fail_msg("%s %s (%s in %s): served as %s %s (%d); is its table in api_tables?",
+               rows[i].method, rows[i].pattern, rows[i].auth, rows[i].file,
+               rt ? rt->pattern : "(no route)", path, rt ? (int)rt->auth : -1);
+  }
+  free(rows);
+}
+
+static void test_auth_kinds_follow_the_prefix(void **state) {
+  int total = 0;
+  for (const struct route *const *t = api_tables; *t; t++)
+    for (const struct route *r = *t; r->method; r++) {
+      enum http_auth want = strncmp(r->pattern, "/v1/node/", 9) == 0 ? AUTH_NODE
+                            : strncmp(r->pattern, "/v1/", 4) == 0   ? AUTH_ADMIN
+                                                                     : AUTH_NONE;
+      if (r->auth != want)
+        fail_msg("%s %s has auth %d, want %d", r->method, r->pattern, (int)r->auth, (int)want);
+      assert_non_null(r->fn);
+      total++;
+    }
+  assert_true(total >= 10);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_written_route_is_served),
+      cmocka_unit_test(test_auth_kinds_follow_the_prefix),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
