@@ -59,6 +59,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   json_add_i64(j, "site_id", s.id);
   cJSON_AddNumberToObject(j, "current_level", s.current_level);
   cJSON_AddStringToObject(j, "failback", s.failback);
+  cJSON_AddBoolToObject(j, "manual_pin", s.manual_pin);
   json_add_i64(j, "config_version", s.config_version);
   hc = cJSON_AddObjectToObject(j, "health_check");
   cJSON_AddStringToObject(hc, "state", model_hc_state(&s, &reason));

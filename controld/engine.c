@@ -131,7 +131,8 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook
   health_view_init(&out->view);
   health_failback_from_string(s->failback, &fb);
   out->view.current_level = s->current_level;
-  out->view.failback = fb;
+  /* a level the operator chose by hand is kept: failback waits for the operator, as in manual */
+  out->view.failback = s->manual_pin ? HEALTH_FAILBACK_MANUAL : fb;
   out->view.failback_hold_ms = s->failback_hold_ms;
   out->view.all_unhealthy_raised = s->all_unhealthy != 0;
   out->view.failback_notified = s->failback_notified != 0;
@@ -170,8 +171,14 @@ static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health
                      const char *why) {
   const char *rs = health_reason_to_string(reason);
   char labels[64];
+  int pin = 0;
   cJSON *j;
-  if (store_health_site_level_locked(ctx->store, s->id, level, rs) < 0) return -1;
+  /* a manual switch to a level after a non-empty one pins it; automatic switches unpin */
+  if (reason == HEALTH_REASON_MANUAL)
+    for (int i = 0; i < s->n_origins; i++)
+      if (s->origins[i].enabled && s->origins[i].level < level) pin = 1;
+  if (store_health_site_level_locked(ctx->store, s->id, level, rs, pin) < 0) return -1;
+  s->manual_pin = pin;
   j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "from_level", s->current_level);
   cJSON_AddNumberToObject(j, "to_level", level);

@@ -457,7 +457,7 @@ int64_t store_pub_seq(struct store *st) {
   "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at"
+  "failback_notified, created_at, updated_at, manual_pin"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -514,6 +514,7 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->failback_notified = sqlite3_column_int(s, 22);
   o->created_at = sqlite3_column_int64(s, 23);
   o->updated_at = sqlite3_column_int64(s, 24);
+  o->manual_pin = sqlite3_column_int(s, 25);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {

@@ -58,6 +58,7 @@ struct site_rec {
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
   int all_unhealthy, failback_notified;
+  int manual_pin; /* 1 = the operator's manual switch suspends automatic failback */
   int64_t created_at, updated_at;
   int n_origins;
   struct origin_rec *origins; /* owned; n_origins entries */

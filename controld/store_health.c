@@ -332,12 +332,13 @@ int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_un
 }
 
 int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
-                                       const char *reason) {
-  static const char q[] = "UPDATE sites SET current_level = ? WHERE id = ?";
+                                       const char *reason, int manual_pin) {
+  static const char q[] = "UPDATE sites SET current_level = ?, manual_pin = ? WHERE id = ?";
   sqlite3_stmt *s = store_stmt(&st->w, q);
   if (!s) return -1;
   sqlite3_bind_int(s, 1, level);
-  sqlite3_bind_int64(s, 2, site_id);
+  sqlite3_bind_int(s, 2, manual_pin);
+  sqlite3_bind_int64(s, 3, site_id);
   if (store_step_done(&st->w, s, "switching level") < 0) return -1;
   return store_publish_locked(st, site_id, reason, 0);
 }

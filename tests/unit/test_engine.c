@@ -524,6 +524,37 @@ static void test_manual_switch_validation(void **state) {
   site_rec_fini(&s);
 }
 
+/* Maintenance by hand with auto failback: the operator's level is kept until they switch back;
+   an automatic failover away from it ends the pin. */
+static void test_manual_switch_pins_level(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  make_site(f, "auto", 3);
+  round3(f, 1, 1, 1);
+  round3(f, 1, 1, 1);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 2), ENGINE_SWITCH_OK);
+  s = load(f);
+  assert_int_equal(s.manual_pin, 1);
+  site_rec_fini(&s);
+  for (int i = 0; i < 4; i++) round3(f, 1, 1, 1);
+  assert_int_equal(current_level(f), 2); /* level 1 healthy, yet no automatic failback */
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"auto_failback\""), 0);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 0); /* the operator knows */
+  /* the pinned level dies: failover as usual, and the pin ends with it */
+  for (int i = 0; i < 3; i++) round3(f, 1, 0, 1);
+  assert_int_not_equal(current_level(f), 2);
+  s = load(f);
+  assert_int_equal(s.manual_pin, 0);
+  site_rec_fini(&s);
+  /* switching by hand to the first level never pins */
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 3), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  s = load(f);
+  assert_int_equal(s.manual_pin, 0);
+  assert_int_equal(s.current_level, 1);
+  site_rec_fini(&s);
+}
+
 static void test_restart_keeps_state(void **state) {
   struct fx *f = *state;
   struct site_rec s;
@@ -605,6 +636,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_failover_prefers_healthy_then_unknown, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_enabled_origins_switches_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_validation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_manual_switch_pins_level, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),
