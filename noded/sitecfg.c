@@ -11,6 +11,10 @@
 #include "json.h"
 #include "log.h"
 
+/* Largest id, seq or version accepted: cJSON prints numbers with 15 significant digits, so larger
+   values would not survive the round trip through the disk cache. */
+#define SITECFG_ID_MAX INT64_C(999999999999999)
+
 static int failf(char *err, size_t errlen, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -159,7 +163,7 @@ static int parse_origin(const cJSON *o, struct sitecfg_origin *out, const char *
   const char *s = NULL;
   int r;
   if (!cJSON_IsObject(o)) return failf(err, errlen, prefix, "an origin must be an object");
-  if (req_int(o, "id", 1, INT64_C(9007199254740991), &out->id, prefix, err, errlen) < 0) return -1;
+  if (req_int(o, "id", 1, SITECFG_ID_MAX, &out->id, prefix, err, errlen) < 0) return -1;
   if (req_int(o, "level", 1, SITECFG_MAX_LEVEL, &v, prefix, err, errlen) < 0) return -1;
   out->level = (int)v;
   snprintf(f, sizeof f, "%saddress", prefix);
@@ -206,7 +210,7 @@ static int parse_site(const cJSON *j, struct sitecfg_site **out, int idx, char *
   }
   if (!(s = calloc(1, sizeof *s))) return failf(err, errlen, pre, "out of memory");
   atomic_init(&s->refs, 1);
-  if (req_int(j, "id", 1, INT64_C(9007199254740991), &s->id, pre, err, errlen) < 0) goto out;
+  if (req_int(j, "id", 1, SITECFG_ID_MAX, &s->id, pre, err, errlen) < 0) goto out;
   snprintf(f, sizeof f, "%sname", pre);
   r = json_str(j, "name", 128, &str);
   if (r == 1) {
@@ -245,7 +249,7 @@ static int parse_site(const cJSON *j, struct sitecfg_site **out, int idx, char *
       goto out;
     }
   }
-  if (req_int(j, "config_version", 0, INT64_C(9007199254740991), &s->config_version, pre, err,
+  if (req_int(j, "config_version", 0, SITECFG_ID_MAX, &s->config_version, pre, err,
               errlen) < 0)
     goto out;
   if (req_int(j, "current_level", 1, SITECFG_MAX_LEVEL, &v, pre, err, errlen) < 0) goto out;
@@ -314,7 +318,7 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
     goto out;
   }
   if (!(u = calloc(1, sizeof *u))) goto out;
-  if (req_int(root, "seq", 0, INT64_C(9007199254740991), &u->seq, "", err, errlen) < 0) goto out;
+  if (req_int(root, "seq", 0, SITECFG_ID_MAX, &u->seq, "", err, errlen) < 0) goto out;
   r = json_bool(root, "full", &u->full);
   if (r != 0) {
     failf(err, errlen, "full", r == 1 ? "is required" : "must be a boolean");
@@ -353,7 +357,7 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
     n = cJSON_GetArraySize(arr);
     if (n > 0 && !(u->deleted = calloc((size_t)n, sizeof *u->deleted))) goto out;
     cJSON_ArrayForEach(it, arr) {
-      if (!json_is_int(it, 1, INT64_C(9007199254740991))) {
+      if (!json_is_int(it, 1, SITECFG_ID_MAX)) {
         char f[64];
         snprintf(f, sizeof f, "deleted[%d]", u->n_deleted);
         failf(err, errlen, f, "must be a site id");

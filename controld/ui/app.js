@@ -712,7 +712,8 @@
           h('dl', { class: 'facts' },
             h('dt', null, 'Health checks'), h('dd', null, badge(hc.state, 'hc-state'),
               hc.reason ? h('span', { class: 'muted', ...tid('hc-reason') }, ' ' + hc.reason) : null),
-            h('dt', null, 'Failback'), h('dd', tid('failback-mode'), c.failback || (site && site.failback) || '?'),
+            h('dt', null, 'Failback'), h('dd', tid('failback-mode'), (c.failback || (site && site.failback) || '?') +
+              (c.manual_pin ? ' (held: level chosen by hand, no automatic failback)' : '')),
             h('dt', null, 'Config version'), h('dd', tid('config-version'), c.config_version ?? '\u2014'),
             h('dt', null, 'Propagation'), h('dd', tid('propagation'), p.nodes_online
               ? `${p.nodes_on_current_version ?? 0} of ${p.nodes_online} online nodes on the current version`

@@ -35,8 +35,8 @@ void req_json(struct req *r, unsigned status, cJSON *body) {
   fs->replies++;
 }
 
-void req_error(struct req *r, unsigned status, const char *code, const char *field,
-               const char *fmt, ...) {
+void req_error(struct req *r, unsigned status, const char *code, const char *field, const char *fmt,
+               ...) {
   char msg[512];
   va_list ap;
   cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
@@ -129,8 +129,8 @@ enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t rou
 /* ---- the target ---- */
 
 /* Run one route handler on a body; returns the reply status. */
-static unsigned run(const char *method, const char *pattern, const unsigned char *data,
-                    size_t size, struct fuzz_state *fs) {
+static unsigned run(const char *method, const char *pattern, const unsigned char *data, size_t size,
+                    struct fuzz_state *fs) {
   struct ctx ctx;
   struct req r;
   const struct route *rt = NULL;
@@ -172,12 +172,16 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
 
   st = run("POST", "/v1/node/heartbeat", data, size, &fs);
   FUZZ_CHECK(fs.votes == 0 && fs.heartbeats <= 1);
-  if (st == 204 || st == 404) FUZZ_CHECK(fs.heartbeats == 1); /* 404: the stub's "node gone" */
-  else FUZZ_CHECK(fs.heartbeats == 0 && (st == 400 || st == 413 || st == 422));
+  if (st == 204 || st == 404)
+    FUZZ_CHECK(fs.heartbeats == 1); /* 404: the stub's "node gone" */
+  else
+    FUZZ_CHECK(fs.heartbeats == 0 && (st == 400 || st == 413 || st == 422));
 
   st = run("POST", "/v1/node/votes", data, size, &fs);
   FUZZ_CHECK(fs.heartbeats == 0 && fs.votes <= 1);
-  if (fs.votes == 1) FUZZ_CHECK(st == 204 || st == 409 || st == 422);
-  else FUZZ_CHECK(st == 400 || st == 413 || st == 422);
+  if (fs.votes == 1)
+    FUZZ_CHECK(st == 204 || st == 409 || st == 422);
+  else
+    FUZZ_CHECK(st == 400 || st == 413 || st == 422);
   return 0;
 }

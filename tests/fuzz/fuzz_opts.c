@@ -63,8 +63,10 @@ static void run_file(const unsigned char *data, size_t size) {
   memset(&c, 0x5a, sizeof c);
   FUZZ_CHECK(opts_defaults(defs, &c) == 0);
   err[0] = '\0';
-  if (opts_load_file(defs, &c, path, err, sizeof err) == 0) check_cfg(&c);
-  else check_err(err, sizeof err);
+  if (opts_load_file(defs, &c, path, err, sizeof err) == 0)
+    check_cfg(&c);
+  else
+    check_err(err, sizeof err);
   close(fd);
 }
 
@@ -110,7 +112,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   if (size == 0) return 0;
-  if (data[0] & 1) run_argv(data + 1, size - 1);
-  else run_file(data + 1, size - 1);
+  if (data[0] & 1)
+    run_argv(data + 1, size - 1);
+  else
+    run_file(data + 1, size - 1);
   return 0;
 }

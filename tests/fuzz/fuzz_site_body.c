@@ -44,13 +44,15 @@ static void check_site(const struct site_rec *s) {
   for (int i = 0; i < s->n_hostnames; i++) {
     FUZZ_CHECK(FUZZ_TERMINATED(s->hostnames[i]));
     FUZZ_CHECK(model_valid_hostname(s->hostnames[i]));
-    for (int k = 0; k < i; k++) FUZZ_CHECK(strcmp(s->hostnames[i], s->hostnames[k]) != 0);
+    for (int k = 0; k < i; k++)
+      FUZZ_CHECK(strcmp(s->hostnames[i], s->hostnames[k]) != 0);
   }
   FUZZ_CHECK(strcmp(s->failback, "auto") == 0 || strcmp(s->failback, "manual") == 0);
   FUZZ_CHECK(s->hc_path[0] == '/');
   FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= STORE_MAX_RETRY_STATUS);
   FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= STORE_MAX_ORIGINS);
-  for (int i = 0; i < s->n_origins; i++) check_origin(&s->origins[i]);
+  for (int i = 0; i < s->n_origins; i++)
+    check_origin(&s->origins[i]);
   /* create enforces the rule, and PATCH cannot remove the base record's two origins */
   FUZZ_CHECK(!s->hc_enabled || model_enabled_origins(s) >= 2);
   FUZZ_CHECK(model_hc_state(s, &reason) != NULL);
@@ -75,8 +77,10 @@ static void run_create(const cJSON *body) {
   struct model_err e;
   memset(&e, 0, sizeof e);
   site_rec_defaults(&s);
-  if (model_site_create(body, &s, &e) == 0) check_site(&s);
-  else check_err(&e);
+  if (model_site_create(body, &s, &e) == 0)
+    check_site(&s);
+  else
+    check_err(&e);
   site_rec_fini(&s);
 }
 
@@ -85,8 +89,10 @@ static void run_patch(const cJSON *body, const struct site_rec *base) {
   struct model_err e;
   memset(&e, 0, sizeof e);
   FUZZ_CHECK(site_rec_copy(&s, base) == 0);
-  if (model_site_patch(body, &s, &e) == 0) check_site(&s);
-  else check_err(&e);
+  if (model_site_patch(body, &s, &e) == 0)
+    check_site(&s);
+  else
+    check_err(&e);
   site_rec_fini(&s);
 }
 
@@ -95,12 +101,16 @@ static void run_origin(const cJSON *body, const struct origin_rec *existing) {
   struct model_err e;
   memset(&e, 0, sizeof e);
   memset(&o, 0, sizeof o);
-  if (model_origin_apply(body, &o, 1, "", &e) == 0) check_origin(&o);
-  else check_err(&e);
+  if (model_origin_apply(body, &o, 1, "", &e) == 0)
+    check_origin(&o);
+  else
+    check_err(&e);
   memset(&e, 0, sizeof e);
   o = *existing;
-  if (model_origin_apply(body, &o, 0, "origins[1]", &e) == 0) check_origin(&o);
-  else check_err(&e);
+  if (model_origin_apply(body, &o, 0, "origins[1]", &e) == 0)
+    check_origin(&o);
+  else
+    check_err(&e);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {

@@ -36,7 +36,8 @@ static void check_set(const struct sitecfg_set *s) {
       int has = 0;
       FUZZ_CHECK(owner != NULL);
       FUZZ_CHECK(owner->id <= site->id);
-      for (int k = 0; k < owner->n_hostnames; k++) has |= strcmp(owner->hostnames[k], name) == 0;
+      for (int k = 0; k < owner->n_hostnames; k++)
+        has |= strcmp(owner->hostnames[k], name) == 0;
       FUZZ_CHECK(has);
     }
     for (int o = 0; o < site->n_origins; o++) {
@@ -48,7 +49,8 @@ static void check_set(const struct sitecfg_set *s) {
       FUZZ_CHECK(sitecfg_origin_same(org, org));
     }
   }
-  for (int i = 1; i < s->n_hosts; i++) FUZZ_CHECK(strcmp(s->hosts[i - 1].name, s->hosts[i].name) < 0);
+  for (int i = 1; i < s->n_hosts; i++)
+    FUZZ_CHECK(strcmp(s->hosts[i - 1].name, s->hosts[i].name) < 0);
 }
 
 /* serialize(s) must load back and serialize to the same text. */
@@ -101,7 +103,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   s2 = sitecfg_apply(base, u);
   FUZZ_CHECK(s2 != NULL);
   FUZZ_CHECK(s2->seq == u->seq);
-  for (int i = 0; i < u->n_deleted; i++) FUZZ_CHECK(sitecfg_find(s2, u->deleted[i]) == NULL);
+  for (int i = 0; i < u->n_deleted; i++)
+    FUZZ_CHECK(sitecfg_find(s2, u->deleted[i]) == NULL);
   round_trip(s2);
   check_set(base); /* applying never changes the current set */
 out:

@@ -17,7 +17,7 @@
 #include "route.h"
 
 #define ROW_RE                                                                                     \
-  "\\{[[:space:]]*\"(GET|POST|PUT|PATCH|DELETE)\"[[:space:]]*,[[:space:]]*\"(/[^\"]*)\""          \
+  "\\{[[:space:]]*\"(GET|POST|PUT|PATCH|DELETE)\"[[:space:]]*,[[:space:]]*\"(/[^\"]*)\""           \
   "[[:space:]]*,[[:space:]]*(AUTH_[A-Z]+)[[:space:]]*,"
 
 struct row {
@@ -139,7 +139,7 @@ static void test_auth_kinds_follow_the_prefix(void **state) {
   for (const struct route *const *t = api_tables; *t; t++)
     for (const struct route *r = *t; r->method; r++) {
       enum http_auth want = strncmp(r->pattern, "/v1/node/", 9) == 0 ? AUTH_NODE
-                            : strncmp(r->pattern, "/v1/", 4) == 0   ? AUTH_ADMIN
+                            : strncmp(r->pattern, "/v1/", 4) == 0    ? AUTH_ADMIN
                                                                      : AUTH_NONE;
       if (r->auth != want)
         fail_msg("%s %s has auth %d, want %d", r->method, r->pattern, (int)r->auth, (int)want);
