@@ -302,3 +302,9 @@ class LabOrigin:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
