@@ -710,21 +710,10 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   return STORE_OK;
 }
 
-enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  static const char ins[] =
-      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
-      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
-      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "current_level, config_version, created_at, updated_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
-  sqlite3_stmt *q;
+/* Bind the site's configuration fields as parameters 1..16 (name .. nr_retry_on_status), the
+   order both the INSERT and the UPDATE of a site use. */
+static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   char list[128];
-  enum store_rc rc = STORE_ERROR;
-  int64_t now = clock_wall_ms();
-
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  q = store_stmt(&st->w, ins);
-  if (!q) goto fail;
   format_status_list(s, list, sizeof list);
   sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
   sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
@@ -742,6 +731,23 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   sqlite3_bind_int64(q, 14, s->nr_skip_ms);
   sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+}
+
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  static const char ins[] =
+      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
+      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
+      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
+      "current_level, config_version, created_at, updated_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
+  sqlite3_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  int64_t now = clock_wall_ms();
+
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  q = store_stmt(&st->w, ins);
+  if (!q) goto fail;
+  bind_site_cfg(q, s);
   sqlite3_bind_int(q, 17, s->current_level);
   sqlite3_bind_int64(q, 18, now);
   sqlite3_bind_int64(q, 19, now);
@@ -783,29 +789,12 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
       "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
       "nr_retry_on_status = ? WHERE id = ?";
   sqlite3_stmt *q;
-  char list[128];
   enum store_rc rc = STORE_ERROR;
 
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
-  format_status_list(s, list, sizeof list);
-  sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 3, s->failback_hold_ms);
-  sqlite3_bind_int(q, 4, s->hc_enabled);
-  sqlite3_bind_text(q, 5, s->hc_path, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 6, s->hc_timeout_ms);
-  sqlite3_bind_int64(q, 7, s->hc_unhealthy_after);
-  sqlite3_bind_int64(q, 8, s->hc_healthy_after);
-  sqlite3_bind_int(q, 9, s->hc_checkpoints);
-  sqlite3_bind_int64(q, 10, s->nr_retries);
-  sqlite3_bind_int64(q, 11, s->nr_retry_budget_ms);
-  sqlite3_bind_int64(q, 12, s->nr_fail_count);
-  sqlite3_bind_int64(q, 13, s->nr_fail_window_ms);
-  sqlite3_bind_int64(q, 14, s->nr_skip_ms);
-  sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
-  sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  bind_site_cfg(q, s);
   sqlite3_bind_int64(q, 17, s->id);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
