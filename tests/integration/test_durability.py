@@ -12,7 +12,7 @@ import harness
 from harness import Controld
 
 THREADS = 6
-BURST = 300
+BURST = 1000
 
 
 def site_body(i):
