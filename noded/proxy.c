@@ -1157,7 +1157,7 @@ static int step_upstream(struct vconn *c) {
       if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
       else if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
       else {
-        log_debug("TLS handshake with origin %lld failed: %s", (long long)r->site->origins[r->oidx].id,
+        log_warn("TLS handshake with origin %lld failed: %s", (long long)r->site->origins[r->oidx].id,
                   ERR_reason_error_string(ERR_peek_last_error()) ? ERR_reason_error_string(ERR_peek_last_error()) : "error");
         attempt_fail(c, AR_TLS);
         return 1;
@@ -1205,15 +1205,16 @@ static int step_upstream(struct vconn *c) {
         prog = 1;
       } else if (rd == 0 || rd == -2) {
         if (r->rphase == R_WAIT_HEAD) {
-          if (b->len == 0 && u->reused && !r->body_sent && !r->stale_retry) {
-            /* a pooled connection the origin had closed: reconnect once, not a failure */
+          if (b->len == 0 && u->reused && !r->body_sent && !r->stale_retry && r->idempotent) {
+            /* a pooled connection the origin had closed: reconnect once, not a failure (only
+               for idempotent methods: another request may never be sent twice) */
             r->stale_retry = 1;
             up_close(u);
             r->up = NULL;
             attempt_connect(c, 0);
             return 1;
           }
-          attempt_fail(c, rd == 0 ? AR_IO : AR_IO);
+          attempt_fail(c, AR_IO);
           return 1;
         }
         if (r->ubody.kind == HTTP1_BODY_CLOSE && rd == 0) {
@@ -1627,6 +1628,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   SSL_CTX_set_min_proto_version(p->ssl, TLS1_2_VERSION);
   SSL_CTX_set_verify(p->ssl, SSL_VERIFY_PEER, NULL);
   SSL_CTX_set_mode(p->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_options(p->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF); /* no close_notify: plain EOF */
   if (p->ca_file ? SSL_CTX_load_verify_locations(p->ssl, p->ca_file, NULL) != 1
                  : SSL_CTX_set_default_verify_paths(p->ssl) != 1) {
     log_error("cannot load origin CA file %s", p->ca_file ? p->ca_file : "(system default)");
