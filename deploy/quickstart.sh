@@ -4,7 +4,7 @@
 # Everything stays on 127.0.0.1 and stops on Ctrl-C.
 set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
-build="$top/build"
+build="${CDNCA_BUILD:-$top/build}"   # CDNCA_BUILD: use an existing build, build nothing
 state="${CDNCA_DEMO_DIR:-$top/demo-state}"
 api_port="${CDNCA_DEMO_API_PORT:-7400}"
 node_port="${CDNCA_DEMO_NODE_PORT:-7480}"
@@ -12,8 +12,10 @@ node_admin_port="${CDNCA_DEMO_NODE_ADMIN_PORT:-7401}"
 o1_port="${CDNCA_DEMO_ORIGIN1_PORT:-7501}"
 o2_port="${CDNCA_DEMO_ORIGIN2_PORT:-7502}"
 
-cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+if [ -z "${CDNCA_BUILD:-}" ]; then
+  cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$build" -j"$(nproc)" >/dev/null
+fi
 mkdir -p "$state"
 
 pids=()
@@ -21,7 +23,9 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT  # exit at once (the EXIT trap stops everything), not after wait -n
+trap 'exit 143' TERM
 
 token_file="$state/admin-token"
 if [ ! -s "$token_file" ]; then
@@ -95,3 +99,4 @@ Ctrl-C stops everything.
 MSG
 wait -n "${pids[@]}" || true
 echo "quickstart: a process exited; see logs in $state" >&2
+exit 1

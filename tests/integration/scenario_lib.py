@@ -178,20 +178,37 @@ def visit_origin(n, host, path="/", timeout=10):
 
 # ---- an origin that tells nodes apart ----
 
-def _client_inode(peer_ip, peer_port):
-    """The socket inode of the client end (local addr = peer) of a loopback TCP connection."""
-    want = "%s:%04X" % ("".join("%02X" % b for b in reversed(socket.inet_aton(peer_ip))),
-                        peer_port)
-    for table in ("/proc/net/tcp",):
+def _proc_addr(addr):
+    """("127.0.0.1", 80) as /proc/net/tcp writes it: b"0100007F:0050"."""
+    ip = "".join("%02X" % b for b in reversed(socket.inet_aton(addr[0])))
+    return ("%s:%04X" % (ip, addr[1])).encode()
+
+
+def _client_inode(client, server):
+    """The socket inode of the client end of the loopback TCP connection client -> server.
+
+    Both ends must match: an old connection in TIME_WAIT (inode 0) may have used the same
+    client port. The kernel lists /proc/net/tcp bucket by bucket without a snapshot, so an entry
+    can be missed while other sockets come and go: read it whole, and again if missed."""
+    local, remote = _proc_addr(client), _proc_addr(server)
+    for _ in range(20):
         try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if len(parts) > 9 and parts[1] == want:
-                        return parts[9]
+            fd = os.open("/proc/net/tcp", os.O_RDONLY)
+            try:
+                chunks = []
+                while True:
+                    data = os.read(fd, 1 << 20)
+                    if not data:
+                        break
+                    chunks.append(data)
+            finally:
+                os.close(fd)
         except OSError:
-            pass
+            return None
+        for line in b"".join(chunks).splitlines()[1:]:
+            parts = line.split()
+            if len(parts) > 9 and parts[1] == local and parts[2] == remote and parts[9] != b"0":
+                return parts[9].decode()
     return None
 
 
@@ -290,7 +307,7 @@ class LabOrigin:
             pids = set(self.watch_pids)
         if not pids:
             return None
-        inode = _client_inode(client_address[0], client_address[1])
+        inode = _client_inode(client_address, ("127.0.0.1", self.port))
         if inode is None:
             return None
         for pid in pids:

@@ -17,7 +17,7 @@ import harness
 from harness import Controld, Origin, wait_until
 from certs import make_test_pki
 from scenario_lib import (LabOrigin, WAIT, card, card_origin, events, hdr, level_health,
-                          make_site, metric, origin_spec, start_origins, switch, verdicts,
+                          make_site, origin_spec, start_origins, switch, verdicts,
                           wait_health, wait_level, wait_rounds)
 
 FAST = ["--probe-interval-ms", "300"]
