@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -397,7 +398,7 @@ void probe_free(struct probe **pp) {
 }
 
 int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
-              struct probe_result *results, volatile int *cancel) {
+              struct probe_result *results, atomic_int *cancel) {
   size_t next = 0;
   int running = 0;
   int rc = -1;

@@ -3,6 +3,7 @@
 #ifndef CDNCA_PROBE_H
 #define CDNCA_PROBE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 /*
@@ -76,6 +77,6 @@ void probe_free(struct probe **p);
  * -1 on bad arguments or an internal libcurl failure (unfinished results then carry an error).
  */
 int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
-              struct probe_result *results, volatile int *cancel);
+              struct probe_result *results, atomic_int *cancel);
 
 #endif

@@ -1,6 +1,7 @@
 /* checkpoint — the checkpoint plugin client (see checkpoint.h). */
 #include "checkpoint.h"
 
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdint.h>
@@ -250,7 +251,7 @@ static void slot_done(struct cp_slot *s, CURLcode res, struct checkpoint_answer 
 }
 
 int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_t n,
-                   struct checkpoint_answer *out, volatile int *cancel) {
+                   struct checkpoint_answer *out, atomic_int *cancel) {
   size_t next = 0, running = 0;
   int free_slots[CHECKPOINT_CONCURRENCY], nfree = 0, rc = 0;
   for (size_t i = 0; i < n; i++) {

@@ -2,6 +2,7 @@
 #ifndef CDNCA_CHECKPOINT_H
 #define CDNCA_CHECKPOINT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 /* Votes accepted in one answer; an answer with more is garbage. */
@@ -48,7 +49,7 @@ void checkpoint_free(struct checkpoint **c);
    unfinished queries end with error "cancelled". 0, or -1 on a libcurl failure. Free the answers
    with checkpoint_answers_free. */
 int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_t n,
-                   struct checkpoint_answer *out, volatile int *cancel);
+                   struct checkpoint_answer *out, atomic_int *cancel);
 
 /* Free what the n answers own (not the array). */
 void checkpoint_answers_free(struct checkpoint_answer *a, size_t n);

@@ -2,7 +2,6 @@
 #ifndef CDNCA_CTX_H
 #define CDNCA_CTX_H
 
-#include <signal.h>
 #include <stdint.h>
 
 struct store;
@@ -45,7 +44,6 @@ struct ctx {
   struct task_board *tasks;  /* probe tasks handed to nodes, votes back (tasks.h) */
   struct notify *notify;     /* webhook delivery worker (notify.h) */
   struct prober *prober;     /* the probe round thread (prober.h) */
-  volatile sig_atomic_t stopping;
   int64_t started_ms;
 };
 

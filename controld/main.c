@@ -146,7 +146,6 @@ int main(int argc, char **argv) {
 
   sigwait(&sigs, &sig);
   log_info("signal %d: shutting down", sig);
-  ctx.stopping = 1;
   http_quiesce(&ctx);
   ret = 0;
 out:

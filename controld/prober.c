@@ -1,6 +1,7 @@
 /* prober — the probe round thread and one round's three sources (see prober.h). */
 #include "prober.h"
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@ struct prober {
   int thr_started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  volatile int stop;
+  atomic_int stop;
 };
 
 int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms) {

@@ -1,6 +1,7 @@
 /* tasks — the probe-task board: rounds of per-node tasks, votes back, node long-poll waiters. */
 #include "tasks.h"
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,7 +260,7 @@ fail:
   return -1;
 }
 
-void tasks_round_wait(struct task_board *b, int64_t round_id, volatile int *stop) {
+void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop) {
   pthread_mutex_lock(&b->mu);
   for (;;) {
     struct round *rd = round_find(b, round_id);

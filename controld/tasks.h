@@ -2,6 +2,7 @@
 #ifndef CDNCA_TASKS_H
 #define CDNCA_TASKS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct ctx;
@@ -39,7 +40,7 @@ int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wa
                      const int *n_tasks);
 
 /* Block until every expected vote of the round arrived or deadline_wall_ms passed (or stop is set). */
-void tasks_round_wait(struct task_board *b, int64_t round_id, volatile int *stop);
+void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop);
 
 /* Close the round: *votes (malloc'd, caller frees) gets every vote received in time; later votes are refused (409). 0 or -1. */
 int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes, int *n);

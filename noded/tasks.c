@@ -1,6 +1,7 @@
 /* tasks — node probe tasks: poll, probe, vote. */
 #include "tasks.h"
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ struct ntasks {
   struct probe *probe;
   pthread_t thr;
   int started;
-  volatile int cancel; /* read by probe_run: set when stopping */
+  atomic_int cancel; /* read by probe_run: set when stopping */
   pthread_mutex_t mu;
   int64_t rounds, probes, late;
 };

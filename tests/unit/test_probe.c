@@ -1,4 +1,5 @@
 /* test_probe — the batch prober against real test origins on loopback. */
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -671,7 +672,7 @@ static void test_cancel_before(void **state) {
   struct env *e = *state;
   struct probe_target t[3];
   struct probe_result r[3];
-  volatile int cancel = 1;
+  atomic_int cancel = 1;
   struct probe *p = new_probe(NULL, 2);
   for (int i = 0; i < 3; i++)
     t[i] = http_target(&e->a, "origin.test", "/", 5000);
@@ -684,7 +685,7 @@ static void test_cancel_before(void **state) {
 }
 
 struct canceller {
-  volatile int *flag;
+  atomic_int *flag;
 };
 
 static void *cancel_later(void *arg) {
@@ -698,7 +699,7 @@ static void test_cancel_in_flight(void **state) {
   struct env *e = *state;
   struct probe_target t[2];
   struct probe_result r[2];
-  volatile int cancel = 0;
+  atomic_int cancel = 0;
   struct canceller c = {.flag = &cancel};
   pthread_t th;
   struct probe *p = new_probe(NULL, 0);

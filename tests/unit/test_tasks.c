@@ -51,7 +51,7 @@ static struct task_board *open_round(int64_t round_id, int64_t deadline) {
 }
 
 struct watchdog {
-  volatile int stop;
+  atomic_int stop;
   atomic_int fired, done;
 };
 
