@@ -2,6 +2,7 @@
 # Build cdnca and run every test (unit + integration) with ctest.
 #   tests/run.sh            plain build in ./build
 #   tests/run.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
+#   tests/run.sh --tsan     ThreadSanitizer build in ./build-tsan (a race report fails the test)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
 set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,6 +14,11 @@ if [ "${1:-}" = "--asan" ]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON)
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+elif [ "${1:-}" = "--tsan" ]; then
+  shift
+  dir="$top/build-tsan"
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTSAN=ON)
+  export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
 cmake -S "$top" -B "$dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
