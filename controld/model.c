@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostname.h"
 #include "json.h"
 
 static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
@@ -88,33 +89,12 @@ static int get_str(const cJSON *obj, const char *key, char *out, size_t cap, int
   return 0;
 }
 
-int model_valid_hostname(const char *name) {
-  size_t len = strlen(name), label = 0;
-  if (len == 0 || len > 253) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = name[i];
-    if (c == '.') {
-      if (label == 0 || name[i - 1] == '-') return 0;
-      label = 0;
-      continue;
-    }
-    if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-')) return 0;
-    if (label == 0 && c == '-') return 0;
-    if (++label > 63) return 0;
-  }
-  return label > 0 && name[len - 1] != '-';
-}
-
-static void lower(char *s) {
-  for (; *s; s++) *s = (char)tolower((unsigned char)*s);
-}
-
 /* An origin address: an IPv4 or IPv6 literal, or a hostname. */
 static int valid_address(char *a) {
   unsigned char buf[16];
   if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
-  lower(a);
-  return model_valid_hostname(a);
+  hostname_lower(a);
+  return hostname_valid(a);
 }
 
 static int valid_name(const char *s) {
@@ -174,8 +154,8 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
   r = get_str(obj, "host_header", o->host_header, sizeof o->host_header, 1, prefix, err);
   if (r < 0) return -1;
   if (o->host_header[0]) {
-    lower(o->host_header);
-    if (!model_valid_hostname(o->host_header))
+    hostname_lower(o->host_header);
+    if (!hostname_valid(o->host_header))
       return fail(err, 422, "invalid_value", path(f, sizeof f, prefix, "host_header"),
                   "host_header must be a valid hostname");
   }
@@ -200,8 +180,8 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
     if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s->hostnames[0])
       return fail(err, 422, "invalid_value", f, "a hostname must be a string of at most 253 characters");
     memcpy(s->hostnames[n], it->valuestring, strlen(it->valuestring) + 1);
-    lower(s->hostnames[n]);
-    if (!model_valid_hostname(s->hostnames[n]))
+    hostname_lower(s->hostnames[n]);
+    if (!hostname_valid(s->hostnames[n]))
       return fail(err, 422, "invalid_value", f, "'%s' is not a valid hostname", it->valuestring);
     for (int j = 0; j < n; j++)
       if (strcmp(s->hostnames[j], s->hostnames[n]) == 0)
@@ -388,8 +368,22 @@ cJSON *model_origin_json(const struct origin_rec *o) {
   return j;
 }
 
+cJSON *model_node_retry_json(const struct site_rec *s) {
+  cJSON *nr = cJSON_CreateObject(), *ros;
+  json_add_i64(nr, "retries", s->nr_retries);
+  json_add_i64(nr, "retry_budget_ms", s->nr_retry_budget_ms);
+  json_add_i64(nr, "fail_count", s->nr_fail_count);
+  json_add_i64(nr, "fail_window_ms", s->nr_fail_window_ms);
+  json_add_i64(nr, "skip_ms", s->nr_skip_ms);
+  json_add_i64(nr, "half_open_requests", s->nr_half_open_requests);
+  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
+  for (int i = 0; i < s->n_retry_on_status; i++)
+    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry_on_status[i]));
+  return nr;
+}
+
 cJSON *model_site_json(const struct site_rec *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *hc, *nr, *ros;
+  cJSON *j = cJSON_CreateObject(), *a, *hc;
   const char *reason;
   json_add_i64(j, "id", s->id);
   cJSON_AddStringToObject(j, "name", s->name);
@@ -406,16 +400,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
   json_add_i64(hc, "healthy_after", s->hc_healthy_after);
   cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
-  nr = cJSON_AddObjectToObject(j, "node_retry");
-  json_add_i64(nr, "retries", s->nr_retries);
-  json_add_i64(nr, "retry_budget_ms", s->nr_retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->nr_fail_count);
-  json_add_i64(nr, "fail_window_ms", s->nr_fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->nr_skip_ms);
-  json_add_i64(nr, "half_open_requests", s->nr_half_open_requests);
-  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->n_retry_on_status; i++)
-    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry_on_status[i]));
+  cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);
   a = cJSON_AddArrayToObject(j, "origins");

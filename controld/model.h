@@ -36,10 +36,11 @@ const char *model_hc_state(const struct site_rec *s, const char **reason);
 /* JSON of a site as the API returns it (caller cJSON_Delete's it). */
 cJSON *model_site_json(const struct site_rec *s);
 
+/* The site's node_retry object, as the API returns it and nodes receive it. */
+cJSON *model_node_retry_json(const struct site_rec *s);
+
 /* JSON of an origin as the API returns it. */
 cJSON *model_origin_json(const struct origin_rec *o);
 
-/* 1 when name is a valid DNS hostname (lowercase letters, digits, '-', dots; labels 1-63, total <= 253). */
-int model_valid_hostname(const char *name);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "http.h"
 #include "json.h"
+#include "model.h"
 #include "log.h"
 
 #define PUB_CACHE 16
@@ -64,7 +65,7 @@ size_t pub_blob_len(const struct pub_blob *b) {
 /* ---- JSON ---- */
 
 static cJSON *site_config_json(const struct site_rec *s) {
-  cJSON *o = cJSON_CreateObject(), *h, *arr, *nr, *st;
+  cJSON *o = cJSON_CreateObject(), *h, *arr;
   json_add_i64(o, "id", s->id);
   cJSON_AddStringToObject(o, "name", s->name);
   h = cJSON_AddArrayToObject(o, "hostnames");
@@ -87,16 +88,7 @@ static cJSON *site_config_json(const struct site_rec *s) {
     cJSON_AddNumberToObject(x, "weight", g->weight);
     cJSON_AddItemToArray(arr, x);
   }
-  nr = cJSON_AddObjectToObject(o, "node_retry");
-  json_add_i64(nr, "retries", s->nr_retries);
-  json_add_i64(nr, "retry_budget_ms", s->nr_retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->nr_fail_count);
-  json_add_i64(nr, "fail_window_ms", s->nr_fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->nr_skip_ms);
-  json_add_i64(nr, "half_open_requests", s->nr_half_open_requests);
-  st = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->n_retry_on_status; i++)
-    cJSON_AddItemToArray(st, cJSON_CreateNumber(s->retry_on_status[i]));
+  cJSON_AddItemToObject(o, "node_retry", model_node_retry_json(s));
   return o;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostname.h"
 #include "json.h"
 #include "log.h"
 
@@ -35,27 +36,6 @@ static char *dupstr(const char *s) {
   return d;
 }
 
-static int valid_hostname(const char *name) {
-  size_t len = strlen(name), label = 0;
-  if (len == 0 || len > 253) return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = name[i];
-    if (c == '.') {
-      if (label == 0 || name[i - 1] == '-') return 0;
-      label = 0;
-      continue;
-    }
-    if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-')) return 0;
-    if (label == 0 && c == '-') return 0;
-    if (++label > 63) return 0;
-  }
-  return label > 0 && name[len - 1] != '-';
-}
-
-static void lower(char *s) {
-  for (; *s; s++) *s = (char)tolower((unsigned char)*s);
-}
-
 static int valid_address(const char *a) {
   unsigned char tmp[16];
   char low[256];
@@ -63,8 +43,8 @@ static int valid_address(const char *a) {
   if (inet_pton(AF_INET, a, tmp) == 1 || inet_pton(AF_INET6, a, tmp) == 1) return 1;
   if (n == 0 || n >= sizeof low) return 0;
   memcpy(low, a, n + 1);
-  lower(low);
-  return strcmp(low, a) == 0 && valid_hostname(low);
+  hostname_lower(low);
+  return strcmp(low, a) == 0 && hostname_valid(low);
 }
 
 static void site_free(struct sitecfg_site *s) {
@@ -185,8 +165,8 @@ static int parse_origin(const cJSON *o, struct sitecfg_origin *out, const char *
   if (r < 0) return failf(err, errlen, f, "must be a hostname or null");
   if (r == 0) {
     if (!(out->host_header = dupstr(s))) return failf(err, errlen, f, "out of memory");
-    lower(out->host_header);
-    if (!valid_hostname(out->host_header))
+    hostname_lower(out->host_header);
+    if (!hostname_valid(out->host_header))
       return failf(err, errlen, f, "must be a valid hostname or null");
   }
   v = 1;
@@ -243,8 +223,8 @@ static int parse_site(const cJSON *j, struct sitecfg_site **out, int idx, char *
     }
     if (!(h = dupstr(it->valuestring))) goto out;
     s->hostnames[s->n_hostnames++] = h;
-    lower(h);
-    if (!valid_hostname(h)) {
+    hostname_lower(h);
+    if (!hostname_valid(h)) {
       failf(err, errlen, f, "'%s' is not a valid hostname", it->valuestring);
       goto out;
     }

@@ -8,6 +8,7 @@
 
 #include "fuzz_check.h"
 #include "json.h"
+#include "hostname.h"
 #include "model.h"
 
 /* A valid existing site the PATCH bodies are applied to. */
@@ -28,7 +29,7 @@ static void check_origin(const struct origin_rec *o) {
   FUZZ_CHECK(o->enabled == 0 || o->enabled == 1);
   FUZZ_CHECK(strcmp(o->scheme, "http") == 0 || strcmp(o->scheme, "https") == 0);
   FUZZ_CHECK(o->address[0] != '\0');
-  FUZZ_CHECK(!o->host_header[0] || model_valid_hostname(o->host_header));
+  FUZZ_CHECK(!o->host_header[0] || hostname_valid(o->host_header));
 }
 
 /* A record accepted by the validators keeps every limit the model promises. */
@@ -43,7 +44,7 @@ static void check_site(const struct site_rec *s) {
   FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= STORE_MAX_HOSTNAMES);
   for (int i = 0; i < s->n_hostnames; i++) {
     FUZZ_CHECK(FUZZ_TERMINATED(s->hostnames[i]));
-    FUZZ_CHECK(model_valid_hostname(s->hostnames[i]));
+    FUZZ_CHECK(hostname_valid(s->hostnames[i]));
     for (int k = 0; k < i; k++)
       FUZZ_CHECK(strcmp(s->hostnames[i], s->hostnames[k]) != 0);
   }

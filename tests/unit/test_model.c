@@ -322,42 +322,6 @@ static void test_too_many(void **state) {
   site_rec_fini(&s);
 }
 
-static void test_valid_hostname(void **state) {
-  char h[300];
-  assert_true(model_valid_hostname("a"));
-  assert_true(model_valid_hostname("a.b"));
-  assert_true(model_valid_hostname("a-b.c-d.e"));
-  assert_true(model_valid_hostname("123.example"));
-  assert_true(model_valid_hostname("xn--bcher-kva.example"));
-  assert_false(model_valid_hostname(""));
-  assert_false(model_valid_hostname("-a"));
-  assert_false(model_valid_hostname("a-"));
-  assert_false(model_valid_hostname("a-.b"));
-  assert_false(model_valid_hostname("a.-b"));
-  assert_false(model_valid_hostname("a..b"));
-  assert_false(model_valid_hostname(".a"));
-  assert_false(model_valid_hostname("a."));
-  assert_false(model_valid_hostname("A.b")); /* callers lowercase first */
-  assert_false(model_valid_hostname("a_b.c"));
-  assert_false(model_valid_hostname("a b"));
-  assert_false(model_valid_hostname("a:80"));
-  /* labels of 63 are fine, 64 are not */
-  memset(h, 'a', 63);
-  h[63] = '\0';
-  assert_true(model_valid_hostname(h));
-  memset(h, 'a', 64);
-  h[64] = '\0';
-  assert_false(model_valid_hostname(h));
-  /* 253 characters in total are fine, 254 are not */
-  for (int i = 0; i < 253; i++)
-    h[i] = (i % 2) ? '.' : 'a';
-  h[253] = '\0';
-  assert_true(model_valid_hostname(h));
-  h[253] = 'a';
-  h[254] = '\0';
-  assert_false(model_valid_hostname(h));
-}
-
 static void test_patch_rules(void **state) {
   struct site_rec s, before;
   struct model_err e;
@@ -554,7 +518,6 @@ int main(void) {
       cmocka_unit_test(test_explicit_values),
       cmocka_unit_test(test_create_errors),
       cmocka_unit_test(test_too_many),
-      cmocka_unit_test(test_valid_hostname),
       cmocka_unit_test(test_patch_rules),
       cmocka_unit_test(test_origin_apply),
       cmocka_unit_test(test_hc_state),
