@@ -24,6 +24,7 @@
 #include "token.h"
 
 #define IDLE_RESCAN_MS 5000 /* look at the outbox at least this often (clock jumps, missed wakes) */
+#define PRUNE_EVERY_MS 3600000 /* outbox clean-up, once an hour */
 #define ERROR_RESCAN_MS 1000
 
 const char *const notify_event_types[] = {
@@ -68,6 +69,7 @@ void notify_policy_defaults(struct notify_policy *p) {
   p->give_up_ms = 86400000;
   p->timeout_ms = 10000;
   p->shutdown_grace_ms = 5000;
+  p->keep_ms = 7LL * 86400000;
 }
 
 int notify_known_type(const char *type) {
@@ -345,11 +347,15 @@ static int collect(struct notify *n) {
 
 static void *worker(void *arg) {
   struct notify *n = arg;
-  int64_t next_due = 0, grace_end = 0;
+  int64_t next_due = 0, grace_end = 0, next_prune = 0;
   int rescan = 1;
   for (;;) {
     int64_t now = clock_wall_ms();
     int running = 0, got, timeout;
+    if (clock_mono_ms() >= next_prune) { /* finished outbox rows are history: keep keep_ms of it */
+      store_delivery_prune(n->st, now - n->p.keep_ms);
+      next_prune = clock_mono_ms() + PRUNE_EVERY_MS;
+    }
     if (atomic_exchange(&n->wake, 0)) rescan = 1;
     if (atomic_load(&n->stop)) {
       if (!grace_end) grace_end = clock_mono_ms() + n->p.shutdown_grace_ms;

@@ -22,6 +22,7 @@ struct notify_policy {
   int64_t give_up_ms;   /* after this long since the event, a failed attempt is final */
   int64_t timeout_ms;   /* one attempt, connect to last byte */
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
+  int64_t keep_ms;      /* delivered and failed outbox rows are removed this long after their event */
 };
 
 enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 };

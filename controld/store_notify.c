@@ -354,6 +354,24 @@ enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_
   return rc;
 }
 
+int store_delivery_prune(struct store *st, int64_t before_ms) {
+  static const char del[] =
+      "DELETE FROM deliveries WHERE state IN ('delivered', 'failed') AND created_at < ?";
+  sqlite3_stmt *s;
+  int removed;
+  if (store_tx_begin(st) < 0) return -1;
+  s = store_stmt(&st->w, del);
+  if (!s) goto fail;
+  sqlite3_bind_int64(s, 1, before_ms);
+  if (store_step_done(&st->w, s, "pruning the webhook outbox") < 0) goto fail;
+  removed = sqlite3_changes(st->w.db);
+  if (store_tx_commit(st) < 0) return -1;
+  return removed;
+fail:
+  store_tx_rollback(st);
+  return -1;
+}
+
 int store_delivery_record(struct store *st, const struct delivery_result *res, int n) {
   static const char upd[] =
       "UPDATE deliveries SET state = ?, attempts = attempts + 1, last_status = ?, last_error = ?, "

@@ -59,6 +59,9 @@ struct delivery_result {
   int64_t at;             /* when the attempt ended (wall ms) */
 };
 
+/* Remove delivered and failed deliveries created before before_ms (pending ones stay). Number removed, or -1. */
+int store_delivery_prune(struct store *st, int64_t before_ms);
+
 /* Free what a webhook record owns (the events text) and wipe its secret. */
 void webhook_rec_fini(struct webhook_rec *w);
 

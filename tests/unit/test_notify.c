@@ -250,6 +250,27 @@ static void record(struct store *st, int64_t id, const char *state, int status, 
   assert_int_equal(store_delivery_record(st, &r, 1), 0);
 }
 
+static void test_outbox_prune(void **state) {
+  struct fx *f = *state;
+  char types[256];
+  int64_t hook = add_hook(f->st, "http://127.0.0.1:9/p", NULL);
+  struct delivery_rec *arr = NULL;
+  int n = 0;
+  assert_true(store_event_add(f->st, 1, "a", "level.switched", "one", "{}") > 0);
+  assert_true(store_event_add(f->st, 1, "a", "site.recovered", "two", "{}") > 0);
+  assert_true(store_event_add(f->st, 2, "b", "site.recovered", "three", "{}") > 0);
+  assert_int_equal(store_delivery_list(f->st, hook, 0, 100, &arr, &n), STORE_OK);
+  assert_int_equal(n, 3);
+  /* newest first: [0] site 2 pending, [1] delivered, [2] failed */
+  record(f->st, arr[1].id, "delivered", 200, 0);
+  record(f->st, arr[2].id, "failed", 500, 0);
+  free(arr);
+  assert_int_equal(store_delivery_prune(f->st, 0), 0); /* nothing is that old */
+  assert_int_equal(store_delivery_prune(f->st, INT64_MAX), 2);
+  assert_int_equal(deliveries_of(f->st, hook, types, sizeof types), 1); /* the pending one stays */
+  assert_string_equal(types, "site.recovered");
+}
+
 static void test_queue_heads_in_order(void **state) {
   struct fx *f = *state;
   struct delivery_head *h = NULL;
@@ -378,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_known_types),
       cmocka_unit_test(test_event_json),
       cmocka_unit_test_setup_teardown(test_filter_fanout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_outbox_prune, setup, teardown),
       cmocka_unit_test_setup_teardown(test_queue_heads_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_webhook_test_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_webhook_crud_and_limit, setup, teardown),
