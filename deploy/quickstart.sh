@@ -13,6 +13,7 @@ o1_port="${CDNCA_DEMO_ORIGIN1_PORT:-7501}"
 o2_port="${CDNCA_DEMO_ORIGIN2_PORT:-7502}"
 
 if [ -z "${CDNCA_BUILD:-}" ]; then
+  "$top/deploy/deps.sh"
   cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$build" -j"$(nproc)" >/dev/null
 fi

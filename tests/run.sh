@@ -20,6 +20,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTSAN=ON)
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
+"$top/deploy/deps.sh"
 cmake -S "$top" -B "$dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 cd "$dir"
