@@ -5,6 +5,7 @@
 #include "api.h"
 #include "clock.h"
 #include "ctx.h"
+#include "hub.h"
 #include "json.h"
 #include "token.h"
 
@@ -91,8 +92,12 @@ static enum http_rc list_nodes(struct req *r) {
 
 static enum http_rc delete_node(struct req *r) {
   enum store_rc rc = store_node_delete(r->ctx->store, r->params[0]);
-  if (rc != STORE_OK) api_store_error(r, rc, "node", NULL);
-  else req_json(r, 204, NULL);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "node", NULL);
+    return HTTP_DONE;
+  }
+  if (r->ctx->hub) hub_node_revoked(r->ctx->hub, r->params[0]); /* revocation is at once */
+  req_json(r, 204, NULL);
   return HTTP_DONE;
 }
 

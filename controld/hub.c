@@ -78,6 +78,9 @@ static int pick_expired(const struct waiter *w, int64_t now) {
 static int pick_all(const struct waiter *w, int64_t unused) {
   return 1;
 }
+static int pick_node(const struct waiter *w, int64_t node_id) {
+  return w->r->node_id == node_id;
+}
 
 /* Answer waiters (off the list, so owned by the caller now) and resume them. */
 static void answer_new(struct hub *h, struct waiter **ws, int n) {
@@ -322,6 +325,19 @@ void hub_shutdown(struct hub *h) {
   answer_304(ws, n);
   free(ws);
   if (n) log_info("answered %d waiting config polls before stopping", n);
+}
+
+void hub_node_revoked(struct hub *h, int64_t node_id) {
+  struct waiter **ws;
+  int n;
+  pthread_mutex_lock(&h->mu);
+  ws = take_waiters(h, pick_node, node_id, &n);
+  pthread_mutex_unlock(&h->mu);
+  for (int i = 0; i < n; i++) {
+    req_error(ws[i]->r, 401, "unauthorized", NULL, "unknown or revoked token");
+    req_resume(ws[i]->r);
+  }
+  free(ws);
 }
 
 int hub_waiters(struct hub *h) {

@@ -29,6 +29,9 @@ void hub_node_seen(struct hub *h, int64_t node_id, int64_t now);
 /* Answer every suspended waiter with 304 and answer later polls at once; call before http_stop. */
 void hub_shutdown(struct hub *h);
 
+/* A node was deleted: answer its suspended config polls with 401 at once. */
+void hub_node_revoked(struct hub *h, int64_t node_id);
+
 /* Number of waiters suspended right now. */
 int hub_waiters(struct hub *h);
 

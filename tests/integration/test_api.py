@@ -10,6 +10,8 @@ import json
 import os
 import re
 import subprocess
+import threading
+import time
 
 import harness
 from harness import Controld
@@ -681,6 +683,36 @@ def test_nodes_token_once_and_revocation(tmp):
     rejected(c, "DELETE", "/v1/nodes/%d" % n["id"], want=404)
     # the other node is untouched
     rejected(c, "GET", "/v1/sites", want=403, token=m["token"])
+
+
+def test_revoked_node_poll_answered_at_once(tmp):
+    """DELETE /v1/nodes/{id} answers that node's suspended config long-poll with 401 right away
+    (it would otherwise hold until wait_ms, here 60 s: longer than the client's 30 s timeout)."""
+    c = Controld(tmp).start()
+    status, j, _ = c.api("POST", "/v1/nodes", {"name": "edge-revoked"})
+    assert status == 201, j
+    tok, nid = j["token"], j["id"]
+    status, _, _ = c.api("POST", "/v1/sites", {"name": "rv", "hostnames": ["rv.example.com"]})
+    assert status == 201
+    status, cfg, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)
+    assert status == 200, cfg
+    got = {}
+
+    def poll():
+        try:
+            got["status"] = c.api("GET", "/v1/node/config?since=%d&wait_ms=60000" % cfg["seq"],
+                                  token=tok)[0]
+        except Exception as e:  # a timeout here means the poll was not answered
+            got["error"] = repr(e)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.5)  # let the poll suspend (if it has not, it gets the 401 at once anyway)
+    status, _, _ = c.api("DELETE", "/v1/nodes/%d" % nid)
+    assert status == 204
+    t.join(40)
+    assert not t.is_alive()
+    assert got.get("status") == 401, got
 
 
 if __name__ == "__main__":
