@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "addr.h"
 #include "clock.h"
 #include "ctx.h"
 #include "json.h"
@@ -310,39 +311,6 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
 
 /* ---- lifecycle ---- */
 
-/* Parse "host:port" / "[v6]:port" into ss. 0 or -1. */
-static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len) {
-  char host[128];
-  const char *colon = strrchr(s, ':');
-  long port;
-  char *end;
-  size_t hl;
-  if (!colon) return -1;
-  port = strtol(colon + 1, &end, 10);
-  if (*end || port < 0 || port > 65535) return -1;
-  hl = (size_t)(colon - s);
-  if (hl >= sizeof host) return -1;
-  memcpy(host, s, hl);
-  host[hl] = '\0';
-  memset(ss, 0, sizeof *ss);
-  if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    host[hl - 1] = '\0';
-    if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) return -1;
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons((uint16_t)port);
-    *len = sizeof *a6;
-    return 0;
-  }
-  {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) return -1;
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-    *len = sizeof *a4;
-  }
-  return 0;
-}
 
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -373,7 +341,7 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
   if (!srv) return -1;
   srv->ctx = ctx;
   srv->tables = tables;
-  if (parse_listen(ctx->cfg.listen, &ss, &sl) < 0) {
+  if (addr_parse_listen(ctx->cfg.listen, 0, &ss, &sl) < 0) {
     log_error("listen address '%s' is not host:port (IPv4 or [IPv6])", ctx->cfg.listen);
     free(srv);
     return -1;

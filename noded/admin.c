@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "addr.h"
 #include "json.h"
 #include "log.h"
 
@@ -17,36 +18,6 @@ struct admin {
   struct MHD_Daemon *mhd;
 };
 
-static int parse_listen(const char *s, struct sockaddr_storage *ss) {
-  char host[128];
-  const char *colon = strrchr(s, ':');
-  long port;
-  char *end;
-  size_t hl;
-  if (!colon) return -1;
-  port = strtol(colon + 1, &end, 10);
-  if (*end || end == colon + 1 || port < 0 || port > 65535) return -1;
-  hl = (size_t)(colon - s);
-  if (hl >= sizeof host || hl == 0) return -1;
-  memcpy(host, s, hl);
-  host[hl] = '\0';
-  memset(ss, 0, sizeof *ss);
-  if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    host[hl - 1] = '\0';
-    if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) return -1;
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons((uint16_t)port);
-    return 0;
-  }
-  {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) return -1;
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-  }
-  return 0;
-}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
                              char *data, size_t len) {
@@ -133,10 +104,11 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
 struct admin *admin_start(const char *listen, const struct admin_src *src) {
   struct admin *a = calloc(1, sizeof *a);
   struct sockaddr_storage ss;
+  socklen_t sl;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
   if (!a) return NULL;
   a->src = *src;
-  if (parse_listen(listen, &ss) < 0) {
+  if (addr_parse_listen(listen, 0, &ss, &sl) < 0) {
     log_error("option admin-listen: '%s' is not host:port (IPv4 or [IPv6])", listen);
     free(a);
     return NULL;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "addr.h"
 #include "http1.h"
 #include "json.h"
 #include "log.h"
@@ -1555,40 +1556,6 @@ static char *dupstr(const char *s) {
   return d;
 }
 
-/* Parse "host:port" / "[v6]:port" into sa. 0 or -1. */
-static int parse_listen(const char *s, struct sockaddr_storage *sa, socklen_t *len) {
-  char host[128];
-  const char *colon;
-  long port;
-  char *end;
-  memset(sa, 0, sizeof *sa);
-  if (s[0] == '[') {
-    const char *rb = strchr(s, ']');
-    if (!rb || rb[1] != ':' || (size_t)(rb - s - 1) >= sizeof host) return -1;
-    copy_trunc(host, sizeof host, s + 1, (size_t)(rb - s - 1));
-    colon = rb + 1;
-  } else {
-    colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof host) return -1;
-    copy_trunc(host, sizeof host, s, (size_t)(colon - s));
-  }
-  port = strtol(colon + 1, &end, 10);
-  if (*end || end == colon + 1 || port < 0 || port > 65535) return -1;
-  if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0",
-                &((struct sockaddr_in *)sa)->sin_addr) == 1) {
-    ((struct sockaddr_in *)sa)->sin_family = AF_INET;
-    ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
-    *len = sizeof(struct sockaddr_in);
-    return 0;
-  }
-  if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)sa)->sin6_addr) == 1) {
-    ((struct sockaddr_in6 *)sa)->sin6_family = AF_INET6;
-    ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
-    *len = sizeof(struct sockaddr_in6);
-    return 0;
-  }
-  return -1;
-}
 
 static int make_listener(struct sockaddr_storage *sa, socklen_t len) {
   int one = 1;
@@ -1634,7 +1601,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
     log_error("cannot load origin CA file %s", p->ca_file ? p->ca_file : "(system default)");
     goto fail;
   }
-  if (parse_listen(p->listen, &sa, &salen) < 0) {
+  if (addr_parse_listen(p->listen, 1, &sa, &salen) < 0) {
     log_error("invalid listen address '%s' (want host:port)", p->listen);
     goto fail;
   }
