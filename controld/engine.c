@@ -9,10 +9,12 @@
 
 #include "clock.h"
 #include "ctx.h"
+#include "fleet.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "store_fleet.h"
 #include "store_health.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
@@ -233,7 +235,8 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
     s->all_unhealthy = all;
     s->failback_notified = fb;
   }
-  return 0;
+  /* the fleet view's flags follow the level and health written in this transaction */
+  return store_fleet_set_locked(ctx->store, s->id, fleet_state_of(s, now));
 }
 
 /* ---- rounds ---- */
@@ -424,6 +427,8 @@ enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int
   if (fb != s.failback_notified &&
       store_health_site_flags_locked(ctx->store, s.id, s.all_unhealthy, fb) < 0)
     goto fail;
+  s.failback_notified = fb;
+  if (store_fleet_set_locked(ctx->store, s.id, fleet_state_of(&s, clock_wall_ms())) < 0) goto fail;
   site_rec_fini(&s);
   return store_health_commit(ctx->store) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
 fail:

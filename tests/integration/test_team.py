@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""test_team — the API a team shares (DESIGN §4 "Fleet view", "Tokens and roles", "Audit").
+
+Fleet: a few hundred sites in mixed states (on a backup level by a manual switch, health checks
+paused, every level down, manual failback available) against GET /v1/summary and the state= /
+q= filters of GET /v1/sites with their pagination."""
+
+import harness
+from harness import Controld, Origin, wait_until
+
+FAST = ["--probe-interval-ms", "300"]
+WAIT = 40.0
+
+
+def site_body(i, origins, **extra):
+    body = {"name": "fleet-%03d" % i, "hostnames": ["f%03d.example.com" % i], "origins": origins}
+    body.update(extra)
+    return body
+
+
+def walk(c, query, limit):
+    """Every site id of a filtered listing, page by page (at most 200 pages)."""
+    ids, after = [], None
+    for _ in range(200):
+        path = "/v1/sites?limit=%d%s%s" % (limit, query, "&after=%d" % after if after else "")
+        status, body, _ = c.api("GET", path)
+        assert status == 200, (path, status, body)
+        assert len(body["sites"]) <= limit, body
+        ids += [s["id"] for s in body["sites"]]
+        if body["next"] is None:
+            return ids
+        assert body["next"] == ids[-1], body
+        after = body["next"]
+    raise AssertionError("paging did not end")
+
+
+def summary(c):
+    status, body, _ = c.api("GET", "/v1/summary")
+    assert status == 200, (status, body)
+    return body
+
+
+def test_fleet_summary_and_filters(tmp):
+    o = Origin("fleet", tmpdir=tmp).start()
+    o.set(health_path_status={"/down": 503})
+    c = Controld(tmp, extra_args=FAST).start()
+    up = [{"level": 1, "address": o.address, "port": o.port, "scheme": "http"},
+          {"level": 2, "address": o.address, "port": o.port, "scheme": "http"}]
+    groups = {"plain": [], "backup": [], "paused": [], "down": [], "failback": []}
+    for i in range(300):
+        off = {"enabled": False}  # no probing: these sites' states come from config alone
+        if i < 200:
+            kind, body = "plain", site_body(i, up, health_check=off)
+        elif i < 240:
+            kind, body = "backup", site_body(i, up, health_check=off)
+        elif i < 270:  # checks on, then one of the two origins disabled: paused
+            kind, body = "paused", site_body(i, up, health_check={
+                "enabled": True, "path": "/ok", "timeout_ms": 2000})
+        elif i < 280:  # both levels fail their checks
+            kind, body = "down", site_body(i, up, health_check={
+                "enabled": True, "path": "/down", "timeout_ms": 2000})
+        else:  # manual failback, switched to level 2 by hand while level 1 is healthy
+            kind, body = "failback", site_body(i, up, failback="manual", health_check={
+                "enabled": True, "path": "/ok", "timeout_ms": 2000})
+        status, site, _ = c.api("POST", "/v1/sites", body)
+        assert status == 201, (status, site)
+        groups[kind].append(site["id"])
+        if kind == "paused":
+            status, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d"
+                                    % (site["id"], site["origins"][1]["id"]), {"enabled": False})
+            assert status == 200, (status, body)
+    for sid in groups["backup"]:
+        status, card, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 2})
+        assert status == 200 and card["current_level"] == 2, (status, card)
+
+    def healthy_l1(sid):
+        status, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+        return status == 200 and card["levels"][0]["health"] == "healthy"
+    for sid in groups["failback"]:
+        wait_until(lambda: healthy_l1(sid), timeout=WAIT, what="level 1 of site %d healthy" % sid)
+        status, card, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 2})
+        assert status == 200, (status, card)
+
+    def settled():
+        s = summary(c)
+        return s if s["all_levels_unhealthy"] == 10 and s["failback_available"] == 20 else None
+    s = wait_until(settled, timeout=WAIT, what="the down sites' checks to fail")
+    # on a backup: the 40 switched by hand and the 20 waiting for a manual failback
+    assert s == {"sites": 300, "on_primary": 240, "on_backup": 60, "all_levels_unhealthy": 10,
+                 "failback_available": 20, "paused": 30, "nodes_online": 0,
+                 "nodes_lagging": 0}, s
+    # the summary's flags agree with every status card of those sites
+    for sid in groups["down"]:
+        status, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+        assert card["all_levels_unhealthy"] is True, card
+    for sid in groups["failback"][:5]:
+        status, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+        assert card["failback_available"] is True and card["current_level"] == 2, card
+
+    assert walk(c, "&state=on_backup", 7) == sorted(groups["backup"] + groups["failback"])
+    assert walk(c, "&state=paused", 8) == groups["paused"]
+    assert walk(c, "&state=all_down", 3) == groups["down"]
+    assert walk(c, "&state=failback_available", 100) == groups["failback"]
+    assert walk(c, "", 64) == sorted(sum(groups.values(), []))
+    # q: a substring of the name or of a hostname, any case; combined with a state
+    assert walk(c, "&q=fleet-01", 4) == [groups["plain"][i] for i in range(10, 20)]
+    assert walk(c, "&q=F123.EXAMPLE", 10) == [groups["plain"][123]]
+    assert walk(c, "&q=fleet-2&state=on_backup", 10) == groups["backup"] + groups["failback"]
+    assert walk(c, "&q=fleet-29&state=all_down", 10) == []
+    assert walk(c, "&q=.example.com&state=paused", 50) == groups["paused"]
+    assert walk(c, "&q=%25", 10) == []  # "%" is a character, not a wildcard
+    # the listing's records are the full site documents
+    status, body, _ = c.api("GET", "/v1/sites?state=paused&limit=1")
+    assert body["sites"][0]["health_check"]["state"] == "paused", body
+
+    # a site switched back to its first level leaves the backup count at once
+    sid = groups["backup"][0]
+    status, _, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 1})
+    assert status == 200
+    assert summary(c)["on_backup"] == 59
+    assert sid not in walk(c, "&state=on_backup", 100)
+    # enabling the second origin of a paused site ends the pause; adding one: same
+    for sid in groups["paused"][:2]:
+        status, site, _ = c.api("GET", "/v1/sites/%d" % sid)
+        assert status == 200
+        status, _, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, site["origins"][1]["id"]),
+                             {"enabled": True})
+        assert status == 200
+    assert summary(c)["paused"] == 28
+    sid = groups["paused"][2]
+    status, _, _ = c.api("POST", "/v1/sites/%d/origins" % sid,
+                         {"level": 3, "address": o.address, "port": o.port, "scheme": "http"})
+    assert status == 201
+    assert summary(c)["paused"] == 27
+    # a deleted site leaves every count
+    status, _, _ = c.api("DELETE", "/v1/sites/%d" % groups["down"][0])
+    assert status == 204
+    s = summary(c)
+    assert s["sites"] == 299 and s["all_levels_unhealthy"] == 9, s
+
+    # bad filters: 400 with the field, nothing listed
+    for query, field in (("state=bogus", "state"), ("state=", "state"),
+                         ("state=all_levels_unhealthy", "state"), ("q=" + "x" * 254, "q"),
+                         ("limit=0&state=paused", "limit")):
+        status, body, _ = c.api("GET", "/v1/sites?" + query)
+        assert status == 400, (query, status, body)
+        assert body["error"]["code"] == "invalid_query" and body["error"]["field"] == field, body
+    c.stop()
+
+
+def test_summary_counts_nodes(tmp):
+    c = Controld(tmp, extra_args=["--node-online-ms", "60000"]).start()
+    tokens = []
+    for name in ("edge-a", "edge-b", "edge-c"):
+        status, node, _ = c.api("POST", "/v1/nodes", {"name": name})
+        assert status == 201, node
+        tokens.append(node["token"])
+    s = summary(c)
+    assert s["nodes_online"] == 0 and s["nodes_lagging"] == 0, s
+    status, site, _ = c.api("POST", "/v1/sites", {"name": "n", "hostnames": ["n.example.com"],
+                                                  "origins": [{"address": "10.0.0.1"}]})
+    assert status == 201
+    status, cfg, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tokens[0])
+    assert status == 200, (status, cfg)
+    seq = cfg["seq"]
+    # a and b heartbeat on the last publication's seq, c one behind
+    for tok, applied in ((tokens[0], seq), (tokens[1], seq), (tokens[2], seq - 1)):
+        status, body, _ = c.api("POST", "/v1/node/heartbeat",
+                                {"version": "t", "config_version": applied}, token=tok)
+        assert status == 204, (status, body)
+    s = summary(c)
+    assert s["nodes_online"] == 3 and s["nodes_lagging"] == 1, s
+    assert s["sites"] == 1 and s["on_primary"] == 1, s
+    c.stop()
+
+
+if __name__ == "__main__":
+    harness.main()
