@@ -158,8 +158,8 @@ static enum http_rc delete_site(struct req *r) {
 
 const struct route api_sites_routes[] = {
     {"POST", "/v1/sites", AUTH_ADMIN, post_site},
-    {"GET", "/v1/sites", AUTH_ADMIN, list_sites},
-    {"GET", "/v1/sites/:id", AUTH_ADMIN, get_site},
+    {"GET", "/v1/sites", AUTH_READ, list_sites},
+    {"GET", "/v1/sites/:id", AUTH_READ, get_site},
     {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site},
     {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site},
     {NULL, NULL, AUTH_NONE, NULL},

@@ -192,8 +192,8 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/status", AUTH_ADMIN, get_status},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_ADMIN, get_verdicts},
-    {"POST", "/v1/sites/:id/switch", AUTH_ADMIN, post_switch},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch},
     {NULL, NULL, AUTH_NONE, NULL},
 };

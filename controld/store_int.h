@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_tokens.h"
 
 /* One connection with its cache of persistent prepared statements (keyed by SQL text pointer). */
 struct dbconn {
@@ -34,8 +35,8 @@ struct store {
   pthread_mutex_t tmu;
   struct token_cache_entry {
     char hash[65];
-    int kind;
-    int64_t node_id;
+    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
+    struct token_auth auth;
   } *tcache;
   int ntcache, captcache;
   _Atomic int64_t generation; /* bumped after every committed write */

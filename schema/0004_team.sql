@@ -35,7 +35,11 @@ CREATE INDEX sites_state_paused ON sites (id) WHERE state_paused = 1;
 ALTER TABLE tokens ADD COLUMN name TEXT;
 ALTER TABLE tokens ADD COLUMN role TEXT CHECK (role IS NULL OR role IN ('admin', 'operator', 'read'));
 ALTER TABLE tokens ADD COLUMN expires_at INTEGER;  -- NULL = never
-UPDATE tokens SET name = 'bootstrap', role = 'admin' WHERE kind = 'admin';
+-- the newest admin token is the enrolled one; any older row (none is expected) keeps a unique name
+UPDATE tokens SET role = 'admin',
+  name = CASE WHEN id = (SELECT MAX(id) FROM tokens WHERE kind = 'admin') THEN 'bootstrap'
+              ELSE 'bootstrap-' || id END
+  WHERE kind = 'admin';
 CREATE UNIQUE INDEX tokens_api_name ON tokens (name) WHERE kind = 'admin';
 
 -- Audit log (DESIGN §4 "Audit"): one row per accepted /v1 write, in the write's transaction.

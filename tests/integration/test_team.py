@@ -3,7 +3,13 @@
 
 Fleet: a few hundred sites in mixed states (on a backup level by a manual switch, health checks
 paused, every level down, manual failback available) against GET /v1/summary and the state= /
-q= filters of GET /v1/sites with their pagination."""
+q= filters of GET /v1/sites with their pagination.
+Tokens: created with a role (the secret shown once), listed without secrets, names unique,
+optional expiry, revocation effective on the next request, CDNCA_ADMIN_TOKEN as the bootstrap
+admin named "bootstrap" and its rotation by restart. (The role x route matrix is in
+test_auth_matrix.py.)"""
+
+import time
 
 import harness
 from harness import Controld, Origin, wait_until
@@ -171,6 +177,129 @@ def test_summary_counts_nodes(tmp):
     s = summary(c)
     assert s["nodes_online"] == 3 and s["nodes_lagging"] == 1, s
     assert s["sites"] == 1 and s["on_primary"] == 1, s
+    c.stop()
+
+
+def bearer(tok):
+    return {"Authorization": "Bearer " + tok}
+
+
+def as_token(c, tok, method, path, body=None):
+    return c.api(method, path, body=body, token=tok)
+
+
+def test_tokens_create_list_revoke(tmp):
+    c = Controld(tmp).start()
+    status, body, _ = c.api("GET", "/v1/tokens")
+    assert status == 200 and [(t["name"], t["role"]) for t in body["tokens"]] == [
+        ("bootstrap", "admin")], body
+    boot = body["tokens"][0]
+    assert boot["expires_at"] is None and boot["created_at"], boot
+    made = {}
+    for name, role in (("dash", "read"), ("oncall", "operator"), ("ci", "admin")):
+        status, tok, _ = c.api("POST", "/v1/tokens", {"name": name, "role": role})
+        assert status == 201, (status, tok)
+        assert set(tok) == {"id", "name", "role", "token", "created_at", "expires_at"}, tok
+        assert tok["name"] == name and tok["role"] == role and len(tok["token"]) >= 32, tok
+        made[name] = tok
+    status, body, _ = c.api("GET", "/v1/tokens")
+    listed = body["tokens"]
+    assert [t["name"] for t in listed] == ["bootstrap", "dash", "oncall", "ci"], listed
+    for t in listed:  # never a secret in the list
+        assert "token" not in t and set(t) == {"id", "name", "role", "created_at",
+                                               "expires_at"}, t
+    assert made["dash"]["token"] not in str(body)
+    # each token works with its role
+    assert as_token(c, made["dash"]["token"], "GET", "/v1/sites")[0] == 200
+    status, err, _ = as_token(c, made["dash"]["token"], "POST", "/v1/sites",
+                              {"name": "x", "hostnames": ["x.example.com"]})
+    assert status == 403 and err["error"]["code"] == "forbidden_role", err
+    assert as_token(c, made["oncall"]["token"], "GET", "/v1/tokens")[0] == 403
+    status, tok, _ = as_token(c, made["ci"]["token"], "POST", "/v1/tokens",
+                              {"name": "made-by-ci", "role": "read"})
+    assert status == 201, (status, tok)
+
+    # bad input: a clear error, nothing stored
+    for body, code, field in (({"name": "dash", "role": "read"}, 409, "name"),
+                              ({"name": "bootstrap", "role": "admin"}, 409, "name"),
+                              ({"name": "x", "role": "root"}, 422, "role"),
+                              ({"name": "x"}, 422, "role"),
+                              ({"role": "read"}, 422, "name"),
+                              ({"name": "has space", "role": "read"}, 422, "name"),
+                              ({"name": "y" * 65, "role": "read"}, 422, "name"),
+                              ({"name": "x", "role": "read", "expires_at": "tomorrow"}, 422,
+                               "expires_at"),
+                              ({"name": "x", "role": "read", "expires_at": 1893456000}, 422,
+                               "expires_at"),
+                              ({"name": "x", "role": "read",
+                                "expires_at": "2020-01-01T00:00:00Z"}, 422, "expires_at"),
+                              ({"name": "x", "role": "read", "secret": "mine"}, 400, "secret")):
+        status, err, _ = c.api("POST", "/v1/tokens", body)
+        assert status == code, (body, status, err)
+        assert err["error"]["field"] == field, (body, err)
+    status, body, _ = c.api("GET", "/v1/tokens")
+    assert len(body["tokens"]) == 5, body
+
+    # revocation: the very next request with it is 401, also when it was just used (cached)
+    tok = made["oncall"]["token"]
+    assert as_token(c, tok, "GET", "/v1/summary")[0] == 200
+    status, _, _ = c.api("DELETE", "/v1/tokens/%d" % made["oncall"]["id"])
+    assert status == 204
+    status, err, _ = as_token(c, tok, "GET", "/v1/summary")
+    assert status == 401 and err["error"]["code"] == "unauthorized", (status, err)
+    assert c.api("DELETE", "/v1/tokens/%d" % made["oncall"]["id"])[0] == 404
+    # a node token is not an API token: not listed, not deletable here
+    status, node, _ = c.api("POST", "/v1/nodes", {"name": "edge-1"})
+    assert status == 201
+    status, body, _ = c.api("GET", "/v1/tokens")
+    assert "edge-1" not in [t["name"] for t in body["tokens"]], body
+    c.stop()
+
+
+def test_token_expiry(tmp):
+    c = Controld(tmp).start()
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+    status, tok, _ = c.api("POST", "/v1/tokens", {"name": "short", "role": "read",
+                                                  "expires_at": soon})
+    assert status == 201 and tok["expires_at"] == soon, (status, tok)
+    later = "2999-01-01T00:00:00.250+01:00"
+    status, tok2, _ = c.api("POST", "/v1/tokens", {"name": "long", "role": "read",
+                                                   "expires_at": later})
+    assert status == 201 and tok2["expires_at"] == "2998-12-31T23:00:00Z", (status, tok2)
+    assert as_token(c, tok["token"], "GET", "/v1/sites")[0] == 200
+
+    def expired():
+        return as_token(c, tok["token"], "GET", "/v1/sites")[0] == 401
+    wait_until(expired, timeout=10, what="the token to expire")
+    status, body, _ = c.api("GET", "/v1/tokens")
+    assert [t["name"] for t in body["tokens"]] == ["bootstrap", "long"], body
+    assert as_token(c, tok2["token"], "GET", "/v1/sites")[0] == 200
+    c.stop()
+
+
+def test_bootstrap_token_rotation(tmp):
+    c = Controld(tmp).start()
+    status, tok, _ = c.api("POST", "/v1/tokens", {"name": "ops", "role": "admin"})
+    assert status == 201
+    old = c.admin_token
+    c.stop()
+    c.admin_token = "adm-rotated-" + "0123456789abcdef"
+    c.start()
+    assert c.api("GET", "/v1/sites", token=old)[0] == 401  # the earlier bootstrap token
+    assert c.api("GET", "/v1/sites")[0] == 200
+    assert as_token(c, tok["token"], "GET", "/v1/sites")[0] == 200  # API tokens survive
+    status, body, _ = c.api("GET", "/v1/tokens")
+    assert [(t["name"], t["role"]) for t in body["tokens"]] == [("ops", "admin"),
+                                                                 ("bootstrap", "admin")], body
+    # without CDNCA_ADMIN_TOKEN the stored bootstrap token stays
+    c.stop()
+    c.pass_admin_token = False
+    c.start()
+    assert c.api("GET", "/v1/sites")[0] == 200
+    # the bootstrap token may be revoked like any other; the API tokens still work
+    boot = [t for t in body["tokens"] if t["name"] == "bootstrap"][0]
+    assert as_token(c, tok["token"], "DELETE", "/v1/tokens/%d" % boot["id"])[0] == 204
+    assert c.api("GET", "/v1/sites")[0] == 401
     c.stop()
 
 
