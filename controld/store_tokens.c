@@ -14,14 +14,18 @@
 void store_token_cache_clear(struct store *st) {
   pthread_mutex_lock(&st->tmu);
   st->ntcache = 0;
+  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
   pthread_mutex_unlock(&st->tmu);
 }
 
-/* A fresh cached entry for hash: 0 = hit (*out filled). */
-static int token_cache_get(struct store *st, const char *hash, struct token_auth *out) {
+/* A fresh cached entry for hash: 0 = hit (*out filled). On a miss *gen is the cache generation
+   to hand to token_cache_put. */
+static int token_cache_get(struct store *st, const char *hash, struct token_auth *out,
+                           uint64_t *gen) {
   int hit = -1;
   int64_t mono = clock_mono_ms();
   pthread_mutex_lock(&st->tmu);
+  *gen = st->tgen;
   for (int i = 0; i < st->ntcache; i++)
     if (strcmp(st->tcache[i].hash, hash) == 0) {
       if (mono - st->tcache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
@@ -36,9 +40,16 @@ static int token_cache_get(struct store *st, const char *hash, struct token_auth
   return hit;
 }
 
-/* Remember a valid token (bounded: a full cache starts over). */
-static void token_cache_put(struct store *st, const char *hash, const struct token_auth *a) {
+/* Remember a valid token read from the database at cache generation gen (bounded: a full cache
+   starts over). Nothing is cached when a clear happened since gen: the database read may predate
+   a revocation. */
+static void token_cache_put(struct store *st, const char *hash, const struct token_auth *a,
+                            uint64_t gen) {
   pthread_mutex_lock(&st->tmu);
+  if (gen != st->tgen) {
+    pthread_mutex_unlock(&st->tmu);
+    return;
+  }
   if (st->ntcache == st->captcache) {
     int ncap = st->captcache ? st->captcache * 2 : 64;
     struct token_cache_entry *n =
@@ -68,8 +79,9 @@ int store_token_auth(struct store *st, const char *hash, int64_t now, struct tok
   struct dbconn *c;
   sqlite3_stmt *s;
   int rc, cacheable = strlen(hash) == 64;
+  uint64_t gen = 0;
   memset(out, 0, sizeof *out);
-  if (cacheable && token_cache_get(st, hash, out) == 0)
+  if (cacheable && token_cache_get(st, hash, out, &gen) == 0)
     return out->expires_at && out->expires_at <= now ? 1 : 0;
   c = store_reader(st);
   s = c ? store_stmt(c, sql) : NULL;
@@ -94,7 +106,7 @@ int store_token_auth(struct store *st, const char *hash, int64_t now, struct tok
   sqlite3_reset(s);
   /* an admin row from before roles (none is expected after migration 4) is an admin */
   if (out->kind == STORE_TOKEN_ADMIN && !out->role[0]) memcpy(out->role, "admin", 6);
-  if (cacheable) token_cache_put(st, hash, out);
+  if (cacheable) token_cache_put(st, hash, out, gen);
   return out->expires_at && out->expires_at <= now ? 1 : 0;
 }
 
