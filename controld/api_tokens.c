@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "clock.h"
 #include "ctx.h"
 #include "json.h"
@@ -32,13 +33,35 @@ static cJSON *token_json(const struct token_rec *t) {
   return j;
 }
 
+/* The state of a token creation. */
+struct token_op {
+  struct token_rec *t;
+  const char *hash, *token;
+};
+
+static enum store_rc create_change(struct api_op *op) {
+  struct token_op *to = op->arg;
+  enum store_rc rc = store_token_create_locked(op->ctx->store, to->t, to->hash);
+  cJSON *j;
+  if (rc != STORE_OK) {
+    api_store_error(op->r, rc, "token", rc == STORE_CONFLICT ? "name" : NULL);
+    return rc;
+  }
+  j = token_json(to->t);
+  cJSON_AddStringToObject(j, "token", to->token); /* the secret: shown here only, stored hashed */
+  req_json(op->r, 201, j);
+  return STORE_OK;
+}
+
+static const struct api_op_def create_op = {"token", create_change, NULL};
+
 static enum http_rc post_token(struct req *r) {
   static const char *const keys[] = {"name", "role", "expires_at", NULL};
-  cJSON *body = req_body_object(r), *j, *exp;
+  cJSON *body = req_body_object(r), *exp;
   const char *bad = NULL, *name = NULL, *role = NULL;
   struct token_rec t;
+  struct token_op to;
   char token[TOKEN_HEX_LEN + 8], hash[65];
-  enum store_rc rc;
   if (!body) return HTTP_DONE;
   memset(&t, 0, sizeof t);
   if (json_only_keys(body, keys, &bad) < 0) {
@@ -73,15 +96,10 @@ static enum http_rc post_token(struct req *r) {
     goto out;
   }
   token_sha256_hex(token, strlen(token), hash);
-  rc = store_token_create(r->ctx->store, &t, hash);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "token", rc == STORE_CONFLICT ? "name" : NULL);
-    goto wipe;
-  }
-  j = token_json(&t);
-  cJSON_AddStringToObject(j, "token", token); /* the secret: shown here only, stored hashed */
-  req_json(r, 201, j);
-wipe:
+  to.t = &t;
+  to.hash = hash;
+  to.token = token;
+  (void)api_op_run(r, &create_op, &to);
   token_wipe(token, sizeof token);
 out:
   cJSON_Delete(body);
@@ -105,16 +123,32 @@ static enum http_rc list_tokens(struct req *r) {
   return HTTP_DONE;
 }
 
-static enum http_rc delete_token(struct req *r) {
-  enum store_rc rc = store_token_delete(r->ctx->store, r->params[0]);
+/* GET /v1/tokens/self: the presented token, so a client learns its own role. */
+static enum http_rc get_self(struct req *r) {
+  struct token_rec t;
+  enum store_rc rc = store_token_get(r->ctx->store, r->token_id, &t);
   if (rc != STORE_OK) api_store_error(r, rc, "token", NULL);
-  else req_json(r, 204, NULL);
+  else req_json(r, 200, token_json(&t));
+  return HTTP_DONE;
+}
+
+static enum store_rc delete_change(struct api_op *op) {
+  enum store_rc rc = store_token_delete_locked(op->ctx->store, op->r->params[0]);
+  if (rc == STORE_OK) req_json(op->r, 204, NULL);
+  return rc;
+}
+
+static const struct api_op_def delete_op = {"token", delete_change, NULL};
+
+static enum http_rc delete_token(struct req *r) {
+  (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
 
 const struct route api_tokens_routes[] = {
     {"POST", "/v1/tokens", AUTH_ADMIN, post_token},
     {"GET", "/v1/tokens", AUTH_ADMIN, list_tokens},
+    {"GET", "/v1/tokens/self", AUTH_READ, get_self},
     {"DELETE", "/v1/tokens/:id", AUTH_ADMIN, delete_token},
     {NULL, NULL, AUTH_NONE, NULL},
 };

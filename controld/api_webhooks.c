@@ -234,6 +234,7 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
+  op->status = 202; /* the queued delivery is the answer, read after the commit */
   return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
                                    "Webhook test", to->data, &to->delivery_id);
 }

@@ -41,6 +41,8 @@ struct store {
   int ntcache, captcache;
   uint64_t tgen;           /* bumped by every clear (under tmu) */
   int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+  int64_t audit_keep_ms;    /* audit retention (store_audit.h), 0 = forever */
+  int64_t audit_next_prune; /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;

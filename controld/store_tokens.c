@@ -150,16 +150,13 @@ fail:
   return -1;
 }
 
-enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash) {
+enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
   static const char ins[] =
       "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
       "VALUES ('admin', ?, ?, ?, ?, ?)";
-  sqlite3_stmt *s;
-  enum store_rc rc = STORE_ERROR;
+  sqlite3_stmt *s = store_stmt(&st->w, ins);
   int64_t now = clock_wall_ms();
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  s = store_stmt(&st->w, ins);
-  if (!s) goto fail;
+  if (!s) return STORE_ERROR;
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 3, t->role, -1, SQLITE_STATIC);
@@ -169,18 +166,29 @@ enum store_rc store_token_create(struct store *st, struct token_rec *t, const ch
   if (sqlite3_step(s) != SQLITE_DONE) {
     int ext = sqlite3_extended_errcode(st->w.db);
     sqlite3_reset(s);
-    if (ext == SQLITE_CONSTRAINT_UNIQUE) rc = STORE_CONFLICT;
-    else log_error("inserting token: %s", sqlite3_errmsg(st->w.db));
-    goto fail;
+    if (ext == SQLITE_CONSTRAINT_UNIQUE) return STORE_CONFLICT;
+    log_error("inserting token: %s", sqlite3_errmsg(st->w.db));
+    return STORE_ERROR;
   }
   sqlite3_reset(s);
   t->id = sqlite3_last_insert_rowid(st->w.db);
   t->created_at = now;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
-fail:
-  store_tx_rollback(st);
-  return rc;
+}
+
+struct create_arg {
+  struct token_rec *t;
+  const char *hash;
+};
+
+static enum store_rc create_fn(struct store *st, void *arg) {
+  struct create_arg *a = arg;
+  return store_token_create_locked(st, a->t, a->hash);
+}
+
+enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash) {
+  struct create_arg a = {t, hash};
+  return store_op(st, create_fn, &a);
 }
 
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
@@ -227,23 +235,45 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
   return STORE_OK;
 }
 
-enum store_rc store_token_delete(struct store *st, int64_t id) {
+enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
-  sqlite3_stmt *s;
-  enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  s = store_stmt(&st->w, del);
-  if (!s) goto fail;
+  sqlite3_stmt *s = store_stmt(&st->w, del);
+  if (!s) return STORE_ERROR;
   sqlite3_bind_int64(s, 1, id);
-  if (store_step_done(&st->w, s, "deleting token") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
-  store_token_cache_clear(st); /* after the commit: no lookup can re-cache the deleted token */
+  if (store_step_done(&st->w, s, "deleting token") < 0) return STORE_ERROR;
+  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
-fail:
-  store_tx_rollback(st);
-  return rc;
+}
+
+static enum store_rc delete_fn(struct store *st, void *arg) {
+  return store_token_delete_locked(st, *(int64_t *)arg);
+}
+
+enum store_rc store_token_delete(struct store *st, int64_t id) {
+  return store_op(st, delete_fn, &id);
+}
+
+enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out) {
+  static const char q[] = "SELECT id, name, role, created_at, expires_at FROM tokens "
+                          "WHERE id = ? AND kind = 'admin'";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, id);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    out->id = sqlite3_column_int64(s, 0);
+    store_col_text(s, 1, out->name, sizeof out->name);
+    store_col_text(s, 2, out->role, sizeof out->role);
+    out->created_at = sqlite3_column_int64(s, 3);
+    out->expires_at = sqlite3_column_int64(s, 4);
+  }
+  sqlite3_reset(s);
+  if (rc == SQLITE_ROW) return STORE_OK;
+  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
+  log_error("reading token %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  return STORE_ERROR;
 }

@@ -43,11 +43,20 @@ int store_token_auth(struct store *st, const char *hash, int64_t now, struct tok
    sets t->id and t->created_at. STORE_CONFLICT when the name is taken. */
 enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash);
 
+/* The same inside a store_op. */
+enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash);
+
+/* API token id as listed; STORE_NOT_FOUND for none (or a node token). */
+enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out);
+
 /* API tokens live at now (not expired), by id; *out malloc'd (caller frees), *n entries. */
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n);
 
 /* Delete API token id (node tokens go with their node): the cache is cleared, so no request
    presenting it is accepted after this returns. */
 enum store_rc store_token_delete(struct store *st, int64_t id);
+
+/* The same inside a store_op: the cache is cleared when the transaction commits. */
+enum store_rc store_token_delete_locked(struct store *st, int64_t id);
 
 #endif

@@ -7,8 +7,13 @@ q= filters of GET /v1/sites with their pagination.
 Tokens: created with a role (the secret shown once), listed without secrets, names unique,
 optional expiry, revocation effective on the next request, CDNCA_ADMIN_TOKEN as the bootstrap
 admin named "bootstrap" and its rotation by restart. (The role x route matrix is in
-test_auth_matrix.py.)"""
+test_auth_matrix.py.)
+Audit: one record per accepted write of every kind, with the token, method, path, site, status
+and a summary; none for refused requests; paging and the site filter; data.by on a manual
+switch; pruning by age."""
 
+import os
+import sqlite3
 import time
 
 import harness
@@ -219,6 +224,14 @@ def test_tokens_create_list_revoke(tmp):
                               {"name": "made-by-ci", "role": "read"})
     assert status == 201, (status, tok)
 
+    # every role learns who it is
+    for name in ("dash", "oncall", "ci"):
+        status, me, _ = as_token(c, made[name]["token"], "GET", "/v1/tokens/self")
+        assert status == 200 and me["id"] == made[name]["id"], (status, me)
+        assert me["name"] == name and me["role"] == made[name]["role"] and "token" not in me, me
+    status, me, _ = c.api("GET", "/v1/tokens/self")
+    assert (me["name"], me["role"]) == ("bootstrap", "admin"), me
+
     # bad input: a clear error, nothing stored
     for body, code, field in (({"name": "dash", "role": "read"}, 409, "name"),
                               ({"name": "bootstrap", "role": "admin"}, 409, "name"),
@@ -301,6 +314,177 @@ def test_bootstrap_token_rotation(tmp):
     assert as_token(c, tok["token"], "DELETE", "/v1/tokens/%d" % boot["id"])[0] == 204
     assert c.api("GET", "/v1/sites")[0] == 401
     c.stop()
+
+
+def audit(c, query=""):
+    """Every audit record (paged through with after= and limit=5)."""
+    out, after = [], 0
+    for _ in range(200):
+        status, body, _ = c.api("GET", "/v1/audit?limit=5&after=%d%s" % (after, query))
+        assert status == 200, (status, body)
+        out += body["audit"]
+        if body["next"] is None:
+            return out
+        after = body["next"]
+    raise AssertionError("audit paging did not end")
+
+
+def test_audit_of_every_write(tmp):
+    c = Controld(tmp).start()
+    ops = {}
+    for name, role in (("ops", "operator"), ("viewer", "read")):
+        status, tok, _ = c.api("POST", "/v1/tokens", {"name": name, "role": role})
+        assert status == 201
+        ops[name] = tok
+    op, viewer = ops["ops"]["token"], ops["viewer"]["token"]
+    expected = [("POST", "/v1/tokens", 201, "bootstrap", None, "created token %d (ops): "
+                 "name=ops, role=operator" % ops["ops"]["id"]),
+                ("POST", "/v1/tokens", 201, "bootstrap", None, None)]
+    status, site, _ = c.api("POST", "/v1/sites", {
+        "name": "shop", "hostnames": ["shop.example.com"],
+        "origins": [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}]})
+    assert status == 201
+    sid, o1, o2 = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+    expected.append(("POST", "/v1/sites", 201, "bootstrap", sid,
+                     "created site %d (shop): name=shop, hostnames, origins" % sid))
+
+    def write(method, path, body, tok, want_status, summary=None, site_id=None):
+        status, got, _ = c.api(method, path, body, token=tok)
+        assert status == want_status, (method, path, status, got)
+        expected.append((method, path, want_status, tok_name[tok], site_id, summary))
+        return got
+    tok_name = {c.admin_token: "bootstrap", op: "ops", viewer: "viewer"}
+    write("PATCH", "/v1/sites/%d" % sid, {"failback": "manual"}, c.admin_token, 200,
+          "changed site %d: failback=manual" % sid, sid)
+    write("POST", "/v1/sites/%d/origins" % sid, {"address": "10.0.0.3", "level": 3},
+          c.admin_token, 201, None, sid)
+    write("PATCH", "/v1/sites/%d/origins/%d" % (sid, o2), {"enabled": False}, op, 200,
+          "changed origin %d of site %d: enabled=false" % (o2, sid), sid)
+    write("PATCH", "/v1/sites/%d/origins/%d" % (sid, o2), {"enabled": True}, op, 200, None, sid)
+    write("POST", "/v1/sites/%d/switch" % sid, {"level": 2}, op, 200,
+          "switch site %d: level=2" % sid, sid)
+    node = write("POST", "/v1/nodes", {"name": "edge-1"}, c.admin_token, 201,
+                 None, None)
+    hook = write("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/hook",
+                                          "secret": "a-very-secret-value"},
+                 c.admin_token, 201, None, None)
+    write("POST", "/v1/webhooks/%d/test" % hook["id"], {}, op, 202,
+          "test webhook %d" % hook["id"], None)
+    write("DELETE", "/v1/webhooks/%d" % hook["id"], None, c.admin_token, 204,
+          "deleted webhook %d" % hook["id"], None)
+    write("DELETE", "/v1/nodes/%d" % node["id"], None, c.admin_token, 204, None, None)
+    write("DELETE", "/v1/sites/%d/origins/%d" % (sid, o1 + 2), None, c.admin_token, 204,
+          None, sid)
+    write("DELETE", "/v1/tokens/%d" % ops["viewer"]["id"], None, c.admin_token, 204,
+          "deleted token %d" % ops["viewer"]["id"], None)
+    write("DELETE", "/v1/sites/%d" % sid, None, c.admin_token, 204, "deleted site %d" % sid, sid)
+
+    # refused requests leave no record: role, validation, not found, no token, conflict
+    refused = [("POST", "/v1/sites", {"name": "x", "hostnames": ["x.example.com"]}, op, 403),
+               ("PATCH", "/v1/sites/%d" % sid, {"failback": "sometimes"}, c.admin_token, 404),
+               ("POST", "/v1/sites", {"name": "bad", "hostnames": []}, c.admin_token, 422),
+               ("POST", "/v1/sites", {"name": "bad", "hostnames": ["b.example.com"], "x": 1},
+                c.admin_token, 400),
+               ("POST", "/v1/tokens", {"name": "ops", "role": "read"}, c.admin_token, 409),
+               ("DELETE", "/v1/nodes/999", None, c.admin_token, 404),
+               ("POST", "/v1/nodes", {"name": "n"}, None, 401),
+               ("POST", "/v1/nodes", {"name": "n"}, viewer, 401)]  # viewer was revoked
+    for method, path, body, tok, want in refused:
+        status, got, _ = c.api(method, path, body, token=tok)
+        assert status == want, (method, path, status, got)
+
+    rows = audit(c)
+    assert len(rows) == len(expected), "\n".join(
+        "%s %s %s %s" % (r["method"], r["path"], r["status"], r["summary"]) for r in rows)
+    ids = [r["id"] for r in rows]
+    assert ids == sorted(ids), ids
+    for r, (method, path, status, who, site_id, summary) in zip(rows, expected):
+        assert set(r) == {"id", "at", "token", "method", "path", "site_id", "status",
+                          "summary"}, r
+        assert (r["method"], r["path"], r["status"], r["token"]["name"]) == (
+            method, path, status, who), (r, method, path)
+        assert r["token"]["id"] and r["at"].endswith("Z"), r
+        assert r["site_id"] == site_id, (r, site_id)
+        if summary is not None:
+            assert r["summary"] == summary, (r["summary"], summary)
+        assert "a-very-secret-value" not in r["summary"], r  # never a secret
+    assert rows[2]["token"]["id"] == 1, rows[2]  # the bootstrap token
+    # the site filter, with paging
+    mine = audit(c, "&site_id=%d" % sid)
+    assert [r["id"] for r in mine] == [r["id"] for r in rows if r["site_id"] == sid], mine
+    assert len(mine) == 8, mine
+    status, body, _ = c.api("GET", "/v1/audit?limit=2&after=%d" % rows[-3]["id"])
+    assert [r["id"] for r in body["audit"]] == ids[-2:] and body["next"] is None, body
+    for q in ("limit=0", "limit=1001", "after=-1", "site_id=0", "site_id=x"):
+        status, body, _ = c.api("GET", "/v1/audit?" + q)
+        assert status == 400 and body["error"]["code"] == "invalid_query", (q, status, body)
+    # a read token may read the log; the manual switch's event names who switched
+    status, body, _ = c.api("GET", "/v1/audit?limit=1", token=op)
+    assert status == 200 and len(body["audit"]) == 1, body
+    status, body, _ = c.api("GET", "/v1/notifications?limit=1000")
+    sw = [e for e in body["events"] if e["type"] == "level.switched"
+          and e["data"]["reason"] == "manual"]
+    assert len(sw) == 1 and sw[0]["data"]["by"] == "ops", sw
+    auto = [e for e in body["events"] if e["type"] == "level.switched"
+            and e["data"]["reason"] != "manual"]
+    assert all("by" not in e["data"] for e in auto), auto
+    c.stop()
+
+
+def test_audit_commits_with_its_write(tmp):
+    # the write's re-evaluation fails: the write, its events and its audit record all roll back
+    c = Controld(tmp, env={"CDNCA_TEST_FAULT": "fail_reevaluate"}).start()
+    status, body, _ = c.api("POST", "/v1/sites", {"name": "s", "hostnames": ["s.example.com"],
+                                                  "origins": [{"address": "10.0.0.1"}]})
+    assert status == 500, (status, body)
+    assert c.api("GET", "/v1/sites")[1]["sites"] == []
+    assert audit(c) == []
+    status, _, _ = c.api("POST", "/v1/nodes", {"name": "edge"})  # no site: no re-evaluation
+    assert status == 201
+    assert [r["path"] for r in audit(c)] == ["/v1/nodes"]
+    c.stop()
+    # killed between the change and its commit: neither is there after the restart
+    c = Controld(tmp, env={"CDNCA_TEST_FAULT": "crash_after_change"}, name="crash").start()
+    try:
+        c.api("POST", "/v1/sites", {"name": "s", "hostnames": ["s.example.com"]}, timeout=5)
+    except (ConnectionError, OSError):
+        pass
+    wait_until(lambda: not c.running(), timeout=10, what="controld to exit")
+    c.env = {}
+    c.start()
+    assert c.api("GET", "/v1/sites")[1]["sites"] == []
+    assert audit(c) == []
+    c.stop()
+
+
+def test_audit_retention(tmp):
+    c = Controld(tmp, extra_args=["--audit-retention-days", "30"]).start()
+    for i in range(3):
+        status, _, _ = c.api("POST", "/v1/nodes", {"name": "edge-%d" % i})
+        assert status == 201
+    c.stop()
+    now = int(time.time() * 1000)
+    con = sqlite3.connect(c.db)
+    with con:
+        con.executemany("INSERT INTO audit (at, token_id, token_name, method, path, status, "
+                        "summary) VALUES (?, 1, 'bootstrap', 'POST', '/v1/nodes', 201, 'old')",
+                        [(now - 31 * 86400000 - i,) for i in range(2500)] +
+                        [(now - 29 * 86400000,)])
+    con.close()
+    c.start()
+    rows = audit(c)
+    assert len(rows) == 4, [r["summary"] for r in rows]  # 3 fresh, 1 inside 30 days
+    assert sum(r["summary"] == "old" for r in rows) == 1
+    status, body, _ = c.api("GET", "/healthz", token=None)
+    assert status == 200
+    c.stop()
+    # a bad value is refused at start
+    bad = Controld(tmp, extra_args=["--audit-retention-days", "0"], name="bad")
+    try:
+        bad.start(timeout=5)
+        raise AssertionError("controld started with --audit-retention-days 0")
+    except AssertionError as e:
+        assert "exited with status 2" in str(e), e
 
 
 if __name__ == "__main__":
