@@ -213,7 +213,7 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
     if (tried & (UINT64_C(1) << i)) continue;
     e = find(&t->tab, site->id, o->id);
     if (!e) continue; /* published after this snapshot was replaced */
-    cand[n] = (struct skip_cand){&e->rec, o->weight, 0};
+    cand[n] = (struct skip_cand){&e->rec, o->weight, 0, o->level};
     map[n] = i;
     ents[n] = e;
     n++;
