@@ -18,7 +18,8 @@ from scenario_lib import (ONLINE_MS, WAIT, card, make_site, node_site, origin_sp
                           start_origins, wait_level)
 
 HOST = "shop.example.com"
-ROUNDS = ["--probe-interval-ms", "1000", "--node-online-ms", str(ONLINE_MS)]
+# 2 s rounds: the node deadline (half a round) leaves noded time to run its probe tasks
+ROUNDS = ["--probe-interval-ms", "2000", "--node-online-ms", str(ONLINE_MS)]
 # a short skip so the recovered primary is tried again within the test
 RETRY = {"skip_ms": 2000}
 MAX_REQUESTS = 1500  # bound of one load run (~150 s at 100 ms)
@@ -108,6 +109,24 @@ def node_metric(n, name):
     raise AssertionError("%s not in the node's metrics" % name)
 
 
+def access_levels(n, oid):
+    """The "level" of the node's access log lines whose last origin was oid (a Counter-like
+    dict level -> lines)."""
+    out = {}
+    with open(n.log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            i = line.find('{"type":"access"')
+            if i < 0:
+                continue
+            try:
+                a = json.loads(line[i:])
+            except ValueError:
+                continue
+            if a.get("origin_id") == oid:
+                out[a["level"]] = out.get(a["level"], 0) + 1
+    return out
+
+
 def setup(tmp, retry=None):
     a, b = start_origins(tmp, "a", "b")
     c = Controld(tmp, extra_args=ROUNDS).start()
@@ -145,6 +164,12 @@ def break_and_recover(tmp, how):
     assert node_metric(n, "cdnca_node_backup_picks_total") > picks0
     assert node_origin(n, sid, ob)["backup_picks"] >= 1, node_origin(n, sid, ob)
     assert node_origin(n, sid, oa)["skips"] >= 1, node_origin(n, sid, oa)
+    # the node's probe tasks fed the same records
+    assert node_origin(n, sid, oa)["probes"] >= 1, node_origin(n, sid, oa)
+    # the access log says which level served: level 2 while it was a backup and after the switch
+    lv = access_levels(n, ob)
+    assert lv.get(2, 0) >= 10 and set(lv) == {2}, lv
+    assert set(access_levels(n, oa)) == {1}
     assert card(c, sid)["current_level"] == 1
     c.stop()
 
@@ -173,6 +198,8 @@ def test_controld_killed_before_the_break(tmp):
     assert errors(results) == [], "visitor errors: %s" % errors(results)[:10]
     o = node_origin(n, sid, ob)
     assert o["backup_picks"] >= 30, o
+    assert node_metric(n, "cdnca_node_backup_picks_total") >= 30
+    assert access_levels(n, ob).get(2, 0) >= 30
     c.start()  # back for a clean stop
     c.stop()
 
