@@ -73,6 +73,11 @@ struct site_rec {
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
 struct store *store_open(const char *path);
 
+/* Check, creating and changing nothing, that controld could open the database at path: an
+   existing file must be SQLite with a schema no newer than this build's, a missing one needs a
+   writable directory. 0 with msg saying what was found, or -1 with msg giving the error. */
+int store_check(const char *path, char *msg, size_t msglen);
+
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
 
