@@ -3,7 +3,7 @@
 
 Starts controld ($CDNCA_BUILD/controld/controld) on a free loopback port with a fresh database
 and fast probe rounds, two test origins (origin.py), then runs the playwright-core script with
-Debian's chromium. Prints SKIP and exits 0 when chromium, node or ui/node_modules is missing
+Debian's chromium. Prints SKIP and exits 77 (skipped) when chromium, node or ui/node_modules is missing
 (install: apt-get install -y chromium; cd tests/integration/ui && npm install --no-package-lock).
 Screenshots go to tests/artifacts/.
 """
@@ -30,7 +30,7 @@ UI_TIMEOUT_S = 220
 
 def skip(why):
     print("SKIP: " + why)
-    sys.exit(0)
+    sys.exit(77)  # ctest's SKIP_RETURN_CODE: reported as skipped, not passed
 
 
 def free_port():
