@@ -80,6 +80,16 @@ function siteCreateForm() {
 }
 
 
+/* A compact "when": how long ago (the full time on hover). */
+function ago(iso) {
+  const t = Date.parse(iso || '');
+  if (Number.isNaN(t)) return h('span', { class: 'muted' }, '\u2014');
+  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+  const text = s < 120 ? `${s} s ago` : s < 7200 ? `${Math.round(s / 60)} min ago`
+    : s < 172800 ? `${Math.round(s / 3600)} h ago` : `${Math.round(s / 86400)} days ago`;
+  return h('time', { datetime: iso, title: iso }, text);
+}
+
 /* Health of each level from the site's own origins (as the status card computes it with the default
    level rule): healthy if an enabled origin is healthy, unhealthy if all are, else unknown. */
 function levelHealth(site) {
@@ -187,14 +197,15 @@ function pageSites(query) {
       if (!sites.length) {
         put(list, h('p', { class: 'muted', ...tid('no-sites') }, f.state || f.q ? 'No site matches.' : 'No sites yet. Create one below.'));
       } else {
-        put(list, table(['Site', 'Hostnames', 'Level', 'State', 'Health checks'], sites.map((s) => {
+        put(list, table(['Site', 'Hostnames', 'Level', 'State', 'Health checks', 'Last change'], sites.map((s) => {
           const hc = s.health_check || {};
           return h('tr', { 'data-testid': `site-row-${s.id}` },
             h('td', null, h('a', { href: `#/sites/${s.id}`, 'data-testid': `site-link-${s.id}` }, s.name || `site #${s.id}`)),
             h('td', { class: 'hostnames' }, (s.hostnames || []).join(', ')),
             h('td', { 'data-testid': `site-${s.id}-level` }, s.current_level ?? '\u2014'),
             stateCell(s, s),
-            h('td', null, badge(hc.state, `site-${s.id}-hc`)));
+            h('td', null, badge(hc.state, `site-${s.id}-hc`)),
+            h('td', { class: 'when' }, ago(s.updated_at)));
         }), tid('sites-table')));
       }
       list.dataset.renderMs = String(Math.round(performance.now() - t0));
