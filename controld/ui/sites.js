@@ -4,6 +4,7 @@ import {
   api, act, go, refreshNow,
 } from './core.js';
 import { may } from './roles.js';
+import { siteState } from './model.js';
 
 const PAGE_SIZES = [50, 100, 200];
 /* The list filters GET /v1/sites takes (state=), with their labels. */
@@ -90,34 +91,6 @@ function ago(iso) {
   return h('time', { datetime: iso, title: iso }, text);
 }
 
-/* Health of each level from the site's own origins (as the status card computes it with the default
-   level rule): healthy if an enabled origin is healthy, unhealthy if all are, else unknown. */
-function levelHealth(site) {
-  const by = new Map();
-  for (const o of site.origins || []) {
-    if (o.enabled === false) continue;
-    if (!by.has(o.level)) by.set(o.level, []);
-    by.get(o.level).push(o.health || 'unknown');
-  }
-  const out = new Map();
-  for (const [l, hs] of by) {
-    out.set(l, hs.includes('healthy') ? 'healthy' : hs.every((x) => x === 'unhealthy') ? 'unhealthy' : 'unknown');
-  }
-  return out;
-}
-/* The row's state badges: current level (primary or backup), its health, and the flags. */
-function siteState(site) {
-  const lh = levelHealth(site);
-  const levels = [...lh.keys()].sort((a, b) => a - b);
-  const cur = site.current_level;
-  const hc = (site.health_check && site.health_check.state) || 'disabled';
-  const active = hc === 'active';
-  return {
-    level: cur, primary: levels.length === 0 || cur === levels[0], health: lh.get(cur) || 'empty', hc,
-    allDown: active && levels.length > 0 && levels.every((l) => lh.get(l) === 'unhealthy'),
-    earlierHealthy: active && levels.some((l) => l < cur && lh.get(l) === 'healthy'),
-  };
-}
 function stateCell(s, site) {
   const st = siteState(site);
   return h('td', { class: 'badges' },

@@ -1,7 +1,8 @@
 /* timeline — a site's health over time, drawn from the verdict history: per origin a strip of
    success/failure marks (state changes and level switches marked, hover shows the evidence), a
    latency sparkline, and the propagation of the site's config to each node. Inline SVG only. */
-import { h, add, put, tid, badge, table, fmtTime, short } from './core.js';
+import { h, put, tid, badge, table, fmtTime, short } from './core.js';
+import { originMarks, levelSwitches, windowOf } from './model.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const W = 1000;        /* viewBox width of a strip; marks are placed in this space */
@@ -17,49 +18,6 @@ function svg(tag, attrs, ...kids) {
   return el;
 }
 
-const ms = (iso) => {
-  const t = Date.parse(iso);
-  return Number.isNaN(t) ? null : t;
-};
-
-/* Median of the votes' latencies (ms), or null when no vote carries one. */
-function voteLatency(votes) {
-  const l = (Array.isArray(votes) ? votes : []).map((v) => v && v.latency_ms)
-    .filter((x) => typeof x === 'number' && x >= 0).sort((a, b) => a - b);
-  if (!l.length) return null;
-  const m = l.length >> 1;
-  return l.length % 2 ? l[m] : Math.round((l[m - 1] + l[m]) / 2);
-}
-
-/* The marks of one origin, oldest first: {t, verdict, source, votes, state, changed, latency}.
-   verdicts: the API's list (newest first). A mark is "changed" when its state_after differs from
-   the mark before it. */
-function originMarks(verdicts) {
-  const rows = (Array.isArray(verdicts) ? verdicts : []).map((v) => ({
-    t: ms(v.round_at), verdict: v.verdict || null, source: v.source || null,
-    votes: Array.isArray(v.votes) ? v.votes : [], state: v.state_after || 'unknown', round: v.round_id,
-    latency: voteLatency(v.votes),
-  })).filter((m) => m.t !== null).sort((a, b) => a.t - b.t);
-  for (let i = 0; i < rows.length; i++) rows[i].changed = i > 0 && rows[i].state !== rows[i - 1].state;
-  return rows;
-}
-
-/* Level switches (level.switched events) as {t, from, to, reason, by}, oldest first. */
-function levelSwitches(events) {
-  return (events || []).filter((e) => e && e.type === 'level.switched').map((e) => {
-    const d = e.data || {};
-    return { t: ms(e.created_at), from: d.from_level, to: d.to_level, reason: d.reason || '', by: d.by || null, id: e.id };
-  }).filter((s) => s.t !== null).sort((a, b) => a.t - b.t);
-}
-
-/* The common time window [t0, t1] of every origin's marks (t1 at least now). */
-function windowOf(markLists, now) {
-  let t0 = Infinity;
-  for (const l of markLists) if (l.length) t0 = Math.min(t0, l[0].t);
-  if (t0 === Infinity) t0 = now - 60000;
-  const t1 = Math.max(now, t0 + 1000);
-  return { t0, t1 };
-}
 const xOf = (t, win) => ((t - win.t0) / (win.t1 - win.t0)) * W;
 
 function voteText(v) {
@@ -192,4 +150,4 @@ function propagationView(nodes, seq) {
   }), tid('propagation-nodes'));
 }
 
-export { originMarks, levelSwitches, voteLatency, timelineView, propagationView, add };
+export { timelineView, propagationView };
