@@ -8,8 +8,24 @@ const RANK = { read: 1, operator: 2, admin: 3 };
 /* Kept in memory only (a reload asks again): sessionStorage holds nothing but the token. */
 const who = { role: null, name: null, id: null };
 
-/* Learn the token's role (GET /v1/tokens/self); a controld without that route has admin tokens
-   only. Throws what api() throws for a rejected token. */
+const missing = (e) => !e.auth && !e.network && (e.status === 404 || e.status === 405);
+
+/* Without GET /v1/tokens/self: an admin may list tokens; a token refused that is taken as read
+   (the least, so no control is shown that the server would refuse); a controld without token
+   routes at all has admin tokens only. */
+async function guessRole() {
+  try {
+    await api('GET', '/v1/tokens');
+    return 'admin';
+  } catch (e) {
+    if (e.forbidden) return 'read';
+    if (missing(e)) return 'admin';
+    throw e;
+  }
+}
+
+/* Learn the token's role and name (GET /v1/tokens/self). Throws what api() throws for a
+   rejected token. */
 async function loadRole() {
   if (!auth.get()) return who;
   try {
@@ -18,13 +34,9 @@ async function loadRole() {
     who.name = r && r.name ? r.name : null;
     who.id = r && r.id !== undefined ? r.id : null;
   } catch (e) {
-    if (e.auth || e.network) throw e;
-    if (e.status === 404 || e.status === 405) {
-      who.role = 'admin';
-      who.name = null;
-    } else {
-      throw e;
-    }
+    if (!missing(e)) throw e;
+    who.role = await guessRole();
+    who.name = who.id = null;
   }
   return who;
 }
