@@ -244,8 +244,7 @@ static void sbuf_release(struct sbuf *s) {
  * consumed bytes are marked sent (nothing of them is forwarded as is). 1 progress, 0 none
  * (dst full or no input), -1 malformed framing or OOM. */
 static int reframe(struct http1_body *b, struct sbuf *src, struct sbuf *dst, int encode) {
-  size_t room, n, out, hl;
-  char hdr[HTTP1_CHUNK_HEADER_MAX];
+  size_t room, n, out;
   long k;
   if (src->fwd >= src->len || b->done) return 0;
   if (sbuf_alloc(dst, REFRAME_CAP) < 0) return -1;
@@ -258,15 +257,11 @@ static int reframe(struct http1_body *b, struct sbuf *src, struct sbuf *dst, int
   if (n > room) n = room;
   k = http1_body_feed(b, src->d + src->fwd, n, &out, 1);
   if (k < 0) return -1;
-  if (out > 0) {
-    hl = encode ? http1_chunk_header(hdr, out) : 0;
-    memcpy(dst->d + dst->len, hdr, hl);
-    memcpy(dst->d + dst->len + hl, src->d + src->fwd, out);
-    dst->len += hl + out;
-    if (encode) {
-      memcpy(dst->d + dst->len, "\r\n", 2);
-      dst->len += 2;
-    }
+  if (out > 0 && encode) {
+    dst->len += http1_chunk_encode(dst->d + dst->len, src->d + src->fwd, out);
+  } else if (out > 0) {
+    memcpy(dst->d + dst->len, src->d + src->fwd, out);
+    dst->len += out;
   }
   if (b->done && encode) {
     memcpy(dst->d + dst->len, HTTP1_LAST_CHUNK, sizeof HTTP1_LAST_CHUNK - 1);
@@ -1024,7 +1019,14 @@ static int step_proxy(struct vconn *c) {
     if (rc < 0) {
       log_warn("origin %lld sent malformed chunked framing",
                (long long)r->site->origins[r->oidx].id);
-      v_close(c);
+      if (c->oh.len > 0 && c->oh_off == 0 && r->bytes_out == 0) {
+        /* nothing of this response reached the visitor yet: a 502 instead of its head */
+        c->oh.len = 0;
+        local_error(c, 502, "bad_origin_response", "the origin sent malformed chunked framing",
+                    1);
+        return 1;
+      }
+      v_close(c); /* the head is out: only a close tells the visitor */
       return 0;
     }
     prog |= rc;
