@@ -73,6 +73,11 @@ struct site_rec {
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
 struct store *store_open(const char *path);
 
+/* Check, creating and changing nothing, that controld could open the database at path: an
+   existing file must be SQLite with a schema no newer than this build's, a missing one needs a
+   writable directory. 0 with msg saying what was found, or -1 with msg giving the error. */
+int store_check(const char *path, char *msg, size_t msglen);
+
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
 
@@ -109,10 +114,12 @@ void site_rec_fini(struct site_rec *s);
 /* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or -1. */
 int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
 
-/* Make hash the one admin token: replaces every earlier admin token (rotation by restart). 0 or -1. */
+/* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
+   (rotation by restart); API tokens stay. 0 or -1. (store_tokens.c) */
 int store_admin_token_set(struct store *st, const char *hash);
 
-/* Look up a token hash: 0 with kind/node_id set, 1 unknown, -1 error. */
+/* Look up a live token hash: 0 with kind/node_id set, 1 unknown or expired, -1 error.
+   (store_tokens.c; store_token_auth there also gives the name and role) */
 int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
 
 /* ---- sites and origins (every change republishes the site) ---- */
