@@ -1,16 +1,29 @@
 /* skip — per-origin passive health (skip, half-open, fail open) and retry rules. */
 #include "skip.h"
 
+#include <stddef.h>
 #include <string.h>
+
+/* The limits are the product's: a retry budget or a skip longer than an hour, more than ten
+   retries or a thousand failures would hide an outage rather than ride it out; 100 ms is the
+   shortest window or skip a node's clock can measure meaningfully. */
+#define P(m) FIELD_AT(struct skip_params, m)
+const struct field_def skip_fields[] = {
+    {"retries", FIELD_INT, 0, P(retries), 0, 10, 2, NULL, NULL, NULL, 0},
+    {"retry_budget_ms", FIELD_INT, 0, P(retry_budget_ms), 0, 600000, 15000, NULL, NULL, NULL, 0},
+    {"fail_count", FIELD_INT, 0, P(fail_count), 1, 1000, 3, NULL, NULL, NULL, 0},
+    {"fail_window_ms", FIELD_INT, 0, P(fail_window_ms), 100, 3600000, 10000, NULL, NULL, NULL, 0},
+    {"skip_ms", FIELD_INT, 0, P(skip_ms), 100, 3600000, 30000, NULL, NULL, NULL, 0},
+    {"half_open_requests", FIELD_INT, 0, P(half_open_requests), 1, 100, 1, NULL, NULL, NULL, 0},
+    {"retry_on_status", FIELD_INT_LIST, 0, offsetof(struct skip_params, retry_on_status),
+     SKIP_MAX_STATUS, 400, 599, 0, NULL, NULL, NULL, offsetof(struct skip_params, n_retry_on_status)},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef P
 
 void skip_params_default(struct skip_params *p) {
   memset(p, 0, sizeof *p);
-  p->retries = 2;
-  p->retry_budget_ms = 15000;
-  p->fail_count = 3;
-  p->fail_window_ms = 10000;
-  p->skip_ms = 30000;
-  p->half_open_requests = 1;
+  fields_defaults(skip_fields, p);
   p->n_retry_on_status = 3;
   p->retry_on_status[0] = 502;
   p->retry_on_status[1] = 503;

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "fields.h"
+
 /* Failure timestamps kept per origin; a fail_count above this behaves as this value. */
 #define SKIP_RING 64
 /* Most statuses in retry_on_status. */
@@ -45,7 +47,11 @@ struct skip_cand {
   int tried;
 };
 
-/* Fill p with the defaults of DESIGN §2. */
+/* The node_retry object of the controld<->noded contract, one row per field with its bounds and
+   default (DESIGN §2): controld's API validator and noded's config reader both read it. */
+extern const struct field_def skip_fields[];
+
+/* Fill p with the defaults of DESIGN §2 (skip_fields' defaults, retry_on_status 502, 503, 504). */
 void skip_params_default(struct skip_params *p);
 
 /* Reset a record to healthy with empty history and zero counters. */

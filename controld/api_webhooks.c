@@ -8,6 +8,7 @@
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "fields.h"
 #include "json.h"
 #include "notify.h"
 #include "store_notify.h"
@@ -121,37 +122,36 @@ static enum store_rc create_change(struct api_op *op) {
 
 static const struct api_op_def create_op = {"webhook", create_change, NULL};
 
+static int valid_url_row(char *url) { return valid_url(url); }
+
+#define W(m) FIELD_AT(struct webhook_rec, m)
+static const struct field_def webhook_fields[] = {
+    {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
+     "an http:// or https:// URL with a host", 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef W
+
 static enum http_rc post_webhook(struct req *r) {
-  static const char *const keys[] = {"url", "secret", "events", NULL};
+  static const char *const nested[] = {"events", NULL};
   cJSON *body = req_body_object(r);
-  const char *bad = NULL, *url = NULL, *secret = NULL;
   struct webhook_rec w;
-  size_t slen;
+  struct field_err fe;
   memset(&w, 0, sizeof w);
   if (!body) return HTTP_DONE;
-  if (json_only_keys(body, keys, &bad) < 0) {
-    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
-    goto out;
-  }
-  if (json_str(body, "url", STORE_WEBHOOK_URL_MAX, &url) != 0 || !valid_url(url)) {
-    req_error(r, 422, "invalid_value", "url",
-              "url is required: an http:// or https:// URL with a host (at most %d characters)",
-              STORE_WEBHOOK_URL_MAX);
-    goto out;
-  }
-  if (json_str(body, "secret", STORE_WEBHOOK_SECRET_MAX, &secret) != 0 ||
-      (slen = strlen(secret)) < SECRET_MIN) {
-    req_error(r, 422, "invalid_value", "secret", "secret is required: %d to %d characters",
-              SECRET_MIN, STORE_WEBHOOK_SECRET_MAX);
+  if (fields_apply(body, webhook_fields, nested, "", FIELDS_CREATE, &w, &fe) < 0) {
+    req_error(r, fe.status, fe.code, fe.field, "%s", fe.message);
     goto out;
   }
   if (read_filter(r, body, &w) < 0) goto out;
-  memcpy(w.url, url, strlen(url) + 1);
-  memcpy(w.secret, secret, slen + 1);
   (void)api_op_run(r, &create_op, &w);
 out:
   webhook_rec_fini(&w);
-  if (secret) token_wipe((void *)secret, strlen(secret));
+  {
+    cJSON *sec = cJSON_GetObjectItemCaseSensitive(body, "secret");
+    if (cJSON_IsString(sec)) token_wipe(sec->valuestring, strlen(sec->valuestring));
+  }
   cJSON_Delete(body);
   return HTTP_DONE;
 }

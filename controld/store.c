@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
+#include "skip.h"
 #include "store_int.h"
 
 /* ---- connections ---- */
@@ -282,16 +283,18 @@ void site_rec_defaults(struct site_rec *s) {
   s->hc_timeout_ms = 5000;
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
-  s->nr_retries = 2;
-  s->nr_retry_budget_ms = 15000;
-  s->nr_fail_count = 3;
-  s->nr_fail_window_ms = 10000;
-  s->nr_skip_ms = 30000;
-  s->nr_half_open_requests = 1;
-  s->n_retry_on_status = 3;
-  s->retry_on_status[0] = 502;
-  s->retry_on_status[1] = 503;
-  s->retry_on_status[2] = 504;
+  { /* node_retry: the contract's defaults, shared with noded (common/skip.h) */
+    struct skip_params p;
+    skip_params_default(&p);
+    s->nr_retries = p.retries;
+    s->nr_retry_budget_ms = p.retry_budget_ms;
+    s->nr_fail_count = p.fail_count;
+    s->nr_fail_window_ms = p.fail_window_ms;
+    s->nr_skip_ms = p.skip_ms;
+    s->nr_half_open_requests = p.half_open_requests;
+    s->n_retry_on_status = p.n_retry_on_status;
+    memcpy(s->retry_on_status, p.retry_on_status, sizeof s->retry_on_status);
+  }
   s->current_level = 1;
   s->config_version = 1;
 }

@@ -92,47 +92,17 @@ static int opt_int(const cJSON *o, const char *key, int64_t min, int64_t max, in
   return 0;
 }
 
+/* node_retry by the contract's table (common/skip.h), so controld and noded agree on every bound;
+   keys this noded does not know yet are ignored (a newer controld may send more). */
 static int parse_retry(const cJSON *nr, struct skip_params *p, const char *prefix, char *err,
                        size_t errlen) {
-  char pre[96], f[160];
-  int64_t v;
-  const cJSON *ros;
+  char pre[96];
+  struct field_err fe;
   skip_params_default(p);
   if (!nr || cJSON_IsNull(nr)) return 0;
-  snprintf(pre, sizeof pre, "%snode_retry.", prefix);
-  if (!cJSON_IsObject(nr)) {
-    snprintf(f, sizeof f, "%snode_retry", prefix);
-    return failf(err, errlen, f, "must be an object");
-  }
-#define RETRY_INT(key, min, max, field)                                                            \
-  do {                                                                                             \
-    v = p->field;                                                                                  \
-    if (opt_int(nr, key, min, max, &v, pre, err, errlen) < 0) return -1;                           \
-    p->field = (__typeof__(p->field))v;                                                            \
-  } while (0)
-  RETRY_INT("retries", 0, 10, retries);
-  RETRY_INT("retry_budget_ms", 0, 600000, retry_budget_ms);
-  RETRY_INT("fail_count", 1, 1000, fail_count);
-  RETRY_INT("fail_window_ms", 1, 3600000, fail_window_ms);
-  RETRY_INT("skip_ms", 1, 3600000, skip_ms);
-  RETRY_INT("half_open_requests", 1, 100, half_open_requests);
-#undef RETRY_INT
-  ros = cJSON_GetObjectItemCaseSensitive(nr, "retry_on_status");
-  if (ros && !cJSON_IsNull(ros)) {
-    const cJSON *it;
-    int n = 0;
-    snprintf(f, sizeof f, "%sretry_on_status", pre);
-    if (!cJSON_IsArray(ros) || cJSON_GetArraySize(ros) > SKIP_MAX_STATUS)
-      return failf(err, errlen, f, "must be an array of at most %d status codes", SKIP_MAX_STATUS);
-    cJSON_ArrayForEach(it, ros) {
-      if (!json_is_int(it, 100, 599)) {
-        snprintf(f, sizeof f, "%sretry_on_status[%d]", pre, n);
-        return failf(err, errlen, f, "must be an HTTP status from 100 to 599");
-      }
-      p->retry_on_status[n++] = (int)it->valuedouble;
-    }
-    p->n_retry_on_status = n;
-  }
+  snprintf(pre, sizeof pre, "%snode_retry", prefix);
+  if (fields_apply(nr, skip_fields, NULL, pre, FIELDS_ALLOW_UNKNOWN, p, &fe) < 0)
+    return failf(err, errlen, fe.field, "%s", fe.message);
   return 0;
 }
 
