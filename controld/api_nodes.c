@@ -43,7 +43,8 @@ static enum store_rc create_change(struct api_op *op) {
   return STORE_OK;
 }
 
-static const struct api_op_def create_op = {"node", create_change, NULL};
+/* the token is shown once: an Idempotency-Key replay answers "token": null */
+static const struct api_op_def create_op = {"node", create_change, NULL, "token"};
 
 static const struct field_def node_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, FIELD_AT(struct node_rec, name), 1, 0, 0, NULL,
@@ -114,7 +115,7 @@ static enum store_rc delete_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def delete_op = {"node", delete_change, NULL};
+static const struct api_op_def delete_op = {"node", delete_change, NULL, NULL};
 
 static enum http_rc delete_node(struct req *r) {
   if (api_op_run(r, &delete_op, NULL) == 0 && r->ctx->hub)

@@ -120,7 +120,7 @@ static enum store_rc create_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def create_op = {"webhook", create_change, NULL};
+static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
 
 static int valid_url_row(char *url) { return valid_url(url); }
 
@@ -191,7 +191,7 @@ static enum store_rc delete_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def delete_op = {"webhook", delete_change, NULL};
+static const struct api_op_def delete_op = {"webhook", delete_change, NULL, NULL};
 
 static enum http_rc delete_webhook(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);
@@ -238,7 +238,15 @@ static enum store_rc test_change(struct api_op *op) {
                                    "Webhook test", to->data, &to->delivery_id);
 }
 
-static const struct api_op_def test_op = {"webhook", test_change, NULL};
+static enum store_rc test_answer(struct api_op *op) {
+  struct test_op *to = op->arg;
+  struct delivery_rec d;
+  enum store_rc rc = store_delivery_get_locked(op->ctx->store, to->delivery_id, &d);
+  if (rc == STORE_OK) req_json(op->r, 202, delivery_json(&d));
+  return rc;
+}
+
+static const struct api_op_def test_op = {"webhook", test_change, test_answer, NULL};
 
 /* POST /v1/webhooks/{id}/test [{"site_id": N}] -> 202, the queued delivery. */
 static enum http_rc test_webhook(struct req *r) {
@@ -246,7 +254,6 @@ static enum http_rc test_webhook(struct req *r) {
   cJSON *body = NULL, *data = NULL;
   const char *bad = NULL;
   struct site_rec s;
-  struct delivery_rec d;
   int64_t site_id = 0;
   struct test_op to;
   char *data_text = NULL;
@@ -287,10 +294,7 @@ static enum http_rc test_webhook(struct req *r) {
   to.site_id = site_id;
   to.site_name = have_site ? s.name : NULL;
   to.data = data_text;
-  if (api_op_run(r, &test_op, &to) < 0) goto out;
-  rc = store_delivery_get(r->ctx->store, to.delivery_id, &d);
-  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
-  else req_json(r, 202, delivery_json(&d));
+  (void)api_op_run(r, &test_op, &to);
 out:
   if (have_site) site_rec_fini(&s);
   free(data_text);

@@ -34,6 +34,7 @@ static struct http_srv *srv_of(struct ctx *ctx);
 /* ---- replies ---- */
 
 static void reply_reset(struct req *r) {
+  r->resp_etag[0] = '\0';
   free(r->resp_body);
   r->resp_body = NULL;
   r->resp_len = 0;
@@ -178,6 +179,11 @@ void req_add_header(struct req *r, const char *name, const char *value) {
   r->n_resp_headers++;
 }
 
+void req_set_etag(struct req *r, int64_t revision) {
+  if (revision > 0) snprintf(r->resp_etag, sizeof r->resp_etag, "\"%lld\"", (long long)revision);
+  else r->resp_etag[0] = '\0';
+}
+
 void req_suspend(struct req *r) {
   r->suspended = 1;
   MHD_suspend_connection(r->conn);
@@ -222,6 +228,7 @@ static enum MHD_Result queue(struct req *r) {
     if (r->resp_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
     for (int i = 0; i < r->n_resp_headers; i++)
       MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
+    if (r->resp_etag[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp_etag);
   }
   ret = MHD_queue_response(r->conn, r->status, resp);
   MHD_destroy_response(resp);

@@ -56,6 +56,7 @@ struct req {
   const char *resp_type;
   struct MHD_Response *resp_shared; /* optional prebuilt response (reference held) */
   const char *resp_headers[4][2];  /* extra reply headers (static strings) */
+  char resp_etag[32];              /* ETag reply header value ("" = none) */
   int n_resp_headers;
   int suspended;
   atomic_int ready;                /* set by req_resume's caller after the reply is set */
@@ -99,6 +100,9 @@ void req_static(struct req *r, unsigned status, const char *ctype, const void *d
 
 /* Set a prebuilt libmicrohttpd response as the reply (taken: released after sending). */
 void req_response(struct req *r, unsigned status, struct MHD_Response *resp);
+
+/* Set the reply's ETag header to "<revision>" (0 = none). */
+void req_set_etag(struct req *r, int64_t revision);
 
 /* Add a reply header (name and value must be static strings); at most 4. */
 void req_add_header(struct req *r, const char *name, const char *value);

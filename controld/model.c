@@ -324,6 +324,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);
+  json_add_i64(j, "revision", s->revision);
   a = cJSON_AddArrayToObject(j, "origins");
   for (int i = 0; i < s->n_origins; i++) cJSON_AddItemToArray(a, model_origin_json(&s->origins[i]));
   json_add_time(j, "created_at", s->created_at);

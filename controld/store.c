@@ -490,7 +490,7 @@ int64_t store_pub_seq(struct store *st) {
   "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at, manual_pin"
+  "failback_notified, created_at, updated_at, manual_pin, revision"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -548,6 +548,7 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->created_at = sqlite3_column_int64(s, 23);
   o->updated_at = sqlite3_column_int64(s, 24);
   o->manual_pin = sqlite3_column_int(s, 25);
+  o->revision = sqlite3_column_int64(s, 26);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
@@ -766,6 +767,28 @@ static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
 }
 
+/* A change to the site's configuration or origins: revision + 1. 0 or -1. */
+static int bump_revision_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, site_id);
+  return store_step_done(&st->w, s, "bumping revision");
+}
+
+enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
+  static const char q[] = "SELECT revision FROM sites WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int rc;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, site_id);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) *revision = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  if (rc == SQLITE_ROW) return STORE_OK;
+  return rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+}
+
 enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
                                        size_t clen) {
   static const char ins[] =
@@ -852,6 +875,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -925,6 +949,7 @@ enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
   }
   if (insert_origin(st, o) != STORE_OK) goto fail;
   if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -958,6 +983,7 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
     goto fail;
   }
   if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -982,6 +1008,7 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     goto fail;
   }
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (bump_revision_locked(st, site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -990,6 +1017,64 @@ fail:
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
+}
+
+/* ---- idempotency keys ---- */
+
+enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
+                                    struct idem_rec *out) {
+  static const char q[] = "SELECT request_hash, status, body, etag, created_at "
+                          "FROM idempotency_keys WHERE key = ? AND created_at >= ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, not_before);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *body = sqlite3_column_text(s, 2);
+    store_col_text(s, 0, out->request_hash, sizeof out->request_hash);
+    out->status = sqlite3_column_int(s, 1);
+    out->body = body ? strdup((const char *)body) : NULL;
+    store_col_text(s, 3, out->etag, sizeof out->etag);
+    out->created_at = sqlite3_column_int64(s, 4);
+    sqlite3_reset(s);
+    return body && !out->body ? STORE_ERROR : STORE_OK;
+  }
+  sqlite3_reset(s);
+  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
+  log_error("reading idempotency key: %s", sqlite3_errmsg(st->w.db));
+  return STORE_ERROR;
+}
+
+enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
+                                    int status, const char *body, const char *etag, int64_t now) {
+  static const char ins[] = "INSERT OR REPLACE INTO idempotency_keys "
+                            "(key, request_hash, status, body, etag, created_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?)";
+  static const char old[] = "DELETE FROM idempotency_keys WHERE created_at < ?";
+  static const char over[] =
+      "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
+      "ORDER BY created_at DESC LIMIT -1 OFFSET ?)";
+  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, request_hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, status);
+  if (body) sqlite3_bind_text(s, 4, body, -1, SQLITE_STATIC);
+  if (etag && *etag) sqlite3_bind_text(s, 5, etag, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 6, now);
+  if (store_step_done(&st->w, s, "storing idempotency key") < 0) return STORE_ERROR;
+  s = store_stmt(&st->w, old);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, now - STORE_IDEM_KEEP_MS);
+  if (store_step_done(&st->w, s, "pruning idempotency keys") < 0) return STORE_ERROR;
+  s = store_stmt(&st->w, over);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int(s, 1, STORE_IDEM_MAX_ROWS);
+  if (store_step_done(&st->w, s, "capping idempotency keys") < 0) return STORE_ERROR;
+  return STORE_OK;
 }
 
 /* ---- nodes ---- */

@@ -89,14 +89,13 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
   return 0;
 }
 
-int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
+static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since, int *online,
                              int *on_current) {
   static const char q[] =
       "SELECT COUNT(*), COALESCE(SUM(config_seq >= "
       "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0) "
       "FROM nodes WHERE last_seen_at >= ?1";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  sqlite3_stmt *s = store_stmt(c, q);
   int rc;
   *online = *on_current = 0;
   if (!s) return -1;
@@ -115,12 +114,23 @@ int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_sin
   return 0;
 }
 
-enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
+int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
+                             int *on_current) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return -1;
+  return propagation_on(c, site_id, seen_since, online, on_current);
+}
+
+int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since, int *online,
+                             int *on_current) {
+  return propagation_on(&st->w, site_id, seen_since, online, on_current);
+}
+
+static enum store_rc observations_on(struct dbconn *c, int64_t site_id, struct origin_obs **out,
                                         int *n) {
   static const char q[] = "SELECT origin_id, SUM(requests), SUM(failures) FROM node_observations "
                           "WHERE site_id = ? GROUP BY origin_id ORDER BY origin_id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  sqlite3_stmt *s = store_stmt(c, q);
   struct origin_obs *arr = NULL;
   int cnt = 0, cap = 0, rc;
   enum store_rc ret = STORE_ERROR;
@@ -156,6 +166,18 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
 out:
   free(arr);
   return ret;
+}
+
+enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
+                                        int *n) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return STORE_ERROR;
+  return observations_on(c, site_id, out, n);
+}
+
+enum store_rc store_health_observations_locked(struct store *st, int64_t site_id, struct origin_obs **out,
+                                        int *n) {
+  return observations_on(&st->w, site_id, out, n);
 }
 
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,

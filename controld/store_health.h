@@ -56,6 +56,12 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
                                     struct verdict_rec **out, int *n);
 
+/* The two status-card reads above on the writer, inside a store_op (see the uncommitted change). */
+int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+                                    int *online, int *on_current);
+enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+                                               struct origin_obs **out, int *n);
+
 /* Free a list from store_health_verdicts. */
 void store_health_verdicts_free(struct verdict_rec *arr, int n);
 

@@ -384,5 +384,143 @@ def test_fuzzed_bodies_never_store_or_emit_bad_text(tmp):
     assert created < 300  # the mutations were refused at least sometimes
 
 
+# ---- revision, ETag, If-Match, Idempotency-Key ----
+
+def test_etag_and_if_match(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
+    sid, oid = s["id"], s["origins"][0]["id"]
+    path = "/v1/sites/%d" % sid
+    status, j, h = c.api("GET", path)
+    assert h.get("ETag") == '"%d"' % j["revision"], (h.get("ETag"), j["revision"])
+    etag = h.get("ETag")
+    # a matching If-Match changes and moves the revision on
+    status, j2, h2 = c.api("PATCH", path, {"failback": "manual"}, headers={"If-Match": etag})
+    assert status == 200 and j2["revision"] == j["revision"] + 1, j2
+    assert h2.get("ETag") == '"%d"' % j2["revision"]
+    # the old tag is refused, and nothing changes
+    status, e, h3 = c.api("PATCH", path, {"failback": "auto"}, headers={"If-Match": etag})
+    assert status == 412 and e["error"]["code"] == "precondition_failed", e
+    assert h3.get("ETag") == h2.get("ETag"), h3.get("ETag")
+    status, j3, _ = c.api("GET", path)
+    assert j3["failback"] == "manual" and j3["revision"] == j2["revision"], j3
+    # origin routes use the site's revision
+    opath = "%s/origins/%d" % (path, oid)
+    status, e, _ = c.api("PATCH", opath, {"weight": 5}, headers={"If-Match": etag})
+    assert status == 412, e
+    status, o, h4 = c.api("PATCH", opath, {"weight": 5}, headers={"If-Match": h2.get("ETag")})
+    assert status == 200 and o["weight"] == 5, o
+    assert h4.get("ETag") == '"%d"' % (j2["revision"] + 1), h4.get("ETag")
+    status, e, _ = c.api("POST", path + "/origins", {"address": "10.0.0.3"},
+                         headers={"If-Match": etag})
+    assert status == 412, e
+    status, e, _ = c.api("DELETE", opath, headers={"If-Match": '"999"'})
+    assert status == 412, e
+    status, e, _ = c.api("DELETE", path, headers={"If-Match": 'W/' + h4.get("ETag")})
+    assert status == 412, e  # weak tags never match
+    # "*" matches any existing site; without If-Match writes go through as before
+    status, _, _ = c.api("PATCH", path, {"failback": "auto"}, headers={"If-Match": "*"})
+    assert status == 200
+    status, _, _ = c.api("DELETE", path, headers={"If-Match": "*"})
+    assert status == 204
+    status, _, _ = c.api("DELETE", path, headers={"If-Match": "*"})
+    assert status == 404
+
+
+def test_if_match_makes_read_modify_write_safe(tmp):
+    """Two clients GET, change and PATCH with If-Match: exactly one wins each round, the loser
+    gets 412 and the winner's change is what is stored."""
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}])
+    path = "/v1/sites/%d" % s["id"]
+    for r in range(10):
+        _, _, h = c.api("GET", path)
+        tag = h.get("ETag")
+        res = run_together([
+            lambda: c.api("PATCH", path, {"failback_hold_ms": 1000 + r}, headers={"If-Match": tag}),
+            lambda: c.api("PATCH", path, {"failback_hold_ms": 2000 + r}, headers={"If-Match": tag}),
+        ])
+        codes = sorted(x[0] for x in res)
+        assert codes == [200, 412], codes
+        winner = [x for x in res if x[0] == 200][0][1]
+        _, j, _ = c.api("GET", path)
+        assert j["failback_hold_ms"] == winner["failback_hold_ms"], (j, winner)
+
+
+def test_idempotency_key_replays_the_first_answer(tmp):
+    c = Controld(tmp).start()
+    body = {"name": "shop", "hostnames": ["shop.example.com"]}
+    key = {"Idempotency-Key": "create-shop-1"}
+    s1, j1, h1 = c.api("POST", "/v1/sites", body, headers=key)
+    assert s1 == 201, j1
+    s2, j2, h2 = c.api("POST", "/v1/sites", body, headers=key)
+    assert (s2, j2) == (s1, j1), (s2, j2)
+    assert h2.get("Idempotent-Replayed") == "true" and h2.get("ETag") == h1.get("ETag")
+    # the same key with another body is refused with a clear code, nothing created
+    s3, e, _ = c.api("POST", "/v1/sites", {"name": "other", "hostnames": ["o.example.com"]},
+                     headers=key)
+    assert s3 == 422 and e["error"]["code"] == "idempotency_key_reused", e
+    # and on another route too
+    s4, e, _ = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.9"},
+                     headers=key)
+    assert s4 == 422 and e["error"]["code"] == "idempotency_key_reused", e
+    _, lst, _ = c.api("GET", "/v1/sites")
+    assert [x["name"] for x in lst["sites"]] == ["shop"], lst
+    # a refused request does not burn its key: fixed and resent, it goes through once
+    bad = {"name": "x y", "hostnames": ["x.example.com"]}
+    s5, e, _ = c.api("POST", "/v1/sites", bad, headers={"Idempotency-Key": "k2"})
+    assert s5 == 422, e
+    good = {"name": "xy", "hostnames": ["x.example.com"]}
+    s6, j6, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "k3"})
+    s7, j7, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "k3"})
+    assert s6 == s7 == 201 and j6 == j7
+    # origins, webhook tests and nodes: created once; a node's token is never stored
+    okey = {"Idempotency-Key": "origin-1"}
+    a = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.5"}, headers=okey)
+    b = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.5"}, headers=okey)
+    assert a[0] == b[0] == 201 and a[1] == b[1], (a, b)
+    _, site, _ = c.api("GET", "/v1/sites/%d" % j1["id"])
+    assert len(site["origins"]) == 1, site
+    nkey = {"Idempotency-Key": "node-1"}
+    n1 = c.api("POST", "/v1/nodes", {"name": "edge-1"}, headers=nkey)
+    n2 = c.api("POST", "/v1/nodes", {"name": "edge-1"}, headers=nkey)
+    assert n1[0] == n2[0] == 201 and n1[1]["id"] == n2[1]["id"], (n1, n2)
+    assert n1[1]["token"] and n2[1]["token"] is None, n2
+    db = sqlite3.connect(c.db)
+    stored = " ".join(r[0] or "" for r in db.execute("SELECT body FROM idempotency_keys"))
+    db.close()
+    assert n1[1]["token"] not in stored
+    # malformed keys are refused
+    s8, e, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "x" * 129})
+    assert s8 == 400 and e["error"]["field"] == "Idempotency-Key", e
+    # concurrent requests with one key create one site
+    ckey = {"Idempotency-Key": "race"}
+    body = {"name": "race", "hostnames": ["race.example.com"]}
+    res = run_together([lambda: c.api("POST", "/v1/sites", body, headers=ckey)] * 8)
+    assert all(x[0] == 201 for x in res) and len({x[1]["id"] for x in res}) == 1, res
+
+
+def test_idempotency_keys_expire_after_a_day(tmp):
+    c = Controld(tmp).start()
+    body = {"name": "shop", "hostnames": ["shop.example.com"]}
+    s1, j1, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
+    c.stop()
+    db = sqlite3.connect(c.db)
+    db.execute("UPDATE idempotency_keys SET created_at = created_at - 86400001")
+    db.commit()
+    db.close()
+    c.start()
+    # expired: the key is free again (the name is taken now, so this answers 409)
+    s2, e, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
+    assert s2 == 409, e
+    # a new write prunes expired keys
+    c.api("POST", "/v1/sites", {"name": "b", "hostnames": ["b.example.com"]},
+          headers={"Idempotency-Key": "new"})
+    db = sqlite3.connect(c.db)
+    keys = [r[0] for r in db.execute("SELECT key FROM idempotency_keys")]
+    db.close()
+    assert keys == ["new"], keys
+
+
 if __name__ == "__main__":
     harness.main()
