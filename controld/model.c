@@ -11,7 +11,7 @@
 #include "fields.h"
 #include "hostname.h"
 #include "json.h"
-#include "skip.h"
+#include "noderetry.h"
 
 static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -164,31 +164,14 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
   return 0;
 }
 
-_Static_assert(STORE_MAX_RETRY_STATUS == SKIP_MAX_STATUS, "retry_on_status capacities differ");
-
-/* node_retry by the contract's table shared with noded (common/skip.h). */
+/* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
 static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct model_err *err) {
   struct skip_params p;
-  struct field_err fe;
-  memset(&p, 0, sizeof p);
-  p.retries = (int)s->nr_retries;
-  p.retry_budget_ms = s->nr_retry_budget_ms;
-  p.fail_count = (int)s->nr_fail_count;
-  p.fail_window_ms = s->nr_fail_window_ms;
-  p.skip_ms = s->nr_skip_ms;
-  p.half_open_requests = (int)s->nr_half_open_requests;
-  p.n_retry_on_status = s->n_retry_on_status;
-  memcpy(p.retry_on_status, s->retry_on_status, sizeof p.retry_on_status);
-  if (fields_apply(nr, skip_fields, NULL, "node_retry", 0, &p, &fe) < 0)
-    return from_fields(err, &fe);
-  s->nr_retries = p.retries;
-  s->nr_retry_budget_ms = p.retry_budget_ms;
-  s->nr_fail_count = p.fail_count;
-  s->nr_fail_window_ms = p.fail_window_ms;
-  s->nr_skip_ms = p.skip_ms;
-  s->nr_half_open_requests = p.half_open_requests;
-  s->n_retry_on_status = p.n_retry_on_status;
-  memcpy(s->retry_on_status, p.retry_on_status, sizeof s->retry_on_status);
+  struct noderetry_err e;
+  site_rec_retry(s, &p);
+  if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
+    return fail(err, e.status, e.code, e.field, "%s", e.message);
+  site_rec_set_retry(s, &p);
   return 0;
 }
 
@@ -290,17 +273,9 @@ cJSON *model_origin_json(const struct origin_rec *o) {
 }
 
 cJSON *model_node_retry_json(const struct site_rec *s) {
-  cJSON *nr = cJSON_CreateObject(), *ros;
-  json_add_i64(nr, "retries", s->nr_retries);
-  json_add_i64(nr, "retry_budget_ms", s->nr_retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->nr_fail_count);
-  json_add_i64(nr, "fail_window_ms", s->nr_fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->nr_skip_ms);
-  json_add_i64(nr, "half_open_requests", s->nr_half_open_requests);
-  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->n_retry_on_status; i++)
-    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry_on_status[i]));
-  return nr;
+  struct skip_params p;
+  site_rec_retry(s, &p);
+  return noderetry_json(&p);
 }
 
 cJSON *model_site_json(const struct site_rec *s) {

@@ -10,6 +10,7 @@
 
 #include "hostname.h"
 #include "json.h"
+#include "noderetry.h"
 #include "log.h"
 
 /* Largest id, seq or version accepted: cJSON prints numbers with 15 significant digits, so larger
@@ -92,17 +93,15 @@ static int opt_int(const cJSON *o, const char *key, int64_t min, int64_t max, in
   return 0;
 }
 
-/* node_retry by the contract's table (common/skip.h), so controld and noded agree on every bound;
-   keys this noded does not know yet are ignored (a newer controld may send more). */
+/* node_retry through the shared table; unknown keys are ignored (a newer controld may add some). */
 static int parse_retry(const cJSON *nr, struct skip_params *p, const char *prefix, char *err,
                        size_t errlen) {
   char pre[96];
-  struct field_err fe;
+  struct noderetry_err e;
   skip_params_default(p);
   if (!nr || cJSON_IsNull(nr)) return 0;
   snprintf(pre, sizeof pre, "%snode_retry", prefix);
-  if (fields_apply(nr, skip_fields, NULL, pre, FIELDS_ALLOW_UNKNOWN, p, &fe) < 0)
-    return failf(err, errlen, fe.field, "%s", fe.message);
+  if (noderetry_apply(nr, p, 0, pre, &e) < 0) return failf(err, errlen, e.field, "%s", e.message);
   return 0;
 }
 
@@ -479,7 +478,7 @@ int sitecfg_origin_same(const struct sitecfg_origin *a, const struct sitecfg_ori
 }
 
 static cJSON *site_json(const struct sitecfg_site *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *nr, *ros;
+  cJSON *j = cJSON_CreateObject(), *a, *nr;
   if (!j) return NULL;
   json_add_i64(j, "id", s->id);
   cJSON_AddStringToObject(j, "name", s->name);
@@ -501,16 +500,11 @@ static cJSON *site_json(const struct sitecfg_site *s) {
     json_add_i64(oj, "weight", o->weight);
     cJSON_AddItemToArray(a, oj);
   }
-  nr = cJSON_AddObjectToObject(j, "node_retry");
-  json_add_i64(nr, "retries", s->retry.retries);
-  json_add_i64(nr, "retry_budget_ms", s->retry.retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->retry.fail_count);
-  json_add_i64(nr, "fail_window_ms", s->retry.fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->retry.skip_ms);
-  json_add_i64(nr, "half_open_requests", s->retry.half_open_requests);
-  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->retry.n_retry_on_status; i++)
-    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry.retry_on_status[i]));
+  if (!(nr = noderetry_json(&s->retry))) {
+    cJSON_Delete(j);
+    return NULL;
+  }
+  cJSON_AddItemToObject(j, "node_retry", nr);
   return j;
 }
 

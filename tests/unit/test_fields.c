@@ -1,5 +1,4 @@
-/* Unit tests for common/fields: each row type, the error vocabulary and paths, and the node_retry
-   contract table shared by controld and noded. */
+/* Unit tests for common/fields: each row type, the error vocabulary and paths. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +10,6 @@
 
 #include "fields.h"
 #include "json.h"
-#include "skip.h"
 
 struct thing {
   int small;
@@ -123,37 +121,10 @@ static void test_values_written(void **state) {
   assert_int_equal(t.codes[1], 503);
 }
 
-/* The node_retry contract: the defaults of DESIGN §2 and one set of bounds for both daemons. */
-static void test_skip_contract(void **state) {
-  struct skip_params p;
-  struct field_err err;
-  const char *low = "{\"fail_window_ms\":99}", *ok = "{\"fail_window_ms\":100,\"skip_ms\":100}";
-  cJSON *j;
-  (void)state;
-  skip_params_default(&p);
-  assert_int_equal(p.retries, 2);
-  assert_int_equal(p.retry_budget_ms, 15000);
-  assert_int_equal(p.fail_count, 3);
-  assert_int_equal(p.fail_window_ms, 10000);
-  assert_int_equal(p.skip_ms, 30000);
-  assert_int_equal(p.half_open_requests, 1);
-  assert_int_equal(p.n_retry_on_status, 3);
-  j = json_parse(low, strlen(low));
-  assert_int_equal(fields_apply(j, skip_fields, NULL, "node_retry", 0, &p, &err), -1);
-  assert_string_equal(err.field, "node_retry.fail_window_ms");
-  assert_string_equal(err.code, "out_of_range");
-  cJSON_Delete(j);
-  j = json_parse(ok, strlen(ok));
-  assert_int_equal(fields_apply(j, skip_fields, NULL, "node_retry", 0, &p, &err), 0);
-  cJSON_Delete(j);
-  assert_int_equal(p.fail_window_ms, 100);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_values_written),
-      cmocka_unit_test(test_skip_contract),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
