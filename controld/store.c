@@ -929,6 +929,16 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
   return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
 }
 
+/* Forget the nodes' observations of an origin (or every origin of a site: origin_id 0). */
+static int drop_observations_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char by_origin[] = "DELETE FROM node_observations WHERE origin_id = ?";
+  static const char by_site[] = "DELETE FROM node_observations WHERE site_id = ?";
+  sqlite3_stmt *q = store_stmt(&st->w, origin_id ? by_origin : by_site);
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, origin_id ? origin_id : site_id);
+  return store_step_done(&st->w, q, "dropping observations");
+}
+
 enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   sqlite3_stmt *q;
@@ -941,6 +951,7 @@ enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (drop_observations_locked(st, id, 0) < 0) goto fail;
   if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
   return STORE_OK;
 fail:
@@ -1050,6 +1061,7 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (drop_observations_locked(st, site_id, origin_id) < 0) goto fail;
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
   if (bump_revision_locked(st, site_id) < 0) goto fail;
   return STORE_OK;

@@ -522,5 +522,42 @@ def test_idempotency_keys_expire_after_a_day(tmp):
     assert keys == ["new"], keys
 
 
+# ---- node heartbeats cannot grow the database ----
+
+def test_junk_heartbeat_observations_are_not_stored(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
+    sid, o1, o2 = s["id"], s["origins"][0]["id"], s["origins"][1]["id"]
+    other = make_site(c, "other", [{"address": "10.0.1.1"}])
+    status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-1"})
+    tok = n["token"]
+    rng = random.Random(7)
+    for round_ in range(5):
+        obs = [{"site_id": rng.randrange(1, 10**9), "origin_id": rng.randrange(1, 10**9),
+                "requests": 5, "failures": 1, "skipped": False} for _ in range(5000)]
+        # real origins under the wrong site count as junk too
+        obs.append({"site_id": other["id"], "origin_id": o1, "requests": 1, "failures": 0,
+                    "skipped": False})
+        obs.append({"site_id": sid, "origin_id": o1, "requests": 10 + round_, "failures": 2,
+                    "skipped": False})
+        st, body, _ = c.api("POST", "/v1/node/heartbeat",
+                            {"version": "t", "config_version": 0, "observations": obs}, token=tok)
+        assert st == 204, body
+    db = sqlite3.connect(c.db)
+    rows = db.execute("SELECT site_id, origin_id, requests FROM node_observations").fetchall()
+    db.close()
+    assert rows == [(sid, o1, 14)], rows
+    # the status card shows the real one
+    st, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+    o = card["levels"][0]["origins"][0]
+    assert o["node_observations"]["requests"] == 14, o
+    # deleting the origin forgets its observations
+    st, _, _ = c.api("DELETE", "/v1/sites/%d/origins/%d" % (sid, o1))
+    assert st == 204
+    db = sqlite3.connect(c.db)
+    assert db.execute("SELECT COUNT(*) FROM node_observations").fetchone()[0] == 0
+    db.close()
+
+
 if __name__ == "__main__":
     harness.main()
