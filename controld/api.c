@@ -19,12 +19,18 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
               "%s is already taken", conflict && *conflict ? conflict : what);
   else if (rc == STORE_LIMIT)
     req_error(r, 422, "out_of_range", NULL, "%s: a limit would be exceeded", what);
+  else if (rc == STORE_FULL || store_storage_full(r->ctx->store))
+    req_error(r, 507, "storage_full", NULL,
+              "the database disk is full: nothing was changed (free space, then retry)");
   else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
 }
 
 static enum http_rc get_healthz(struct req *r) {
   cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "status", "ok");
+  int full = store_storage_full(r->ctx->store);
+  /* reads still work while the disk is full: degraded, not down */
+  cJSON_AddStringToObject(j, "status", full ? "degraded" : "ok");
+  cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
   cJSON_AddNumberToObject(j, "schema_version", store_schema_version(r->ctx->store));
   req_json(r, 200, j);

@@ -182,8 +182,10 @@ int api_op_run(struct req *r, const struct api_op_def *def, void *arg) {
   if (idem_prepare(r, &run.op) < 0) return -1;
   rc = store_op(r->ctx->store, run_locked, &run);
   if (rc == STORE_OK) return run.replayed ? 1 : 0;
-  /* a step that refused set its own error reply; otherwise (no reply, or a success reply set
-     inside the transaction that then failed to commit) the answer comes from the code */
-  if (!r->done || r->status < 400) api_store_error(r, rc, def->what, NULL);
+  /* a step that refused set its own 4xx reply; otherwise (no reply, a success reply set inside
+     the transaction that then failed to commit, a storage failure) the answer comes from the
+     code: a full disk is 507 wherever it struck */
+  if (rc == STORE_FULL || !r->done || r->status < 400 || r->status >= 500)
+    api_store_error(r, rc, def->what, NULL);
   return -1;
 }

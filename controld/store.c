@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "log.h"
@@ -16,7 +17,9 @@ static int conn_open(struct dbconn *c, const char *path) {
   static const char pragmas[] = "PRAGMA journal_mode=WAL;"
                                 "PRAGMA synchronous=FULL;"
                                 "PRAGMA foreign_keys=ON;"
-                                "PRAGMA busy_timeout=10000;";
+                                "PRAGMA busy_timeout=10000;"
+                                /* the WAL is truncated back to 64 MiB after a checkpoint */
+                                "PRAGMA journal_size_limit=67108864;";
   char *msg = NULL;
   memset(c, 0, sizeof *c);
   if (sqlite3_open_v2(path, &c->db,
@@ -105,6 +108,7 @@ struct dbconn *store_reader(struct store *st) {
 int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what) {
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    c->last_err = rc & 0xff;
     log_error("%s: %s", what, sqlite3_errmsg(c->db));
     sqlite3_reset(s);
     return -1;
@@ -128,7 +132,9 @@ void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap) {
 
 static int exec_w(struct store *st, const char *sql) {
   char *msg = NULL;
-  if (sqlite3_exec(st->w.db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+  int rc = sqlite3_exec(st->w.db, sql, NULL, NULL, &msg);
+  if (rc != SQLITE_OK) {
+    st->w.last_err = rc & 0xff;
     log_error("%s: %s", sql, msg ? msg : sqlite3_errmsg(st->w.db));
     sqlite3_free(msg);
     return -1;
@@ -136,22 +142,44 @@ static int exec_w(struct store *st, const char *sql) {
   return 0;
 }
 
+/* A write failed for lack of space: remember it for /healthz and the 507 answers. */
+static void note_failure(struct store *st) {
+  if (st->w.last_err == SQLITE_FULL) {
+    if (!atomic_exchange(&st->storage_full, 1))
+      log_error("database %s: the disk is full; writes fail until space is freed", st->path);
+  }
+}
+
 int store_tx_begin(struct store *st) {
   pthread_mutex_lock(&st->wmu);
+  st->w.last_err = 0;
   if (exec_w(st, "BEGIN IMMEDIATE") < 0) {
+    note_failure(st);
     pthread_mutex_unlock(&st->wmu);
     return -1;
   }
+  st->tx_changes = sqlite3_total_changes(st->w.db);
   return 0;
 }
+
+int store_storage_full(struct store *st) { return atomic_load(&st->storage_full); }
+
 
 int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
-  if (rc < 0) exec_w(st, "ROLLBACK");
-  else atomic_fetch_add(&st->generation, 1);
+  if (rc < 0) {
+    note_failure(st);
+    if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
+  } else {
+    atomic_fetch_add(&st->generation, 1);
+    /* a transaction that wrote and committed shows there is space again */
+    if (sqlite3_total_changes(st->w.db) != st->tx_changes &&
+        atomic_exchange(&st->storage_full, 0))
+      log_info("database %s: writes succeed again", st->path);
+  }
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
@@ -164,7 +192,9 @@ int store_tx_commit(struct store *st) {
 }
 
 void store_tx_rollback(struct store *st) {
-  exec_w(st, "ROLLBACK");
+  note_failure(st);
+  /* SQLite may have rolled back already (e.g. after SQLITE_FULL) */
+  if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
@@ -173,16 +203,19 @@ void store_tx_rollback(struct store *st) {
 
 enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
   if (rc != STORE_OK) {
+    if (rc == STORE_ERROR && st->w.last_err == SQLITE_FULL) rc = STORE_FULL;
     store_tx_rollback(st);
     return rc;
   }
-  return store_tx_commit(st) < 0 ? STORE_ERROR : STORE_OK;
+  if (store_tx_commit(st) == 0) return STORE_OK;
+  return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  if (store_tx_begin(st) < 0) return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
   return store_tx_end(st, fn(st, arg));
 }
+
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
   st->pub_hook = fn;
@@ -233,6 +266,35 @@ static int migrate(struct store *st) {
   return 0;
 }
 
+/* A 0-byte file where the database should be is opened as a new empty database: say so loudly,
+   since it usually means a database was lost or truncated (a failed copy or restore). */
+static void warn_if_empty(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+    log_warn("database %s is an empty file: starting with an empty database (if one was "
+             "expected here, stop controld and restore it)",
+             path);
+}
+
+/* PRAGMA quick_check at start: a damaged database is refused rather than served. 0 or -1. */
+static int quick_check(struct store *st) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1;
+  if (sqlite3_prepare_v2(st->w.db, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK) {
+    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+    return -1;
+  }
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    const char *res = (const char *)sqlite3_column_text(s, 0);
+    if (res && strcmp(res, "ok") == 0) rc = 0;
+    else log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
+  } else {
+    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+  }
+  sqlite3_finalize(s);
+  return rc;
+}
+
 struct store *store_open(const char *path) {
   struct store *st = calloc(1, sizeof *st);
   if (!st) return NULL;
@@ -241,9 +303,20 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
   pthread_key_create(&st->rkey, NULL);
-  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0) {
+  warn_if_empty(path);
+  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0 || quick_check(st) < 0) {
     store_close(&st);
     return NULL;
+  }
+  {
+    /* for the tests: a database that cannot grow beyond N pages fails writes with SQLITE_FULL,
+       as a full disk does (tests/integration/test_integrity.py when tmpfs cannot be mounted) */
+    const char *pages = getenv("CDNCA_TEST_MAX_PAGES");
+    char sql[64];
+    if (pages && *pages) {
+      snprintf(sql, sizeof sql, "PRAGMA max_page_count=%ld", strtol(pages, NULL, 10));
+      exec_w(st, sql);
+    }
   }
   return st;
 }
@@ -729,6 +802,8 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     sqlite3_bind_int(q, 3, i);
     if (sqlite3_step(q) != SQLITE_DONE) {
       int uniq = is_unique_violation(st);
+      st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
       sqlite3_reset(q);
       if (uniq) {
         snprintf(conflict, clen, "hostnames[%d]", i);
@@ -850,6 +925,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   sqlite3_bind_int64(q, 19, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
@@ -899,6 +975,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   sqlite3_bind_int64(q, 17, s->id);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
@@ -1148,6 +1225,7 @@ enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
   sqlite3_bind_int64(q, 2, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) rc = STORE_CONFLICT;
     else log_error("inserting node: %s", sqlite3_errmsg(st->w.db));

@@ -14,6 +14,7 @@ enum store_rc {
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
   STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_FULL = 4,     /* the disk is full: nothing was written */
   STORE_ERROR = -1,   /* logged where it happened */
 };
 
@@ -89,10 +90,15 @@ int64_t store_generation(struct store *st);
 typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
 
 /* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
-   result when it is not STORE_OK (rolled back, nothing written), STORE_ERROR when BEGIN or COMMIT
-   fails (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
+   result when it is not STORE_OK (rolled back, nothing written), STORE_FULL when a statement or
+   the commit failed for lack of disk space, STORE_ERROR when BEGIN or COMMIT fails otherwise
+   (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
    call only *_locked functions of the store (a nested store_op would deadlock). */
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
+
+/* 1 while writes fail for lack of disk space (set by a write that failed with SQLITE_FULL, cleared
+   by the next write that commits). */
+int store_storage_full(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import sqlite3
+import subprocess
 import threading
 import time
 
@@ -557,6 +558,122 @@ def test_junk_heartbeat_observations_are_not_stored(tmp):
     db = sqlite3.connect(c.db)
     assert db.execute("SELECT COUNT(*) FROM node_observations").fetchone()[0] == 0
     db.close()
+
+
+# ---- a full disk: 507 storage_full, /healthz degraded, nothing half-written ----
+
+def _mount_tmpfs(path, size):
+    """Mount a small tmpfs at path; True when it worked (needs root and mount rights)."""
+    if os.geteuid() != 0:
+        return False
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", path],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def test_full_disk_answers_507_and_recovers(tmp):
+    """The database on a 4 MiB tmpfs, the rest of it filled: writes answer 507 storage_full,
+    /healthz says degraded, every site listed was acknowledged (nothing half-written), and
+    once space is freed writes succeed and /healthz is ok again. Without mount rights the
+    database is capped with PRAGMA max_page_count instead (SQLite's own SQLITE_FULL)."""
+    fs = os.path.join(tmp, "fs")
+    mounted = _mount_tmpfs(fs, "4m")
+    filler = os.path.join(fs, "filler")
+    env = {}
+    if mounted:
+        db = os.path.join(fs, "controld.db")
+    else:
+        os.makedirs(fs, exist_ok=True)
+        db = os.path.join(fs, "controld.db")
+        env["CDNCA_TEST_MAX_PAGES"] = "120"
+    print("disk full via %s" % ("a 4 MiB tmpfs" if mounted else "max_page_count"))
+    c = Controld(tmp, db=db, env=env)
+    try:
+        c.start()
+        acked = set()
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "first", "hostnames": ["first.example.com"]})
+        assert st == 201, j
+        acked.add(j["id"])
+        if mounted:
+            with open(filler, "wb") as f:  # fill the rest of the file system
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+        full = None
+        for i in range(400):
+            body = {"name": "s%d" % i,
+                    "hostnames": ["h%d-%d.example.com" % (i, k) for k in range(30)],
+                    "origins": [{"address": "o%d-%d.example.net" % (i, k)} for k in range(30)]}
+            st, j, _ = c.api("POST", "/v1/sites", body)
+            if st == 201:
+                acked.add(j["id"])
+                continue
+            assert st == 507, (st, j)  # never a generic 500
+            assert j["error"]["code"] == "storage_full", j
+            full = j
+            break
+        assert full is not None, "the disk never filled"
+        st, h, _ = c.api("GET", "/healthz", token=None)
+        assert st == 200 and h["status"] == "degraded" and h["storage"] == "full", h
+        # reads still work and show exactly the acknowledged sites, whole
+        st, lst, _ = c.api("GET", "/v1/sites?limit=1000")
+        assert st == 200 and {s["id"] for s in lst["sites"]} == acked, lst
+        for s in lst["sites"]:
+            assert s["name"] == "first" or len(s["origins"]) == 30, s
+        # other writes are refused the same way
+        st, j, _ = c.api("PATCH", "/v1/sites/%d" % min(acked),
+                         {"hostnames": ["x%d.example.com" % k for k in range(30)]})
+        assert st in (200, 507), (st, j)
+        # free space: writes work again and /healthz recovers
+        if mounted:
+            os.unlink(filler)
+        else:
+            c.stop()
+            c.env.pop("CDNCA_TEST_MAX_PAGES")
+            c.start()
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "after", "hostnames": ["after.example.com"]})
+        assert st == 201, j
+        st, h, _ = c.api("GET", "/healthz", token=None)
+        assert h["status"] == "ok", h
+        c.stop()
+    finally:
+        c.kill9()
+        if mounted:
+            subprocess.run(["umount", "-l", fs], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
+# ---- the database file at start ----
+
+def test_empty_database_file_is_warned_about(tmp):
+    db = os.path.join(tmp, "controld.db")
+    open(db, "wb").close()
+    c = Controld(tmp, db=db).start()
+    c.stop()
+    log = open(c.log_path, encoding="utf-8", errors="replace").read()
+    assert "is an empty file" in log, log[-2000:]
+
+
+def test_damaged_database_is_refused_at_start(tmp):
+    c = Controld(tmp).start()
+    for i in range(40):
+        make_site(c, "s%d" % i, [{"address": "10.0.0.%d" % (i + 1)}])
+    c.stop()
+    size = os.path.getsize(c.db)
+    assert size > 3 * 4096, size
+    with open(c.db, "r+b") as f:  # scribble over a b-tree page in the middle
+        f.seek((size // 4096 // 2) * 4096)
+        f.write(bytes(random.Random(5).randrange(256) for _ in range(4096)))
+    c._spawn([c.binary, "--listen", "127.0.0.1:%d" % c.port, "--db", c.db],
+             {"CDNCA_ADMIN_TOKEN": c.admin_token})
+    rc = c.proc.wait(30)
+    assert rc != 0, rc
+    log = open(c.log_path, encoding="utf-8", errors="replace").read()
+    assert "integrity check" in log or "malformed" in log, log[-2000:]
 
 
 if __name__ == "__main__":
