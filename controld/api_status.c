@@ -42,6 +42,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   struct engine_outlook ol;
   struct origin_obs *obs = NULL;
   int n_obs = 0, online = 0, current = 0;
+  int64_t seq = 0;
   const char *reason = NULL;
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
@@ -52,8 +53,10 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   if (rc != STORE_OK) return rc;
   if ((locked ? store_health_observations_locked(ctx->store, site_id, &obs, &n_obs)
               : store_health_observations(ctx->store, site_id, &obs, &n_obs)) != STORE_OK ||
-      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current)
-              : store_health_propagation(ctx->store, site_id, seen, &online, &current)) < 0) {
+      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current,
+                                                &seq)
+              : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) <
+          0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -88,6 +91,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   prop = cJSON_AddObjectToObject(j, "propagation");
   cJSON_AddNumberToObject(prop, "nodes_online", online);
   cJSON_AddNumberToObject(prop, "nodes_on_current_version", current);
+  json_add_i64(prop, "seq", seq);
   dec = cJSON_AddObjectToObject(j, "decision");
   cJSON_AddStringToObject(dec, "action", health_action_to_string(ol.decision.action));
   cJSON_AddNumberToObject(dec, "to_level", ol.decision.to_level);

@@ -90,14 +90,16 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
 }
 
 static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current) {
+                          int *on_current, int64_t *seq) {
   static const char q[] =
       "SELECT COUNT(*), COALESCE(SUM(config_seq >= "
-      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0) "
+      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0), "
+      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2) "
       "FROM nodes WHERE last_seen_at >= ?1";
   sqlite3_stmt *s = store_stmt(c, q);
   int rc;
   *online = *on_current = 0;
+  *seq = 0;
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, seen_since);
   sqlite3_bind_int64(s, 2, site_id);
@@ -105,6 +107,7 @@ static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since,
   if (rc == SQLITE_ROW) {
     *online = sqlite3_column_int(s, 0);
     *on_current = sqlite3_column_int(s, 1);
+    *seq = sqlite3_column_int64(s, 2);
   }
   sqlite3_reset(s);
   if (rc != SQLITE_ROW) {
@@ -115,15 +118,15 @@ static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since,
 }
 
 int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current) {
+                             int *on_current, int64_t *seq) {
   struct dbconn *c = store_reader(st);
   if (!c) return -1;
-  return propagation_on(c, site_id, seen_since, online, on_current);
+  return propagation_on(c, site_id, seen_since, online, on_current, seq);
 }
 
-int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current) {
-  return propagation_on(&st->w, site_id, seen_since, online, on_current);
+int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+                                    int *online, int *on_current, int64_t *seq) {
+  return propagation_on(&st->w, site_id, seen_since, online, on_current, seq);
 }
 
 static enum store_rc observations_on(struct dbconn *c, int64_t site_id, struct origin_obs **out,
