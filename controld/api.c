@@ -25,6 +25,16 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
   else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
 }
 
+int api_target_refused(struct req *r, const char *host, const char *field) {
+  const char *why = NULL;
+  if (!targets_refused(&r->ctx->targets, host, &why)) return 0;
+  req_error(r, 422, "target_refused", field,
+            "%s is %s: origins and webhooks may not point there (loopback and private "
+            "addresses are allowed; see --deny-targets)",
+            host, why);
+  return 1;
+}
+
 static enum http_rc get_healthz(struct req *r) {
   cJSON *j = cJSON_CreateObject();
   int full = store_storage_full(r->ctx->store);

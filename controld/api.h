@@ -23,4 +23,8 @@ void api_model_error(struct req *r, const struct model_err *err);
    507 storage_full for FULL or while the disk is full, else 500). */
 void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict);
 
+/* 1 with a 422 target_refused reply (naming field) when host is an address origins and webhooks
+   may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
+int api_target_refused(struct req *r, const char *host, const char *field);
+
 #endif

@@ -77,7 +77,7 @@ static enum http_rc post_origin(struct req *r) {
   struct model_err err;
   if (!oo.body) return HTTP_DONE;
   if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0) api_model_error(r, &err);
-  else (void)api_op_run(r, &add_op, &oo);
+  else if (!api_target_refused(r, oo.o.address, "address")) (void)api_op_run(r, &add_op, &oo);
   cJSON_Delete(oo.body);
   return HTTP_DONE;
 }
@@ -110,6 +110,10 @@ static enum store_rc patch_change(struct api_op *op) {
     api_model_error(op->r, &err);
     return STORE_ERROR;
   }
+  /* a new address is checked; an unchanged one stays (the origin can still be disabled) */
+  if (cJSON_GetObjectItemCaseSensitive(oo->body, "address") &&
+      api_target_refused(op->r, oo->o.address, "address"))
+    return STORE_ERROR;
   rc = store_origin_update_locked(op->ctx->store, &oo->o);
   if (rc != STORE_OK) return rc;
   op->site_id = oo->o.site_id;

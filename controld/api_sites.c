@@ -1,4 +1,5 @@
 /* api_sites — /v1/sites: create, list, get, patch, delete. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +47,17 @@ static enum http_rc post_site(struct req *r) {
   struct model_err err;
   if (!so.body) return HTTP_DONE;
   site_rec_defaults(&so.s);
-  if (model_site_create(so.body, &so.s, &err) < 0) api_model_error(r, &err);
-  else (void)api_op_run(r, &create_op, &so);
+  if (model_site_create(so.body, &so.s, &err) < 0) {
+    api_model_error(r, &err);
+    goto out;
+  }
+  for (int i = 0; i < so.s.n_origins; i++) {
+    char field[48];
+    snprintf(field, sizeof field, "origins[%d].address", i);
+    if (api_target_refused(r, so.s.origins[i].address, field)) goto out;
+  }
+  (void)api_op_run(r, &create_op, &so);
+out:
   site_rec_fini(&so.s);
   cJSON_Delete(so.body);
   return HTTP_DONE;

@@ -124,6 +124,19 @@ static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL
 
 static int valid_url_row(char *url) { return valid_url(url); }
 
+/* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */
+static int url_target_refused(struct req *r, const char *url) {
+  CURLU *u = curl_url();
+  char *host = NULL;
+  int refused = 0;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+    refused = api_target_refused(r, host, "url");
+  curl_free(host);
+  curl_url_cleanup(u);
+  return refused;
+}
+
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
@@ -144,6 +157,7 @@ static enum http_rc post_webhook(struct req *r) {
     req_error(r, fe.status, fe.code, fe.field, "%s", fe.message);
     goto out;
   }
+  if (url_target_refused(r, w.url)) goto out;
   if (read_filter(r, body, &w) < 0) goto out;
   (void)api_op_run(r, &create_op, &w);
 out:

@@ -676,5 +676,74 @@ def test_damaged_database_is_refused_at_start(tmp):
     assert "integrity check" in log or "malformed" in log, log[-2000:]
 
 
+# ---- internal targets ----
+
+def test_internal_targets_are_refused(tmp):
+    c = Controld(tmp).start()
+    for addr in ["169.254.169.254", "::ffff:169.254.169.254", "0.0.0.0", "::", "fe80::1",
+                 "100.100.100.200", "2852039166"]:
+        st, e, _ = c.api("POST", "/v1/sites", {"name": "m", "hostnames": ["m.example.com"],
+                                               "origins": [{"address": "10.0.0.1"},
+                                                           {"address": addr}]})
+        if st == 422 and e["error"]["code"] == "invalid_value":
+            continue  # not an address or hostname at all: refused anyway
+        assert st == 422 and e["error"]["code"] == "target_refused", (addr, st, e)
+        assert e["error"]["field"] == "origins[1].address", e
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "127.0.0.1", "level": 2}])
+    st, e, _ = c.api("POST", "/v1/sites/%d/origins" % s["id"], {"address": "169.254.169.254"})
+    assert st == 422 and e["error"]["field"] == "address", e
+    opath = "/v1/sites/%d/origins/%d" % (s["id"], s["origins"][0]["id"])
+    st, e, _ = c.api("PATCH", opath, {"address": "169.254.1.1"})
+    assert st == 422 and e["error"]["code"] == "target_refused", e
+    for url in ["http://169.254.169.254/latest/meta-data", "http://[::ffff:a9fe:a9fe]/",
+                "http://0.0.0.0:8080/", "http://2852039166/"]:
+        st, e, _ = c.api("POST", "/v1/webhooks", {"url": url, "secret": "0123456789abcdef"})
+        assert st == 422 and e["error"]["field"] == "url", (url, st, e)
+    # nothing of that was stored
+    _, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
+    assert [o["address"] for o in j["origins"]] == ["10.0.0.1", "127.0.0.1"], j
+    _, w, _ = c.api("GET", "/v1/webhooks")
+    assert w["webhooks"] == []
+
+
+def test_deny_targets_flag(tmp):
+    """--deny-targets adds CIDRs; a name is checked when it resolves (webhook to localhost with
+    127.0.0.0/8 denied: no connection is made)."""
+    from receiver import Receiver
+    rx = Receiver().start()
+    try:
+        c = Controld(tmp, extra_args=["--deny-targets", "10.0.0.0/8,127.0.0.0/8",
+                                      "--webhook-retry-ms", "100"]).start()
+        st, e, _ = c.api("POST", "/v1/sites", {"name": "a", "hostnames": ["a.example.com"],
+                                               "origins": [{"address": "10.9.9.9"}]})
+        assert st == 422 and e["error"]["code"] == "target_refused", e
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "a", "hostnames": ["a.example.com"],
+                                               "origins": [{"address": "192.168.0.10"}]})
+        assert st == 201, j
+        url = rx.url.replace("127.0.0.1", "localhost")
+        st, hook, _ = c.api("POST", "/v1/webhooks", {"url": url + "/h",
+                                                     "secret": "0123456789abcdef"})
+        assert st == 201, hook
+        st, d, _ = c.api("POST", "/v1/webhooks/%d/test" % hook["id"])
+        assert st == 202, d
+
+        def attempted():
+            _, dl, _ = c.api("GET", "/v1/webhooks/%d/deliveries" % hook["id"])
+            x = dl["deliveries"][0]
+            return x if x["attempts"] >= 1 else None
+        x = harness.wait_until(attempted, timeout=15, what="a delivery attempt")
+        assert x["state"] != "delivered" and x["last_status"] is None, x
+        time.sleep(0.5)
+        assert rx.snapshot() == [], rx.snapshot()
+        # a bad list is refused at start
+        bad = Controld(tmp, name="bad", extra_args=["--deny-targets", "10.0.0.0/40"])
+        bad._spawn([bad.binary, "--listen", "127.0.0.1:%d" % bad.port, "--db", bad.db,
+                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": "x" * 20})
+        assert bad.proc.wait(10) == 2
+        assert "deny-targets" in open(bad.log_path).read()
+    finally:
+        rx.stop()
+
+
 if __name__ == "__main__":
     harness.main()
