@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -272,7 +273,8 @@ static int precheck(struct req *r) {
     }
   }
   cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-  if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
+  if (cl) r->declared_len = strtoull(cl, NULL, 10);
+  if (cl && r->declared_len > HTTP_BODY_MAX) {
     req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
     return -1;
   }
@@ -296,15 +298,25 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->started_ms = clock_mono_ms();
     buf_init(&r->body, HTTP_BODY_MAX);
     *con_cls = r;
-    /* an early reply is queued on the next call, so the connection stays open (keep-alive);
-       only a body announced as too large is refused at once (the connection then closes) */
-    if (precheck(r) < 0 && r->status == 413) return queue(r);
+    /* an early reply is queued once the body is in, so the connection stays open
+       (keep-alive) and a client still sending can read it: a body announced as too large is
+       read and dropped (up to HTTP_DRAIN_MAX). A client waiting for "100 Continue" gets the
+       413 at once and sends nothing; a body beyond the drain limit closes the connection. */
+    if (precheck(r) < 0 && r->status == 413) {
+      const char *exp = req_header(r, "Expect");
+      if ((exp && strcasecmp(exp, "100-continue") == 0) || r->declared_len > HTTP_DRAIN_MAX)
+        return queue(r);
+    }
     return MHD_YES;
   }
   if (*upload_data_size) {
     /* a rejected request's body is read and dropped; buf's cap bounds what is kept */
     if (!r->done && !r->body_too_large && buf_append(&r->body, upload_data, *upload_data_size) < 0)
       r->body_too_large = 1;
+    if (r->done || r->body_too_large) {
+      r->dropped += *upload_data_size;
+      if (r->dropped > HTTP_DRAIN_MAX) return MHD_NO; /* a sender that never stops */
+    }
     *upload_data_size = 0;
     return MHD_YES;
   }

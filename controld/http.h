@@ -13,6 +13,9 @@ struct MHD_Connection;
 struct MHD_Response;
 
 #define HTTP_BODY_MAX (1024 * 1024)
+/* A refused body is still read (and dropped) up to this much, so a client that sends it all
+   before reading can read the 413; beyond it the connection is closed. */
+#define HTTP_DRAIN_MAX (16 * 1024 * 1024)
 #define HTTP_MAX_PARAMS 4
 
 enum http_auth { AUTH_NONE = 0, AUTH_ADMIN, AUTH_NODE };
@@ -48,6 +51,8 @@ struct req {
   int64_t node_id;                 /* for node tokens */
   struct buf body;
   int body_too_large;
+  uint64_t declared_len;           /* Content-Length, 0 when none */
+  uint64_t dropped;                /* body bytes read and dropped (refused request) */
   int64_t started_ms;
   /* reply */
   unsigned status;

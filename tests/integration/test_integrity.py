@@ -745,5 +745,46 @@ def test_deny_targets_flag(tmp):
         rx.stop()
 
 
+# ---- a body over 1 MiB ----
+
+def test_oversized_body_is_answered_413_every_time(tmp):
+    """2 MiB bodies: the client sends everything, then reads a 413 (no broken pipe), five times
+    in a row, on fresh connections and on one kept-alive connection; a client waiting for
+    100 Continue gets the 413 without sending the body."""
+    import socket
+    c = Controld(tmp).start()
+    big = b'{"name":"' + b"a" * (2 * 1024 * 1024) + b'"}'
+    for i in range(5):
+        st, payload, _ = raw_call(c, "POST", "/v1/sites", big)
+        assert st == 413, (i, st, payload[:200])
+        assert strict_json(payload)["error"]["code"] == "payload_too_large"
+    conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    try:
+        for i in range(5):
+            conn.request("POST", "/v1/sites", body=big,
+                         headers={"Authorization": "Bearer " + c.admin_token,
+                                  "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 413, (i, resp.status, body[:200])
+            if resp.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    finally:
+        conn.close()
+    s = socket.create_connection((harness.HOST, c.port), timeout=10)
+    try:
+        s.sendall(("POST /v1/sites HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n"
+                   "Expect: 100-continue\r\n\r\n" % (c.admin_token, len(big))).encode())
+        head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413"), head[:100]
+    finally:
+        s.close()
+    # and the server is fine afterwards
+    st, j, _ = c.api("POST", "/v1/sites", {"name": "ok", "hostnames": ["ok.example.com"]})
+    assert st == 201, j
+
+
 if __name__ == "__main__":
     harness.main()
