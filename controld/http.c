@@ -352,6 +352,32 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decoding of the path and query (in place), except %00: a NUL would cut the string
+   and make "/v1/sites/1%00/x" act on site 1; kept as "%00" it matches no route and no integer. */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+  char *w = s;
+  (void)cls;
+  (void)conn;
+  for (const char *p = s; *p;) {
+    int hi, lo;
+    if (p[0] == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0 && (hi | lo)) {
+      *w++ = (char)(hi * 16 + lo);
+      p += 3;
+    } else {
+      *w++ = *p++;
+    }
+  }
+  *w = '\0';
+  return (size_t)(w - s);
+}
+
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -419,7 +445,8 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
+        MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
         MHD_OPTION_END);
   else
     ctx->mhd = MHD_start_daemon(
@@ -428,7 +455,7 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_END);
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);
   if (!ctx->mhd) {
     log_error("cannot listen on %s: %s", ctx->cfg.listen, strerror(errno));
     goto fail;

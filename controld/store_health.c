@@ -293,8 +293,8 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
       "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, "
       "state_after, votes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   static const char prune[] =
-      "DELETE FROM verdicts WHERE origin_id = ?1 AND id <= "
-      "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)";
+      "DELETE FROM verdicts WHERE origin_id = ?1 AND (round_at < ?3 OR id <= "
+      "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2))";
   sqlite3_stmt *s = store_stmt(&st->w, ins);
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, round_id);
@@ -310,6 +310,7 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, origin_id);
   sqlite3_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
+  sqlite3_bind_int64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
   return store_step_done(&st->w, s, "pruning verdicts");
 }
 

@@ -786,5 +786,20 @@ def test_oversized_body_is_answered_413_every_time(tmp):
     assert st == 201, j
 
 
+def test_nul_in_a_path_matches_nothing(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}])
+    for method, path in [("DELETE", "/v1/sites/%d%%00" % s["id"]),
+                         ("DELETE", "/v1/sites/%d%%00/origins/1" % s["id"]),
+                         ("GET", "/v1/sites/%d%%00" % s["id"]),
+                         ("GET", "/v1/sites?after=0%00")]:
+        st, j, _ = c.api(method, path)
+        assert st in (400, 404), (method, path, st, j)
+    st, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
+    assert st == 200 and len(j["origins"]) == 1, j
+    st, j, _ = c.api("GET", "/v1/sites/%%%02x" % (0x30 + s["id"]))  # other escapes still decode
+    assert st == 200 and j["id"] == s["id"], j
+
+
 if __name__ == "__main__":
     harness.main()
