@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "clock.h"
+#include "api_audit.h"
 #include "ctx.h"
 #include "engine.h"
 #include "http.h"
@@ -134,6 +135,8 @@ static enum store_rc run_locked(struct store *st, void *arg) {
     rc = def->answer(op);
     if (rc != STORE_OK) return rc;
   }
+  /* the record of an accepted write commits with it, or neither does */
+  if (api_audit_locked(op->r, op->status) < 0) return STORE_ERROR;
   if (op->idem_key && op->r->done && op->r->status < 300) return idem_store(op);
   return STORE_OK;
 }

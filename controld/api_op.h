@@ -24,6 +24,9 @@ struct api_op {
   void *arg;       /* the route's own state */
   int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same
                       transaction before the answer step (0 = no site to re-evaluate) */
+  int status;      /* a step of a route that answers after the commit sets its success status
+                      here, for the audit record written in the transaction (0: the reply set
+                      inside, else 201/204/200 by method) */
   /* private to api_op.c */
   const char *idem_key;
   char idem_hash[65];
@@ -44,9 +47,9 @@ struct api_op_def {
 };
 
 /* Run def for r as one transaction: [Idempotency-Key lookup], change, re-evaluation of
-   op->site_id, answer, [the answer stored under the key], commit. 0 when committed, 1 when the
-   answer is a replay of the first one for the same Idempotency-Key (nothing done), -1 when nothing
-   was written (an error reply is set on r). */
+   op->site_id, answer, the audit record (api_audit.h), [the answer stored under the key], commit.
+   0 when committed, 1 when the answer is a replay of the first one for the same Idempotency-Key
+   (nothing done, nothing audited), -1 when nothing was written (an error reply is set on r). */
 int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
 
 /* For a change step: compare the request's If-Match header with revision (a site's; origin

@@ -163,7 +163,7 @@ static enum http_rc get_verdicts(struct req *r) {
 
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
-  switch (engine_switch_manual_locked(op->ctx, op->r->params[0], level)) {
+  switch (engine_switch_manual_by_locked(op->ctx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
@@ -209,8 +209,8 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/status", AUTH_ADMIN, get_status},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_ADMIN, get_verdicts},
-    {"POST", "/v1/sites/:id/switch", AUTH_ADMIN, post_switch},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch},
     {NULL, NULL, AUTH_NONE, NULL},
 };

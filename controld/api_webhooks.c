@@ -319,10 +319,10 @@ out:
 
 const struct route api_webhooks_routes[] = {
     {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook},
-    {"GET", "/v1/webhooks", AUTH_ADMIN, list_webhooks},
-    {"GET", "/v1/webhooks/:id", AUTH_ADMIN, get_webhook},
+    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks},
+    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook},
     {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook},
-    {"GET", "/v1/webhooks/:id/deliveries", AUTH_ADMIN, list_deliveries},
-    {"POST", "/v1/webhooks/:id/test", AUTH_ADMIN, test_webhook},
+    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries},
+    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook},
     {NULL, NULL, AUTH_NONE, NULL},
 };

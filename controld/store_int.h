@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_tokens.h"
 
 /* One connection with its cache of persistent prepared statements (keyed by SQL text pointer). */
 struct dbconn {
@@ -36,8 +37,8 @@ struct store {
   pthread_mutex_t tmu;
   struct token_cache_entry {
     char hash[65];
-    int kind;
-    int64_t node_id;
+    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
+    struct token_auth auth;
   } *tcache;
   int ntcache, captcache;
   uint64_t tgen;           /* bumped by every clear (under tmu) */
@@ -45,6 +46,8 @@ struct store {
   int tx_changes;          /* sqlite3_total_changes of the writer when the transaction began */
   atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
                               commits) */
+  int64_t audit_keep_ms;    /* audit retention (store_audit.h), 0 = forever */
+  int64_t audit_next_prune; /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;
