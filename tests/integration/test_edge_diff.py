@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""test_edge_diff — the edge_corpus messages against noded's visitor port and against Debian's
+nginx (proxy_pass) in front of the same recording origin (DESIGN §11).
+
+Fails on the safety properties, for noded:
+  framing   every byte the origin receives parses strictly (RFC 9112), and each forwarded
+            request equals the reference reading of what the visitor sent (method, target,
+            Host, end-to-end fields in order, body bytes);
+  one-to-one no visitor message reaches the origin twice, and no request hidden in a body or
+            in bytes after a rejected message reaches it at all;
+and on noded differing from the reference reading (accepting what §11 rejects, or rejecting a
+valid message) unless the case is in ALLOWED below with its reason.
+nginx's accept/reject for every case is reported side by side (agreement with noded, with
+the reference); its differences are listed, they fail nothing.
+"""
+
+import concurrent.futures
+import os
+import re
+import time
+
+import harness
+import edge_corpus
+import edge_lib as L
+from edge_lib import EdgeEnv, Nginx
+
+WORKERS = 8
+MARK = re.compile(r"zc(\d{4})(s?)")
+
+# Documented differences between noded and the reference reading: (group, name) -> reason.
+# Only accept/reject differences may be listed; the framing and one-to-one properties have
+# no exceptions.
+ALLOWED = {
+}
+
+
+def marker_of(req):
+    m = MARK.search(req.target or "")
+    if not m:
+        m = MARK.search(req.get("x-case") or "")
+    return (m.group(0)) if m else None
+
+
+def run_pass(port, cases):
+    """Send every case on its own connection (WORKERS at a time) -> {case id: (raw, closed)}."""
+    def one(c):
+        msgs, end = edge_corpus.interpret(c.data)
+        want = max(1, len(msgs) + (1 if end else 0))
+        try:
+            return c.id, L.exchange(port, c.data, timeout=2.0, quiet=0.15, want=want)
+        except OSError as e:
+            return c.id, (("error: %s" % e).encode(), True)
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as ex:
+        return dict(ex.map(one, cases))
+
+
+def collect(origin):
+    """-> ({marker: [requests]}, unattributed requests, errors) of the pass just run."""
+    time.sleep(0.3)
+    by = {}
+    stray = []
+    with origin.lock:
+        reqs = list(origin.requests)
+        errors = list(origin.errors)
+    for r in reqs:
+        mk = marker_of(r)
+        if mk is None:
+            stray.append(r)
+        else:
+            by.setdefault(mk, []).append(r)
+    return by, stray, errors
+
+
+def same_message(got, want):
+    """'' when the forwarded request got matches the reference message want, else why not."""
+    why = []
+    if got.method != want.method:
+        why.append("method %r != %r" % (got.method, want.method))
+    if got.target != want.want_target:
+        why.append("target %r != %r" % (got.target, want.want_target))
+    host = got.get("host") or ""
+    if host.lower() != want.want_host.lower() and host.lower() != want.want_host.lower().split(":")[0]:
+        why.append("Host %r != %r" % (host, want.want_host))
+    if got.end_to_end() != want.end_to_end():
+        why.append("fields %r != %r" % (got.end_to_end(), want.end_to_end()))
+    if got.body != want.body:
+        why.append("body %r != %r" % (got.body[:100], want.body[:100]))
+    return "; ".join(why)
+
+
+def check_noded(cases, by, stray, errors):
+    """-> (list of property failures, list of accept/reject differences, accepted set)."""
+    fails = []
+    diffs = []
+    accepted = set()
+    for cid, reason, raw in errors:
+        mm = MARK.search(raw.decode("latin-1"))
+        fails.append("framing: the origin could not parse what it got (%s) near case %s: %r"
+                     % (reason, mm.group(0) if mm else "?", raw[:300]))
+    for r in stray:
+        fails.append("framing: a request without a case marker reached the origin: %r" % r)
+    for c in cases:
+        strict, end = edge_corpus.interpret(c.data)
+        lenient, _ = edge_corpus.interpret(c.data, lf_ok=True)
+        ref = {}
+        for m in strict:
+            ref.setdefault(marker_of(m), []).append(m)
+        alt = {}
+        for m in lenient:
+            alt.setdefault(marker_of(m), []).append(m)
+        got_main = by.get(c.marker, [])
+        if got_main:
+            accepted.add(c.id)
+        for mk in (c.marker, c.marker + "s"):
+            got = by.get(mk, [])
+            want = ref.get(mk) or (alt.get(mk) if c.policy == "either" else None) or []
+            if len(got) > max(len(want), 1 if c.policy == "either" and mk == c.marker else 0):
+                if want or mk.endswith("s"):
+                    fails.append("one-to-one: %r: %d origin requests for %s (reference: %d): %r"
+                                 % (c, len(got), mk, len(want), [g.target for g in got]))
+                    continue
+            for g, w in zip(got, want):
+                why = same_message(g, w)
+                if why:
+                    fails.append("framing: %r: forwarded request differs from what was sent: %s"
+                                 % (c, why))
+        if c.policy == "strict":
+            ref_accepts = bool(ref.get(c.marker))
+            if ref_accepts != bool(got_main) and (c.group, c.name) not in ALLOWED:
+                diffs.append("%r: reference %s (%s), noded %s" % (
+                    c, "accepts" if ref_accepts else "rejects", end or "valid",
+                    "accepts" if got_main else "rejects"))
+    return fails, diffs, accepted
+
+
+def test_corpus_noded_and_nginx(tmp):
+    if not L.nginx_binary():
+        raise AssertionError("nginx is not installed: apt-get install nginx (see .ci/run)")
+    cases = edge_corpus.CASES
+    e = EdgeEnv(tmp)
+    ng = Nginx(tmp, e.origin.port).start()
+    t0 = time.monotonic()
+
+    e.origin.reset()
+    noded_raw = run_pass(e.port, cases)
+    by, stray, errors = collect(e.origin)
+    fails, diffs, n_acc = check_noded(cases, by, stray, errors)
+
+    e.origin.reset()
+    run_pass(ng.port, cases)
+    nby, nstray, nerrors = collect(e.origin)
+    x_acc = {c.id for c in cases if nby.get(c.marker)}
+    took = time.monotonic() - t0
+
+    ref_acc = {c.id for c in cases if any(marker_of(m) == c.marker
+                                          for m in edge_corpus.interpret(c.data)[0])}
+    agree = [c for c in cases if (c.id in n_acc) == (c.id in x_acc)]
+    print("corpus: %d cases in %.1fs; noded accepts %d, nginx %d, reference %d; noded and nginx "
+          "agree on %d/%d" % (len(cases), took, len(n_acc), len(x_acc), len(ref_acc),
+                              len(agree), len(cases)))
+    groups = {}
+    for c in cases:
+        g = groups.setdefault(c.group, [0, 0])
+        g[0] += 1
+        g[1] += (c.id in n_acc) == (c.id in x_acc)
+    print("  agreement by group: " + ", ".join("%s %d/%d" % (k, v[1], v[0])
+                                              for k, v in groups.items()))
+    for c in cases:
+        if (c.id in n_acc) != (c.id in x_acc):
+            print("  differs from nginx: %-60r noded %s, nginx %s, reference %s" % (
+                c, "accepts" if c.id in n_acc else "rejects",
+                "accepts" if c.id in x_acc else "rejects",
+                "accepts" if c.id in ref_acc else "rejects"))
+    nsmuggled = [mk for mk in nby if mk.endswith("s")
+                 and not any(marker_of(m) == mk for m in edge_corpus.interpret(
+                     edge_corpus.CASES[int(mk[2:6]) - 1].data)[0])]
+    if nsmuggled or nerrors:
+        print("  note: nginx forwarded hidden requests %s, origin parse errors %d"
+              % (nsmuggled, len(nerrors)))
+    if os.environ.get("EDGE_DIFF_VERBOSE"):
+        for c in cases:
+            print("   %r -> %r" % (c, noded_raw[c.id][0][:120]))
+    problems = fails + ["reference: " + d for d in diffs]
+    assert not problems, "%d problems:\n  %s" % (len(problems), "\n  ".join(problems[:60]))
+
+
+if __name__ == "__main__":
+    harness.main()
