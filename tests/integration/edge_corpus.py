@@ -32,6 +32,7 @@ class Case:
     a forwarded message must match the lenient reading."""
 
     def __init__(self, cid, group, name, data, policy="strict"):
+        self.response = None  # index in RESPONSES: the origin's answer is the case
         self.id = cid
         self.group = group
         self.name = name
@@ -383,7 +384,72 @@ def build():
             ("Connection: close then more", lambda mk: _req(
                 mk, method=b"GET", fields=b"Connection: close\r\n") + _smuggle(mk), "strict")]:
         g.add("head", name, build_, policy)
+    # -- responses (§6, §7 from the origin's side): the origin answers case K with RESPONSES[K]
+    for k, (name, _, policy) in enumerate(RESPONSES):
+        g.add("response", name, lambda mk, k=k: _req(mk, method=b"GET", path=b"/zr%d" % k), policy)
+        g.cases[-1].response = k
     return g.cases
+
+
+# (name, bytes the origin sends before it closes, policy). "strict": a valid response reaches
+# the visitor with the same status and body, framed by noded; an invalid one becomes a 502.
+# "either": RFC 9112 allows a recipient to accept or reject; accepted, it must be framed right.
+RESPONSES = [
+    ("length", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "strict"),
+    ("chunked", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+     "strict"),
+    ("chunked with extensions", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5;sig=abc\r\nhello\r\n0;end\r\n\r\n", "strict"),
+    ("chunked with trailer", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n", "strict"),
+    ("until close", b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", "strict"),
+    ("interim 103", b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "strict"),
+    ("204 with stray body", b"HTTP/1.1 204 No Content\r\n\r\nhello", "strict"),
+    ("304 with length", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", "strict"),
+    ("chunk bare LF after size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5\nhello\r\n0\r\n\r\n", "strict"),
+    ("chunk bare LF after data", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5\r\nhello\n0\r\n\r\n", "strict"),
+    ("chunk junk after size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"5 junk\r\nhello\r\n0\r\n\r\n", "strict"),
+    ("chunk size overflow", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"10000000000000005\r\nhello\r\n0\r\n\r\n", "strict"),
+    ("chunk data too long", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"3\r\nhello\r\n0\r\n\r\n", "strict"),
+    ("two lengths", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 3\r\n\r\nhello",
+     "strict"),
+    ("length list", b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello", "either"),
+    ("length and chunked", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n"
+     b"\r\n5\r\nhello\r\n0\r\n\r\n", "either"),
+    ("gzip coding", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nCODED", "either"),
+    ("gzip, chunked coding", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+     b"5\r\nCODED\r\n0\r\n\r\n", "either"),
+    ("obs-fold field", b"HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nContent-Length: 5\r\n\r\nhello",
+     "either"),
+    ("bare LF head", b"HTTP/1.1 200 OK\nContent-Length: 5\n\nhello", "either"),
+    ("NUL in field", b"HTTP/1.1 200 OK\r\nX-A: 1\x002\r\nContent-Length: 5\r\n\r\nhello", "strict"),
+    ("bad status line", b"HTTP/1.1 2000 OK\r\nContent-Length: 5\r\n\r\nhello", "strict"),
+    ("stray bytes after length", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK"
+     b"\r\nContent-Length: 6\r\n\r\nPOISON", "strict"),
+]
+
+
+def reference_response(k, lenient=False):
+    """The reference reading of RESPONSES[k] -> (interim statuses, final Message) or None when
+    the response is invalid."""
+    data = RESPONSES[k][1]
+    interim = []
+    pos = 0
+    try:
+        while True:
+            m, used = L.parse_response(data[pos:], eof=True, strict=not lenient)
+            pos += used
+            if m.status >= 200:
+                return interim, m
+            interim.append(m.status)
+    except (L.Bad, L.Incomplete):
+        return None
 
 
 CASES = build()
