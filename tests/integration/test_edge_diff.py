@@ -116,11 +116,13 @@ def check_noded(cases, by, stray, errors):
                 continue  # a GET may be retried after an invalid response (§2 retry rule)
             got = by.get(mk, [])
             want = ref.get(mk) or (alt.get(mk) if c.policy == "either" else None) or []
-            if len(got) > max(len(want), 1 if c.policy == "either" and mk == c.marker else 0):
-                if want or mk.endswith("s"):
-                    fails.append("one-to-one: %r: %d origin requests for %s (reference: %d): %r"
-                                 % (c, len(got), mk, len(want), [g.target for g in got]))
-                    continue
+            # the case's own message at most as often as the reference reads it (once when
+            # the reference rejects it: that is an accept/reject difference, below); a hidden
+            # request ("s") never unless the reference reads it as a real second request
+            if len(got) > max(len(want), 0 if mk.endswith("s") else 1):
+                fails.append("one-to-one: %r: %d origin requests for %s (reference: %d): %r"
+                             % (c, len(got), mk, len(want), [g.target for g in got]))
+                continue
             for g, w in zip(got, want):
                 why = same_message(g, w)
                 if why:
