@@ -575,7 +575,9 @@ class EdgeEnv:
     """controld, one noded, site DEMO on a RawOrigin and site DEAD on a refused port."""
 
     def __init__(self, tmp, noded_args=None, responder=None, dead_port=None, env=None,
-                 node_retry=None):
+                 node_retry=None, wrap=None):
+        """wrap: argv prefix noded is started under, e.g. ["prlimit", "--nofile=64:64", "--"]
+        (it must exec noded, so the pid stays noded's)."""
         self.tmp = tmp
         self.origin = RawOrigin(responder)
         self.c = Controld(tmp).start()
@@ -584,8 +586,11 @@ class EdgeEnv:
         self._site("dead", DEAD, self.dead_port, node_retry)
         st, body, _ = self.c.api("POST", "/v1/nodes", {"name": "edge"})
         assert st == 201, body
-        self.n = Noded(self.c, body["token"], tmp, extra_args=list(noded_args or []),
-                       env=env).start()
+        self.n = Noded(self.c, body["token"], tmp, extra_args=list(noded_args or []), env=env)
+        if wrap:
+            n = self.n
+            n._spawn = lambda argv, env=None: Noded._spawn(n, list(wrap) + argv, env)
+        self.n.start()
         self.port = self.n.port
         wait_until(self._synced, 20, "noded serves %s" % DEMO)
         self.origin.reset()

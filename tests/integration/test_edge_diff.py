@@ -26,11 +26,17 @@ from edge_lib import EdgeEnv, Nginx
 
 WORKERS = 8
 MARK = re.compile(r"zc(\d{4})(s?)")
+COMPARED = [0]  # forwarded requests compared field by field with the reference
 
 # Documented differences between noded and the reference reading: (group, name) -> reason.
 # Only accept/reject differences may be listed; the framing and one-to-one properties have
 # no exceptions.
 ALLOWED = {
+    ("chunk", "space after size"):
+        "BWS after a chunk size with no extension: RFC 9112 §7.1 allows BWS only before ';'; "
+        "noded reads '5 ' as 5 (as nginx does) and re-frames the body, so no reader after it "
+        "sees a different message",
+    ("chunk", "tab after size"): "as 'space after size', with a tab",
 }
 
 
@@ -93,6 +99,7 @@ def check_noded(cases, by, stray, errors):
     fails = []
     diffs = []
     accepted = set()
+    compared = COMPARED
     for cid, reason, raw in errors:
         mm = MARK.search(raw.decode("latin-1"))
         fails.append("framing: the origin could not parse what it got (%s) near case %s: %r"
@@ -124,6 +131,7 @@ def check_noded(cases, by, stray, errors):
                              % (c, len(got), mk, len(want), [g.target for g in got]))
                 continue
             for g, w in zip(got, want):
+                compared[0] += 1
                 why = same_message(g, w)
                 if why:
                     fails.append("framing: %r: forwarded request differs from what was sent: %s"
@@ -263,6 +271,8 @@ def test_corpus_noded_and_nginx(tmp):
     print("corpus: %d cases in %.1fs; noded accepts %d, nginx %d, reference %d; noded and nginx "
           "agree on %d/%d" % (len(cases), took, len(n_acc), len(x_acc), len(ref_acc),
                               len(agree), len(cases)))
+    print("  %d forwarded requests compared with the reference reading, %d origin parse errors"
+          % (COMPARED[0], len(errors)))
     groups = {}
     for c in cases:
         g = groups.setdefault(c.group, [0, 0])
