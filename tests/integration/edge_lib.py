@@ -575,7 +575,7 @@ class EdgeEnv:
     """controld, one noded, site DEMO on a RawOrigin and site DEAD on a refused port."""
 
     def __init__(self, tmp, noded_args=None, responder=None, dead_port=None, env=None,
-                 node_retry=None, wrap=None):
+                 node_retry=None, wrap=None, extra_sites=None):
         """wrap: argv prefix noded is started under, e.g. ["prlimit", "--nofile=64:64", "--"]
         (it must exec noded, so the pid stays noded's)."""
         self.tmp = tmp
@@ -584,6 +584,8 @@ class EdgeEnv:
         self.dead_port = dead_port or free_port()
         self._site("demo", DEMO, self.origin.port, node_retry)
         self._site("dead", DEAD, self.dead_port, node_retry)
+        for i, (host, port) in enumerate(sorted((extra_sites or {}).items())):
+            self._site("extra%d" % i, host, port, node_retry)
         st, body, _ = self.c.api("POST", "/v1/nodes", {"name": "edge"})
         assert st == 201, body
         self.n = Noded(self.c, body["token"], tmp, extra_args=list(noded_args or []), env=env)
@@ -617,6 +619,21 @@ class EdgeEnv:
 
     def close(self):
         self.origin.close()
+
+
+class Blackhole:
+    """A loopback port whose SYNs go unanswered: a listener with a full accept queue."""
+
+    def __init__(self):
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind((HOST, 0))
+        self.listener.listen(0)
+        self.port = self.listener.getsockname()[1]
+        self.filler = socket.create_connection((HOST, self.port), timeout=2)
+
+    def close(self):
+        self.filler.close()
+        self.listener.close()
 
 
 # ---- nginx ----

@@ -75,6 +75,24 @@ def test_local_502_never_runs_the_body(tmp):
     assert e.origin.targets() in ([], ["/next"]), e.origin.targets()
 
 
+def test_local_504_never_runs_the_body(tmp):
+    # an origin that never answers the SYN: noded's connect times out (5 s) -> 504
+    hole = L.Blackhole()
+    slow = "slow.example.test"
+    try:
+        e = EdgeEnv(tmp, extra_sites={slow: hole.port}, node_retry={"retries": 0})
+        data = b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+            slow.encode(), len(SMUGGLE), SMUGGLE)
+        resp, left, closed, raw = e.send(data, timeout=12, want=1, quiet=0.5)
+        st = L.statuses(resp)
+        assert st == [504], "one request answered %r: %r" % (st, raw[:600])
+        time.sleep(0.1)
+        assert not smuggled(e), "the body reached the origin as a request: %r" % (
+            e.origin.targets())
+    finally:
+        hole.close()
+
+
 # ---- 2. strict chunked framing, re-framed ----
 
 def test_chunked_strict_and_reframed(tmp):
