@@ -1169,7 +1169,10 @@ static void accept_maybe_resume(struct worker *w) {
   struct epoll_event ev;
   if (!w->accept_paused || w->stopping || w->lfd < 0 || w->now < w->resume_at) return;
   if (atomic_load_explicit(&w->p->n_conns, memory_order_relaxed) >=
-      atomic_load_explicit(&w->p->max_conns, memory_order_relaxed)) return;
+      atomic_load_explicit(&w->p->max_conns, memory_order_relaxed)) {
+    w->resume_at = w->now + SWEEP_MS; /* still at the cap: look again later, do not spin */
+    return;
+  }
   ev.events = EPOLLIN;
   ev.data.ptr = &w->ltag;
   if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lfd, &ev) == 0) w->accept_paused = 0;

@@ -286,8 +286,12 @@ int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     unsigned f = rewrite_header_flags(h->name, h->name_len);
-    if (upgrade && http1_name_is(h, "upgrade")) f = 0; /* the switched-to protocol */
-    if ((f & RW_DROP_RESP) || connection_listed(m, h)) continue;
+    if (upgrade && http1_name_is(h, "upgrade")) {
+      f = 0; /* the switched-to protocol, though "Connection: upgrade" lists it */
+    } else if (connection_listed(m, h)) {
+      continue;
+    }
+    if (f & RW_DROP_RESP) continue;
     /* the body is re-framed: the origin's length does not apply to chunks noded writes */
     if ((rs->body == HTTP1_BODY_CHUNKED || rs->body == HTTP1_BODY_CLOSE) &&
         http1_name_is(h, "content-length"))
