@@ -44,6 +44,9 @@ struct prober {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   atomic_int stop;
+  /* a schedule change from a reload, taken by the round thread between rounds (under mu) */
+  int sched_pending;
+  int64_t sched_interval_ms, sched_batch;
 };
 
 int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms) {
@@ -469,9 +472,17 @@ static int64_t mono_now(void) {
 static void *run(void *arg) {
   struct prober *p = arg;
   int64_t next = mono_now();
+  int64_t last_start = next;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     int64_t now = mono_now(), start;
+    if (p->sched_pending) { /* only this thread reads the schedule while it runs */
+      p->ctx->cfg.probe_interval_ms = p->sched_interval_ms;
+      p->ctx->cfg.probe_batch = p->sched_batch;
+      p->sched_pending = 0;
+      next = last_start + tick_ms(p->ctx);
+      continue;
+    }
     if (now < next) {
       struct timespec ts;
       timespec_at_mono(&ts, next - now);
@@ -479,7 +490,7 @@ static void *run(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&p->mu);
-    start = mono_now();
+    start = last_start = mono_now();
     if (prober_run_once(p, NULL) < 0) log_warn("probe round failed; retrying next round");
     next = start + tick_ms(p->ctx); /* an overrun starts the next round at once, never in parallel */
     pthread_mutex_lock(&p->mu);
@@ -514,6 +525,20 @@ struct prober *prober_new(struct ctx *ctx) {
 fail:
   prober_free(&p);
   return NULL;
+}
+
+void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch) {
+  pthread_mutex_lock(&p->mu);
+  if (p->thr_started) {
+    p->sched_interval_ms = interval_ms;
+    p->sched_batch = batch;
+    p->sched_pending = 1;
+    pthread_cond_signal(&p->cv);
+  } else {
+    p->ctx->cfg.probe_interval_ms = interval_ms;
+    p->ctx->cfg.probe_batch = batch;
+  }
+  pthread_mutex_unlock(&p->mu);
 }
 
 int prober_start(struct prober *p) {

@@ -148,10 +148,14 @@ int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
+  int clear = st->token_clear_pending;
   if (rc < 0) exec_w(st, "ROLLBACK");
   else atomic_fetch_add(&st->generation, 1);
   st->pub_pending = 0;
   st->event_pending = 0;
+  st->token_clear_pending = 0;
+  /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
+  if (rc == 0 && clear) store_token_cache_clear(st);
   pthread_mutex_unlock(&st->wmu);
   if (rc == 0 && seq && st->pub_hook) st->pub_hook(st->pub_arg, seq);
   if (rc == 0 && ev && st->event_hook) st->event_hook(st->event_arg);
@@ -162,7 +166,21 @@ void store_tx_rollback(struct store *st) {
   exec_w(st, "ROLLBACK");
   st->pub_pending = 0;
   st->event_pending = 0;
+  st->token_clear_pending = 0;
   pthread_mutex_unlock(&st->wmu);
+}
+
+enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
+  if (rc != STORE_OK) {
+    store_tx_rollback(st);
+    return rc;
+  }
+  return store_tx_commit(st) < 0 ? STORE_ERROR : STORE_OK;
+}
+
+enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, fn(st, arg));
 }
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
@@ -258,24 +276,48 @@ int store_schema_version(struct store *st) {
 /* ---- records ---- */
 
 void site_rec_defaults(struct site_rec *s) {
+  struct skip_params nr;
   memset(s, 0, sizeof *s);
   memcpy(s->failback, "auto", 5);
   memcpy(s->hc_path, "/", 2);
   s->hc_timeout_ms = 5000;
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
-  s->nr_retries = 2;
-  s->nr_retry_budget_ms = 15000;
-  s->nr_fail_count = 3;
-  s->nr_fail_window_ms = 10000;
-  s->nr_skip_ms = 30000;
-  s->nr_half_open_requests = 1;
-  s->n_retry_on_status = 3;
-  s->retry_on_status[0] = 502;
-  s->retry_on_status[1] = 503;
-  s->retry_on_status[2] = 504;
+  skip_params_default(&nr);
+  site_rec_set_retry(s, &nr);
   s->current_level = 1;
   s->config_version = 1;
+}
+
+void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
+  skip_params_default(p);
+  p->retries = (int)s->nr_retries;
+  p->retry_budget_ms = s->nr_retry_budget_ms;
+  p->fail_count = (int)s->nr_fail_count;
+  p->fail_window_ms = s->nr_fail_window_ms;
+  p->skip_ms = s->nr_skip_ms;
+  p->half_open_requests = (int)s->nr_half_open_requests;
+  p->n_retry_on_status = 0;
+  for (int i = 0; i < s->n_retry_on_status && i < SKIP_MAX_STATUS; i++)
+    p->retry_on_status[p->n_retry_on_status++] = s->retry_on_status[i];
+  p->backup_levels = s->nr_backup_levels;
+  p->failure_ratio = s->nr_failure_ratio;
+  p->failure_min_volume = (int)s->nr_failure_min_volume;
+}
+
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p) {
+  s->nr_retries = p->retries;
+  s->nr_retry_budget_ms = p->retry_budget_ms;
+  s->nr_fail_count = p->fail_count;
+  s->nr_fail_window_ms = p->fail_window_ms;
+  s->nr_skip_ms = p->skip_ms;
+  s->nr_half_open_requests = p->half_open_requests;
+  s->n_retry_on_status = 0;
+  for (int i = 0; i < p->n_retry_on_status && i < STORE_MAX_RETRY_STATUS; i++)
+    s->retry_on_status[s->n_retry_on_status++] = p->retry_on_status[i];
+  s->nr_backup_levels = p->backup_levels;
+  s->nr_failure_ratio = p->failure_ratio;
+  s->nr_failure_min_volume = p->failure_min_volume;
 }
 
 int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
@@ -323,13 +365,17 @@ out:
 void store_token_cache_clear(struct store *st) {
   pthread_mutex_lock(&st->tmu);
   st->ntcache = 0;
+  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
   pthread_mutex_unlock(&st->tmu);
 }
 
-/* Cached kind/node of a hash: 0 = hit. */
-static int token_cache_get(struct store *st, const char *hash, int *kind, int64_t *node_id) {
+/* Cached kind/node of a hash: 0 = hit. On a miss *gen is the cache generation to hand to
+   token_cache_put. */
+static int token_cache_get(struct store *st, const char *hash, int *kind, int64_t *node_id,
+                           uint64_t *gen) {
   int hit = -1;
   pthread_mutex_lock(&st->tmu);
+  *gen = st->tgen;
   for (int i = 0; i < st->ntcache; i++)
     if (strcmp(st->tcache[i].hash, hash) == 0) {
       *kind = st->tcache[i].kind;
@@ -341,9 +387,16 @@ static int token_cache_get(struct store *st, const char *hash, int *kind, int64_
   return hit;
 }
 
-/* Remember a valid token (bounded: a full cache starts over). */
-static void token_cache_put(struct store *st, const char *hash, int kind, int64_t node_id) {
+/* Remember a valid token read from the database at cache generation gen (bounded: a full cache
+   starts over). Nothing is cached when a clear happened since gen: the database read may predate
+   a revocation. */
+static void token_cache_put(struct store *st, const char *hash, int kind, int64_t node_id,
+                            uint64_t gen) {
   pthread_mutex_lock(&st->tmu);
+  if (gen != st->tgen) {
+    pthread_mutex_unlock(&st->tmu);
+    return;
+  }
   if (st->ntcache == st->captcache) {
     int ncap = st->captcache ? st->captcache * 2 : 64;
     struct token_cache_entry *n =
@@ -393,8 +446,9 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
   static const char sql[] = "SELECT kind, node_id FROM tokens WHERE hash = ?";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  uint64_t gen = 0;
   int rc;
-  if (strlen(hash) == 64 && token_cache_get(st, hash, kind, node_id) == 0) return 0;
+  if (strlen(hash) == 64 && token_cache_get(st, hash, kind, node_id, &gen) == 0) return 0;
   if (!s) return -1;
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   rc = sqlite3_step(s);
@@ -403,7 +457,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
     *kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
     *node_id = sqlite3_column_int64(s, 1);
     sqlite3_reset(s);
-    if (strlen(hash) == 64) token_cache_put(st, hash, *kind, *node_id);
+    if (strlen(hash) == 64) token_cache_put(st, hash, *kind, *node_id, gen);
     return 0;
   }
   sqlite3_reset(s);
@@ -457,7 +511,8 @@ int64_t store_pub_seq(struct store *st) {
   "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at, manual_pin"
+  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                 \
+  "nr_failure_ratio, nr_failure_min_volume"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -515,6 +570,10 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->created_at = sqlite3_column_int64(s, 23);
   o->updated_at = sqlite3_column_int64(s, 24);
   o->manual_pin = sqlite3_column_int(s, 25);
+  o->nr_backup_levels = sqlite3_column_int(s, 26);
+  o->nr_failure_ratio =
+      sqlite3_column_type(s, 27) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 27);
+  o->nr_failure_min_volume = sqlite3_column_int64(s, 28);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
@@ -733,7 +792,22 @@ static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
 }
 
-enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+/* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
+static int write_retry_levels(struct store *st, const struct site_rec *s) {
+  sqlite3_stmt *q = store_stmt(&st->w, "UPDATE sites SET nr_backup_levels = ?, "
+                                       "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                       "WHERE id = ?");
+  if (!q) return -1;
+  sqlite3_bind_int(q, 1, s->nr_backup_levels);
+  if (s->nr_failure_ratio > 0) sqlite3_bind_double(q, 2, s->nr_failure_ratio);
+  else sqlite3_bind_null(q, 2);
+  sqlite3_bind_int64(q, 3, s->nr_failure_min_volume);
+  sqlite3_bind_int64(q, 4, s->id);
+  return store_step_done(&st->w, q, "writing node_retry levels");
+}
+
+enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
   static const char ins[] =
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
@@ -744,7 +818,6 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
 
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
   bind_site_cfg(q, s);
@@ -764,6 +837,7 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   }
   sqlite3_reset(q);
   s->id = sqlite3_last_insert_rowid(st->w.db);
+  if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
@@ -772,16 +846,20 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
     if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
   }
   if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   s->config_version = 1;
   s->created_at = s->updated_at = now;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
+}
+
+enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
   static const char upd[] =
       "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
@@ -791,7 +869,6 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
 
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
   bind_site_cfg(q, s);
@@ -812,22 +889,25 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_site_delete(struct store *st, int64_t id) {
+enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+}
+
+enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, del);
   if (!q) goto fail;
   sqlite3_bind_int64(q, 1, id);
@@ -837,11 +917,14 @@ enum store_rc store_site_delete(struct store *st, int64_t id) {
     goto fail;
   }
   if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_site_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_delete_locked(st, id));
 }
 
 /* 1 when the site exists (writer connection, inside a transaction). */
@@ -856,23 +939,45 @@ static int site_exists_locked(struct store *st, int64_t site_id) {
   return rc == SQLITE_ROW;
 }
 
-enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+/* Number of origins of a site on the writer, or -1. */
+static int origin_count_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int n = -1;
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, site_id);
+  if (sqlite3_step(s) == SQLITE_ROW) n = sqlite3_column_int(s, 0);
+  sqlite3_reset(s);
+  return n;
+}
+
+enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  int count;
   if (!site_exists_locked(st, o->site_id)) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  /* counted under the writer lock, so concurrent adds cannot pass the cap together */
+  count = origin_count_locked(st, o->site_id);
+  if (count < 0) goto fail;
+  if (count >= STORE_MAX_ORIGINS) {
+    rc = STORE_LIMIT;
+    goto fail;
+  }
   if (insert_origin(st, o) != STORE_OK) goto fail;
   if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_add_locked(st, o));
+}
+
+enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
   /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
   static const char upd[] =
       "UPDATE origins SET "
@@ -884,7 +989,6 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) 
       "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
   bind_origin_cfg(q, o, 2);
@@ -896,18 +1000,20 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) 
     goto fail;
   }
   if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_update_locked(st, o));
+}
+
+enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
   static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, del);
   if (!q) goto fail;
   sqlite3_bind_int64(q, 1, origin_id);
@@ -918,23 +1024,26 @@ enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t ori
     goto fail;
   }
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
 }
 
 /* ---- nodes ---- */
 
-enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash) {
   static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
   sqlite3_bind_text(q, 1, n->name, -1, SQLITE_STATIC);
@@ -955,11 +1064,14 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
   sqlite3_bind_int64(q, 2, n->id);
   sqlite3_bind_int64(q, 3, now);
   if (store_step_done(&st->w, q, "inserting node token") < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_create_locked(st, n, token_hash));
 }
 
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
@@ -1000,23 +1112,36 @@ enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   return rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
 }
 
-enum store_rc store_node_delete(struct store *st, int64_t id) {
+enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM nodes WHERE id = ?";
-  sqlite3_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  q = store_stmt(&st->w, del);
-  if (!q) goto fail;
+  sqlite3_stmt *q = store_stmt(&st->w, del);
+  if (!q) return STORE_ERROR;
   sqlite3_bind_int64(q, 1, id);
-  if (store_step_done(&st->w, q, "deleting node") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
-  store_token_cache_clear(st); /* after the commit: no lookup can re-cache the deleted token */
+  if (store_step_done(&st->w, q, "deleting node") < 0) return STORE_ERROR;
+  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
-fail:
-  store_tx_rollback(st);
-  return rc;
+}
+
+enum store_rc store_node_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_delete_locked(st, id));
+}
+
+enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
+  return store_site_load(&st->w, id, out);
+}
+
+enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n) {
+  static const char q[] = "SELECT id FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int rc;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, after);
+  sqlite3_bind_int(s, 2, limit);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < limit) ids[(*n)++] = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
 }

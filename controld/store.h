@@ -5,12 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skip.h"
+
 struct store;
 
 enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
+  STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
   STORE_ERROR = -1,   /* logged where it happened */
 };
 
@@ -54,6 +57,9 @@ struct site_rec {
       nr_half_open_requests;
   int n_retry_on_status;
   int retry_on_status[STORE_MAX_RETRY_STATUS];
+  int nr_backup_levels;
+  double nr_failure_ratio; /* 0 = off (NULL in the database) */
+  int64_t nr_failure_min_volume;
   int current_level;
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
@@ -67,11 +73,25 @@ struct site_rec {
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
 struct store *store_open(const char *path);
 
+/* Check, creating and changing nothing, that controld could open the database at path: an
+   existing file must be SQLite with a schema no newer than this build's, a missing one needs a
+   writable directory. 0 with msg saying what was found, or -1 with msg giving the error. */
+int store_check(const char *path, char *msg, size_t msglen);
+
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
 
 /* A counter bumped after every committed write: equal values mean nothing changed in between. */
 int64_t store_generation(struct store *st);
+
+/* The work of one write transaction: returns STORE_OK to commit, anything else to roll back. */
+typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
+
+/* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
+   result when it is not STORE_OK (rolled back, nothing written), STORE_ERROR when BEGIN or COMMIT
+   fails (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
+   call only *_locked functions of the store (a nested store_op would deadlock). */
+enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
@@ -80,6 +100,10 @@ int store_schema_version(struct store *st);
 void site_rec_defaults(struct site_rec *s);
 
 /* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
+/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
+void site_rec_retry(const struct site_rec *s, struct skip_params *p);
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
+
 int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
 
 /* Free what a site record owns (not the record itself). */
@@ -123,6 +147,21 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o);
 /* Delete an origin of a site; republishes. */
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id);
 
+/* The same, inside a store_op (the writer connection; the caller's transaction). */
+enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out);
+enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen);
+enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen);
+enum store_rc store_site_delete_locked(struct store *st, int64_t id);
+/* STORE_LIMIT when the site already has STORE_MAX_ORIGINS origins (counted in the transaction). */
+enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
+enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
+enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);
+
+/* Up to limit site ids > after, ascending, into ids[]; *n of them. */
+enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);
+
 /* ---- nodes ---- */
 
 struct node_rec {
@@ -138,8 +177,14 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
 /* All nodes ordered by id; *out malloc'd (caller frees). */
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
 
-/* Delete a node and its token (revocation is immediate). */
+/* Delete a node and its token (revocation is immediate: the token cache is cleared when the
+   transaction commits, and a lookup racing the delete cannot re-cache the token). */
 enum store_rc store_node_delete(struct store *st, int64_t id);
+
+/* The same, inside a store_op. */
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash);
+enum store_rc store_node_delete_locked(struct store *st, int64_t id);
 
 /* ---- publications ---- */
 

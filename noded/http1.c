@@ -377,6 +377,13 @@ long http1_body_feed(struct http1_body *b, char *p, size_t n, size_t *out_len, i
   return -1;
 }
 
+size_t http1_chunk_encode(char *dst, const char *data, size_t n) {
+  size_t hl = http1_chunk_header(dst, n);
+  memcpy(dst + hl, data, n);
+  memcpy(dst + hl + n, "\r\n", 2);
+  return hl + n + 2;
+}
+
 int http1_te_classify(const char *v, unsigned len) {
   unsigned i = 0;
   int n = 0, n_chunked = 0;
@@ -439,7 +446,8 @@ int http1_host_valid(const char *v, unsigned len) {
 int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
   unsigned i = 0, a;
   memset(out, 0, sizeof *out);
-  if (len == 0) return out->form = HTTP1_TARGET_BAD;
+  /* a fragment is not part of any request-target form (RFC 9112 §3.2) */
+  if (len == 0 || memchr(t, '#', len)) return out->form = HTTP1_TARGET_BAD;
   if (t[0] == '/') {
     out->path = t;
     out->path_len = len;
@@ -457,10 +465,9 @@ int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
   out->https = i == 5;
   a = i + 3;
   i = a;
-  while (i < len && t[i] != '/' && t[i] != '?' && t[i] != '#') i++;
+  while (i < len && t[i] != '/' && t[i] != '?') i++;
   out->authority = t + a;
   out->authority_len = i - a;
-  if (i < len && t[i] == '#') i = len; /* a fragment is not sent */
   out->path = t + i;
   out->path_len = len - i;
   out->need_slash = i == len || t[i] == '?';

@@ -65,7 +65,7 @@ int http1_host_valid(const char *v, unsigned len);
 
 /* The form of a request target (RFC 9112 §3.2). */
 enum http1_target_form {
-  HTTP1_TARGET_BAD = 0,
+  HTTP1_TARGET_BAD = 0,     /* empty, or with a fragment ('#') */
   HTTP1_TARGET_ORIGIN,      /* "/path?query" */
   HTTP1_TARGET_ABSOLUTE,    /* "http://authority/path?query" (http or https) */
   HTTP1_TARGET_ASTERISK,    /* "*" */
@@ -77,9 +77,9 @@ enum http1_target_form {
 struct http1_target {
   int form;           /* enum http1_target_form */
   int https;          /* ABSOLUTE with the https scheme */
-  const char *authority; /* ABSOLUTE: up to the first '/', '?' or '#' */
+  const char *authority; /* ABSOLUTE: up to the first '/' or '?' */
   unsigned authority_len;
-  const char *path;   /* ORIGIN, ABSOLUTE: the path and query to send on (a fragment dropped) */
+  const char *path;   /* ORIGIN, ABSOLUTE: the path and query to send on */
   unsigned path_len;
   int need_slash;     /* ABSOLUTE: the path is empty or starts with '?': send "/" before it */
 };
@@ -121,6 +121,10 @@ long http1_body_feed(struct http1_body *b, char *p, size_t n, size_t *out_len, i
 /* Write the canonical chunk-size line of n bytes ("<lowercase hex>\r\n") to dst; returns its
  * length (at most HTTP1_CHUNK_HEADER_MAX). n must be above 0 (0 is the last chunk). */
 size_t http1_chunk_header(char *dst, size_t n);
+
+/* Write n bytes of data (n > 0) at dst as one canonical chunk: size line, data, CRLF. dst needs
+ * n + HTTP1_CHUNK_HEADER_MAX + 2 bytes; data may not overlap dst. Returns the bytes written. */
+size_t http1_chunk_encode(char *dst, const char *data, size_t n);
 
 /* The last chunk and the empty trailer section that end a re-framed chunked body. */
 #define HTTP1_LAST_CHUNK "0\r\n\r\n"

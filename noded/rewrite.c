@@ -263,8 +263,9 @@ void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_res
     }
   }
   if (m->status < 200 || is_head || m->status == 204 || m->status == 304) {
-    rs->body = HTTP1_BODY_NONE; /* framing fields describe nothing that follows */
-    rs->bad = 0;
+    /* no body follows: Transfer-Encoding is dropped as hop-by-hop, an invalid Content-Length
+       (which would be passed on) still makes the response bad */
+    rs->body = HTTP1_BODY_NONE;
   } else if (n_te) {
     /* only chunked is decoded; other codings or chunked with a Content-Length: 502 */
     if (te != HTTP1_TE_CHUNKED || n_cl) rs->bad = 1;
