@@ -68,8 +68,8 @@ NGINX_DIFFERENCES = {
     "nginx proxies any scheme in absolute-form; §11: http and https only":
         (False, [("target", "absolute ftp"), ("target", "absolute ws")]),
     "nginx answers OPTIONS * itself (400); §11 forwards it": (True, [("target", "asterisk OPTIONS")]),
-    "nginx rejects a fragment in absolute-form; noded ends the authority at '#' and forwards the "
-    "rest (RFC 9112 lets a recipient do either)": (True, [("target", "absolute fragment")]),
+    "nginx takes a fragment in an origin-form target; a request-target has none (RFC 9112 "
+    "§3.2) and noded answers 400": (False, [("target", "fragment")]),
     "nginx's only server takes a HTTP/1.0 request without Host; noded routes by Host and answers "
     "404": (False, [("head", "HTTP/1.0 no Host")]),
 }
