@@ -179,6 +179,8 @@ def test_targets(tmp):
 # ---- Content-Length / Transfer-Encoding conflicts ----
 
 def test_length_and_coding_conflicts(tmp):
+    """noded before DESIGN §11 already refused these; the test guards the rules through the
+    rewrite of the request path."""
     e = EdgeEnv(tmp)
     h = b"POST /f HTTP/1.1\r\nHost: %s\r\n" % DEMO.encode()
     body = b"5\r\nhello\r\n0\r\n\r\n"
@@ -229,12 +231,18 @@ def test_length_and_coding_conflicts(tmp):
 # ---- 4. pooled origin connections ----
 
 def test_pool_not_poisoned(tmp):
+    """Stray origin bytes after a complete response (a body on a HEAD answer, then a whole
+    extra response, arriving a moment later or in the same segment) never reach the next
+    visitor. (noded before §11 already closed such connections in these shapes; the issue's
+    4-of-4 poisoning was not reproduced here, so this guards the §11 rule.)"""
     poison = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nPOISON!"
 
     def responder(req):
         if req.method == "HEAD":
             # a body on a HEAD answer, then a whole extra response
-            # (the stray bytes come a moment after the response, once it looks complete)
+            # the stray bytes come a moment after the response (odd tries) or with it
+            if req.target.endswith(("1", "3")):
+                return b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" + poison
             return [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0.1, poison]
         return L.default_response(req)
     e = EdgeEnv(tmp, responder=responder)
