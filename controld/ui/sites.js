@@ -177,4 +177,4 @@ function pageSites(query) {
   };
 }
 
-export { pageSites, queryHash, STATES, markField };
+export { pageSites, queryHash, STATES };
