@@ -40,6 +40,7 @@ struct node_cfg {
   int64_t heartbeat_interval_ms;
   int64_t config_wait_ms;
   int64_t proxy_threads;
+  int64_t metrics_max_origins;
 };
 
 /* The node's one context. */
@@ -73,6 +74,7 @@ static const struct opt_def options[] = {
     {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000", "time between heartbeats"},
     {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
     {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
+    {"metrics-max-origins", OPT_INT, O(metrics_max_origins), 0, 0, 1000000, NULL, "1000", "skipped origins labelled in /metrics at most (the rest only count)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -166,6 +168,7 @@ static int on_metrics(void *arg, struct buf *out) {
   heartbeat_stats(n->hb, &sent, &failed, &last_ok);
   ntasks_stats(n->tasks, &rounds, &probes, &late);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
+  if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
   if (!n->proxy && buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
                               (long long)si.seq) < 0)
     return -1;

@@ -1292,6 +1292,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   return rc;
 }
 
+int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out) {
+  return proxy_state_skip_metrics(p->state, clock_mono_ms(), max_labelled, out);
+}
+
 cJSON *proxy_observations(struct proxy *p) {
   return proxy_state_observations(p->state, clock_mono_ms());
 }

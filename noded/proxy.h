@@ -76,6 +76,10 @@ void proxy_free(struct proxy **p);
  * Prometheus text format to out. 0 or -1. */
 int proxy_metrics(struct proxy *p, struct buf *out);
 
+/* Append the per-origin skip state metrics (proxy_state_skip_metrics, at most max_labelled
+   labelled origins) to out. 0 or -1. */
+int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out);
+
 /* Heartbeat observations: a cJSON array [{"site_id","origin_id","requests","failures",
  * "skipped"}], counts cumulative since the origin entry was created; caller frees. */
 cJSON *proxy_observations(struct proxy *p);
