@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skip.h"
+
 struct store;
 
 enum store_rc {
@@ -55,6 +57,9 @@ struct site_rec {
       nr_half_open_requests;
   int n_retry_on_status;
   int retry_on_status[STORE_MAX_RETRY_STATUS];
+  int nr_backup_levels;
+  double nr_failure_ratio; /* 0 = off (NULL in the database) */
+  int64_t nr_failure_min_volume;
   int current_level;
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
@@ -95,6 +100,10 @@ int store_schema_version(struct store *st);
 void site_rec_defaults(struct site_rec *s);
 
 /* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
+/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
+void site_rec_retry(const struct site_rec *s, struct skip_params *p);
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
+
 int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
 
 /* Free what a site record owns (not the record itself). */

@@ -92,6 +92,12 @@ static void on_config(void *arg, struct sitecfg_set *set) {
               (long long)set->seq);
 }
 
+/* A probe task's outcome also feeds the proxy's skip state (DESIGN §2). */
+static void on_probe_result(void *arg, int64_t origin_id, int ok) {
+  struct node *n = arg;
+  if (n->proxy) proxy_probe_result(n->proxy, origin_id, ok);
+}
+
 static cJSON *on_observations(void *arg) {
   struct node *n = arg;
   return n->proxy ? proxy_observations(n->proxy) : NULL;
@@ -414,6 +420,7 @@ int main(int argc, char **argv) {
                 : NULL;
   n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file);
   if (!n.sync || !n.hb || !n.tasks) goto out;
+  ntasks_on_result(n.tasks, on_probe_result, &n);
   /* serve the cached config before controld answers */
   sync_load_cache(n.sync);
   if (proxy_start(n.proxy) < 0) goto out;

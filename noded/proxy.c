@@ -74,7 +74,7 @@ enum vphase {
 struct counters {
   _Atomic uint64_t codes[600];
   _Atomic uint64_t attempts[AR__N];
-  _Atomic uint64_t retries, skips, fail_open;
+  _Atomic uint64_t retries, skips, fail_open, backup_picks;
 };
 
 /* [sent, fwd) ready to be written out; [fwd, len) not yet framed. */
@@ -167,6 +167,7 @@ struct proxy {
   _Atomic uint64_t cfg_gen;
   int nthreads, port, started, stopped;
   _Atomic int stopping;
+  _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
   struct worker *w;
 };
 
@@ -232,10 +233,10 @@ static void access_default(const struct proxy_access *a) {
       buf_puts(&b, "\",\"method\":\"") || rewrite_json_escape(&b, a->method) ||
       buf_puts(&b, "\",\"path\":\"") || rewrite_json_escape(&b, a->path) ||
       buf_printf(&b,
-                 "\",\"origin_id\":%lld,\"attempts\":%d,\"status\":%d,\"duration_ms\":%lld,"
-                 "\"bytes\":%llu}",
-                 (long long)a->origin_id, a->attempts, a->status, (long long)a->duration_ms,
-                 (unsigned long long)a->bytes) == 0) {
+                 "\",\"origin_id\":%lld,\"level\":%d,\"attempts\":%d,\"status\":%d,"
+                 "\"duration_ms\":%lld,\"bytes\":%llu}",
+                 (long long)a->origin_id, a->level, a->attempts, a->status,
+                 (long long)a->duration_ms, (unsigned long long)a->bytes) == 0) {
     log_info("%s", b.data);
   }
   buf_fini(&b);
@@ -252,6 +253,7 @@ static void finish_request(struct vconn *c, int status) {
   a.site_id = r->site ? r->site->id : 0;
   a.site = r->site ? r->site->name : "";
   a.origin_id = (r->site && r->attempts > 0) ? r->site->origins[r->oidx].id : 0;
+  a.level = (r->site && r->attempts > 0) ? r->pick.level : 0;
   a.attempts = r->attempts;
   a.status = status;
   a.duration_ms = w->now - r->t_start;
@@ -455,6 +457,7 @@ static void attempt_start(struct vconn *c) {
   r->attempts++;
   r->have_pick = 1;
   if (r->pick.fail_open) CINC(w->ctr.fail_open);
+  if (r->pick.backup) CINC(w->ctr.backup_picks);
   if (r->attempts > 1) CINC(w->ctr.retries);
   o = &r->site->origins[r->oidx];
   if (rewrite_attempt_head(&r->ubase, o->host_header ? o->host_header : r->rq.host, &r->uhead)) {
@@ -1193,6 +1196,10 @@ int proxy_set_config(struct proxy *p, struct sitecfg_set *s) {
 
 int proxy_start(struct proxy *p) {
   if (p->started) return 0;
+  if (proxy_state_resolver_start(p->state) < 0) {
+    log_error("cannot start the origin resolver thread");
+    return -1;
+  }
   for (int i = 0; i < p->nthreads; i++) {
     if (pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i]) != 0) {
       log_error("cannot start proxy worker %d", i);
@@ -1247,7 +1254,7 @@ void proxy_free(struct proxy **pp) {
 /* ---------- observability ---------- */
 
 int proxy_metrics(struct proxy *p, struct buf *out) {
-  uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0;
+  uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0, bp = 0;
   int64_t seq = 0;
   struct metrics *m;
   char label[64];
@@ -1261,7 +1268,9 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     retries += atomic_load_explicit(&c->retries, memory_order_relaxed);
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
+    bp += atomic_load_explicit(&c->backup_picks, memory_order_relaxed);
   }
+  skips += atomic_load_explicit(&p->probe_skips, memory_order_relaxed);
   pthread_mutex_lock(&p->cfg_mu);
   if (p->cfg) seq = p->cfg->seq;
   pthread_mutex_unlock(&p->cfg_mu);
@@ -1285,6 +1294,9 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   metrics_declare(m, "cdnca_node_fail_open_total", "counter",
                   "Picks made while every origin was skipped.");
   metrics_add(m, "cdnca_node_fail_open_total", "", (double)fo);
+  metrics_declare(m, "cdnca_node_backup_picks_total", "counter",
+                  "Picks of an origin on a level after the site's current one.");
+  metrics_add(m, "cdnca_node_backup_picks_total", "", (double)bp);
   metrics_declare(m, "cdnca_node_config_seq", "gauge", "Sequence of the config being served.");
   metrics_set(m, "cdnca_node_config_seq", "", (double)seq);
   rc = metrics_render(m, out);
@@ -1294,6 +1306,11 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
 
 int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out) {
   return proxy_state_skip_metrics(p->state, clock_mono_ms(), max_labelled, out);
+}
+
+void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok) {
+  int n = proxy_state_probe(p->state, origin_id, clock_mono_ms(), ok);
+  if (n > 0) atomic_fetch_add_explicit(&p->probe_skips, (uint64_t)n, memory_order_relaxed);
 }
 
 cJSON *proxy_observations(struct proxy *p) {

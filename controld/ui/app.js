@@ -94,6 +94,12 @@
     const t = String(v).trim();
     return /^-?\d+$/.test(t) ? parseInt(t, 10) : t;
   }
+  /* Empty = null (off); a number as a number; anything else as typed (the server names it). */
+  function ratioOrNull(v) {
+    const t = String(v).trim();
+    if (t === '') return null;
+    return Number.isFinite(Number(t)) ? Number(t) : t;
+  }
   function splitList(v) { return String(v).split(/[\s,]+/).filter(Boolean); }
   function listOf(resp, key) {
     if (Array.isArray(resp)) return resp;
@@ -658,7 +664,13 @@
             'data-field': 'health_check.unhealthy_after' }), 'consecutive failures'),
           field('Healthy after', input('healthy_after', { type: 'number', min: 1,
             'data-field': 'health_check.healthy_after' }), 'consecutive successes'),
-          field('Checkpoints', h('span', null, input('checkpoints', { type: 'checkbox' }), ' add checkpoint votes'))),
+          field('Checkpoints', h('span', null, input('checkpoints', { type: 'checkbox' }), ' add checkpoint votes')),
+          field('Backup levels', h('span', null, input('backup_levels', { type: 'checkbox', 'data-field': 'node_retry.backup_levels',
+            ...tid('settings-backup-levels') }), ' nodes send a request on to the next levels when the current one fails')),
+          field('Failure ratio', input('failure_ratio', { type: 'number', min: 0, max: 1, step: 'any',
+            'data-field': 'node_retry.failure_ratio', ...tid('settings-failure-ratio') }), 'nodes skip an origin at this failure share (empty = off)'),
+          field('Minimum volume', input('failure_min_volume', { type: 'number', min: 1,
+            'data-field': 'node_retry.failure_min_volume' }), 'outcomes in the window before the ratio applies')),
         h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', ...tid('settings-submit') }, 'Save settings'),
           button('Delete site', async () => {
             if (!window.confirm(`Delete site #${id} and all its origins?`)) return;
@@ -669,7 +681,10 @@
         const e = f.elements;
         const body = { name: e.name.value.trim(), hostnames: splitList(e.hostnames.value), failback: e.failback.value,
           health_check: { enabled: e.hc_enabled.checked, path: e.path.value.trim(), timeout_ms: num(e.timeout_ms.value),
-            unhealthy_after: num(e.unhealthy_after.value), healthy_after: num(e.healthy_after.value), checkpoints: e.checkpoints.checked } };
+            unhealthy_after: num(e.unhealthy_after.value), healthy_after: num(e.healthy_after.value), checkpoints: e.checkpoints.checked },
+          node_retry: { backup_levels: e.backup_levels.checked,
+            failure_ratio: ratioOrNull(e.failure_ratio.value),
+            failure_min_volume: num(e.failure_min_volume.value) } };
         const r = await act(() => api('PATCH', `/v1/sites/${id}`, body), 'Settings saved.');
         if (r) { delete f.dataset.dirty; if (typeof r === 'object') fillSettings(r, true); }
         else { const fe = $('#error-banner [data-testid=error-field]'); markField(f, fe ? fe.textContent : null); }
@@ -688,6 +703,10 @@
       e.unhealthy_after.value = hc.unhealthy_after ?? '';
       e.healthy_after.value = hc.healthy_after ?? '';
       e.checkpoints.checked = !!hc.checkpoints;
+      const nr = site.node_retry || {};
+      e.backup_levels.checked = nr.backup_levels !== false;
+      e.failure_ratio.value = nr.failure_ratio ?? '';
+      e.failure_min_volume.value = nr.failure_min_volume ?? '';
     }
 
     function paintCard(site, c) {
