@@ -41,6 +41,10 @@ struct node_cfg {
   int64_t config_wait_ms;
   int64_t proxy_threads;
   int64_t metrics_max_origins;
+  int64_t header_timeout_ms;
+  int64_t keepalive_timeout_ms;
+  int64_t body_timeout_ms;
+  int64_t max_connections;
 };
 
 /* The node's one context. */
@@ -75,6 +79,10 @@ static const struct opt_def options[] = {
     {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
     {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
     {"metrics-max-origins", OPT_INT, O(metrics_max_origins), 0, 0, 1000000, NULL, "1000", "skipped origins labelled in /metrics at most (the rest only count)"},
+    {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000", "a visitor's whole request head must arrive within this"},
+    {"keepalive-timeout-ms", OPT_INT, O(keepalive_timeout_ms), 0, 100, 3600000, NULL, "60000", "idle visitor keep-alive connections are closed after this"},
+    {"body-timeout-ms", OPT_INT, O(body_timeout_ms), 0, 100, 3600000, NULL, "60000", "a visitor silent this long while its request body is read is closed"},
+    {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000", "open visitor connections at most (accepting pauses at the cap)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -413,6 +421,10 @@ int main(int argc, char **argv) {
   po.listen = n.cfg.listen;
   po.origin_ca_file = n.cfg.origin_ca_file[0] ? n.cfg.origin_ca_file : NULL;
   po.threads = (int)n.cfg.proxy_threads;
+  po.header_timeout_ms = (int)n.cfg.header_timeout_ms;
+  po.keepalive_timeout_ms = (int)n.cfg.keepalive_timeout_ms;
+  po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
+  po.max_connections = (int)n.cfg.max_connections;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);

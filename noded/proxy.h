@@ -38,7 +38,13 @@ struct proxy_opts {
   int threads;                /* [2] worker threads, each with its own epoll and listener */
   int connect_timeout_ms;     /* [5000] TCP connect + TLS handshake to an origin */
   int origin_timeout_ms;      /* [60000] origin silent while we wait for it */
-  int visitor_timeout_ms;     /* [60000] visitor idle (keep-alive) or stalled */
+  int visitor_timeout_ms;     /* [60000] visitor not taking the bytes written to it */
+  int header_timeout_ms;      /* [10000] a whole request head must arrive within this (from
+                                 accept, or from its first byte on a keep-alive connection) */
+  int keepalive_timeout_ms;   /* [60000] idle keep-alive connection between requests */
+  int body_timeout_ms;        /* [60000] visitor silent while noded waits for body bytes */
+  int max_connections;        /* [10000] open visitor connections (all threads); lowered to fit
+                                 the descriptor limit; at the cap accepting pauses */
   int stop_grace_ms;          /* [10000] proxy_stop waits this long for in-flight requests */
   int origin_idle_ms;         /* [30000] idle origin connections are closed after this */
   int max_idle_per_origin;    /* [32] idle origin connections kept per origin and thread */
