@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "prober.h"
 #include "rcache.h"
+#include "sitemetrics.h"
 #include "store.h"
 #include "svc.h"
 #include "tasks.h"
@@ -48,6 +49,7 @@ static const struct opt_def options[] = {
     {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000", "first webhook retry delay (doubles per attempt)"},
     {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000", "cap of the webhook retry delay"},
     {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000", "a webhook delivery fails for good this long after its event"},
+    {"metrics-max-sites", OPT_INT, O(metrics_max_sites), 0, 0, 1000000, NULL, "1000", "sites (first by id) with their own series in /metrics; the rest only count"},
     {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000", "timeout of one webhook delivery attempt"},
     {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400", "audit log records older than this are deleted"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -274,6 +276,8 @@ int main(int argc, char **argv) {
     if (store_audit_prune(ctx.store, clock_wall_ms() - keep) < 0)
       log_warn("could not prune the audit log");
   }
+  ctx.sitemetrics = sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
+  if (!ctx.sitemetrics) goto out;
   ctx.site_cache = rcache_new(4096);
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
@@ -317,6 +321,7 @@ out:
   notify_free(&ctx.notify);
   store_close(&ctx.store);
   rcache_free(&ctx.site_cache);
+  sitemetrics_free(&ctx.sitemetrics);
   metrics_free(&ctx.metrics);
   return ret;
 }
