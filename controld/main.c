@@ -65,30 +65,54 @@ static const char *const reloadable[] = {
     NULL,
 };
 
-/* Checks of a parsed configuration that need no file system: 0, or -1 with err naming the option. */
-static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
+/* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
+   naming the option. A start stops at the first failing one; --check-config reports each. */
+static int check_targets(const struct cd_config *c, char *err, size_t errlen) {
   struct targets t;
   char terr[160];
   if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
     snprintf(err, errlen, "option deny-targets: %s", terr);
     return -1;
   }
+  return 0;
+}
+
+static int check_tls_pair(const struct cd_config *c, char *err, size_t errlen) {
   if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
     snprintf(err, errlen, "option tls-cert: --tls-cert and --tls-key go together");
     return -1;
   }
+  return 0;
+}
+
+static int check_listen(const struct cd_config *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->listen, 0, &ss, &sl) < 0) {
     snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
     return -1;
   }
+  return 0;
+}
+
+static int check_checkpoint_url(const struct cd_config *c, char *err, size_t errlen) {
   if (c->checkpoint_url[0] && strncasecmp(c->checkpoint_url, "http://", 7) != 0 &&
       strncasecmp(c->checkpoint_url, "https://", 8) != 0) {
     snprintf(err, errlen, "option checkpoint-url: '%s' is not an http:// or https:// URL",
              c->checkpoint_url);
     return -1;
   }
+  return 0;
+}
+
+static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
+    check_targets, check_tls_pair, check_listen, check_checkpoint_url,
+};
+
+/* Every check of config_checks: 0, or -1 with err from the first that fails. */
+static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++)
+    if (config_checks[i](c, err, errlen) < 0) return -1;
   return 0;
 }
 
@@ -100,9 +124,11 @@ static int check_config(const struct cd_config *c) {
     const char *option, *path;
   } files[] = {{"tls-cert", c->tls_cert}, {"tls-key", c->tls_key}, {"probe-ca-file", c->probe_ca_file}};
 
-  if (config_valid(c, err, sizeof err) < 0) {
-    fprintf(stderr, "controld: %s\n", err);
-    errors++;
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++) {
+    if (config_checks[i](c, err, sizeof err) < 0) {
+      fprintf(stderr, "controld: %s\n", err);
+      errors++;
+    }
   }
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     if (!files[i].path[0]) continue;

@@ -211,23 +211,45 @@ static int on_metrics(void *arg, struct buf *out) {
 
 /* ---- configuration checks and reload ---- */
 
-/* Checks that need no file system: 0, or -1 with err naming the option. */
-static int config_valid(const struct node_cfg *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
+/* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
+   naming the option. A start stops at the first failing one; --check-config reports each. */
+static int check_controld(const struct node_cfg *c, char *err, size_t errlen) {
   if (!c->controld[0]) {
     snprintf(err, errlen, "option controld: --controld URL is required");
     return -1;
   }
+  return 0;
+}
+
+static int check_listen(const struct node_cfg *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->listen, 1, &ss, &sl) < 0) {
     snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
     return -1;
   }
+  return 0;
+}
+
+static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
     snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
              c->admin_listen);
     return -1;
   }
+  return 0;
+}
+
+static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
+    check_controld, check_listen, check_admin_listen,
+};
+
+/* Every check of config_checks: 0, or -1 with err from the first that fails. */
+static int config_valid(const struct node_cfg *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++)
+    if (config_checks[i](c, err, errlen) < 0) return -1;
   return 0;
 }
 
@@ -257,9 +279,11 @@ static int check_config(const struct node_cfg *c) {
     const char *option, *path;
   } files[] = {{"origin-ca-file", c->origin_ca_file}, {"controld-ca-file", c->controld_ca_file}};
 
-  if (config_valid(c, err, sizeof err) < 0) {
-    fprintf(stderr, "noded: %s\n", err);
-    errors++;
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++) {
+    if (config_checks[i](c, err, sizeof err) < 0) {
+      fprintf(stderr, "noded: %s\n", err);
+      errors++;
+    }
   }
   if (c->controld[0]) {
     char *tok = getenv("CDNCA_NODE_TOKEN");

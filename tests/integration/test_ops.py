@@ -248,9 +248,12 @@ def test_check_config_controld(tmp):
 
     # several problems at once: each is named
     rc, out, err = run([CONTROLD, "--check-config", "--db", "/nonexistent-dir/x.db",
-                        "--probe-ca-file", os.path.join(tmp, "missing.pem")])
+                        "--probe-ca-file", os.path.join(tmp, "missing.pem"), "--listen", "nope",
+                        "--tls-key", os.path.join(tmp, "k.pem")])
     assert rc == 2, (rc, out, err)
-    assert "option db" in err and "probe-ca-file" in err, err
+    for option in ("option db", "option probe-ca-file", "option listen", "option tls-cert",
+                   "option tls-key"):
+        assert option in err, (option, err)
 
     # a database that is not SQLite
     junk = os.path.join(tmp, "junk.db")
@@ -273,7 +276,8 @@ def test_check_config_noded(tmp):
     rc, out, err = run([NODED, "--check-config", "--controld", "ftp://x", "--listen", "nope",
                         "--origin-ca-file", os.path.join(tmp, "missing.pem")],
                        env={"CDNCA_NODE_TOKEN": "nt-" + "x" * 20})
-    assert rc == 2 and "origin-ca-file" in err and "controld" in err, (rc, out, err)
+    assert rc == 2 and "origin-ca-file" in err and "option controld" in err, (rc, out, err)
+    assert "option listen" in err, err
     assert "configuration OK" not in out
 
 
