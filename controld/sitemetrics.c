@@ -27,7 +27,8 @@ static const struct {
 } site_families[F__N] = {
     [F_LEVEL] = {"cdnca_site_current_level", "the level the site serves from"},
     [F_ON_BACKUP] = {"cdnca_site_on_backup", "1 when the site is not on its first non-empty level"},
-    [F_ALL_DOWN] = {"cdnca_site_all_levels_unhealthy", "1 when every level of the site is unhealthy"},
+    [F_ALL_DOWN] = {"cdnca_site_all_levels_unhealthy",
+                    "1 when every level of the site is unhealthy"},
     [F_FAILBACK] = {"cdnca_site_failback_available",
                     "1 when an earlier level is healthy and waits for a (manual) failback"},
 };
@@ -85,7 +86,8 @@ static int build(struct sitemetrics *sm, int64_t now_wall, struct buf *out) {
   int64_t backlog = 0;
   int ret = -1;
   memset(&w, 0, sizeof w);
-  for (int i = 0; i < F__N; i++) buf_init(&w.fam[i], 0);
+  for (int i = 0; i < F__N; i++)
+    buf_init(&w.fam[i], 0);
   if (store_fleet_summary(sm->st, now_wall - sm->node_online_ms, &fs) < 0 ||
       store_delivery_backlog(sm->st, &backlog) < 0)
     goto out;
@@ -103,18 +105,20 @@ static int build(struct sitemetrics *sm, int64_t now_wall, struct buf *out) {
                 : f == FLEET_FAILBACK_AVAILABLE ? fs.failback_available
                 : f == FLEET_PAUSED             ? fs.paused
                                                 : 0;
-    if (buf_printf(out, "cdnca_sites{state=\"%s\"} %lld\n", fleet_states[i].summary,
-                   (long long)v) < 0)
+    if (buf_printf(out, "cdnca_sites{state=\"%s\"} %lld\n", fleet_states[i].summary, (long long)v) <
+        0)
       goto out;
   }
-  if (buf_printf(out,
-                 "# HELP cdnca_nodes_lagging online nodes whose config is behind the last publication\n"
-                 "# TYPE cdnca_nodes_lagging gauge\n"
-                 "cdnca_nodes_lagging %lld\n"
-                 "# HELP cdnca_webhook_backlog webhook deliveries waiting in the outbox (new or retrying)\n"
-                 "# TYPE cdnca_webhook_backlog gauge\n"
-                 "cdnca_webhook_backlog %lld\n",
-                 (long long)fs.nodes_lagging, (long long)backlog) < 0)
+  if (buf_printf(
+          out,
+          "# HELP cdnca_nodes_lagging online nodes whose config is behind the last publication\n"
+          "# TYPE cdnca_nodes_lagging gauge\n"
+          "cdnca_nodes_lagging %lld\n"
+          "# HELP cdnca_webhook_backlog webhook deliveries waiting in the outbox (new or "
+          "retrying)\n"
+          "# TYPE cdnca_webhook_backlog gauge\n"
+          "cdnca_webhook_backlog %lld\n",
+          (long long)fs.nodes_lagging, (long long)backlog) < 0)
     goto out;
   if (sm->max_sites > 0 && store_fleet_each_site(sm->st, sm->max_sites, on_site, &w) < 0) goto out;
   if (w.rc < 0) goto out;
@@ -135,7 +139,8 @@ static int build(struct sitemetrics *sm, int64_t now_wall, struct buf *out) {
     goto out;
   ret = 0;
 out:
-  for (int i = 0; i < F__N; i++) buf_fini(&w.fam[i]);
+  for (int i = 0; i < F__N; i++)
+    buf_fini(&w.fam[i]);
   return ret;
 }
 
@@ -160,7 +165,8 @@ void sitemetrics_free(struct sitemetrics **smp) {
   *smp = NULL;
 }
 
-int sitemetrics_render(struct sitemetrics *sm, int64_t now_mono, int64_t now_wall, struct buf *out) {
+int sitemetrics_render(struct sitemetrics *sm, int64_t now_mono, int64_t now_wall,
+                       struct buf *out) {
   int rc = 0;
   int64_t gen = store_generation(sm->st);
   pthread_mutex_lock(&sm->mu);
@@ -174,9 +180,11 @@ int sitemetrics_render(struct sitemetrics *sm, int64_t now_mono, int64_t now_wal
       sm->built_gen = gen;
     } else {
       buf_fini(&fresh);
-      if (sm->built_at < 0) rc = -1; /* nothing to fall back on */
-      else log_warn("per-site metrics: rebuild failed; serving the block from %lld ms ago",
-                    (long long)(now_mono - sm->built_at));
+      if (sm->built_at < 0)
+        rc = -1; /* nothing to fall back on */
+      else
+        log_warn("per-site metrics: rebuild failed; serving the block from %lld ms ago",
+                 (long long)(now_mono - sm->built_at));
     }
   }
   if (rc == 0 && sm->block.len && buf_append(out, sm->block.data, sm->block.len) < 0) rc = -1;
