@@ -47,7 +47,7 @@ def walk(c, query, limit):
         ids += [s["id"] for s in body["sites"]]
         if body["next"] is None:
             return ids
-        assert body["next"] == ids[-1], body
+        assert body["next"] == ids[-1], body  # the last site of the page, in any order
         after = body["next"]
     raise AssertionError("paging did not end")
 
@@ -163,6 +163,36 @@ def test_fleet_summary_and_filters(tmp):
         status, body, _ = c.api("GET", "/v1/sites?" + query)
         assert status == 400, (query, status, body)
         assert body["error"]["code"] == "invalid_query" and body["error"]["field"] == field, body
+    c.stop()
+
+
+def test_sites_sorted_by_last_change(tmp):
+    c = Controld(tmp).start()
+    ids = []
+    for i in range(5):
+        status, site, _ = c.api("POST", "/v1/sites", {"name": "s%d" % i,
+                                                      "hostnames": ["s%d.example.com" % i],
+                                                      "origins": [{"address": "10.0.0.1"},
+                                                                  {"address": "10.0.0.2",
+                                                                   "level": 2}]})
+        assert status == 201
+        ids.append(site["id"])
+        time.sleep(0.01)  # distinct updated_at
+    for i in (1, 3):
+        time.sleep(0.01)
+        status, _, _ = c.api("PATCH", "/v1/sites/%d" % ids[i], {"failback": "manual"})
+        assert status == 200
+    time.sleep(0.01)
+    status, _, _ = c.api("POST", "/v1/sites/%d/switch" % ids[0], {"level": 2})  # a switch counts
+    assert status == 200
+    want = [ids[0], ids[3], ids[1], ids[4], ids[2]]
+    assert walk(c, "&sort=changed", 2) == want
+    assert walk(c, "&sort=changed", 100) == want
+    assert walk(c, "&sort=id", 2) == ids
+    assert walk(c, "&sort=changed&state=on_backup", 2) == [ids[0]]
+    assert walk(c, "&sort=changed&q=S3", 2) == [ids[3]]
+    status, body, _ = c.api("GET", "/v1/sites?sort=name")
+    assert status == 400 and body["error"]["field"] == "sort", body
     c.stop()
 
 
