@@ -215,6 +215,42 @@ def test_reframing_across_reads(tmp):
     assert b";k" not in raw and b";last" not in raw, "origin chunk extensions reached the visitor"
 
 
+def test_pipelined_requests_in_order(tmp):
+    """50 requests in one write (GET, HEAD, POST with a length, POST chunked, in turn) are each
+    forwarded once and answered in order, each with its own answer. (A guard for the visitor
+    state machine; noded before §11 passed it too.)"""
+    e = EdgeEnv(tmp)
+    data = b""
+    kinds = []
+    for i in range(50):
+        k = i % 4
+        kinds.append(k)
+        if k == 0:
+            data += demo_get(b"/p%d" % i)
+        elif k == 1:
+            data += b"HEAD /p%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (i, DEMO.encode())
+        elif k == 2:
+            data += b"POST /p%d HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+                i, DEMO.encode(), i, b"b" * i)
+        else:
+            data += (b"POST /p%d HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"%x\r\n%s\r\n0\r\n\r\n" % (i, DEMO.encode(), i, b"c" * i))
+    raw, closed = L.exchange(e.port, data, timeout=10, want=1, quiet=1.0)
+    got = []
+    pos = 0
+    for i, k in enumerate(kinds):
+        m, used = L.parse_response(raw[pos:], head=(k == 1))
+        pos += used
+        got.append((m.status, m.body))
+    assert pos == len(raw), "bytes after 50 answers: %r" % raw[pos:pos + 100]
+    for i, k in enumerate(kinds):
+        method = (b"GET", b"HEAD", b"POST", b"POST")[k]
+        n = i if k >= 2 else 0
+        want = b"" if k == 1 else b"%s /p%d %d\n" % (method, i, n)
+        assert got[i] == (200, want), "answer %d: %r, expected %r" % (i, got[i], want)
+    assert e.origin.targets() == ["/p%d" % i for i in range(50)], e.origin.targets()
+
+
 # ---- 3. targets ----
 
 def test_targets(tmp):
