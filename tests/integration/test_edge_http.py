@@ -541,6 +541,9 @@ def test_interim_upgrade_and_codings(tmp):
         if req.target == "/ws":
             return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     b"Connection: Upgrade\r\n\r\n", "tunnel")
+        if req.target == "/unasked101":
+            return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    b"Connection: Upgrade\r\n\r\n", "tunnel")
         if req.target == "/gzip":
             return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nCODEDBYTES", "close")
         if req.target == "/gzipchunked":
@@ -587,6 +590,20 @@ def test_interim_upgrade_and_codings(tmp):
         if line.startswith("cdnca_node_origin_attempts_total{") and 'result="success"' not in line:
             failed[line.split()[0]] = float(line.split()[1])
     assert not any(failed.values()), "origin failures counted: %r" % failed
+
+    # an Upgrade the origin declines (200): the connection stays HTTP, the next request on it
+    # is parsed and forwarded by noded, not tunnelled
+    e.origin.reset()
+    resp, _, _, raw = e.send(
+        b"GET /ws-declined HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"\r\n" % DEMO.encode() + demo_get(b"/after-declined"), want=2)
+    assert L.statuses(resp) == [200, 200], raw
+    assert e.origin.targets() == ["/ws-declined", "/after-declined"], e.origin.targets()
+    assert e.origin.requests[1].get("via"), "the second request was not parsed by noded"
+    # a 101 to a request that asked for no upgrade is not a tunnel
+    resp, _, closed, raw = e.send(demo_get(b"/unasked101"))
+    st = L.statuses(resp)
+    assert st == [502] or (not st and closed), "unasked 101 answered %r" % raw
 
     # a transfer coding noded does not decode: 502, or the coded bytes framed correctly
     for path, coded in ((b"/gzip", b"CODEDBYTES"), (b"/gzipchunked", b"CODEDBYTES")):
