@@ -3,8 +3,9 @@
 # same origin, same run: req/s and p99 medians over alternating wrk rounds, then RSS of both
 # while they hold IDLE idle visitor connections.
 # usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx, wrk)
-# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000]. Builds nothing;
-# runtime about ROUNDS * 2 * DURATION + 40 s.
+# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000], ACCESS_LOG [off]
+# (on: both write one access line per request to a file; off: neither does -- noded runs with
+# --log-level warn). Builds nothing; runtime about ROUNDS * 2 * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -13,6 +14,7 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 IDLE=${IDLE:-10000}
+ACCESS_LOG=${ACCESS_LOG:-off}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
   [ -x "$b" ] || { echo "missing $b (build it first)" >&2; exit 2; }
@@ -38,6 +40,11 @@ ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN
 CTL_PORT=$(freeport)
 TOKEN="adm-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 
+if [ "$ACCESS_LOG" = on ]; then
+  NGX_ACCESS="access_log $TMP/proxy/access.log;"; NODE_LOG_LEVEL=info
+else
+  NGX_ACCESS="access_log off;"; NODE_LOG_LEVEL=warn
+fi
 chmod 755 "$TMP"
 mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node"
 head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
@@ -65,7 +72,7 @@ error_log $TMP/proxy/error.log warn;
 worker_rlimit_nofile $((IDLE * 2 + 1024));
 events { worker_connections $((IDLE + 1024)); }
 http {
-  access_log off;
+  $NGX_ACCESS
   client_body_temp_path $TMP/proxy; proxy_temp_path $TMP/proxy;
   fastcgi_temp_path $TMP/proxy; uwsgi_temp_path $TMP/proxy; scgi_temp_path $TMP/proxy;
   keepalive_requests 1000000;
@@ -109,7 +116,8 @@ api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins
 NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 CDNCA_NODE_TOKEN="$NODE_TOKEN" "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" >"$TMP/noded.log" 2>&1 &
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" \
+  --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
 wait_url "http://127.0.0.1:$ORIGIN_PORT/"; wait_url "http://127.0.0.1:$NGX_PORT/"
