@@ -7,6 +7,7 @@ import {
 import { may } from './roles.js';
 import { timelineView, propagationView } from './timeline.js';
 import { auditList } from './audit.js';
+import { markField } from './sites.js';
 
 /* Empty = null (off); a number as a number; anything else as typed (the server names it). */
 function ratioOrNull(v) {

@@ -187,4 +187,4 @@ function pageSites(query) {
   };
 }
 
-export { pageSites, queryHash, STATES };
+export { pageSites, queryHash, STATES, markField };
