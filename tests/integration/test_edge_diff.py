@@ -95,7 +95,7 @@ def run_pass(port, cases):
         msgs, end = edge_corpus.interpret(c.data)
         want = max(1, len(msgs) + (1 if end else 0))
         try:
-            return c.id, L.exchange(port, c.data, timeout=2.0, quiet=0.15, want=want)
+            return c.id, L.exchange(port, c.data, timeout=5.0, quiet=0.15, want=want)
         except OSError as e:
             return c.id, (("error: %s" % e).encode(), True)
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as ex:
