@@ -3,8 +3,9 @@
 
 Creates the schema by starting controld once on a temporary database, stops it, fills the
 database directly with N sites (two origins and one hostname each; 5 % on a backup level, 1 %
-with every level down, 0.5 % with failback available, 2 % paused — the state flag columns set as
-the engine would), starts controld again and times, over keep-alive-free HTTP requests from this
+with every level down, 0.5 % with a manual failback available, 2 % paused — each by its data:
+controld re-evaluates every site at start and writes the state flags), starts controld again,
+checks the summary's counts and times, over keep-alive-free HTTP requests from this
 process: the summary, the first page of each state= filter, a page deep into on_backup (after=),
 a q= search that matches one site and one that matches none (the worst case: a full scan), and
 the unfiltered first page. Prints min / median / p95 per request in ms. Bounded: every wait has a
@@ -77,34 +78,40 @@ def stop(p):
 
 
 def fill(db, n):
-    """n sites straight into the database; returns the expected summary counts."""
+    """n sites straight into the database, each in a state its data really gives (controld
+    re-evaluates every site at start and writes the flags itself); returns the expected counts."""
     now = int(time.time() * 1000)
     con = sqlite3.connect(db)
     counts = {"on_backup": 0, "all_down": 0, "failback": 0, "paused": 0}
     with con:
         sites, hosts, origins = [], [], []
         for i in range(1, n + 1):
-            backup = i % 20 == 0
-            down = i % 100 == 7
-            failback = i % 200 == 40  # also on a backup level (i % 20 == 0)
-            paused = i % 50 == 3
+            down = i % 100 == 7                 # checks on, both levels unhealthy
+            failback = i % 200 == 40            # manual failback, on level 2, level 1 healthy
+            backup = i % 20 == 0                # on level 2 (checks off)
+            paused = i % 50 == 3                # checks on, level 2's origin disabled
+            hc = down or failback or paused
             counts["on_backup"] += backup
             counts["all_down"] += down
             counts["failback"] += failback
             counts["paused"] += paused
-            sites.append((i, "site-%06d" % i, 2 if backup else 1, int(backup), int(down),
-                          int(failback), int(paused), now, now))
+            sites.append((i, "site-%06d" % i, 2 if backup else 1, "manual" if failback else "auto",
+                          int(hc), int(failback), now, now))
             hosts.append(("www.site-%06d.example.com" % i, i, 0))
-            origins.append((2 * i - 1, i, 1, "10.0.%d.%d" % (i // 250 % 250, i % 250 + 1), now))
-            origins.append((2 * i, i, 2, "10.1.%d.%d" % (i // 250 % 250, i % 250 + 1), now))
+            h1 = "unhealthy" if down else "healthy" if failback else "unknown"
+            h2 = "unhealthy" if down else "healthy" if failback else "unknown"
+            origins.append((2 * i - 1, i, 1, "10.0.%d.%d" % (i // 250 % 250, i % 250 + 1), 1, h1,
+                            now - 3600000, now))
+            origins.append((2 * i, i, 2, "10.1.%d.%d" % (i // 250 % 250, i % 250 + 1),
+                            0 if paused else 1, h2, now - 3600000, now))
         con.executemany(
-            "INSERT INTO sites (id, name, current_level, state_on_backup, state_all_down, "
-            "state_failback_available, state_paused, hc_enabled, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)", sites)
+            "INSERT INTO sites (id, name, current_level, failback, hc_enabled, manual_pin, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", sites)
         con.executemany("INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)",
                         hosts)
-        con.executemany("INSERT INTO origins (id, site_id, level, address, port, scheme, "
-                        "created_at) VALUES (?, ?, ?, ?, 443, 'https', ?)", origins)
+        con.executemany("INSERT INTO origins (id, site_id, level, address, port, scheme, enabled, "
+                        "health, health_changed_at, created_at) "
+                        "VALUES (?, ?, ?, ?, 443, 'https', ?, ?, ?, ?)", origins)
     con.close()
     return counts
 
@@ -127,13 +134,18 @@ def main():
             t0 = time.monotonic()
             counts = fill(db, args.sites)
             print("filled %d sites in %.1f s" % (args.sites, time.monotonic() - t0))
+            t0 = time.monotonic()
             p = start(binary, db, port, token, logf)
+            print("controld up (every site re-evaluated at start) in %.1f s"
+                  % (time.monotonic() - t0))
             try:
                 status, data = call(port, "/v1/summary", token)
                 summary = json.loads(data)
                 print("summary:", summary)
                 assert summary["sites"] == args.sites, summary
                 assert summary["on_backup"] == counts["on_backup"], (summary, counts)
+                assert summary["all_levels_unhealthy"] == counts["all_down"], (summary, counts)
+                assert summary["failback_available"] == counts["failback"], (summary, counts)
                 assert summary["paused"] == counts["paused"], (summary, counts)
                 deep = args.sites * 9 // 10
                 cases = [
