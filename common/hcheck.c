@@ -9,10 +9,6 @@
 
 #include "json.h"
 
-const char *const hcheck_json_keys[] = {"type",          "method",         "headers",
-                                        "expected_codes", "expected_body", "port",
-                                        "interval_ms",   "level_min_healthy", NULL};
-
 /* Request headers a check may not set: the probe owns the framing, the Host (the origin's
  * host_header) and the User-Agent (§2: it tells controld's probes from the nodes'), and
  * hop-by-hop headers mean nothing on a one-request connection. */

@@ -62,9 +62,6 @@ struct hcheck_err {
   char message[160];
 };
 
-/* The keys hcheck_apply_json reads, NULL-terminated (callers that own the object add theirs). */
-extern const char *const hcheck_json_keys[];
-
 /* Set o to the defaults. */
 void hcheck_defaults(struct hcheck_opts *o);
 

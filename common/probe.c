@@ -1,6 +1,7 @@
 /* probe — batch HTTP(S) origin health probes over one libcurl multi handle. */
 #include "probe.h"
 
+#include "hcheck.h"
 #include "log.h"
 
 #include <stdatomic.h>
@@ -21,8 +22,11 @@
 struct probe_slot {
   CURL *easy;                    /* created on first use, kept across runs */
   struct curl_slist *connect_to; /* this probe's CONNECT_TO entry; freed when it ends */
+  struct curl_slist *headers;    /* this probe's request headers; freed when it ends */
+  const struct hcheck_opts *check; /* the target's options (never NULL while running) */
   size_t idx;                    /* index of the target/result */
-  size_t body_bytes;             /* body bytes seen (and dropped) so far */
+  size_t body_bytes;             /* body bytes seen so far */
+  char *body;                    /* the first HCHECK_BODY_MAX bytes, only with expected_body */
   int headers_done;              /* 1 once a final (>= 200) header block is complete */
   char errbuf[CURL_ERROR_SIZE];
 };
@@ -35,8 +39,12 @@ struct probe {
   struct probe_slot *slots; /* max_conc entries */
   size_t *idle;             /* stack of idle slot numbers */
   size_t nidle;
-  struct curl_slist *headers; /* request headers shared by every probe */
 };
+
+/* The options of a target without its own: the seed's rule. */
+static const struct hcheck_opts default_check = {.type = HCHECK_HTTP,
+                                                 .method = HCHECK_GET,
+                                                 .level_min_healthy = 1};
 
 static void result_fail(struct probe_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -86,8 +94,9 @@ static int path_ok(const char *s) {
 /* Check target t; on success fill url and the CONNECT_TO entry and return 0, else -1 with why. */
 static int target_prepare(const struct probe_target *t, char *url, size_t url_cap, char *conn,
                           size_t conn_cap, char *why, size_t why_cap) {
-  const char *host, *path;
-  int v6h, v6a, n;
+  const struct hcheck_opts *c = t->check ? t->check : &default_check;
+  const char *host, *path, *scheme;
+  int v6h, v6a, n, port;
 
   if (!t->scheme || (strcmp(t->scheme, "http") != 0 && strcmp(t->scheme, "https") != 0)) {
     snprintf(why, why_cap, "scheme must be http or https");
@@ -97,10 +106,13 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
     snprintf(why, why_cap, "bad address");
     return -1;
   }
-  if (t->port < 1 || t->port > 65535) {
+  if (t->port < 1 || t->port > 65535 || c->port < 0 || c->port > 65535) {
     snprintf(why, why_cap, "bad port");
     return -1;
   }
+  port = c->port > 0 ? c->port : t->port;
+  /* tcp: a plain connect, no TLS and no request, whatever the origin's scheme */
+  scheme = c->type == HCHECK_TCP ? "http" : t->scheme;
   host = (t->host && t->host[0]) ? t->host : t->address;
   if (!host_ok(host)) {
     snprintf(why, why_cap, "bad host");
@@ -113,14 +125,14 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
   }
   v6h = ipv6_ok(host);
   v6a = ipv6_ok(t->address);
-  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", t->scheme, v6h ? "[" : "", host, v6h ? "]" : "",
-               t->port, path);
+  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", scheme, v6h ? "[" : "", host, v6h ? "]" : "",
+               port, path);
   if (n < 0 || (size_t)n >= url_cap) {
     snprintf(why, why_cap, "url too long");
     return -1;
   }
   /* Empty HOST and PORT match whatever the URL names: every connection goes to address:port. */
-  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", t->port);
+  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", port);
   if (n < 0 || (size_t)n >= conn_cap) {
     snprintf(why, why_cap, "address too long");
     return -1;
@@ -128,11 +140,18 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
   return 0;
 }
 
-/* Body sink: count and drop; cut the transfer past PROBE_BODY_MAX. */
+/* Body sink: keep the first HCHECK_BODY_MAX bytes when the check looks for a marker, else count
+ * and drop; cut the transfer past PROBE_BODY_MAX. */
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
   struct probe_slot *s = ud;
   size_t n = size * nmemb;
-  (void)data;
+  if (s->check->expected_body[0] && s->body_bytes < HCHECK_BODY_MAX) {
+    size_t take = HCHECK_BODY_MAX - s->body_bytes;
+    if (take > n) take = n;
+    if (!s->body) s->body = malloc(HCHECK_BODY_MAX);
+    if (!s->body) return 0; /* out of memory: the body reads as missing (body mismatch) */
+    memcpy(s->body + s->body_bytes, data, take);
+  }
   s->body_bytes += n;
   if (s->body_bytes > PROBE_BODY_MAX) return 0;
   return n;
@@ -173,58 +192,76 @@ static int is_tls_error(CURLcode rc) {
   }
 }
 
-/* Fill r from a finished transfer on slot s with curl result rc. */
-static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
-                        struct probe_result *r) {
-  long code = 0;
+/* Put the transport failure of a transfer that got no response into words (r->error). */
+static void transport_error(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
+                            char *out, size_t cap) {
   long oserr = 0;
-  curl_off_t total_us = 0;
   const char *detail = s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc);
-
-  if (curl_easy_getinfo(s->easy, CURLINFO_TOTAL_TIME_T, &total_us) == CURLE_OK && total_us > 0)
-    r->latency_ms = (int)((total_us + 999) / 1000);
-  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
-
-  if ((rc == CURLE_OK || s->headers_done) && code >= 100 && code <= 999) {
-    r->status = (int)code;
-    if (code < 500) {
-      r->ok = 1;
-      r->error[0] = '\0';
-    } else {
-      result_fail(r, "status %ld", code);
-    }
-    return;
-  }
-  r->status = 0;
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT:
-    result_fail(r, "timeout");
+    snprintf(out, cap, "timeout");
     break;
   case CURLE_COULDNT_CONNECT:
     curl_easy_getinfo(s->easy, CURLINFO_OS_ERRNO, &oserr);
     if (oserr > 0) {
       char eb[96];
-      result_fail(r, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
+      snprintf(out, cap, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
     } else {
-      result_fail(r, "connect failed: %s", detail);
+      snprintf(out, cap, "connect failed: %s", detail);
     }
     break;
   case CURLE_COULDNT_RESOLVE_HOST:
-    result_fail(r, "resolve failed: %s", t->address);
+    snprintf(out, cap, "resolve failed: %s", t->address);
     break;
   case CURLE_GOT_NOTHING:
-    result_fail(r, "empty reply");
+    snprintf(out, cap, "empty reply");
     break;
   case CURLE_OK:
-    result_fail(r, "no response status");
+    snprintf(out, cap, "no response status");
     break;
   default:
     if (is_tls_error(rc))
-      result_fail(r, "tls: %s", detail);
+      snprintf(out, cap, "tls: %s", detail);
     else
-      result_fail(r, "%s", detail);
+      snprintf(out, cap, "%s", detail);
     break;
   }
+}
+
+/* Fill r from a finished transfer on slot s with curl result rc: what was seen, judged by the
+ * target's options (hcheck_judge). */
+static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
+                        struct probe_result *r) {
+  long code = 0;
+  curl_off_t total_us = 0, connect_us = 0, tls_us = 0;
+  struct hcheck_outcome out;
+  char terr[PROBE_ERROR_MAX];
+  int https = s->check->type == HCHECK_HTTP && strcmp(t->scheme, "https") == 0;
+
+  memset(&out, 0, sizeof out);
+  if (curl_easy_getinfo(s->easy, CURLINFO_TOTAL_TIME_T, &total_us) == CURLE_OK && total_us > 0)
+    r->latency_ms = (int)((total_us + 999) / 1000);
+  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo(s->easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+  curl_easy_getinfo(s->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
+  /* established = TCP connected, and for https the handshake (certificate checked) done too */
+  out.connected = https ? tls_us > 0 : connect_us > 0;
+  if (s->check->type == HCHECK_TCP && rc == CURLE_OK) out.connected = 1;
+  out.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+  if (s->check->type == HCHECK_HTTP && (rc == CURLE_OK || s->headers_done) && code >= 100 &&
+      code <= 999) {
+    out.connected = 1;
+    out.timed_out = 0;
+    out.status = (int)code;
+    out.body = s->body;
+    out.body_len = s->body_bytes < HCHECK_BODY_MAX ? s->body_bytes : HCHECK_BODY_MAX;
+    if (!s->body) out.body_len = 0;
+  } else if (rc != CURLE_OK) {
+    transport_error(s, rc, t, terr, sizeof terr);
+    out.error = terr;
+  }
+  r->status = out.status;
+  r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
 }
 
 /* Set every option of one probe on s->easy; 0 or -1. */
@@ -242,10 +279,14 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
-  rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  if (s->check->type == HCHECK_TCP) rc |= curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  if (s->check->method == HCHECK_HEAD)
+    rc |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  else
+    rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, p->user_agent);
-  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
   rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
   rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ctimeout);
@@ -261,6 +302,34 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
   return rc == CURLE_OK ? 0 : -1;
+}
+
+/* Free what one probe held on its slot. */
+static void slot_clear(struct probe_slot *s) {
+  curl_slist_free_all(s->connect_to);
+  s->connect_to = NULL;
+  curl_slist_free_all(s->headers);
+  s->headers = NULL;
+  free(s->body);
+  s->body = NULL;
+}
+
+/* Build the slot's request headers: Connection: close and the check's own. 0 or -1. */
+static int slot_headers(struct probe_slot *s) {
+  struct curl_slist *l = curl_slist_append(NULL, "Connection: close"), *n;
+  char line[HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4];
+  if (!l) return -1;
+  for (int i = 0; i < s->check->n_headers; i++) {
+    snprintf(line, sizeof line, "%s: %s", s->check->headers[i].name, s->check->headers[i].value);
+    n = curl_slist_append(l, line);
+    if (!n) {
+      curl_slist_free_all(l);
+      return -1;
+    }
+    l = n;
+  }
+  s->headers = l;
+  return 0;
 }
 
 /* Start target i on an idle slot. 1 = started (slot taken), 0 = result already final. */
@@ -285,13 +354,14 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
     curl_easy_reset(s->easy);
   }
   s->idx = i;
+  s->check = t->check ? t->check : &default_check;
   s->body_bytes = 0;
   s->headers_done = 0;
   s->errbuf[0] = '\0';
   s->connect_to = curl_slist_append(NULL, conn);
-  if (!s->connect_to) {
+  if (!s->connect_to || slot_headers(s) < 0) {
     result_fail(r, "internal: out of memory");
-    return 0;
+    goto fail;
   }
   if (slot_setup(p, s, t, url) != 0) {
     result_fail(r, "internal: curl option rejected");
@@ -304,16 +374,14 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   p->nidle--;
   return 1;
 fail:
-  curl_slist_free_all(s->connect_to);
-  s->connect_to = NULL;
+  slot_clear(s);
   return 0;
 }
 
 /* Detach a slot from the multi handle and return it to the idle stack. */
 static void slot_release(struct probe *p, struct probe_slot *s) {
   curl_multi_remove_handle(p->multi, s->easy);
-  curl_slist_free_all(s->connect_to);
-  s->connect_to = NULL;
+  slot_clear(s);
   p->idle[p->nidle++] = (size_t)(s - p->slots);
 }
 
@@ -355,8 +423,6 @@ struct probe *probe_new(const struct probe_opts *opts) {
   p->slots = calloc((size_t)p->max_conc, sizeof *p->slots);
   p->idle = calloc((size_t)p->max_conc, sizeof *p->idle);
   if (!p->slots || !p->idle) goto out;
-  p->headers = curl_slist_append(NULL, "Connection: close");
-  if (!p->headers) goto out;
   p->multi = curl_multi_init();
   if (!p->multi) goto out;
   /* One request per connection, never multiplexed: each probe tests a fresh connection. */
@@ -383,11 +449,10 @@ void probe_free(struct probe **pp) {
   if (p->slots) {
     for (int i = 0; i < p->max_conc; i++) {
       if (p->slots[i].easy) curl_easy_cleanup(p->slots[i].easy);
-      curl_slist_free_all(p->slots[i].connect_to);
+      slot_clear(&p->slots[i]);
     }
   }
   if (p->multi) curl_multi_cleanup(p->multi);
-  curl_slist_free_all(p->headers);
   free(p->slots);
   free(p->idle);
   free(p->user_agent);

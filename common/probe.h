@@ -6,18 +6,24 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+struct hcheck_opts;
+
 /*
- * One probe is `GET scheme://host:port/path` whose TCP connection goes to address:port, while
- * the Host header, TLS SNI and certificate verification use `host`. Success is a response with
- * status < 500 (3xx and 404 included; redirects are never followed). Failure is status >= 500,
+ * One probe is `GET scheme://host:port/path` (HEAD with method HEAD) whose TCP connection goes
+ * to address:port (the check's port when it has one), while the Host header, TLS SNI and
+ * certificate verification use `host`; the check's extra headers are sent too. Its outcome is
+ * judged by hcheck_judge with the target's options: by default success is a response with
+ * status < 500 (3xx and 404 included; redirects are never followed), failure is status >= 500,
  * a resolve/connect error, a TLS error (peer and host name are always verified), a timeout, or
- * a connection closed before a complete response header block.
+ * a connection closed before a complete response header block. A check of type tcp only opens
+ * a TCP connection (no TLS, no request) and closes it: success = it was established.
  *
  * Every probe opens a fresh connection that is closed when it ends (no reuse across probes or
  * rounds, no TLS session resumption), so each result reflects the origin as it is right now.
- * The verdict is decided once the header block is complete: the body is read and dropped up to
- * PROBE_BODY_MAX bytes and the transfer is then cut; errors while reading the body do not
- * change the verdict. Proxy environment variables are ignored.
+ * The status is known once the header block is complete: the body is read up to PROBE_BODY_MAX
+ * bytes and the transfer is then cut; its first HCHECK_BODY_MAX bytes are kept only when the
+ * check has an expected_body. Errors while reading the body do not change the verdict. Proxy
+ * environment variables are ignored.
  *
  * Share-nothing: a struct probe belongs to one thread at a time; use one per thread.
  */
@@ -46,13 +52,17 @@ struct probe_target {
   const char *host;    /* Host header, SNI and certificate name; NULL or "" = address */
   const char *path;    /* starts with '/', may carry a query; NULL or "" = "/" */
   int timeout_ms;      /* whole probe, connect + response; <= 0 = PROBE_DEFAULT_TIMEOUT_MS */
+  const struct hcheck_opts *check; /* type, method, headers, expectations, port; NULL = defaults
+                                      (the seed's rule); must live for the duration of the call */
   void *user;          /* caller's; not used by the prober */
 };
 
 struct probe_result {
-  int ok;                      /* 1 = success (status < 500), 0 = failure */
+  int ok;                      /* 1 = success (hcheck_judge), 0 = failure */
   int status;                  /* HTTP status seen, 0 when no response */
-  char error[PROBE_ERROR_MAX]; /* "" on success, else e.g. "status 503", "timeout",
+  char error[PROBE_ERROR_MAX]; /* "" on success, else which rule failed: "status 503",
+                                  "unexpected status 403", "body mismatch",
+                                  "connect timeout", "timeout" (connected, no answer),
                                   "connect failed: Connection refused",
                                   "tls: <detail>", "resolve failed: <name>",
                                   "empty reply", "invalid target: <why>", "cancelled" */

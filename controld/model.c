@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hcheck.h"
 #include "hostname.h"
 #include "json.h"
 
@@ -194,14 +195,19 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
                               struct model_err *err) {
-  static const char *const keys[] = {"enabled",        "path",          "timeout_ms",
-                                     "unhealthy_after", "healthy_after", "checkpoints", NULL};
+  static const char *const keys[] = {
+      "enabled",        "path",   "timeout_ms", "unhealthy_after", "healthy_after",
+      "checkpoints",    "type",   "method",     "headers",         "expected_codes",
+      "expected_body",  "port",   "interval_ms", "level_min_healthy", NULL};
   const char *P = "health_check";
   char f[96];
+  struct hcheck_err he;
   int r;
   if (!cJSON_IsObject(hc))
     return fail(err, 422, "invalid_type", P, "health_check must be an object");
   if (unknown_keys(hc, keys, P, err) < 0) return -1;
+  if (hcheck_apply_json(hc, &s->hc, &he) < 0)
+    return fail(err, he.status, he.code, path(f, sizeof f, P, he.field), "%s", he.message);
   *enabled_given = cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
   if (get_bool(hc, "enabled", &s->hc_enabled, P, err) < 0) return -1;
   r = get_str(hc, "path", s->hc_path, sizeof s->hc_path, 0, P, err);
@@ -400,6 +406,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
   json_add_i64(hc, "healthy_after", s->hc_healthy_after);
   cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
+  hcheck_add_json(hc, &s->hc, 1);
   cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);

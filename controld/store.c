@@ -264,6 +264,7 @@ void site_rec_defaults(struct site_rec *s) {
   s->hc_timeout_ms = 5000;
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
+  hcheck_defaults(&s->hc);
   s->nr_retries = 2;
   s->nr_retry_budget_ms = 15000;
   s->nr_fail_count = 3;
@@ -457,7 +458,7 @@ int64_t store_pub_seq(struct store *st) {
   "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at, manual_pin"
+  "failback_notified, created_at, updated_at, manual_pin, hc_options"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -515,6 +516,10 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->created_at = sqlite3_column_int64(s, 23);
   o->updated_at = sqlite3_column_int64(s, 24);
   o->manual_pin = sqlite3_column_int(s, 25);
+  /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
+  if (hcheck_from_text((const char *)sqlite3_column_text(s, 26), &o->hc) < 0)
+    log_warn("site %lld: stored health-check options unreadable; using the defaults",
+             (long long)o->id);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
@@ -710,10 +715,11 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   return STORE_OK;
 }
 
-/* Bind the site's configuration fields as parameters 1..16 (name .. nr_retry_on_status), the
-   order both the INSERT and the UPDATE of a site use. */
-static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
+/* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
+   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory). */
+static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   char list[128];
+  char *opts = hcheck_to_text(&s->hc);
   format_status_list(s, list, sizeof list);
   sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
   sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
@@ -731,6 +737,17 @@ static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   sqlite3_bind_int64(q, 14, s->nr_skip_ms);
   sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  if (opts) {
+    sqlite3_bind_text(q, 17, opts, -1, free);
+  } else {
+    sqlite3_bind_null(q, 17);
+    if (!hcheck_is_default(&s->hc)) return -1;
+  }
+  if (s->hc.interval_ms > 0)
+    sqlite3_bind_int64(q, 18, s->hc.interval_ms);
+  else
+    sqlite3_bind_null(q, 18);
+  return 0;
 }
 
 enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
@@ -738,8 +755,8 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
       "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "current_level, config_version, created_at, updated_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
+      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
@@ -747,10 +764,13 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
-  bind_site_cfg(q, s);
-  sqlite3_bind_int(q, 17, s->current_level);
-  sqlite3_bind_int64(q, 18, now);
-  sqlite3_bind_int64(q, 19, now);
+  if (bind_site_cfg(q, s) < 0) {
+    sqlite3_reset(q);
+    goto fail;
+  }
+  sqlite3_bind_int(q, 19, s->current_level);
+  sqlite3_bind_int64(q, 20, now);
+  sqlite3_bind_int64(q, 21, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
     sqlite3_reset(q);
@@ -787,15 +807,18 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
       "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
       "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
-      "nr_retry_on_status = ? WHERE id = ?";
+      "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
 
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
-  bind_site_cfg(q, s);
-  sqlite3_bind_int64(q, 17, s->id);
+  if (bind_site_cfg(q, s) < 0) {
+    sqlite3_reset(q);
+    goto fail;
+  }
+  sqlite3_bind_int64(q, 19, s->id);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
     sqlite3_reset(q);
