@@ -17,6 +17,8 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
   else if (rc == STORE_CONFLICT)
     req_error(r, 409, "conflict", conflict && *conflict ? conflict : NULL,
               "%s is already taken", conflict && *conflict ? conflict : what);
+  else if (rc == STORE_LIMIT)
+    req_error(r, 422, "out_of_range", NULL, "%s: a limit would be exceeded", what);
   else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
 }
 

@@ -19,7 +19,7 @@ extern const struct route *const api_tables[];
 /* Reply with a model validation error. */
 void api_model_error(struct req *r, const struct model_err *err);
 
-/* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, else 500). */
+/* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, 422 for LIMIT, else 500). */
 void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict);
 
 #endif

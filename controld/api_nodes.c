@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "clock.h"
 #include "ctx.h"
 #include "hub.h"
@@ -19,13 +20,37 @@ static int valid_node_name(const char *s) {
   return 1;
 }
 
+/* The state of a node enrolment. */
+struct node_op {
+  struct node_rec *n;
+  const char *hash, *token;
+};
+
+static enum store_rc create_change(struct api_op *op) {
+  struct node_op *no = op->arg;
+  enum store_rc rc = store_node_create_locked(op->ctx->store, no->n, no->hash);
+  cJSON *j;
+  if (rc != STORE_OK) {
+    api_store_error(op->r, rc, "node", rc == STORE_CONFLICT ? "name" : NULL);
+    return rc;
+  }
+  j = cJSON_CreateObject();
+  json_add_i64(j, "id", no->n->id);
+  cJSON_AddStringToObject(j, "name", no->n->name);
+  cJSON_AddStringToObject(j, "token", no->token);
+  req_json(op->r, 201, j);
+  return STORE_OK;
+}
+
+static const struct api_op_def create_op = {"node", create_change, NULL};
+
 static enum http_rc post_node(struct req *r) {
   static const char *const keys[] = {"name", NULL};
-  cJSON *body = req_body_object(r), *j;
+  cJSON *body = req_body_object(r);
   const char *bad = NULL, *name = NULL;
   struct node_rec n;
   char token[TOKEN_HEX_LEN + 8], hash[65];
-  enum store_rc rc;
+  struct node_op no;
   if (!body) return HTTP_DONE;
   memset(&n, 0, sizeof n);
   if (json_only_keys(body, keys, &bad) < 0) {
@@ -43,17 +68,10 @@ static enum http_rc post_node(struct req *r) {
     goto out;
   }
   token_sha256_hex(token, strlen(token), hash);
-  rc = store_node_create(r->ctx->store, &n, hash);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "node", rc == STORE_CONFLICT ? "name" : NULL);
-    goto wipe;
-  }
-  j = cJSON_CreateObject();
-  json_add_i64(j, "id", n.id);
-  cJSON_AddStringToObject(j, "name", n.name);
-  cJSON_AddStringToObject(j, "token", token);
-  req_json(r, 201, j);
-wipe:
+  no.n = &n;
+  no.hash = hash;
+  no.token = token;
+  (void)api_op_run(r, &create_op, &no);
   token_wipe(token, sizeof token);
 out:
   cJSON_Delete(body);
@@ -90,14 +108,17 @@ static enum http_rc list_nodes(struct req *r) {
   return HTTP_DONE;
 }
 
+static enum store_rc delete_change(struct api_op *op) {
+  enum store_rc rc = store_node_delete_locked(op->ctx->store, op->r->params[0]);
+  if (rc == STORE_OK) req_json(op->r, 204, NULL);
+  return rc;
+}
+
+static const struct api_op_def delete_op = {"node", delete_change, NULL};
+
 static enum http_rc delete_node(struct req *r) {
-  enum store_rc rc = store_node_delete(r->ctx->store, r->params[0]);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "node", NULL);
-    return HTTP_DONE;
-  }
-  if (r->ctx->hub) hub_node_revoked(r->ctx->hub, r->params[0]); /* revocation is at once */
-  req_json(r, 204, NULL);
+  if (api_op_run(r, &delete_op, NULL) == 0 && r->ctx->hub)
+    hub_node_revoked(r->ctx->hub, r->params[0]); /* revocation is at once */
   return HTTP_DONE;
 }
 

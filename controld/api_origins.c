@@ -1,9 +1,9 @@
-/* api_origins — /v1/sites/{id}/origins: add, patch, delete. */
+/* api_origins — /v1/sites/{id}/origins: add, patch, delete (each one transaction, api_op.h). */
 #include <string.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "ctx.h"
-#include "engine.h"
 
 /* Index of origin oid in s, or -1. */
 static int find_origin(const struct site_rec *s, int64_t oid) {
@@ -12,87 +12,116 @@ static int find_origin(const struct site_rec *s, int64_t oid) {
   return -1;
 }
 
-static enum http_rc post_origin(struct req *r) {
-  cJSON *body = req_body_object(r);
-  struct site_rec s;
+/* The state of an origin write. */
+struct origin_op {
+  cJSON *body;
   struct origin_rec o;
-  struct model_err err;
-  enum store_rc rc;
-  if (!body) return HTTP_DONE;
-  rc = store_site_get(r->ctx->store, r->params[0], &s);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    cJSON_Delete(body);
-    return HTTP_DONE;
-  }
-  if (s.n_origins >= STORE_MAX_ORIGINS) {
-    req_error(r, 422, "out_of_range", "origins", "a site has at most %d origins", STORE_MAX_ORIGINS);
-    goto out;
-  }
-  if (model_origin_apply(body, &o, 1, "", &err) < 0) {
-    api_model_error(r, &err);
-    goto out;
-  }
-  o.site_id = s.id;
-  rc = store_origin_add(r->ctx->store, &o);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    goto out;
-  }
-  engine_site_changed(r->ctx, s.id);
-  req_json(r, 201, model_origin_json(&o));
-out:
+};
+
+/* Set the answer: origin oid of the site as now stored, after the re-evaluation. */
+static enum store_rc answer_origin(struct api_op *op, unsigned status, int64_t oid) {
+  struct site_rec s;
+  enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
+  int i;
+  if (rc != STORE_OK) return rc;
+  i = find_origin(&s, oid);
+  if (i < 0) rc = STORE_NOT_FOUND;
+  else req_json(op->r, status, model_origin_json(&s.origins[i]));
   site_rec_fini(&s);
-  cJSON_Delete(body);
+  return rc;
+}
+
+static enum store_rc add_change(struct api_op *op) {
+  struct origin_op *oo = op->arg;
+  enum store_rc rc;
+  oo->o.site_id = op->r->params[0];
+  rc = store_origin_add_locked(op->ctx->store, &oo->o);
+  if (rc == STORE_LIMIT) {
+    req_error(op->r, 422, "out_of_range", "origins", "a site has at most %d origins",
+              STORE_MAX_ORIGINS);
+    return rc;
+  }
+  if (rc != STORE_OK) {
+    api_store_error(op->r, rc, "site", NULL);
+    return rc;
+  }
+  op->site_id = oo->o.site_id;
+  return STORE_OK;
+}
+
+static enum store_rc add_answer(struct api_op *op) {
+  struct origin_op *oo = op->arg;
+  return answer_origin(op, 201, oo->o.id);
+}
+
+static const struct api_op_def add_op = {"origin", add_change, add_answer};
+
+static enum http_rc post_origin(struct req *r) {
+  struct origin_op oo = {.body = req_body_object(r)};
+  struct model_err err;
+  if (!oo.body) return HTTP_DONE;
+  if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0) api_model_error(r, &err);
+  else (void)api_op_run(r, &add_op, &oo);
+  cJSON_Delete(oo.body);
   return HTTP_DONE;
 }
+
+/* Read, apply and write in the one transaction: a concurrent PATCH of another field is kept. */
+static enum store_rc patch_change(struct api_op *op) {
+  struct origin_op *oo = op->arg;
+  struct site_rec s;
+  struct model_err err;
+  enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &s);
+  int i;
+  if (rc != STORE_OK) {
+    api_store_error(op->r, rc, "site", NULL);
+    return rc;
+  }
+  i = find_origin(&s, op->r->params[1]);
+  if (i < 0) {
+    site_rec_fini(&s);
+    req_error(op->r, 404, "not_found", NULL, "origin not found");
+    return STORE_NOT_FOUND;
+  }
+  oo->o = s.origins[i];
+  site_rec_fini(&s);
+  if (model_origin_apply(oo->body, &oo->o, 0, "", &err) < 0) {
+    api_model_error(op->r, &err);
+    return STORE_ERROR;
+  }
+  rc = store_origin_update_locked(op->ctx->store, &oo->o);
+  if (rc != STORE_OK) return rc;
+  op->site_id = oo->o.site_id;
+  return STORE_OK;
+}
+
+static enum store_rc patch_answer(struct api_op *op) {
+  return answer_origin(op, 200, op->r->params[1]);
+}
+
+static const struct api_op_def patch_op = {"origin", patch_change, patch_answer};
 
 static enum http_rc patch_origin(struct req *r) {
-  cJSON *body = req_body_object(r);
-  struct site_rec s;
-  struct origin_rec o;
-  struct model_err err;
-  enum store_rc rc;
-  int i;
-  if (!body) return HTTP_DONE;
-  rc = store_site_get(r->ctx->store, r->params[0], &s);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    cJSON_Delete(body);
-    return HTTP_DONE;
-  }
-  i = find_origin(&s, r->params[1]);
-  if (i < 0) {
-    req_error(r, 404, "not_found", NULL, "origin not found");
-    goto out;
-  }
-  o = s.origins[i];
-  if (model_origin_apply(body, &o, 0, "", &err) < 0) {
-    api_model_error(r, &err);
-    goto out;
-  }
-  rc = store_origin_update(r->ctx->store, &o);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "origin", NULL);
-    goto out;
-  }
-  engine_site_changed(r->ctx, s.id);
-  site_rec_fini(&s);
-  rc = store_site_get(r->ctx->store, r->params[0], &s);
-  i = rc == STORE_OK ? find_origin(&s, r->params[1]) : -1;
-  if (i < 0) req_error(r, 404, "not_found", NULL, "origin not found");
-  else req_json(r, 200, model_origin_json(&s.origins[i]));
-out:
-  site_rec_fini(&s);
-  cJSON_Delete(body);
+  struct origin_op oo = {.body = req_body_object(r)};
+  if (!oo.body) return HTTP_DONE;
+  (void)api_op_run(r, &patch_op, &oo);
+  cJSON_Delete(oo.body);
   return HTTP_DONE;
 }
 
+static enum store_rc delete_change(struct api_op *op) {
+  enum store_rc rc =
+      store_origin_delete_locked(op->ctx->store, op->r->params[0], op->r->params[1]);
+  if (rc != STORE_OK) return rc;
+  op->site_id = op->r->params[0];
+  req_json(op->r, 204, NULL);
+  return STORE_OK;
+}
+
+static const struct api_op_def delete_op = {"origin", delete_change, NULL};
+
 static enum http_rc delete_origin(struct req *r) {
-  enum store_rc rc = store_origin_delete(r->ctx->store, r->params[0], r->params[1]);
-  if (rc != STORE_OK) api_store_error(r, rc, "origin", NULL);
-  else req_json(r, 204, NULL);
-  if (rc == STORE_OK) engine_site_changed(r->ctx, r->params[0]);
+  (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
 

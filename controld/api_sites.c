@@ -3,39 +3,52 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "ctx.h"
-#include "engine.h"
 #include "json.h"
 #include "rcache.h"
 
-static enum http_rc post_site(struct req *r) {
-  cJSON *body = req_body_object(r);
+/* The state of a site write: the body and the record built from it. */
+struct site_op {
+  cJSON *body;
   struct site_rec s;
-  struct model_err err;
+};
+
+/* Set the answer: the site as now stored, after the re-evaluation. */
+static enum store_rc answer_site(struct api_op *op, unsigned status) {
+  struct site_rec s;
+  enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
+  if (rc != STORE_OK) return rc;
+  req_json(op->r, status, model_site_json(&s));
+  site_rec_fini(&s);
+  return STORE_OK;
+}
+
+static enum store_rc create_change(struct api_op *op) {
+  struct site_op *so = op->arg;
   char conflict[64] = "";
-  enum store_rc rc;
-  if (!body) return HTTP_DONE;
-  site_rec_defaults(&s);
-  if (model_site_create(body, &s, &err) < 0) {
-    api_model_error(r, &err);
-    goto out;
-  }
-  rc = store_site_create(r->ctx->store, &s, conflict, sizeof conflict);
+  enum store_rc rc = store_site_create_locked(op->ctx->store, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", conflict);
-    goto out;
+    api_store_error(op->r, rc, "site", conflict);
+    return rc;
   }
-  engine_site_changed(r->ctx, s.id);
-  site_rec_fini(&s);
-  rc = store_site_get(r->ctx->store, s.id, &s);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    goto out;
-  }
-  req_json(r, 201, model_site_json(&s));
-out:
-  site_rec_fini(&s);
-  cJSON_Delete(body);
+  op->site_id = so->s.id;
+  return STORE_OK;
+}
+
+static enum store_rc create_answer(struct api_op *op) { return answer_site(op, 201); }
+
+static const struct api_op_def create_op = {"site", create_change, create_answer};
+
+static enum http_rc post_site(struct req *r) {
+  struct site_op so = {.body = req_body_object(r)};
+  struct model_err err;
+  if (!so.body) return HTTP_DONE;
+  site_rec_defaults(&so.s);
+  if (model_site_create(so.body, &so.s, &err) < 0) api_model_error(r, &err);
+  else (void)api_op_run(r, &create_op, &so);
+  site_rec_fini(&so.s);
+  cJSON_Delete(so.body);
   return HTTP_DONE;
 }
 
@@ -95,46 +108,49 @@ static enum http_rc get_site(struct req *r) {
   return HTTP_DONE;
 }
 
-static enum http_rc patch_site(struct req *r) {
-  cJSON *body = req_body_object(r);
-  struct site_rec s;
+/* Read, apply and write in the one transaction: a concurrent PATCH of another field is kept. */
+static enum store_rc patch_change(struct api_op *op) {
+  struct site_op *so = op->arg;
   struct model_err err;
   char conflict[64] = "";
-  enum store_rc rc;
-  if (!body) return HTTP_DONE;
-  rc = store_site_get(r->ctx->store, r->params[0], &s);
+  enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &so->s);
+  if (rc != STORE_OK) return rc;
+  if (model_site_patch(so->body, &so->s, &err) < 0) {
+    api_model_error(op->r, &err);
+    return STORE_ERROR;
+  }
+  rc = store_site_update_locked(op->ctx->store, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    cJSON_Delete(body);
-    return HTTP_DONE;
+    api_store_error(op->r, rc, "site", conflict);
+    return rc;
   }
-  if (model_site_patch(body, &s, &err) < 0) {
-    api_model_error(r, &err);
-    goto out;
-  }
-  rc = store_site_update(r->ctx->store, &s, conflict, sizeof conflict);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", conflict);
-    goto out;
-  }
-  engine_site_changed(r->ctx, s.id);
-  site_rec_fini(&s);
-  rc = store_site_get(r->ctx->store, r->params[0], &s);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "site", NULL);
-    goto out;
-  }
-  req_json(r, 200, model_site_json(&s));
-out:
-  site_rec_fini(&s);
-  cJSON_Delete(body);
+  op->site_id = so->s.id;
+  return STORE_OK;
+}
+
+static enum store_rc patch_answer(struct api_op *op) { return answer_site(op, 200); }
+
+static const struct api_op_def patch_op = {"site", patch_change, patch_answer};
+
+static enum http_rc patch_site(struct req *r) {
+  struct site_op so = {.body = req_body_object(r)};
+  if (!so.body) return HTTP_DONE;
+  (void)api_op_run(r, &patch_op, &so);
+  site_rec_fini(&so.s);
+  cJSON_Delete(so.body);
   return HTTP_DONE;
 }
 
+static enum store_rc delete_change(struct api_op *op) {
+  enum store_rc rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
+  if (rc == STORE_OK) req_json(op->r, 204, NULL);
+  return rc;
+}
+
+static const struct api_op_def delete_op = {"site", delete_change, NULL};
+
 static enum http_rc delete_site(struct req *r) {
-  enum store_rc rc = store_site_delete(r->ctx->store, r->params[0]);
-  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
-  else req_json(r, 204, NULL);
+  (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
 

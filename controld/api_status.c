@@ -5,6 +5,7 @@
 #include "api.h"
 #include "clock.h"
 #include "ctx.h"
+#include "api_op.h"
 #include "engine.h"
 #include "hcheck.h"
 #include "json.h"
@@ -155,6 +156,25 @@ static enum http_rc get_verdicts(struct req *r) {
   return HTTP_DONE;
 }
 
+static enum store_rc switch_change(struct api_op *op) {
+  int level = (int)*(int64_t *)op->arg;
+  switch (engine_switch_manual_locked(op->ctx, op->r->params[0], level)) {
+  case ENGINE_SWITCH_OK:
+    return STORE_OK;
+  case ENGINE_SWITCH_NOT_FOUND:
+    return STORE_NOT_FOUND;
+  case ENGINE_SWITCH_NO_ORIGIN:
+    req_error(op->r, 422, "invalid_value", "level", "level %d has no enabled origin", level);
+    return STORE_ERROR;
+  case ENGINE_SWITCH_ERROR:
+  default:
+    return STORE_ERROR;
+  }
+}
+
+/* The status card is read after the commit (reader connections see committed data only). */
+static const struct api_op_def switch_op = {"site", switch_change, NULL};
+
 static enum http_rc post_switch(struct req *r) {
   static const char *const keys[] = {"level", NULL};
   cJSON *body = req_body_object(r), *card;
@@ -171,20 +191,7 @@ static enum http_rc post_switch(struct req *r) {
               HEALTH_MAX_LEVEL);
     goto out;
   }
-  switch (engine_switch_manual(r->ctx, r->params[0], (int)level)) {
-  case ENGINE_SWITCH_OK:
-    break;
-  case ENGINE_SWITCH_NOT_FOUND:
-    api_store_error(r, STORE_NOT_FOUND, "site", NULL);
-    goto out;
-  case ENGINE_SWITCH_NO_ORIGIN:
-    req_error(r, 422, "invalid_value", "level", "level %d has no enabled origin", (int)level);
-    goto out;
-  case ENGINE_SWITCH_ERROR:
-  default:
-    api_store_error(r, STORE_ERROR, "switch", NULL);
-    goto out;
-  }
+  if (api_op_run(r, &switch_op, &level) < 0) goto out;
   rc = status_card(r, r->params[0], &card);
   if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
   else req_json(r, 200, card);

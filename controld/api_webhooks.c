@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "ctx.h"
 #include "json.h"
 #include "notify.h"
@@ -109,12 +110,22 @@ static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) 
   return 0;
 }
 
+static enum store_rc create_change(struct api_op *op) {
+  struct webhook_rec *w = op->arg;
+  enum store_rc rc = store_webhook_create_locked(op->ctx->store, w);
+  if (rc == STORE_CONFLICT)
+    req_error(op->r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
+  else if (rc == STORE_OK) req_json(op->r, 201, webhook_json(w));
+  return rc;
+}
+
+static const struct api_op_def create_op = {"webhook", create_change, NULL};
+
 static enum http_rc post_webhook(struct req *r) {
   static const char *const keys[] = {"url", "secret", "events", NULL};
   cJSON *body = req_body_object(r);
   const char *bad = NULL, *url = NULL, *secret = NULL;
   struct webhook_rec w;
-  enum store_rc rc;
   size_t slen;
   memset(&w, 0, sizeof w);
   if (!body) return HTTP_DONE;
@@ -137,11 +148,7 @@ static enum http_rc post_webhook(struct req *r) {
   if (read_filter(r, body, &w) < 0) goto out;
   memcpy(w.url, url, strlen(url) + 1);
   memcpy(w.secret, secret, slen + 1);
-  rc = store_webhook_create(r->ctx->store, &w);
-  if (rc == STORE_CONFLICT)
-    req_error(r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
-  else if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
-  else req_json(r, 201, webhook_json(&w));
+  (void)api_op_run(r, &create_op, &w);
 out:
   webhook_rec_fini(&w);
   if (secret) token_wipe((void *)secret, strlen(secret));
@@ -178,10 +185,16 @@ static enum http_rc get_webhook(struct req *r) {
   return HTTP_DONE;
 }
 
+static enum store_rc delete_change(struct api_op *op) {
+  enum store_rc rc = store_webhook_delete_locked(op->ctx->store, op->r->params[0]);
+  if (rc == STORE_OK) req_json(op->r, 204, NULL);
+  return rc;
+}
+
+static const struct api_op_def delete_op = {"webhook", delete_change, NULL};
+
 static enum http_rc delete_webhook(struct req *r) {
-  enum store_rc rc = store_webhook_delete(r->ctx->store, r->params[0]);
-  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
-  else req_json(r, 204, NULL);
+  (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
 
@@ -212,6 +225,21 @@ static enum http_rc list_deliveries(struct req *r) {
   return HTTP_DONE;
 }
 
+/* The state of a test delivery. */
+struct test_op {
+  int64_t site_id;
+  const char *site_name, *data;
+  int64_t delivery_id;
+};
+
+static enum store_rc test_change(struct api_op *op) {
+  struct test_op *to = op->arg;
+  return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
+                                   "Webhook test", to->data, &to->delivery_id);
+}
+
+static const struct api_op_def test_op = {"webhook", test_change, NULL};
+
 /* POST /v1/webhooks/{id}/test [{"site_id": N}] -> 202, the queued delivery. */
 static enum http_rc test_webhook(struct req *r) {
   static const char *const keys[] = {"site_id", NULL};
@@ -219,7 +247,8 @@ static enum http_rc test_webhook(struct req *r) {
   const char *bad = NULL;
   struct site_rec s;
   struct delivery_rec d;
-  int64_t site_id = 0, delivery_id = 0;
+  int64_t site_id = 0;
+  struct test_op to;
   char *data_text = NULL;
   int have_site = 0;
   enum store_rc rc;
@@ -255,9 +284,11 @@ static enum http_rc test_webhook(struct req *r) {
     req_error(r, 500, "internal", NULL, "out of memory");
     goto out;
   }
-  rc = store_webhook_test(r->ctx->store, r->params[0], site_id, have_site ? s.name : NULL,
-                          "Webhook test", data_text, &delivery_id);
-  if (rc == STORE_OK) rc = store_delivery_get(r->ctx->store, delivery_id, &d);
+  to.site_id = site_id;
+  to.site_name = have_site ? s.name : NULL;
+  to.data = data_text;
+  if (api_op_run(r, &test_op, &to) < 0) goto out;
+  rc = store_delivery_get(r->ctx->store, to.delivery_id, &d);
   if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
   else req_json(r, 202, delivery_json(&d));
 out:

@@ -384,58 +384,81 @@ fail:
   return -1;
 }
 
-int engine_site_changed(struct ctx *ctx, int64_t site_id) {
+int engine_site_changed_locked(struct ctx *ctx, int64_t site_id) {
   struct site_rec s;
-  enum store_rc rc;
+  int rc;
+  enum store_rc lrc = store_health_site_load_locked(ctx->store, site_id, &s);
+  if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
+  rc = evaluate_locked(ctx, &s, clock_wall_ms());
+  site_rec_fini(&s);
+  return rc;
+}
+
+int engine_site_changed(struct ctx *ctx, int64_t site_id) {
   if (store_health_begin(ctx->store) < 0) return -1;
-  rc = store_health_site_load_locked(ctx->store, site_id, &s);
-  if (rc != STORE_OK) {
-    store_health_rollback(ctx->store);
-    return rc == STORE_NOT_FOUND ? 0 : -1;
-  }
-  if (evaluate_locked(ctx, &s, clock_wall_ms()) < 0) {
-    site_rec_fini(&s);
+  if (engine_site_changed_locked(ctx, site_id) < 0) {
     store_health_rollback(ctx->store);
     return -1;
   }
-  site_rec_fini(&s);
   return store_health_commit(ctx->store);
 }
 
-enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level) {
+int engine_reevaluate_all(struct ctx *ctx) {
+  int64_t ids[256], after = 0;
+  int n, failed = 0, total = 0;
+  do {
+    if (store_site_ids(ctx->store, after, 256, ids, &n) != STORE_OK) return -1;
+    for (int i = 0; i < n; i++)
+      if (engine_site_changed(ctx, ids[i]) < 0) {
+        log_error("site %lld: level re-evaluation at start failed", (long long)ids[i]);
+        failed++;
+      }
+    total += n;
+    if (n > 0) after = ids[n - 1];
+  } while (n == 256);
+  log_info("re-evaluated the levels of %d sites", total);
+  return failed ? -1 : 0;
+}
+
+enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_id, int level) {
   struct site_rec s;
   struct engine_outlook ol;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
   enum store_rc rc;
   int has = 0, fb;
-  if (store_health_begin(ctx->store) < 0) return ENGINE_SWITCH_ERROR;
   rc = store_health_site_load_locked(ctx->store, site_id, &s);
-  if (rc != STORE_OK) {
-    store_health_rollback(ctx->store);
-    return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
-  }
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
   for (int i = 0; i < s.n_origins; i++)
     if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
   if (!has) {
     ret = ENGINE_SWITCH_NO_ORIGIN;
-    goto fail;
+    goto out;
   }
   if (level != s.current_level) {
     char why[64];
     snprintf(why, sizeof why, "switched by the operator from level %d to level %d",
              s.current_level, level);
-    if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why) < 0) goto fail;
+    if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why) < 0) goto out;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified */
   engine_outlook(&s, clock_wall_ms(), &ol);
   fb = ol.decision.failback_available ? ol.decision.failback_level : 0;
   if (fb != s.failback_notified &&
       store_health_site_flags_locked(ctx->store, s.id, s.all_unhealthy, fb) < 0)
-    goto fail;
+    goto out;
+  ret = ENGINE_SWITCH_OK;
+out:
   site_rec_fini(&s);
-  return store_health_commit(ctx->store) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
-fail:
-  site_rec_fini(&s);
-  store_health_rollback(ctx->store);
   return ret;
+}
+
+enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level) {
+  enum engine_switch_rc ret;
+  if (store_health_begin(ctx->store) < 0) return ENGINE_SWITCH_ERROR;
+  ret = engine_switch_manual_locked(ctx, site_id, level);
+  if (ret != ENGINE_SWITCH_OK) {
+    store_health_rollback(ctx->store);
+    return ret;
+  }
+  return store_health_commit(ctx->store) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
 }

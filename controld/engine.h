@@ -76,12 +76,24 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
 int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
                        const struct engine_site_round *sites, int n_sites);
 
-/* After a config change of site_id: evaluate its levels and act (switch, events). 0 (also for a
-   deleted site) or -1. */
+/* After a config change of site_id: evaluate its levels and act (switch, events), in its own
+   transaction. 0 (also for a deleted site) or -1 (nothing written). */
 int engine_site_changed(struct ctx *ctx, int64_t site_id);
+
+/* The same inside the caller's write transaction (store_op), so the change, this re-evaluation,
+   its publication and its events commit together. 0 or -1 (the caller must roll back). */
+int engine_site_changed_locked(struct ctx *ctx, int64_t site_id);
+
+/* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
+   a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */
+int engine_reevaluate_all(struct ctx *ctx);
 
 /* The operator's switch of site_id to level (reason manual; also the manual failback, which
    clears the failback notice). Switching to the current level changes nothing. */
 enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level);
+
+/* The same inside the caller's write transaction; on anything but ENGINE_SWITCH_OK the caller
+   must roll back. */
+enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_id, int level);
 
 #endif

@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "opts.h"
+#include "engine.h"
 #include "prober.h"
 #include "rcache.h"
 #include "store.h"
@@ -138,6 +139,9 @@ int main(int argc, char **argv) {
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
   }
+  /* a site left on a level with no enabled origin (a database from an older controld) is
+     switched before anything is served */
+  if (engine_reevaluate_all(&ctx) < 0) log_warn("some sites could not be re-evaluated at start");
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
   if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;

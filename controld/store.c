@@ -148,10 +148,14 @@ int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
+  int clear = st->token_clear_pending;
   if (rc < 0) exec_w(st, "ROLLBACK");
   else atomic_fetch_add(&st->generation, 1);
   st->pub_pending = 0;
   st->event_pending = 0;
+  st->token_clear_pending = 0;
+  /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
+  if (rc == 0 && clear) store_token_cache_clear(st);
   pthread_mutex_unlock(&st->wmu);
   if (rc == 0 && seq && st->pub_hook) st->pub_hook(st->pub_arg, seq);
   if (rc == 0 && ev && st->event_hook) st->event_hook(st->event_arg);
@@ -162,7 +166,21 @@ void store_tx_rollback(struct store *st) {
   exec_w(st, "ROLLBACK");
   st->pub_pending = 0;
   st->event_pending = 0;
+  st->token_clear_pending = 0;
   pthread_mutex_unlock(&st->wmu);
+}
+
+enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
+  if (rc != STORE_OK) {
+    store_tx_rollback(st);
+    return rc;
+  }
+  return store_tx_commit(st) < 0 ? STORE_ERROR : STORE_OK;
+}
+
+enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, fn(st, arg));
 }
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
@@ -324,13 +342,17 @@ out:
 void store_token_cache_clear(struct store *st) {
   pthread_mutex_lock(&st->tmu);
   st->ntcache = 0;
+  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
   pthread_mutex_unlock(&st->tmu);
 }
 
-/* Cached kind/node of a hash: 0 = hit. */
-static int token_cache_get(struct store *st, const char *hash, int *kind, int64_t *node_id) {
+/* Cached kind/node of a hash: 0 = hit. On a miss *gen is the cache generation to hand to
+   token_cache_put. */
+static int token_cache_get(struct store *st, const char *hash, int *kind, int64_t *node_id,
+                           uint64_t *gen) {
   int hit = -1;
   pthread_mutex_lock(&st->tmu);
+  *gen = st->tgen;
   for (int i = 0; i < st->ntcache; i++)
     if (strcmp(st->tcache[i].hash, hash) == 0) {
       *kind = st->tcache[i].kind;
@@ -342,9 +364,16 @@ static int token_cache_get(struct store *st, const char *hash, int *kind, int64_
   return hit;
 }
 
-/* Remember a valid token (bounded: a full cache starts over). */
-static void token_cache_put(struct store *st, const char *hash, int kind, int64_t node_id) {
+/* Remember a valid token read from the database at cache generation gen (bounded: a full cache
+   starts over). Nothing is cached when a clear happened since gen: the database read may predate
+   a revocation. */
+static void token_cache_put(struct store *st, const char *hash, int kind, int64_t node_id,
+                            uint64_t gen) {
   pthread_mutex_lock(&st->tmu);
+  if (gen != st->tgen) {
+    pthread_mutex_unlock(&st->tmu);
+    return;
+  }
   if (st->ntcache == st->captcache) {
     int ncap = st->captcache ? st->captcache * 2 : 64;
     struct token_cache_entry *n =
@@ -394,8 +423,9 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
   static const char sql[] = "SELECT kind, node_id FROM tokens WHERE hash = ?";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  uint64_t gen = 0;
   int rc;
-  if (strlen(hash) == 64 && token_cache_get(st, hash, kind, node_id) == 0) return 0;
+  if (strlen(hash) == 64 && token_cache_get(st, hash, kind, node_id, &gen) == 0) return 0;
   if (!s) return -1;
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   rc = sqlite3_step(s);
@@ -404,7 +434,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
     *kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
     *node_id = sqlite3_column_int64(s, 1);
     sqlite3_reset(s);
-    if (strlen(hash) == 64) token_cache_put(st, hash, *kind, *node_id);
+    if (strlen(hash) == 64) token_cache_put(st, hash, *kind, *node_id, gen);
     return 0;
   }
   sqlite3_reset(s);
@@ -750,7 +780,8 @@ static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   return 0;
 }
 
-enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
   static const char ins[] =
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
@@ -761,7 +792,6 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
 
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
   if (bind_site_cfg(q, s) < 0) {
@@ -792,16 +822,20 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
     if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
   }
   if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   s->config_version = 1;
   s->created_at = s->updated_at = now;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
+}
+
+enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
   static const char upd[] =
       "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
@@ -811,7 +845,6 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
 
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
   if (bind_site_cfg(q, s) < 0) {
@@ -839,18 +872,20 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_site_delete(struct store *st, int64_t id) {
+enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+}
+
+enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, del);
   if (!q) goto fail;
   sqlite3_bind_int64(q, 1, id);
@@ -860,11 +895,14 @@ enum store_rc store_site_delete(struct store *st, int64_t id) {
     goto fail;
   }
   if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_site_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_delete_locked(st, id));
 }
 
 /* 1 when the site exists (writer connection, inside a transaction). */
@@ -879,23 +917,45 @@ static int site_exists_locked(struct store *st, int64_t site_id) {
   return rc == SQLITE_ROW;
 }
 
-enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+/* Number of origins of a site on the writer, or -1. */
+static int origin_count_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int n = -1;
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, site_id);
+  if (sqlite3_step(s) == SQLITE_ROW) n = sqlite3_column_int(s, 0);
+  sqlite3_reset(s);
+  return n;
+}
+
+enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  int count;
   if (!site_exists_locked(st, o->site_id)) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  /* counted under the writer lock, so concurrent adds cannot pass the cap together */
+  count = origin_count_locked(st, o->site_id);
+  if (count < 0) goto fail;
+  if (count >= STORE_MAX_ORIGINS) {
+    rc = STORE_LIMIT;
+    goto fail;
+  }
   if (insert_origin(st, o) != STORE_OK) goto fail;
   if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_add_locked(st, o));
+}
+
+enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
   /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
   static const char upd[] =
       "UPDATE origins SET "
@@ -907,7 +967,6 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) 
       "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
   bind_origin_cfg(q, o, 2);
@@ -919,18 +978,20 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) 
     goto fail;
   }
   if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
 }
 
-enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_update_locked(st, o));
+}
+
+enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
   static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, del);
   if (!q) goto fail;
   sqlite3_bind_int64(q, 1, origin_id);
@@ -941,23 +1002,26 @@ enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t ori
     goto fail;
   }
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
 }
 
 /* ---- nodes ---- */
 
-enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash) {
   static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
   sqlite3_bind_text(q, 1, n->name, -1, SQLITE_STATIC);
@@ -978,11 +1042,14 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
   sqlite3_bind_int64(q, 2, n->id);
   sqlite3_bind_int64(q, 3, now);
   if (store_step_done(&st->w, q, "inserting node token") < 0) goto fail;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_create_locked(st, n, token_hash));
 }
 
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
@@ -1023,23 +1090,36 @@ enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   return rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
 }
 
-enum store_rc store_node_delete(struct store *st, int64_t id) {
+enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM nodes WHERE id = ?";
-  sqlite3_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  q = store_stmt(&st->w, del);
-  if (!q) goto fail;
+  sqlite3_stmt *q = store_stmt(&st->w, del);
+  if (!q) return STORE_ERROR;
   sqlite3_bind_int64(q, 1, id);
-  if (store_step_done(&st->w, q, "deleting node") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
-  store_token_cache_clear(st); /* after the commit: no lookup can re-cache the deleted token */
+  if (store_step_done(&st->w, q, "deleting node") < 0) return STORE_ERROR;
+  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
-fail:
-  store_tx_rollback(st);
-  return rc;
+}
+
+enum store_rc store_node_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_delete_locked(st, id));
+}
+
+enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
+  return store_site_load(&st->w, id, out);
+}
+
+enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n) {
+  static const char q[] = "SELECT id FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int rc;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, after);
+  sqlite3_bind_int(s, 2, limit);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < limit) ids[(*n)++] = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
 }

@@ -13,6 +13,7 @@ enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
+  STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
   STORE_ERROR = -1,   /* logged where it happened */
 };
 
@@ -76,6 +77,15 @@ void store_close(struct store **st);
 /* A counter bumped after every committed write: equal values mean nothing changed in between. */
 int64_t store_generation(struct store *st);
 
+/* The work of one write transaction: returns STORE_OK to commit, anything else to roll back. */
+typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
+
+/* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
+   result when it is not STORE_OK (rolled back, nothing written), STORE_ERROR when BEGIN or COMMIT
+   fails (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
+   call only *_locked functions of the store (a nested store_op would deadlock). */
+enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
+
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
 
@@ -126,6 +136,21 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o);
 /* Delete an origin of a site; republishes. */
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id);
 
+/* The same, inside a store_op (the writer connection; the caller's transaction). */
+enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out);
+enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen);
+enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen);
+enum store_rc store_site_delete_locked(struct store *st, int64_t id);
+/* STORE_LIMIT when the site already has STORE_MAX_ORIGINS origins (counted in the transaction). */
+enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
+enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
+enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);
+
+/* Up to limit site ids > after, ascending, into ids[]; *n of them. */
+enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);
+
 /* ---- nodes ---- */
 
 struct node_rec {
@@ -141,8 +166,14 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
 /* All nodes ordered by id; *out malloc'd (caller frees). */
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
 
-/* Delete a node and its token (revocation is immediate). */
+/* Delete a node and its token (revocation is immediate: the token cache is cleared when the
+   transaction commits, and a lookup racing the delete cannot re-cache the token). */
 enum store_rc store_node_delete(struct store *st, int64_t id);
+
+/* The same, inside a store_op. */
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash);
+enum store_rc store_node_delete_locked(struct store *st, int64_t id);
 
 /* ---- publications ---- */
 

@@ -38,6 +38,8 @@ struct store {
     int64_t node_id;
   } *tcache;
   int ntcache, captcache;
+  uint64_t tgen;           /* bumped by every clear (under tmu) */
+  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;
@@ -58,6 +60,10 @@ int store_tx_commit(struct store *st);
 
 /* ROLLBACK and unlock. */
 void store_tx_rollback(struct store *st);
+
+/* End a transaction begun with store_tx_begin: COMMIT when rc is STORE_OK (STORE_ERROR if the
+   commit fails), else ROLLBACK and return rc. */
+enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a publication. Returns the new seq or -1. */
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);

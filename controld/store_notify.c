@@ -30,13 +30,12 @@ static void read_webhook(sqlite3_stmt *s, struct webhook_rec *w) {
   w->created_at = sqlite3_column_int64(s, 4);
 }
 
-enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
+enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w) {
   static const char count[] = "SELECT COUNT(*) FROM webhooks";
   static const char ins[] =
       "INSERT INTO webhooks (url, secret, events, created_at) VALUES (?, ?, ?, ?)";
   sqlite3_stmt *s;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   s = store_stmt(&st->w, count);
   if (!s) goto fail;
   if (sqlite3_step(s) != SQLITE_ROW) {
@@ -59,11 +58,14 @@ enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
   sqlite3_bind_int64(s, 4, w->created_at);
   if (store_step_done(&st->w, s, "inserting webhook") < 0) goto fail;
   w->id = sqlite3_last_insert_rowid(st->w.db);
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_webhook_create_locked(st, w));
 }
 
 enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out) {
@@ -126,21 +128,18 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
   return STORE_OK;
 }
 
-enum store_rc store_webhook_delete(struct store *st, int64_t id) {
+enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM webhooks WHERE id = ?";
-  sqlite3_stmt *s;
-  int changed;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  s = store_stmt(&st->w, del);
-  if (!s) goto fail;
+  sqlite3_stmt *s = store_stmt(&st->w, del);
+  if (!s) return STORE_ERROR;
   sqlite3_bind_int64(s, 1, id);
-  if (store_step_done(&st->w, s, "deleting webhook") < 0) goto fail;
-  changed = sqlite3_changes(st->w.db);
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
-  return changed ? STORE_OK : STORE_NOT_FOUND;
-fail:
-  store_tx_rollback(st);
-  return STORE_ERROR;
+  if (store_step_done(&st->w, s, "deleting webhook") < 0) return STORE_ERROR;
+  return sqlite3_changes(st->w.db) ? STORE_OK : STORE_NOT_FOUND;
+}
+
+enum store_rc store_webhook_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_webhook_delete_locked(st, id));
 }
 
 #define DELIVERY_COLS                                                                              \
@@ -216,9 +215,9 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
   return rc;
 }
 
-enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
-                                 const char *site_name, const char *title, const char *data_json,
-                                 int64_t *delivery_id) {
+enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,
+                                        const char *site_name, const char *title,
+                                        const char *data_json, int64_t *delivery_id) {
   static const char hook[] = "SELECT 1 FROM webhooks WHERE id = ?";
   static const char ins[] =
       "INSERT INTO events (site_id, site_name, type, title, data, created_at) "
@@ -231,7 +230,6 @@ enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t s
   char uuid[40];
   enum store_rc rc = STORE_ERROR;
   int step;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
   s = store_stmt(&st->w, hook);
   if (!s) goto fail;
   sqlite3_bind_int64(s, 1, webhook_id);
@@ -262,11 +260,17 @@ enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t s
   if (store_step_done(&st->w, s, "queueing test delivery") < 0) goto fail;
   *delivery_id = sqlite3_last_insert_rowid(st->w.db);
   st->event_pending = 1;
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
   return rc;
+}
+
+enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
+                                 const char *site_name, const char *title, const char *data_json,
+                                 int64_t *delivery_id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_webhook_test_locked(st, webhook_id, site_id, site_name, title,
+                                                    data_json, delivery_id));
 }
 
 enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n) {

@@ -80,6 +80,10 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
 /* Delete a webhook with its outbox rows. */
 enum store_rc store_webhook_delete(struct store *st, int64_t id);
 
+/* The same two, inside a store_op. */
+enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w);
+enum store_rc store_webhook_delete_locked(struct store *st, int64_t id);
+
 /* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd (caller frees). */
 enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
                                   struct delivery_rec **out, int *n);
@@ -91,6 +95,9 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id);
+enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,
+                                        const char *site_name, const char *title,
+                                        const char *data_json, int64_t *delivery_id);
 
 /* Heads of every pending (webhook, site) queue; *out malloc'd array of *n (caller frees). */
 enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n);

@@ -1,14 +1,12 @@
 /* proxy — HTTP/1.1 reverse proxy: one epoll loop per worker thread, SO_REUSEPORT listeners,
- * edge-triggered sockets driven by a per-connection pump, origin keep-alive pools per worker. */
+ * edge-triggered sockets driven by a per-connection pump through the phases of enum vphase.
+ * Header rules live in rewrite.c, origin connections and pools in upstream.c. */
 #include "proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -26,26 +24,50 @@
 #include "http1.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy_state.h"
+#include "rewrite.h"
 #include "skip.h"
+#include "upstream.h"
 
-#define HEAD_MAX 32768 /* request or response head; larger -> 431 / bad origin response */
+/* A request or response head is at most 32 KiB (nginx's large_client_header_buffers allow
+ * 4 x 8 KiB): larger request heads get 431, larger response heads fail the attempt. */
+#define HEAD_MAX 32768
+/* The visitor input buffer starts at 16 KiB (most heads fit) and grows once to 64 KiB, the
+ * most a body is buffered ahead of a slow origin before reading from the visitor pauses. */
 #define IN_INIT 16384
 #define IN_CAP 65536
+/* Origin response bytes buffered ahead of a slow visitor before reading the origin pauses. */
 #define UIN_CAP 65536
-#define POOL_BUCKETS 256
+/* Steps one connection may take per turn before the others get theirs (fairness). */
 #define PUMP_BUDGET 64
+/* Timeouts are checked this often, so they fire at most this late. */
 #define SWEEP_MS 200
 #define MAX_EVENTS 256
 
 enum ev_kind { EV_LISTEN = 1, EV_WAKE, EV_VISITOR, EV_UPSTREAM };
-enum attempt_result { AR_SUCCESS = 0, AR_STATUS, AR_CONNECT, AR_TIMEOUT, AR_TLS, AR_IO, AR__N };
-static const char *const ar_names[AR__N] = {"success",     "error_status", "connect_error",
-                                            "timeout",     "tls_error",    "io_error"};
 
-enum vphase { V_HEAD = 0, V_LOCAL, V_PROXY };
-enum rphase { R_WAIT_HEAD = 0, R_BODY };
-enum ustate { U_CONNECTING = 0, U_TLS, U_READY };
+/* Outcome of one origin attempt: its log word and metric label, one row each. */
+enum attempt_result { AR_SUCCESS = 0, AR_STATUS, AR_CONNECT, AR_TIMEOUT, AR_TLS, AR_IO, AR__N };
+static const struct {
+  const char *name;
+  const char *desc;
+} attempt_results[AR__N] = {
+    [AR_SUCCESS] = {"success", "the origin answered with a non-failure status"},
+    [AR_STATUS] = {"error_status", "the origin answered with a status the site counts as failure"},
+    [AR_CONNECT] = {"connect_error", "TCP connect refused, unreachable or not resolved"},
+    [AR_TIMEOUT] = {"timeout", "connect or response head took too long"},
+    [AR_TLS] = {"tls_error", "TLS handshake or certificate check failed"},
+    [AR_IO] = {"io_error", "the connection broke or the response head was invalid"},
+};
+
+/* The visitor connection's phase; one request at a time goes through them in order. */
+enum vphase {
+  V_HEAD = 0,     /* reading a request head (an idle keep-alive connection too) */
+  V_LOCAL,        /* writing an answer of noded's own (an error, 404, 502/504) */
+  V_AWAIT_ORIGIN, /* an attempt connects, sends the request, waits for the response head */
+  V_RESPONSE      /* the origin's response streams to the visitor */
+};
 
 #define CINC(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
 
@@ -62,50 +84,33 @@ struct sbuf {
 };
 
 struct worker;
-struct vconn;
 
-struct pool {
-  char key[320];
-  struct pool *next;
-  struct upconn *idle;
-  int n_idle;
-};
-
-struct upconn {
-  int kind; /* EV_UPSTREAM; first member */
-  int fd;
-  SSL *ssl;
-  struct worker *w;
-  struct vconn *owner;
-  struct pool *pool;
-  struct upconn *pnext, *pprev, *gnext;
-  int can_read, can_write, closed, st, reused;
-  int64_t idle_since;
-};
-
+/* The request in progress on a visitor connection. */
 struct req {
-  int active;
+  int active; /* between the parsed head and the access log line */
   int64_t t_start;
   struct sitecfg_site *site;
-  char method[33];
-  unsigned method_len;
-  int idempotent, is_head, vminor, keepalive, has_body;
-  char host[256];
-  char path[512];
-  struct http1_body vbody;
+  struct rewrite_req rq;   /* the visitor request after the head rules */
+  struct http1_body vbody; /* framing of the visitor's body */
   struct buf ubase; /* request line + forwarded headers, without Host and the empty line */
   struct buf uhead; /* ubase + Host for the current attempt */
-  size_t uhead_off;
-  uint64_t tried;
-  int attempts, oidx, have_pick, request_sent, body_sent, up_werr, last_fail, status;
-  int stale_retry;
+  size_t uhead_off; /* bytes of uhead written to the origin */
+  uint64_t tried;   /* bit i: origins[i] was tried */
+  int attempts, oidx, last_fail;
+  int status;       /* the status the visitor gets */
+  int have_pick;    /* the pick may hold a half-open trial slot until an outcome is recorded */
+  int request_sent; /* bytes of this attempt's head reached the origin (retry rule, §2) */
+  int body_sent;    /* bytes of the body reached the origin (retry rule, §2) */
+  int up_werr;      /* writing to the origin failed: wait for whatever it answers */
+  int stale_retry;  /* a closed pooled connection was replaced once already */
   struct proxy_pick pick;
   struct upconn *up;
-  int64_t up_last;
-  int rphase;
-  size_t uscan;
-  struct http1_body ubody;
-  int decode, up_keepalive, resp_started;
+  int64_t up_last; /* last progress with the origin (connect and origin timeouts) */
+  size_t uscan;    /* http1_head_end position in uin */
+  struct http1_body ubody; /* framing of the origin's response body */
+  int decode;       /* an HTTP/1.0 visitor: chunked bodies are decoded, the close ends them */
+  int up_keepalive; /* the origin connection may go back to the pool after the response */
+  int resp_started; /* the visitor's status is chosen (for the access log on a close) */
   uint64_t bytes_out;
 };
 
@@ -114,15 +119,20 @@ struct vconn {
   int fd;
   struct worker *w;
   struct vconn *prev, *next, *rnext, *gnext;
-  int in_ready, can_read, can_write, closed, peer_eof, close_after;
-  int phase;
+  enum vphase phase;
+  int in_ready;    /* queued on w->ready (its pump budget ran out) */
+  int can_read;    /* edge-triggered readiness of fd */
+  int can_write;
+  int closed;      /* closed, freed at the end of the loop turn */
+  int peer_eof;    /* the visitor closed its side */
+  int close_after; /* close once the current response is written */
   int64_t last_io;
   char ip[64];
-  struct sbuf in;
+  struct sbuf in; /* visitor bytes: [sent, fwd) framed body waiting for the origin */
   size_t head_scan;
-  struct buf oh;
+  struct buf oh; /* head bytes for the visitor (response head, local answer, 100 Continue) */
   size_t oh_off;
-  struct sbuf uin;
+  struct sbuf uin; /* origin bytes: [sent, fwd) framed body waiting for the visitor */
   struct req r;
 };
 
@@ -139,8 +149,7 @@ struct worker {
   struct vconn *conns;
   int n_conns;
   struct vconn *ready, *vgrave;
-  struct upconn *ugrave;
-  struct pool *pools[POOL_BUCKETS];
+  struct upstream *ups; /* origin connections and pools of this worker */
   struct counters ctr;
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
@@ -166,61 +175,10 @@ static void attempt_start(struct vconn *c);
 
 /* ---------- small helpers ---------- */
 
-static const char *reason_of(int s) {
-  switch (s) {
-  case 200: return "OK";
-  case 400: return "Bad Request";
-  case 404: return "Not Found";
-  case 408: return "Request Timeout";
-  case 431: return "Request Header Fields Too Large";
-  case 501: return "Not Implemented";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  default: return "Unknown";
-  }
-}
-
-static int ieq(const char *a, size_t an, const char *b) {
-  size_t bn = strlen(b);
-  if (an != bn) return 0;
-  for (size_t i = 0; i < an; i++) {
-    int x = (unsigned char)a[i], y = (unsigned char)b[i];
-    if (x >= 'A' && x <= 'Z') x += 32;
-    if (y >= 'A' && y <= 'Z') y += 32;
-    if (x != y) return 0;
-  }
-  return 1;
-}
-
-static int iprefix(const char *a, size_t an, const char *pre) {
-  size_t pn = strlen(pre);
-  return an >= pn && ieq(a, pn, pre);
-}
-
 static void copy_trunc(char *dst, size_t cap, const char *src, size_t n) {
   if (n >= cap) n = cap - 1;
   memcpy(dst, src, n);
   dst[n] = '\0';
-}
-
-/* Append s JSON-escaped (without quotes) to b. */
-static int buf_json_str(struct buf *b, const char *s) {
-  char tmp[8];
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') {
-      tmp[0] = '\\';
-      tmp[1] = (char)ch;
-      if (buf_append(b, tmp, 2) < 0) return -1;
-    } else if (ch < 0x20 || ch == 0x7f) {
-      snprintf(tmp, sizeof tmp, "\\u%04x", ch);
-      if (buf_puts(b, tmp) < 0) return -1;
-    } else if (buf_append(b, s, 1) < 0) {
-      return -1;
-    }
-  }
-  return 0;
 }
 
 static void set_nodelay(int fd) {
@@ -270,9 +228,9 @@ static void access_default(const struct proxy_access *a) {
   if (!log_enabled(LOG_INFO)) return;
   buf_init(&b, 8192);
   if (buf_printf(&b, "{\"type\":\"access\",\"site_id\":%lld,\"site\":\"", (long long)a->site_id) ||
-      buf_json_str(&b, a->site) || buf_puts(&b, "\",\"host\":\"") || buf_json_str(&b, a->host) ||
-      buf_puts(&b, "\",\"method\":\"") || buf_json_str(&b, a->method) ||
-      buf_puts(&b, "\",\"path\":\"") || buf_json_str(&b, a->path) ||
+      rewrite_json_escape(&b, a->site) || buf_puts(&b, "\",\"host\":\"") || rewrite_json_escape(&b, a->host) ||
+      buf_puts(&b, "\",\"method\":\"") || rewrite_json_escape(&b, a->method) ||
+      buf_puts(&b, "\",\"path\":\"") || rewrite_json_escape(&b, a->path) ||
       buf_printf(&b,
                  "\",\"origin_id\":%lld,\"attempts\":%d,\"status\":%d,\"duration_ms\":%lld,"
                  "\"bytes\":%llu}",
@@ -297,9 +255,9 @@ static void finish_request(struct vconn *c, int status) {
   a.attempts = r->attempts;
   a.status = status;
   a.duration_ms = w->now - r->t_start;
-  a.method = r->method;
-  a.host = r->host;
-  a.path = r->path;
+  a.method = r->rq.method;
+  a.host = r->rq.host;
+  a.path = r->rq.path;
   a.bytes = r->bytes_out;
   if (w->p->o.access_log) w->p->o.access_log(w->p->o.access_arg, &a);
   else access_default(&a);
@@ -310,184 +268,6 @@ static void finish_request(struct vconn *c, int status) {
   r->active = 0;
 }
 
-/* ---------- upstream connections ---------- */
-
-static void up_close(struct upconn *u) {
-  struct worker *w;
-  if (!u || u->closed) return;
-  w = u->w;
-  if (u->pool) {
-    if (u->pprev) u->pprev->pnext = u->pnext;
-    else u->pool->idle = u->pnext;
-    if (u->pnext) u->pnext->pprev = u->pprev;
-    u->pool->n_idle--;
-    u->pool = NULL;
-  }
-  if (u->ssl) {
-    SSL_free(u->ssl);
-    u->ssl = NULL;
-  }
-  if (u->fd >= 0) close(u->fd);
-  u->fd = -1;
-  u->closed = 1;
-  u->owner = NULL;
-  u->gnext = w->ugrave;
-  w->ugrave = u;
-}
-
-static unsigned key_hash(const char *k) {
-  unsigned h = 2166136261u;
-  for (; *k; k++) h = (h ^ (unsigned char)*k) * 16777619u;
-  return h % POOL_BUCKETS;
-}
-
-static struct pool *pool_find(struct worker *w, const char *key, int create) {
-  unsigned h = key_hash(key);
-  struct pool *pl;
-  for (pl = w->pools[h]; pl; pl = pl->next)
-    if (strcmp(pl->key, key) == 0) return pl;
-  if (!create || !(pl = calloc(1, sizeof *pl))) return NULL;
-  copy_trunc(pl->key, sizeof pl->key, key, strlen(key));
-  pl->next = w->pools[h];
-  w->pools[h] = pl;
-  return pl;
-}
-
-static void pool_key(char *out, size_t cap, const struct sitecfg_origin *o, const char *sni) {
-  snprintf(out, cap, "%c|%s|%d|%s", o->https ? 's' : 'h', o->address, o->port,
-           o->https ? sni : "");
-}
-
-static struct upconn *pool_get(struct worker *w, const char *key) {
-  struct pool *pl = pool_find(w, key, 0);
-  struct upconn *u;
-  if (!pl || !pl->idle) return NULL;
-  u = pl->idle; /* most recently used first */
-  pl->idle = u->pnext;
-  if (u->pnext) u->pnext->pprev = NULL;
-  pl->n_idle--;
-  u->pool = NULL;
-  u->pnext = u->pprev = NULL;
-  u->reused = 1;
-  return u;
-}
-
-static void pool_put(struct worker *w, struct upconn *u, const char *key) {
-  struct pool *pl = pool_find(w, key, 1);
-  if (!pl || pl->n_idle >= w->p->o.max_idle_per_origin || w->stopping) {
-    up_close(u);
-    return;
-  }
-  u->owner = NULL;
-  u->idle_since = w->now;
-  u->pool = pl;
-  u->pprev = NULL;
-  u->pnext = pl->idle;
-  if (pl->idle) pl->idle->pprev = u;
-  pl->idle = u;
-  pl->n_idle++;
-}
-
-/* New connection to the picked address; NULL on immediate failure (*kind says which). */
-static struct upconn *up_connect(struct worker *w, const struct proxy_pick *pk,
-                                 const struct sitecfg_origin *o, const char *sni, int *kind) {
-  struct upconn *u = NULL;
-  struct epoll_event ev;
-  int fd = -1, rc;
-  *kind = AR_CONNECT;
-  if (!pk->resolved) return NULL;
-  fd = socket(pk->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return NULL;
-  set_nodelay(fd);
-  rc = connect(fd, (const struct sockaddr *)&pk->sa, pk->salen);
-  if (rc < 0 && errno != EINPROGRESS) {
-    close(fd);
-    return NULL;
-  }
-  if (!(u = calloc(1, sizeof *u))) {
-    close(fd);
-    return NULL;
-  }
-  u->kind = EV_UPSTREAM;
-  u->fd = fd;
-  u->w = w;
-  u->st = rc == 0 ? (o->https ? U_TLS : U_READY) : U_CONNECTING;
-  u->can_write = rc == 0;
-  if (o->https) {
-    *kind = AR_TLS;
-    if (!(u->ssl = SSL_new(w->p->ssl)) || SSL_set_fd(u->ssl, fd) != 1) goto fail;
-    SSL_set_connect_state(u->ssl);
-    if (sni && *sni) {
-      unsigned char tmp[16];
-      if (inet_pton(AF_INET, sni, tmp) == 1 || inet_pton(AF_INET6, sni, tmp) == 1) {
-        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(u->ssl), sni) != 1) goto fail;
-      } else {
-        if (SSL_set_tlsext_host_name(u->ssl, sni) != 1 || SSL_set1_host(u->ssl, sni) != 1)
-          goto fail;
-      }
-    }
-  }
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-  ev.data.ptr = u;
-  if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) goto fail;
-  return u;
-fail:
-  if (u->ssl) SSL_free(u->ssl);
-  close(fd);
-  free(u);
-  return NULL;
-}
-
-/* Read: >0 bytes, 0 EOF, -1 would block, -2 error. */
-static ssize_t up_read(struct upconn *u, char *b, size_t n) {
-  if (u->ssl) {
-    int r, e;
-    ERR_clear_error();
-    r = SSL_read(u->ssl, b, n > INT32_MAX ? INT32_MAX : (int)n);
-    if (r > 0) return r;
-    e = SSL_get_error(u->ssl, r);
-    if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-    else if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
-    else if (e == SSL_ERROR_ZERO_RETURN) return 0;
-    else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return 0;
-    else return -2;
-    return -1;
-  } else {
-    ssize_t r = recv(u->fd, b, n, 0);
-    if (r >= 0) return r;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      u->can_read = 0;
-      return -1;
-    }
-    if (errno == EINTR) return -1;
-    return -2;
-  }
-}
-
-/* Write: >0 bytes, -1 would block, -2 error. */
-static ssize_t up_write(struct upconn *u, const char *b, size_t n) {
-  if (u->ssl) {
-    int r, e;
-    ERR_clear_error();
-    r = SSL_write(u->ssl, b, n > INT32_MAX ? INT32_MAX : (int)n);
-    if (r > 0) return r;
-    e = SSL_get_error(u->ssl, r);
-    if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
-    else if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-    else return -2;
-    return -1;
-  } else {
-    ssize_t r = send(u->fd, b, n, MSG_NOSIGNAL);
-    if (r >= 0) return r;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      u->can_write = 0;
-      return -1;
-    }
-    if (errno == EINTR) return -1;
-    return -2;
-  }
-}
-
 /* ---------- visitor connections ---------- */
 
 static void v_close(struct vconn *c) {
@@ -495,7 +275,7 @@ static void v_close(struct vconn *c) {
   if (c->closed) return;
   if (c->r.active) {
     if (c->r.up) {
-      up_close(c->r.up);
+      upstream_close(c->r.up);
       c->r.up = NULL;
     }
     finish_request(c, c->r.resp_started ? c->r.status : 499);
@@ -524,25 +304,13 @@ static void v_free(struct vconn *c) {
  * close_after is set. */
 static void local_error(struct vconn *c, int status, const char *code, const char *msg,
                         int close_after) {
-  struct buf body;
   struct req *r = &c->r;
-  buf_init(&body, 4096);
-  if (buf_puts(&body, "{\"error\":{\"code\":\"") || buf_json_str(&body, code) ||
-      buf_puts(&body, "\",\"message\":\"") || buf_json_str(&body, msg) || buf_puts(&body, "\"}}"))
-    close_after = 1;
-  if (close_after || c->w->stopping || !r->keepalive) c->close_after = 1;
-  if (buf_printf(&c->oh,
-                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "Via: 1.1 cdnca-node\r\n%s\r\n",
-                 status, reason_of(status), body.len, c->close_after ? "Connection: close\r\n" : "") ||
-      buf_append(&c->oh, body.data ? body.data : "", body.len)) {
-    c->close_after = 1;
-  }
-  buf_fini(&body);
+  if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
+  if (rewrite_local_answer(status, code, msg, c->close_after, &c->oh) < 0) c->close_after = 1;
   r->status = status;
   r->resp_started = 1;
   if (r->up) {
-    up_close(r->up);
+    upstream_close(r->up);
     r->up = NULL;
   }
   c->phase = V_LOCAL;
@@ -563,50 +331,20 @@ static void v_next_request(struct vconn *c) {
   c->last_io = c->w->now;
 }
 
-/* Header names the proxy never forwards as-is (hop-by-hop or rewritten). */
-static int hop_by_hop(const struct http1_header *h) {
-  return http1_name_is(h, "connection") || http1_name_is(h, "keep-alive") ||
-         iprefix(h->name, h->name_len, "proxy-") || http1_name_is(h, "te") ||
-         http1_name_is(h, "trailer") || http1_name_is(h, "transfer-encoding") ||
-         http1_name_is(h, "upgrade");
-}
-
-/* 1 when a Connection header of m lists this header's name. */
-static int connection_listed(const struct http1_msg *m, const struct http1_header *h) {
-  char name[128];
-  if (h->name_len >= sizeof name) return 0;
-  memcpy(name, h->name, h->name_len);
-  name[h->name_len] = '\0';
-  for (int i = 0; i < m->n_headers; i++)
-    if (http1_name_is(&m->headers[i], "connection") &&
-        http1_list_has(m->headers[i].value, m->headers[i].value_len, name))
-      return 1;
-  return 0;
-}
-
 /* Parse the request head of hl bytes and set up proxying (or a local answer). */
 static void start_request(struct vconn *c, size_t hl) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   struct http1_msg *m = NULL;
-  const char *host = NULL, *target;
-  unsigned host_len = 0, target_len;
-  int n_host = 0, n_cl = 0, te_chunked = 0, te_other = 0, conn_close = 0, expect = 0;
-  uint64_t cl = 0;
-  const char *xff = NULL;
   int rc;
-  struct buf xffb;
 
-  buf_init(&xffb, 16384);
   r->active = 1;
   r->t_start = w->now;
   r->site = NULL;
-  r->method[0] = r->host[0] = r->path[0] = '\0';
+  memset(&r->rq, 0, sizeof r->rq);
   r->attempts = r->have_pick = r->status = r->resp_started = 0;
   r->tried = 0;
   r->bytes_out = 0;
-  r->keepalive = 1;
-  r->has_body = 0;
   r->stale_retry = 0;
   c->close_after = 0;
   c->in.sent = c->in.fwd = hl;
@@ -625,161 +363,42 @@ static void start_request(struct vconn *c, size_t hl) {
     local_error(c, 400, "bad_request", "malformed request head", 1);
     goto out;
   }
-  copy_trunc(r->method, sizeof r->method, m->method, m->method_len);
-  r->method_len = m->method_len;
-  r->idempotent = skip_method_idempotent(m->method, m->method_len);
-  r->is_head = ieq(m->method, m->method_len, "HEAD") && m->method[0] == 'H';
-  r->vminor = m->minor;
-  r->keepalive = m->minor >= 1;
-  target = m->target;
-  target_len = m->target_len;
-  copy_trunc(r->path, sizeof r->path, target, target_len);
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "host")) {
-      n_host++;
-      host = h->value;
-      host_len = h->value_len;
-    } else if (http1_name_is(h, "content-length")) {
-      uint64_t v;
-      if (http1_parse_length(h->value, h->value_len, &v) < 0 || (n_cl && v != cl)) {
-        local_error(c, 400, "bad_request", "invalid Content-Length", 1);
-        goto out;
-      }
-      cl = v;
-      n_cl++;
-    } else if (http1_name_is(h, "transfer-encoding")) {
-      if (ieq(h->value, h->value_len, "chunked") && !te_chunked) te_chunked = 1;
-      else te_other = 1;
-    } else if (http1_name_is(h, "connection")) {
-      if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
-    } else if (http1_name_is(h, "expect")) {
-      if (ieq(h->value, h->value_len, "100-continue")) expect = 1;
-    }
-  }
-  if (conn_close) r->keepalive = 0;
-  if (te_other) {
-    local_error(c, 501, "not_implemented", "unsupported Transfer-Encoding", 1);
+  if (rewrite_request(m, c->ip, &r->rq, &r->ubase) < 0) {
+    local_error(c, 502, "internal", "request head too large or out of memory", 1);
     goto out;
   }
-  if (te_chunked && n_cl) {
-    local_error(c, 400, "bad_request", "both Content-Length and Transfer-Encoding", 1);
+  if (r->rq.status) {
+    local_error(c, r->rq.status, r->rq.code, r->rq.msg, 1);
     goto out;
   }
-  if (te_chunked && m->minor == 0) {
-    local_error(c, 400, "bad_request", "chunked body in an HTTP/1.0 request", 1);
-    goto out;
-  }
-  /* absolute-form target: its authority is the host */
-  if (target_len > 7 && (iprefix(target, target_len, "http://") || iprefix(target, target_len,
-                                                                             "https://"))) {
-    const char *a = memchr(target, '/', target_len) + 2;
-    const char *end = target + target_len;
-    const char *slash = memchr(a, '/', (size_t)(end - a));
-    host = a;
-    host_len = (unsigned)((slash ? slash : end) - a);
-    n_host = 1;
-    if (slash) {
-      target = slash;
-      target_len = (unsigned)(end - slash);
-    } else {
-      target = "/";
-      target_len = 1;
-    }
-  }
-  if (n_host > 1 || (m->minor >= 1 && n_host == 0) || host_len >= sizeof r->host) {
-    local_error(c, 400, "bad_request", "missing or invalid Host header", 1);
-    goto out;
-  }
-  if (host) copy_trunc(r->host, sizeof r->host, host, host_len);
-  if (te_chunked) {
-    r->has_body = 1;
-    http1_body_init(&r->vbody, HTTP1_BODY_CHUNKED, 0);
-  } else if (cl > 0) {
-    r->has_body = 1;
-    http1_body_init(&r->vbody, HTTP1_BODY_LENGTH, cl);
-  }
+  http1_body_init(&r->vbody, r->rq.body, r->rq.body_len);
   worker_refresh_cfg(w);
-  r->site = sitecfg_site_ref(sitecfg_lookup(w->cfg, r->host, strlen(r->host)));
+  r->site = sitecfg_site_ref(sitecfg_lookup(w->cfg, r->rq.host, strlen(r->rq.host)));
   if (!r->site) {
-    local_error(c, 404, "unknown_host", "no site is configured for this host", r->has_body);
+    local_error(c, 404, "unknown_host", "no site is configured for this host", r->rq.has_body);
     goto out;
   }
-
-  /* the request head for the origin, minus Host (added per attempt) */
-  r->ubase.len = 0;
-  if (buf_printf(&r->ubase, "%.*s %.*s HTTP/1.1\r\n", (int)m->method_len, m->method,
-                 (int)target_len, target))
-    goto oom;
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "x-forwarded-for")) {
-      if (xffb.len && buf_puts(&xffb, ", ")) goto oom;
-      if (buf_append(&xffb, h->value, h->value_len)) goto oom;
-      xff = xffb.data;
-      continue;
-    }
-    if (hop_by_hop(h) || http1_name_is(h, "host") || http1_name_is(h, "x-forwarded-proto") ||
-        http1_name_is(h, "expect") || http1_name_is(h, "content-length") ||
-        http1_name_is(h, "via") || connection_listed(m, h))
-      continue;
-    if (buf_append(&r->ubase, h->name, h->name_len) || buf_puts(&r->ubase, ": ") ||
-        buf_append(&r->ubase, h->value, h->value_len) || buf_puts(&r->ubase, "\r\n"))
-      goto oom;
+  if (r->rq.expect_continue && buf_puts(&c->oh, "HTTP/1.1 100 Continue\r\n\r\n")) {
+    local_error(c, 502, "internal", "out of memory", 1);
+    goto out;
   }
-  {
-    int has_via = 0;
-    if (buf_printf(&r->ubase, "X-Forwarded-For: %s%s%s\r\nX-Forwarded-Proto: http\r\nVia: ",
-                   xff ? xff : "", xff ? ", " : "", c->ip))
-      goto oom;
-    for (int i = 0; i < m->n_headers; i++)
-      if (http1_name_is(&m->headers[i], "via")) {
-        if (buf_append(&r->ubase, m->headers[i].value, m->headers[i].value_len) ||
-            buf_puts(&r->ubase, ", "))
-          goto oom;
-        has_via = 1;
-      }
-    (void)has_via;
-    if (buf_puts(&r->ubase, "1.1 cdnca-node\r\n")) goto oom;
-  }
-  if (te_chunked && buf_puts(&r->ubase, "Transfer-Encoding: chunked\r\n")) goto oom;
-  if (n_cl && buf_printf(&r->ubase, "Content-Length: %llu\r\n", (unsigned long long)cl)) goto oom;
-  if (expect && r->has_body && m->minor >= 1 &&
-      buf_puts(&c->oh, "HTTP/1.1 100 Continue\r\n\r\n"))
-    goto oom;
-  c->phase = V_PROXY;
-  r->rphase = R_WAIT_HEAD;
+  c->phase = V_AWAIT_ORIGIN;
   r->up = NULL;
   attempt_start(c);
-  goto out;
-oom:
-  local_error(c, 502, "internal", "request head too large or out of memory", 1);
 out:
-  buf_fini(&xffb);
   free(m);
 }
 
-/* The Host value for the origin and the TLS name. */
-static const char *origin_host(const struct req *r, const struct sitecfg_origin *o, char *tmp,
-                               size_t cap) {
-  const char *h = o->host_header ? o->host_header : r->host;
-  if (!o->host_header) {
-    /* strip a port for the TLS name */
-    const char *colon = r->host[0] == '[' ? strchr(r->host, ']') : strchr(r->host, ':');
-    size_t n = strlen(r->host);
-    if (colon && r->host[0] == '[') {
-      n = (size_t)(colon - r->host) + 1;
-      if (n >= 2) {
-        copy_trunc(tmp, cap, r->host + 1, n - 2);
-        return tmp;
-      }
-    } else if (colon) {
-      n = (size_t)(colon - r->host);
-    }
-    copy_trunc(tmp, cap, r->host, n);
-    return tmp;
-  }
-  return h;
+/* The TLS name and pool key of the current attempt's origin. */
+static const char *attempt_tls_name(const struct req *r, char *tmp, size_t cap) {
+  const struct sitecfg_origin *o = &r->site->origins[r->oidx];
+  return rewrite_tls_name(r->rq.host, o->host_header, tmp, cap);
+}
+
+static void attempt_key(const struct req *r, char *key, size_t cap) {
+  const struct sitecfg_origin *o = &r->site->origins[r->oidx];
+  char tmp[256];
+  upstream_key(key, cap, o->https, o->address, o->port, attempt_tls_name(r, tmp, sizeof tmp));
 }
 
 static void attempt_fail(struct vconn *c, int kind);
@@ -801,20 +420,21 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
   struct req *r = &c->r;
   const struct sitecfg_origin *o = &r->site->origins[r->oidx];
   char tmp[256], key[320];
-  const char *sni = origin_host(r, o, tmp, sizeof tmp);
   struct upconn *u = NULL;
-  int kind;
+  enum up_fail fail = UP_FAIL_CONNECT;
   r->uhead_off = 0;
   r->request_sent = 0;
   r->up_werr = 0;
-  r->rphase = R_WAIT_HEAD;
   r->uscan = 0;
+  c->phase = V_AWAIT_ORIGIN;
   sbuf_reset(&c->uin);
-  pool_key(key, sizeof key, o, sni);
-  if (allow_pool) u = pool_get(w, key);
-  if (!u) u = up_connect(w, &r->pick, o, sni, &kind);
+  attempt_key(r, key, sizeof key);
+  if (allow_pool) u = upstream_pool_get(w->ups, key);
+  if (!u && r->pick.resolved)
+    u = upstream_connect(w->ups, (const struct sockaddr *)&r->pick.sa, r->pick.salen, o->https,
+                         attempt_tls_name(r, tmp, sizeof tmp), &fail);
   if (!u) {
-    attempt_fail(c, kind);
+    attempt_fail(c, fail == UP_FAIL_TLS ? AR_TLS : AR_CONNECT);
     return;
   }
   u->owner = c;
@@ -826,7 +446,6 @@ static void attempt_start(struct vconn *c) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   const struct sitecfg_origin *o;
-  char tmp[256];
   if (proxy_state_pick(w->p->state, r->site, r->tried, w->now, &r->pick) < 0) {
     no_origin_left(c);
     return;
@@ -838,14 +457,11 @@ static void attempt_start(struct vconn *c) {
   if (r->pick.fail_open) CINC(w->ctr.fail_open);
   if (r->attempts > 1) CINC(w->ctr.retries);
   o = &r->site->origins[r->oidx];
-  r->uhead.len = 0;
-  if (buf_append(&r->uhead, r->ubase.data, r->ubase.len) ||
-      buf_printf(&r->uhead, "Host: %s\r\n\r\n", o->host_header ? o->host_header : r->host)) {
+  if (rewrite_attempt_head(&r->ubase, o->host_header ? o->host_header : r->rq.host, &r->uhead)) {
     local_error(c, 502, "internal", "out of memory", 1);
     return;
   }
-  (void)tmp;
-  attempt_connect(c, !r->has_body);
+  attempt_connect(c, !r->rq.has_body);
 }
 
 /* Record a failed attempt and retry or answer. */
@@ -859,11 +475,11 @@ static void attempt_fail(struct vconn *c, int kind) {
     r->have_pick = 0;
   }
   if (r->up) {
-    up_close(r->up);
+    upstream_close(r->up);
     r->up = NULL;
   }
   r->last_fail = kind;
-  if (skip_may_retry(r->attempts, elapsed, &r->site->retry, r->idempotent, r->request_sent,
+  if (skip_may_retry(r->attempts, elapsed, &r->site->retry, r->rq.idempotent, r->request_sent,
                      r->body_sent)) {
     attempt_start(c);
     return;
@@ -877,32 +493,13 @@ static void attempt_fail(struct vconn *c, int kind) {
     local_error(c, 502, "origin_unreachable", "no origin could be reached", !r->vbody.done);
 }
 
-/* Build the visitor's response head from the origin head m. 0 or -1. */
-static int build_response_head(struct vconn *c, const struct http1_msg *m, int chunked) {
-  struct req *r = &c->r;
-  struct buf *o = &c->oh;
-  if (buf_printf(o, "HTTP/1.1 %d %.*s\r\n", m->status, (int)m->reason_len, m->reason)) return -1;
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (hop_by_hop(h) || connection_listed(m, h)) continue;
-    if (chunked && http1_name_is(h, "content-length")) continue;
-    if (buf_append(o, h->name, h->name_len) || buf_puts(o, ": ") ||
-        buf_append(o, h->value, h->value_len) || buf_puts(o, "\r\n"))
-      return -1;
-  }
-  if (chunked && !r->decode && buf_puts(o, "Transfer-Encoding: chunked\r\n")) return -1;
-  if (c->close_after && buf_puts(o, "Connection: close\r\n")) return -1;
-  return buf_puts(o, "\r\n");
-}
-
 /* A complete origin head of hl bytes is in uin. */
 static void got_response_head(struct vconn *c, size_t hl) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   struct http1_msg *m = malloc(sizeof *m);
-  int failed, chunked = 0, n_cl = 0, conn_close = 0, te = 0;
-  uint64_t cl = 0;
-  enum http1_body_kind kind;
+  struct rewrite_resp rs;
+  int failed;
   if (!m || http1_parse_response(c->uin.d, hl, m) != HTTP1_OK) {
     free(m);
     attempt_fail(c, AR_IO);
@@ -921,27 +518,15 @@ static void got_response_head(struct vconn *c, size_t hl) {
     r->uscan = 0;
     return;
   }
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "transfer-encoding")) {
-      te = 1;
-      if (http1_list_has(h->value, h->value_len, "chunked")) chunked = 1;
-    } else if (http1_name_is(h, "content-length")) {
-      uint64_t v;
-      if (http1_parse_length(h->value, h->value_len, &v) < 0 || (n_cl && v != cl)) {
-        free(m);
-        attempt_fail(c, AR_IO);
-        return;
-      }
-      cl = v;
-      n_cl++;
-    } else if (http1_name_is(h, "connection")) {
-      if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
-    }
+  rewrite_response(m, r->rq.is_head, &rs);
+  if (rs.bad) {
+    free(m);
+    attempt_fail(c, AR_IO);
+    return;
   }
   failed = skip_is_failure(&r->site->retry, 0, m->status);
   if (failed) {
-    if (skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry, r->idempotent,
+    if (skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry, r->rq.idempotent,
                        r->request_sent, r->body_sent)) {
       free(m);
       attempt_fail(c, AR_STATUS);
@@ -955,17 +540,14 @@ static void got_response_head(struct vconn *c, size_t hl) {
     if (proxy_state_record(w->p->state, r->site, r->oidx, w->now, failed)) CINC(w->ctr.skips);
     r->have_pick = 0;
   }
-  if (r->is_head || m->status == 204 || m->status == 304) kind = HTTP1_BODY_NONE;
-  else if (chunked) kind = HTTP1_BODY_CHUNKED;
-  else if (te) kind = HTTP1_BODY_CLOSE;
-  else if (n_cl) kind = HTTP1_BODY_LENGTH;
-  else kind = HTTP1_BODY_CLOSE;
-  http1_body_init(&r->ubody, kind, cl);
-  r->decode = kind == HTTP1_BODY_CHUNKED && r->vminor == 0;
-  r->up_keepalive = m->minor >= 1 && !conn_close && kind != HTTP1_BODY_CLOSE;
-  if (!r->keepalive || kind == HTTP1_BODY_CLOSE || r->decode || w->stopping) c->close_after = 1;
+  http1_body_init(&r->ubody, rs.body, rs.body_len);
+  r->decode = rs.body == HTTP1_BODY_CHUNKED && r->rq.minor == 0;
+  r->up_keepalive = rs.up_keepalive;
+  if (!r->rq.keepalive || rs.body == HTTP1_BODY_CLOSE || r->decode || w->stopping)
+    c->close_after = 1;
   r->status = m->status;
-  if (build_response_head(c, m, kind == HTTP1_BODY_CHUNKED) < 0) {
+  if (rewrite_response_head(m, &rs, rs.body == HTTP1_BODY_CHUNKED && !r->decode, c->close_after,
+                            &c->oh) < 0) {
     free(m);
     r->status = 502;
     r->up_keepalive = 0;
@@ -975,7 +557,7 @@ static void got_response_head(struct vconn *c, size_t hl) {
   free(m);
   r->resp_started = 1;
   c->uin.sent = c->uin.fwd = hl;
-  r->rphase = R_BODY;
+  c->phase = V_RESPONSE;
 }
 
 /* Visitor request finished: pool the origin connection, then keep-alive or close. */
@@ -987,17 +569,16 @@ static void proxy_done(struct vconn *c) {
               !r->up_werr;
   if (r->up) {
     if (reuse) {
-      char tmp[256], key[320];
-      const struct sitecfg_origin *o = &r->site->origins[r->oidx];
-      pool_key(key, sizeof key, o, origin_host(r, o, tmp, sizeof tmp));
-      pool_put(w, r->up, key);
+      char key[320];
+      attempt_key(r, key, sizeof key);
+      upstream_pool_put(w->ups, r->up, key, w->now, w->stopping);
     } else {
-      up_close(r->up);
+      upstream_close(r->up);
     }
     r->up = NULL;
   }
   finish_request(c, r->status);
-  if (c->close_after || !r->keepalive || !r->vbody.done || w->stopping) v_close(c);
+  if (c->close_after || !r->rq.keepalive || !r->vbody.done || w->stopping) v_close(c);
   else v_next_request(c);
 }
 
@@ -1075,7 +656,7 @@ static int step_head(struct vconn *c) {
     if (hl > HEAD_MAX) {
       c->r.active = 1;
       c->r.t_start = c->w->now;
-      c->r.keepalive = 0;
+      c->r.rq.keepalive = 0;
       local_error(c, 431, "header_too_large", "request head larger than 32 KiB", 1);
       return 1;
     }
@@ -1086,8 +667,7 @@ static int step_head(struct vconn *c) {
     c->r.active = 1;
     c->r.t_start = c->w->now;
     c->r.site = NULL;
-    c->r.method[0] = c->r.host[0] = c->r.path[0] = '\0';
-    c->r.keepalive = 0;
+    memset(&c->r.rq, 0, sizeof c->r.rq);
     c->r.attempts = 0;
     local_error(c, 431, "header_too_large", "request head larger than 32 KiB", 1);
     return 1;
@@ -1130,45 +710,22 @@ static int step_upstream(struct vconn *c) {
   struct upconn *u = r->up;
   int prog = 0;
   if (!u) return 0;
-  if (u->st == U_CONNECTING) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (!u->can_write && !u->can_read) return 0;
-    if (getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
-    if (err == EINPROGRESS || err == EALREADY) return 0;
-    if (err) {
-      attempt_fail(c, AR_CONNECT);
+  if (u->st != UP_READY) {
+    int st0 = u->st;
+    enum up_fail f = upstream_progress(u);
+    if (f != UP_OK) {
+      attempt_fail(c, f == UP_FAIL_TLS ? AR_TLS : AR_CONNECT);
       return 1;
     }
-    if (!u->can_write) return 0;
-    u->st = u->ssl ? U_TLS : U_READY;
-    r->up_last = w->now;
-    prog = 1;
-  }
-  if (u->st == U_TLS) {
-    int rc, e;
-    ERR_clear_error();
-    rc = SSL_do_handshake(u->ssl);
-    if (rc == 1) {
-      u->st = U_READY;
+    if (u->st != st0) {
       r->up_last = w->now;
       prog = 1;
-    } else {
-      e = SSL_get_error(u->ssl, rc);
-      if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-      else if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
-      else {
-        log_warn("TLS handshake with origin %lld failed: %s", (long long)r->site->origins[r->oidx].id,
-                  ERR_reason_error_string(ERR_peek_last_error()) ? ERR_reason_error_string(ERR_peek_last_error()) : "error");
-        attempt_fail(c, AR_TLS);
-        return 1;
-      }
-      return prog;
     }
+    if (u->st != UP_READY) return prog;
   }
   /* request head */
   if (r->uhead_off < r->uhead.len && u->can_write && !r->up_werr) {
-    ssize_t wr = up_write(u, r->uhead.data + r->uhead_off, r->uhead.len - r->uhead_off);
+    ssize_t wr = upstream_write(u, r->uhead.data + r->uhead_off, r->uhead.len - r->uhead_off);
     if (wr > 0) {
       r->uhead_off += (size_t)wr;
       r->request_sent = 1;
@@ -1181,7 +738,7 @@ static int step_upstream(struct vconn *c) {
   }
   /* request body */
   if (r->uhead_off == r->uhead.len && c->in.sent < c->in.fwd && u->can_write && !r->up_werr) {
-    ssize_t wr = up_write(u, c->in.d + c->in.sent, c->in.fwd - c->in.sent);
+    ssize_t wr = upstream_write(u, c->in.d + c->in.sent, c->in.fwd - c->in.sent);
     if (wr > 0) {
       c->in.sent += (size_t)wr;
       r->body_sent = 1;
@@ -1194,23 +751,23 @@ static int step_upstream(struct vconn *c) {
     }
   }
   /* response */
-  if (u->can_read && (r->rphase == R_WAIT_HEAD || !r->ubody.done)) {
+  if (u->can_read && (c->phase == V_AWAIT_ORIGIN || !r->ubody.done)) {
     struct sbuf *b = &c->uin;
     ssize_t rd;
     if (b->len == b->cap && b->sent > 0) sbuf_compact(b);
     if (b->len < b->cap) {
-      rd = up_read(u, b->d + b->len, b->cap - b->len);
+      rd = upstream_read(u, b->d + b->len, b->cap - b->len);
       if (rd > 0) {
         b->len += (size_t)rd;
         r->up_last = w->now;
         prog = 1;
       } else if (rd == 0 || rd == -2) {
-        if (r->rphase == R_WAIT_HEAD) {
-          if (b->len == 0 && u->reused && !r->body_sent && !r->stale_retry && r->idempotent) {
+        if (c->phase == V_AWAIT_ORIGIN) {
+          if (b->len == 0 && u->reused && !r->body_sent && !r->stale_retry && r->rq.idempotent) {
             /* a pooled connection the origin had closed: reconnect once, not a failure (only
                for idempotent methods: another request may never be sent twice) */
             r->stale_retry = 1;
-            up_close(u);
+            upstream_close(u);
             r->up = NULL;
             attempt_connect(c, 0);
             return 1;
@@ -1226,7 +783,7 @@ static int step_upstream(struct vconn *c) {
           /* truncated response: nothing sensible to tell the visitor but a close */
           log_warn("origin %lld closed mid-response", (long long)r->site->origins[r->oidx].id);
           r->up_keepalive = 0;
-          up_close(u);
+          upstream_close(u);
           r->up = NULL;
           v_close(c);
           return 0;
@@ -1234,7 +791,7 @@ static int step_upstream(struct vconn *c) {
       }
     }
   }
-  if (r->rphase == R_WAIT_HEAD) {
+  if (c->phase == V_AWAIT_ORIGIN) {
     size_t hl = http1_head_end(c->uin.d, c->uin.len, &r->uscan);
     if (hl) {
       got_response_head(c, hl);
@@ -1272,9 +829,9 @@ static int step_proxy(struct vconn *c) {
     if (k > 0) prog = 1;
   }
   if (r->up) prog |= step_upstream(c);
-  if (c->closed || c->phase != V_PROXY) return 1;
+  if (c->closed || (c->phase != V_AWAIT_ORIGIN && c->phase != V_RESPONSE)) return 1;
   /* response framing and out */
-  if (r->rphase == R_BODY) {
+  if (c->phase == V_RESPONSE) {
     if (!r->ubody.done && c->uin.fwd < c->uin.len) {
       size_t out;
       long k = http1_body_feed(&r->ubody, c->uin.d + c->uin.fwd, c->uin.len - c->uin.fwd, &out,
@@ -1294,13 +851,13 @@ static int step_proxy(struct vconn *c) {
       if (k > 0) prog = 1;
     }
   }
-  rc = v_flush(c, r->rphase == R_BODY ? &c->uin : NULL);
+  rc = v_flush(c, c->phase == V_RESPONSE ? &c->uin : NULL);
   if (rc < 0) {
     v_close(c);
     return 0;
   }
   prog |= rc;
-  if (r->rphase == R_BODY && r->ubody.done && c->oh.len == 0 && c->uin.sent == c->uin.fwd) {
+  if (c->phase == V_RESPONSE && r->ubody.done && c->oh.len == 0 && c->uin.sent == c->uin.fwd) {
     proxy_done(c);
     return 1;
   }
@@ -1315,7 +872,9 @@ static void v_pump(struct vconn *c) {
     switch (c->phase) {
     case V_HEAD: prog = step_head(c); break;
     case V_LOCAL: prog = step_local(c); break;
-    default: prog = step_proxy(c); break;
+    case V_AWAIT_ORIGIN:
+    case V_RESPONSE: prog = step_proxy(c); break;
+    default: prog = 0; break;
     }
     if (!prog) return;
   }
@@ -1393,8 +952,8 @@ static void sweep(struct worker *w) {
       continue;
     }
     if (r->up) {
-      int connecting = r->up->st != U_READY;
-      int waiting_origin = r->rphase == R_WAIT_HEAD ||
+      int connecting = r->up->st != UP_READY;
+      int waiting_origin = c->phase == V_AWAIT_ORIGIN ||
                            (!r->ubody.done && c->uin.len < c->uin.cap);
       if (connecting && now - r->up_last > p->o.connect_timeout_ms) {
         attempt_fail(c, AR_TIMEOUT);
@@ -1402,7 +961,7 @@ static void sweep(struct worker *w) {
         continue;
       }
       if (!connecting && waiting_origin && now - r->up_last > p->o.origin_timeout_ms) {
-        if (r->rphase == R_WAIT_HEAD) {
+        if (c->phase == V_AWAIT_ORIGIN) {
           attempt_fail(c, AR_TIMEOUT);
           v_pump(c);
         } else {
@@ -1417,14 +976,7 @@ static void sweep(struct worker *w) {
       if (want_visitor && now - c->last_io > p->o.visitor_timeout_ms) v_close(c);
     }
   }
-  for (int b = 0; b < POOL_BUCKETS; b++)
-    for (struct pool *pl = w->pools[b]; pl; pl = pl->next) {
-      struct upconn *u = pl->idle, *un;
-      for (; u; u = un) {
-        un = u->pnext;
-        if (now - u->idle_since > p->o.origin_idle_ms || w->stopping) up_close(u);
-      }
-    }
+  upstream_pool_sweep(w->ups, now, p->o.origin_idle_ms, w->stopping);
 }
 
 static void free_graves(struct worker *w) {
@@ -1433,11 +985,7 @@ static void free_graves(struct worker *w) {
     w->vgrave = c->gnext;
     v_free(c);
   }
-  while (w->ugrave) {
-    struct upconn *u = w->ugrave;
-    w->ugrave = u->gnext;
-    free(u);
-  }
+  upstream_reap(w->ups);
 }
 
 static void begin_stop(struct worker *w) {
@@ -1491,7 +1039,7 @@ static void *worker_main(void *arg) {
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) u->can_read = 1;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) u->can_write = 1;
         if (u->owner) v_pump(u->owner);
-        else if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) up_close(u);
+        else if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) upstream_close(u);
       }
     }
     rl = w->ready;
@@ -1516,18 +1064,10 @@ static void *worker_main(void *arg) {
       }
     }
   }
-  /* drop idle origin connections and pools */
-  for (int b = 0; b < POOL_BUCKETS; b++) {
-    struct pool *pl = w->pools[b], *pn;
-    for (; pl; pl = pn) {
-      pn = pl->next;
-      while (pl->idle) up_close(pl->idle);
-      free(pl);
-    }
-    w->pools[b] = NULL;
-  }
   while (w->conns) v_close(w->conns);
   free_graves(w);
+  upstream_pool_sweep(w->ups, w->now, 0, 1); /* drop idle origin connections */
+  upstream_reap(w->ups);
   sitecfg_set_unref(w->cfg);
   w->cfg = NULL;
   return NULL;
@@ -1591,16 +1131,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   if (p->o.max_idle_per_origin < 0) p->o.max_idle_per_origin = 0;
   p->nthreads = p->o.threads;
   if (!(p->state = proxy_state_new())) goto fail;
-  if (!(p->ssl = SSL_CTX_new(TLS_client_method()))) goto fail;
-  SSL_CTX_set_min_proto_version(p->ssl, TLS1_2_VERSION);
-  SSL_CTX_set_verify(p->ssl, SSL_VERIFY_PEER, NULL);
-  SSL_CTX_set_mode(p->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  SSL_CTX_set_options(p->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF); /* no close_notify: plain EOF */
-  if (p->ca_file ? SSL_CTX_load_verify_locations(p->ssl, p->ca_file, NULL) != 1
-                 : SSL_CTX_set_default_verify_paths(p->ssl) != 1) {
-    log_error("cannot load origin CA file %s", p->ca_file ? p->ca_file : "(system default)");
-    goto fail;
-  }
+  if (!(p->ssl = upstream_tls_ctx(p->ca_file))) goto fail;
   if (addr_parse_listen(p->listen, 1, &sa, &salen) < 0) {
     log_error("invalid listen address '%s' (want host:port)", p->listen);
     goto fail;
@@ -1629,7 +1160,8 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
       else ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)p->port);
     }
     if ((w->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-        (w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        (w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        !(w->ups = upstream_new(p->ssl, w->epfd, EV_UPSTREAM, p->o.max_idle_per_origin)))
       goto fail;
     w->ltag.kind = EV_LISTEN;
     w->wtag.kind = EV_WAKE;
@@ -1697,6 +1229,7 @@ void proxy_free(struct proxy **pp) {
     struct worker *w = &p->w[i];
     if (w->lfd >= 0) close(w->lfd);
     if (w->wfd >= 0) close(w->wfd);
+    upstream_free(&w->ups);
     if (w->epfd >= 0) close(w->epfd);
     sitecfg_set_unref(w->cfg);
   }
@@ -1716,6 +1249,9 @@ void proxy_free(struct proxy **pp) {
 int proxy_metrics(struct proxy *p, struct buf *out) {
   uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0;
   int64_t seq = 0;
+  struct metrics *m;
+  char label[64];
+  int rc;
   memset(codes, 0, sizeof codes);
   memset(att, 0, sizeof att);
   for (int i = 0; i < p->nthreads; i++) {
@@ -1729,34 +1265,31 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   pthread_mutex_lock(&p->cfg_mu);
   if (p->cfg) seq = p->cfg->seq;
   pthread_mutex_unlock(&p->cfg_mu);
-  if (buf_puts(out, "# HELP cdnca_node_requests_total Visitor requests answered, by status.\n"
-                    "# TYPE cdnca_node_requests_total counter\n"))
-    return -1;
+  /* the workers count with relaxed atomics; the snapshot renders through a registry */
+  if (!(m = metrics_new())) return -1;
+  metrics_declare(m, "cdnca_node_requests_total", "counter", "Visitor requests answered, by status.");
   for (int k = 100; k < 600; k++)
-    if (codes[k] && buf_printf(out, "cdnca_node_requests_total{code=\"%d\"} %llu\n", k,
-                               (unsigned long long)codes[k]))
-      return -1;
-  if (buf_puts(out, "# HELP cdnca_node_origin_attempts_total Origin attempts, by result.\n"
-                    "# TYPE cdnca_node_origin_attempts_total counter\n"))
-    return -1;
-  for (int k = 0; k < AR__N; k++)
-    if (buf_printf(out, "cdnca_node_origin_attempts_total{result=\"%s\"} %llu\n", ar_names[k],
-                   (unsigned long long)att[k]))
-      return -1;
-  if (buf_printf(out,
-                 "# HELP cdnca_node_retries_total Attempts retried on another origin.\n"
-                 "# TYPE cdnca_node_retries_total counter\ncdnca_node_retries_total %llu\n"
-                 "# HELP cdnca_node_origin_skips_total Times an origin was put into skip.\n"
-                 "# TYPE cdnca_node_origin_skips_total counter\n"
-                 "cdnca_node_origin_skips_total %llu\n"
-                 "# HELP cdnca_node_fail_open_total Picks made while every origin was skipped.\n"
-                 "# TYPE cdnca_node_fail_open_total counter\ncdnca_node_fail_open_total %llu\n"
-                 "# HELP cdnca_node_config_seq Sequence of the config being served.\n"
-                 "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
-                 (unsigned long long)retries, (unsigned long long)skips,
-                 (unsigned long long)fo, (long long)seq))
-    return -1;
-  return 0;
+    if (codes[k]) {
+      snprintf(label, sizeof label, "code=\"%d\"", k);
+      metrics_add(m, "cdnca_node_requests_total", label, (double)codes[k]);
+    }
+  metrics_declare(m, "cdnca_node_origin_attempts_total", "counter", "Origin attempts, by result.");
+  for (int k = 0; k < AR__N; k++) {
+    snprintf(label, sizeof label, "result=\"%s\"", attempt_results[k].name);
+    metrics_add(m, "cdnca_node_origin_attempts_total", label, (double)att[k]);
+  }
+  metrics_declare(m, "cdnca_node_retries_total", "counter", "Attempts retried on another origin.");
+  metrics_add(m, "cdnca_node_retries_total", "", (double)retries);
+  metrics_declare(m, "cdnca_node_origin_skips_total", "counter", "Times an origin was put into skip.");
+  metrics_add(m, "cdnca_node_origin_skips_total", "", (double)skips);
+  metrics_declare(m, "cdnca_node_fail_open_total", "counter",
+                  "Picks made while every origin was skipped.");
+  metrics_add(m, "cdnca_node_fail_open_total", "", (double)fo);
+  metrics_declare(m, "cdnca_node_config_seq", "gauge", "Sequence of the config being served.");
+  metrics_set(m, "cdnca_node_config_seq", "", (double)seq);
+  rc = metrics_render(m, out);
+  metrics_free(&m);
+  return rc;
 }
 
 cJSON *proxy_observations(struct proxy *p) {

@@ -502,6 +502,64 @@ static void test_no_enabled_origins_switches_at_once(void **state) {
   assert_int_equal(count_events(f, "level.switched", NULL), 1);
 }
 
+/* The change and its re-evaluation in one store_op: a failure after both leaves neither. */
+struct change_arg {
+  struct fx *f;
+  enum store_rc result;
+};
+
+static enum store_rc disable_o1_and_evaluate(struct store *st, void *arg) {
+  struct change_arg *a = arg;
+  struct site_rec s;
+  enum store_rc rc = store_site_get_locked(st, a->f->site_id, &s);
+  struct origin_rec o;
+  if (rc != STORE_OK) return rc;
+  o = *find(&s, a->f->o1);
+  site_rec_fini(&s);
+  o.enabled = 0;
+  rc = store_origin_update_locked(st, &o);
+  if (rc != STORE_OK) return rc;
+  if (engine_site_changed_locked(&a->f->ctx, a->f->site_id) < 0) return STORE_ERROR;
+  return a->result;
+}
+
+static void test_change_and_reevaluation_are_one_transaction(void **state) {
+  struct fx *f = *state;
+  struct change_arg a = {f, STORE_ERROR};
+  struct site_rec s;
+  make_site(f, "auto", 3);
+  assert_int_equal(store_op(f->ctx.store, disable_o1_and_evaluate, &a), STORE_ERROR);
+  assert_int_equal(current_level(f), 1);
+  s = load(f);
+  assert_int_equal(find(&s, f->o1)->enabled, 1);
+  site_rec_fini(&s);
+  assert_int_equal(count_events(f, "level.switched", NULL), 0);
+  a.result = STORE_OK;
+  assert_int_equal(store_op(f->ctx.store, disable_o1_and_evaluate, &a), STORE_OK);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
+}
+
+/* A site stranded on a level with no enabled origin (an older controld's crash) is switched by
+   the start-up re-evaluation; a second pass changes nothing. */
+static void test_reevaluate_all_repairs(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  struct origin_rec o;
+  make_site(f, "auto", 3);
+  s = load(f);
+  o = *find(&s, f->o1);
+  site_rec_fini(&s);
+  o.enabled = 0;
+  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK); /* no re-evaluation */
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(engine_reevaluate_all(&f->ctx), 0);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
+  assert_int_equal(engine_reevaluate_all(&f->ctx), 0);
+  assert_int_equal(count_events(f, "level.switched", NULL), 1);
+}
+
 static void test_manual_switch_validation(void **state) {
   struct fx *f = *state;
   int64_t v0;
@@ -713,6 +771,9 @@ int main(void) {
       cmocka_unit_test(test_next_probe_ms),
       cmocka_unit_test(test_prober_wake),
       cmocka_unit_test_setup_teardown(test_own_interval_and_options_stored, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_change_and_reevaluation_are_one_transaction, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reevaluate_all_repairs, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

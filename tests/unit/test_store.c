@@ -581,6 +581,71 @@ static void test_rec_copy(void **state) {
   assert_int_equal(b.n_origins, 0);
 }
 
+/* store_op: a body that refuses after writing leaves nothing and runs no hook. */
+struct op_arg {
+  int64_t site_id;
+  enum store_rc result; /* what the body returns after its writes */
+};
+
+static enum store_rc op_disable_first(struct store *st, void *arg) {
+  struct op_arg *a = arg;
+  struct site_rec s;
+  enum store_rc rc = store_site_get_locked(st, a->site_id, &s);
+  if (rc != STORE_OK) return rc;
+  s.origins[0].enabled = 0;
+  rc = store_origin_update_locked(st, &s.origins[0]);
+  site_rec_fini(&s);
+  return rc != STORE_OK ? rc : a->result;
+}
+
+static void test_store_op(void **state) {
+  struct fx *f = *state;
+  struct op_arg a;
+  struct site_rec g;
+  int64_t id = create_site(f, "a", "a.com", 2), seq = store_pub_seq(f->st);
+  int calls = f->hook_calls;
+  a.site_id = id;
+  a.result = STORE_CONFLICT; /* refused after the write: rolled back */
+  assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_CONFLICT);
+  assert_int_equal(store_pub_seq(f->st), seq);
+  assert_int_equal(f->hook_calls, calls);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.origins[0].enabled, 1);
+  assert_int_equal(g.config_version, 1);
+  site_rec_fini(&g);
+  a.result = STORE_OK; /* committed with its publication */
+  assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_OK);
+  assert_int_equal(store_pub_seq(f->st), seq + 1);
+  assert_int_equal(f->hook_calls, calls + 1);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.origins[0].enabled, 0);
+  assert_int_equal(g.config_version, 2);
+  site_rec_fini(&g);
+  a.site_id = id + 100; /* the body's own error code comes back */
+  assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
+}
+
+/* The origin cap is counted inside the transaction that adds. */
+static void test_origin_cap(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  struct origin_rec o;
+  int64_t id = create_site(f, "a", "a.com", 2);
+  memset(&o, 0, sizeof o);
+  o.site_id = id;
+  o.level = 1;
+  o.port = 80;
+  o.weight = 1;
+  o.enabled = 1;
+  snprintf(o.address, sizeof o.address, "10.1.0.1");
+  snprintf(o.scheme, sizeof o.scheme, "http");
+  for (int i = 2; i < STORE_MAX_ORIGINS; i++) assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
+  assert_int_equal(store_origin_add(f->st, &o), STORE_LIMIT);
+  assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
+  assert_int_equal(g.n_origins, STORE_MAX_ORIGINS);
+  site_rec_fini(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -594,6 +659,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_events, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tokens_and_nodes, setup, teardown),
       cmocka_unit_test(test_rec_copy),
+      cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,42 @@
+/* api_op — every /v1 write is one store transaction (DESIGN §4): the change, the level
+   re-evaluation of the site it touched, the publication, the events and the answer commit
+   together or not at all. */
+#ifndef CDNCA_API_OP_H
+#define CDNCA_API_OP_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+struct req;
+struct ctx;
+
+struct api_op_def;
+
+/* One API write in progress. */
+struct api_op {
+  const struct api_op_def *def;
+  struct req *r;   /* the request: steps set its reply with req_json / req_error */
+  struct ctx *ctx;
+  void *arg;       /* the route's own state */
+  int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same
+                      transaction before the answer step (0 = no site to re-evaluate) */
+};
+
+/* A step inside the write transaction. STORE_OK goes on; anything else rolls the whole operation
+   back (the step sets the error reply; when it set none, api_op_run answers from the code). */
+typedef enum store_rc (*api_op_step)(struct api_op *op);
+
+/* What one route does, as steps. */
+struct api_op_def {
+  const char *what;   /* the resource named in generic error replies ("site", "origin") */
+  api_op_step change; /* the write (required) */
+  api_op_step answer; /* after the re-evaluation: sets the success reply from the writer's view
+                         (NULL: the route answers after api_op_run returns 0) */
+};
+
+/* Run def for r as one transaction: change, re-evaluation of op->site_id, answer, commit.
+   0 when committed; -1 when nothing was written (an error reply is set on r). */
+int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
+
+#endif

@@ -1,0 +1,82 @@
+/* rewrite — the proxy's header policy and message rewriting, without sockets: header rules as a
+ * table, the upstream request head planned from a parsed visitor request, the visitor's
+ * response head planned from a parsed origin response (DESIGN §11). */
+#ifndef CDNCA_REWRITE_H
+#define CDNCA_REWRITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "http1.h"
+
+/* What the policy does with a header field (bits of rewrite_header_flags). */
+enum rewrite_flag {
+  RW_DROP_REQ = 1 << 0,  /* not copied from the visitor's request to the origin */
+  RW_DROP_RESP = 1 << 1, /* not copied from the origin's response to the visitor */
+  RW_REWRITE = 1 << 2,   /* written by the proxy itself (Host, framing, Via, X-Forwarded-*) */
+  RW_HOP = 1 << 3        /* hop-by-hop (RFC 9110 §7.6.1) */
+};
+
+/* The rewrite_flag bits of a header name (0 for headers passed through as they are). */
+unsigned rewrite_header_flags(const char *name, unsigned len);
+
+/* A visitor request after the head rules: either a plan for the origin or a local answer. */
+struct rewrite_req {
+  int status;       /* 0: proxy it; else the status of the local answer */
+  const char *code; /* local answer: error code and message (static strings) */
+  const char *msg;
+  char method[33];
+  int idempotent, is_head, minor;
+  int keepalive;       /* the visitor connection may carry another request */
+  int expect_continue; /* "Expect: 100-continue" on an HTTP/1.1 request with a body */
+  enum http1_body_kind body; /* HTTP1_BODY_NONE, _LENGTH (also 0) or _CHUNKED */
+  uint64_t body_len;         /* _LENGTH */
+  int has_body;              /* chunked or a Content-Length above 0 */
+  char host[256];            /* routing host (Host header or absolute-form authority) */
+  char path[512];            /* the request target as received, truncated (for the log) */
+};
+
+/* Apply the request rules to the parsed head m from a visitor at client_ip: fills rq, and unless
+ * rq->status is set, writes into ubase the upstream head without Host and the final empty line
+ * (request line, passed headers, X-Forwarded-For/-Proto, Via, framing). 0, or -1 on OOM. */
+int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rewrite_req *rq,
+                    struct buf *ubase);
+
+/* Append "Host: <host>\r\n\r\n" to ubase's copy in out: the head of one attempt. 0 or -1. */
+int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out);
+
+/* An origin response after the framing rules. */
+struct rewrite_resp {
+  int bad;                   /* 1: the origin's framing is invalid (treat as a failed attempt) */
+  int status;                /* the origin's status */
+  enum http1_body_kind body; /* how the origin frames the body */
+  uint64_t body_len;
+  int chunked;               /* the origin sends chunked framing */
+  int up_keepalive;          /* the origin connection may be reused after this response */
+};
+
+/* Plan the response to the visitor's request (is_head) from the origin head m. */
+void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_resp *rs);
+
+/* Write the visitor's response head for m into out: status line, passed headers, framing
+ * ("Transfer-Encoding: chunked" when reframe_chunked), "Connection: close" when close. 0 or -1. */
+int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
+                          int reframe_chunked, int close, struct buf *out);
+
+/* The reason phrase of the statuses the proxy answers itself ("Unknown" for others). */
+const char *rewrite_reason(int status);
+
+/* Append s JSON-escaped (without the quotes) to b. 0 or -1. */
+int rewrite_json_escape(struct buf *b, const char *s);
+
+/* Write a local JSON error answer {"error":{"code","message"}} into out. 0 or -1. */
+int rewrite_local_answer(int status, const char *code, const char *msg, int close,
+                         struct buf *out);
+
+/* The TLS name (SNI, certificate check) of an attempt: host_header when the origin has one, else
+ * the visitor's host without port and brackets, copied into tmp[cap]. */
+const char *rewrite_tls_name(const char *visitor_host, const char *host_header, char *tmp,
+                             size_t cap);
+
+#endif

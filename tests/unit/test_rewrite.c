@@ -1,0 +1,196 @@
+/* Tests for noded/rewrite: the header policy table and head planning, without sockets. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "http1.h"
+#include "rewrite.h"
+
+/* Parse a request head (must be valid) and plan it from 192.0.2.7. */
+static int plan(const char *head, struct rewrite_req *rq, struct buf *ub) {
+  static struct http1_msg m;
+  assert_int_equal(http1_parse_request(head, strlen(head), &m), HTTP1_OK);
+  buf_init(ub, 65536);
+  return rewrite_request(&m, "192.0.2.7", rq, ub);
+}
+
+static void test_header_flags(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    unsigned flags;
+  } rows[] = {
+      {"Connection", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
+      {"keep-alive", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
+      {"Proxy-Authorization", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
+      {"TE", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
+      {"Upgrade", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
+      {"Transfer-Encoding", RW_DROP_REQ | RW_DROP_RESP | RW_HOP | RW_REWRITE},
+      {"Host", RW_DROP_REQ | RW_REWRITE},
+      {"content-length", RW_DROP_REQ | RW_REWRITE},
+      {"X-Forwarded-For", RW_DROP_REQ | RW_REWRITE},
+      {"Via", RW_DROP_REQ | RW_REWRITE},
+      {"Expect", RW_DROP_REQ},
+      {"Accept", 0},
+      {"Proxy", 0}, /* only "proxy-" names are hop-by-hop */
+      {"Hostx", 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    unsigned got = rewrite_header_flags(rows[i].name, (unsigned)strlen(rows[i].name));
+    if (got != rows[i].flags) fail_msg("%s: flags %u, want %u", rows[i].name, got, rows[i].flags);
+  }
+}
+
+static void test_plan_get(void **state) {
+  struct rewrite_req rq;
+  struct buf ub;
+  (void)state;
+  assert_int_equal(plan("GET /a?b HTTP/1.1\r\nHost: demo.test\r\nAccept: */*\r\n"
+                        "Connection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\n"
+                        "X-Forwarded-For: 10.0.0.1\r\nVia: 1.0 other\r\nTE: trailers\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_int_equal(rq.status, 0);
+  assert_string_equal(rq.host, "demo.test");
+  assert_string_equal(rq.method, "GET");
+  assert_string_equal(rq.path, "/a?b");
+  assert_true(rq.idempotent);
+  assert_true(rq.keepalive);
+  assert_int_equal(rq.body, HTTP1_BODY_NONE);
+  assert_string_equal(ub.data, "GET /a?b HTTP/1.1\r\nAccept: */*\r\n"
+                               "X-Forwarded-For: 10.0.0.1, 192.0.2.7\r\nX-Forwarded-Proto: http\r\n"
+                               "Via: 1.0 other, 1.1 cdnca-node\r\n");
+  {
+    struct buf h;
+    buf_init(&h, 0);
+    assert_int_equal(rewrite_attempt_head(&ub, "origin.test", &h), 0);
+    assert_non_null(strstr(h.data, "\r\nHost: origin.test\r\n\r\n"));
+    buf_fini(&h);
+  }
+  buf_fini(&ub);
+}
+
+static void test_plan_bodies(void **state) {
+  struct rewrite_req rq;
+  struct buf ub;
+  (void)state;
+  assert_int_equal(plan("POST /u HTTP/1.1\r\nHost: d\r\nContent-Length: 12\r\n"
+                        "Expect: 100-continue\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_int_equal(rq.status, 0);
+  assert_int_equal(rq.body, HTTP1_BODY_LENGTH);
+  assert_int_equal(rq.body_len, 12);
+  assert_true(rq.has_body);
+  assert_true(rq.expect_continue);
+  assert_false(rq.idempotent);
+  assert_non_null(strstr(ub.data, "Content-Length: 12\r\n"));
+  assert_null(strstr(ub.data, "Expect"));
+  buf_fini(&ub);
+
+  assert_int_equal(plan("POST /u HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n\r\n", &rq,
+                        &ub),
+                   0);
+  assert_int_equal(rq.body, HTTP1_BODY_CHUNKED);
+  assert_non_null(strstr(ub.data, "Transfer-Encoding: chunked\r\n"));
+  buf_fini(&ub);
+
+  assert_int_equal(plan("POST /u HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\n\r\n", &rq, &ub), 0);
+  assert_int_equal(rq.status, 0);
+  assert_false(rq.has_body);
+  assert_non_null(strstr(ub.data, "Content-Length: 0\r\n"));
+  buf_fini(&ub);
+}
+
+/* Requests answered locally: head -> status. */
+static void test_plan_rejects(void **state) {
+  static const struct {
+    const char *head;
+    int status;
+  } rows[] = {
+      {"GET / HTTP/1.1\r\n\r\n", 400},                                          /* no Host */
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},                     /* two Hosts */
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+       400},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      {"POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    struct rewrite_req rq;
+    struct buf ub;
+    assert_int_equal(plan(rows[i].head, &rq, &ub), 0);
+    if (rq.status != rows[i].status)
+      fail_msg("row %zu: status %d, want %d", i, rq.status, rows[i].status);
+    buf_fini(&ub);
+  }
+}
+
+static void test_absolute_form(void **state) {
+  struct rewrite_req rq;
+  struct buf ub;
+  (void)state;
+  assert_int_equal(plan("GET http://demo.test/x HTTP/1.1\r\nHost: other\r\n\r\n", &rq, &ub), 0);
+  assert_int_equal(rq.status, 0);
+  assert_string_equal(rq.host, "demo.test");
+  assert_true(strncmp(ub.data, "GET /x HTTP/1.1\r\n", 17) == 0);
+  buf_fini(&ub);
+}
+
+static void test_response(void **state) {
+  static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close, X-A\r\n"
+                             "X-A: 1\r\nX-B: 2\r\nKeep-Alive: timeout=5\r\n\r\n";
+  struct http1_msg m;
+  struct rewrite_resp rs;
+  struct buf o;
+  (void)state;
+  assert_int_equal(http1_parse_response(head, strlen(head), &m), HTTP1_OK);
+  rewrite_response(&m, 0, &rs);
+  assert_false(rs.bad);
+  assert_int_equal(rs.body, HTTP1_BODY_LENGTH);
+  assert_int_equal(rs.body_len, 5);
+  assert_false(rs.up_keepalive);
+  buf_init(&o, 0);
+  assert_int_equal(rewrite_response_head(&m, &rs, 0, 0, &o), 0);
+  assert_string_equal(o.data, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-B: 2\r\n\r\n");
+  buf_fini(&o);
+  rewrite_response(&m, 1, &rs); /* HEAD: no body whatever the length says */
+  assert_int_equal(rs.body, HTTP1_BODY_NONE);
+}
+
+static void test_local_answer(void **state) {
+  struct buf o;
+  (void)state;
+  buf_init(&o, 0);
+  assert_int_equal(rewrite_local_answer(502, "x\"y", "m", 1, &o), 0);
+  assert_non_null(strstr(o.data, "HTTP/1.1 502 Bad Gateway\r\n"));
+  assert_non_null(strstr(o.data, "Connection: close\r\n"));
+  assert_non_null(strstr(o.data, "{\"error\":{\"code\":\"x\\\"y\",\"message\":\"m\"}}"));
+  buf_fini(&o);
+  assert_string_equal(rewrite_reason(431), "Request Header Fields Too Large");
+  assert_string_equal(rewrite_reason(299), "Unknown");
+}
+
+static void test_tls_name(void **state) {
+  char tmp[64];
+  (void)state;
+  assert_string_equal(rewrite_tls_name("demo.test:8080", NULL, tmp, sizeof tmp), "demo.test");
+  assert_string_equal(rewrite_tls_name("[::1]:8443", NULL, tmp, sizeof tmp), "::1");
+  assert_string_equal(rewrite_tls_name("demo.test", "o.test", tmp, sizeof tmp), "o.test");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_header_flags), cmocka_unit_test(test_plan_get),
+      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_plan_rejects),
+      cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_response),
+      cmocka_unit_test(test_local_answer), cmocka_unit_test(test_tls_name),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
