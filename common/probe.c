@@ -8,6 +8,9 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,8 @@
 #define PROBE_PATH_MAX 2048
 #define PROBE_URL_MAX (PROBE_NAME_MAX + PROBE_PATH_MAX + 32)
 #define PROBE_POLL_MS 100
+/* Events taken from epoll per wake-up; more ready sockets are simply served on the next turn. */
+#define PROBE_EVENTS 256
 
 /* One reusable transfer: an easy handle and the state of the probe it currently runs. */
 struct probe_slot {
@@ -33,6 +38,9 @@ struct probe_slot {
 
 struct probe {
   CURLM *multi;
+  enum probe_engine engine;
+  int epfd;          /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
+  int64_t timer_at;  /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
   char *user_agent;
   char *ca_file;
   int max_conc;
@@ -401,6 +409,103 @@ static void probe_drain(struct probe *p, const struct probe_target *targets,
   }
 }
 
+/* ---- the epoll engine: libcurl tells which sockets and which timeout to watch ---- */
+
+const char *probe_engine_name(enum probe_engine e) {
+  return e == PROBE_ENGINE_POLL ? "poll" : "epoll";
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: keep the epoll set equal to what libcurl wants watched. */
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
+  struct probe *p = userp;
+  struct epoll_event ev;
+  (void)e;
+  (void)socketp;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(p->epfd, EPOLL_CTL_DEL, s, NULL); /* already gone when closed: nothing to do */
+    return 0;
+  }
+  memset(&ev, 0, sizeof ev);
+  ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+  ev.data.fd = s;
+  if (epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
+  if (errno == ENOENT && epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0) return 0;
+  log_error("epoll_ctl on socket %d: %s", (int)s, strerror(errno));
+  return -1;
+}
+
+/* CURLMOPT_TIMERFUNCTION: when libcurl wants CURL_SOCKET_TIMEOUT (-1 = no timer). */
+static int on_timer(CURLM *m, long timeout_ms, void *userp) {
+  struct probe *p = userp;
+  (void)m;
+  p->timer_at = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+  return 0;
+}
+
+/* Wait for ready sockets or libcurl's timer (at most PROBE_POLL_MS, so cancel is seen) and let
+   libcurl act on them. 0 or -1. */
+static int epoll_turn(struct probe *p) {
+  struct epoll_event evs[PROBE_EVENTS];
+  int running = 0, nev, wait = PROBE_POLL_MS;
+  CURLMcode mc;
+  if (p->timer_at >= 0) {
+    int64_t left = p->timer_at - mono_ms();
+    wait = left <= 0 ? 0 : left < PROBE_POLL_MS ? (int)left : PROBE_POLL_MS;
+  }
+  nev = epoll_wait(p->epfd, evs, PROBE_EVENTS, wait);
+  if (nev < 0) {
+    if (errno == EINTR) return 0;
+    log_error("epoll_wait: %s", strerror(errno));
+    return -1;
+  }
+  for (int i = 0; i < nev; i++) {
+    int flags = 0;
+    if (evs[i].events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
+    if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+    if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+    mc = curl_multi_socket_action(p->multi, evs[i].data.fd, flags, &running);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_socket_action: %s", curl_multi_strerror(mc));
+      return -1;
+    }
+  }
+  if (p->timer_at >= 0 && mono_ms() >= p->timer_at) {
+    p->timer_at = -1;
+    mc = curl_multi_socket_action(p->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_socket_action: %s", curl_multi_strerror(mc));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* One turn of the poll engine: perform, and wait when nothing more can start. 0 or -1. */
+static int poll_turn(struct probe *p, const struct probe_target *targets,
+                     struct probe_result *results, int more_to_start) {
+  int still = 0;
+  CURLMcode mc = curl_multi_perform(p->multi, &still);
+  if (mc != CURLM_OK) {
+    log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
+    return -1;
+  }
+  probe_drain(p, targets, results);
+  if (p->nidle > 0 && more_to_start) return 0; /* room for more: start them before waiting */
+  if ((size_t)p->max_conc == p->nidle) return 0;
+  mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
+  if (mc != CURLM_OK) {
+    log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
+    return -1;
+  }
+  return 0;
+}
+
 struct probe *probe_new(const struct probe_opts *opts) {
   struct probe *p = NULL;
   struct probe_opts o = {0};
@@ -413,6 +518,9 @@ struct probe *probe_new(const struct probe_opts *opts) {
   }
   p = calloc(1, sizeof *p);
   if (!p) goto out;
+  p->epfd = -1;
+  p->timer_at = -1;
+  p->engine = o.engine == PROBE_ENGINE_POLL ? PROBE_ENGINE_POLL : PROBE_ENGINE_EPOLL;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
   if (!p->user_agent) goto out;
@@ -428,6 +536,16 @@ struct probe *probe_new(const struct probe_opts *opts) {
   /* One request per connection, never multiplexed: each probe tests a fresh connection. */
   if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK)
     goto out;
+  if (p->engine == PROBE_ENGINE_EPOLL) {
+    CURLMcode mc = CURLM_OK;
+    p->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (p->epfd < 0) goto out;
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERDATA, p);
+    if (mc != CURLM_OK) goto out;
+  }
   ok = 1;
 out:
   if (!ok) {
@@ -453,6 +571,7 @@ void probe_free(struct probe **pp) {
     }
   }
   if (p->multi) curl_multi_cleanup(p->multi);
+  if (p->epfd >= 0) close(p->epfd);
   free(p->slots);
   free(p->idle);
   free(p->user_agent);
@@ -479,8 +598,7 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
     p->idle[p->nidle++] = (size_t)i;
 
   for (;;) {
-    CURLMcode mc;
-    int still = 0;
+    int turn;
     while (next < n && p->nidle > 0) {
       probe_start(p, &targets[next], next, &results[next]);
       next++;
@@ -491,19 +609,13 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
       cancelled = 1;
       break;
     }
-    mc = curl_multi_perform(p->multi, &still);
-    if (mc != CURLM_OK) {
-      log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
-      goto out;
+    if (p->engine == PROBE_ENGINE_EPOLL) {
+      turn = epoll_turn(p);
+      probe_drain(p, targets, results);
+    } else {
+      turn = poll_turn(p, targets, results, next < n);
     }
-    probe_drain(p, targets, results);
-    if (p->nidle > 0 && next < n) continue; /* room for more: start them before waiting */
-    if ((size_t)p->max_conc == p->nidle) continue;
-    mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
-    if (mc != CURLM_OK) {
-      log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
-      goto out;
-    }
+    if (turn < 0) goto out;
   }
   rc = 0;
 out:
