@@ -39,6 +39,7 @@ struct probe_slot {
 struct probe {
   CURLM *multi;
   enum probe_engine engine;
+  int tls_reuse; /* bench only: see probe_opts.tls_session_reuse */
   int epfd;          /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
   int64_t timer_at;  /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
   char *user_agent;
@@ -200,6 +201,17 @@ static int is_tls_error(CURLcode rc) {
   }
 }
 
+static void text_set(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Format into out (cap bytes), truncating: error texts are bounded by PROBE_ERROR_MAX. */
+static void text_set(char *out, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out, cap, fmt, ap);
+  va_end(ap);
+}
+
 /* Put the transport failure of a transfer that got no response into words (r->error). */
 static void transport_error(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
                             char *out, size_t cap) {
@@ -207,31 +219,31 @@ static void transport_error(struct probe_slot *s, CURLcode rc, const struct prob
   const char *detail = s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc);
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT:
-    snprintf(out, cap, "timeout");
+    text_set(out, cap, "timeout");
     break;
   case CURLE_COULDNT_CONNECT:
     curl_easy_getinfo(s->easy, CURLINFO_OS_ERRNO, &oserr);
     if (oserr > 0) {
       char eb[96];
-      snprintf(out, cap, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
+      text_set(out, cap, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
     } else {
-      snprintf(out, cap, "connect failed: %s", detail);
+      text_set(out, cap, "connect failed: %s", detail);
     }
     break;
   case CURLE_COULDNT_RESOLVE_HOST:
-    snprintf(out, cap, "resolve failed: %s", t->address);
+    text_set(out, cap, "resolve failed: %s", t->address);
     break;
   case CURLE_GOT_NOTHING:
-    snprintf(out, cap, "empty reply");
+    text_set(out, cap, "empty reply");
     break;
   case CURLE_OK:
-    snprintf(out, cap, "no response status");
+    text_set(out, cap, "no response status");
     break;
   default:
     if (is_tls_error(rc))
-      snprintf(out, cap, "tls: %s", detail);
+      text_set(out, cap, "tls: %s", detail);
     else
-      snprintf(out, cap, "%s", detail);
+      text_set(out, cap, "%s", detail);
     break;
   }
 }
@@ -302,7 +314,7 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, p->tls_reuse ? 1L : 0L);
   if (p->ca_file) rc |= curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
   rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
@@ -521,6 +533,7 @@ struct probe *probe_new(const struct probe_opts *opts) {
   p->epfd = -1;
   p->timer_at = -1;
   p->engine = o.engine == PROBE_ENGINE_POLL ? PROBE_ENGINE_POLL : PROBE_ENGINE_EPOLL;
+  p->tls_reuse = o.tls_session_reuse ? 1 : 0;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
   if (!p->user_agent) goto out;

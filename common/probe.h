@@ -52,6 +52,9 @@ struct probe_opts {
   const char *user_agent; /* User-Agent header; NULL = PROBE_UA_CONTROL */
   enum probe_engine engine; /* [PROBE_ENGINE_EPOLL] */
   const char *ca_file;    /* PEM CA bundle for HTTPS; NULL = the system CAs */
+  int tls_session_reuse;  /* 1 = let each transfer slot resume its earlier TLS sessions. For
+                             tests/bench only: controld and noded never set it (a resumed
+                             session skips the certificate check; see tests/bench/README.md) */
   int max_concurrency;    /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
                              more targets wait in a queue, in order */
 };
