@@ -433,12 +433,14 @@ static int64_t mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* CURLMOPT_SOCKETFUNCTION: keep the epoll set equal to what libcurl wants watched. */
+/* CURLMOPT_SOCKETFUNCTION: keep the epoll set equal to what libcurl wants watched. A socket
+   already in the set carries a non-NULL socketp (curl_multi_assign), so it is modified, not
+   added; libcurl forgets the mark when it stops tracking the socket. */
 static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
+  static char in_set; /* the mark's address */
   struct probe *p = userp;
   struct epoll_event ev;
   (void)e;
-  (void)socketp;
   if (what == CURL_POLL_REMOVE) {
     epoll_ctl(p->epfd, EPOLL_CTL_DEL, s, NULL); /* already gone when closed: nothing to do */
     return 0;
@@ -446,8 +448,12 @@ static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *sock
   memset(&ev, 0, sizeof ev);
   ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
   ev.data.fd = s;
-  if (epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
-  if (errno == ENOENT && epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0) return 0;
+  if (socketp && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
+  if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0 ||
+      (errno == EEXIST && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0)) {
+    curl_multi_assign(p->multi, s, &in_set);
+    return 0;
+  }
   log_error("epoll_ctl on socket %d: %s", (int)s, strerror(errno));
   return -1;
 }
