@@ -21,6 +21,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,6 +420,7 @@ int main(int argc, char **argv) {
 
   memset(&pki, 0, sizeof pki);
   memset(best, 0, sizeof best);
+  signal(SIGPIPE, SIG_IGN); /* a probe that gave up closes first: the responder's write fails */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--https") == 0) {
