@@ -5,12 +5,25 @@
 #include <string.h>
 
 #include "clock.h"
+#include "jsonstrict.h"
 
-cJSON *json_parse(const char *buf, size_t len) {
+cJSON *json_parse(const char *buf, size_t len) { return json_parse_strict(buf, len, NULL); }
+
+cJSON *json_parse_strict(const char *buf, size_t len, struct jsonstrict_err *err) {
   const char *end = NULL;
   cJSON *v;
-  if (!buf || len == 0) return NULL;
+  if (!buf || len == 0 || jsonstrict_check(buf, len, err) < 0) {
+    if (err && (!buf || len == 0)) {
+      memset(err, 0, sizeof *err);
+      err->rc = JSONSTRICT_SYNTAX;
+    }
+    return NULL;
+  }
   v = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+  if (!v && err) {
+    memset(err, 0, sizeof *err);
+    err->rc = JSONSTRICT_NO_MEMORY; /* the text was checked: only allocation can fail */
+  }
   if (!v) return NULL;
   /* only whitespace may follow the value */
   if (end) {
@@ -27,7 +40,17 @@ cJSON *json_parse(const char *buf, size_t len) {
   return v;
 }
 
-char *json_print(const cJSON *v) { return cJSON_PrintUnformatted(v); }
+char *json_print(const cJSON *v) {
+  char *text = cJSON_PrintUnformatted(v), *fixed;
+  size_t len, flen;
+  if (!text) return NULL;
+  len = strlen(text);
+  if (jsonstrict_utf8_valid(text, len)) return text;
+  /* a string stored before input was checked: never send invalid UTF-8 */
+  fixed = jsonstrict_utf8_repair(text, len, &flen);
+  cJSON_free(text);
+  return fixed;
+}
 
 int json_is_int(const cJSON *v, int64_t min, int64_t max) {
   double d;

@@ -6,10 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parse exactly len bytes (need not be NUL-terminated); NULL on malformed input or trailing garbage. Caller frees with cJSON_Delete. */
+#include "jsonstrict.h"
+
+/* Parse exactly len bytes (need not be NUL-terminated) after the strict check of jsonstrict.h
+   (duplicate keys, U+0000, invalid UTF-8, lone surrogates, trailing bytes are refused); NULL when
+   refused. Caller frees with cJSON_Delete. */
 cJSON *json_parse(const char *buf, size_t len);
 
-/* Print compactly; returns a malloc'd string (caller frees) or NULL. */
+/* The same, saying why in *err (may be NULL) when it returns NULL. */
+cJSON *json_parse_strict(const char *buf, size_t len, struct jsonstrict_err *err);
+
+/* Print compactly; returns a malloc'd string (caller frees with free) or NULL. Always valid
+   UTF-8: bytes that are not (a string stored by an older version) become U+FFFD. */
 char *json_print(const cJSON *v);
 
 /* Read an integer field. 0 = read into *out, 1 = absent (or null when allow_null), -1 = present but not an integer in [min, max]. */

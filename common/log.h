@@ -1,12 +1,27 @@
-/* log — levelled, printf-checked log lines on stderr, as text or JSON. */
+/* log — levelled, printf-checked log lines on stderr (or a log file), as text or JSON. */
 #ifndef CDNCA_LOG_H
 #define CDNCA_LOG_H
+
+#include <stddef.h>
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 enum log_format { LOG_TEXT = 0, LOG_JSON = 1 };
 
 /* Set the program name, format and most verbose level written (process-wide, call once at start). */
 void log_init(const char *prog, enum log_format fmt, enum log_level max);
+
+/* Change the format and level while running (SIGHUP reload); thread-safe. */
+void log_set(enum log_format fmt, enum log_level max);
+
+/* Send log lines (and anything else written to stderr) to path, opened for append and created
+   0640 when missing; called again (SIGHUP) it reopens path, so a rotated file is let go. The
+   switch is atomic (dup2 onto stderr): no line is lost or split. 0, or -1 with err filled and
+   stderr unchanged. */
+int log_open_file(const char *path, char *err, size_t errlen);
+
+/* Parse a level or format name ("error".."debug", "text"/"json") into *out. 0 or -1. */
+int log_level_from_name(const char *name, enum log_level *out);
+int log_format_from_name(const char *name, enum log_format *out);
 
 /* 1 when a message at this level would be written. */
 int log_enabled(enum log_level lvl);

@@ -2,9 +2,12 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 
@@ -192,6 +195,91 @@ enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, 
     }
   }
   return OPTS_OK;
+}
+
+int opts_take_flag(int *argc, char **argv, const char *flag) {
+  int found = 0, j = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], flag) == 0) {
+      found = 1;
+      continue;
+    }
+    argv[j++] = argv[i];
+  }
+  argv[j] = NULL;
+  *argc = j;
+  return found;
+}
+
+const char *opts_config_path(int argc, char **argv) {
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) path = argv[++i];
+    else if (strncmp(argv[i], "--config=", 9) == 0) path = argv[i] + 9;
+  }
+  return path;
+}
+
+int opts_check_readable(const char *option, const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
+    snprintf(err, errlen, "option %s: %s: %s", option, path, strerror(errno));
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "option %s: %s is not a regular file", option, path);
+    return -1;
+  }
+  return 0;
+}
+
+int opts_check_appendable(const char *option, const char *path, char *err, size_t errlen) {
+  struct stat st;
+  char dir[1024];
+  const char *d;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      snprintf(err, errlen, "option %s: %s is a directory", option, path);
+      return -1;
+    }
+    if (access(path, W_OK) < 0) {
+      snprintf(err, errlen, "option %s: %s is not writable: %s", option, path, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  if (errno != ENOENT) {
+    snprintf(err, errlen, "option %s: %s: %s", option, path, strerror(errno));
+    return -1;
+  }
+  snprintf(dir, sizeof dir, "%s", path);
+  d = dirname(dir);
+  if (access(d, W_OK | X_OK) < 0) {
+    snprintf(err, errlen, "option %s: cannot create %s in %s: %s", option, path, d,
+             strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int opts_listed(const char *const *list, const char *name) {
+  for (; list && *list; list++)
+    if (name_eq(*list, name)) return 1;
+  return 0;
+}
+
+const char *opts_changed(const struct opt_def *defs, const void *a, const void *b,
+                         const char *const *same_ok) {
+  for (; defs->name; defs++) {
+    const char *pa = (const char *)a + defs->offset, *pb = (const char *)b + defs->offset;
+    int differ;
+    if (defs->type == OPT_INT)
+      differ = *(const int64_t *)(const void *)pa != *(const int64_t *)(const void *)pb;
+    else
+      differ = strcmp(pa, pb) != 0;
+    if (differ && !opts_listed(same_ok, defs->name)) return defs->name;
+  }
+  return NULL;
 }
 
 void opts_usage(const struct opt_def *defs, const char *prog, const char *synopsis) {

@@ -40,6 +40,29 @@ int opts_set(const struct opt_def *defs, void *target, const char *name, const c
 int opts_load_file(const struct opt_def *defs, void *target, const char *path, char *err,
                    size_t errlen);
 
+/* Remove every argument equal to flag (a switch without a value, e.g. "--check-config") from
+   argv, shifting the rest down and updating *argc. Returns 1 when it was there, else 0. */
+int opts_take_flag(int *argc, char **argv, const char *flag);
+
+/* The --config FILE given in argv (the last one), or NULL. Points into argv. */
+const char *opts_config_path(int argc, char **argv);
+
+/* Checks of option values that touch the file system, for --check-config: each returns 0, or -1
+   with err naming the option. Nothing is created or changed. */
+/* path is a readable regular file */
+int opts_check_readable(const char *option, const char *path, char *err, size_t errlen);
+/* path can be opened for append: an existing writable file, or a writable directory for it */
+int opts_check_appendable(const char *option, const char *path, char *err, size_t errlen);
+
+/* Compare two option structs filled from the same table: the name of the first option whose
+   value differs and is not listed in same_ok (NULL-terminated flag names), or NULL. Used on
+   reload to name the options that need a restart. */
+const char *opts_changed(const struct opt_def *defs, const void *a, const void *b,
+                         const char *const *same_ok);
+
+/* 1 when the option name is in the NULL-terminated list (flag or JSON form), else 0. */
+int opts_listed(const char *const *list, const char *name);
+
 /* Print a usage text for the table to stdout. */
 void opts_usage(const struct opt_def *defs, const char *prog, const char *synopsis);
 

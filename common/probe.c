@@ -437,7 +437,6 @@ static int64_t mono_ms(void) {
    already in the set carries a non-NULL socketp (curl_multi_assign), so it is modified, not
    added; libcurl forgets the mark when it stops tracking the socket. */
 static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
-  static char in_set; /* the mark's address */
   struct probe *p = userp;
   struct epoll_event ev;
   (void)e;
@@ -451,7 +450,7 @@ static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *sock
   if (socketp && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
   if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0 ||
       (errno == EEXIST && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0)) {
-    curl_multi_assign(p->multi, s, &in_set);
+    curl_multi_assign(p->multi, s, p); /* the mark: any non-NULL pointer */
     return 0;
   }
   log_error("epoll_ctl on socket %d: %s", (int)s, strerror(errno));

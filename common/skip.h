@@ -10,6 +10,9 @@
 #define SKIP_MAX_STATUS 16
 /* Most origins one pick can choose among (the site limit). */
 #define SKIP_MAX_PICK 64
+/* The failure-ratio window is kept as this many slices of fail_window_ms / SKIP_SLICES each:
+ * enough that an outcome leaves the window within a tenth of it, small enough to keep per origin. */
+#define SKIP_SLICES 10
 
 /* A site's node_retry settings (DESIGN §2); defaults from skip_params_default. */
 struct skip_params {
@@ -21,6 +24,9 @@ struct skip_params {
   int half_open_requests; /* [1] trial requests when a skip ends */
   int n_retry_on_status;
   int retry_on_status[SKIP_MAX_STATUS]; /* [502, 503, 504] */
+  int backup_levels;      /* [1] go on to the following levels when the current one is spent */
+  double failure_ratio;   /* [0 = off] skip at this failure share within fail_window_ms, (0, 1] */
+  int failure_min_volume; /* [20] outcomes in the window before failure_ratio applies */
 };
 
 enum skip_state { SKIP_HEALTHY = 0, SKIP_SKIPPED = 1, SKIP_HALF_OPEN = 2 };
@@ -35,25 +41,47 @@ struct skip_rec {
   int64_t half_open_since; /* when the record went half-open */
   int64_t rr_current;    /* smooth weighted round-robin state */
   uint64_t requests, failures, skips, fail_open;
+  uint64_t probes, backup_picks; /* probe outcomes fed in; picks made as a backup level */
   int64_t fail_ts[SKIP_RING];
+  /* outcomes (all, failed) per slice of the window, for failure_ratio; slice_id = now / width */
+  int64_t slice_id[SKIP_SLICES];
+  uint32_t slice_total[SKIP_SLICES], slice_failed[SKIP_SLICES];
 };
 
-/* One candidate of a pick: the caller's record, its weight (>= 1) and whether it was tried. */
+/* One candidate of a pick: the caller's record, its weight (>= 1), whether it was tried (failed
+ * earlier in this request) and its level (used by skip_pick_levels only). */
 struct skip_cand {
   struct skip_rec *rec;
   int weight;
   int tried;
+  int level;
 };
 
-/* Fill p with the defaults of DESIGN §2. */
+/* What skip_pick_levels chose besides the index. */
+struct skip_choice {
+  int level;     /* the chosen candidate's level */
+  int backup;    /* 1 when that level follows the current one */
+  int fail_open; /* 1 when every untried origin of the current and following levels was skipped */
+};
+
+/* Fill p with the defaults of DESIGN §2 (the table in noderetry.c). */
 void skip_params_default(struct skip_params *p);
 
 /* Reset a record to healthy with empty history and zero counters. */
 void skip_rec_init(struct skip_rec *r);
 
 /* Record one request outcome at now (failed = 1 for a failure). Returns 1 when this outcome
- * put the origin into skip (a new skip), else 0. A half-open trial slot is released. */
+ * put the origin into skip (a new skip: fail_count failures within fail_window_ms, or with
+ * failure_ratio on, a failure share >= failure_ratio over >= failure_min_volume outcomes in the
+ * window), else 0. A half-open trial slot is released. */
 int skip_record(struct skip_rec *r, const struct skip_params *p, int64_t now, int failed);
+
+/* Record the node's own probe of the origin at now (ok = 1 for a success). Healthy: counts as a
+ * request outcome would (a failure goes towards fail_count and the ratio). Skipped past its skip
+ * time, or half-open: the probe is the half-open trial (success restores and clears the history,
+ * failure skips again). Skipped before its skip time: changes nothing. Returns 1 when it started
+ * a skip, else 0. Probes are counted in probes, not in requests/failures. */
+int skip_probe(struct skip_rec *r, const struct skip_params *p, int64_t now, int ok);
 
 /* Give back a half-open trial slot reserved by skip_usable/skip_pick without an outcome
  * (the request was abandoned). */
@@ -74,6 +102,23 @@ int skip_is_skipped(const struct skip_rec *r, int64_t now);
  * *fail_open = 1 and count it on the chosen record. Returns the index, or -1 when every
  * candidate was tried (or n == 0). A half-open trial slot is reserved on the chosen record. */
 int skip_pick(struct skip_cand *c, int n, const struct skip_params *p, int64_t now, int *fail_open);
+
+/* Pick across levels: among the untried, usable candidates of current_level (smooth weighted
+ * round-robin); when there is none and backup_levels is on, the same on each following level in
+ * ascending order; never a level before current_level. When every untried candidate of the
+ * current and following levels is skipped, fail open: pick among the current level's untried ones
+ * anyway, else (backup_levels on) those of the first following level that has one; count it on
+ * the chosen record. Returns the index and fills *ch (may be NULL), or -1 when nothing untried is
+ * left. Reserves a half-open trial slot on a usable pick; counts backup picks on the record. */
+int skip_pick_levels(struct skip_cand *c, int n, const struct skip_params *p, int current_level,
+                     int64_t now, struct skip_choice *ch);
+
+/* Re-resolution interval of a hostname origin: the DNS TTL (seconds; have_ttl = 0 when the
+ * answer carried none, e.g. from /etc/hosts) bounded to [SKIP_DNS_MIN_MS, SKIP_DNS_MAX_MS];
+ * no TTL or a failed lookup gives SKIP_DNS_MIN_MS (retry soon). */
+#define SKIP_DNS_MIN_MS 30000
+#define SKIP_DNS_MAX_MS 300000
+int64_t skip_dns_refresh_ms(int have_ttl, int64_t ttl_s);
 
 /* 1 when an attempt outcome is a failure: transport_error (connect error, timeout, TLS failure,
  * connection lost before a response) or a status listed in retry_on_status. */

@@ -43,6 +43,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   struct engine_outlook ol;
   struct origin_obs *obs = NULL;
   int n_obs = 0, online = 0, current = 0;
+  int64_t seq = 0;
   const char *reason = NULL;
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
@@ -51,7 +52,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   if (rc != STORE_OK) return rc;
   if (store_health_observations(ctx->store, site_id, &obs, &n_obs) != STORE_OK ||
       store_health_propagation(ctx->store, site_id, now - ctx->cfg.node_online_ms, &online,
-                               &current) < 0) {
+                               &current, &seq) < 0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -87,6 +88,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   prop = cJSON_AddObjectToObject(j, "propagation");
   cJSON_AddNumberToObject(prop, "nodes_online", online);
   cJSON_AddNumberToObject(prop, "nodes_on_current_version", current);
+  json_add_i64(prop, "seq", seq);
   dec = cJSON_AddObjectToObject(j, "decision");
   cJSON_AddStringToObject(dec, "action", health_action_to_string(ol.decision.action));
   cJSON_AddNumberToObject(dec, "to_level", ol.decision.to_level);

@@ -28,6 +28,7 @@ struct cd_config {
   char tls_key[512];
   char log_format[8];
   char log_level[8];
+  char log_file[512];
   int64_t max_connections;
   int64_t http_threads;
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;

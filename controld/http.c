@@ -122,14 +122,45 @@ int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int6
 
 cJSON *req_body_object(struct req *r) {
   const char *ct = req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+  struct jsonstrict_err err;
   cJSON *v;
   if (!ct || strncasecmp(ct, "application/json", 16) != 0 || (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
     req_error(r, 415, "unsupported_media_type", NULL, "Content-Type must be application/json");
     return NULL;
   }
-  v = json_parse(r->body.data, r->body.len);
+  v = json_parse_strict(r->body.data, r->body.len, &err);
   if (!v) {
-    req_error(r, 400, "malformed_json", NULL, "request body is not valid JSON");
+    const char *field = err.path[0] ? err.path : NULL;
+    switch (err.rc) {
+    case JSONSTRICT_DUPLICATE_KEY:
+      req_error(r, 400, "duplicate_key", field, "request body: %s is given twice",
+                field ? field : "a key");
+      break;
+    case JSONSTRICT_NUL:
+    case JSONSTRICT_BAD_UTF8:
+    case JSONSTRICT_LONE_SURROGATE:
+      /* valid JSON, but a string that cannot be stored exactly as sent */
+      req_error(r, 422, "invalid_string", field, "%s%s%s", field ? field : "", field ? ": " : "",
+                jsonstrict_message(err.rc));
+      break;
+    case JSONSTRICT_NUMBER:
+      req_error(r, 422, "out_of_range", field, "%s%snumber out of range", field ? field : "",
+                field ? ": " : "");
+      break;
+    case JSONSTRICT_NO_MEMORY:
+      req_error(r, 500, "internal", NULL, "out of memory");
+      break;
+    case JSONSTRICT_TOO_DEEP:
+      req_error(r, 400, "malformed_json", field, "request body is nested more than %d levels",
+                JSONSTRICT_MAX_DEPTH);
+      break;
+    case JSONSTRICT_OK:
+    case JSONSTRICT_SYNTAX:
+    default:
+      req_error(r, 400, "malformed_json", NULL, "request body is not valid JSON (at byte %zu)",
+                err.offset);
+      break;
+    }
     return NULL;
   }
   if (!cJSON_IsObject(v)) {

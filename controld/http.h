@@ -103,7 +103,9 @@ void req_response(struct req *r, unsigned status, struct MHD_Response *resp);
 /* Add a reply header (name and value must be static strings); at most 4. */
 void req_add_header(struct req *r, const char *name, const char *value);
 
-/* Parse the body as a JSON object; NULL with a 400/415 reply set when it is not one. Caller frees. */
+/* Parse the body as a JSON object (strictly, jsonstrict.h); NULL with a reply set when it is not
+   one: 415 wrong type, 400 malformed_json / duplicate_key, 422 invalid_string (U+0000, invalid
+   UTF-8, lone surrogate; field named). Caller frees. */
 cJSON *req_body_object(struct req *r);
 
 /* Suspend the connection (only from a handler, which then returns HTTP_SUSPENDED). */

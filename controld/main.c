@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "addr.h"
 #include "api.h"
 #include "clock.h"
 #include "hub.h"
@@ -17,6 +19,7 @@
 #include "prober.h"
 #include "rcache.h"
 #include "store.h"
+#include "svc.h"
 #include "tasks.h"
 #include "token.h"
 
@@ -38,6 +41,7 @@ static const struct opt_def options[] = {
     {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL, "private key for --tls-cert (PEM)"},
     {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text", "text or json"},
     {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
+    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL, "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
     {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384", "HTTP connection limit (long-polling nodes count)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
     {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000", "first webhook retry delay (doubles per attempt)"},
@@ -48,6 +52,131 @@ static const struct opt_def options[] = {
 };
 #undef O
 #undef S
+
+/* What SIGHUP may change in a running controld; any other changed key waits for a restart. */
+static const char *const reloadable[] = {
+    "log-level",        "log-format",       "probe-interval-ms",    "probe-batch",
+    "webhook-retry-ms", "webhook-retry-max-ms", "webhook-give-up-ms", "webhook-timeout-ms",
+    NULL,
+};
+
+/* Checks of a parsed configuration that need no file system: 0, or -1 with err naming the option. */
+static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
+    snprintf(err, errlen, "option tls-cert: --tls-cert and --tls-key go together");
+    return -1;
+  }
+  if (addr_parse_listen(c->listen, 0, &ss, &sl) < 0) {
+    snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
+    return -1;
+  }
+  if (c->checkpoint_url[0] && strncasecmp(c->checkpoint_url, "http://", 7) != 0 &&
+      strncasecmp(c->checkpoint_url, "https://", 8) != 0) {
+    snprintf(err, errlen, "option checkpoint-url: '%s' is not an http:// or https:// URL",
+             c->checkpoint_url);
+    return -1;
+  }
+  return 0;
+}
+
+/* controld --check-config: every check, each error on its own line. Exit status 0 or 2. */
+static int check_config(const struct cd_config *c) {
+  char err[1024];
+  int errors = 0;
+  const struct {
+    const char *option, *path;
+  } files[] = {{"tls-cert", c->tls_cert}, {"tls-key", c->tls_key}, {"probe-ca-file", c->probe_ca_file}};
+
+  if (config_valid(c, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    errors++;
+  }
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    if (!files[i].path[0]) continue;
+    if (opts_check_readable(files[i].option, files[i].path, err, sizeof err) < 0) {
+      fprintf(stderr, "controld: %s\n", err);
+      errors++;
+    }
+  }
+  if (c->log_file[0] && opts_check_appendable("log-file", c->log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    errors++;
+  }
+  if (store_check(c->db, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: option db: %s\n", err);
+    errors++;
+  } else {
+    printf("%s\n", err);
+  }
+  if (errors) return 2;
+  printf("configuration OK\n");
+  return 0;
+}
+
+static void log_apply(const struct cd_config *c) {
+  enum log_level lvl = LOG_INFO;
+  enum log_format fmt = LOG_TEXT;
+  if (log_level_from_name(c->log_level, &lvl) < 0) lvl = LOG_INFO;
+  if (log_format_from_name(c->log_format, &fmt) < 0) fmt = LOG_TEXT;
+  log_set(fmt, lvl);
+}
+
+static void notify_policy_from(const struct cd_config *c, struct notify_policy *np) {
+  notify_policy_defaults(np);
+  np->retry_min_ms = c->webhook_retry_ms;
+  np->retry_max_ms = c->webhook_retry_max_ms;
+  np->give_up_ms = c->webhook_give_up_ms;
+  np->timeout_ms = c->webhook_timeout_ms;
+}
+
+/* SIGHUP: reopen the log file, then re-read flags and --config and apply the reloadable keys.
+   A bad file leaves everything as it runs. *loaded is the configuration last applied (main's
+   own copy: the prober thread owns ctx->cfg's schedule fields while it runs). */
+static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **argv) {
+  struct cd_config next;
+  char err[512];
+  const char *path = opts_config_path(argc, argv), *fixed;
+  struct notify_policy np;
+
+  if (loaded->log_file[0]) {
+    if (log_open_file(loaded->log_file, err, sizeof err) < 0)
+      log_error("SIGHUP: %s; logging goes on where it went", err);
+    else
+      log_info("SIGHUP: log file %s reopened", loaded->log_file);
+  }
+  if (!path) {
+    log_info("SIGHUP: no --config file; nothing else to reload");
+    return;
+  }
+  memset(&next, 0, sizeof next);
+  if (opts_defaults(options, &next) < 0 ||
+      opts_parse(options, &next, argc, argv, err, sizeof err) != OPTS_OK ||
+      config_valid(&next, err, sizeof err) < 0) {
+    log_error("SIGHUP: %s; the running configuration is kept", err);
+    return;
+  }
+  while ((fixed = opts_changed(options, loaded, &next, reloadable))) {
+    log_warn("SIGHUP: option %s changed in %s; it takes effect at the next restart", fixed, path);
+    /* keep the running value so the next comparison moves on to the following option */
+    for (const struct opt_def *d = options; d->name; d++)
+      if (strcmp(d->name, fixed) == 0)
+        memcpy((char *)&next + d->offset, (const char *)loaded + d->offset,
+               d->type == OPT_INT ? sizeof(int64_t) : d->size);
+  }
+  log_apply(&next);
+  notify_policy_from(&next, &np);
+  notify_set_policy(ctx->notify, &np);
+  prober_set_schedule(ctx->prober, next.probe_interval_ms, next.probe_batch);
+  *loaded = next;
+  log_info("SIGHUP: configuration reloaded from %s (log %s/%s, probe interval %lld ms, batch %lld, "
+           "webhook retry %lld..%lld ms, give up %lld ms, timeout %lld ms)",
+           path, next.log_format, next.log_level, (long long)next.probe_interval_ms,
+           (long long)next.probe_batch, (long long)next.webhook_retry_ms,
+           (long long)next.webhook_retry_max_ms, (long long)next.webhook_give_up_ms,
+           (long long)next.webhook_timeout_ms);
+}
 
 /* Register the metric families of DESIGN §8 so they render from the start. */
 static void declare_metrics(struct metrics *m) {
@@ -78,18 +207,31 @@ static int enrol_admin_token(struct ctx *ctx) {
   return store_admin_token_set(ctx->store, hash);
 }
 
+struct reload_arg {
+  struct ctx *ctx;
+  struct cd_config *loaded;
+  int argc;
+  char **argv;
+};
+
+static void on_sighup(void *arg) {
+  struct reload_arg *ra = arg;
+  reload(ra->ctx, ra->loaded, ra->argc, ra->argv);
+}
+
 int main(int argc, char **argv) {
   struct ctx ctx;
+  struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1;
-  enum log_level lvl = LOG_INFO;
+  int sig = 0, ret = 1, check;
 
   memset(&ctx, 0, sizeof ctx);
+  check = opts_take_flag(&argc, argv, "--check-config");
   if (opts_defaults(options, &ctx.cfg) < 0) return 2;
   switch (opts_parse(options, &ctx.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(options, "controld", "[options]");
+    opts_usage(options, "controld", "[--check-config] [options]");
     return 0;
   case OPTS_VERSION:
     printf("controld %s\n", CDNCA_VERSION);
@@ -100,20 +242,21 @@ int main(int argc, char **argv) {
   case OPTS_OK:
     break;
   }
-  if ((ctx.cfg.tls_cert[0] != '\0') != (ctx.cfg.tls_key[0] != '\0')) {
-    fprintf(stderr, "controld: option tls-cert: --tls-cert and --tls-key go together\n");
+  if (check) return check_config(&ctx.cfg);
+  if (config_valid(&ctx.cfg, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
     return 2;
   }
-  for (int i = 0; log_levels[i]; i++)
-    if (strcmp(log_levels[i], ctx.cfg.log_level) == 0) lvl = (enum log_level)i;
-  log_init("controld", strcmp(ctx.cfg.log_format, "json") == 0 ? LOG_JSON : LOG_TEXT, lvl);
+  log_init("controld", LOG_TEXT, LOG_INFO);
+  log_apply(&ctx.cfg);
+  if (ctx.cfg.log_file[0] && log_open_file(ctx.cfg.log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: option log-file: %s\n", err);
+    return 1;
+  }
+  loaded = ctx.cfg;
 
   /* signals are taken synchronously by main; every thread started later inherits the mask */
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  svc_block_signals(&sigs);
 
   ctx.started_ms = clock_mono_ms();
   ctx.metrics = metrics_new();
@@ -130,11 +273,7 @@ int main(int argc, char **argv) {
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
   {
     struct notify_policy np;
-    notify_policy_defaults(&np);
-    np.retry_min_ms = ctx.cfg.webhook_retry_ms;
-    np.retry_max_ms = ctx.cfg.webhook_retry_max_ms;
-    np.give_up_ms = ctx.cfg.webhook_give_up_ms;
-    np.timeout_ms = ctx.cfg.webhook_timeout_ms;
+    notify_policy_from(&ctx.cfg, &np);
     ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
@@ -147,8 +286,12 @@ int main(int argc, char **argv) {
   if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
            store_schema_version(ctx.store));
-
-  sigwait(&sigs, &sig);
+  /* the listener answers and the database is open and migrated: ready */
+  svc_ready("serving the API");
+  {
+    struct reload_arg ra = {&ctx, &loaded, argc, argv};
+    sig = svc_loop(&sigs, "serving the API", on_sighup, &ra);
+  }
   log_info("signal %d: shutting down", sig);
   http_quiesce(&ctx);
   ret = 0;

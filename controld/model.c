@@ -11,6 +11,7 @@
 #include "hcheck.h"
 #include "hostname.h"
 #include "json.h"
+#include "noderetry.h"
 
 static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -223,38 +224,14 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
   return 0;
 }
 
+/* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
 static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct model_err *err) {
-  static const char *const keys[] = {"retries",    "retry_budget_ms", "fail_count",
-                                     "fail_window_ms", "skip_ms",     "half_open_requests",
-                                     "retry_on_status", NULL};
-  const char *P = "node_retry";
-  const cJSON *ros;
-  if (!cJSON_IsObject(nr)) return fail(err, 422, "invalid_type", P, "node_retry must be an object");
-  if (unknown_keys(nr, keys, P, err) < 0) return -1;
-  if (get_int(nr, "retries", 0, 10, &s->nr_retries, P, err) < 0 ||
-      get_int(nr, "retry_budget_ms", 0, 600000, &s->nr_retry_budget_ms, P, err) < 0 ||
-      get_int(nr, "fail_count", 1, 1000, &s->nr_fail_count, P, err) < 0 ||
-      get_int(nr, "fail_window_ms", 100, 3600000, &s->nr_fail_window_ms, P, err) < 0 ||
-      get_int(nr, "skip_ms", 100, 3600000, &s->nr_skip_ms, P, err) < 0 ||
-      get_int(nr, "half_open_requests", 1, 100, &s->nr_half_open_requests, P, err) < 0)
-    return -1;
-  ros = cJSON_GetObjectItemCaseSensitive(nr, "retry_on_status");
-  if (ros) {
-    const cJSON *it;
-    int n = 0;
-    if (!cJSON_IsArray(ros) || cJSON_GetArraySize(ros) > STORE_MAX_RETRY_STATUS)
-      return fail(err, 422, "invalid_value", "node_retry.retry_on_status",
-                  "retry_on_status must be an array of at most %d status codes",
-                  STORE_MAX_RETRY_STATUS);
-    cJSON_ArrayForEach(it, ros) {
-      char f[96];
-      snprintf(f, sizeof f, "node_retry.retry_on_status[%d]", n);
-      if (!json_is_int(it, 400, 599))
-        return fail(err, 422, "out_of_range", f, "a retry status must be an integer from 400 to 599");
-      s->retry_on_status[n++] = (int)it->valuedouble;
-    }
-    s->n_retry_on_status = n;
-  }
+  struct skip_params p;
+  struct noderetry_err e;
+  site_rec_retry(s, &p);
+  if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
+    return fail(err, e.status, e.code, e.field, "%s", e.message);
+  site_rec_set_retry(s, &p);
   return 0;
 }
 
@@ -375,17 +352,9 @@ cJSON *model_origin_json(const struct origin_rec *o) {
 }
 
 cJSON *model_node_retry_json(const struct site_rec *s) {
-  cJSON *nr = cJSON_CreateObject(), *ros;
-  json_add_i64(nr, "retries", s->nr_retries);
-  json_add_i64(nr, "retry_budget_ms", s->nr_retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->nr_fail_count);
-  json_add_i64(nr, "fail_window_ms", s->nr_fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->nr_skip_ms);
-  json_add_i64(nr, "half_open_requests", s->nr_half_open_requests);
-  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->n_retry_on_status; i++)
-    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry_on_status[i]));
-  return nr;
+  struct skip_params p;
+  site_rec_retry(s, &p);
+  return noderetry_json(&p);
 }
 
 cJSON *model_site_json(const struct site_rec *s) {

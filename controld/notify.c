@@ -45,7 +45,10 @@ struct xfer {
 struct notify {
   struct store *st;
   struct metrics *m;
-  struct notify_policy p;
+  struct notify_policy p;      /* the worker's own copy */
+  pthread_mutex_t pmu;         /* guards next_p */
+  struct notify_policy next_p; /* a reloaded policy, taken by the worker (policy_pending) */
+  atomic_int policy_pending;
   CURLM *multi;
   pthread_t thread;
   int started, curl_inited;
@@ -357,6 +360,11 @@ static void *worker(void *arg) {
       next_prune = clock_mono_ms() + PRUNE_EVERY_MS;
     }
     if (atomic_exchange(&n->wake, 0)) rescan = 1;
+    if (atomic_exchange(&n->policy_pending, 0)) {
+      pthread_mutex_lock(&n->pmu);
+      n->p = n->next_p;
+      pthread_mutex_unlock(&n->pmu);
+    }
     if (atomic_load(&n->stop)) {
       if (!grace_end) grace_end = clock_mono_ms() + n->p.shutdown_grace_ms;
       if (n->ninflight == 0 || clock_mono_ms() >= grace_end) break;
@@ -396,6 +404,8 @@ struct notify *notify_new(struct store *st, struct metrics *m, const struct noti
   if (!n->rng) n->rng = 1;
   atomic_init(&n->wake, 0);
   atomic_init(&n->stop, 0);
+  atomic_init(&n->policy_pending, 0);
+  pthread_mutex_init(&n->pmu, NULL);
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     log_error("curl_global_init failed");
     goto fail;
@@ -425,6 +435,14 @@ void notify_wake(void *arg) {
   curl_multi_wakeup(n->multi);
 }
 
+void notify_set_policy(struct notify *n, const struct notify_policy *p) {
+  pthread_mutex_lock(&n->pmu);
+  n->next_p = *p;
+  pthread_mutex_unlock(&n->pmu);
+  atomic_store(&n->policy_pending, 1);
+  curl_multi_wakeup(n->multi);
+}
+
 void notify_free(struct notify **np) {
   struct notify *n = *np;
   if (!n) return;
@@ -435,6 +453,7 @@ void notify_free(struct notify **np) {
   }
   if (n->multi) curl_multi_cleanup(n->multi);
   if (n->curl_inited) curl_global_cleanup();
+  pthread_mutex_destroy(&n->pmu);
   free(n);
   *np = NULL;
 }

@@ -58,6 +58,10 @@ struct notify *notify_new(struct store *st, struct metrics *m, const struct noti
 /* Wake the worker to look for new deliveries (event hook: any thread, arg = struct notify *). */
 void notify_wake(void *arg);
 
+/* Replace the retry/give-up/timeout policy (SIGHUP reload); the worker takes it on its next pass
+   and applies it to attempts started or judged from then on. Any thread. */
+void notify_set_policy(struct notify *n, const struct notify_policy *p);
+
 /* Stop the worker (attempts in flight get shutdown_grace_ms, the rest stay pending), join, free; NULLs *n. */
 void notify_free(struct notify **n);
 

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "ctx.h"
 #include "engine.h"
+#include "hcheck.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
@@ -35,7 +36,10 @@ struct item {
   int port, timeout_ms;
   int64_t interval_ms; /* the site's probe interval (its own, else the global one) */
   int checkpoints; /* the site asks the checkpoint plugin */
-  struct hcheck_opts check; /* the site's options: every source probes and judges by them */
+  /* The site's options: every source probes and judges by them. NULL = the defaults (most
+     sites: no copy at all); else one heap copy per site, freed with its first item. */
+  struct hcheck_opts *check;
+  int owns_check;
   struct engine_vote *votes;
   int n_votes, cap_votes;
   struct engine_verdict v;
@@ -51,6 +55,9 @@ struct prober {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   atomic_int stop;
+  /* a schedule change from a reload, taken by the round thread between rounds (under mu) */
+  int sched_pending;
+  int64_t sched_interval_ms, sched_batch;
 };
 
 int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms) {
@@ -70,6 +77,7 @@ static void items_free(struct item *it, int n) {
     free(it[i].path);
     free(it[i].url);
     free(it[i].votes);
+    if (it[i].owns_check) free(it[i].check);
   }
   free(it);
 }
@@ -94,7 +102,8 @@ static void item_tally(struct item *it) {
 }
 
 /* Fill item from origin o of site s; 0 or -1 (out of memory). */
-static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o) {
+static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o,
+                     struct hcheck_opts *check) {
   const char *host = o->host_header[0] ? o->host_header
                      : s->n_hostnames > 0 ? s->hostnames[0]
                                           : o->address;
@@ -108,7 +117,7 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
   it->timeout_ms = (int)(s->hc_timeout_ms > 0 && s->hc_timeout_ms < 3600000 ? s->hc_timeout_ms
                                                                            : PROBE_DEFAULT_TIMEOUT_MS);
   it->checkpoints = s->hc_checkpoints;
-  it->check = s->hc;
+  it->check = check;
   it->interval_ms = s->hc.interval_ms;
   it->scheme = strdup(o->scheme);
   it->address = strdup(o->address);
@@ -126,6 +135,8 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
                       int *n_sites) {
   struct item *items = NULL;
   int cnt = 0, cap = 0, sites = 0, rc = -1;
+  struct hcheck_opts *check;
+  int owned;
   *out = NULL;
   *n = *n_sites = 0;
   for (int i = 0; i < n_ids; i++) {
@@ -137,23 +148,41 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
       continue;
     }
     sites++;
+    check = NULL;
+    owned = 0;
+    if (!hcheck_is_default(&s.hc)) {
+      check = malloc(sizeof *check);
+      if (!check) {
+        site_rec_fini(&s);
+        goto out;
+      }
+      *check = s.hc;
+    }
     for (int k = 0; k < s.n_origins; k++) {
+      int filled;
       if (!s.origins[k].enabled) continue;
       if (cnt == cap) {
         int ncap = cap ? cap * 2 : 256;
         struct item *ni = realloc(items, (size_t)ncap * sizeof *ni);
         if (!ni) {
+          if (!owned) free(check);
           site_rec_fini(&s);
           goto out;
         }
         items = ni;
         cap = ncap;
       }
-      if (item_fill(&items[cnt++], &s, &s.origins[k]) < 0) {
+      filled = item_fill(&items[cnt++], &s, &s.origins[k], check);
+      if (check && !owned) { /* the site's first item owns the copy; the others borrow it */
+        items[cnt - 1].owns_check = 1;
+        owned = 1;
+      }
+      if (filled < 0) {
         site_rec_fini(&s);
         goto out;
       }
     }
+    if (check && !owned) free(check);
     site_rec_fini(&s);
   }
   rc = 0;
@@ -198,7 +227,7 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
       snprintf(t->url, sizeof t->url, "%s", items[i].url);
       snprintf(t->host, sizeof t->host, "%s", items[i].host);
       t->timeout_ms = items[i].timeout_ms;
-      t->check = &items[i].check;
+      t->check = items[i].check;
     }
   }
   /* the shortest interval in the round bounds the wait, so a 1 s site stays near 1 s */
@@ -254,7 +283,7 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
     q[nq].url = items[i].url;
     q[nq].host = items[i].host;
     q[nq].timeout_ms = items[i].timeout_ms;
-    q[nq].check = &items[i].check;
+    q[nq].check = items[i].check;
     map[nq++] = i;
   }
   if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0) log_warn("checkpoint plugin: run failed");
@@ -312,7 +341,7 @@ static int probe_direct(struct prober *p, struct item *items, int n) {
     t[nt].host = items[i].host;
     t[nt].path = items[i].path;
     t[nt].timeout_ms = items[i].timeout_ms;
-    t[nt].check = &items[i].check;
+    t[nt].check = items[i].check;
     map[nt++] = i;
   }
   if (probe_run(p->probe, t, (size_t)nt, r, &p->stop) < 0) log_warn("direct probes: run failed");
@@ -514,11 +543,19 @@ int64_t prober_next_wake(int64_t now_mono, int64_t next_round_mono, int64_t not_
    never two at once (a round runs to its end before the next is considered). */
 static void *run(void *arg) {
   struct prober *p = arg;
-  int64_t next_round = mono_now(), not_before = 0;
+  int64_t next_round = mono_now(), not_before = 0, last_start = next_round;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     int64_t now = mono_now(), wall = clock_wall_ms(), due = 0, min_own = 0, wake;
-    int own = store_health_own_interval_due(p->ctx->store, &due, &min_own) == 1;
+    int own;
+    if (p->sched_pending) { /* only this thread reads the schedule while it runs */
+      p->ctx->cfg.probe_interval_ms = p->sched_interval_ms;
+      p->ctx->cfg.probe_batch = p->sched_batch;
+      p->sched_pending = 0;
+      next_round = last_start + tick_ms(p->ctx);
+      continue;
+    }
+    own = store_health_own_interval_due(p->ctx->store, &due, &min_own) == 1;
     if (!prober_round_due(now, next_round, not_before, own, due, wall)) {
       struct timespec ts;
       wake = prober_next_wake(now, next_round, not_before, own, due, wall, PROBER_RECHECK_MS);
@@ -527,7 +564,7 @@ static void *run(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&p->mu);
-    now = mono_now();
+    now = last_start = mono_now();
     not_before = now + PROBER_MIN_GAP_MS;
     if (prober_run_once(p, NULL) < 0) {
       log_warn("probe round failed; retrying next round");
@@ -566,6 +603,20 @@ struct prober *prober_new(struct ctx *ctx) {
 fail:
   prober_free(&p);
   return NULL;
+}
+
+void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch) {
+  pthread_mutex_lock(&p->mu);
+  if (p->thr_started) {
+    p->sched_interval_ms = interval_ms;
+    p->sched_batch = batch;
+    p->sched_pending = 1;
+    pthread_cond_signal(&p->cv);
+  } else {
+    p->ctx->cfg.probe_interval_ms = interval_ms;
+    p->ctx->cfg.probe_batch = batch;
+  }
+  pthread_mutex_unlock(&p->mu);
 }
 
 int prober_start(struct prober *p) {

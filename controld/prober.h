@@ -28,6 +28,10 @@ struct prober *prober_new(struct ctx *ctx);
    health_check.interval_ms is due; rounds never overlap. 0 or -1. */
 int prober_start(struct prober *p);
 
+/* Change the probe interval and batch (SIGHUP reload): the round thread takes them before its
+   next round, which is then due interval_ms after the last round started (at once if past). */
+void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch);
+
 /* Run one round on the calling thread (not while the thread runs); *st (may be NULL) gets its
    figures. 0 (also when nothing was due or the round was cancelled), -1 on failure. */
 int prober_run_once(struct prober *p, struct prober_stats *st);

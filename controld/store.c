@@ -276,6 +276,7 @@ int store_schema_version(struct store *st) {
 /* ---- records ---- */
 
 void site_rec_defaults(struct site_rec *s) {
+  struct skip_params nr;
   memset(s, 0, sizeof *s);
   memcpy(s->failback, "auto", 5);
   memcpy(s->hc_path, "/", 2);
@@ -283,18 +284,41 @@ void site_rec_defaults(struct site_rec *s) {
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
   hcheck_defaults(&s->hc);
-  s->nr_retries = 2;
-  s->nr_retry_budget_ms = 15000;
-  s->nr_fail_count = 3;
-  s->nr_fail_window_ms = 10000;
-  s->nr_skip_ms = 30000;
-  s->nr_half_open_requests = 1;
-  s->n_retry_on_status = 3;
-  s->retry_on_status[0] = 502;
-  s->retry_on_status[1] = 503;
-  s->retry_on_status[2] = 504;
+  skip_params_default(&nr);
+  site_rec_set_retry(s, &nr);
   s->current_level = 1;
   s->config_version = 1;
+}
+
+void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
+  skip_params_default(p);
+  p->retries = (int)s->nr_retries;
+  p->retry_budget_ms = s->nr_retry_budget_ms;
+  p->fail_count = (int)s->nr_fail_count;
+  p->fail_window_ms = s->nr_fail_window_ms;
+  p->skip_ms = s->nr_skip_ms;
+  p->half_open_requests = (int)s->nr_half_open_requests;
+  p->n_retry_on_status = 0;
+  for (int i = 0; i < s->n_retry_on_status && i < SKIP_MAX_STATUS; i++)
+    p->retry_on_status[p->n_retry_on_status++] = s->retry_on_status[i];
+  p->backup_levels = s->nr_backup_levels;
+  p->failure_ratio = s->nr_failure_ratio;
+  p->failure_min_volume = (int)s->nr_failure_min_volume;
+}
+
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p) {
+  s->nr_retries = p->retries;
+  s->nr_retry_budget_ms = p->retry_budget_ms;
+  s->nr_fail_count = p->fail_count;
+  s->nr_fail_window_ms = p->fail_window_ms;
+  s->nr_skip_ms = p->skip_ms;
+  s->nr_half_open_requests = p->half_open_requests;
+  s->n_retry_on_status = 0;
+  for (int i = 0; i < p->n_retry_on_status && i < STORE_MAX_RETRY_STATUS; i++)
+    s->retry_on_status[s->n_retry_on_status++] = p->retry_on_status[i];
+  s->nr_backup_levels = p->backup_levels;
+  s->nr_failure_ratio = p->failure_ratio;
+  s->nr_failure_min_volume = p->failure_min_volume;
 }
 
 int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
@@ -488,7 +512,8 @@ int64_t store_pub_seq(struct store *st) {
   "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at, manual_pin, hc_options"
+  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                 \
+  "nr_failure_ratio, nr_failure_min_volume, hc_options"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -546,8 +571,12 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->created_at = sqlite3_column_int64(s, 23);
   o->updated_at = sqlite3_column_int64(s, 24);
   o->manual_pin = sqlite3_column_int(s, 25);
+  o->nr_backup_levels = sqlite3_column_int(s, 26);
+  o->nr_failure_ratio =
+      sqlite3_column_type(s, 27) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 27);
+  o->nr_failure_min_volume = sqlite3_column_int64(s, 28);
   /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
-  if (hcheck_from_text((const char *)sqlite3_column_text(s, 26), &o->hc) < 0)
+  if (hcheck_from_text((const char *)sqlite3_column_text(s, 29), &o->hc) < 0)
     log_warn("site %lld: stored health-check options unreadable; using the defaults",
              (long long)o->id);
 }
@@ -780,6 +809,20 @@ static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   return 0;
 }
 
+/* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
+static int write_retry_levels(struct store *st, const struct site_rec *s) {
+  sqlite3_stmt *q = store_stmt(&st->w, "UPDATE sites SET nr_backup_levels = ?, "
+                                       "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                       "WHERE id = ?");
+  if (!q) return -1;
+  sqlite3_bind_int(q, 1, s->nr_backup_levels);
+  if (s->nr_failure_ratio > 0) sqlite3_bind_double(q, 2, s->nr_failure_ratio);
+  else sqlite3_bind_null(q, 2);
+  sqlite3_bind_int64(q, 3, s->nr_failure_min_volume);
+  sqlite3_bind_int64(q, 4, s->id);
+  return store_step_done(&st->w, q, "writing node_retry levels");
+}
+
 enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
                                        size_t clen) {
   static const char ins[] =
@@ -814,6 +857,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   }
   sqlite3_reset(q);
   s->id = sqlite3_last_insert_rowid(st->w.db);
+  if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
@@ -868,6 +912,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;

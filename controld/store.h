@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "hcheck.h"
+#include "skip.h"
 
 struct store;
 
@@ -58,6 +59,9 @@ struct site_rec {
       nr_half_open_requests;
   int n_retry_on_status;
   int retry_on_status[STORE_MAX_RETRY_STATUS];
+  int nr_backup_levels;
+  double nr_failure_ratio; /* 0 = off (NULL in the database) */
+  int64_t nr_failure_min_volume;
   int current_level;
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
@@ -70,6 +74,11 @@ struct site_rec {
 
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
 struct store *store_open(const char *path);
+
+/* Check, creating and changing nothing, that controld could open the database at path: an
+   existing file must be SQLite with a schema no newer than this build's, a missing one needs a
+   writable directory. 0 with msg saying what was found, or -1 with msg giving the error. */
+int store_check(const char *path, char *msg, size_t msglen);
 
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
@@ -93,6 +102,10 @@ int store_schema_version(struct store *st);
 void site_rec_defaults(struct site_rec *s);
 
 /* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
+/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
+void site_rec_retry(const struct site_rec *s, struct skip_params *p);
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
+
 int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
 
 /* Free what a site record owns (not the record itself). */

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Make sure the Debian packages cdnca builds and tests with are installed: installs them with
 # apt-get when run as root and something is missing, else says what to install. Sourced or run
-# by deploy/quickstart.sh and tests/run.sh.
+# by deploy/quickstart.sh and tests/run.sh. CDNCA_NO_INSTALL=1: only check.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3 curl openssl ca-certificates
-      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev)
+      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev)
 have() {
   command -v cmake >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 &&
     command -v python3 >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 &&
     command -v pkg-config >/dev/null 2>&1 &&
-    pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl
+    pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl libsystemd
 }
 if have; then exit 0; fi
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if [ "${CDNCA_NO_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "cdnca: installing build dependencies: ${pkgs[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -13,6 +13,12 @@
 #include "json.h"
 #include "log.h"
 
+/* The admin listener's own limits, apart from the visitor port's: monitoring needs a handful of
+ * connections, so 1024 is generous, and an idle one is dropped after 10 s so idle floods clear
+ * quickly. Its descriptors come from the reserve the proxy keeps out of its visitor cap. */
+#define ADMIN_MAX_CONNECTIONS 1024u
+#define ADMIN_IDLE_TIMEOUT_S 10u
+
 struct admin {
   struct admin_src src;
   struct MHD_Daemon *mhd;
@@ -117,7 +123,8 @@ struct admin *admin_start(const char *listen, const struct admin_src *src) {
   a->mhd =
       MHD_start_daemon(flags, 0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                       256u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+                       ADMIN_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                       ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
   if (!a->mhd) {
     log_error("cannot listen on the admin address %s", listen);
     free(a);

@@ -1,6 +1,7 @@
 /* http1 — HTTP/1.x head parsing and body framing. */
 #include "http1.h"
 
+#include <arpa/inet.h>
 #include <string.h>
 
 size_t http1_head_end(const char *buf, size_t len, size_t *scan) {
@@ -94,7 +95,7 @@ int http1_parse_request(const char *buf, size_t len, struct http1_msg *m) {
     if (!is_tchar((unsigned char)m->method[i])) return HTTP1_BAD;
   for (unsigned i = 0; i < m->target_len; i++) {
     unsigned char c = (unsigned char)m->target[i];
-    if (c <= 0x20 || c == 0x7f) return HTTP1_BAD;
+    if (c <= 0x20 || c >= 0x7f) return HTTP1_BAD; /* VCHAR (ASCII) only, RFC 9112 §3.2 */
   }
   if (parse_version(sp2 + 1, ll - (size_t)(sp2 + 1 - ls), &m->minor) < 0) return HTTP1_BAD;
   return parse_headers(buf, len, pos, m);
@@ -159,18 +160,31 @@ int http1_parse_length(const char *v, unsigned len, uint64_t *out) {
   return 0;
 }
 
+/* Chunked parser states (RFC 9112 §7.1). Lines end only at CRLF; a chunk extension is
+ * BWS ";" BWS token [BWS "=" BWS (token / quoted-string)], repeated. */
 enum {
-  CS_SIZE = 0,
-  CS_EXT,
-  CS_SIZE_LF,
-  CS_DATA,
-  CS_DATA_CR,
+  CS_SIZE = 0,     /* hex digits of chunk-size */
+  CS_SIZE_WS,      /* BWS after the size or an extension: ';' or CR next */
+  CS_EXT_NAME0,    /* after ';': BWS, then the first char of the name */
+  CS_EXT_NAME,     /* token chars of the name */
+  CS_EXT_NAME_WS,  /* BWS after a name: '=', ';' or CR next */
+  CS_EXT_VAL0,     /* after '=': BWS, then a token or a quoted-string */
+  CS_EXT_VAL,      /* token chars of the value */
+  CS_EXT_QUOTED,   /* inside a quoted-string */
+  CS_EXT_QPAIR,    /* after a backslash in a quoted-string */
+  CS_SIZE_LF,      /* CR seen at the end of the size line: LF next */
+  CS_DATA,         /* chunk data */
+  CS_DATA_CR,      /* CRLF after the data */
   CS_DATA_LF,
-  CS_TRAILER_START,
-  CS_TRAILER_LINE,
-  CS_TRAILER_LF
+  CS_TRAILER_START, /* start of a trailer line or the final CRLF */
+  CS_TRAILER_NAME,
+  CS_TRAILER_VALUE,
+  CS_TRAILER_LF,   /* CR seen at the end of a trailer line */
+  CS_END_LF        /* CR of the final empty line seen */
 };
 
+/* Chunk extensions and trailers together are limited to 16 KiB per body: they carry nothing the
+ * proxy uses and are dropped, so the limit only bounds the work a peer can cause. */
 #define HTTP1_MAX_TRAILER 16384
 
 void http1_body_init(struct http1_body *b, enum http1_body_kind kind, uint64_t length) {
@@ -187,42 +201,23 @@ static int hexval(int c) {
   return -1;
 }
 
+/* qdtext / quoted-pair octets: HTAB, SP, VCHAR except '"' and '\', obs-text. */
+static int is_qdtext(unsigned char c) {
+  return c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x5b) ||
+         (c >= 0x5d && c <= 0x7e) || c >= 0x80;
+}
+
+/* field-value octets of a trailer line: VCHAR, SP, HTAB, obs-text (no CTLs, no bare CR/LF). */
+static int is_field_vchar(unsigned char c) {
+  return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
 static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_len, int decode) {
   size_t i = 0, w = 0;
   while (i < n && !b->done) {
-    int c = (unsigned char)p[i];
-    switch (b->cstate) {
-    case CS_SIZE: {
-      int h = hexval(c);
-      if (h >= 0) {
-        if (b->remaining >> 56) return -1;
-        b->remaining = b->remaining * 16 + (uint64_t)h;
-        b->digits++;
-      } else if (c == ';' || c == ' ' || c == '\t') {
-        b->cstate = CS_EXT;
-      } else if (c == '\r') {
-        b->cstate = CS_SIZE_LF;
-      } else if (c == '\n') {
-        goto size_done;
-      } else {
-        return -1;
-      }
-      i++;
-      if (!decode) w = i;
-      continue;
-    }
-    case CS_EXT:
-      if (++b->trailer_bytes > HTTP1_MAX_TRAILER) return -1;
-      i++;
-      if (!decode) w = i;
-      if (c == '\n') goto size_done_consumed;
-      continue;
-    case CS_SIZE_LF:
-      if (c != '\n') return -1;
-      i++;
-      if (!decode) w = i;
-      goto size_done_consumed;
-    case CS_DATA: {
+    unsigned char c = (unsigned char)p[i];
+    int st = b->cstate;
+    if (st == CS_DATA) {
       size_t k = n - i;
       if (k > b->remaining) k = (size_t)b->remaining;
       if (decode) {
@@ -237,54 +232,126 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       if (b->remaining == 0) b->cstate = CS_DATA_CR;
       continue;
     }
-    case CS_DATA_CR:
-      if (c == '\r') b->cstate = CS_DATA_LF;
-      else if (c == '\n') b->cstate = CS_SIZE;
+    if (st != CS_SIZE && st != CS_DATA_CR && st != CS_DATA_LF &&
+        ++b->trailer_bytes > HTTP1_MAX_TRAILER)
+      return -1;
+    switch (st) {
+    case CS_SIZE: {
+      int h = hexval(c);
+      if (h >= 0) {
+        /* at most 16 digits (leading zeros included) and a size below 2^60 */
+        if (b->digits >= 16 || (b->remaining >> 56)) return -1;
+        b->remaining = b->remaining * 16 + (uint64_t)h;
+        b->digits++;
+        break;
+      }
+      if (b->digits == 0) return -1;
+      if (c == ';') b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t') b->cstate = CS_SIZE_WS;
+      else if (c == '\r') b->cstate = CS_SIZE_LF;
       else return -1;
-      i++;
-      if (!decode) w = i;
-      continue;
+      break;
+    }
+    case CS_SIZE_WS:
+      if (c == ';') b->cstate = CS_EXT_NAME0;
+      else if (c == '\r') b->cstate = CS_SIZE_LF;
+      else if (c != ' ' && c != '\t') return -1;
+      break;
+    case CS_EXT_NAME0:
+      if (is_tchar(c)) b->cstate = CS_EXT_NAME;
+      else if (c != ' ' && c != '\t') return -1;
+      break;
+    case CS_EXT_NAME:
+      if (is_tchar(c)) break;
+      if (c == '=') b->cstate = CS_EXT_VAL0;
+      else if (c == ';') b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t') b->cstate = CS_EXT_NAME_WS;
+      else if (c == '\r') b->cstate = CS_SIZE_LF;
+      else return -1;
+      break;
+    case CS_EXT_NAME_WS:
+      if (c == '=') b->cstate = CS_EXT_VAL0;
+      else if (c == ';') b->cstate = CS_EXT_NAME0;
+      else if (c == '\r') b->cstate = CS_SIZE_LF;
+      else if (c != ' ' && c != '\t') return -1;
+      break;
+    case CS_EXT_VAL0:
+      if (is_tchar(c)) b->cstate = CS_EXT_VAL;
+      else if (c == '"') b->cstate = CS_EXT_QUOTED;
+      else if (c != ' ' && c != '\t') return -1;
+      break;
+    case CS_EXT_VAL:
+      if (is_tchar(c)) break;
+      if (c == ';') b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t') b->cstate = CS_SIZE_WS;
+      else if (c == '\r') b->cstate = CS_SIZE_LF;
+      else return -1;
+      break;
+    case CS_EXT_QUOTED:
+      if (c == '"') b->cstate = CS_SIZE_WS;
+      else if (c == '\\') b->cstate = CS_EXT_QPAIR;
+      else if (!is_qdtext(c)) return -1;
+      break;
+    case CS_EXT_QPAIR:
+      if (!is_qdtext(c) && c != '"' && c != '\\') return -1;
+      b->cstate = CS_EXT_QUOTED;
+      break;
+    case CS_SIZE_LF:
+      if (c != '\n') return -1;
+      b->digits = 0;
+      b->cstate = b->remaining == 0 ? CS_TRAILER_START : CS_DATA;
+      break;
+    case CS_DATA_CR:
+      if (c != '\r') return -1;
+      b->cstate = CS_DATA_LF;
+      break;
     case CS_DATA_LF:
       if (c != '\n') return -1;
       b->cstate = CS_SIZE;
-      i++;
-      if (!decode) w = i;
-      continue;
+      break;
     case CS_TRAILER_START:
+      if (c == '\r') b->cstate = CS_END_LF;
+      else if (is_tchar(c)) b->cstate = CS_TRAILER_NAME;
+      else return -1; /* also obs-fold */
+      break;
+    case CS_TRAILER_NAME:
+      if (c == ':') b->cstate = CS_TRAILER_VALUE;
+      else if (!is_tchar(c)) return -1;
+      break;
+    case CS_TRAILER_VALUE:
       if (c == '\r') b->cstate = CS_TRAILER_LF;
-      else if (c == '\n') b->done = 1;
-      else b->cstate = CS_TRAILER_LINE;
-      i++;
-      if (!decode) w = i;
-      continue;
-    case CS_TRAILER_LINE:
-      if (++b->trailer_bytes > HTTP1_MAX_TRAILER) return -1;
-      if (c == '\n') b->cstate = CS_TRAILER_START;
-      i++;
-      if (!decode) w = i;
-      continue;
+      else if (!is_field_vchar(c)) return -1;
+      break;
     case CS_TRAILER_LF:
       if (c != '\n') return -1;
+      b->cstate = CS_TRAILER_START;
+      break;
+    case CS_END_LF:
+      if (c != '\n') return -1;
       b->done = 1;
-      i++;
-      if (!decode) w = i;
-      continue;
+      break;
+    default:
+      return -1;
     }
-    return -1;
-  size_done:
     i++;
     if (!decode) w = i;
-  size_done_consumed:
-    if (b->digits == 0) return -1;
-    b->digits = 0;
-    if (b->remaining == 0) {
-      b->cstate = CS_TRAILER_START;
-    } else {
-      b->cstate = CS_DATA;
-    }
   }
   *out_len = w;
   return (long)i;
+}
+
+size_t http1_chunk_header(char *dst, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  char tmp[20];
+  size_t k = 0, len = 0;
+  do {
+    tmp[k++] = hex[n & 15];
+    n >>= 4;
+  } while (n);
+  while (k) dst[len++] = tmp[--k];
+  dst[len++] = '\r';
+  dst[len++] = '\n';
+  return len;
 }
 
 long http1_body_feed(struct http1_body *b, char *p, size_t n, size_t *out_len, int decode) {
@@ -308,4 +375,101 @@ long http1_body_feed(struct http1_body *b, char *p, size_t n, size_t *out_len, i
     return feed_chunked(b, p, n, out_len, decode);
   }
   return -1;
+}
+
+size_t http1_chunk_encode(char *dst, const char *data, size_t n) {
+  size_t hl = http1_chunk_header(dst, n);
+  memcpy(dst + hl, data, n);
+  memcpy(dst + hl + n, "\r\n", 2);
+  return hl + n + 2;
+}
+
+int http1_te_classify(const char *v, unsigned len) {
+  unsigned i = 0;
+  int n = 0, n_chunked = 0;
+  if (ieq(v, len, "chunked")) return HTTP1_TE_CHUNKED;
+  /* 1#transfer-coding, codings without parameters: anything else is malformed */
+  for (;;) {
+    unsigned s;
+    while (i < len && (v[i] == ' ' || v[i] == '\t')) i++;
+    s = i;
+    while (i < len && is_tchar((unsigned char)v[i])) i++;
+    if (i == s) return HTTP1_TE_BAD;
+    n++;
+    if (ieq(v + s, i - s, "chunked")) n_chunked++;
+    while (i < len && (v[i] == ' ' || v[i] == '\t')) i++;
+    if (i == len) break;
+    if (v[i] != ',') return HTTP1_TE_BAD;
+    i++;
+  }
+  return n_chunked == n ? HTTP1_TE_BAD : HTTP1_TE_UNKNOWN;
+}
+
+/* IPv6address inside brackets (RFC 3986 IP-literal without IPvFuture). */
+static int ipv6_valid(const char *v, unsigned len) {
+  char tmp[64];
+  unsigned char addr[16];
+  if (len == 0 || len >= sizeof tmp) return 0;
+  for (unsigned i = 0; i < len; i++)
+    if (!(hexval((unsigned char)v[i]) >= 0 || v[i] == ':' || v[i] == '.')) return 0;
+  memcpy(tmp, v, len);
+  tmp[len] = '\0';
+  return inet_pton(AF_INET6, tmp, addr) == 1;
+}
+
+int http1_host_valid(const char *v, unsigned len) {
+  unsigned i = 0, hs;
+  if (len == 0) return 0;
+  if (v[0] == '[') {
+    const char *e = memchr(v, ']', len);
+    if (!e || !ipv6_valid(v + 1, (unsigned)(e - v - 1))) return 0;
+    i = (unsigned)(e - v) + 1;
+  } else {
+    hs = i;
+    /* reg-name / IPv4address: unreserved characters (no pct-encoding, no sub-delims) */
+    while (i < len) {
+      unsigned char c = (unsigned char)v[i];
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~'))
+        break;
+      i++;
+    }
+    if (i == hs) return 0;
+  }
+  if (i == len) return 1;
+  if (v[i] != ':' || len - i - 1 > 5) return 0;
+  for (i++; i < len; i++)
+    if (v[i] < '0' || v[i] > '9') return 0;
+  return 1;
+}
+
+int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
+  unsigned i = 0, a;
+  memset(out, 0, sizeof *out);
+  /* a fragment is not part of any request-target form (RFC 9112 §3.2) */
+  if (len == 0 || memchr(t, '#', len)) return out->form = HTTP1_TARGET_BAD;
+  if (t[0] == '/') {
+    out->path = t;
+    out->path_len = len;
+    return out->form = HTTP1_TARGET_ORIGIN;
+  }
+  if (len == 1 && t[0] == '*') return out->form = HTTP1_TARGET_ASTERISK;
+  /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) followed by "://" */
+  while (i < len && ((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
+                     (i > 0 && ((t[i] >= '0' && t[i] <= '9') || t[i] == '+' || t[i] == '-' ||
+                                t[i] == '.'))))
+    i++;
+  if (i == 0 || len - i < 3 || memcmp(t + i, "://", 3) != 0)
+    return out->form = HTTP1_TARGET_AUTHORITY; /* host:port, or garbage: never forwarded */
+  if (!ieq(t, i, "http") && !ieq(t, i, "https")) return out->form = HTTP1_TARGET_OTHER_SCHEME;
+  out->https = i == 5;
+  a = i + 3;
+  i = a;
+  while (i < len && t[i] != '/' && t[i] != '?') i++;
+  out->authority = t + a;
+  out->authority_len = i - a;
+  out->path = t + i;
+  out->path_len = len - i;
+  out->need_slash = i == len || t[i] == '?';
+  return out->form = HTTP1_TARGET_ABSOLUTE;
 }

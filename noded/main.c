@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "admin.h"
 #include "clock.h"
 #include "ctl.h"
@@ -19,6 +20,7 @@
 #include "opts.h"
 #include "proxy.h"
 #include "sitecfg.h"
+#include "svc.h"
 #include "sync.h"
 #include "tasks.h"
 #include "token.h"
@@ -34,9 +36,14 @@ struct node_cfg {
   char controld_ca_file[512];
   char log_format[8];
   char log_level[8];
+  char log_file[512];
   int64_t heartbeat_interval_ms;
   int64_t config_wait_ms;
   int64_t proxy_threads;
+  int64_t header_timeout_ms;
+  int64_t keepalive_timeout_ms;
+  int64_t body_timeout_ms;
+  int64_t max_connections;
 };
 
 /* The node's one context. */
@@ -66,13 +73,21 @@ static const struct opt_def options[] = {
     {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL, "CA bundle for an https controld (empty = system)"},
     {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text", "text or json"},
     {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
+    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL, "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
     {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000", "time between heartbeats"},
     {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
     {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
+    {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000", "a visitor's whole request head must arrive within this"},
+    {"keepalive-timeout-ms", OPT_INT, O(keepalive_timeout_ms), 0, 100, 3600000, NULL, "60000", "idle visitor keep-alive connections are closed after this"},
+    {"body-timeout-ms", OPT_INT, O(body_timeout_ms), 0, 100, 3600000, NULL, "60000", "a visitor silent this long while its request body is read is closed"},
+    {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000", "open visitor connections at most (accepting pauses at the cap)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
 #undef S
+
+/* What SIGHUP may change in a running noded; any other changed key waits for a restart. */
+static const char *const reloadable[] = {"log-level", "log-format", NULL};
 
 /* ---- glue between the modules ---- */
 
@@ -81,6 +96,12 @@ static void on_config(void *arg, struct sitecfg_set *set) {
   if (n->proxy && proxy_set_config(n->proxy, set) < 0)
     log_error("the proxy could not take config seq %lld; it keeps the previous one",
               (long long)set->seq);
+}
+
+/* A probe task's outcome also feeds the proxy's skip state (DESIGN §2). */
+static void on_probe_result(void *arg, int64_t origin_id, int ok) {
+  struct node *n = arg;
+  if (n->proxy) proxy_probe_result(n->proxy, origin_id, ok);
 }
 
 static cJSON *on_observations(void *arg) {
@@ -185,6 +206,139 @@ static int on_metrics(void *arg, struct buf *out) {
   return 0;
 }
 
+/* ---- configuration checks and reload ---- */
+
+/* Checks that need no file system: 0, or -1 with err naming the option. */
+static int config_valid(const struct node_cfg *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (!c->controld[0]) {
+    snprintf(err, errlen, "option controld: --controld URL is required");
+    return -1;
+  }
+  if (addr_parse_listen(c->listen, 1, &ss, &sl) < 0) {
+    snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
+    return -1;
+  }
+  if (addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
+    snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
+             c->admin_listen);
+    return -1;
+  }
+  return 0;
+}
+
+/* The state directory exists and is writable, or can be created. 0 or -1 with err. */
+static int check_state_dir(const char *dir, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      snprintf(err, errlen, "option state-dir: %s is not a directory", dir);
+      return -1;
+    }
+    if (access(dir, W_OK | X_OK) < 0) {
+      snprintf(err, errlen, "option state-dir: %s is not writable: %s", dir, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  return opts_check_appendable("state-dir", dir, err, errlen);
+}
+
+/* noded --check-config: every check, each error on its own line. Exit status 0 or 2. */
+static int check_config(const struct node_cfg *c) {
+  char err[1024];
+  int errors = 0;
+  struct ctl ctl;
+  const struct {
+    const char *option, *path;
+  } files[] = {{"origin-ca-file", c->origin_ca_file}, {"controld-ca-file", c->controld_ca_file}};
+
+  if (config_valid(c, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    errors++;
+  }
+  if (c->controld[0]) {
+    char *tok = getenv("CDNCA_NODE_TOKEN");
+    if (ctl_init(&ctl, c->controld, tok, c->controld_ca_file, err, sizeof err) < 0) {
+      fprintf(stderr, "noded: %s\n", err);
+      errors++;
+    }
+    ctl_fini(&ctl);
+  }
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    if (!files[i].path[0]) continue;
+    if (opts_check_readable(files[i].option, files[i].path, err, sizeof err) < 0) {
+      fprintf(stderr, "noded: %s\n", err);
+      errors++;
+    }
+  }
+  if (check_state_dir(c->state_dir, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    errors++;
+  }
+  if (c->log_file[0] && opts_check_appendable("log-file", c->log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    errors++;
+  }
+  if (errors) return 2;
+  printf("configuration OK\n");
+  return 0;
+}
+
+static void log_apply(const struct node_cfg *c) {
+  enum log_level lvl = LOG_INFO;
+  enum log_format fmt = LOG_TEXT;
+  if (log_level_from_name(c->log_level, &lvl) < 0) lvl = LOG_INFO;
+  if (log_format_from_name(c->log_format, &fmt) < 0) fmt = LOG_TEXT;
+  log_set(fmt, lvl);
+}
+
+struct reload_arg {
+  struct node_cfg *loaded; /* the configuration last applied (main thread only) */
+  int argc;
+  char **argv;
+};
+
+/* SIGHUP: reopen the log file, then re-read flags and --config and apply the reloadable keys.
+   A bad file leaves everything as it runs. */
+static void on_sighup(void *arg) {
+  struct reload_arg *ra = arg;
+  struct node_cfg next;
+  char err[512];
+  const char *path = opts_config_path(ra->argc, ra->argv), *fixed;
+
+  if (ra->loaded->log_file[0]) {
+    if (log_open_file(ra->loaded->log_file, err, sizeof err) < 0)
+      log_error("SIGHUP: %s; logging goes on where it went", err);
+    else
+      log_info("SIGHUP: log file %s reopened", ra->loaded->log_file);
+  }
+  if (!path) {
+    log_info("SIGHUP: no --config file; nothing else to reload");
+    return;
+  }
+  memset(&next, 0, sizeof next);
+  if (opts_defaults(options, &next) < 0 ||
+      opts_parse(options, &next, ra->argc, ra->argv, err, sizeof err) != OPTS_OK ||
+      config_valid(&next, err, sizeof err) < 0) {
+    log_error("SIGHUP: %s; the running configuration is kept", err);
+    return;
+  }
+  if (!next.name[0]) memcpy(next.name, ra->loaded->name, sizeof next.name);
+  while ((fixed = opts_changed(options, ra->loaded, &next, reloadable))) {
+    log_warn("SIGHUP: option %s changed in %s; it takes effect at the next restart", fixed, path);
+    for (const struct opt_def *d = options; d->name; d++)
+      if (strcmp(d->name, fixed) == 0)
+        memcpy((char *)&next + d->offset, (const char *)ra->loaded + d->offset,
+               d->type == OPT_INT ? sizeof(int64_t) : d->size);
+  }
+  log_apply(&next);
+  *ra->loaded = next;
+  log_info("SIGHUP: configuration reloaded from %s (log %s/%s)", path, next.log_format,
+           next.log_level);
+}
+
 /* ---- start-up ---- */
 
 /* Read the node token from the environment into ctl, then wipe it there. 0, or -1 (logged). */
@@ -214,18 +368,20 @@ static int make_state_dir(const char *dir) {
 
 int main(int argc, char **argv) {
   struct node n; /* the one context */
+  struct node_cfg loaded;
   struct proxy_opts po;
   struct admin_src as;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1;
-  enum log_level lvl = LOG_INFO;
+  int sig = 0, ret = 1, check;
 
   memset(&n, 0, sizeof n);
+  check = opts_take_flag(&argc, argv, "--check-config");
   if (opts_defaults(options, &n.cfg) < 0) return 2;
   switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(options, "noded", "--controld URL [options]  (token in CDNCA_NODE_TOKEN)");
+    opts_usage(options, "noded",
+               "--controld URL [--check-config] [options]  (token in CDNCA_NODE_TOKEN)");
     return 0;
   case OPTS_VERSION:
     printf("noded %s\n", CDNCA_VERSION);
@@ -236,23 +392,24 @@ int main(int argc, char **argv) {
   case OPTS_OK:
     break;
   }
-  if (!n.cfg.controld[0]) {
-    fprintf(stderr, "noded: option controld: --controld URL is required (see --help)\n");
+  if (check) return check_config(&n.cfg);
+  if (config_valid(&n.cfg, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s (see --help)\n", err);
     return 2;
   }
   if (!n.cfg.name[0] && gethostname(n.cfg.name, sizeof n.cfg.name - 1) < 0)
     memcpy(n.cfg.name, "noded", 6);
   if (take_token(&n) < 0) return 2;
-  for (int i = 0; log_levels[i]; i++)
-    if (strcmp(log_levels[i], n.cfg.log_level) == 0) lvl = (enum log_level)i;
-  log_init("noded", strcmp(n.cfg.log_format, "json") == 0 ? LOG_JSON : LOG_TEXT, lvl);
+  log_init("noded", LOG_TEXT, LOG_INFO);
+  log_apply(&n.cfg);
+  if (n.cfg.log_file[0] && log_open_file(n.cfg.log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: option log-file: %s\n", err);
+    return 1;
+  }
+  loaded = n.cfg;
 
   /* signals are taken synchronously by main; threads started later inherit the mask */
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  svc_block_signals(&sigs);
   n.started_ms = clock_mono_ms();
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) goto out;
   if (make_state_dir(n.cfg.state_dir) < 0) goto out;
@@ -261,6 +418,10 @@ int main(int argc, char **argv) {
   po.listen = n.cfg.listen;
   po.origin_ca_file = n.cfg.origin_ca_file[0] ? n.cfg.origin_ca_file : NULL;
   po.threads = (int)n.cfg.proxy_threads;
+  po.header_timeout_ms = (int)n.cfg.header_timeout_ms;
+  po.keepalive_timeout_ms = (int)n.cfg.keepalive_timeout_ms;
+  po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
+  po.max_connections = (int)n.cfg.max_connections;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
@@ -268,6 +429,7 @@ int main(int argc, char **argv) {
                 : NULL;
   n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file);
   if (!n.sync || !n.hb || !n.tasks) goto out;
+  ntasks_on_result(n.tasks, on_probe_result, &n);
   /* serve the cached config before controld answers */
   sync_load_cache(n.sync);
   if (proxy_start(n.proxy) < 0) goto out;
@@ -283,8 +445,12 @@ int main(int argc, char **argv) {
   }
   log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION,
            n.cfg.name, n.ctl.base, n.cfg.listen, n.cfg.state_dir);
-
-  sigwait(&sigs, &sig);
+  /* both listeners answer (from the cached config until controld does): ready */
+  svc_ready("serving visitors");
+  {
+    struct reload_arg ra = {&loaded, argc, argv};
+    sig = svc_loop(&sigs, "serving visitors", on_sighup, &ra);
+  }
   log_info("signal %d: shutting down", sig);
   ret = 0;
 out:

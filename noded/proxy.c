@@ -1,6 +1,7 @@
 /* proxy — HTTP/1.1 reverse proxy: one epoll loop per worker thread, SO_REUSEPORT listeners,
  * edge-triggered sockets driven by a per-connection pump through the phases of enum vphase.
- * Header rules live in rewrite.c, origin connections and pools in upstream.c. */
+ * Header rules live in rewrite.c, origin connections and pools in upstream.c. Bodies are decoded
+ * and re-framed both ways (DESIGN §11): a peer never receives the other side's framing bytes. */
 #include "proxy.h"
 
 #include <arpa/inet.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -33,17 +35,27 @@
 /* A request or response head is at most 32 KiB (nginx's large_client_header_buffers allow
  * 4 x 8 KiB): larger request heads get 431, larger response heads fail the attempt. */
 #define HEAD_MAX 32768
-/* The visitor input buffer starts at 16 KiB (most heads fit) and grows once to 64 KiB, the
- * most a body is buffered ahead of a slow origin before reading from the visitor pauses. */
+/* The visitor input buffer is allocated at the first byte (an idle connection holds none), starts
+ * at 16 KiB (most heads fit) and grows once to 64 KiB, the most a body is buffered ahead of a
+ * slow origin before reading from the visitor pauses. */
 #define IN_INIT 16384
 #define IN_CAP 65536
 /* Origin response bytes buffered ahead of a slow visitor before reading the origin pauses. */
 #define UIN_CAP 65536
+/* Re-framed chunked bytes waiting for the peer: one input buffer of data plus chunk lines. */
+#define REFRAME_CAP (IN_CAP + 256)
 /* Steps one connection may take per turn before the others get theirs (fairness). */
 #define PUMP_BUDGET 64
 /* Timeouts are checked this often, so they fire at most this late. */
 #define SWEEP_MS 200
 #define MAX_EVENTS 256
+/* File descriptors kept out of the visitor cap for origins' pools, the admin listener, controld
+ * and the log: each visitor connection counts for two (itself and its origin connection). */
+#define FD_RESERVE_MIN 64
+/* accept() failing for lack of descriptors or memory pauses the listener this long, doubling up
+ * to ACCEPT_BACKOFF_MAX while it keeps failing. */
+#define ACCEPT_BACKOFF_MIN 50
+#define ACCEPT_BACKOFF_MAX 1000
 
 enum ev_kind { EV_LISTEN = 1, EV_WAKE, EV_VISITOR, EV_UPSTREAM };
 
@@ -66,7 +78,8 @@ enum vphase {
   V_HEAD = 0,     /* reading a request head (an idle keep-alive connection too) */
   V_LOCAL,        /* writing an answer of noded's own (an error, 404, 502/504) */
   V_AWAIT_ORIGIN, /* an attempt connects, sends the request, waits for the response head */
-  V_RESPONSE      /* the origin's response streams to the visitor */
+  V_RESPONSE,     /* the origin's response streams to the visitor */
+  V_TUNNEL        /* after a 101: bytes are relayed both ways until one side closes */
 };
 
 #define CINC(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -74,7 +87,7 @@ enum vphase {
 struct counters {
   _Atomic uint64_t codes[600];
   _Atomic uint64_t attempts[AR__N];
-  _Atomic uint64_t retries, skips, fail_open;
+  _Atomic uint64_t retries, skips, fail_open, backup_picks;
 };
 
 /* [sent, fwd) ready to be written out; [fwd, len) not yet framed. */
@@ -102,13 +115,16 @@ struct req {
   int request_sent; /* bytes of this attempt's head reached the origin (retry rule, §2) */
   int body_sent;    /* bytes of the body reached the origin (retry rule, §2) */
   int up_werr;      /* writing to the origin failed: wait for whatever it answers */
+  int up_eof;       /* V_TUNNEL: the origin closed its side */
   int stale_retry;  /* a closed pooled connection was replaced once already */
+  int sent_continue; /* noded answered "100 Continue" itself (the origin's is not forwarded) */
   struct proxy_pick pick;
   struct upconn *up;
   int64_t up_last; /* last progress with the origin (connect and origin timeouts) */
   size_t uscan;    /* http1_head_end position in uin */
   struct http1_body ubody; /* framing of the origin's response body */
-  int decode;       /* an HTTP/1.0 visitor: chunked bodies are decoded, the close ends them */
+  int rchunked;     /* the response body is chunked: decoded from uin into rout */
+  int rencode;      /* ... and re-encoded as chunks (an HTTP/1.1 visitor) */
   int up_keepalive; /* the origin connection may go back to the pool after the response */
   int resp_started; /* the visitor's status is chosen (for the access log on a close) */
   uint64_t bytes_out;
@@ -126,13 +142,17 @@ struct vconn {
   int closed;      /* closed, freed at the end of the loop turn */
   int peer_eof;    /* the visitor closed its side */
   int close_after; /* close once the current response is written */
-  int64_t last_io;
+  int64_t last_io;    /* last byte read or written */
+  int64_t last_read;  /* last byte read (body timeout) */
+  int64_t head_start; /* V_HEAD: first byte of this head (or accept); 0 while idle keep-alive */
   char ip[64];
-  struct sbuf in; /* visitor bytes: [sent, fwd) framed body waiting for the origin */
+  struct sbuf in; /* visitor bytes: [sent, fwd) length-framed body waiting for the origin */
   size_t head_scan;
-  struct buf oh; /* head bytes for the visitor (response head, local answer, 100 Continue) */
+  struct buf oh; /* head bytes for the visitor (interim and final heads, local answers) */
   size_t oh_off;
-  struct sbuf uin; /* origin bytes: [sent, fwd) framed body waiting for the visitor */
+  struct sbuf uin;  /* origin bytes: [sent, fwd) length-framed body waiting for the visitor */
+  struct sbuf bout; /* a chunked request body re-framed for the origin */
+  struct sbuf rout; /* a chunked response body re-framed (or decoded) for the visitor */
   struct req r;
 };
 
@@ -154,6 +174,9 @@ struct worker {
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
   int stopping;
+  int accept_paused;      /* the listener is out of epoll until resume_at (cap or EMFILE) */
+  int64_t resume_at;
+  int64_t accept_backoff; /* current pause after an accept() failure, ms */
   int64_t stop_deadline, now, last_sweep;
 };
 
@@ -166,7 +189,12 @@ struct proxy {
   struct sitecfg_set *cfg;
   _Atomic uint64_t cfg_gen;
   int nthreads, port, started, stopped;
+  _Atomic int max_conns;      /* the visitor cap in force: max_connections within the fd limit,
+                                 followed every sweep (the limit may change, prlimit) */
+  _Atomic int n_conns;        /* visitor connections open, all workers */
+  _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
   _Atomic int stopping;
+  _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
   struct worker *w;
 };
 
@@ -206,6 +234,53 @@ static void sbuf_compact(struct sbuf *s) {
 
 static void sbuf_reset(struct sbuf *s) { s->sent = s->fwd = s->len = 0; }
 
+/* Give the memory back (an idle connection keeps none). */
+static void sbuf_release(struct sbuf *s) {
+  free(s->d);
+  memset(s, 0, sizeof *s);
+}
+
+/* Decode chunked bytes of src [fwd, len) and append them to dst (allocated on first use) as
+ * canonical chunks when encode, else as plain data; "0\r\n\r\n" closes an encoded body. src's
+ * consumed bytes are marked sent (nothing of them is forwarded as is). 1 progress, 0 none
+ * (dst full or no input), -1 malformed framing or OOM. */
+static int reframe(struct http1_body *b, struct sbuf *src, struct sbuf *dst, int encode) {
+  size_t room, n, out;
+  long k;
+  if (src->fwd >= src->len || b->done) return 0;
+  if (sbuf_alloc(dst, REFRAME_CAP) < 0) return -1;
+  if (dst->sent == dst->len) sbuf_reset(dst);
+  else if (dst->len + 1024 > dst->cap) sbuf_compact(dst);
+  /* room for a chunk line, the data, its CRLF and the last chunk */
+  if (dst->cap - dst->len < HTTP1_CHUNK_HEADER_MAX + 2 + sizeof HTTP1_LAST_CHUNK + 1) return 0;
+  room = dst->cap - dst->len - (HTTP1_CHUNK_HEADER_MAX + 2 + sizeof HTTP1_LAST_CHUNK);
+  n = src->len - src->fwd;
+  if (n > room) n = room;
+  k = http1_body_feed(b, src->d + src->fwd, n, &out, 1);
+  if (k < 0) return -1;
+  if (out > 0 && encode) {
+    dst->len += http1_chunk_encode(dst->d + dst->len, src->d + src->fwd, out);
+  } else if (out > 0) {
+    memcpy(dst->d + dst->len, src->d + src->fwd, out);
+    dst->len += out;
+  }
+  if (b->done && encode) {
+    memcpy(dst->d + dst->len, HTTP1_LAST_CHUNK, sizeof HTTP1_LAST_CHUNK - 1);
+    dst->len += sizeof HTTP1_LAST_CHUNK - 1;
+  }
+  dst->fwd = dst->len;
+  src->fwd += (size_t)k;
+  src->sent = src->fwd;
+  return k > 0;
+}
+
+/* Log at most once a second across workers (floods must not flood the log). */
+static int log_allowed(struct proxy *p, int64_t now) {
+  int64_t last = atomic_load_explicit(&p->last_cap_log, memory_order_relaxed);
+  if (now - last < 1000) return 0;
+  return atomic_compare_exchange_strong(&p->last_cap_log, &last, now);
+}
+
 /* ---------- config ---------- */
 
 static void worker_refresh_cfg(struct worker *w) {
@@ -220,7 +295,6 @@ static void worker_refresh_cfg(struct worker *w) {
   pthread_mutex_unlock(&p->cfg_mu);
   sitecfg_set_unref(old);
 }
-
 /* ---------- access log ---------- */
 
 static void access_default(const struct proxy_access *a) {
@@ -232,10 +306,10 @@ static void access_default(const struct proxy_access *a) {
       buf_puts(&b, "\",\"method\":\"") || rewrite_json_escape(&b, a->method) ||
       buf_puts(&b, "\",\"path\":\"") || rewrite_json_escape(&b, a->path) ||
       buf_printf(&b,
-                 "\",\"origin_id\":%lld,\"attempts\":%d,\"status\":%d,\"duration_ms\":%lld,"
-                 "\"bytes\":%llu}",
-                 (long long)a->origin_id, a->attempts, a->status, (long long)a->duration_ms,
-                 (unsigned long long)a->bytes) == 0) {
+                 "\",\"origin_id\":%lld,\"level\":%d,\"attempts\":%d,\"status\":%d,"
+                 "\"duration_ms\":%lld,\"bytes\":%llu}",
+                 (long long)a->origin_id, a->level, a->attempts, a->status,
+                 (long long)a->duration_ms, (unsigned long long)a->bytes) == 0) {
     log_info("%s", b.data);
   }
   buf_fini(&b);
@@ -252,6 +326,7 @@ static void finish_request(struct vconn *c, int status) {
   a.site_id = r->site ? r->site->id : 0;
   a.site = r->site ? r->site->name : "";
   a.origin_id = (r->site && r->attempts > 0) ? r->site->origins[r->oidx].id : 0;
+  a.level = (r->site && r->attempts > 0) ? r->pick.level : 0;
   a.attempts = r->attempts;
   a.status = status;
   a.duration_ms = w->now - r->t_start;
@@ -287,48 +362,73 @@ static void v_close(struct vconn *c) {
   else w->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   w->n_conns--;
+  atomic_fetch_sub_explicit(&w->p->n_conns, 1, memory_order_relaxed);
   c->gnext = w->vgrave;
   w->vgrave = c;
 }
 
 static void v_free(struct vconn *c) {
-  free(c->in.d);
-  free(c->uin.d);
+  sbuf_release(&c->in);
+  sbuf_release(&c->uin);
+  sbuf_release(&c->bout);
+  sbuf_release(&c->rout);
   buf_fini(&c->oh);
   buf_fini(&c->r.ubase);
   buf_fini(&c->r.uhead);
   free(c);
 }
 
-/* Queue a JSON error (or any small local) response; the visitor connection closes after it when
- * close_after is set. */
+/* The visitor body bytes already buffered are parsed and dropped (a local answer ends the
+ * body): 0, or -1 when they are malformed. vbody.done tells whether the body is complete. */
+static int discard_buffered_body(struct vconn *c) {
+  struct req *r = &c->r;
+  while (!r->vbody.done && c->in.fwd < c->in.len) {
+    size_t out;
+    long k = http1_body_feed(&r->vbody, c->in.d + c->in.fwd, c->in.len - c->in.fwd, &out, 1);
+    if (k <= 0) return k < 0 ? -1 : 0;
+    c->in.fwd += (size_t)k;
+  }
+  c->in.sent = c->in.fwd;
+  return 0;
+}
+
+/* Queue a JSON error (or any small local) response. The visitor connection closes after it when
+ * close_after is set, or when the request body is not complete in what was read (DESIGN §11: a
+ * local answer ends the body; its bytes are never parsed as a request). */
 static void local_error(struct vconn *c, int status, const char *code, const char *msg,
                         int close_after) {
   struct req *r = &c->r;
-  if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
-  if (rewrite_local_answer(status, code, msg, c->close_after, &c->oh) < 0) c->close_after = 1;
-  r->status = status;
-  r->resp_started = 1;
   if (r->up) {
     upstream_close(r->up);
     r->up = NULL;
   }
+  if (!close_after && (discard_buffered_body(c) < 0 || !r->vbody.done)) close_after = 1;
+  if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
+  if (rewrite_local_answer(status, code, msg, c->close_after, &c->oh) < 0) c->close_after = 1;
+  r->status = status;
+  r->resp_started = 1;
   c->phase = V_LOCAL;
 }
 
-/* Start the next request on a keep-alive connection: keep unconsumed bytes. */
+/* Start the next request on a keep-alive connection: keep unconsumed bytes, give back the
+ * buffers when nothing is left (an idle connection holds no buffer). */
 static void v_next_request(struct vconn *c) {
   size_t left = c->in.len - c->in.fwd;
   if (left && c->in.fwd) memmove(c->in.d, c->in.d + c->in.fwd, left);
   c->in.sent = c->in.fwd = 0;
   c->in.len = left;
+  if (!left) sbuf_release(&c->in);
   c->head_scan = 0;
-  c->oh.len = 0;
-  if (c->oh.data) c->oh.data[0] = '\0';
+  buf_fini(&c->oh);
   c->oh_off = 0;
-  sbuf_reset(&c->uin);
+  sbuf_release(&c->uin);
+  sbuf_release(&c->bout);
+  sbuf_release(&c->rout);
+  buf_fini(&c->r.ubase);
+  buf_fini(&c->r.uhead);
   c->phase = V_HEAD;
   c->last_io = c->w->now;
+  c->head_start = left ? c->w->now : 0;
 }
 
 /* Parse the request head of hl bytes and set up proxying (or a local answer). */
@@ -345,9 +445,11 @@ static void start_request(struct vconn *c, size_t hl) {
   r->attempts = r->have_pick = r->status = r->resp_started = 0;
   r->tried = 0;
   r->bytes_out = 0;
-  r->stale_retry = 0;
+  r->stale_retry = r->sent_continue = r->up_eof = 0;
+  r->rchunked = r->rencode = 0;
   c->close_after = 0;
   c->in.sent = c->in.fwd = hl;
+  c->last_read = w->now;
   http1_body_init(&r->vbody, HTTP1_BODY_NONE, 0);
 
   if (!(m = malloc(sizeof *m))) {
@@ -375,12 +477,15 @@ static void start_request(struct vconn *c, size_t hl) {
   worker_refresh_cfg(w);
   r->site = sitecfg_site_ref(sitecfg_lookup(w->cfg, r->rq.host, strlen(r->rq.host)));
   if (!r->site) {
-    local_error(c, 404, "unknown_host", "no site is configured for this host", r->rq.has_body);
+    local_error(c, 404, "unknown_host", "no site is configured for this host", 0);
     goto out;
   }
-  if (r->rq.expect_continue && buf_puts(&c->oh, "HTTP/1.1 100 Continue\r\n\r\n")) {
-    local_error(c, 502, "internal", "out of memory", 1);
-    goto out;
+  if (r->rq.expect_continue) {
+    if (buf_puts(&c->oh, "HTTP/1.1 100 Continue\r\n\r\n")) {
+      local_error(c, 502, "internal", "out of memory", 1);
+      goto out;
+    }
+    r->sent_continue = 1;
   }
   c->phase = V_AWAIT_ORIGIN;
   r->up = NULL;
@@ -406,12 +511,11 @@ static void attempt_fail(struct vconn *c, int kind);
 static void no_origin_left(struct vconn *c) {
   struct req *r = &c->r;
   if (r->attempts == 0)
-    local_error(c, 502, "no_origin", "the site has no origin on its current level",
-                !r->vbody.done);
+    local_error(c, 502, "no_origin", "the site has no origin on its current level", 0);
   else if (r->last_fail == AR_TIMEOUT)
-    local_error(c, 504, "origin_timeout", "no origin answered in time", !r->vbody.done);
+    local_error(c, 504, "origin_timeout", "no origin answered in time", 0);
   else
-    local_error(c, 502, "origin_unreachable", "no origin could be reached", !r->vbody.done);
+    local_error(c, 502, "origin_unreachable", "no origin could be reached", 0);
 }
 
 /* (Re)connect for the current pick; on immediate failure record it. */
@@ -427,6 +531,10 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
   r->up_werr = 0;
   r->uscan = 0;
   c->phase = V_AWAIT_ORIGIN;
+  if (sbuf_alloc(&c->uin, UIN_CAP) < 0) {
+    local_error(c, 502, "internal", "out of memory", 1);
+    return;
+  }
   sbuf_reset(&c->uin);
   attempt_key(r, key, sizeof key);
   if (allow_pool) u = upstream_pool_get(w->ups, key);
@@ -455,13 +563,15 @@ static void attempt_start(struct vconn *c) {
   r->attempts++;
   r->have_pick = 1;
   if (r->pick.fail_open) CINC(w->ctr.fail_open);
+  if (r->pick.backup) CINC(w->ctr.backup_picks);
   if (r->attempts > 1) CINC(w->ctr.retries);
   o = &r->site->origins[r->oidx];
   if (rewrite_attempt_head(&r->ubase, o->host_header ? o->host_header : r->rq.host, &r->uhead)) {
     local_error(c, 502, "internal", "out of memory", 1);
     return;
   }
-  attempt_connect(c, !r->rq.has_body);
+  /* a new connection for a body (a stale pooled one could not be retried) or a protocol switch */
+  attempt_connect(c, !r->rq.has_body && !r->rq.upgrade);
 }
 
 /* Record a failed attempt and retry or answer. */
@@ -488,9 +598,35 @@ static void attempt_fail(struct vconn *c, int kind) {
     local_error(c, 504, "origin_timeout",
                 kind == AR_TIMEOUT ? "the origin did not answer in time"
                                    : "the retry budget ran out",
-                !r->vbody.done);
+                0);
   else
-    local_error(c, 502, "origin_unreachable", "no origin could be reached", !r->vbody.done);
+    local_error(c, 502, "origin_unreachable", "no origin could be reached", 0);
+}
+
+/* Record the attempt's outcome once the final head is accepted. */
+static void attempt_done(struct vconn *c, int failed) {
+  struct worker *w = c->w;
+  struct req *r = &c->r;
+  CINC(w->ctr.attempts[failed ? AR_STATUS : AR_SUCCESS]);
+  if (r->have_pick) {
+    if (proxy_state_record(w->p->state, r->site, r->oidx, w->now, failed)) CINC(w->ctr.skips);
+    r->have_pick = 0;
+  }
+}
+
+/* A 1xx head of hl bytes from the origin: forwarded to an HTTP/1.1 visitor (except a 100 when
+ * noded sent its own), then dropped from uin. 0, or -1 on OOM. */
+static int interim_response(struct vconn *c, const struct http1_msg *m, size_t hl) {
+  struct req *r = &c->r;
+  struct rewrite_resp rs;
+  if (r->rq.minor >= 1 && !(m->status == 100 && r->sent_continue)) {
+    rewrite_response(m, r->rq.is_head, &rs);
+    if (rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0) return -1;
+  }
+  memmove(c->uin.d, c->uin.d + hl, c->uin.len - hl);
+  c->uin.len -= hl;
+  r->uscan = 0;
+  return 0;
 }
 
 /* A complete origin head of hl bytes is in uin. */
@@ -505,49 +641,55 @@ static void got_response_head(struct vconn *c, size_t hl) {
     attempt_fail(c, AR_IO);
     return;
   }
-  if (m->status < 200) {
-    int st = m->status;
-    free(m);
-    if (st == 101) {
-      attempt_fail(c, AR_IO);
+  if (m->status == 101 && r->rq.upgrade) {
+    /* the protocol switch: relay bytes both ways from here on; not an origin failure */
+    attempt_done(c, 0);
+    rewrite_response(m, 0, &rs);
+    r->status = 101;
+    r->resp_started = 1;
+    r->up_keepalive = 0;
+    if (rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0) {
+      free(m);
+      v_close(c);
       return;
     }
-    /* interim response: drop it */
-    memmove(c->uin.d, c->uin.d + hl, c->uin.len - hl);
-    c->uin.len -= hl;
-    r->uscan = 0;
+    free(m);
+    c->uin.sent = hl;
+    c->uin.fwd = c->uin.len;
+    c->in.fwd = c->in.len; /* bytes the visitor sent after its head belong to the new protocol */
+    c->phase = V_TUNNEL;
+    return;
+  }
+  if (m->status < 200) {
+    int rc = m->status == 101 ? -1 : interim_response(c, m, hl);
+    free(m);
+    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, or OOM */
     return;
   }
   rewrite_response(m, r->rq.is_head, &rs);
   if (rs.bad) {
+    log_warn("origin %lld sent invalid response framing", (long long)r->site->origins[r->oidx].id);
     free(m);
     attempt_fail(c, AR_IO);
     return;
   }
   failed = skip_is_failure(&r->site->retry, 0, m->status);
-  if (failed) {
-    if (skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry, r->rq.idempotent,
-                       r->request_sent, r->body_sent)) {
-      free(m);
-      attempt_fail(c, AR_STATUS);
-      return;
-    }
-    CINC(w->ctr.attempts[AR_STATUS]);
-  } else {
-    CINC(w->ctr.attempts[AR_SUCCESS]);
+  if (failed && skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry,
+                               r->rq.idempotent, r->request_sent, r->body_sent)) {
+    free(m);
+    attempt_fail(c, AR_STATUS);
+    return;
   }
-  if (r->have_pick) {
-    if (proxy_state_record(w->p->state, r->site, r->oidx, w->now, failed)) CINC(w->ctr.skips);
-    r->have_pick = 0;
-  }
+  attempt_done(c, failed);
   http1_body_init(&r->ubody, rs.body, rs.body_len);
-  r->decode = rs.body == HTTP1_BODY_CHUNKED && r->rq.minor == 0;
+  r->rchunked = rs.body == HTTP1_BODY_CHUNKED;
+  r->rencode = r->rchunked && r->rq.minor >= 1;
   r->up_keepalive = rs.up_keepalive;
-  if (!r->rq.keepalive || rs.body == HTTP1_BODY_CLOSE || r->decode || w->stopping)
+  if (!r->rq.keepalive || rs.body == HTTP1_BODY_CLOSE || (r->rchunked && !r->rencode) ||
+      w->stopping)
     c->close_after = 1;
   r->status = m->status;
-  if (rewrite_response_head(m, &rs, rs.body == HTTP1_BODY_CHUNKED && !r->decode, c->close_after,
-                            &c->oh) < 0) {
+  if (rewrite_response_head(m, &rs, r->rencode, c->close_after, &c->oh) < 0) {
     free(m);
     r->status = 502;
     r->up_keepalive = 0;
@@ -560,13 +702,14 @@ static void got_response_head(struct vconn *c, size_t hl) {
   c->phase = V_RESPONSE;
 }
 
-/* Visitor request finished: pool the origin connection, then keep-alive or close. */
+/* Visitor request finished: pool the origin connection (complete response, nothing unread, the
+ * request fully sent), then keep-alive or close. */
 static void proxy_done(struct vconn *c) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   int reuse = r->up && r->up_keepalive && r->ubody.done && c->uin.fwd == c->uin.len &&
-              r->vbody.done && c->in.sent == c->in.fwd && r->uhead_off == r->uhead.len &&
-              !r->up_werr;
+              r->vbody.done && c->in.sent == c->in.fwd && c->bout.sent == c->bout.len &&
+              r->uhead_off == r->uhead.len && !r->up_werr;
   if (r->up) {
     if (reuse) {
       char key[320];
@@ -622,10 +765,12 @@ static int v_flush(struct vconn *c, struct sbuf *body) {
   return 1;
 }
 
-/* Read from the visitor into c->in; 1 progress, 0 none, -1 EOF or error. */
+/* Read from the visitor into c->in (allocated at the first byte); 1 progress, 0 none, -1 EOF
+ * or error. */
 static int v_read(struct vconn *c) {
   ssize_t rd;
   if (!c->can_read) return 0;
+  if (!c->in.d && sbuf_alloc(&c->in, IN_INIT) < 0) return -1;
   if (c->in.len == c->in.cap) {
     if (c->in.sent > 0) sbuf_compact(&c->in);
     else if (c->in.cap < IN_CAP && sbuf_alloc(&c->in, IN_CAP) < 0) return -1;
@@ -634,7 +779,8 @@ static int v_read(struct vconn *c) {
   rd = recv(c->fd, c->in.d + c->in.len, c->in.cap - c->in.len, 0);
   if (rd > 0) {
     c->in.len += (size_t)rd;
-    c->last_io = c->w->now;
+    c->last_io = c->last_read = c->w->now;
+    if (c->phase == V_HEAD && !c->head_start) c->head_start = c->w->now;
     return 1;
   }
   if (rd == 0) {
@@ -649,27 +795,28 @@ static int v_read(struct vconn *c) {
   return -1;
 }
 
+/* A request head over HEAD_MAX: 431 and close. */
+static void head_too_large(struct vconn *c) {
+  struct req *r = &c->r;
+  r->active = 1;
+  r->t_start = c->w->now;
+  r->site = NULL;
+  r->attempts = 0;
+  memset(&r->rq, 0, sizeof r->rq);
+  http1_body_init(&r->vbody, HTTP1_BODY_NONE, 0);
+  local_error(c, 431, "header_too_large", "request head larger than 32 KiB", 1);
+}
+
 static int step_head(struct vconn *c) {
   size_t hl = http1_head_end(c->in.d ? c->in.d : "", c->in.len, &c->head_scan);
   int rd;
   if (hl) {
-    if (hl > HEAD_MAX) {
-      c->r.active = 1;
-      c->r.t_start = c->w->now;
-      c->r.rq.keepalive = 0;
-      local_error(c, 431, "header_too_large", "request head larger than 32 KiB", 1);
-      return 1;
-    }
-    start_request(c, hl);
+    if (hl > HEAD_MAX) head_too_large(c);
+    else start_request(c, hl);
     return 1;
   }
   if (c->in.len >= HEAD_MAX) {
-    c->r.active = 1;
-    c->r.t_start = c->w->now;
-    c->r.site = NULL;
-    memset(&c->r.rq, 0, sizeof c->r.rq);
-    c->r.attempts = 0;
-    local_error(c, 431, "header_too_large", "request head larger than 32 KiB", 1);
+    head_too_large(c);
     return 1;
   }
   if (c->w->stopping && c->in.len == 0) {
@@ -692,15 +839,51 @@ static int step_local(struct vconn *c) {
   }
   if (c->oh.len == 0) {
     finish_request(c, c->r.status);
-    if (c->close_after) {
+    /* only a complete body lets the connection carry another request */
+    if (c->close_after || !c->r.vbody.done) {
       v_close(c);
       return 0;
     }
-    c->in.fwd = c->in.sent; /* nothing of a body was consumed: only bodiless requests stay */
+    c->in.sent = c->in.fwd; /* the body bytes are dropped, what follows them is kept */
     v_next_request(c);
     return 1;
   }
   return f;
+}
+
+/* Write the request head, then the body (length-framed bytes from in, re-framed chunks from
+ * bout) to the origin. 1 progress, else 0. */
+static int send_request(struct vconn *c, struct upconn *u) {
+  struct worker *w = c->w;
+  struct req *r = &c->r;
+  struct sbuf *src = r->vbody.kind == HTTP1_BODY_CHUNKED ? &c->bout : &c->in;
+  int prog = 0;
+  if (r->uhead_off < r->uhead.len && u->can_write && !r->up_werr) {
+    ssize_t wr = upstream_write(u, r->uhead.data + r->uhead_off, r->uhead.len - r->uhead_off);
+    if (wr > 0) {
+      r->uhead_off += (size_t)wr;
+      r->request_sent = 1;
+      r->up_last = w->now;
+      prog = 1;
+    } else if (wr == -2) {
+      r->up_werr = 1;
+      r->request_sent = 1;
+    }
+  }
+  if (r->uhead_off == r->uhead.len && src->sent < src->fwd && u->can_write && !r->up_werr) {
+    ssize_t wr = upstream_write(u, src->d + src->sent, src->fwd - src->sent);
+    if (wr > 0) {
+      src->sent += (size_t)wr;
+      r->body_sent = 1;
+      r->up_last = w->now;
+      if (src->sent == src->fwd && src->fwd == src->len) sbuf_reset(src);
+      prog = 1;
+    } else if (wr == -2) {
+      r->up_werr = 1;
+      r->body_sent = 1;
+    }
+  }
+  return prog;
 }
 
 /* Drive the upstream side: connect, TLS, send head and body, read the response. */
@@ -723,33 +906,7 @@ static int step_upstream(struct vconn *c) {
     }
     if (u->st != UP_READY) return prog;
   }
-  /* request head */
-  if (r->uhead_off < r->uhead.len && u->can_write && !r->up_werr) {
-    ssize_t wr = upstream_write(u, r->uhead.data + r->uhead_off, r->uhead.len - r->uhead_off);
-    if (wr > 0) {
-      r->uhead_off += (size_t)wr;
-      r->request_sent = 1;
-      r->up_last = w->now;
-      prog = 1;
-    } else if (wr == -2) {
-      r->up_werr = 1;
-      r->request_sent = 1;
-    }
-  }
-  /* request body */
-  if (r->uhead_off == r->uhead.len && c->in.sent < c->in.fwd && u->can_write && !r->up_werr) {
-    ssize_t wr = upstream_write(u, c->in.d + c->in.sent, c->in.fwd - c->in.sent);
-    if (wr > 0) {
-      c->in.sent += (size_t)wr;
-      r->body_sent = 1;
-      r->up_last = w->now;
-      if (c->in.sent == c->in.fwd && c->in.fwd == c->in.len) c->in.sent = c->in.fwd = c->in.len = 0;
-      prog = 1;
-    } else if (wr == -2) {
-      r->up_werr = 1;
-      r->body_sent = 1;
-    }
-  }
+  prog |= send_request(c, u);
   /* response */
   if (u->can_read && (c->phase == V_AWAIT_ORIGIN || !r->ubody.done)) {
     struct sbuf *b = &c->uin;
@@ -791,22 +948,55 @@ static int step_upstream(struct vconn *c) {
       }
     }
   }
-  if (c->phase == V_AWAIT_ORIGIN) {
+  while (c->phase == V_AWAIT_ORIGIN && r->up == u) {
     size_t hl = http1_head_end(c->uin.d, c->uin.len, &r->uscan);
     if (hl) {
-      got_response_head(c, hl);
-      return 1;
+      got_response_head(c, hl); /* an interim head leaves the phase as it is: look again */
+      prog = 1;
+      continue;
     }
     if (c->uin.len >= HEAD_MAX) {
       attempt_fail(c, AR_IO);
       return 1;
     }
+    break;
   }
   return prog;
 }
 
+/* Frame what the visitor sent of its body: length-framed bytes stay in in, chunked ones are
+ * re-framed into bout. 1 progress, 0 none, -1 malformed. */
+static int frame_request_body(struct vconn *c) {
+  struct req *r = &c->r;
+  if (r->vbody.done || c->in.fwd >= c->in.len) return 0;
+  if (r->vbody.kind == HTTP1_BODY_CHUNKED) return reframe(&r->vbody, &c->in, &c->bout, 1);
+  {
+    size_t out;
+    long k = http1_body_feed(&r->vbody, c->in.d + c->in.fwd, c->in.len - c->in.fwd, &out, 0);
+    if (k < 0) return -1;
+    c->in.fwd += (size_t)k;
+    return k > 0;
+  }
+}
+
+/* Frame the origin's body for the visitor: length- or close-framed bytes stay in uin, chunked
+ * ones are decoded into rout (re-encoded for an HTTP/1.1 visitor). 1, 0 or -1 as above. */
+static int frame_response_body(struct vconn *c) {
+  struct req *r = &c->r;
+  if (r->ubody.done || c->uin.fwd >= c->uin.len) return 0;
+  if (r->rchunked) return reframe(&r->ubody, &c->uin, &c->rout, r->rencode);
+  {
+    size_t out;
+    long k = http1_body_feed(&r->ubody, c->uin.d + c->uin.fwd, c->uin.len - c->uin.fwd, &out, 0);
+    if (k < 0) return -1;
+    c->uin.fwd += (size_t)k;
+    return k > 0;
+  }
+}
+
 static int step_proxy(struct vconn *c) {
   struct req *r = &c->r;
+  struct sbuf *rsrc;
   int prog = 0, rc;
   /* visitor body in */
   if (!r->vbody.done) {
@@ -817,49 +1007,107 @@ static int step_proxy(struct vconn *c) {
     }
     prog |= rc;
   }
-  if (!r->vbody.done && c->in.fwd < c->in.len) {
-    size_t out;
-    long k = http1_body_feed(&r->vbody, c->in.d + c->in.fwd, c->in.len - c->in.fwd, &out, 0);
-    if (k < 0) {
-      if (!r->resp_started) local_error(c, 400, "bad_request", "malformed chunked body", 1);
-      else v_close(c);
-      return 1;
-    }
-    c->in.fwd += (size_t)k;
-    if (k > 0) prog = 1;
+  rc = frame_request_body(c);
+  if (rc < 0) {
+    if (!r->resp_started) local_error(c, 400, "bad_request", "malformed chunked body", 1);
+    else v_close(c);
+    return 1;
   }
+  prog |= rc;
   if (r->up) prog |= step_upstream(c);
   if (c->closed || (c->phase != V_AWAIT_ORIGIN && c->phase != V_RESPONSE)) return 1;
   /* response framing and out */
   if (c->phase == V_RESPONSE) {
-    if (!r->ubody.done && c->uin.fwd < c->uin.len) {
-      size_t out;
-      long k = http1_body_feed(&r->ubody, c->uin.d + c->uin.fwd, c->uin.len - c->uin.fwd, &out,
-                               r->decode);
-      if (k < 0) {
-        log_warn("origin %lld sent malformed chunked framing",
-                 (long long)r->site->origins[r->oidx].id);
-        v_close(c);
-        return 0;
+    rc = frame_response_body(c);
+    if (rc < 0) {
+      log_warn("origin %lld sent malformed chunked framing",
+               (long long)r->site->origins[r->oidx].id);
+      if (c->oh.len > 0 && c->oh_off == 0 && r->bytes_out == 0) {
+        /* nothing of this response reached the visitor yet: a 502 instead of its head */
+        c->oh.len = 0;
+        local_error(c, 502, "bad_origin_response", "the origin sent malformed chunked framing",
+                    1);
+        return 1;
       }
-      if (out < (size_t)k) {
-        memmove(c->uin.d + c->uin.fwd + out, c->uin.d + c->uin.fwd + k,
-                c->uin.len - c->uin.fwd - (size_t)k);
-        c->uin.len -= (size_t)k - out;
-      }
-      c->uin.fwd += out;
-      if (k > 0) prog = 1;
+      v_close(c); /* the head is out: only a close tells the visitor */
+      return 0;
     }
+    prog |= rc;
   }
-  rc = v_flush(c, c->phase == V_RESPONSE ? &c->uin : NULL);
+  rsrc = c->phase != V_RESPONSE ? NULL : r->rchunked ? &c->rout : &c->uin;
+  rc = v_flush(c, rsrc);
   if (rc < 0) {
     v_close(c);
     return 0;
   }
   prog |= rc;
-  if (c->phase == V_RESPONSE && r->ubody.done && c->oh.len == 0 && c->uin.sent == c->uin.fwd) {
+  if (c->phase == V_RESPONSE && r->ubody.done && c->oh.len == 0 && rsrc->sent == rsrc->fwd &&
+      (r->rchunked || c->uin.sent == c->uin.fwd)) {
     proxy_done(c);
     return 1;
+  }
+  return prog;
+}
+
+/* After a 101: visitor bytes go to the origin as they come (in [sent, fwd)), origin bytes to
+ * the visitor (uin [sent, fwd)); when one side has closed and its bytes are delivered, close. */
+static int step_tunnel(struct vconn *c) {
+  struct worker *w = c->w;
+  struct req *r = &c->r;
+  struct upconn *u = r->up;
+  int prog = 0, rc;
+  if (!u) {
+    v_close(c);
+    return 0;
+  }
+  if (!c->peer_eof) {
+    rc = v_read(c);
+    if (rc < 0 && !c->peer_eof) {
+      v_close(c);
+      return 0;
+    }
+    prog |= rc > 0;
+  }
+  c->in.fwd = c->in.len;
+  if (c->in.sent < c->in.fwd && u->can_write) {
+    ssize_t wr = upstream_write(u, c->in.d + c->in.sent, c->in.fwd - c->in.sent);
+    if (wr == -2) {
+      v_close(c);
+      return 0;
+    }
+    if (wr > 0) {
+      c->in.sent += (size_t)wr;
+      r->up_last = w->now;
+      if (c->in.sent == c->in.len) sbuf_reset(&c->in);
+      prog = 1;
+    }
+  }
+  if (!r->up_eof && u->can_read) {
+    struct sbuf *b = &c->uin;
+    if (b->len == b->cap && b->sent > 0) sbuf_compact(b);
+    if (b->len < b->cap) {
+      ssize_t rd = upstream_read(u, b->d + b->len, b->cap - b->len);
+      if (rd > 0) {
+        b->len += (size_t)rd;
+        r->up_last = w->now;
+        prog = 1;
+      } else if (rd == 0 || rd == -2) {
+        r->up_eof = 1;
+        prog = 1;
+      }
+    }
+  }
+  c->uin.fwd = c->uin.len;
+  rc = v_flush(c, &c->uin);
+  if (rc < 0) {
+    v_close(c);
+    return 0;
+  }
+  prog |= rc;
+  if ((r->up_eof && c->oh.len == 0 && c->uin.sent == c->uin.fwd) ||
+      (c->peer_eof && c->in.sent == c->in.len)) {
+    v_close(c);
+    return 0;
   }
   return prog;
 }
@@ -874,6 +1122,7 @@ static void v_pump(struct vconn *c) {
     case V_LOCAL: prog = step_local(c); break;
     case V_AWAIT_ORIGIN:
     case V_RESPONSE: prog = step_proxy(c); break;
+    case V_TUNNEL: prog = step_tunnel(c); break;
     default: prog = 0; break;
     }
     if (!prog) return;
@@ -886,29 +1135,91 @@ static void v_pump(struct vconn *c) {
   }
 }
 
+/* The visitor cap within the descriptor limit: each visitor connection counts for two
+ * descriptors (itself and its origin connection) and a reserve (64 + 1/8 of the limit, at most
+ * half of it) stays free for pools, the admin listener and controld. */
+static int visitor_cap(int max_connections) {
+  struct rlimit rl;
+  int64_t reserve, fit;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur > (rlim_t)INT32_MAX)
+    return max_connections;
+  reserve = FD_RESERVE_MIN + (int64_t)rl.rlim_cur / 8;
+  if (reserve > (int64_t)rl.rlim_cur / 2) reserve = (int64_t)rl.rlim_cur / 2;
+  fit = ((int64_t)rl.rlim_cur - reserve) / 2;
+  if (fit < 1) fit = 1;
+  return fit < max_connections ? (int)fit : max_connections;
+}
+
+/* Follow the descriptor limit (worker 0, every sweep); say so when it lowers the cap. */
+static void update_cap(struct proxy *p) {
+  int cap = visitor_cap(p->o.max_connections);
+  int old = atomic_exchange_explicit(&p->max_conns, cap, memory_order_relaxed);
+  if (cap != old && cap < p->o.max_connections)
+    log_warn("visitor connections capped at %d (max-connections %d) by the descriptor limit", cap,
+             p->o.max_connections);
+}
+
 /* ---------- worker loop ---------- */
 
+/* Take the listener out of epoll until now + ms (and below the cap). */
+static void accept_pause(struct worker *w, int64_t ms) {
+  if (!w->accept_paused && w->lfd >= 0) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->lfd, NULL);
+  w->accept_paused = 1;
+  w->resume_at = w->now + ms;
+}
+
+/* Put the listener back when its pause is over and the cap allows. */
+static void accept_maybe_resume(struct worker *w) {
+  struct epoll_event ev;
+  if (!w->accept_paused || w->stopping || w->lfd < 0 || w->now < w->resume_at) return;
+  if (atomic_load_explicit(&w->p->n_conns, memory_order_relaxed) >=
+      atomic_load_explicit(&w->p->max_conns, memory_order_relaxed)) {
+    w->resume_at = w->now + SWEEP_MS; /* still at the cap: look again later, do not spin */
+    return;
+  }
+  ev.events = EPOLLIN;
+  ev.data.ptr = &w->ltag;
+  if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lfd, &ev) == 0) w->accept_paused = 0;
+}
+
 static void accept_all(struct worker *w) {
+  struct proxy *p = w->p;
   for (int i = 0; i < 64; i++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     struct vconn *c;
     struct epoll_event ev;
-    int fd = accept4(w->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        log_warn("accept: %s", strerror(errno));
+    int fd;
+    int cap = atomic_load_explicit(&p->max_conns, memory_order_relaxed);
+    if (atomic_load_explicit(&p->n_conns, memory_order_relaxed) >= cap) {
+      if (log_allowed(p, w->now))
+        log_warn("visitor connections at the cap (%d): accepting paused", cap);
+      accept_pause(w, SWEEP_MS);
       return;
     }
-    if (!(c = calloc(1, sizeof *c)) || sbuf_alloc(&c->in, IN_INIT) < 0) {
-      if (c) free(c);
+    fd = accept4(w->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+        return;
+      /* EMFILE, ENFILE, ENOBUFS, ENOMEM: back off instead of spinning on the ready listener */
+      w->accept_backoff = w->accept_backoff ? w->accept_backoff * 2 : ACCEPT_BACKOFF_MIN;
+      if (w->accept_backoff > ACCEPT_BACKOFF_MAX) w->accept_backoff = ACCEPT_BACKOFF_MAX;
+      if (log_allowed(p, w->now))
+        log_warn("accept: %s: accepting paused for %lld ms", strerror(errno),
+                 (long long)w->accept_backoff);
+      accept_pause(w, w->accept_backoff);
+      return;
+    }
+    w->accept_backoff = 0;
+    if (!(c = calloc(1, sizeof *c))) {
       close(fd);
       continue;
     }
     c->kind = EV_VISITOR;
     c->fd = fd;
     c->w = w;
-    c->last_io = w->now;
+    c->last_io = c->last_read = c->head_start = w->now;
     buf_init(&c->oh, 0);
     buf_init(&c->r.ubase, HEAD_MAX * 2);
     buf_init(&c->r.uhead, HEAD_MAX * 2 + 1024);
@@ -918,11 +1229,6 @@ static void accept_all(struct worker *w) {
       inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, c->ip, sizeof c->ip);
     else
       copy_trunc(c->ip, sizeof c->ip, "unknown", 7);
-    if (sbuf_alloc(&c->uin, UIN_CAP) < 0) {
-      v_free(c);
-      close(fd);
-      continue;
-    }
     set_nodelay(fd);
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c;
@@ -935,7 +1241,35 @@ static void accept_all(struct worker *w) {
     if (w->conns) w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
+    atomic_fetch_add_explicit(&p->n_conns, 1, memory_order_relaxed);
   }
+}
+
+/* The visitor-side deadline of c in its phase: 1 when it has passed. */
+static int visitor_expired(const struct worker *w, const struct vconn *c) {
+  const struct proxy_opts *o = &w->p->o;
+  const struct req *r = &c->r;
+  int64_t now = w->now;
+  switch (c->phase) {
+  case V_HEAD:
+    if (c->head_start) return now - c->head_start > o->header_timeout_ms;
+    return now - c->last_io > o->keepalive_timeout_ms; /* idle between requests */
+  case V_LOCAL:
+    return now - c->last_io > o->visitor_timeout_ms;
+  case V_TUNNEL:
+    return now - c->last_io > o->visitor_timeout_ms && now - r->up_last > o->origin_timeout_ms;
+  default:
+    break;
+  }
+  /* waiting for body bytes the visitor does not send */
+  if (!r->vbody.done && c->in.fwd == c->in.len && c->in.sent == c->in.fwd &&
+      c->bout.sent == c->bout.fwd && now - c->last_read > o->body_timeout_ms)
+    return 1;
+  /* bytes for the visitor it does not take */
+  if ((c->oh.len > 0 || c->uin.sent < c->uin.fwd || c->rout.sent < c->rout.fwd) &&
+      now - c->last_io > o->visitor_timeout_ms)
+    return 1;
+  return 0;
 }
 
 static void sweep(struct worker *w) {
@@ -945,13 +1279,11 @@ static void sweep(struct worker *w) {
   for (c = w->conns; c; c = next) {
     struct req *r = &c->r;
     next = c->next;
-    if (c->phase == V_HEAD || c->phase == V_LOCAL) {
-      if (now - c->last_io > p->o.visitor_timeout_ms || (w->stopping && c->phase == V_HEAD &&
-                                                          c->in.len == 0))
-        v_close(c);
+    if (c->phase == V_HEAD && w->stopping && c->in.len == 0) {
+      v_close(c);
       continue;
     }
-    if (r->up) {
+    if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
       int waiting_origin = c->phase == V_AWAIT_ORIGIN ||
                            (!r->ubody.done && c->uin.len < c->uin.cap);
@@ -970,13 +1302,10 @@ static void sweep(struct worker *w) {
         continue;
       }
     }
-    {
-      int want_visitor = (!r->vbody.done && c->in.sent == c->in.fwd) || c->oh.len > 0 ||
-                         c->uin.sent < c->uin.fwd;
-      if (want_visitor && now - c->last_io > p->o.visitor_timeout_ms) v_close(c);
-    }
+    if (visitor_expired(w, c)) v_close(c);
   }
   upstream_pool_sweep(w->ups, now, p->o.origin_idle_ms, w->stopping);
+  if (w->idx == 0) update_cap(p);
 }
 
 static void free_graves(struct worker *w) {
@@ -993,7 +1322,7 @@ static void begin_stop(struct worker *w) {
   w->stopping = 1;
   w->stop_deadline = w->now + w->p->o.stop_grace_ms;
   if (w->lfd >= 0) {
-    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->lfd, NULL);
+    if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->lfd, NULL);
     close(w->lfd);
     w->lfd = -1;
   }
@@ -1010,8 +1339,14 @@ static void *worker_main(void *arg) {
   w->now = clock_mono_ms();
   w->last_sweep = w->now;
   for (;;) {
-    int n = epoll_wait(w->epfd, evs, MAX_EVENTS, w->ready ? 0 : SWEEP_MS);
+    int timeout = w->ready ? 0 : SWEEP_MS;
+    int n;
     struct vconn *rl;
+    if (w->accept_paused && !w->ready) {
+      int64_t left = w->resume_at - clock_mono_ms();
+      if (left < timeout) timeout = left > 0 ? (int)left : 0;
+    }
+    n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
     if (n < 0 && errno != EINTR) {
       log_error("epoll_wait: %s", strerror(errno));
       break;
@@ -1021,7 +1356,7 @@ static void *worker_main(void *arg) {
       int kind = *(int *)evs[i].data.ptr;
       uint32_t e = evs[i].events;
       if (kind == EV_LISTEN) {
-        if (!w->stopping) accept_all(w);
+        if (!w->stopping && !w->accept_paused) accept_all(w);
       } else if (kind == EV_WAKE) {
         uint64_t v;
         if (read(w->wfd, &v, sizeof v) < 0) { /* nothing */
@@ -1055,6 +1390,7 @@ static void *worker_main(void *arg) {
       sweep(w);
     }
     free_graves(w);
+    accept_maybe_resume(w);
     if (w->stopping) {
       if (w->n_conns == 0) break;
       if (w->now >= w->stop_deadline) {
@@ -1082,6 +1418,10 @@ void proxy_opts_default(struct proxy_opts *o) {
   o->connect_timeout_ms = 5000;
   o->origin_timeout_ms = 60000;
   o->visitor_timeout_ms = 60000;
+  o->header_timeout_ms = 10000;
+  o->keepalive_timeout_ms = 60000;
+  o->body_timeout_ms = 60000;
+  o->max_connections = 10000;
   o->stop_grace_ms = 10000;
   o->origin_idle_ms = 30000;
   o->max_idle_per_origin = 32;
@@ -1096,6 +1436,15 @@ static char *dupstr(const char *s) {
   return d;
 }
 
+
+/* Raise the descriptor soft limit to the hard one (once, at start). */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
 
 static int make_listener(struct sockaddr_storage *sa, socklen_t len) {
   int one = 1;
@@ -1126,6 +1475,13 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   if (p->o.connect_timeout_ms <= 0) p->o.connect_timeout_ms = 5000;
   if (p->o.origin_timeout_ms <= 0) p->o.origin_timeout_ms = 60000;
   if (p->o.visitor_timeout_ms <= 0) p->o.visitor_timeout_ms = 60000;
+  if (p->o.header_timeout_ms <= 0) p->o.header_timeout_ms = 10000;
+  if (p->o.keepalive_timeout_ms <= 0) p->o.keepalive_timeout_ms = 60000;
+  if (p->o.body_timeout_ms <= 0) p->o.body_timeout_ms = 60000;
+  if (p->o.max_connections <= 0) p->o.max_connections = 10000;
+  raise_fd_limit();
+  atomic_store(&p->max_conns, p->o.max_connections);
+  update_cap(p);
   if (p->o.stop_grace_ms < 0) p->o.stop_grace_ms = 0;
   if (p->o.origin_idle_ms <= 0) p->o.origin_idle_ms = 30000;
   if (p->o.max_idle_per_origin < 0) p->o.max_idle_per_origin = 0;
@@ -1193,6 +1549,10 @@ int proxy_set_config(struct proxy *p, struct sitecfg_set *s) {
 
 int proxy_start(struct proxy *p) {
   if (p->started) return 0;
+  if (proxy_state_resolver_start(p->state) < 0) {
+    log_error("cannot start the origin resolver thread");
+    return -1;
+  }
   for (int i = 0; i < p->nthreads; i++) {
     if (pthread_create(&p->w[i].th, NULL, worker_main, &p->w[i]) != 0) {
       log_error("cannot start proxy worker %d", i);
@@ -1247,7 +1607,7 @@ void proxy_free(struct proxy **pp) {
 /* ---------- observability ---------- */
 
 int proxy_metrics(struct proxy *p, struct buf *out) {
-  uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0;
+  uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0, bp = 0;
   int64_t seq = 0;
   struct metrics *m;
   char label[64];
@@ -1261,7 +1621,9 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     retries += atomic_load_explicit(&c->retries, memory_order_relaxed);
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
+    bp += atomic_load_explicit(&c->backup_picks, memory_order_relaxed);
   }
+  skips += atomic_load_explicit(&p->probe_skips, memory_order_relaxed);
   pthread_mutex_lock(&p->cfg_mu);
   if (p->cfg) seq = p->cfg->seq;
   pthread_mutex_unlock(&p->cfg_mu);
@@ -1285,11 +1647,19 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   metrics_declare(m, "cdnca_node_fail_open_total", "counter",
                   "Picks made while every origin was skipped.");
   metrics_add(m, "cdnca_node_fail_open_total", "", (double)fo);
+  metrics_declare(m, "cdnca_node_backup_picks_total", "counter",
+                  "Picks of an origin on a level after the site's current one.");
+  metrics_add(m, "cdnca_node_backup_picks_total", "", (double)bp);
   metrics_declare(m, "cdnca_node_config_seq", "gauge", "Sequence of the config being served.");
   metrics_set(m, "cdnca_node_config_seq", "", (double)seq);
   rc = metrics_render(m, out);
   metrics_free(&m);
   return rc;
+}
+
+void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok) {
+  int n = proxy_state_probe(p->state, origin_id, clock_mono_ms(), ok);
+  if (n > 0) atomic_fetch_add_explicit(&p->probe_skips, (uint64_t)n, memory_order_relaxed);
 }
 
 cJSON *proxy_observations(struct proxy *p) {

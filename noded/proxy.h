@@ -19,6 +19,8 @@ struct proxy_access {
   int64_t site_id;   /* 0 when no site matched */
   const char *site;  /* site name or "" */
   int64_t origin_id; /* last origin tried, 0 when none */
+  int level;         /* that origin's level (0 when none): above the site's current level when
+                        a backup level served (node_retry.backup_levels) */
   int attempts;
   int status;        /* status sent to the visitor; 499 when the visitor went away first */
   int64_t duration_ms;
@@ -36,7 +38,13 @@ struct proxy_opts {
   int threads;                /* [2] worker threads, each with its own epoll and listener */
   int connect_timeout_ms;     /* [5000] TCP connect + TLS handshake to an origin */
   int origin_timeout_ms;      /* [60000] origin silent while we wait for it */
-  int visitor_timeout_ms;     /* [60000] visitor idle (keep-alive) or stalled */
+  int visitor_timeout_ms;     /* [60000] visitor not taking the bytes written to it */
+  int header_timeout_ms;      /* [10000] a whole request head must arrive within this (from
+                                 accept, or from its first byte on a keep-alive connection) */
+  int keepalive_timeout_ms;   /* [60000] idle keep-alive connection between requests */
+  int body_timeout_ms;        /* [60000] visitor silent while noded waits for body bytes */
+  int max_connections;        /* [10000] open visitor connections (all threads); lowered to fit
+                                 the descriptor limit; at the cap accepting pauses */
   int stop_grace_ms;          /* [10000] proxy_stop waits this long for in-flight requests */
   int origin_idle_ms;         /* [30000] idle origin connections are closed after this */
   int max_idle_per_origin;    /* [32] idle origin connections kept per origin and thread */
@@ -61,7 +69,7 @@ int proxy_port(const struct proxy *p);
  * requests finish on the snapshot they started with. 0, or -1 on OOM (old config stays). */
 int proxy_set_config(struct proxy *p, struct sitecfg_set *s);
 
-/* Start the worker threads. 0 or -1. */
+/* Start the worker threads and the origin resolver thread. 0 or -1. */
 int proxy_start(struct proxy *p);
 
 /* Graceful stop: stop accepting, let in-flight requests finish within stop_grace_ms, close the
@@ -72,9 +80,13 @@ void proxy_stop(struct proxy *p);
 void proxy_free(struct proxy **p);
 
 /* Append the node proxy metrics (cdnca_node_requests_total{code}, ..._origin_attempts_total
- * {result}, ..._retries_total, ..._origin_skips_total, ..._fail_open_total, ..._config_seq) in
- * Prometheus text format to out. 0 or -1. */
+ * {result}, ..._retries_total, ..._origin_skips_total, ..._fail_open_total,
+ * ..._backup_picks_total, ..._config_seq) in Prometheus text format to out. 0 or -1. */
 int proxy_metrics(struct proxy *p, struct buf *out);
+
+/* Feed the node's own probe of origin_id (a probe task's outcome) into the skip state of every
+ * site entry of that origin (proxy_state_probe). Thread-safe. */
+void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok);
 
 /* Heartbeat observations: a cJSON array [{"site_id","origin_id","requests","failures",
  * "skipped"}], counts cumulative since the origin entry was created; caller frees. */

@@ -7,9 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "resolve.h"
+
+/* Most hostname origins re-resolved in one pass of the resolver (the rest wait a second). */
+#define RESOLVE_BATCH 64
 
 struct pentry {
   int used;
@@ -18,7 +24,12 @@ struct pentry {
   char *address;
   int port, https;
   struct skip_rec rec;
+  struct skip_params retry; /* the site's, for outcomes that arrive without a site (probes) */
   int resolved;
+  int literal;              /* an IP literal: never re-resolved */
+  int64_t resolve_due;      /* monotonic ms of the next re-resolution of a name */
+  int64_t refresh_ms;       /* the interval that set resolve_due */
+  uint64_t readdressed;     /* re-resolutions that changed the address */
   socklen_t salen;
   struct sockaddr_storage sa;
 };
@@ -33,6 +44,11 @@ struct proxy_state {
   pthread_mutex_t mu;      /* guards tab and every record in it */
   pthread_mutex_t sync_mu; /* serialises proxy_state_sync */
   struct ptable tab;
+  /* the resolver thread */
+  pthread_mutex_t rmu;
+  pthread_cond_t rcond;
+  int rstop, rstarted;
+  pthread_t rthr;
 };
 
 static size_t slot_of(const struct ptable *t, int64_t site_id, int64_t origin_id) {
@@ -82,15 +98,26 @@ struct proxy_state *proxy_state_new(void) {
   if (!t) return NULL;
   pthread_mutex_init(&t->mu, NULL);
   pthread_mutex_init(&t->sync_mu, NULL);
+  pthread_mutex_init(&t->rmu, NULL);
+  pthread_cond_init(&t->rcond, NULL);
   return t;
 }
 
 void proxy_state_free(struct proxy_state **tp) {
   struct proxy_state *t = tp ? *tp : NULL;
   if (!t) return;
+  if (t->rstarted) {
+    pthread_mutex_lock(&t->rmu);
+    t->rstop = 1;
+    pthread_cond_signal(&t->rcond);
+    pthread_mutex_unlock(&t->rmu);
+    pthread_join(t->rthr, NULL);
+  }
   table_fini(&t->tab);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->sync_mu);
+  pthread_mutex_destroy(&t->rmu);
+  pthread_cond_destroy(&t->rcond);
   free(t);
   *tp = NULL;
 }
@@ -99,43 +126,21 @@ static int same_identity(const struct pentry *a, const struct pentry *b) {
   return a->port == b->port && a->https == b->https && strcmp(a->address, b->address) == 0;
 }
 
-static void resolve(struct pentry *e) {
-  struct sockaddr_in *s4 = (struct sockaddr_in *)&e->sa;
-  struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&e->sa;
-  struct addrinfo hints, *res = NULL;
-  char port[8];
-  int rc;
-  memset(&e->sa, 0, sizeof e->sa);
+/* First resolution of an entry (getaddrinfo only: a name's TTL is learnt by the resolver). */
+static void resolve(struct pentry *e, int64_t now) {
+  struct resolve_result rr;
+  char err[300];
   e->resolved = 0;
-  if (inet_pton(AF_INET, e->address, &s4->sin_addr) == 1) {
-    s4->sin_family = AF_INET;
-    s4->sin_port = htons((uint16_t)e->port);
-    e->salen = sizeof *s4;
-    e->resolved = 1;
+  e->refresh_ms = SKIP_DNS_MIN_MS;
+  e->resolve_due = now + SKIP_DNS_MIN_MS;
+  e->literal = resolve_is_literal(e->address);
+  if (resolve_origin(e->address, e->port, 0, &rr, err, sizeof err) < 0) {
+    log_warn("origin %lld of site %lld: %s", (long long)e->origin_id, (long long)e->site_id, err);
     return;
   }
-  if (inet_pton(AF_INET6, e->address, &s6->sin6_addr) == 1) {
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons((uint16_t)e->port);
-    e->salen = sizeof *s6;
-    e->resolved = 1;
-    return;
-  }
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  snprintf(port, sizeof port, "%d", e->port);
-  rc = getaddrinfo(e->address, port, &hints, &res);
-  if (rc != 0 || !res || res->ai_addrlen > sizeof e->sa) {
-    log_warn("origin %lld of site %lld: cannot resolve %s: %s", (long long)e->origin_id,
-             (long long)e->site_id, e->address, rc ? gai_strerror(rc) : "no address");
-    if (res) freeaddrinfo(res);
-    return;
-  }
-  memcpy(&e->sa, res->ai_addr, res->ai_addrlen);
-  e->salen = (socklen_t)res->ai_addrlen;
+  e->sa = rr.sa;
+  e->salen = rr.salen;
   e->resolved = 1;
-  freeaddrinfo(res);
 }
 
 int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
@@ -160,6 +165,7 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
       memcpy(e->address, o->address, n + 1);
       e->port = o->port;
       e->https = o->https;
+      e->retry = site->retry;
       skip_rec_init(&e->rec);
     }
   }
@@ -178,13 +184,22 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
   }
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < nt.cap; i++)
-    if (nt.e[i].used && !nt.e[i].resolved) resolve(&nt.e[i]);
+    if (nt.e[i].used && !nt.e[i].resolved) resolve(&nt.e[i], clock_mono_ms());
   pthread_mutex_lock(&t->mu);
   for (size_t i = 0; i < nt.cap; i++) {
     struct pentry *e = &nt.e[i], *old;
     if (!e->used) continue;
     old = find(&t->tab, e->site_id, e->origin_id);
-    if (old && same_identity(old, e)) e->rec = old->rec;
+    if (!old || !same_identity(old, e)) continue;
+    e->rec = old->rec;
+    if (e->carried && old->resolved) { /* the resolver may have moved it meanwhile */
+      e->sa = old->sa;
+      e->salen = old->salen;
+      e->literal = old->literal;
+      e->resolve_due = old->resolve_due;
+      e->refresh_ms = old->refresh_ms;
+      e->readdressed = old->readdressed;
+    }
   }
   {
     struct ptable tmp = t->tab;
@@ -204,24 +219,29 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
   struct skip_cand cand[SKIP_MAX_PICK];
   int map[SKIP_MAX_PICK];
   struct pentry *ents[SKIP_MAX_PICK];
-  int n = 0, idx, open = 0, rc = -1;
+  struct skip_choice ch;
+  int n = 0, idx, rc = -1;
   pthread_mutex_lock(&t->mu);
   for (int i = 0; i < site->n_origins && i < SKIP_MAX_PICK; i++) {
     const struct sitecfg_origin *o = &site->origins[i];
     struct pentry *e;
-    if (o->level != site->current_level) continue;
+    /* the current level, and with backup_levels the following ones; never an earlier one */
+    if (o->level < site->current_level) continue;
+    if (o->level != site->current_level && !site->retry.backup_levels) continue;
     if (tried & (UINT64_C(1) << i)) continue;
     e = find(&t->tab, site->id, o->id);
     if (!e) continue; /* published after this snapshot was replaced */
-    cand[n] = (struct skip_cand){&e->rec, o->weight, 0};
+    cand[n] = (struct skip_cand){&e->rec, o->weight, 0, o->level};
     map[n] = i;
     ents[n] = e;
     n++;
   }
-  idx = skip_pick(cand, n, &site->retry, now, &open);
+  idx = skip_pick_levels(cand, n, &site->retry, site->current_level, now, &ch);
   if (idx >= 0) {
     out->index = map[idx];
-    out->fail_open = open;
+    out->fail_open = ch.fail_open;
+    out->level = ch.level;
+    out->backup = ch.backup;
     out->resolved = ents[idx]->resolved;
     out->sa = ents[idx]->sa;
     out->salen = ents[idx]->salen;
@@ -241,6 +261,94 @@ int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, i
   if (e) r = skip_record(&e->rec, &site->retry, now, failed);
   pthread_mutex_unlock(&t->mu);
   return r;
+}
+
+int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int ok) {
+  int skips = 0;
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < t->tab.cap; i++) {
+    struct pentry *e = &t->tab.e[i];
+    if (e->used && e->origin_id == origin_id) skips += skip_probe(&e->rec, &e->retry, now, ok);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return skips;
+}
+
+/* A name to re-resolve, copied out of the table so the lookup runs without the lock. */
+struct due {
+  int64_t site_id, origin_id;
+  int port;
+  char address[256];
+};
+
+int proxy_state_refresh(struct proxy_state *t, int64_t now) {
+  struct due due[RESOLVE_BATCH];
+  int n = 0;
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < t->tab.cap && n < RESOLVE_BATCH; i++) {
+    const struct pentry *e = &t->tab.e[i];
+    if (!e->used || e->literal || e->resolve_due > now || strlen(e->address) >= 256) continue;
+    due[n].site_id = e->site_id;
+    due[n].origin_id = e->origin_id;
+    due[n].port = e->port;
+    memcpy(due[n].address, e->address, strlen(e->address) + 1);
+    n++;
+  }
+  pthread_mutex_unlock(&t->mu);
+  for (int k = 0; k < n; k++) {
+    struct resolve_result rr;
+    struct pentry *e;
+    char err[300];
+    int ok = resolve_origin(due[k].address, due[k].port, 1, &rr, err, sizeof err) == 0;
+    int64_t done = clock_mono_ms();
+    pthread_mutex_lock(&t->mu);
+    e = find(&t->tab, due[k].site_id, due[k].origin_id);
+    if (e && e->port == due[k].port && strcmp(e->address, due[k].address) == 0) {
+      if (ok) {
+        if (e->resolved && (e->salen != rr.salen || memcmp(&e->sa, &rr.sa, rr.salen) != 0)) {
+          e->readdressed++;
+          log_info("origin %lld of site %lld: %s moved to a new address", (long long)e->origin_id,
+                   (long long)e->site_id, e->address);
+        }
+        e->sa = rr.sa;
+        e->salen = rr.salen;
+        e->resolved = 1;
+        e->refresh_ms = skip_dns_refresh_ms(rr.have_ttl, rr.ttl_s);
+      } else {
+        /* keep the last good address: a DNS outage must not take a working origin away */
+        e->refresh_ms = SKIP_DNS_MIN_MS;
+      }
+      e->resolve_due = done + e->refresh_ms;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (!ok) log_warn("origin %lld of site %lld: %s (the last address is kept)",
+                      (long long)due[k].origin_id, (long long)due[k].site_id, err);
+  }
+  return n;
+}
+
+static void *resolver_main(void *arg) {
+  struct proxy_state *t = arg;
+  pthread_mutex_lock(&t->rmu);
+  while (!t->rstop) {
+    struct timespec ts;
+    pthread_mutex_unlock(&t->rmu);
+    (void)proxy_state_refresh(t, clock_mono_ms());
+    pthread_mutex_lock(&t->rmu);
+    if (t->rstop) break;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1; /* due times are checked once a second */
+    pthread_cond_timedwait(&t->rcond, &t->rmu, &ts);
+  }
+  pthread_mutex_unlock(&t->rmu);
+  return NULL;
+}
+
+int proxy_state_resolver_start(struct proxy_state *t) {
+  if (t->rstarted) return 0;
+  if (pthread_create(&t->rthr, NULL, resolver_main, t) != 0) return -1;
+  t->rstarted = 1;
+  return 0;
 }
 
 void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
@@ -307,7 +415,14 @@ cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *s
       json_add_i64(j, "failures", (int64_t)e->rec.failures);
       json_add_i64(j, "skips", (int64_t)e->rec.skips);
       json_add_i64(j, "fail_open", (int64_t)e->rec.fail_open);
+      json_add_i64(j, "backup_picks", (int64_t)e->rec.backup_picks);
+      json_add_i64(j, "probes", (int64_t)e->rec.probes);
       cJSON_AddBoolToObject(j, "resolved", e->resolved);
+      if (!e->literal) {
+        int64_t due_in = e->resolve_due - now;
+        json_add_i64(j, "dns_refresh_in_ms", due_in > 0 ? due_in : 0);
+        json_add_i64(j, "dns_readdressed", (int64_t)e->readdressed);
+      }
     } else {
       cJSON_AddStringToObject(j, "state", "unknown");
     }

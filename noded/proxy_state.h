@@ -10,10 +10,13 @@
 
 struct proxy_state;
 
-/* A chosen origin: index in site->origins, its resolved address, whether it was a fail open. */
+/* A chosen origin: index in site->origins, its level, whether it came from a level after the
+ * current one (backup) or was a fail open, and its resolved address. */
 struct proxy_pick {
   int index;
   int fail_open;
+  int level;
+  int backup;
   int resolved; /* 0: the address did not resolve (the attempt fails as a connect error) */
   socklen_t salen;
   struct sockaddr_storage sa;
@@ -29,14 +32,29 @@ void proxy_state_free(struct proxy_state **t);
  * longer published are dropped. 0, or -1 on OOM (the old table stays). */
 int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s);
 
-/* Pick an origin of the site's current level not in tried (bit i = origins[i]) with the skip
- * picker. 0 and *out, or -1 when none is left. */
+/* Pick an origin not in tried (bit i = origins[i]) with skip_pick_levels: the current level
+ * first, then (node_retry.backup_levels) the following levels in order. 0 and *out, or -1 when
+ * none is left. */
 int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uint64_t tried,
                      int64_t now, struct proxy_pick *out);
 
 /* Record an attempt outcome on (site, origin). Returns 1 when it started a skip, else 0. */
 int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
                        int64_t now, int failed);
+
+/* Feed the node's own probe of origin_id (every site entry with that id) into the skip machine
+ * (skip_probe). Returns the number of skips it started. */
+int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int ok);
+
+/* Re-resolve the hostname origins due at now (at most a batch; may block on DNS, so not under
+ * any caller lock): the address follows DNS, the skip record stays (it is keyed by the address
+ * as configured). The next refresh follows the answer's TTL bounded by skip_dns_refresh_ms; a
+ * failed lookup keeps the last address and retries after SKIP_DNS_MIN_MS. Returns how many. */
+int proxy_state_refresh(struct proxy_state *t, int64_t now);
+
+/* Start the thread calling proxy_state_refresh every second (stopped by proxy_state_free).
+ * 0 or -1. */
+int proxy_state_resolver_start(struct proxy_state *t);
 
 /* Give back a half-open trial slot of a pick that will report no outcome. */
 void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
@@ -47,7 +65,8 @@ void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
 cJSON *proxy_state_observations(struct proxy_state *t, int64_t now);
 
 /* Per-origin skip state of one site for /status: [{"id","level","address","port","scheme",
- * "state","skipped_for_ms","requests","failures","skips","fail_open"}]; caller frees. */
+ * "state","skipped_for_ms","requests","failures","skips","fail_open","backup_picks","probes",
+ * "resolved", and for names "dns_refresh_in_ms","dns_readdressed"}]; caller frees. */
 cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *site, int64_t now);
 
 #endif

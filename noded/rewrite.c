@@ -88,12 +88,15 @@ static int put_header(struct buf *b, const char *n, size_t nl, const char *v, si
 }
 
 /* The upstream head from a validated request: request line, passed headers, rewritten ones. */
-static int build_upstream(const struct http1_msg *m, const char *target, unsigned target_len,
+static int build_upstream(const struct http1_msg *m, const struct http1_target *t,
                           const char *client_ip, const struct rewrite_req *rq, struct buf *ub) {
   ub->len = 0;
-  if (buf_printf(ub, "%.*s %.*s HTTP/1.1\r\n", (int)m->method_len, m->method, (int)target_len,
-                 target))
+  if (t->form == HTTP1_TARGET_ASTERISK) {
+    if (buf_printf(ub, "%.*s * HTTP/1.1\r\n", (int)m->method_len, m->method)) return -1;
+  } else if (buf_printf(ub, "%.*s %s%.*s HTTP/1.1\r\n", (int)m->method_len, m->method,
+                        t->need_slash ? "/" : "", (int)t->path_len, t->path)) {
     return -1;
+  }
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     if ((rewrite_header_flags(h->name, h->name_len) & RW_DROP_REQ) || connection_listed(m, h))
@@ -112,6 +115,13 @@ static int build_upstream(const struct http1_msg *m, const char *target, unsigne
         (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", ")))
       return -1;
   if (buf_puts(ub, "1.1 cdnca-node\r\n")) return -1;
+  if (rq->upgrade) {
+    for (int i = 0; i < m->n_headers; i++)
+      if (http1_name_is(&m->headers[i], "upgrade") &&
+          put_header(ub, "Upgrade", 7, m->headers[i].value, m->headers[i].value_len))
+        return -1;
+    if (buf_puts(ub, "Connection: upgrade\r\n")) return -1;
+  }
   if (rq->body == HTTP1_BODY_CHUNKED && buf_puts(ub, "Transfer-Encoding: chunked\r\n")) return -1;
   if (rq->body == HTTP1_BODY_LENGTH &&
       buf_printf(ub, "Content-Length: %llu\r\n", (unsigned long long)rq->body_len))
@@ -121,10 +131,12 @@ static int build_upstream(const struct http1_msg *m, const char *target, unsigne
 
 int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rewrite_req *rq,
                     struct buf *ubase) {
-  const char *host = NULL, *target = m->target;
-  unsigned host_len = 0, target_len = m->target_len;
-  int n_host = 0, n_cl = 0, te_chunked = 0, te_other = 0, conn_close = 0, expect = 0;
+  const char *host = NULL;
+  unsigned host_len = 0;
+  int n_host = 0, n_cl = 0, n_te = 0, te = HTTP1_TE_CHUNKED, conn_close = 0, expect = 0;
+  int n_upgrade = 0, conn_upgrade = 0;
   uint64_t cl = 0;
+  struct http1_target t;
 
   memset(rq, 0, sizeof *rq);
   copy_trunc(rq->method, sizeof rq->method, m->method, m->method_len);
@@ -132,7 +144,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   rq->is_head = m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
   rq->minor = m->minor;
   rq->keepalive = m->minor >= 1;
-  copy_trunc(rq->path, sizeof rq->path, target, target_len);
+  copy_trunc(rq->path, sizeof rq->path, m->target, m->target_len);
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     if (http1_name_is(h, "host")) {
@@ -140,59 +152,78 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
       host = h->value;
       host_len = h->value_len;
     } else if (http1_name_is(h, "content-length")) {
-      uint64_t v;
-      if (http1_parse_length(h->value, h->value_len, &v) < 0 || (n_cl && v != cl)) {
-        local(rq, 400, "bad_request", "invalid Content-Length");
-        rq->keepalive = 0;
+      /* one Content-Length of digits only: a second one, even equal, or a list is refused */
+      if (n_cl++ || http1_parse_length(h->value, h->value_len, &cl) < 0) {
+        local(rq, 400, "bad_request", "invalid or repeated Content-Length");
         return 0;
       }
-      cl = v;
-      n_cl++;
     } else if (http1_name_is(h, "transfer-encoding")) {
-      if (ieq(h->value, h->value_len, "chunked") && !te_chunked) te_chunked = 1;
-      else te_other = 1;
+      int k = http1_te_classify(h->value, h->value_len);
+      if (n_te++ || k == HTTP1_TE_BAD) te = HTTP1_TE_BAD;
+      else if (k == HTTP1_TE_UNKNOWN && te != HTTP1_TE_BAD) te = HTTP1_TE_UNKNOWN;
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
+      if (http1_list_has(h->value, h->value_len, "upgrade")) conn_upgrade = 1;
     } else if (http1_name_is(h, "expect")) {
       if (ieq(h->value, h->value_len, "100-continue")) expect = 1;
+    } else if (http1_name_is(h, "upgrade")) {
+      n_upgrade++;
     }
   }
   if (conn_close) rq->keepalive = 0;
-  if (te_other) {
+  if (n_te && te == HTTP1_TE_BAD) {
+    local(rq, 400, "bad_request", "Transfer-Encoding other than exactly chunked");
+    return 0;
+  }
+  if (n_te && te == HTTP1_TE_UNKNOWN) {
     local(rq, 501, "not_implemented", "unsupported Transfer-Encoding");
     return 0;
   }
-  if (te_chunked && n_cl) {
+  if (n_te && n_cl) {
     local(rq, 400, "bad_request", "both Content-Length and Transfer-Encoding");
     return 0;
   }
-  if (te_chunked && m->minor == 0) {
-    local(rq, 400, "bad_request", "chunked body in an HTTP/1.0 request");
+  if (n_te && m->minor == 0) {
+    local(rq, 400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request");
     return 0;
   }
-  /* absolute-form target: its authority is the host */
-  if (target_len > 7 && (iprefix(target, target_len, "http://", 7) ||
-                         iprefix(target, target_len, "https://", 8))) {
-    const char *a = (const char *)memchr(target, '/', target_len) + 2;
-    const char *end = target + target_len;
-    const char *slash = memchr(a, '/', (size_t)(end - a));
-    host = a;
-    host_len = (unsigned)((slash ? slash : end) - a);
-    n_host = 1;
-    if (slash) {
-      target = slash;
-      target_len = (unsigned)(end - slash);
-    } else {
-      target = "/";
-      target_len = 1;
-    }
+  if (ieq(m->method, m->method_len, "CONNECT")) {
+    local(rq, 400, "bad_request", "CONNECT is not supported");
+    return 0;
   }
-  if (n_host > 1 || (m->minor >= 1 && n_host == 0) || host_len >= sizeof rq->host) {
+  switch (http1_parse_target(m->target, m->target_len, &t)) {
+  case HTTP1_TARGET_ORIGIN: break;
+  case HTTP1_TARGET_ABSOLUTE:
+    if (!http1_host_valid(t.authority, t.authority_len)) {
+      local(rq, 400, "bad_request", "invalid authority in the request target");
+      return 0;
+    }
+    break;
+  case HTTP1_TARGET_ASTERISK:
+    if (m->method_len == 7 && memcmp(m->method, "OPTIONS", 7) == 0) break;
+    local(rq, 400, "bad_request", "the * target is only for OPTIONS");
+    return 0;
+  case HTTP1_TARGET_OTHER_SCHEME:
+    local(rq, 400, "bad_request", "only http and https targets are proxied");
+    return 0;
+  default:
+    local(rq, 400, "bad_request", "invalid request target");
+    return 0;
+  }
+  if (n_host > 1 || (m->minor >= 1 && n_host == 0) || (n_host && !http1_host_valid(host, host_len))) {
+    local(rq, 400, "bad_request", "missing or invalid Host header");
+    return 0;
+  }
+  if (t.form == HTTP1_TARGET_ABSOLUTE) { /* the authority wins over Host (RFC 9112 §3.2.2) */
+    host = t.authority;
+    host_len = t.authority_len;
+  }
+  if (host_len >= sizeof rq->host) {
     local(rq, 400, "bad_request", "missing or invalid Host header");
     return 0;
   }
   if (host) copy_trunc(rq->host, sizeof rq->host, host, host_len);
-  if (te_chunked) {
+  if (n_te) {
     rq->body = HTTP1_BODY_CHUNKED;
   } else if (n_cl) {
     rq->body = HTTP1_BODY_LENGTH; /* "Content-Length: 0" is passed on as such */
@@ -200,9 +231,11 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   } else {
     rq->body = HTTP1_BODY_NONE;
   }
-  rq->has_body = te_chunked || cl > 0;
+  rq->has_body = n_te || cl > 0;
   rq->expect_continue = expect && rq->has_body && m->minor >= 1;
-  return build_upstream(m, target, target_len, client_ip, rq, ubase);
+  /* a protocol switch (WebSocket): HTTP/1.1, "Connection: upgrade", one Upgrade, no body */
+  rq->upgrade = conn_upgrade && n_upgrade == 1 && m->minor >= 1 && !rq->has_body;
+  return build_upstream(m, &t, client_ip, rq, ubase);
 }
 
 int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out) {
@@ -214,49 +247,61 @@ int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *
 }
 
 void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_resp *rs) {
-  int n_cl = 0, conn_close = 0, te = 0;
+  int n_cl = 0, n_te = 0, te = HTTP1_TE_CHUNKED, conn_close = 0;
   uint64_t cl = 0;
   memset(rs, 0, sizeof *rs);
   rs->status = m->status;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     if (http1_name_is(h, "transfer-encoding")) {
-      te = 1;
-      if (http1_list_has(h->value, h->value_len, "chunked")) rs->chunked = 1;
+      if (n_te++ || http1_te_classify(h->value, h->value_len) != HTTP1_TE_CHUNKED)
+        te = HTTP1_TE_BAD;
     } else if (http1_name_is(h, "content-length")) {
-      uint64_t v;
-      if (http1_parse_length(h->value, h->value_len, &v) < 0 || (n_cl && v != cl)) {
-        rs->bad = 1;
-        return;
-      }
-      cl = v;
-      n_cl++;
+      if (n_cl++ || http1_parse_length(h->value, h->value_len, &cl) < 0) rs->bad = 1;
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
     }
   }
-  if (is_head || m->status == 204 || m->status == 304) rs->body = HTTP1_BODY_NONE;
-  else if (rs->chunked) rs->body = HTTP1_BODY_CHUNKED;
-  else if (te) rs->body = HTTP1_BODY_CLOSE;
-  else if (n_cl) rs->body = HTTP1_BODY_LENGTH;
-  else rs->body = HTTP1_BODY_CLOSE;
+  if (m->status < 200 || is_head || m->status == 204 || m->status == 304) {
+    /* no body follows: Transfer-Encoding is dropped as hop-by-hop, an invalid Content-Length
+       (which would be passed on) still makes the response bad */
+    rs->body = HTTP1_BODY_NONE;
+  } else if (n_te) {
+    /* only chunked is decoded; other codings or chunked with a Content-Length: 502 */
+    if (te != HTTP1_TE_CHUNKED || n_cl) rs->bad = 1;
+    rs->body = HTTP1_BODY_CHUNKED;
+    rs->chunked = 1;
+  } else if (n_cl) {
+    rs->body = HTTP1_BODY_LENGTH;
+  } else {
+    rs->body = HTTP1_BODY_CLOSE;
+  }
   rs->body_len = cl;
   rs->up_keepalive = m->minor >= 1 && !conn_close && rs->body != HTTP1_BODY_CLOSE;
 }
 
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
                           int reframe_chunked, int close, struct buf *o) {
-  int chunked = rs->body == HTTP1_BODY_CHUNKED;
+  int upgrade = m->status == 101;
   if (buf_printf(o, "HTTP/1.1 %d %.*s\r\n", m->status, (int)m->reason_len, m->reason)) return -1;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
-    if ((rewrite_header_flags(h->name, h->name_len) & RW_DROP_RESP) || connection_listed(m, h))
+    unsigned f = rewrite_header_flags(h->name, h->name_len);
+    if (upgrade && http1_name_is(h, "upgrade")) {
+      f = 0; /* the switched-to protocol, though "Connection: upgrade" lists it */
+    } else if (connection_listed(m, h)) {
       continue;
-    if (chunked && http1_name_is(h, "content-length")) continue;
+    }
+    if (f & RW_DROP_RESP) continue;
+    /* the body is re-framed: the origin's length does not apply to chunks noded writes */
+    if ((rs->body == HTTP1_BODY_CHUNKED || rs->body == HTTP1_BODY_CLOSE) &&
+        http1_name_is(h, "content-length"))
+      continue;
     if (put_header(o, h->name, h->name_len, h->value, h->value_len)) return -1;
   }
+  if (upgrade && buf_puts(o, "Connection: upgrade\r\n")) return -1;
   if (reframe_chunked && buf_puts(o, "Transfer-Encoding: chunked\r\n")) return -1;
-  if (close && buf_puts(o, "Connection: close\r\n")) return -1;
+  if (close && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
   return buf_puts(o, "\r\n");
 }
 

@@ -33,6 +33,7 @@ struct rewrite_req {
   enum http1_body_kind body; /* HTTP1_BODY_NONE, _LENGTH (also 0) or _CHUNKED */
   uint64_t body_len;         /* _LENGTH */
   int has_body;              /* chunked or a Content-Length above 0 */
+  int upgrade;               /* asks for a protocol switch (Upgrade + Connection: upgrade) */
   char host[256];            /* routing host (Host header or absolute-form authority) */
   char path[512];            /* the request target as received, truncated (for the log) */
 };
@@ -48,7 +49,7 @@ int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *
 
 /* An origin response after the framing rules. */
 struct rewrite_resp {
-  int bad;                   /* 1: the origin's framing is invalid (treat as a failed attempt) */
+  int bad; /* 1: invalid framing (repeated Content-Length, a coding other than chunked): 502 */
   int status;                /* the origin's status */
   enum http1_body_kind body; /* how the origin frames the body */
   uint64_t body_len;
@@ -56,11 +57,12 @@ struct rewrite_resp {
   int up_keepalive;          /* the origin connection may be reused after this response */
 };
 
-/* Plan the response to the visitor's request (is_head) from the origin head m. */
+/* Plan the response to the visitor's request (is_head) from the origin head m (a 1xx: no body). */
 void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_resp *rs);
 
 /* Write the visitor's response head for m into out: status line, passed headers, framing
- * ("Transfer-Encoding: chunked" when reframe_chunked), "Connection: close" when close. 0 or -1. */
+ * ("Transfer-Encoding: chunked" when reframe_chunked), "Connection: close" when close; a 101
+ * keeps its Upgrade header and gets "Connection: upgrade". 0 or -1. */
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
                           int reframe_chunked, int close, struct buf *out);
 

@@ -10,6 +10,7 @@
 
 #include "hostname.h"
 #include "json.h"
+#include "noderetry.h"
 #include "log.h"
 
 /* Largest id, seq or version accepted: cJSON prints numbers with 15 significant digits, so larger
@@ -92,47 +93,15 @@ static int opt_int(const cJSON *o, const char *key, int64_t min, int64_t max, in
   return 0;
 }
 
+/* node_retry through the shared table; unknown keys are ignored (a newer controld may add some). */
 static int parse_retry(const cJSON *nr, struct skip_params *p, const char *prefix, char *err,
                        size_t errlen) {
-  char pre[96], f[160];
-  int64_t v;
-  const cJSON *ros;
+  char pre[96];
+  struct noderetry_err e;
   skip_params_default(p);
   if (!nr || cJSON_IsNull(nr)) return 0;
-  snprintf(pre, sizeof pre, "%snode_retry.", prefix);
-  if (!cJSON_IsObject(nr)) {
-    snprintf(f, sizeof f, "%snode_retry", prefix);
-    return failf(err, errlen, f, "must be an object");
-  }
-#define RETRY_INT(key, min, max, field)                                                            \
-  do {                                                                                             \
-    v = p->field;                                                                                  \
-    if (opt_int(nr, key, min, max, &v, pre, err, errlen) < 0) return -1;                           \
-    p->field = (__typeof__(p->field))v;                                                            \
-  } while (0)
-  RETRY_INT("retries", 0, 10, retries);
-  RETRY_INT("retry_budget_ms", 0, 600000, retry_budget_ms);
-  RETRY_INT("fail_count", 1, 1000, fail_count);
-  RETRY_INT("fail_window_ms", 1, 3600000, fail_window_ms);
-  RETRY_INT("skip_ms", 1, 3600000, skip_ms);
-  RETRY_INT("half_open_requests", 1, 100, half_open_requests);
-#undef RETRY_INT
-  ros = cJSON_GetObjectItemCaseSensitive(nr, "retry_on_status");
-  if (ros && !cJSON_IsNull(ros)) {
-    const cJSON *it;
-    int n = 0;
-    snprintf(f, sizeof f, "%sretry_on_status", pre);
-    if (!cJSON_IsArray(ros) || cJSON_GetArraySize(ros) > SKIP_MAX_STATUS)
-      return failf(err, errlen, f, "must be an array of at most %d status codes", SKIP_MAX_STATUS);
-    cJSON_ArrayForEach(it, ros) {
-      if (!json_is_int(it, 100, 599)) {
-        snprintf(f, sizeof f, "%sretry_on_status[%d]", pre, n);
-        return failf(err, errlen, f, "must be an HTTP status from 100 to 599");
-      }
-      p->retry_on_status[n++] = (int)it->valuedouble;
-    }
-    p->n_retry_on_status = n;
-  }
+  snprintf(pre, sizeof pre, "%snode_retry", prefix);
+  if (noderetry_apply(nr, p, 0, pre, &e) < 0) return failf(err, errlen, e.field, "%s", e.message);
   return 0;
 }
 
@@ -509,7 +478,7 @@ int sitecfg_origin_same(const struct sitecfg_origin *a, const struct sitecfg_ori
 }
 
 static cJSON *site_json(const struct sitecfg_site *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *nr, *ros;
+  cJSON *j = cJSON_CreateObject(), *a, *nr;
   if (!j) return NULL;
   json_add_i64(j, "id", s->id);
   cJSON_AddStringToObject(j, "name", s->name);
@@ -531,16 +500,11 @@ static cJSON *site_json(const struct sitecfg_site *s) {
     json_add_i64(oj, "weight", o->weight);
     cJSON_AddItemToArray(a, oj);
   }
-  nr = cJSON_AddObjectToObject(j, "node_retry");
-  json_add_i64(nr, "retries", s->retry.retries);
-  json_add_i64(nr, "retry_budget_ms", s->retry.retry_budget_ms);
-  json_add_i64(nr, "fail_count", s->retry.fail_count);
-  json_add_i64(nr, "fail_window_ms", s->retry.fail_window_ms);
-  json_add_i64(nr, "skip_ms", s->retry.skip_ms);
-  json_add_i64(nr, "half_open_requests", s->retry.half_open_requests);
-  ros = cJSON_AddArrayToObject(nr, "retry_on_status");
-  for (int i = 0; i < s->retry.n_retry_on_status; i++)
-    cJSON_AddItemToArray(ros, cJSON_CreateNumber(s->retry.retry_on_status[i]));
+  if (!(nr = noderetry_json(&s->retry))) {
+    cJSON_Delete(j);
+    return NULL;
+  }
+  cJSON_AddItemToObject(j, "node_retry", nr);
   return j;
 }
 

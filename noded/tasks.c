@@ -25,6 +25,8 @@ struct ntasks {
   atomic_int cancel; /* read by probe_run: set when stopping */
   pthread_mutex_t mu;
   int64_t rounds, probes, late;
+  ntasks_result_fn *on_result;
+  void *on_result_arg;
 };
 
 void ntasks_round_fini(struct ntask_round *r) {
@@ -202,6 +204,9 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
   }
   probe_run(nt->probe, tg, (size_t)rd->n, res, &nt->cancel);
   if (nt->cancel) goto out;
+  for (int i = 0; nt->on_result && i < rd->n; i++)
+    if (strcmp(tg[i].scheme, "invalid") != 0 && strncmp(res[i].error, "invalid target", 14) != 0)
+      nt->on_result(nt->on_result_arg, rd->tasks[i].origin_id, res[i].ok);
   root = cJSON_CreateObject();
   json_add_i64(root, "round_id", rd->round_id);
   arr = cJSON_AddArrayToObject(root, "results");
@@ -294,6 +299,11 @@ struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file) {
   }
   pthread_mutex_init(&nt->mu, NULL);
   return nt;
+}
+
+void ntasks_on_result(struct ntasks *nt, ntasks_result_fn *fn, void *arg) {
+  nt->on_result = fn;
+  nt->on_result_arg = arg;
 }
 
 int ntasks_start(struct ntasks *nt) {

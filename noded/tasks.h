@@ -33,6 +33,13 @@ struct ntask_round {
 /* New task runner against ctl (not owned); origin_ca_file may be NULL or "". NULL on failure. */
 struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file);
 
+/* Called with each probe outcome of a round (origin id, ok), on the task thread, before the votes
+ * are posted; unusable targets and cancelled probes are not reported. */
+typedef void ntasks_result_fn(void *arg, int64_t origin_id, int ok);
+
+/* Set the outcome callback (before ntasks_start; fn NULL = none). */
+void ntasks_on_result(struct ntasks *t, ntasks_result_fn *fn, void *arg);
+
 /* Start the thread. 0 or -1. */
 int ntasks_start(struct ntasks *t);
 

@@ -261,24 +261,39 @@ static struct up_pool *pool_find(struct upstream *up, const char *key, int creat
   return pl;
 }
 
+int upstream_unread(struct upconn *u) {
+  char b;
+  ssize_t r;
+  if (u->ssl && SSL_pending(u->ssl) > 0) return 1;
+  r = recv(u->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r >= 0) return 1; /* a byte, or the origin closed */
+  return errno != EAGAIN && errno != EWOULDBLOCK;
+}
+
 struct upconn *upstream_pool_get(struct upstream *up, const char *key) {
   struct up_pool *pl = pool_find(up, key, 0);
   struct upconn *u;
-  if (!pl || !pl->idle) return NULL;
-  u = pl->idle;
-  pl->idle = u->pnext;
-  if (u->pnext) u->pnext->pprev = NULL;
-  pl->n_idle--;
-  u->pool = NULL;
-  u->pnext = u->pprev = NULL;
-  u->reused = 1;
-  return u;
+  while (pl && pl->idle) {
+    u = pl->idle;
+    pl->idle = u->pnext;
+    if (u->pnext) u->pnext->pprev = NULL;
+    pl->n_idle--;
+    u->pool = NULL;
+    u->pnext = u->pprev = NULL;
+    if (upstream_unread(u)) { /* bytes after a complete response, or closed: never reused */
+      upstream_close(u);
+      continue;
+    }
+    u->reused = 1;
+    return u;
+  }
+  return NULL;
 }
 
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping) {
   struct up_pool *pl = pool_find(up, key, 1);
-  if (!pl || pl->n_idle >= up->max_idle || stopping) {
+  if (!pl || pl->n_idle >= up->max_idle || stopping || upstream_unread(u)) {
     upstream_close(u);
     return;
   }

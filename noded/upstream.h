@@ -70,10 +70,16 @@ void upstream_reap(struct upstream *up);
 void upstream_key(char *out, size_t cap, int https, const char *address, int port,
                   const char *tls_name);
 
-/* Take the most recently used idle connection of key; NULL when none. */
+/* 1 when u has a byte pending (decrypted or on the socket), was closed by the origin or is in
+ * error: such a connection is never pooled nor reused (DESIGN §11). */
+int upstream_unread(struct upconn *u);
+
+/* Take the most recently used idle connection of key with no unread byte (others are closed);
+ * NULL when none. */
 struct upconn *upstream_pool_get(struct upstream *up, const char *key);
 
-/* Give u back to the pool of key at now, or close it when the pool is full or stopping is set. */
+/* Give u back to the pool of key at now, or close it when the pool is full, stopping is set or
+ * a byte is unread. */
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping);
 

@@ -4,6 +4,9 @@
 #   tests/run.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
 #   tests/run.sh --tsan     ThreadSanitizer build in ./build-tsan (a race report fails the test)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
+# It first installs what is missing (deploy/deps.sh: build; tests/deps.sh: chromium, Node.js and
+# playwright-core for the browser test, promtool, systemd-analyze); CDNCA_NO_INSTALL=1 installs
+# nothing. A test whose tools are missing is reported by ctest as skipped (exit code 77).
 set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$top/build"
@@ -21,6 +24,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
 "$top/deploy/deps.sh"
+"$top/tests/deps.sh"
 cmake -S "$top" -B "$dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 cd "$dir"

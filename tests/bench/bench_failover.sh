@@ -1,12 +1,20 @@
 #!/bin/sh
 # bench_failover.sh — visitor errors through a real noded while one level-1 origin fails.
 # usage: tests/bench/bench_failover.sh BUILD_DIR   (needs controld and noded built there, nginx,
-# wrk, curl, python3). Two scenarios under wrk load: the origin is killed (connection refused)
-# and restarted; the origin answers 502 for a while. Builds nothing; runtime about 50 s
-# (plus up to SKIP_MS between the scenarios).
+# wrk, curl, python3). Scenarios under wrk load: `refused` (the origin is killed and
+# restarted), `status502` (the origin answers 502 for a while), both with two level-1 origins
+# and a level-2 one; and `backup`: a single-origin primary level and a backup level, controld's
+# default 30 s rounds, BK_DURATION s cut in 10 s wrk segments, the primary answering 502 from
+# BK_FAIL_AT s on (health check included) until the end: visitor errors, p99 per segment and
+# through controld's switch, and what the backup level served before and after the switch.
+# Builds nothing; runtime about 50 s for the first two (plus up to SKIP_MS between them) and
+# BK_DURATION for backup.
 # Env: DURATION [20] s per scenario, FAIL_AT [5] s, BACK_AT [10] s, CONNS [32], THREADS [2],
 # SKIP_MS [3000] (the site's node_retry.skip_ms, so half-open trials happen during the run),
-# RETRIES [2] (node_retry.retries; 0 shows what the visitors would see without retries).
+# RETRIES [2] (node_retry.retries; 0 shows what the visitors would see without retries),
+# SCENARIOS ["refused status502 backup"], BK_DURATION [120] s (a multiple of 10), BK_FAIL_AT [10]
+# s (a multiple of 10), BACKUP_LEVELS [true] (node_retry.backup_levels of the backup site;
+# false shows the errors visitors get until controld switches).
 # shellcheck disable=SC2154 # the R_* variables are set by an eval of wrk's RESULT line
 set -eu
 BUILD=${1:?usage: bench_failover.sh BUILD_DIR}
@@ -20,6 +28,11 @@ CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 SKIP_MS=${SKIP_MS:-3000}
 RETRIES=${RETRIES:-2}
+SCENARIOS=${SCENARIOS:-refused status502 backup}
+BK_DURATION=${BK_DURATION:-120}
+BK_FAIL_AT=${BK_FAIL_AT:-10}
+BACKUP_LEVELS=${BACKUP_LEVELS:-true}
+BK_HOST=bench-backup.test
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HOSTNAME_=bench-failover.test
 for b in "$CONTROLD" "$NODED"; do
@@ -31,6 +44,11 @@ done
 [ -x "$NGINX" ] || { echo "nginx not found" >&2; exit 2; }
 if [ "$FAIL_AT" -ge "$BACK_AT" ] || [ "$BACK_AT" -ge "$DURATION" ]; then
   echo "need FAIL_AT < BACK_AT < DURATION" >&2; exit 2
+fi
+if [ $((BK_DURATION % 10)) -ne 0 ] || [ $((BK_FAIL_AT % 10)) -ne 0 ] ||
+  [ "$BK_FAIL_AT" -lt 10 ] || [ "$BK_FAIL_AT" -ge "$BK_DURATION" ]; then
+  echo "need BK_FAIL_AT and BK_DURATION multiples of 10, 10 <= BK_FAIL_AT < BK_DURATION" >&2
+  exit 2
 fi
 
 TMP=$(mktemp -d /tmp/bench_failover.XXXXXX)
@@ -100,13 +118,18 @@ origin_start() { # NAME -> pid in $!
 }
 
 A_PORT=$(freeport); B_PORT=$(freeport); C_PORT=$(freeport)
+P_PORT=$(freeport); K_PORT=$(freeport)
 CTL_PORT=$(freeport); NODE_PORT=$(freeport); ADMIN_PORT=$(freeport)
 origin_conf a "$A_PORT"; origin_conf b "$B_PORT"; origin_conf c "$C_PORT"
+origin_conf p "$P_PORT"; origin_conf k "$K_PORT"
 origin_start a; A_PID=$!
 origin_start b; PIDS="$PIDS $!"
 origin_start c; PIDS="$PIDS $!"
+origin_start p; PIDS="$PIDS $!"
+origin_start k; PIDS="$PIDS $!"
 wait_http "http://127.0.0.1:$A_PORT/"; wait_http "http://127.0.0.1:$B_PORT/"
-wait_http "http://127.0.0.1:$C_PORT/"
+wait_http "http://127.0.0.1:$C_PORT/"; wait_http "http://127.0.0.1:$P_PORT/"
+wait_http "http://127.0.0.1:$K_PORT/"
 
 TOKEN="adm-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 CTL="http://127.0.0.1:$CTL_PORT"
@@ -127,12 +150,21 @@ SITE_ID=$(api POST /v1/sites "{\"name\": \"bench\", \"hostnames\": [\"$HOSTNAME_
     {\"level\": 1, \"address\": \"127.0.0.1\", \"port\": $B_PORT, \"scheme\": \"http\"},
     {\"level\": 2, \"address\": \"127.0.0.1\", \"port\": $C_PORT, \"scheme\": \"http\"}]}" |
   json_get id)
+# the backup scenario's site: primary p alone on level 1, backup k on level 2, health checks
+# on (two origins) at controld's default 30 s rounds
+BK_SITE_ID=$(api POST /v1/sites "{\"name\": \"bench-backup\", \"hostnames\": [\"$BK_HOST\"],
+  \"node_retry\": {\"backup_levels\": $BACKUP_LEVELS},
+  \"origins\": [
+    {\"level\": 1, \"address\": \"127.0.0.1\", \"port\": $P_PORT, \"scheme\": \"http\"},
+    {\"level\": 2, \"address\": \"127.0.0.1\", \"port\": $K_PORT, \"scheme\": \"http\"}]}" |
+  json_get id)
 mkdir -p "$TMP/noded-state"
 CDNCA_NODE_TOKEN=$NODE_TOKEN "$NODED" --controld "$CTL" --listen "127.0.0.1:$NODE_PORT" \
   --admin-listen "127.0.0.1:$ADMIN_PORT" --state-dir "$TMP/noded-state" --name bench-edge \
   --proxy-threads "$THREADS" --log-level warn >"$TMP/noded.log" 2>&1 &
 PIDS="$PIDS $!"
 wait_http "http://127.0.0.1:$NODE_PORT/" "$HOSTNAME_"
+wait_http "http://127.0.0.1:$NODE_PORT/" "$BK_HOST"
 echo "controld :$CTL_PORT, noded :$NODE_PORT (admin :$ADMIN_PORT), site $SITE_ID;" \
   "level 1: a :$A_PORT, b :$B_PORT; level 2: c :$C_PORT; skip_ms $SKIP_MS, retries $RETRIES"
 
@@ -163,7 +195,8 @@ attempts_delta() { # BEFORE AFTER
   done
 }
 origin_label() {
-  case "$1" in "$A_PORT") echo a ;; "$B_PORT") echo b ;; "$C_PORT") echo c ;; *) echo "$1" ;; esac
+  case "$1" in "$A_PORT") echo a ;; "$B_PORT") echo b ;; "$C_PORT") echo c ;;
+  "$P_PORT") echo p ;; "$K_PORT") echo k ;; *) echo "$1" ;; esac
 }
 report_origins() { # BEFORE_FILE AFTER_FILE
   while read -r port state req fail skips; do
@@ -221,16 +254,94 @@ scenario() {
   echo "  FAILED visitor requests: $failed"
 }
 
-scenario refused
-# let origin a finish its skip and win its half-open trial before the next scenario
-i=0
-until node_origins | awk -v p="$A_PORT" '$1 == p && $2 == "healthy" {ok = 1} END {exit !ok}'; do
-  i=$((i + 1))
-  [ $i -lt $((SKIP_MS / 100 + 100)) ] || { echo "origin a is not healthy" >&2; break; }
-  curl -s -o /dev/null -H "Host: $HOSTNAME_" "http://127.0.0.1:$NODE_PORT/" || true
-  sleep 0.1
-done
-scenario status502
+run_pair() {
+  scenario refused
+  # let origin a finish its skip and win its half-open trial before the next scenario
+  i=0
+  until node_origins | awk -v p="$A_PORT" '$1 == p && $2 == "healthy" {ok = 1} END {exit !ok}'; do
+    i=$((i + 1))
+    [ $i -lt $((SKIP_MS / 100 + 100)) ] || { echo "origin a is not healthy" >&2; break; }
+    curl -s -o /dev/null -H "Host: $HOSTNAME_" "http://127.0.0.1:$NODE_PORT/" || true
+    sleep 0.1
+  done
+  scenario status502
+}
+
+# k_counts: "requests backup_picks" of origin k at the node (GET /status).
+k_counts() {
+  curl -sf "http://127.0.0.1:$ADMIN_PORT/status" | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["sites"]:
+    for o in s.get("origins", []):
+        if o["port"] == int(sys.argv[1]):
+            print(o.get("requests", 0), o.get("backup_picks", 0))' "$K_PORT"
+}
+site_level() { api GET "/v1/sites/$BK_SITE_ID" | json_get current_level; }
+
+# backup: wrk in 10 s segments over BK_DURATION s; p fails (502, health check included) at
+# BK_FAIL_AT s and stays down. A watcher notes when controld switches the site to level 2 and
+# what k had served by then (as a backup pick of the node, before the switch).
+backup_scenario() {
+  segs=$((BK_DURATION / 10)); fail_seg=$((BK_FAIL_AT / 10)); seg=0; errs=0
+  steady_p99=0; worst_p99=0; switch_seg=""
+  rm -f "$TMP/switch"
+  (
+    i=0
+    while [ $i -lt $((BK_DURATION * 5)) ]; do
+      if [ "$(site_level)" = 2 ]; then
+        echo "$i $(k_counts)" >"$TMP/switch"; exit 0
+      fi
+      i=$((i + 1)); sleep 0.2
+    done
+  ) &
+  WATCH_PID=$!
+  PIDS="$PIDS $WATCH_PID"
+  k0=$(k_counts)
+  echo "scenario backup: p alone on level 1, k on level 2, backup_levels $BACKUP_LEVELS," \
+    "p answers 502 from ${BK_FAIL_AT}s to the end, wrk -t$THREADS -c$CONNS in 10 s segments"
+  echo "  segment | requests | p50 us | p99 us | max us | failed | level at end"
+  while [ $seg -lt $segs ]; do
+    [ $seg -eq "$fail_seg" ] && : >"$TMP/p/fail"
+    wrk -t"$THREADS" -c"$CONNS" -d10s --latency -s "$HERE/failover.lua" \
+      -H "Host: $BK_HOST" "http://127.0.0.1:$NODE_PORT/" >"$TMP/wrk-backup-$seg.out" 2>&1 ||
+      { cat "$TMP/wrk-backup-$seg.out" >&2; exit 1; }
+    line=$(grep '^RESULT ' "$TMP/wrk-backup-$seg.out") || exit 1
+    echo "$line" | grep -Eq '^RESULT( [a-z0-9_]+=[0-9.]+)+$' || { echo "bad: $line" >&2; exit 1; }
+    eval "$(echo "$line" | sed 's/^RESULT //' | tr ' ' '\n' | sed 's/^/R_/')"
+    failed=$((R_s4xx + R_s5xx + R_err_connect + R_err_read + R_err_write + R_err_timeout))
+    errs=$((errs + failed))
+    lvl=$(site_level)
+    if [ -z "$switch_seg" ] && [ "$lvl" = 2 ]; then switch_seg=$seg; fi
+    [ $seg -lt "$fail_seg" ] && [ "$R_p99_us" -gt "$steady_p99" ] && steady_p99=$R_p99_us
+    if [ $seg -ge "$fail_seg" ] && { [ -z "$switch_seg" ] || [ "$switch_seg" = $seg ]; } &&
+      [ "$R_p99_us" -gt "$worst_p99" ]; then worst_p99=$R_p99_us; fi
+    echo "  $((seg * 10))-$((seg * 10 + 10)) s | $R_requests | $R_p50_us | $R_p99_us |" \
+      "$R_max_us | $failed | $lvl"
+    seg=$((seg + 1))
+  done
+  rm -f "$TMP/p/fail"
+  wait "$WATCH_PID" 2>/dev/null || true
+  k1=$(k_counts)
+  if [ -s "$TMP/switch" ]; then
+    read -r wt kreq kpick <"$TMP/switch"
+    echo "  controld switched to level 2 at about $((wt / 5)) s" \
+      "($(($((wt / 5)) - BK_FAIL_AT)) s after the failure)"
+    echo "  k served before the switch: $((kreq - ${k0%% *})) requests" \
+      "($((kpick - ${k0##* })) backup picks); after it: $((${k1%% *} - kreq)) requests" \
+      "($((${k1##* } - kpick)) backup picks)"
+  else
+    echo "  controld did not switch within the run; k served $((${k1%% *} - ${k0%% *}))" \
+      "requests ($((${k1##* } - ${k0##* })) backup picks)"
+  fi
+  echo "  p99 steady (before the failure) $steady_p99 us; worst p99 from the failure through" \
+    "the switch $worst_p99 us (ratio $(awk -v a="$worst_p99" -v b="$steady_p99" \
+    'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'), goal <= 2)"
+  echo "  FAILED visitor requests: $errs"
+  FAILED_TOTAL=$((FAILED_TOTAL + errs))
+}
+
+case " $SCENARIOS " in *" refused "*|*" status502 "*) run_pair ;; esac
+case " $SCENARIOS " in *" backup "*) backup_scenario ;; esac
 if grep -qi 'warn\|error' "$TMP/noded.log"; then
   echo "noded warnings/errors (last 10):"
   grep -i 'warn\|error' "$TMP/noded.log" | tail -n 10

@@ -147,11 +147,10 @@ def test_config_file_applies(tmp):
 def test_healthz_and_metrics_open(tmp):
     c = Controld(tmp).start()
     status, j, _ = c.api("GET", "/healthz", token=None)
-    migrations = [f for f in os.listdir(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                      "..", "..", "schema")) if f.endswith(".sql")]
-    # the last migration's number (numbers may have gaps)
-    last = max(int(f[:4]) for f in migrations)
-    assert status == 200 and j["status"] == "ok" and j["schema_version"] == last, j
+    migrations = [int(f[:4]) for f in os.listdir(os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "schema")) if f.endswith(".sql")]
+    # the version is the last migration's number (numbers may leave gaps)
+    assert status == 200 and j["status"] == "ok" and j["schema_version"] == max(migrations), j
     c.api("GET", "/v1/sites")
     status, text, h = c.api("GET", "/metrics", token=None)
     assert status == 200 and h.get("Content-Type", "").startswith("text/plain"), (status, h)
@@ -202,7 +201,9 @@ def test_create_with_defaults(tmp):
         s["health_check"]
     assert s["node_retry"] == {"retries": 2, "retry_budget_ms": 15000, "fail_count": 3,
                                "fail_window_ms": 10000, "skip_ms": 30000,
-                               "half_open_requests": 1, "retry_on_status": [502, 503, 504]}, \
+                               "half_open_requests": 1, "retry_on_status": [502, 503, 504],
+                               "backup_levels": True, "failure_ratio": None,
+                               "failure_min_volume": 20}, \
         s["node_retry"]
     assert s["current_level"] == 1 and s["config_version"] == 1
     o1, o2 = s["origins"]
@@ -240,7 +241,8 @@ def test_create_minimal_and_explicit(tmp):
                       "port": 8081, "interval_ms": 2000, "level_min_healthy": 2},
         node_retry={"retries": 1, "retry_budget_ms": 5000, "fail_count": 7,
                     "fail_window_ms": 2000, "skip_ms": 1000, "half_open_requests": 2,
-                    "retry_on_status": [500, 503]})
+                    "retry_on_status": [500, 503], "backup_levels": False,
+                    "failure_ratio": 0.25, "failure_min_volume": 50})
     s = create(c, body)
     assert s["failback"] == "manual" and s["failback_hold_ms"] == 60000
     hc = dict(body["health_check"], state="active")
@@ -275,7 +277,17 @@ def test_get_patch_delete(tmp):
     status, j2, _ = c.api("PATCH", path, {"name": "p2", "node_retry": {"retries": 0}})
     assert status == 200 and j2["name"] == "p2" and j2["node_retry"]["retries"] == 0, j2
     assert j2["node_retry"]["skip_ms"] == 30000
-    assert j2["config_version"] == j["config_version"] + 1
+    # the new fields: stored, and null turns the ratio off again
+    status, j2, _ = c.api("PATCH", path, {"node_retry": {"backup_levels": False,
+                                                          "failure_ratio": 0.5,
+                                                          "failure_min_volume": 10}})
+    assert status == 200 and j2["node_retry"]["backup_levels"] is False, j2
+    assert j2["node_retry"]["failure_ratio"] == 0.5 and j2["node_retry"]["failure_min_volume"] == 10
+    assert j2["node_retry"]["retries"] == 0
+    status, j2, _ = c.api("PATCH", path, {"node_retry": {"failure_ratio": None}})
+    assert status == 200 and j2["node_retry"]["failure_ratio"] is None, j2
+    assert j2["node_retry"]["backup_levels"] is False
+    assert j2["config_version"] == j["config_version"] + 3
     # the old hostname is free again
     create(c, site_body("other", ["p.example.com"]))
     status, j3, _ = c.api("PATCH", path, {"health_check": {"enabled": False}})
@@ -555,6 +567,10 @@ def test_422_site_values(tmp):
         (site_body("x", node_retry={"retry_on_status": 502}), "node_retry.retry_on_status"),
         (site_body("x", node_retry={"retries": -1}), "node_retry.retries"),
         (site_body("x", node_retry={"fail_count": 0}), "node_retry.fail_count"),
+        (site_body("x", node_retry={"backup_levels": "yes"}), "node_retry.backup_levels"),
+        (site_body("x", node_retry={"failure_ratio": 0}), "node_retry.failure_ratio"),
+        (site_body("x", node_retry={"failure_ratio": 1.5}), "node_retry.failure_ratio"),
+        (site_body("x", node_retry={"failure_min_volume": 0}), "node_retry.failure_min_volume"),
     ]
     for body, field in cases:
         rejected(c, "POST", "/v1/sites", body, want=422, field=field)

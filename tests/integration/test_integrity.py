@@ -7,6 +7,8 @@ re-evaluation it causes (kill -9 at random moments; a database left stranded by 
 controld is repaired at start).
 """
 
+import http.client
+import json
 import os
 import random
 import sqlite3
@@ -234,6 +236,152 @@ def test_start_repairs_a_site_stranded_by_an_older_controld(tmp):
     # a site that was fine is left as it was
     status, j2, _ = c.api("GET", "/v1/sites/%d" % other["id"])
     assert j2["current_level"] == 1 and j2["config_version"] == other["config_version"], j2
+
+
+# ---- strict input: stored exactly as sent, or refused ----
+
+def raw_call(c, method, path, data, token=None, headers=None):
+    """Send data (bytes) as the body; returns (status, body bytes, headers)."""
+    hdrs = {"Authorization": "Bearer " + (token or c.admin_token)}
+    if data is not None:
+        hdrs["Content-Type"] = "application/json"
+    hdrs.update(headers or {})
+    conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    try:
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.headers
+    finally:
+        conn.close()
+
+
+def strict_json(payload):
+    """Parse an answer as a strict client would: UTF-8 (no replacement), no duplicate keys."""
+    def pairs(items):
+        keys = [k for k, _ in items]
+        assert len(keys) == len(set(keys)), "duplicate key in an answer: %s" % keys
+        return dict(items)
+    return json.loads(payload.decode("utf-8"), object_pairs_hook=pairs)
+
+
+def error_of(status, payload):
+    return status, strict_json(payload)["error"]
+
+
+def test_strict_strings_are_refused_with_their_field(tmp):
+    c = Controld(tmp).start()
+    cases = [
+        # (path, body bytes, status, code, field)
+        ("/v1/sites", b'{"name":"a","hostnames":["shop.example.com\\u0000.attacker.net"]}',
+         422, "invalid_string", "hostnames[0]"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"],'
+                      b'"health_check":{"path":"/h\xff"}}',
+         422, "invalid_string", "health_check.path"),
+        ("/v1/sites", b'{"name":"a\\ud800","hostnames":["a.example.com"]}',
+         422, "invalid_string", "name"),
+        ("/v1/sites", b'{"name":"a","name":"b","hostnames":["a.example.com"]}',
+         400, "duplicate_key", "name"),
+        ("/v1/sites", b'{"name":"a","n\\u0061me":"b","hostnames":["a.example.com"]}',
+         400, "duplicate_key", "name"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"],'
+                      b'"origins":[{"address":"10.0.0.1","port":80,"port":81}]}',
+         400, "duplicate_key", "origins[0].port"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"],"\xfe\xff":1}',
+         422, "invalid_string", None),
+        ("/v1/webhooks", b'{"url":"http://127.0.0.1:9/h","secret":"0123456789abcdef\\u0000tail"}',
+         422, "invalid_string", "secret"),
+        ("/v1/webhooks", b'{"url":"http://127.0.0.1:9/\xc0\xaf","secret":"0123456789abcdef"}',
+         422, "invalid_string", "url"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"],"failback_hold_ms":1e400}',
+         422, "out_of_range", "failback_hold_ms"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"]} {}', 400, "malformed_json", None),
+        ("/v1/sites", b'{"name":"caf\xe9","hostnames":["a.example.com"]}',
+         422, "invalid_string", "name"),
+        ("/v1/sites", b'{"name":"a\x00b","hostnames":["a.example.com"]}',
+         422, "invalid_string", "name"),
+        ("/v1/sites", b'{"name":"a","hostnames":["a.example.com"],'
+                      b'"health_check":{"path":"/\xed\xa0\x80"}}',
+         422, "invalid_string", "health_check.path"),
+    ]
+    for path, data, status, code, field in cases:
+        st, payload, _ = raw_call(c, "POST", path, data)
+        got_status, err = error_of(st, payload)
+        assert (got_status, err["code"], err["field"]) == (status, code, field), (data, st, err)
+    # nothing was stored
+    st, payload, _ = raw_call(c, "GET", "/v1/sites", None)
+    assert strict_json(payload)["sites"] == []
+    st, payload, _ = raw_call(c, "GET", "/v1/webhooks", None)
+    assert strict_json(payload)["webhooks"] == []
+
+
+def test_heartbeat_version_must_be_utf8(tmp):
+    c = Controld(tmp).start()
+    status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-1"})
+    assert status == 201, n
+    st, payload, _ = raw_call(c, "POST", "/v1/node/heartbeat",
+                              b'{"version":"1.0\xff","config_version":0,"observations":[]}',
+                              token=n["token"])
+    status, err = error_of(st, payload)
+    assert status == 422 and err["field"] == "version", err
+    st, payload, _ = raw_call(c, "POST", "/v1/node/heartbeat",
+                              '{"version":"1.0-\u00e9","config_version":0,"observations":[]}'
+                              .encode(), token=n["token"])
+    assert st in (200, 204), payload
+    st, payload, _ = raw_call(c, "GET", "/v1/nodes", None)
+    assert strict_json(payload)["nodes"][0]["version"] == "1.0-\u00e9"
+
+
+def test_what_is_stored_is_what_was_sent(tmp):
+    """Escapes and non-ASCII text come back byte for byte."""
+    c = Controld(tmp).start()
+    body = {"name": "cafe-1", "hostnames": ["a.example.com"],
+            "health_check": {"path": "/h\u00e9?q=\U0001F600"}}
+    st, payload, _ = raw_call(c, "POST", "/v1/sites", json.dumps(body).encode())
+    assert st == 201, payload
+    s = strict_json(payload)
+    st, payload, _ = raw_call(c, "GET", "/v1/sites/%d" % s["id"], None)
+    s = strict_json(payload)
+    assert s["health_check"]["path"] == body["health_check"]["path"], s
+
+
+def test_fuzzed_bodies_never_store_or_emit_bad_text(tmp):
+    """Valid bodies mutated with NUL, invalid UTF-8, surrogates and duplicate keys: every answer
+    is strict UTF-8 JSON, every refusal stores nothing, and the site list stays strict JSON."""
+    c = Controld(tmp).start()
+    rng = random.Random(1313)
+    base = b'{"name":"s%d","hostnames":["h%d.example.com"],"health_check":{"path":"/p"},' \
+           b'"origins":[{"address":"10.0.0.1","port":80,"host_header":"o.example.com"}]}'
+    inserts = [b"\\u0000", b"\x00", b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\\ud800",
+               b"\\udc00x", b"\xf4\x90\x80\x80", b"\xc3"]
+    created = 0
+    for i in range(300):
+        data = bytearray(base % (i, i))
+        kind = rng.randrange(3)
+        if kind == 0:  # inside or next to a string
+            spots = [k for k in range(len(data)) if data[k:k + 1] == b'"']
+            at = rng.choice(spots)
+            data[at:at] = rng.choice(inserts)
+        elif kind == 1:  # a duplicate key in some object
+            key = rng.choice([b'"name":"x",', b'"path":"/q",', b'"port":81,'])
+            opens = [k + 1 for k in range(len(data)) if data[k:k + 1] == b"{"]
+            at = rng.choice(opens)
+            data[at:at] = key
+        else:  # raw byte flips
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.choice([0, 0x80, 0xff, 0xc3, 0x22, 0x5c])
+        st, payload, _ = raw_call(c, "POST", "/v1/sites", bytes(data))
+        j = strict_json(payload)
+        if st == 201:
+            created += 1
+            # accepted: it was valid, and it is stored exactly as sent
+            sent = strict_json(bytes(data))
+            assert j["name"] == sent["name"], (bytes(data), j)
+            assert j["health_check"]["path"] == sent.get("health_check", {}).get("path", "/"), j
+        else:
+            assert 400 <= st < 500 and "error" in j, (st, j)
+    st, payload, _ = raw_call(c, "GET", "/v1/sites?limit=1000", None)
+    assert len(strict_json(payload)["sites"]) == created
+    assert created < 300  # the mutations were refused at least sometimes
 
 
 if __name__ == "__main__":

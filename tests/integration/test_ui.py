@@ -3,8 +3,8 @@
 
 Starts controld ($CDNCA_BUILD/controld/controld) on a free loopback port with a fresh database
 and fast probe rounds, two test origins (origin.py), then runs the playwright-core script with
-Debian's chromium. Prints SKIP and exits 0 when chromium, node or ui/node_modules is missing
-(install: apt-get install -y chromium; cd tests/integration/ui && npm install --no-package-lock).
+Debian's chromium. Prints SKIP and exits 77 (ctest: skipped) when chromium, node or
+ui/node_modules is missing; tests/run.sh installs them (tests/deps.sh).
 Screenshots go to tests/artifacts/.
 """
 
@@ -28,9 +28,12 @@ START_TIMEOUT_S = 20
 UI_TIMEOUT_S = 220
 
 
+SKIP_RETURN_CODE = 77  # ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed
+
+
 def skip(why):
     print("SKIP: " + why)
-    sys.exit(0)
+    sys.exit(SKIP_RETURN_CODE)
 
 
 def free_port():

@@ -95,11 +95,46 @@ static void test_config_file(void **state) {
   assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
 }
 
+/* A switch is taken out of argv wherever it stands; the rest keeps its order. */
+static void test_take_flag(void **state) {
+  char *argv[] = {"x", "--check-config", "--listen", "127.0.0.2:9", "--check-config", NULL};
+  int argc = 5;
+  assert_int_equal(opts_take_flag(&argc, argv, "--check-config"), 1);
+  assert_int_equal(argc, 3);
+  assert_string_equal(argv[1], "--listen");
+  assert_string_equal(argv[2], "127.0.0.2:9");
+  assert_null(argv[3]);
+  assert_int_equal(opts_take_flag(&argc, argv, "--check-config"), 0);
+  assert_int_equal(argc, 3);
+}
+
+/* Reload: only options outside the reloadable list are named. */
+static void test_changed(void **state) {
+  struct cfg a, b;
+  char err[256];
+  const char *const reloadable[] = {"log-format", "probe_interval_ms", NULL};
+  char *argv0[] = {"x", NULL};
+  char *argv1[] = {"x", "--probe-interval-ms", "500", "--log-format", "json", NULL};
+  char *argv2[] = {"x", "--listen", "127.0.0.9:1", NULL};
+  assert_int_equal(run(&a, err, 1, argv0), OPTS_OK);
+  assert_int_equal(run(&b, err, 1, argv0), OPTS_OK);
+  assert_null(opts_changed(defs, &a, &b, reloadable));
+  assert_int_equal(run(&b, err, 5, argv1), OPTS_OK);
+  assert_null(opts_changed(defs, &a, &b, reloadable));
+  assert_string_equal(opts_changed(defs, &a, &b, NULL), "probe-interval-ms");
+  assert_int_equal(run(&b, err, 3, argv2), OPTS_OK);
+  assert_string_equal(opts_changed(defs, &a, &b, reloadable), "listen");
+  assert_int_equal(opts_listed(reloadable, "probe-interval-ms"), 1);
+  assert_int_equal(opts_listed(reloadable, "listen"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults_and_flags),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_config_file),
+      cmocka_unit_test(test_take_flag),
+      cmocka_unit_test(test_changed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

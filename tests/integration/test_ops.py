@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""test_ops — running the daemons as an operator does (DESIGN §3): SIGHUP under load (log file
+reopened, reloadable keys applied, a bad file keeps the running config, nobody dies),
+--check-config for both daemons, and the systemd notify protocol (READY=1 once serving,
+WATCHDOG=1 pings, RELOADING=1/READY=1 around a SIGHUP, STOPPING=1) seen on a NOTIFY_SOCKET."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import harness
+from harness import BUILD, Controld, Noded, Origin, http_call, wait_until
+
+CONTROLD = os.path.join(BUILD, "controld", "controld")
+NODED = os.path.join(BUILD, "noded", "noded")
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def metric(text, name):
+    """The value of an unlabelled sample `name` in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def controld_metric(c, name):
+    st, body, _ = c.api("GET", "/metrics", token=None, timeout=5)
+    assert st == 200, body
+    return metric(body, name)
+
+
+def enrol(c, name):
+    st, body, _ = c.api("POST", "/v1/nodes", {"name": name})
+    assert st == 201, body
+    return body["token"]
+
+
+class Load:
+    """Bounded background traffic: API reads on controld and visitor requests through noded.
+    Every answer that is not the expected status, and every transport error, is recorded."""
+
+    def __init__(self, c, n, host, max_s=120.0):
+        self.c, self.n, self.host = c, n, host
+        self.stop_at = time.monotonic() + max_s
+        self.done = threading.Event()
+        self.errors = []
+        self.count = 0
+        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True)
+                        for k in range(2)]
+
+    def _run(self, k):
+        while not self.done.is_set() and time.monotonic() < self.stop_at:
+            try:
+                if k == 0:
+                    st, body, _ = self.c.api("GET", "/v1/sites", timeout=10)
+                else:
+                    st, body, _ = self.n.visit("GET", "/x", self.host, timeout=10)
+                if st != 200:
+                    self.errors.append("%s: %s %s" % ("api" if k == 0 else "visit", st, body))
+            except Exception as e:  # noqa: BLE001 - a transport error is a failed request
+                self.errors.append("%s: %s: %s" % ("api" if k == 0 else "visit",
+                                                   type(e).__name__, e))
+            self.count += 1
+            time.sleep(0.005)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        for t in self.threads:
+            t.join(15)
+
+
+def test_sighup_under_load(tmp):
+    ccfg = os.path.join(tmp, "controld.json")
+    ncfg = os.path.join(tmp, "noded.json")
+    clog = os.path.join(tmp, "controld-file.log")
+    nlog = os.path.join(tmp, "noded-file.log")
+    # probe rounds every 60 s: none after the first until a reload shortens the interval
+    write_json(ccfg, {"probe_interval_ms": 60000, "log_level": "info"})
+    write_json(ncfg, {"log_level": "info", "heartbeat_interval_ms": 1000})
+    c = Controld(tmp, extra_args=["--config", ccfg, "--log-file", clog]).start()
+    o1 = Origin("a", tmpdir=tmp).start()
+    o2 = Origin("b", tmpdir=tmp).start()
+    st, site, _ = c.api("POST", "/v1/sites", {
+        "name": "shop", "hostnames": ["shop.test"],
+        "health_check": {"enabled": True},
+        "origins": [{"level": 1, "address": o1.address, "port": o1.port, "scheme": "http"},
+                    {"level": 2, "address": o2.address, "port": o2.port, "scheme": "http"}]})
+    assert st == 201, site
+    n = Noded(c, enrol(c, "edge"), tmp, extra_args=["--config", ncfg, "--log-file", nlog]).start()
+    wait_until(lambda: n.visit("GET", "/x", "shop.test", timeout=5)[0] == 200, 20,
+               "the site served by noded")
+    assert "started" in read(clog) and "started" in read(nlog)
+
+    with Load(c, n, "shop.test") as load:
+        # 1. logrotate: rename, SIGHUP, the daemon writes to a new file at the old path
+        os.rename(clog, clog + ".1")
+        os.rename(nlog, nlog + ".1")
+        c.proc.send_signal(signal.SIGHUP)
+        n.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "log file %s reopened" % clog in read(clog), 10, "controld's new log")
+        wait_until(lambda: "log file %s reopened" % nlog in read(nlog), 10, "noded's new log")
+        assert "reopened" not in read(clog + ".1")
+
+        # 2. a reloadable key: the probe interval drops to 300 ms, rounds follow
+        rounds = controld_metric(c, "cdnca_probe_rounds_total") or 0
+        time.sleep(1.0)
+        assert (controld_metric(c, "cdnca_probe_rounds_total") or 0) <= rounds + 1
+        write_json(ccfg, {"probe_interval_ms": 300, "log_level": "debug"})
+        write_json(ncfg, {"log_format": "json", "heartbeat_interval_ms": 1000})
+        c.proc.send_signal(signal.SIGHUP)
+        n.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in read(clog), 10, "controld reload logged")
+        wait_until(lambda: "configuration reloaded" in read(nlog), 10, "noded reload logged")
+        base = controld_metric(c, "cdnca_probe_rounds_total") or 0
+        wait_until(lambda: (controld_metric(c, "cdnca_probe_rounds_total") or 0) >= base + 4, 10,
+                   "probe rounds at the new interval")
+        # controld's log_level debug applied: debug lines appear; noded's lines turn to JSON
+        wait_until(lambda: "controld debug:" in read(clog), 10, "controld debug lines")
+        assert '"level":"info","prog":"noded"' in read(nlog), read(nlog)[-2000:]
+
+        # 3. a key that needs a restart is named, the reloadable ones still apply
+        write_json(ccfg, {"probe_interval_ms": 300, "log_level": "info",
+                          "node_online_ms": 5000})
+        c.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "option node-online-ms changed" in read(clog), 10,
+                   "restart-only key named")
+
+        # 4. a bad file: logged, the running config kept, the daemons live on
+        for path in (ccfg, ncfg):
+            with open(path, "w") as f:
+                f.write('{"probe_interval_ms": "soon", ')
+        c.proc.send_signal(signal.SIGHUP)
+        n.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "running configuration is kept" in read(clog), 10, "controld kept")
+        wait_until(lambda: "running configuration is kept" in read(nlog), 10, "noded kept")
+        base = controld_metric(c, "cdnca_probe_rounds_total") or 0
+        wait_until(lambda: (controld_metric(c, "cdnca_probe_rounds_total") or 0) >= base + 3, 10,
+                   "probe rounds still at 300 ms")
+
+        # 5. a burst of SIGHUPs under load
+        for _ in range(20):
+            c.proc.send_signal(signal.SIGHUP)
+            n.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.02)
+        time.sleep(0.5)
+    assert c.running() and n.running(), "a daemon died on SIGHUP"
+    assert load.count > 50, "too little load: %d requests" % load.count
+    assert not load.errors, "failed requests during SIGHUPs: %s" % load.errors[:5]
+    # SIGTERM still stops both cleanly (exit 0, checked by stop)
+    n.stop()
+    c.stop()
+
+
+def run(argv, env=None, cwd=None):
+    e = dict(os.environ)
+    e.pop("CDNCA_NODE_TOKEN", None)
+    e.update(env or {})
+    p = subprocess.run(argv, env=e, cwd=cwd, capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_check_config_controld(tmp):
+    db = os.path.join(tmp, "c.db")
+    good = os.path.join(tmp, "good.json")
+    write_json(good, {"probe_interval_ms": 5000, "db": db})
+    rc, out, err = run([CONTROLD, "--check-config", "--config", good])
+    assert rc == 0 and "configuration OK" in out, (rc, out, err)
+    assert "does not exist yet" in out, out
+    assert not os.path.exists(db), "check-config created the database"
+
+    # an existing database: its schema is read, nothing changes
+    c = Controld(tmp, db=db).start()
+    c.stop()
+    before = os.stat(db).st_mtime_ns
+    rc, out, err = run([CONTROLD, "--check-config", "--db", db])
+    assert rc == 0 and "configuration OK" in out and "schema" in out, (rc, out, err)
+    assert os.stat(db).st_mtime_ns == before
+
+    bad = os.path.join(tmp, "bad.json")
+    write_json(bad, {"probe_interval_ms": 5})
+    rc, out, err = run([CONTROLD, "--check-config", "--config", bad])
+    assert rc == 2 and "probe_interval_ms" in err and "configuration OK" not in out, (rc, out, err)
+
+    write_json(bad, {"no_such_key": 1})
+    rc, out, err = run([CONTROLD, "--check-config", "--config", bad])
+    assert rc == 2 and "no_such_key" in err, (rc, out, err)
+
+    # several problems at once: each is named
+    rc, out, err = run([CONTROLD, "--check-config", "--db", "/nonexistent-dir/x.db",
+                        "--probe-ca-file", os.path.join(tmp, "missing.pem")])
+    assert rc == 2, (rc, out, err)
+    assert "option db" in err and "probe-ca-file" in err, err
+
+    # a database that is not SQLite
+    junk = os.path.join(tmp, "junk.db")
+    with open(junk, "wb") as f:
+        f.write(b"this is not a database" * 100)
+    rc, out, err = run([CONTROLD, "--check-config", "--db", junk])
+    assert rc == 2 and "junk.db" in err, (rc, out, err)
+
+
+def test_check_config_noded(tmp):
+    state = os.path.join(tmp, "state")
+    rc, out, err = run([NODED, "--check-config", "--controld", "http://127.0.0.1:7400",
+                        "--state-dir", state], env={"CDNCA_NODE_TOKEN": "nt-" + "x" * 20})
+    assert rc == 0 and "configuration OK" in out, (rc, out, err)
+    assert not os.path.exists(state), "check-config created the state directory"
+
+    rc, out, err = run([NODED, "--check-config", "--controld", "http://127.0.0.1:7400"])
+    assert rc == 2 and "CDNCA_NODE_TOKEN" in err, (rc, out, err)
+
+    rc, out, err = run([NODED, "--check-config", "--controld", "ftp://x", "--listen", "nope",
+                        "--origin-ca-file", os.path.join(tmp, "missing.pem")],
+                       env={"CDNCA_NODE_TOKEN": "nt-" + "x" * 20})
+    assert rc == 2 and "origin-ca-file" in err and "controld" in err, (rc, out, err)
+    assert "configuration OK" not in out
+
+
+class NotifySocket:
+    """A unix datagram socket standing in for systemd's NOTIFY_SOCKET; collects messages."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.2)
+        self.messages = []  # (monotonic time, {key: value})
+
+    def pump(self):
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                return
+            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            self.messages.append((time.monotonic(), fields))
+
+    def count(self, key):
+        self.pump()
+        return sum(1 for _, m in self.messages if key in m)
+
+    def close(self):
+        self.sock.close()
+
+
+def notify_flow(proc_obj, start_args, ready_probe, ns):
+    """Start a daemon on ns; READY=1 only once ready_probe() holds; pings; reload; stop."""
+    proc_obj._spawn(start_args, proc_obj.env)
+    wait_until(lambda: ns.count("READY") >= 1, 20, "READY=1")
+    # readiness was sent after the listener and the database were up
+    assert ready_probe(), "READY=1 before the daemon answers"
+    ready = [m for _, m in ns.messages if "READY" in m][0]
+    assert ready["READY"] == "1" and "STATUS" in ready, ready
+    # WATCHDOG_USEC=1 s: a ping every 0.5 s
+    base = ns.count("WATCHDOG")
+    wait_until(lambda: ns.count("WATCHDOG") >= base + 3, 5, "WATCHDOG=1 pings")
+    assert all(m["WATCHDOG"] == "1" for _, m in ns.messages if "WATCHDOG" in m)
+    # SIGHUP: RELOADING=1, then READY=1 again; pings go on
+    proc_obj.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: ns.count("RELOADING") >= 1 and ns.count("READY") >= 2, 10,
+               "RELOADING=1 then READY=1")
+    base = ns.count("WATCHDOG")
+    wait_until(lambda: ns.count("WATCHDOG") >= base + 2, 5, "pings after the reload")
+    proc_obj.stop()
+    ns.pump()
+    assert ns.count("STOPPING") == 1, ns.messages
+
+
+def test_sd_notify_controld(tmp):
+    ns = NotifySocket(os.path.join(tmp, "notify.sock"))
+    c = Controld(tmp)
+    c.env.update({"NOTIFY_SOCKET": ns.path, "WATCHDOG_USEC": "1000000",
+                  "CDNCA_ADMIN_TOKEN": c.admin_token})
+    args = [c.binary, "--listen", "127.0.0.1:%d" % c.port, "--db", c.db]
+    notify_flow(c, args, lambda: c.api("GET", "/healthz", token=None, timeout=2)[0] == 200, ns)
+    ns.close()
+
+
+def test_sd_notify_noded(tmp):
+    c = Controld(tmp).start()
+    ns = NotifySocket(os.path.join(tmp, "notify.sock"))
+    n = Noded(c, enrol(c, "edge"), tmp)
+    os.makedirs(n.state_dir, exist_ok=True)
+    n.env.update({"NOTIFY_SOCKET": ns.path, "WATCHDOG_USEC": "1000000",
+                  "CDNCA_NODE_TOKEN": n.node_token})
+    args = [n.binary, "--controld", c.url, "--listen", "127.0.0.1:%d" % n.port,
+            "--admin-listen", "127.0.0.1:%d" % n.admin_port, "--state-dir", n.state_dir]
+    notify_flow(n, args, lambda: n.admin("GET", "/healthz", timeout=2)[0] == 200, ns)
+    ns.close()
+
+
+def test_sd_notify_absent(tmp):
+    # without NOTIFY_SOCKET the daemons run as before (no error, no message)
+    c = Controld(tmp).start()
+    assert "sd_notify(" not in c.log_tail()
+    c.stop()
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,188 @@
+/* Unit tests for noded/proxy_state: picks across levels, probe outcomes, re-resolution. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "proxy_state.h"
+#include "sitecfg.h"
+
+/* One site, current level `current`: origins 10, 11 on level 1, 20 on level 2, 30 on level 3
+ * (30 is a hostname: localhost). */
+static struct sitecfg_set *load(int current, const char *retry) {
+  char json[2048], err[256];
+  struct sitecfg_set *s;
+  snprintf(json, sizeof json,
+           "{\"seq\": 1, \"full\": true, \"sites\": [{\"id\": 1, \"name\": \"s\","
+           " \"hostnames\": [\"s.test\"], \"config_version\": 1, \"current_level\": %d,"
+           " \"origins\": ["
+           "{\"id\": 10, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": 1001, \"scheme\": "
+           "\"http\", \"host_header\": null, \"weight\": 1},"
+           "{\"id\": 11, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": 1002, \"scheme\": "
+           "\"http\", \"host_header\": null, \"weight\": 1},"
+           "{\"id\": 20, \"level\": 2, \"address\": \"127.0.0.2\", \"port\": 2001, \"scheme\": "
+           "\"http\", \"host_header\": null, \"weight\": 1},"
+           "{\"id\": 30, \"level\": 3, \"address\": \"localhost\", \"port\": 3001, \"scheme\": "
+           "\"http\", \"host_header\": null, \"weight\": 1}],"
+           " \"node_retry\": %s}]}",
+           current, retry);
+  s = sitecfg_load(json, strlen(json), err, sizeof err);
+  if (!s) fail_msg("load: %s", err);
+  return s;
+}
+
+/* Index in site->origins of origin id. */
+static int idx_of(const struct sitecfg_site *site, int64_t id) {
+  for (int i = 0; i < site->n_origins; i++)
+    if (site->origins[i].id == id) return i;
+  fail_msg("no origin %lld", (long long)id);
+  return -1;
+}
+
+static void skip_origin(struct proxy_state *t, const struct sitecfg_site *site, int64_t id,
+                        int64_t now) {
+  for (int i = 0; i < site->retry.fail_count; i++)
+    proxy_state_record(t, site, idx_of(site, id), now, 1);
+}
+
+static void test_pick_goes_to_backup_levels(void **state) {
+  struct sitecfg_set *s = load(1, "{}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  uint64_t tried = 0;
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  /* one request: both level-1 origins fail, then level 2, then level 3, then nothing */
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(proxy_state_pick(t, site, tried, 100, &pk), 0);
+    assert_int_equal(pk.level, 1);
+    assert_int_equal(pk.backup, 0);
+    tried |= UINT64_C(1) << pk.index;
+  }
+  assert_int_equal(proxy_state_pick(t, site, tried, 100, &pk), 0);
+  assert_int_equal(site->origins[pk.index].id, 20);
+  assert_int_equal(pk.backup, 1);
+  assert_int_equal(pk.fail_open, 0);
+  tried |= UINT64_C(1) << pk.index;
+  assert_int_equal(proxy_state_pick(t, site, tried, 100, &pk), 0);
+  assert_int_equal(site->origins[pk.index].id, 30);
+  assert_int_equal(pk.level, 3);
+  assert_int_equal(pk.resolved, 1); /* localhost, from /etc/hosts */
+  tried |= UINT64_C(1) << pk.index;
+  assert_int_equal(proxy_state_pick(t, site, tried, 100, &pk), -1);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+static void test_pick_skipped_level_and_never_earlier(void **state) {
+  struct sitecfg_set *s = load(2, "{}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  /* current level 2: never level 1 */
+  for (int k = 0; k < 4; k++) {
+    assert_int_equal(proxy_state_pick(t, site, 0, 100, &pk), 0);
+    assert_int_equal(site->origins[pk.index].id, 20);
+  }
+  skip_origin(t, site, 20, 100);
+  assert_int_equal(proxy_state_pick(t, site, 0, 200, &pk), 0);
+  assert_int_equal(site->origins[pk.index].id, 30);
+  assert_int_equal(pk.backup, 1);
+  /* level 3 skipped too: fail open on the current level */
+  skip_origin(t, site, 30, 200);
+  assert_int_equal(proxy_state_pick(t, site, 0, 300, &pk), 0);
+  assert_int_equal(site->origins[pk.index].id, 20);
+  assert_int_equal(pk.fail_open, 1);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+static void test_pick_backup_levels_off(void **state) {
+  struct sitecfg_set *s = load(1, "{\"backup_levels\": false}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  assert_int_equal(site->retry.backup_levels, 0);
+  skip_origin(t, site, 10, 100);
+  skip_origin(t, site, 11, 100);
+  assert_int_equal(proxy_state_pick(t, site, 0, 200, &pk), 0);
+  assert_int_equal(pk.level, 1);
+  assert_int_equal(pk.fail_open, 1);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+static void test_probe_feeds_skip(void **state) {
+  struct sitecfg_set *s = load(1, "{\"skip_ms\": 1000}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  cJSON *j, *o;
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  /* three failed probes of origin 10 skip it */
+  assert_int_equal(proxy_state_probe(t, 10, 100, 0), 0);
+  assert_int_equal(proxy_state_probe(t, 10, 200, 0), 0);
+  assert_int_equal(proxy_state_probe(t, 10, 300, 0), 1);
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(proxy_state_pick(t, site, 0, 400, &pk), 0);
+    assert_int_equal(site->origins[pk.index].id, 11);
+    proxy_state_record(t, site, pk.index, 400, 0);
+  }
+  /* a good probe past the skip time restores it without a visitor trial */
+  assert_int_equal(proxy_state_probe(t, 10, 1300, 1), 0);
+  j = proxy_state_site_json(t, site, 1300);
+  o = cJSON_GetArrayItem(j, idx_of(site, 10));
+  assert_string_equal(cJSON_GetObjectItem(o, "state")->valuestring, "healthy");
+  assert_int_equal((int)cJSON_GetObjectItem(o, "probes")->valuedouble, 4);
+  assert_int_equal((int)cJSON_GetObjectItem(o, "requests")->valuedouble, 0);
+  cJSON_Delete(j);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+static void test_refresh_keeps_skip_state(void **state) {
+  struct sitecfg_set *s = load(3, "{}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  cJSON *j, *o;
+  int64_t now = 1000000;
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  skip_origin(t, site, 30, now);
+  /* nothing is due before the 30 s floor */
+  assert_int_equal(proxy_state_refresh(t, 0), 0);
+  /* far later: the name (only it) is re-resolved, its skip record stays */
+  assert_int_equal(proxy_state_refresh(t, INT64_MAX / 2), 1);
+  j = proxy_state_site_json(t, site, now + 1);
+  o = cJSON_GetArrayItem(j, idx_of(site, 30));
+  assert_string_equal(cJSON_GetObjectItem(o, "state")->valuestring, "skipped");
+  assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "resolved")));
+  assert_true(cJSON_GetObjectItem(o, "dns_refresh_in_ms")->valuedouble >= 30000 - 1);
+  assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(j, idx_of(site, 20)), "dns_refresh_in_ms"));
+  cJSON_Delete(j);
+  assert_int_equal(proxy_state_pick(t, site, 0, now + 1, &pk), 0);
+  assert_int_equal(pk.fail_open, 1);
+  /* a config update with the same identity keeps it too */
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  assert_int_equal(proxy_state_pick(t, site, 0, now + 2, &pk), 0);
+  assert_int_equal(pk.fail_open, 1);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pick_goes_to_backup_levels),
+      cmocka_unit_test(test_pick_skipped_level_and_never_earlier),
+      cmocka_unit_test(test_pick_backup_levels_off),
+      cmocka_unit_test(test_probe_feeds_skip),
+      cmocka_unit_test(test_refresh_keeps_skip_state),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
