@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "targets.h"
+
 struct hcheck_opts;
 
 /*
@@ -57,6 +59,8 @@ struct probe_opts {
                              session skips the certificate check; see tests/bench/README.md) */
   int max_concurrency;    /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
                              more targets wait in a queue, in order */
+  const struct targets *deny; /* addresses never connected to, also after DNS (targets.h);
+                                 NULL = none. Must outlive the prober. */
 };
 
 struct probe_target {

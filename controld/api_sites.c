@@ -1,12 +1,15 @@
 /* api_sites — /v1/sites: create, list, get, patch, delete. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "fleet.h"
 #include "json.h"
 #include "rcache.h"
+#include "store_fleet.h"
 
 /* The state of a site write: the body and the record built from it. */
 struct site_op {
@@ -20,6 +23,7 @@ static enum store_rc answer_site(struct api_op *op, unsigned status) {
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
   if (rc != STORE_OK) return rc;
   req_json(op->r, status, model_site_json(&s));
+  req_set_etag(op->r, s.revision);
   site_rec_fini(&s);
   return STORE_OK;
 }
@@ -38,19 +42,31 @@ static enum store_rc create_change(struct api_op *op) {
 
 static enum store_rc create_answer(struct api_op *op) { return answer_site(op, 201); }
 
-static const struct api_op_def create_op = {"site", create_change, create_answer};
+static const struct api_op_def create_op = {"site", create_change, create_answer, NULL};
 
 static enum http_rc post_site(struct req *r) {
   struct site_op so = {.body = req_body_object(r)};
   struct model_err err;
   if (!so.body) return HTTP_DONE;
   site_rec_defaults(&so.s);
-  if (model_site_create(so.body, &so.s, &err) < 0) api_model_error(r, &err);
-  else (void)api_op_run(r, &create_op, &so);
+  if (model_site_create(so.body, &so.s, &err) < 0) {
+    api_model_error(r, &err);
+    goto out;
+  }
+  for (int i = 0; i < so.s.n_origins; i++) {
+    char field[48];
+    snprintf(field, sizeof field, "origins[%d].address", i);
+    if (api_target_refused(r, so.s.origins[i].address, field)) goto out;
+  }
+  (void)api_op_run(r, &create_op, &so);
+out:
   site_rec_fini(&so.s);
   cJSON_Delete(so.body);
   return HTTP_DONE;
 }
+
+/* Longest q= of GET /v1/sites: a hostname's length. */
+#define SITES_Q_MAX 253
 
 static enum http_rc list_sites(struct req *r) {
   int64_t limit, after;
@@ -58,9 +74,22 @@ static enum http_rc list_sites(struct req *r) {
   int n = 0;
   cJSON *j, *a;
   enum store_rc rc;
+  const char *state = req_query(r, "state"), *q = req_query(r, "q");
+  unsigned flag = 0;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
-  rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
+  if (state && !(flag = fleet_state_parse(state))) {
+    req_error(r, 400, "invalid_query", "state",
+              "state must be on_backup, all_down, failback_available or paused");
+    return HTTP_DONE;
+  }
+  if (q && strlen(q) > SITES_Q_MAX) {
+    req_error(r, 400, "invalid_query", "q", "q must be at most %d bytes", SITES_Q_MAX);
+    return HTTP_DONE;
+  }
+  if (flag || (q && *q))
+    rc = store_fleet_site_list(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
+  else rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "sites", NULL);
     return HTTP_DONE;
@@ -79,12 +108,14 @@ static enum http_rc list_sites(struct req *r) {
 static enum http_rc get_site(struct req *r) {
   struct site_rec s;
   /* read the generation first: a write committing meanwhile makes this rendering stale-tagged */
-  int64_t gen = store_generation(r->ctx->store);
+  int64_t gen = store_generation(r->ctx->store), revision = 0;
   char *text = NULL;
   size_t len = 0;
   enum store_rc rc;
-  if (r->ctx->site_cache && rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len)) {
+  if (r->ctx->site_cache &&
+      rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len, &revision)) {
     req_raw(r, 200, "application/json", text, len);
+    req_set_etag(r, revision);
     return HTTP_DONE;
   }
   rc = store_site_get(r->ctx->store, r->params[0], &s);
@@ -97,14 +128,16 @@ static enum http_rc get_site(struct req *r) {
     text = json_print(j);
     cJSON_Delete(j);
   }
+  revision = s.revision;
   site_rec_fini(&s);
   if (!text) {
     req_error(r, 500, "internal", NULL, "out of memory");
     return HTTP_DONE;
   }
   len = strlen(text);
-  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len);
+  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len, revision);
   req_raw(r, 200, "application/json", text, len);
+  req_set_etag(r, revision);
   return HTTP_DONE;
 }
 
@@ -114,6 +147,8 @@ static enum store_rc patch_change(struct api_op *op) {
   struct model_err err;
   char conflict[64] = "";
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &so->s);
+  if (rc != STORE_OK) return rc;
+  rc = api_op_if_match(op, so->s.revision);
   if (rc != STORE_OK) return rc;
   if (model_site_patch(so->body, &so->s, &err) < 0) {
     api_model_error(op->r, &err);
@@ -130,7 +165,7 @@ static enum store_rc patch_change(struct api_op *op) {
 
 static enum store_rc patch_answer(struct api_op *op) { return answer_site(op, 200); }
 
-static const struct api_op_def patch_op = {"site", patch_change, patch_answer};
+static const struct api_op_def patch_op = {"site", patch_change, patch_answer, NULL};
 
 static enum http_rc patch_site(struct req *r) {
   struct site_op so = {.body = req_body_object(r)};
@@ -142,12 +177,15 @@ static enum http_rc patch_site(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
+  int64_t revision = 0;
+  enum store_rc rc = store_site_revision_locked(op->ctx->store, op->r->params[0], &revision);
+  if (rc == STORE_OK) rc = api_op_if_match(op, revision);
+  if (rc == STORE_OK) rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }
 
-static const struct api_op_def delete_op = {"site", delete_change, NULL};
+static const struct api_op_def delete_op = {"site", delete_change, NULL, NULL};
 
 static enum http_rc delete_site(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);
@@ -156,8 +194,8 @@ static enum http_rc delete_site(struct req *r) {
 
 const struct route api_sites_routes[] = {
     {"POST", "/v1/sites", AUTH_ADMIN, post_site},
-    {"GET", "/v1/sites", AUTH_ADMIN, list_sites},
-    {"GET", "/v1/sites/:id", AUTH_ADMIN, get_site},
+    {"GET", "/v1/sites", AUTH_READ, list_sites},
+    {"GET", "/v1/sites/:id", AUTH_READ, get_site},
     {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site},
     {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site},
     {NULL, NULL, AUTH_NONE, NULL},

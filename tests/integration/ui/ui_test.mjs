@@ -193,6 +193,31 @@ async function main() {
   await byId('switch-back').waitFor({ state: 'detached' });
   ok('switched back: current level 1, button gone');
 
+  // Node retry settings: backup levels off and a failure ratio are saved; a bad ratio names its field.
+  const nodeRetry = () => page.evaluate(async ([base, tok, id]) => {
+    const r = await fetch(`${base}/v1/sites/${id}`, { headers: { Authorization: `Bearer ${tok}` } });
+    return (await r.json()).node_retry;
+  }, [BASE, TOKEN, siteId]);
+  check((await nodeRetry()).backup_levels === true, 'backup levels on by default');
+  check(await byId('settings-backup-levels').isChecked(), 'the settings show backup levels on');
+  await byId('settings-backup-levels').uncheck();
+  await byId('settings-failure-ratio').fill('0.5');
+  await byId('settings-submit').click();
+  for (let i = 0; i < WAIT_MS / 100; i++) {
+    const nr = await nodeRetry();
+    if (nr.backup_levels === false && nr.failure_ratio === 0.5) break;
+    await page.waitForTimeout(100);
+  }
+  const saved = await nodeRetry();
+  check(saved.backup_levels === false && saved.failure_ratio === 0.5 && saved.failure_min_volume === 20,
+    `node_retry saved from the settings: ${JSON.stringify(saved)}`);
+  await byId('settings-failure-ratio').fill('0'); /* passes the input's min, not the API's (0, 1] */
+  await byId('settings-submit').click();
+  await byId('error-banner').waitFor({ state: 'visible' });
+  check(/failure_ratio/.test(await byId('error-banner').innerText()), 'a ratio of 0 is refused, naming node_retry.failure_ratio');
+  check((await nodeRetry()).failure_ratio === 0.5, 'the refused ratio changed nothing');
+  await screenshot('site-node-retry-settings');
+
   // The switch is in the site messages.
   await page.locator('[data-testid="messages-list"] [data-type="level.switched"]').first().waitFor();
   ok('site messages list a level switch');
@@ -201,6 +226,7 @@ async function main() {
   // The health-check options through the settings form: saved, shown in words on the card;
   // a bad value is refused with the field marked; blank fields put the defaults back.
   const settings = byId('site-settings');
+  await byId('settings-failure-ratio').fill('0.5'); /* the refused 0 above is still in the form */
   await byId('settings-hc-method').selectOption('HEAD');
   await byId('settings-hc-codes').fill('200-299, 301');
   await byId('settings-hc-interval').fill('1000');
