@@ -296,8 +296,9 @@ def test_own_interval_under_a_longer_global_one(tmp):
     dt = time.monotonic() - t0
     na = a.stats()["paths"].get("/hc", 0) - a0
     nx = x.stats()["paths"].get("/hc", 0) - x0
-    # about once a second for the site with interval_ms 1000, about every 5 s for the other
-    assert dt - 2 <= na <= dt + 1.5, (na, dt)
+    # about once a second for the site with interval_ms 1000 (at least 3 in 6 s, impossible at
+    # the global 5 s: the margin is for a loaded machine), about every 5 s for the other
+    assert 3 <= na <= dt + 1.5, (na, dt)
     assert 1 <= nx <= 2, (nx, dt)
     # rounds never overlap: every round was recorded, and each is short
     assert metric(c, "cdnca_probe_rounds_total") >= na
@@ -335,14 +336,17 @@ def test_level_min_healthy_two_of_three(tmp):
 
 def test_node_tasks_carry_the_options(tmp):
     a, b = start_origins(tmp, "a", "b")
-    c = Controld(tmp, extra_args=["--probe-interval-ms", "2000",
+    # 4 s rounds: the node deadline (2 s) leaves the nodes 1.5 s per probe, room for a slow
+    # test origin on a loaded machine
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "4000",
                                   "--node-online-ms", str(ONLINE_MS)]).start()
     nodes = [start_node(c, tmp, "edge%d" % i) for i in range(3)]
     wait_online(c, [nid for nid, _ in nodes])
     site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hc={
-        "method": "HEAD", "headers": {"X-Health": "node"}, "expected_codes": ["200-299"]})
+        "method": "HEAD", "headers": {"X-Health": "node"}, "expected_codes": ["200-299"],
+        "timeout_ms": 2000})
     sid, oa = site["id"], site["origins"][0]["id"]
-    wait_health(c, sid, oa, "healthy")
+    wait_health(c, sid, oa, "healthy", timeout=60)
     o = card_origin(card(c, sid), oa)
     assert o["source"] == "nodes", o
     recent = [r for r in a.stats()["recent"] if r["path"] == "/hc"]
@@ -353,7 +357,7 @@ def test_node_tasks_carry_the_options(tmp):
         assert r["headers"].get("User-Agent") == "cdnca-node/origin-probe", r
     # the nodes judge a 403 by expected_codes: their votes fail the origin
     a.set(status=403)
-    wait_level(c, sid, 2, timeout=60)
+    wait_level(c, sid, 2, timeout=90)
     v = verdicts(c, sid, oa, limit=1)[0]
     assert v["source"] == "nodes" and v["verdict"] == "failure", v
     node_votes = [x for x in v["votes"] if x["source"] == "nodes"]
