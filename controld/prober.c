@@ -34,7 +34,6 @@ struct item {
   int64_t site_id, origin_id;
   char *scheme, *address, *host, *path, *url; /* owned */
   int port, timeout_ms;
-  int64_t interval_ms; /* the site's probe interval (its own, else the global one) */
   int checkpoints; /* the site asks the checkpoint plugin */
   /* The site's options: every source probes and judges by them. NULL = the defaults (most
      sites: no copy at all); else one heap copy per site, freed with its first item. */
@@ -118,7 +117,6 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
                                                                            : PROBE_DEFAULT_TIMEOUT_MS);
   it->checkpoints = s->hc_checkpoints;
   it->check = check;
-  it->interval_ms = s->hc.interval_ms;
   it->scheme = strdup(o->scheme);
   it->address = strdup(o->address);
   it->host = strdup(host);
@@ -202,7 +200,6 @@ out:
 
 static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, struct item *items,
                      int n, const int64_t *nodes, int n_nodes) {
-  int64_t min_interval = p->ctx->cfg.probe_interval_ms;
   struct task_spec *specs = NULL;
   const struct task_spec *per[PROBER_VOTE_NODES];
   int counts[PROBER_VOTE_NODES];
@@ -212,11 +209,8 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
   if (n_nodes <= 0 || n <= 0 || !p->ctx->tasks) return 0;
   specs = calloc((size_t)n * (size_t)n_nodes, sizeof *specs);
   if (!specs) goto out;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     if (items[i].timeout_ms > max_timeout) max_timeout = items[i].timeout_ms;
-    if (items[i].interval_ms > 0 && items[i].interval_ms < min_interval)
-      min_interval = items[i].interval_ms;
-  }
   for (int k = 0; k < n_nodes; k++) {
     per[k] = &specs[(size_t)k * (size_t)n];
     counts[k] = n;
@@ -230,8 +224,10 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
       t->check = items[i].check;
     }
   }
-  /* the shortest interval in the round bounds the wait, so a 1 s site stays near 1 s */
-  deadline = started_wall + prober_node_deadline_ms(max_timeout, min_interval);
+  /* the global interval bounds the wait, not a site's own shorter one: half of 1 s would leave
+     the nodes no time to probe, and every site of the round would lose its node votes. The
+     round ends as soon as every node has voted, so a 1 s site stays near 1 s while they do. */
+  deadline = started_wall + prober_node_deadline_ms(max_timeout, p->ctx->cfg.probe_interval_ms);
   if (tasks_round_open(p->ctx->tasks, round_id, deadline, n_nodes, nodes, per, counts) < 0) {
     log_error("probe round %lld: cannot hand tasks to the nodes", (long long)round_id);
     goto out;

@@ -366,6 +366,29 @@ def test_node_tasks_carry_the_options(tmp):
                for x in node_votes), v
 
 
+def test_own_interval_with_nodes_voting(tmp):
+    """A 1 s site under a 4 s global interval keeps its node votes and its pace: the node
+    deadline stays the global one, and a round ends as soon as every node has voted."""
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "4000",
+                                  "--node-online-ms", str(ONLINE_MS)]).start()
+    nodes = [start_node(c, tmp, "edge%d" % i) for i in range(3)]
+    wait_online(c, [nid for nid, _ in nodes])
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)],
+                     hc={"interval_ms": 1000, "timeout_ms": 1000})
+    sid, oa = site["id"], site["origins"][0]["id"]
+    wait_health(c, sid, oa, "healthy", timeout=60)
+    r0 = max(v["round_id"] for v in verdicts(c, sid, oa, limit=1))
+    t0 = time.monotonic()
+    time.sleep(8.0)
+    dt = time.monotonic() - t0
+    vs = [v for v in verdicts(c, sid, oa, limit=100) if v["round_id"] > r0]
+    by_nodes = [v for v in vs if v["source"] == "nodes"]
+    # at the global 4 s pace there would be at most 3 rounds; at 1 s about 8
+    assert len(vs) >= 4, (len(vs), dt, vs)
+    assert len(by_nodes) >= len(vs) - 1, vs  # the nodes keep deciding
+
+
 def test_checkpoint_requests_carry_the_options(tmp):
     a, b = start_origins(tmp, "a", "b")
     plugin = Plugin()
