@@ -154,6 +154,19 @@ async function main() {
   check(/No nodes enrolled/.test(await byId('propagation-nodes').innerText()), 'propagation: no nodes yet');
   await screenshot('site-healthy');
 
+  // A refused edit names the field and marks its input; nothing changes until it is corrected.
+  const timeout = page.locator('#site-settings [name=timeout_ms]');
+  await timeout.fill('50');  // the form allows it (min 1); controld wants 100..60000
+  await byId('settings-submit').click();
+  await byId('error-field').waitFor();
+  const blamed = (await byId('error-field').innerText()).trim();
+  check(blamed === 'health_check.timeout_ms', `a bad timeout is refused, field ${blamed}`);
+  check((await timeout.getAttribute('aria-invalid')) === 'true', 'the blamed input is marked');
+  await timeout.fill('5000');
+  await byId('settings-submit').click();
+  await byId('notice-banner').filter({ hasText: 'Settings saved' }).waitFor();
+  ok('corrected settings are saved');
+
   // Primary down: level 1 unhealthy, the site moves to level 2.
   await setOrigin1(503);
   await waitAttr('level-1-health', 'state', 'unhealthy');
