@@ -380,11 +380,12 @@ def test_header_keepalive_body_timeouts(tmp):
         if L.peer_closed(s, 0.2):
             closed = True
             break
-        if time.monotonic() - t0 > 4:
+        if time.monotonic() - t0 > 8:
             break
     took = time.monotonic() - t0
     s.close()
-    assert closed and took < 3, "slow head still open after %.1fs" % took
+    # (bounds are loose for a loaded machine; without the deadline it stays open 10 s+)
+    assert closed and took < 6, "slow head still open after %.1fs" % took
     assert e.origin.count() == 0
 
     # an idle keep-alive connection closes after about 1 s
@@ -396,16 +397,16 @@ def test_header_keepalive_body_timeouts(tmp):
         b = s.recv(4096)
         assert b, "closed before the response: %r" % got
         got += b
-    assert L.peer_closed(s, 4), "idle keep-alive connection still open after 4s"
+    assert L.peer_closed(s, 8), "idle keep-alive connection still open after 8s"
     took = time.monotonic() - t0
     s.close()
-    assert 0.5 < took < 3, "keep-alive idle close after %.1fs" % took
+    assert 0.5 < took < 6, "keep-alive idle close after %.1fs" % took
 
     # a stalled request body closes the connection (an answer, if any, is 408 or 400)
     s = socket.create_connection((L.HOST, e.port), timeout=5)
     s.sendall(b"POST /b HTTP/1.1\r\nHost: %s\r\nContent-Length: 10\r\n\r\nab" % DEMO.encode())
     t0 = time.monotonic()
-    s.settimeout(4)
+    s.settimeout(8)
     got = b""
     try:
         while True:
@@ -414,12 +415,12 @@ def test_header_keepalive_body_timeouts(tmp):
                 break
             got += b
     except (socket.timeout, TimeoutError):
-        raise AssertionError("stalled body still open after 4s (got %r)" % got)
+        raise AssertionError("stalled body still open after 8s (got %r)" % got)
     except ConnectionResetError:
         pass
     took = time.monotonic() - t0
     s.close()
-    assert took < 3, took
+    assert took < 6, took
     resp, _ = L.split_responses(got)
     assert all(r.status in (400, 408, 502, 504) for r in resp), got
 
