@@ -78,10 +78,11 @@ extern const struct route api_status_routes[];   /* api_status.c: status card, v
 extern const struct route api_fleet_routes[];    /* api_fleet.c: the fleet summary */
 extern const struct route api_tokens_routes[];   /* api_tokens.c: API tokens with roles */
 extern const struct route api_audit_routes[];    /* api_audit.c: the audit log */
+extern const struct route api_openapi_routes[];  /* api_openapi.c: the OpenAPI document */
 
 const struct route *const api_tables[] = {
     api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
     api_node_routes, api_events_routes, api_webhooks_routes,
     api_status_routes, api_fleet_routes, api_tokens_routes, api_audit_routes,
-    NULL,
+    api_openapi_routes, NULL,
 };

@@ -316,6 +316,7 @@ int main(int argc, char **argv) {
   ctx.site_cache = rcache_new(4096);
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
+  if (ctx.hub) hub_watch_nodes(ctx.hub, ctx.cfg.node_online_ms);
   ctx.tasks = tasks_new();
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);

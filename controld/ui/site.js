@@ -229,7 +229,8 @@ function pageSite(id) {
         target !== null
           ? [h('span', null, `Level ${target} is healthy again. Failback is manual: switch back when ready. `),
             may('operator') ? button(`Switch back to level ${target}`, () => switchTo(target, `Switched back to level ${target}.`),
-              { class: 'primary big-btn', ...tid('switch-back') }) : null]
+              { class: 'primary big-btn', ...tid('switch-back') })
+              : h('span', { class: 'muted' }, '(an operator or admin token can switch back)')]
           : 'A failback is available, but no earlier level is healthy in this card yet.') : null,
       h('p', { class: 'decision', 'data-testid': 'decision', 'data-action': dec ? dec.action : '' },
         h('span', { class: 'flabel' }, 'Decision: '), decText),

@@ -212,6 +212,26 @@ def test_state_changes_are_structured_log_lines(tmp):
     assert len(alld) == 1 and alld[0]["level"] == "warn", alld
 
 
+def test_node_online_offline_lines(tmp):
+    c = Controld(tmp, extra_args=["--node-online-ms", "1000"]).start()
+    st, node, _ = c.api("POST", "/v1/nodes", {"name": "edge"})
+    assert st == 201, node
+    n = Noded(c, node["token"], tmp, extra_args=["--heartbeat-interval-ms", "200"]).start()
+    line = "event=node.online node_id=%d\n" % node["id"]
+    off = "event=node.offline node_id=%d\n" % node["id"]
+    wait_until(lambda: line in read(c.log_path), 10, "node.online")
+    time.sleep(1.5)
+    assert read(c.log_path).count(line) == 1, "node.online repeated while online"
+    n.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: off in read(c.log_path), 10, "node.offline")
+        time.sleep(1.5)
+        assert read(c.log_path).count(off) == 1, "node.offline repeated"
+    finally:
+        n.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: read(c.log_path).count(line) == 2, 10, "node.online again")
+
+
 def run(argv, env=None, cwd=None):
     e = dict(os.environ)
     e.pop("CDNCA_NODE_TOKEN", None)
