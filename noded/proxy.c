@@ -302,7 +302,8 @@ static void access_default(const struct proxy_access *a) {
   if (!log_enabled(LOG_INFO)) return;
   buf_init(&b, 8192);
   if (buf_printf(&b, "{\"type\":\"access\",\"site_id\":%lld,\"site\":\"", (long long)a->site_id) ||
-      rewrite_json_escape(&b, a->site) || buf_puts(&b, "\",\"host\":\"") || rewrite_json_escape(&b, a->host) ||
+      rewrite_json_escape(&b, a->site) || buf_puts(&b, "\",\"host\":\"") ||
+      rewrite_json_escape(&b, a->host) ||
       buf_puts(&b, "\",\"method\":\"") || rewrite_json_escape(&b, a->method) ||
       buf_puts(&b, "\",\"path\":\"") || rewrite_json_escape(&b, a->path) ||
       buf_printf(&b,
@@ -615,14 +616,15 @@ static void attempt_done(struct vconn *c, int failed) {
 }
 
 /* A 1xx head of hl bytes from the origin: forwarded to an HTTP/1.1 visitor (except a 100 when
- * noded sent its own), then dropped from uin. 0, or -1 on OOM. */
+ * noded sent its own), then dropped from uin. 0, or -1 on OOM or an invalid Content-Length. */
 static int interim_response(struct vconn *c, const struct http1_msg *m, size_t hl) {
   struct req *r = &c->r;
   struct rewrite_resp rs;
-  if (r->rq.minor >= 1 && !(m->status == 100 && r->sent_continue)) {
-    rewrite_response(m, r->rq.is_head, &rs);
-    if (rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0) return -1;
-  }
+  rewrite_response(m, r->rq.is_head, &rs);
+  if (rs.bad) return -1;
+  if (r->rq.minor >= 1 && !(m->status == 100 && r->sent_continue) &&
+      rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0)
+    return -1;
   memmove(c->uin.d, c->uin.d + hl, c->uin.len - hl);
   c->uin.len -= hl;
   r->uscan = 0;
@@ -663,7 +665,7 @@ static void got_response_head(struct vconn *c, size_t hl) {
   if (m->status < 200) {
     int rc = m->status == 101 ? -1 : interim_response(c, m, hl);
     free(m);
-    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, or OOM */
+    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, bad framing, or OOM */
     return;
   }
   rewrite_response(m, r->rq.is_head, &rs);
@@ -1616,8 +1618,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   memset(att, 0, sizeof att);
   for (int i = 0; i < p->nthreads; i++) {
     struct counters *c = &p->w[i].ctr;
-    for (int k = 100; k < 600; k++) codes[k] += atomic_load_explicit(&c->codes[k], memory_order_relaxed);
-    for (int k = 0; k < AR__N; k++) att[k] += atomic_load_explicit(&c->attempts[k], memory_order_relaxed);
+    for (int k = 100; k < 600; k++)
+      codes[k] += atomic_load_explicit(&c->codes[k], memory_order_relaxed);
+    for (int k = 0; k < AR__N; k++)
+      att[k] += atomic_load_explicit(&c->attempts[k], memory_order_relaxed);
     retries += atomic_load_explicit(&c->retries, memory_order_relaxed);
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
@@ -1629,7 +1633,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   pthread_mutex_unlock(&p->cfg_mu);
   /* the workers count with relaxed atomics; the snapshot renders through a registry */
   if (!(m = metrics_new())) return -1;
-  metrics_declare(m, "cdnca_node_requests_total", "counter", "Visitor requests answered, by status.");
+  metrics_declare(m, "cdnca_node_requests_total", "counter",
+                  "Visitor requests answered, by status.");
   for (int k = 100; k < 600; k++)
     if (codes[k]) {
       snprintf(label, sizeof label, "code=\"%d\"", k);
@@ -1642,7 +1647,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   }
   metrics_declare(m, "cdnca_node_retries_total", "counter", "Attempts retried on another origin.");
   metrics_add(m, "cdnca_node_retries_total", "", (double)retries);
-  metrics_declare(m, "cdnca_node_origin_skips_total", "counter", "Times an origin was put into skip.");
+  metrics_declare(m, "cdnca_node_origin_skips_total", "counter",
+                  "Times an origin was put into skip.");
   metrics_add(m, "cdnca_node_origin_skips_total", "", (double)skips);
   metrics_declare(m, "cdnca_node_fail_open_total", "counter",
                   "Picks made while every origin was skipped.");

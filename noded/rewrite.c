@@ -27,7 +27,9 @@ static const struct {
     {"via", RW_DROP_REQ | RW_REWRITE},               /* merged, "1.1 cdnca-node" appended */
 };
 
-static int lc(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+static int lc(int c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 static int ieq(const char *a, size_t an, const char *b) {
   size_t bn = strlen(b);
@@ -81,8 +83,7 @@ static void local(struct rewrite_req *rq, int status, const char *code, const ch
 
 /* Append a header line "name: value\r\n". */
 static int put_header(struct buf *b, const char *n, size_t nl, const char *v, size_t vl) {
-  return buf_append(b, n, nl) || buf_puts(b, ": ") || buf_append(b, v, vl) ||
-                 buf_puts(b, "\r\n")
+  return buf_append(b, n, nl) || buf_puts(b, ": ") || buf_append(b, v, vl) || buf_puts(b, "\r\n")
              ? -1
              : 0;
 }
@@ -159,8 +160,10 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
       }
     } else if (http1_name_is(h, "transfer-encoding")) {
       int k = http1_te_classify(h->value, h->value_len);
-      if (n_te++ || k == HTTP1_TE_BAD) te = HTTP1_TE_BAD;
-      else if (k == HTTP1_TE_UNKNOWN && te != HTTP1_TE_BAD) te = HTTP1_TE_UNKNOWN;
+      if (n_te++ || k == HTTP1_TE_BAD)
+        te = HTTP1_TE_BAD;
+      else if (k == HTTP1_TE_UNKNOWN && te != HTTP1_TE_BAD)
+        te = HTTP1_TE_UNKNOWN;
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
       if (http1_list_has(h->value, h->value_len, "upgrade")) conn_upgrade = 1;
@@ -192,7 +195,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     return 0;
   }
   switch (http1_parse_target(m->target, m->target_len, &t)) {
-  case HTTP1_TARGET_ORIGIN: break;
+  case HTTP1_TARGET_ORIGIN:
+    break;
   case HTTP1_TARGET_ABSOLUTE:
     if (!http1_host_valid(t.authority, t.authority_len)) {
       local(rq, 400, "bad_request", "invalid authority in the request target");
@@ -210,7 +214,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     local(rq, 400, "bad_request", "invalid request target");
     return 0;
   }
-  if (n_host > 1 || (m->minor >= 1 && n_host == 0) || (n_host && !http1_host_valid(host, host_len))) {
+  if (n_host > 1 || (m->minor >= 1 && n_host == 0) ||
+      (n_host && !http1_host_valid(host, host_len))) {
     local(rq, 400, "bad_request", "missing or invalid Host header");
     return 0;
   }
@@ -351,7 +356,8 @@ int rewrite_local_answer(int status, const char *code, const char *msg, int clos
   int rc = -1;
   buf_init(&body, 4096);
   if (buf_puts(&body, "{\"error\":{\"code\":\"") || rewrite_json_escape(&body, code) ||
-      buf_puts(&body, "\",\"message\":\"") || rewrite_json_escape(&body, msg) || buf_puts(&body, "\"}}"))
+      buf_puts(&body, "\",\"message\":\"") || rewrite_json_escape(&body, msg) ||
+      buf_puts(&body, "\"}}"))
     goto out;
   if (buf_printf(out,
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"

@@ -16,14 +16,14 @@ enum up_fail { UP_OK = 0, UP_FAIL_CONNECT, UP_FAIL_TLS };
 
 /* One origin connection. The proxy reads the fields marked (r); the module owns the rest. */
 struct upconn {
-  int kind;          /* (r) the epoll tag of the owner's loop; first member */
-  int fd;            /* (r) */
-  int can_read;      /* (r/w) edge-triggered readiness, set by the owner's loop */
-  int can_write;     /* (r/w) */
-  int closed;        /* (r) closed, waiting to be freed with upstream_reap */
-  int st;            /* (r) enum up_state */
-  int reused;        /* (r) taken from the pool (the origin may have closed it meanwhile) */
-  void *owner;       /* (r/w) the visitor connection using it; NULL while pooled */
+  int kind;      /* (r) the epoll tag of the owner's loop; first member */
+  int fd;        /* (r) */
+  int can_read;  /* (r/w) edge-triggered readiness, set by the owner's loop */
+  int can_write; /* (r/w) */
+  int closed;    /* (r) closed, waiting to be freed with upstream_reap */
+  int st;        /* (r) enum up_state */
+  int reused;    /* (r) taken from the pool (the origin may have closed it meanwhile) */
+  void *owner;   /* (r/w) the visitor connection using it; NULL while pooled */
   SSL *ssl;
   struct upstream *up;
   struct up_pool *pool; /* set while idle in a pool */
