@@ -105,7 +105,7 @@ static int ref_parse(const char *p, size_t n, int no_body, struct ref_msg *m) {
       cl = 0;
       if (ve == vs) return -1;
       for (size_t k = vs; k < ve; k++) {
-        if (s[k] < '0' || s[k] > '9' || cl > 1000000000ULL) return -1;
+        if (s[k] < '0' || s[k] > '9' || ve - vs > 18) return -1; /* fits in 64 bits */
         cl = cl * 10 + (unsigned)(s[k] - '0');
       }
     } else if (ref_ieq(s, i, "transfer-encoding")) {
