@@ -13,6 +13,11 @@ int64_t clock_wall_ms(void);
 /* Format wall-clock ms as RFC 3339 UTC ("2026-12-02T10:00:00Z") into out (>= 25 bytes). */
 void clock_format_iso(int64_t wall_ms, char *out, unsigned cap);
 
+/* Parse an RFC 3339 date-time ("2026-12-31T23:59:59Z", optional fraction of a second, "Z" or a
+   "+HH:MM"/"-HH:MM" offset; 'T' and 'Z' in either case) into wall ms since the epoch (years
+   1970-9999). 0, or -1 for anything else (out untouched). Pure. */
+int clock_parse_iso(const char *s, int64_t *wall_ms);
+
 /* Test hook: when set to a value >= 0, clock_wall_ms returns it (and clock_mono_ms too). -1 restores real time. */
 void clock_set_fake_ms(int64_t ms);
 

@@ -55,9 +55,13 @@ const struct route api_misc_routes[] = {
 extern const struct route api_events_routes[];   /* api_events.c: messages, notifications */
 extern const struct route api_webhooks_routes[]; /* api_webhooks.c */
 extern const struct route api_status_routes[];   /* api_status.c: status card, verdicts, switch */
+extern const struct route api_fleet_routes[];    /* api_fleet.c: the fleet summary */
+extern const struct route api_tokens_routes[];   /* api_tokens.c: API tokens with roles */
+extern const struct route api_audit_routes[];    /* api_audit.c: the audit log */
 
 const struct route *const api_tables[] = {
     api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
     api_node_routes, api_events_routes, api_webhooks_routes,
-    api_status_routes, NULL,
+    api_status_routes, api_fleet_routes, api_tokens_routes, api_audit_routes,
+    NULL,
 };

@@ -45,7 +45,7 @@ static enum http_rc get_messages(struct req *r) {
 static enum http_rc get_notifications(struct req *r) { return reply_events(r, 0); }
 
 const struct route api_events_routes[] = {
-    {"GET", "/v1/sites/:id/messages", AUTH_ADMIN, get_messages},
-    {"GET", "/v1/notifications", AUTH_ADMIN, get_notifications},
+    {"GET", "/v1/sites/:id/messages", AUTH_READ, get_messages},
+    {"GET", "/v1/notifications", AUTH_READ, get_notifications},
     {NULL, NULL, AUTH_NONE, NULL},
 };

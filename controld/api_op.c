@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_audit.h"
 #include "ctx.h"
 #include "engine.h"
 #include "http.h"
@@ -39,11 +40,13 @@ static enum store_rc run_locked(struct store *st, void *arg) {
     rc = def->answer(op);
     if (rc != STORE_OK) return rc;
   }
+  /* the record of an accepted write commits with it, or neither does */
+  if (api_audit_locked(op->r, op->status) < 0) return STORE_ERROR;
   return STORE_OK;
 }
 
 int api_op_run(struct req *r, const struct api_op_def *def, void *arg) {
-  struct api_op op = {.def = def, .r = r, .ctx = r->ctx, .arg = arg, .site_id = 0};
+  struct api_op op = {.def = def, .r = r, .ctx = r->ctx, .arg = arg, .site_id = 0, .status = 0};
   enum store_rc rc = store_op(r->ctx->store, run_locked, &op);
   if (rc == STORE_OK) return 0;
   /* a step that refused set its own error reply; otherwise (no reply, or a success reply set

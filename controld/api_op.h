@@ -21,6 +21,9 @@ struct api_op {
   void *arg;       /* the route's own state */
   int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same
                       transaction before the answer step (0 = no site to re-evaluate) */
+  int status;      /* a step of a route that answers after the commit sets its success status
+                      here, for the audit record written in the transaction (0: the reply set
+                      inside, else 201/204/200 by method) */
 };
 
 /* A step inside the write transaction. STORE_OK goes on; anything else rolls the whole operation
@@ -35,7 +38,8 @@ struct api_op_def {
                          (NULL: the route answers after api_op_run returns 0) */
 };
 
-/* Run def for r as one transaction: change, re-evaluation of op->site_id, answer, commit.
+/* Run def for r as one transaction: change, re-evaluation of op->site_id, answer, the audit
+   record (api_audit.h), commit.
    0 when committed; -1 when nothing was written (an error reply is set on r). */
 int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
 

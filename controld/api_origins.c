@@ -4,6 +4,7 @@
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "json.h"
 
 /* Index of origin oid in s, or -1. */
 static int find_origin(const struct site_rec *s, int64_t oid) {
@@ -104,6 +105,17 @@ static const struct api_op_def patch_op = {"origin", patch_change, patch_answer}
 static enum http_rc patch_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
   if (!oo.body) return HTTP_DONE;
+  if (r->auth == AUTH_OPERATOR) {
+    /* an operator may enable and disable origins, nothing else (DESIGN §4) */
+    static const char *const operator_keys[] = {"enabled", NULL};
+    const char *bad = NULL;
+    if (json_only_keys(oo.body, operator_keys, &bad) < 0) {
+      req_error(r, 403, "forbidden_role", bad,
+                "the token's role operator may change only an origin's enabled, not %s", bad);
+      cJSON_Delete(oo.body);
+      return HTTP_DONE;
+    }
+  }
   (void)api_op_run(r, &patch_op, &oo);
   cJSON_Delete(oo.body);
   return HTTP_DONE;
@@ -127,7 +139,7 @@ static enum http_rc delete_origin(struct req *r) {
 
 const struct route api_origins_routes[] = {
     {"POST", "/v1/sites/:id/origins", AUTH_ADMIN, post_origin},
-    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, patch_origin},
+    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_OPERATOR, patch_origin},
     {"DELETE", "/v1/sites/:id/origins/:id", AUTH_ADMIN, delete_origin},
     {NULL, NULL, AUTH_NONE, NULL},
 };

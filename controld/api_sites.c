@@ -5,8 +5,10 @@
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "fleet.h"
 #include "json.h"
 #include "rcache.h"
+#include "store_fleet.h"
 
 /* The state of a site write: the body and the record built from it. */
 struct site_op {
@@ -52,15 +54,31 @@ static enum http_rc post_site(struct req *r) {
   return HTTP_DONE;
 }
 
+/* Longest q= of GET /v1/sites: a hostname's length. */
+#define SITES_Q_MAX 253
+
 static enum http_rc list_sites(struct req *r) {
   int64_t limit, after;
   struct site_rec *arr = NULL;
   int n = 0;
   cJSON *j, *a;
   enum store_rc rc;
+  const char *state = req_query(r, "state"), *q = req_query(r, "q");
+  unsigned flag = 0;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
-  rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
+  if (state && !(flag = fleet_state_parse(state))) {
+    req_error(r, 400, "invalid_query", "state",
+              "state must be on_backup, all_down, failback_available or paused");
+    return HTTP_DONE;
+  }
+  if (q && strlen(q) > SITES_Q_MAX) {
+    req_error(r, 400, "invalid_query", "q", "q must be at most %d bytes", SITES_Q_MAX);
+    return HTTP_DONE;
+  }
+  if (flag || (q && *q))
+    rc = store_fleet_site_list(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
+  else rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "sites", NULL);
     return HTTP_DONE;
@@ -156,8 +174,8 @@ static enum http_rc delete_site(struct req *r) {
 
 const struct route api_sites_routes[] = {
     {"POST", "/v1/sites", AUTH_ADMIN, post_site},
-    {"GET", "/v1/sites", AUTH_ADMIN, list_sites},
-    {"GET", "/v1/sites/:id", AUTH_ADMIN, get_site},
+    {"GET", "/v1/sites", AUTH_READ, list_sites},
+    {"GET", "/v1/sites/:id", AUTH_READ, get_site},
     {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site},
     {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site},
     {NULL, NULL, AUTH_NONE, NULL},

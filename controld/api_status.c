@@ -42,6 +42,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   struct engine_outlook ol;
   struct origin_obs *obs = NULL;
   int n_obs = 0, online = 0, current = 0;
+  int64_t seq = 0;
   const char *reason = NULL;
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
@@ -50,7 +51,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   if (rc != STORE_OK) return rc;
   if (store_health_observations(ctx->store, site_id, &obs, &n_obs) != STORE_OK ||
       store_health_propagation(ctx->store, site_id, now - ctx->cfg.node_online_ms, &online,
-                               &current) < 0) {
+                               &current, &seq) < 0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -85,6 +86,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   prop = cJSON_AddObjectToObject(j, "propagation");
   cJSON_AddNumberToObject(prop, "nodes_online", online);
   cJSON_AddNumberToObject(prop, "nodes_on_current_version", current);
+  json_add_i64(prop, "seq", seq);
   dec = cJSON_AddObjectToObject(j, "decision");
   cJSON_AddStringToObject(dec, "action", health_action_to_string(ol.decision.action));
   cJSON_AddNumberToObject(dec, "to_level", ol.decision.to_level);
@@ -156,7 +158,8 @@ static enum http_rc get_verdicts(struct req *r) {
 
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
-  switch (engine_switch_manual_locked(op->ctx, op->r->params[0], level)) {
+  op->status = 200; /* the card is the answer, read after the commit */
+  switch (engine_switch_manual_by_locked(op->ctx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
@@ -199,8 +202,8 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/status", AUTH_ADMIN, get_status},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_ADMIN, get_verdicts},
-    {"POST", "/v1/sites/:id/switch", AUTH_ADMIN, post_switch},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch},
     {NULL, NULL, AUTH_NONE, NULL},
 };

@@ -234,6 +234,7 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
+  op->status = 202; /* the queued delivery is the answer, read after the commit */
   return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
                                    "Webhook test", to->data, &to->delivery_id);
 }
@@ -301,10 +302,10 @@ out:
 
 const struct route api_webhooks_routes[] = {
     {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook},
-    {"GET", "/v1/webhooks", AUTH_ADMIN, list_webhooks},
-    {"GET", "/v1/webhooks/:id", AUTH_ADMIN, get_webhook},
+    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks},
+    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook},
     {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook},
-    {"GET", "/v1/webhooks/:id/deliveries", AUTH_ADMIN, list_deliveries},
-    {"POST", "/v1/webhooks/:id/test", AUTH_ADMIN, test_webhook},
+    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries},
+    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook},
     {NULL, NULL, AUTH_NONE, NULL},
 };

@@ -32,6 +32,7 @@ struct cd_config {
   int64_t max_connections;
   int64_t http_threads;
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
+  int64_t audit_retention_days;
 };
 
 struct ctx {

@@ -9,10 +9,12 @@
 
 #include "clock.h"
 #include "ctx.h"
+#include "fleet.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "store_fleet.h"
 #include "store_health.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
@@ -168,7 +170,7 @@ static int first_healthy(const struct health_site_view *v) {
 
 /* Switch s to level with a level.switched event; s->current_level is updated. 0 or -1. */
 static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health_reason reason,
-                     const char *why) {
+                     const char *why, const char *by) {
   const char *rs = health_reason_to_string(reason);
   char labels[64];
   int pin = 0;
@@ -184,6 +186,7 @@ static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health
   cJSON_AddNumberToObject(j, "to_level", level);
   cJSON_AddStringToObject(j, "reason", rs);
   if (why) cJSON_AddStringToObject(j, "why", why);
+  if (by) cJSON_AddStringToObject(j, "by", by); /* a manual switch: the token's name */
   if (add_event(ctx, s, "level.switched",
                 reason == HEALTH_REASON_MANUAL ? TITLE_MANUAL : TITLE_AUTO, j) < 0)
     return -1;
@@ -203,7 +206,7 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
   cJSON *j;
   engine_outlook(s, now, &ol);
   if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
-      do_switch(ctx, s, d->to_level, d->reason, d->why) < 0)
+      do_switch(ctx, s, d->to_level, d->reason, d->why, NULL) < 0)
     return -1;
   if (d->raise_all_unhealthy) {
     j = cJSON_CreateObject();
@@ -233,7 +236,8 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
     s->all_unhealthy = all;
     s->failback_notified = fb;
   }
-  return 0;
+  /* the fleet view's flags follow the level and health written in this transaction */
+  return store_fleet_set_locked(ctx->store, s->id, fleet_state_of(s, now));
 }
 
 /* ---- rounds ---- */
@@ -413,6 +417,11 @@ int engine_reevaluate_all(struct ctx *ctx) {
 }
 
 enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_id, int level) {
+  return engine_switch_manual_by_locked(ctx, site_id, level, NULL);
+}
+
+enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t site_id, int level,
+                                                     const char *by) {
   struct site_rec s;
   struct engine_outlook ol;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
@@ -430,7 +439,7 @@ enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_
     char why[64];
     snprintf(why, sizeof why, "switched by the operator from level %d to level %d",
              s.current_level, level);
-    if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why) < 0) goto out;
+    if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0) goto out;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified */
   engine_outlook(&s, clock_wall_ms(), &ol);
@@ -438,6 +447,8 @@ enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_
   if (fb != s.failback_notified &&
       store_health_site_flags_locked(ctx->store, s.id, s.all_unhealthy, fb) < 0)
     goto out;
+  s.failback_notified = fb;
+  if (store_fleet_set_locked(ctx->store, s.id, fleet_state_of(&s, clock_wall_ms())) < 0) goto out;
   ret = ENGINE_SWITCH_OK;
 out:
   site_rec_fini(&s);

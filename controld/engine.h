@@ -90,4 +90,9 @@ enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int
    must roll back. */
 enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_id, int level);
 
+/* The same, for the operator named by (the token's name, carried as data.by of the
+   level.switched event; NULL = none). */
+enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t site_id, int level,
+                                                     const char *by);
+
 #endif

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "route.h"
 #include "store.h"
+#include "store_tokens.h"
 #include "token.h"
 
 /* The daemon's closure: the context and the route tables. */
@@ -190,20 +191,27 @@ void req_resume(struct req *r) {
 
 /* ---- auth ---- */
 
-/* Resolve the bearer token. 0 = known (r->auth set), 1 = none presented, 2 = unknown. */
+/* Resolve the bearer token. 0 = known (r->auth, token id and name set), 1 = none presented,
+   2 = unknown, revoked or expired. */
 static int authenticate(struct req *r) {
   const char *h = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
   char hash[65];
-  int kind = 0;
-  int64_t node_id = 0;
+  struct token_auth a;
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 1;
   h += 7;
   while (*h == ' ') h++;
   if (!*h || strlen(h) > 256) return 2;
   token_sha256_hex(h, strlen(h), hash);
-  if (store_token_lookup(r->ctx->store, hash, &kind, &node_id) != 0) return 2;
-  r->auth = kind == STORE_TOKEN_ADMIN ? AUTH_ADMIN : AUTH_NODE;
-  r->node_id = node_id;
+  if (store_token_auth(r->ctx->store, hash, clock_wall_ms(), &a) != 0) return 2;
+  if (a.kind == STORE_TOKEN_NODE) {
+    r->auth = AUTH_NODE;
+  } else {
+    r->auth = route_role_parse(a.role);
+    if (r->auth == AUTH_NONE) return 2; /* a role this controld does not know: refuse */
+  }
+  r->node_id = a.node_id;
+  r->token_id = a.token_id;
+  snprintf(r->token_name, sizeof r->token_name, "%s", a.name);
   return 0;
 }
 
@@ -258,9 +266,18 @@ static int precheck(struct req *r) {
       req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");
       return -1;
     }
-    if (r->auth != r->route->auth) {
+    switch (route_authorize(r->route->auth, r->auth)) {
+    case ROUTE_ALLOW:
+      break;
+    case ROUTE_FORBIDDEN_ROLE:
+      req_error(r, 403, "forbidden_role", NULL, "the token's role %s may not %s %s (needs %s)",
+                route_role_name(r->auth), r->method, r->route->pattern,
+                route_role_name(r->route->auth));
+      return -1;
+    case ROUTE_WRONG_KIND:
+    default:
       req_error(r, 403, "forbidden", NULL, "%s token not accepted on this route",
-                r->auth == AUTH_NODE ? "a node" : "an admin");
+                r->auth == AUTH_NODE ? "a node" : "an API");
       return -1;
     }
   }

@@ -15,7 +15,11 @@ struct MHD_Response;
 #define HTTP_BODY_MAX (1024 * 1024)
 #define HTTP_MAX_PARAMS 4
 
-enum http_auth { AUTH_NONE = 0, AUTH_ADMIN, AUTH_NODE };
+/* Who may call a route (the route table's third column) and what a presented token is.
+   AUTH_READ < AUTH_OPERATOR < AUTH_ADMIN are the roles of API tokens, in increasing power: a
+   route names the least role it takes (DESIGN §4 "Tokens and roles"). AUTH_NODE is a node
+   token, for the /v1/node/ routes only. */
+enum http_auth { AUTH_NONE = 0, AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN, AUTH_NODE };
 
 /* What a route handler returns. */
 enum http_rc {
@@ -44,8 +48,10 @@ struct req {
   const char *url;
   int64_t params[HTTP_MAX_PARAMS]; /* the ":id" values of the path, in order */
   int nparams;
-  enum http_auth auth;             /* kind of the presented token */
+  enum http_auth auth;             /* kind of the presented token: its role, or AUTH_NODE */
   int64_t node_id;                 /* for node tokens */
+  int64_t token_id;                /* the presented token's id (0 on open routes) */
+  char token_name[65];             /* API tokens: its name ("bootstrap" for CDNCA_ADMIN_TOKEN) */
   struct buf body;
   int body_too_large;
   int64_t started_ms;

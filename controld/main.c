@@ -21,6 +21,7 @@
 #include "store.h"
 #include "svc.h"
 #include "tasks.h"
+#include "store_audit.h"
 #include "token.h"
 
 static const char *const log_formats[] = {"text", "json", NULL};
@@ -48,6 +49,7 @@ static const struct opt_def options[] = {
     {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000", "cap of the webhook retry delay"},
     {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000", "a webhook delivery fails for good this long after its event"},
     {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000", "timeout of one webhook delivery attempt"},
+    {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400", "audit log records older than this are deleted"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -265,6 +267,13 @@ int main(int argc, char **argv) {
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
   if (enrol_admin_token(&ctx) < 0) goto out;
+  {
+    /* the audit log keeps its retention: what is older goes now, the rest as writes come */
+    int64_t keep = ctx.cfg.audit_retention_days * 86400000LL;
+    store_audit_set_retention(ctx.store, keep);
+    if (store_audit_prune(ctx.store, clock_wall_ms() - keep) < 0)
+      log_warn("could not prune the audit log");
+  }
   ctx.site_cache = rcache_new(4096);
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);

@@ -54,3 +54,35 @@ const struct route *route_find(const struct route *const *tables, const char *me
     }
   return NULL;
 }
+
+/* The roles of API tokens, in increasing power (their enum values are ordered the same way). */
+static const struct {
+  enum http_auth role;
+  const char *name;
+} roles[] = {
+    {AUTH_READ, "read"},
+    {AUTH_OPERATOR, "operator"},
+    {AUTH_ADMIN, "admin"},
+};
+
+static int is_role(enum http_auth a) { return a == AUTH_READ || a == AUTH_OPERATOR || a == AUTH_ADMIN; }
+
+enum route_verdict route_authorize(enum http_auth need, enum http_auth have) {
+  if (need == AUTH_NONE) return ROUTE_ALLOW;
+  if (need == AUTH_NODE || have == AUTH_NODE || !is_role(have))
+    return need == have ? ROUTE_ALLOW : ROUTE_WRONG_KIND;
+  if (!is_role(need)) return ROUTE_WRONG_KIND;
+  return have >= need ? ROUTE_ALLOW : ROUTE_FORBIDDEN_ROLE;
+}
+
+const char *route_role_name(enum http_auth role) {
+  for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+    if (roles[i].role == role) return roles[i].name;
+  return NULL;
+}
+
+enum http_auth route_role_parse(const char *s) {
+  for (size_t i = 0; s && i < sizeof roles / sizeof roles[0]; i++)
+    if (strcmp(roles[i].name, s) == 0) return roles[i].role;
+  return AUTH_NONE;
+}

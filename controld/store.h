@@ -114,10 +114,12 @@ void site_rec_fini(struct site_rec *s);
 /* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or -1. */
 int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
 
-/* Make hash the one admin token: replaces every earlier admin token (rotation by restart). 0 or -1. */
+/* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
+   (rotation by restart); API tokens stay. 0 or -1. (store_tokens.c) */
 int store_admin_token_set(struct store *st, const char *hash);
 
-/* Look up a token hash: 0 with kind/node_id set, 1 unknown, -1 error. */
+/* Look up a live token hash: 0 with kind/node_id set, 1 unknown or expired, -1 error.
+   (store_tokens.c; store_token_auth there also gives the name and role) */
 int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
 
 /* ---- sites and origins (every change republishes the site) ---- */

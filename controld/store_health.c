@@ -90,15 +90,17 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
 }
 
 int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current) {
+                             int *on_current, int64_t *seq) {
   static const char q[] =
       "SELECT COUNT(*), COALESCE(SUM(config_seq >= "
-      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0) "
+      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0), "
+      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2) "
       "FROM nodes WHERE last_seen_at >= ?1";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
   int rc;
   *online = *on_current = 0;
+  *seq = 0;
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, seen_since);
   sqlite3_bind_int64(s, 2, site_id);
@@ -106,6 +108,7 @@ int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_sin
   if (rc == SQLITE_ROW) {
     *online = sqlite3_column_int(s, 0);
     *on_current = sqlite3_column_int(s, 1);
+    *seq = sqlite3_column_int64(s, 2);
   }
   sqlite3_reset(s);
   if (rc != SQLITE_ROW) {

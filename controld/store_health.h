@@ -42,10 +42,11 @@ int64_t store_health_next_round_id(struct store *st);
 int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int64_t *ids,
                               int *n_ids, int *n_online);
 
-/* For the status card: nodes online (seen at or after seen_since) and, of those, how many applied a
-   config seq >= the site's latest publication. 0 or -1. */
+/* For the status card: nodes online (seen at or after seen_since), how many of those applied a
+   config seq >= the site's latest publication, and that publication's seq (*seq, 0 = none).
+   0 or -1. */
 int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current);
+                             int *on_current, int64_t *seq);
 
 /* Observation sums for every origin of a site that has any; *out malloc'd (caller frees). */
 enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_tokens.h"
 
 /* One connection with its cache of persistent prepared statements (keyed by SQL text pointer). */
 struct dbconn {
@@ -34,12 +35,14 @@ struct store {
   pthread_mutex_t tmu;
   struct token_cache_entry {
     char hash[65];
-    int kind;
-    int64_t node_id;
+    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
+    struct token_auth auth;
   } *tcache;
   int ntcache, captcache;
   uint64_t tgen;           /* bumped by every clear (under tmu) */
   int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+  int64_t audit_keep_ms;    /* audit retention (store_audit.h), 0 = forever */
+  int64_t audit_next_prune; /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;

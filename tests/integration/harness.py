@@ -33,6 +33,7 @@ import http.client
 import inspect
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -61,7 +62,19 @@ class StopWaiting(Exception):
 
 
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picked it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago.
+
+    Drawn at random below the kernel's ephemeral range (32768-60999 on Linux), so that the
+    outgoing connections of other tests running at the same time cannot take it between this
+    check and the daemon's bind; the OS picks one if no drawn port is free."""
+    for _ in range(50):
+        port = random.randrange(10000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]

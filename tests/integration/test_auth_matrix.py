@@ -5,9 +5,12 @@ The routes are read from the route tables in controld/api*.c at test time (the
 `{"METHOD", "/pattern", AUTH_...` rows), so a new route is covered as soon as it is written.
 Each ":id" takes the id of an existing record of the resource named by the segment before it.
 
-For AUTH_ADMIN and AUTH_NODE routes: no Authorization header -> 401, an unknown token -> 401,
-malformed headers -> 401, the other kind of token -> 403 (a node token on an admin route, the
-admin token on a node route). AUTH_NONE routes answer without a token (and ignore a bad one).
+For routes that take an API token (AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN: the least role they
+take) and AUTH_NODE routes: no Authorization header -> 401, an unknown token -> 401, malformed
+headers -> 401, the other kind of token -> 403 forbidden (a node token on an API route, the admin
+token on a node route). AUTH_NONE routes answer without a token (and ignore a bad one).
+The role matrix: a read, an operator and an admin token against every API route: a role below
+the route's is 403 forbidden_role, a role at or above it gets past the check.
 After all the rejected calls the stored state (sites, origins, nodes, webhooks) is unchanged.
 """
 
@@ -22,7 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", "..", "controld"))
 ROW = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,\s*(AUTH_[A-Z]+)\s*,')
 # segment before ":id" -> key of the ids dict
-RESOURCE = {"sites": "site", "origins": "origin", "nodes": "node", "webhooks": "webhook"}
+RESOURCE = {"sites": "site", "origins": "origin", "nodes": "node", "webhooks": "webhook",
+            "tokens": "token"}
+ROLES = ["AUTH_READ", "AUTH_OPERATOR", "AUTH_ADMIN"]  # increasing power
+ROLE_OF = {"AUTH_READ": "read", "AUTH_OPERATOR": "operator", "AUTH_ADMIN": "admin"}
 
 
 def route_rows():
@@ -98,25 +104,30 @@ def call(c, method, path, auth_header):
     return c.api(method, path, body=body, token=None, headers=headers, timeout=20)
 
 
-def expect(results, what, status, body, want):
+def expect(results, what, status, body, want, code=None):
     ok = status == want
     if ok and want in (401, 403):
+        code = code or ("unauthorized" if want == 401 else "forbidden")
         ok = (isinstance(body, dict) and isinstance(body.get("error"), dict)
-              and body["error"].get("code") == ("unauthorized" if want == 401 else "forbidden"))
+              and body["error"].get("code") == code)
     if not ok:
-        results.append("%s: got %s %r, want %s" % (what, status, body, want))
+        results.append("%s: got %s %r, want %s %s" % (what, status, body, want, code or ""))
 
 
 def test_routes_are_found():
     rows = route_rows()
     kinds = {a for _, _, a, _ in rows}
     assert len(rows) >= 20, rows
-    assert {"AUTH_NONE", "AUTH_ADMIN", "AUTH_NODE"} <= kinds, kinds
+    assert {"AUTH_NONE", "AUTH_NODE"} | set(ROLES) <= kinds, kinds
     for method, pattern, auth, fname in rows:
         if pattern.startswith("/v1/node/"):
             assert auth == "AUTH_NODE", (method, pattern, auth, fname)
+        elif pattern == "/v1/openapi.json":
+            assert auth == "AUTH_NONE", (method, pattern, auth, fname)
         elif pattern.startswith("/v1/"):
-            assert auth == "AUTH_ADMIN", (method, pattern, auth, fname)
+            assert auth in ROLES, (method, pattern, auth, fname)
+            if method != "GET":  # read tokens only read
+                assert auth != "AUTH_READ", (method, pattern, auth, fname)
         else:
             assert auth == "AUTH_NONE", (method, pattern, auth, fname)
 
@@ -156,7 +167,7 @@ def test_matrix(tmp):
         for hdr in malformed:
             status, body, _ = call(c, method, path, hdr)
             expect(bad, "%s with Authorization %r" % (what, hdr[:40]), status, body, 401)
-        if auth == "AUTH_ADMIN":
+        if auth in ROLES:
             status, body, _ = call(c, method, path, "Bearer " + node_token)
             expect(bad, what + " with a node token", status, body, 403)
             if method == "GET":  # the positive control, where it changes nothing
@@ -172,6 +183,75 @@ def test_matrix(tmp):
     assert checked == len(rows), (checked, len(rows))
     assert after == before, "rejected calls changed stored data:\nbefore %r\nafter  %r" % (
         before, after)
+
+
+def missing(pattern):
+    """The pattern with every ":id" an id that does not exist (the role check comes first)."""
+    return concrete(pattern, {}).replace("/1", "/999999")
+
+
+def test_role_matrix(tmp):
+    c = Controld(tmp).start()
+    ids, node_token = setup_records(c)
+    tokens = {}
+    for role in ("read", "operator", "admin"):
+        status, tok, _ = c.api("POST", "/v1/tokens", {"name": "matrix-" + role, "role": role})
+        assert status == 201, (status, tok)
+        tokens[role] = tok["token"]
+    ids["token"] = tok["id"]
+    before = snapshot(c, ids)
+    bad = []
+    checked = 0
+    for method, pattern, auth, fname in route_rows():
+        if auth not in ROLES:
+            continue
+        need = ROLES.index(auth)
+        for have, role in enumerate(("read", "operator", "admin")):
+            what = "%s %s (%s, %s) with a %s token" % (method, pattern, auth, fname, role)
+            if have < need:
+                # refused on the real records: were it let through, the snapshot would show it
+                status, body, _ = call(c, method, concrete(pattern, ids), "Bearer " + tokens[role])
+                expect(bad, what, status, body, 403, "forbidden_role")
+            else:
+                # allowed: records that do not exist, or an empty body, so nothing changes
+                path = missing(pattern) if ":id" in pattern else concrete(pattern, ids)
+                status, body, _ = call(c, method, path, "Bearer " + tokens[role])
+                if status in (401, 403) or status >= 500:
+                    bad.append("%s: got %s %r, want it past the role check" % (what, status, body))
+            checked += 1
+    after = snapshot(c, ids)
+    assert not bad, "%d of the role checks failed:\n  %s" % (len(bad), "\n  ".join(bad))
+    assert checked >= 3 * 25, checked
+    assert after == before, "refused calls changed stored data:\nbefore %r\nafter  %r" % (
+        before, after)
+
+    # an operator may switch levels and enable or disable origins, nothing else of an origin
+    site, origin = ids["site"], ids["origin"]
+    op = "Bearer " + tokens["operator"]
+    for body in ({"port": 8443}, {"enabled": False, "weight": 3}, {"address": "10.9.9.9"}):
+        status, err, _ = call_body(c, "PATCH", "/v1/sites/%d/origins/%d" % (site, origin), op, body)
+        assert status == 403 and err["error"]["code"] == "forbidden_role", (body, status, err)
+        assert err["error"]["field"] in body, err
+    assert snapshot(c, ids) == before
+    status, o, _ = call_body(c, "PATCH", "/v1/sites/%d/origins/%d" % (site, origin), op,
+                             {"enabled": False})
+    assert status == 200 and o["enabled"] is False, (status, o)
+    status, card, _ = call_body(c, "POST", "/v1/sites/%d/switch" % site, op, {"level": 1})
+    assert status == 200, (status, card)
+    status, err, _ = call_body(c, "PATCH", "/v1/sites/%d" % site, op, {"failback": "manual"})
+    assert status == 403 and err["error"]["code"] == "forbidden_role", (status, err)
+    # read: every GET, no write
+    rd = "Bearer " + tokens["read"]
+    status, body, _ = call_body(c, "GET", "/v1/sites/%d/status" % site, rd, None)
+    assert status == 200, (status, body)
+    status, err, _ = call_body(c, "POST", "/v1/sites/%d/switch" % site, rd, {"level": 2})
+    assert status == 403 and err["error"]["code"] == "forbidden_role", (status, err)
+    assert "read" in err["error"]["message"], err
+
+
+def call_body(c, method, path, auth_header, body):
+    return c.api(method, path, body=body, token=None, headers={"Authorization": auth_header},
+                 timeout=20)
 
 
 def test_revoked_node_token(tmp):

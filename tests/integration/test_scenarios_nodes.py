@@ -60,8 +60,12 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
 
             # all honest: 3 success votes, from the three nodes, with the node User-Agent
-            v = wait_verdict(c, sid, oa, lambda v: v["source"] == "nodes",
-                             "a verdict from the nodes")
+            # (a round whose node probes all time out on a loaded machine is not the question;
+            # the first round where the three honest nodes answer in time is)
+            v = wait_verdict(c, sid, oa,
+                             lambda v: v["source"] == "nodes" and
+                             not any(x.get("error") == "timeout" for x in v["votes"]),
+                             "a verdict from the nodes without probe timeouts")
             by = votes_by_node(v)
             assert sorted(by) == sorted(ids) and all(x["ok"] for x in by.values()), v
             assert v["verdict"] == "success", v

@@ -145,6 +145,7 @@ def test_node_without_new_config_keeps_old_level(tmp):
     assert cd["current_level"] == 2, cd
     wait_until(lambda: card(c, sid)["propagation"]["nodes_on_current_version"] == 1,
                timeout=WAIT, what="the node reported on the current version")
+    assert card(c, sid)["propagation"]["seq"] >= 1  # the site's last publication
 
 
 def test_maintenance_by_disabling_origins(tmp):

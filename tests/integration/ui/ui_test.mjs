@@ -105,8 +105,12 @@ async function main() {
 
   await byId('login-token').fill(TOKEN);
   await byId('login-submit').click();
+  await byId('summary').waitFor();
+  ok('signed in, overview shown');
+  check((await byId('role').getAttribute('data-role')) === 'admin', 'the bootstrap token is shown as admin');
+  await byId('nav-sites').click();
   await byId('create-site-submit').waitFor();
-  ok('signed in, sites page shown');
+  ok('sites page shown');
   const storage = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length,
     url: location.href }));
   check(storage.session === 1 && storage.local === 0, 'token kept in sessionStorage only');
@@ -140,6 +144,14 @@ async function main() {
   ok('status card: both levels healthy, current level 1');
   check((await byId('decision').innerText()).trim().length > 'Decision:'.length, 'decision line shown');
   check((await byId('hc-state').getAttribute('data-state')) === 'active', 'health checks active');
+  const oids = await page.evaluate(() => [...document.querySelectorAll('[data-testid^="level-"] tr[data-testid^="origin-"]')]
+    .map((r) => r.getAttribute('data-testid').slice('origin-'.length)));
+  check(oids.length === 2, `two origins listed (${oids.join(', ')})`);
+  await page.waitForFunction((ids) => ids.every((i) => document.querySelectorAll(`[data-testid="tl-mark-${i}"]`).length >= 2),
+    oids, { timeout: WAIT_MS, polling: 250 });
+  ok('health timeline: both origins have verdict marks');
+  check(await byId(`sparkline-${oids[0]}`).count() === 1, 'latency sparkline drawn for origin 1');
+  check(/No nodes enrolled/.test(await byId('propagation-nodes').innerText()), 'propagation: no nodes yet');
   await screenshot('site-healthy');
 
   // Primary down: level 1 unhealthy, the site moves to level 2.
@@ -154,6 +166,17 @@ async function main() {
   check(oid1 !== null, 'level 1 lists its origin');
   await waitAttr(`origin-${oid1}-health`, 'state', 'unhealthy');
   ok('origin 1 shown unhealthy');
+  await page.locator(`[data-testid="tl-mark-${oid1}"][data-verdict="failure"]`).first().waitFor();
+  ok('timeline shows failure marks for origin 1');
+  await page.locator(`[data-testid="tl-change-${oid1}"][data-state="unhealthy"]`).first().waitFor({ state: 'attached' });
+  ok('timeline marks the state change to unhealthy');
+  await page.locator(`[data-testid^="tl-switch-${oid1}-"]`).first().waitFor({ state: 'attached' });
+  ok('timeline marks the level switch');
+  await page.locator(`[data-testid="tl-mark-${oid1}"][data-verdict="failure"]`).last().hover();
+  await byId('timeline-tip').waitFor({ state: 'visible' });
+  const tip = await byId('timeline-tip').innerText();
+  check(/failure via control/.test(tip) && /HTTP 503/.test(tip) && /\d+ ms/.test(tip),
+    `hover shows source, votes, status and latency: ${JSON.stringify(tip.slice(0, 160))}`);
   await screenshot('site-failed-over');
 
   // Primary back: manual failback offers "Switch back to level 1".

@@ -1,0 +1,279 @@
+/* store_tokens — API tokens, the bootstrap token, token lookups and their cache (see
+   store_tokens.h). */
+#include "store_tokens.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "store_int.h"
+
+/* ---- cache of tokens seen valid ---- */
+
+void store_token_cache_clear(struct store *st) {
+  pthread_mutex_lock(&st->tmu);
+  st->ntcache = 0;
+  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
+  pthread_mutex_unlock(&st->tmu);
+}
+
+/* A fresh cached entry for hash: 0 = hit (*out filled). On a miss *gen is the cache generation
+   to hand to token_cache_put. */
+static int token_cache_get(struct store *st, const char *hash, struct token_auth *out,
+                           uint64_t *gen) {
+  int hit = -1;
+  int64_t mono = clock_mono_ms();
+  pthread_mutex_lock(&st->tmu);
+  *gen = st->tgen;
+  for (int i = 0; i < st->ntcache; i++)
+    if (strcmp(st->tcache[i].hash, hash) == 0) {
+      if (mono - st->tcache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
+        *out = st->tcache[i].auth;
+        hit = 0;
+      } else {
+        st->tcache[i] = st->tcache[--st->ntcache]; /* stale: ask the database again */
+      }
+      break;
+    }
+  pthread_mutex_unlock(&st->tmu);
+  return hit;
+}
+
+/* Remember a valid token read from the database at cache generation gen (bounded: a full cache
+   starts over). Nothing is cached when a clear happened since gen: the database read may predate
+   a revocation. */
+static void token_cache_put(struct store *st, const char *hash, const struct token_auth *a,
+                            uint64_t gen) {
+  pthread_mutex_lock(&st->tmu);
+  if (gen != st->tgen) {
+    pthread_mutex_unlock(&st->tmu);
+    return;
+  }
+  if (st->ntcache == st->captcache) {
+    int ncap = st->captcache ? st->captcache * 2 : 64;
+    struct token_cache_entry *n =
+        ncap <= 65536 ? realloc(st->tcache, (size_t)ncap * sizeof *n) : NULL;
+    if (n) {
+      st->tcache = n;
+      st->captcache = ncap;
+    } else {
+      st->ntcache = 0;
+    }
+  }
+  if (st->ntcache < st->captcache) {
+    struct token_cache_entry *e = &st->tcache[st->ntcache++];
+    memcpy(e->hash, hash, 64);
+    e->hash[64] = '\0';
+    e->cached_ms = clock_mono_ms();
+    e->auth = *a;
+  }
+  pthread_mutex_unlock(&st->tmu);
+}
+
+/* ---- lookups ---- */
+
+int store_token_auth(struct store *st, const char *hash, int64_t now, struct token_auth *out) {
+  static const char sql[] =
+      "SELECT id, kind, node_id, name, role, expires_at FROM tokens WHERE hash = ?";
+  struct dbconn *c;
+  sqlite3_stmt *s;
+  int rc, cacheable = strlen(hash) == 64;
+  uint64_t gen = 0;
+  memset(out, 0, sizeof *out);
+  if (cacheable && token_cache_get(st, hash, out, &gen) == 0)
+    return out->expires_at && out->expires_at <= now ? 1 : 0;
+  c = store_reader(st);
+  s = c ? store_stmt(c, sql) : NULL;
+  if (!s) return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE) return 1;
+    log_error("looking up a token: %s", sqlite3_errmsg(c->db));
+    return -1;
+  }
+  {
+    const char *k = (const char *)sqlite3_column_text(s, 1);
+    out->token_id = sqlite3_column_int64(s, 0);
+    out->kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
+    out->node_id = sqlite3_column_int64(s, 2);
+    store_col_text(s, 3, out->name, sizeof out->name);
+    store_col_text(s, 4, out->role, sizeof out->role);
+    out->expires_at = sqlite3_column_int64(s, 5);
+  }
+  sqlite3_reset(s);
+  /* an admin row from before roles (none is expected after migration 4) is an admin */
+  if (out->kind == STORE_TOKEN_ADMIN && !out->role[0]) memcpy(out->role, "admin", 6);
+  if (cacheable) token_cache_put(st, hash, out, gen);
+  return out->expires_at && out->expires_at <= now ? 1 : 0;
+}
+
+int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id) {
+  struct token_auth a;
+  int rc = store_token_auth(st, hash, clock_wall_ms(), &a);
+  if (rc == 0) {
+    *kind = a.kind;
+    *node_id = a.node_id;
+  }
+  return rc;
+}
+
+/* ---- writes ---- */
+
+int store_admin_token_set(struct store *st, const char *hash) {
+  /* only the earlier bootstrap token goes: tokens made through the API stay */
+  static const char del[] =
+      "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP "' AND hash <> ?";
+  static const char ins[] =
+      "INSERT INTO tokens (kind, hash, name, role, created_at) "
+      "VALUES ('admin', ?, '" STORE_TOKEN_BOOTSTRAP "', 'admin', ?) "
+      "ON CONFLICT (hash) DO UPDATE SET name = excluded.name, role = 'admin', expires_at = NULL "
+      "WHERE kind = 'admin'";
+  sqlite3_stmt *s;
+  if (store_tx_begin(st) < 0) return -1;
+  s = store_stmt(&st->w, del);
+  if (!s) goto fail;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  if (store_step_done(&st->w, s, "removing the old bootstrap token") < 0) goto fail;
+  s = store_stmt(&st->w, ins);
+  if (!s) goto fail;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, clock_wall_ms());
+  if (store_step_done(&st->w, s, "storing the bootstrap token") < 0) goto fail;
+  if (store_tx_commit(st) < 0) return -1;
+  store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
+  return 0;
+fail:
+  store_tx_rollback(st);
+  return -1;
+}
+
+enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
+  static const char ins[] =
+      "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
+      "VALUES ('admin', ?, ?, ?, ?, ?)";
+  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  int64_t now = clock_wall_ms();
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, t->role, -1, SQLITE_STATIC);
+  if (t->expires_at > 0) sqlite3_bind_int64(s, 4, t->expires_at);
+  else sqlite3_bind_null(s, 4);
+  sqlite3_bind_int64(s, 5, now);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    int ext = sqlite3_extended_errcode(st->w.db);
+    sqlite3_reset(s);
+    if (ext == SQLITE_CONSTRAINT_UNIQUE) return STORE_CONFLICT;
+    log_error("inserting token: %s", sqlite3_errmsg(st->w.db));
+    return STORE_ERROR;
+  }
+  sqlite3_reset(s);
+  t->id = sqlite3_last_insert_rowid(st->w.db);
+  t->created_at = now;
+  return STORE_OK;
+}
+
+struct create_arg {
+  struct token_rec *t;
+  const char *hash;
+};
+
+static enum store_rc create_fn(struct store *st, void *arg) {
+  struct create_arg *a = arg;
+  return store_token_create_locked(st, a->t, a->hash);
+}
+
+enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash) {
+  struct create_arg a = {t, hash};
+  return store_op(st, create_fn, &a);
+}
+
+enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
+  static const char q[] =
+      "SELECT id, name, role, created_at, expires_at FROM tokens WHERE kind = 'admin' "
+      "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct token_rec *arr = NULL;
+  int cnt = 0, cap = 0, rc;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, now);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    struct token_rec *r;
+    if (cnt == cap) {
+      int ncap = cap ? cap * 2 : 16;
+      struct token_rec *na = realloc(arr, (size_t)ncap * sizeof *na);
+      if (!na) {
+        free(arr);
+        sqlite3_reset(s);
+        return STORE_ERROR;
+      }
+      arr = na;
+      cap = ncap;
+    }
+    r = &arr[cnt++];
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(s, 0);
+    store_col_text(s, 1, r->name, sizeof r->name);
+    store_col_text(s, 2, r->role, sizeof r->role);
+    r->created_at = sqlite3_column_int64(s, 3);
+    r->expires_at = sqlite3_column_int64(s, 4);
+  }
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE) {
+    log_error("listing tokens: %s", sqlite3_errmsg(c->db));
+    free(arr);
+    return STORE_ERROR;
+  }
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
+  static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
+  sqlite3_stmt *s = store_stmt(&st->w, del);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, id);
+  if (store_step_done(&st->w, s, "deleting token") < 0) return STORE_ERROR;
+  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
+  return STORE_OK;
+}
+
+static enum store_rc delete_fn(struct store *st, void *arg) {
+  return store_token_delete_locked(st, *(int64_t *)arg);
+}
+
+enum store_rc store_token_delete(struct store *st, int64_t id) {
+  return store_op(st, delete_fn, &id);
+}
+
+enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out) {
+  static const char q[] = "SELECT id, name, role, created_at, expires_at FROM tokens "
+                          "WHERE id = ? AND kind = 'admin'";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, id);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    out->id = sqlite3_column_int64(s, 0);
+    store_col_text(s, 1, out->name, sizeof out->name);
+    store_col_text(s, 2, out->role, sizeof out->role);
+    out->created_at = sqlite3_column_int64(s, 3);
+    out->expires_at = sqlite3_column_int64(s, 4);
+  }
+  sqlite3_reset(s);
+  if (rc == SQLITE_ROW) return STORE_OK;
+  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
+  log_error("reading token %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  return STORE_ERROR;
+}

@@ -1,0 +1,62 @@
+/* store_tokens — API tokens with a name, a role and an optional expiry (DESIGN §4 "Tokens and
+   roles"), the bootstrap admin token, and the token lookup behind every authenticated request. */
+#ifndef CDNCA_STORE_TOKENS_H
+#define CDNCA_STORE_TOKENS_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+/* How long a token found valid is trusted without asking the database again. A revocation on
+   this controld clears the cache at once; this bounds how long another controld sharing the
+   database may still accept a revoked token. */
+#define STORE_TOKEN_CACHE_MS 1000
+
+/* Name of the token CDNCA_ADMIN_TOKEN enrols. */
+#define STORE_TOKEN_BOOTSTRAP "bootstrap"
+
+#define STORE_TOKEN_NAME_MAX 64
+
+/* Who a presented token is. For node tokens role is "" and token_id/name are the token row's. */
+struct token_auth {
+  int kind;           /* STORE_TOKEN_ADMIN (an API token) or STORE_TOKEN_NODE */
+  char role[12];      /* "admin" | "operator" | "read" for API tokens */
+  int64_t token_id;
+  int64_t node_id;    /* node tokens: the node */
+  int64_t expires_at; /* wall ms, 0 = never */
+  char name[STORE_TOKEN_NAME_MAX + 1];
+};
+
+/* An API token as listed (never its secret). */
+struct token_rec {
+  int64_t id;
+  char name[STORE_TOKEN_NAME_MAX + 1];
+  char role[12];
+  int64_t created_at, expires_at; /* expires_at 0 = never */
+};
+
+/* The live token (not expired at now, wall ms) whose SHA-256 hex is hash: 0 with *out filled,
+   1 unknown, revoked or expired, -1 storage error. */
+int store_token_auth(struct store *st, const char *hash, int64_t now, struct token_auth *out);
+
+/* Create an API token with t->name, t->role, t->expires_at (0 = never) and the secret's hash;
+   sets t->id and t->created_at. STORE_CONFLICT when the name is taken. */
+enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash);
+
+/* The same inside a store_op. */
+enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash);
+
+/* API token id as listed; STORE_NOT_FOUND for none (or a node token). */
+enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out);
+
+/* API tokens live at now (not expired), by id; *out malloc'd (caller frees), *n entries. */
+enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n);
+
+/* Delete API token id (node tokens go with their node): the cache is cleared, so no request
+   presenting it is accepted after this returns. */
+enum store_rc store_token_delete(struct store *st, int64_t id);
+
+/* The same inside a store_op: the cache is cleared when the transaction commits. */
+enum store_rc store_token_delete_locked(struct store *st, int64_t id);
+
+#endif
