@@ -183,6 +183,7 @@ ssize_t upstream_read(struct upconn *u, char *b, size_t n) {
     return -1;
   } else {
     ssize_t r = recv(u->fd, b, n, 0);
+    if (r > 0 && (size_t)r < n && !u->hup) u->can_read = 0; /* drained: wait for the next edge */
     if (r >= 0) return r;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       u->can_read = 0;
@@ -307,7 +308,7 @@ struct upconn *upstream_pool_get(struct upstream *up, const char *key) {
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping) {
   struct up_pool *pl = pool_find(up, key, 1);
-  if (!pl || pl->n_idle >= up->max_idle || stopping || upstream_unread(u)) {
+  if (!pl || pl->n_idle >= up->max_idle || stopping) {
     upstream_close(u);
     return;
   }

@@ -20,6 +20,7 @@ struct upconn {
   int fd;        /* (r) */
   int can_read;  /* (r/w) edge-triggered readiness, set by the owner's loop */
   int can_write; /* (r/w) */
+  int hup;       /* (w) the loop saw the origin's FIN or an error: read until EOF */
   int closed;    /* (r) closed, waiting to be freed with upstream_reap */
   int st;        /* (r) enum up_state */
   int reused;    /* (r) taken from the pool (the origin may have closed it meanwhile) */
@@ -78,8 +79,9 @@ int upstream_unread(struct upconn *u);
  * NULL when none. */
 struct upconn *upstream_pool_get(struct upstream *up, const char *key);
 
-/* Give u back to the pool of key at now, or close it when the pool is full, stopping is set or
- * a byte is unread. */
+/* Give u back to the pool of key at now, or close it when the pool is full or stopping is set.
+ * The caller pools only after a complete response with nothing left in its own buffer; bytes
+ * that arrive later are found by upstream_pool_get (or close it through the idle EPOLLIN). */
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping);
 

@@ -75,6 +75,29 @@ static void test_plan_get(void **state) {
   buf_fini(&ub);
 }
 
+/* Fields named by Connection are dropped, also "Close" when only "close" is listed. */
+static void test_connection_listed(void **state) {
+  struct rewrite_req rq;
+  struct buf ub;
+  (void)state;
+  assert_int_equal(plan("GET / HTTP/1.1\r\nHost: d\r\nConnection: close\r\nClose: 1\r\n"
+                        "Closed: 2\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_null(strstr(ub.data, "Close: 1"));
+  assert_non_null(strstr(ub.data, "Closed: 2\r\n"));
+  assert_false(rq.keepalive);
+  buf_fini(&ub);
+  assert_int_equal(plan("GET / HTTP/1.1\r\nHost: d\r\nConnection: a, B\r\nA: 1\r\nb: 2\r\n"
+                        "C: 3\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_null(strstr(ub.data, "A: 1"));
+  assert_null(strstr(ub.data, "b: 2"));
+  assert_non_null(strstr(ub.data, "C: 3\r\n"));
+  buf_fini(&ub);
+}
+
 static void test_plan_bodies(void **state) {
   struct rewrite_req rq;
   struct buf ub;
@@ -187,10 +210,11 @@ static void test_tls_name(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_header_flags),  cmocka_unit_test(test_plan_get),
-      cmocka_unit_test(test_plan_bodies),   cmocka_unit_test(test_plan_rejects),
-      cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_response),
-      cmocka_unit_test(test_local_answer),  cmocka_unit_test(test_tls_name),
+      cmocka_unit_test(test_header_flags), cmocka_unit_test(test_plan_get),
+      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
+      cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
+      cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
+      cmocka_unit_test(test_tls_name),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
