@@ -29,10 +29,18 @@ const struct noderetry_field noderetry_fields[] = {
 const int noderetry_default_statuses[] = {502, 503, 504};
 const int noderetry_n_default_statuses = 3;
 
-static int *int_at(struct skip_params *p, size_t off) { return (int *)((char *)p + off); }
-static int64_t *i64_at(struct skip_params *p, size_t off) { return (int64_t *)((char *)p + off); }
-static double *dbl_at(struct skip_params *p, size_t off) { return (double *)((char *)p + off); }
-static int cint(const struct skip_params *p, size_t off) { return *(const int *)((const char *)p + off); }
+static int *int_at(struct skip_params *p, size_t off) {
+  return (int *)((char *)p + off);
+}
+static int64_t *i64_at(struct skip_params *p, size_t off) {
+  return (int64_t *)((char *)p + off);
+}
+static double *dbl_at(struct skip_params *p, size_t off) {
+  return (double *)((char *)p + off);
+}
+static int cint(const struct skip_params *p, size_t off) {
+  return *(const int *)((const char *)p + off);
+}
 static int64_t ci64(const struct skip_params *p, size_t off) {
   return *(const int64_t *)((const char *)p + off);
 }
@@ -56,8 +64,7 @@ void noderetry_defaults(struct skip_params *p) {
       break;
     case NR_STATUSES:
       p->n_retry_on_status = noderetry_n_default_statuses;
-      memcpy(p->retry_on_status, noderetry_default_statuses,
-             sizeof noderetry_default_statuses);
+      memcpy(p->retry_on_status, noderetry_default_statuses, sizeof noderetry_default_statuses);
       break;
     }
   }
@@ -67,8 +74,10 @@ static int fail(struct noderetry_err *err, unsigned status, const char *code, co
                 const char *name, int index, const char *msg) {
   err->status = status;
   err->code = code;
-  if (index >= 0) snprintf(err->field, sizeof err->field, "%s.%s[%d]", prefix, name, index);
-  else snprintf(err->field, sizeof err->field, "%s.%s", prefix, name);
+  if (index >= 0)
+    snprintf(err->field, sizeof err->field, "%s.%s[%d]", prefix, name, index);
+  else
+    snprintf(err->field, sizeof err->field, "%s.%s", prefix, name);
   snprintf(err->message, sizeof err->message, "%s", msg);
   return -1;
 }
@@ -89,8 +98,10 @@ static int apply_field(const struct noderetry_field *f, const cJSON *v, struct s
                (long long)f->min, (long long)f->max);
       return fail(err, 422, "out_of_range", prefix, f->name, -1, msg);
     }
-    if (f->type == NR_INT) *int_at(q, f->off) = (int)v->valuedouble;
-    else *i64_at(q, f->off) = (int64_t)v->valuedouble;
+    if (f->type == NR_INT)
+      *int_at(q, f->off) = (int)v->valuedouble;
+    else
+      *i64_at(q, f->off) = (int64_t)v->valuedouble;
     return 0;
   case NR_BOOL:
     if (!cJSON_IsBool(v)) {
@@ -151,7 +162,8 @@ int noderetry_apply(const cJSON *obj, struct skip_params *p, int strict, const c
   }
   cJSON_ArrayForEach(it, obj) {
     const struct noderetry_field *f = noderetry_fields;
-    while (f->name && strcmp(f->name, it->string) != 0) f++;
+    while (f->name && strcmp(f->name, it->string) != 0)
+      f++;
     if (!f->name) {
       char msg[160];
       if (!strict) continue;

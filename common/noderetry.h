@@ -21,8 +21,8 @@ enum noderetry_type {
 struct noderetry_field {
   const char *name;
   enum noderetry_type type;
-  size_t off;      /* offset in struct skip_params */
-  double def;      /* default (NR_STATUSES: see noderetry_default_statuses) */
+  size_t off; /* offset in struct skip_params */
+  double def; /* default (NR_STATUSES: see noderetry_default_statuses) */
   int64_t min, max;
 };
 

@@ -32,6 +32,7 @@ struct probe {
   char *user_agent;
   char *ca_file;
   int max_conc;
+  const struct targets *deny;
   struct probe_slot *slots; /* max_conc entries */
   size_t *idle;             /* stack of idle slot numbers */
   size_t nidle;
@@ -260,6 +261,7 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+  if (p->deny && targets_guard_curl(e, p->deny) < 0) rc |= CURLE_FAILED_INIT;
   return rc == CURLE_OK ? 0 : -1;
 }
 
@@ -346,6 +348,7 @@ struct probe *probe_new(const struct probe_opts *opts) {
   p = calloc(1, sizeof *p);
   if (!p) goto out;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
+  p->deny = o.deny;
   p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
   if (!p->user_agent) goto out;
   if (o.ca_file) {

@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "targets.h"
+
 /*
  * One probe is `GET scheme://host:port/path` whose TCP connection goes to address:port, while
  * the Host header, TLS SNI and certificate verification use `host`. Success is a response with
@@ -37,6 +39,8 @@ struct probe_opts {
   const char *ca_file;    /* PEM CA bundle for HTTPS; NULL = the system CAs */
   int max_concurrency;    /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
                              more targets wait in a queue, in order */
+  const struct targets *deny; /* addresses never connected to, also after DNS (targets.h);
+                                 NULL = none. Must outlive the prober. */
 };
 
 struct probe_target {

@@ -19,12 +19,28 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
               "%s is already taken", conflict && *conflict ? conflict : what);
   else if (rc == STORE_LIMIT)
     req_error(r, 422, "out_of_range", NULL, "%s: a limit would be exceeded", what);
+  else if (rc == STORE_FULL || store_storage_full(r->ctx->store))
+    req_error(r, 507, "storage_full", NULL,
+              "the database disk is full: nothing was changed (free space, then retry)");
   else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
+}
+
+int api_target_refused(struct req *r, const char *host, const char *field) {
+  const char *why = NULL;
+  if (!targets_refused(&r->ctx->targets, host, &why)) return 0;
+  req_error(r, 422, "target_refused", field,
+            "%s is %s: origins and webhooks may not point there (loopback and private "
+            "addresses are allowed; see --deny-targets)",
+            host, why);
+  return 1;
 }
 
 static enum http_rc get_healthz(struct req *r) {
   cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "status", "ok");
+  int full = store_storage_full(r->ctx->store);
+  /* reads still work while the disk is full: degraded, not down */
+  cJSON_AddStringToObject(j, "status", full ? "degraded" : "ok");
+  cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
   cJSON_AddNumberToObject(j, "schema_version", store_schema_version(r->ctx->store));
   req_json(r, 200, j);

@@ -19,7 +19,12 @@ extern const struct route *const api_tables[];
 /* Reply with a model validation error. */
 void api_model_error(struct req *r, const struct model_err *err);
 
-/* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, 422 for LIMIT, else 500). */
+/* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, 422 for LIMIT,
+   507 storage_full for FULL or while the disk is full, else 500). */
 void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict);
+
+/* 1 with a 422 target_refused reply (naming field) when host is an address origins and webhooks
+   may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
+int api_target_refused(struct req *r, const char *host, const char *field);
 
 #endif

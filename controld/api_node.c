@@ -7,6 +7,7 @@
 #include "api.h"
 #include "clock.h"
 #include "ctx.h"
+#include "fields.h"
 #include "hub.h"
 #include "json.h"
 #include "log.h"
@@ -22,77 +23,76 @@ static void seen(struct req *r) {
   hub_node_seen(r->ctx->hub, r->node_id, clock_wall_ms());
 }
 
+/* A heartbeat's own fields. */
+struct heartbeat {
+  char version[64];
+  int64_t config_version;
+};
+
+#define H(m) FIELD_AT(struct heartbeat, m)
+static const struct field_def heartbeat_fields[] = {
+    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0},
+    {"config_version", FIELD_INT, FIELD_REQUIRED, H(config_version), 0, INT64_MAX / 2, 0, NULL,
+     NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef H
+
+#define OB(m) FIELD_AT(struct node_obs, m)
+static const struct field_def obs_fields[] = {
+    {"site_id", FIELD_INT, FIELD_REQUIRED, OB(site_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL, 0},
+    {"origin_id", FIELD_INT, FIELD_REQUIRED, OB(origin_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL,
+     0},
+    {"requests", FIELD_INT, FIELD_REQUIRED, OB(requests), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0},
+    {"failures", FIELD_INT, FIELD_REQUIRED, OB(failures), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0},
+    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef OB
+
+/* Set the reply for a table failure; returns -1. */
+static int field_reply(struct req *r, const struct field_err *fe) {
+  req_error(r, fe->status, fe->code, fe->field, "%s", fe->message);
+  return -1;
+}
+
 /* Validate one observation object at index i into o; 0, or -1 with the reply set. */
 static int parse_obs(struct req *r, const cJSON *x, int i, struct node_obs *o) {
-  static const char *const keys[] = {"site_id",  "origin_id", "requests",
-                                     "failures", "skipped",   NULL};
-  const char *bad = NULL;
-  char field[64];
-  int64_t v;
-  if (!cJSON_IsObject(x)) {
-    snprintf(field, sizeof field, "observations[%d]", i);
-    req_error(r, 422, "invalid_value", field, "each observation must be an object");
-    return -1;
-  }
-  if (json_only_keys(x, keys, &bad) < 0) {
-    snprintf(field, sizeof field, "observations[%d].%s", i, bad);
-    req_error(r, 400, "unknown_field", field, "unknown field '%s'", bad);
-    return -1;
-  }
-#define OBS_INT(name, lo, dst)                                                                     \
-  if (json_int(x, name, lo, INT64_MAX / 2, &v) != 0) {                                             \
-    snprintf(field, sizeof field, "observations[%d].%s", i, name);                                 \
-    req_error(r, 422, "invalid_value", field, "%s must be an integer >= %d", name, lo);            \
-    return -1;                                                                                     \
-  }                                                                                                \
-  dst = v;
-  OBS_INT("site_id", 1, o->site_id)
-  OBS_INT("origin_id", 1, o->origin_id)
-  OBS_INT("requests", 0, o->requests)
-  OBS_INT("failures", 0, o->failures)
-#undef OBS_INT
-  if (json_bool(x, "skipped", &o->skipped) != 0) {
-    snprintf(field, sizeof field, "observations[%d].skipped", i);
-    req_error(r, 422, "invalid_value", field, "skipped must be a boolean");
-    return -1;
-  }
+  char prefix[48];
+  struct field_err fe;
+  snprintf(prefix, sizeof prefix, "observations[%d]", i);
+  memset(o, 0, sizeof *o);
+  if (fields_apply(x, obs_fields, NULL, prefix, FIELDS_CREATE, o, &fe) < 0)
+    return field_reply(r, &fe);
   if (o->failures > o->requests) {
-    snprintf(field, sizeof field, "observations[%d].failures", i);
-    req_error(r, 422, "invalid_value", field, "failures cannot exceed requests");
+    char field[64];
+    snprintf(field, sizeof field, "%s.failures", prefix);
+    req_error(r, 422, "out_of_range", field, "failures cannot exceed requests");
     return -1;
   }
   return 0;
 }
 
 static enum http_rc post_heartbeat(struct req *r) {
-  static const char *const keys[] = {"version", "config_version", "observations", NULL};
+  static const char *const nested[] = {"observations", NULL};
   cJSON *body, *arr;
-  const char *bad = NULL, *version = NULL;
-  int64_t cfg_seq = 0;
+  struct heartbeat hb;
+  struct field_err fe;
   struct node_obs *obs = NULL;
   int n = 0;
   enum store_rc rc;
   seen(r);
   body = req_body_object(r);
   if (!body) return HTTP_DONE;
-  if (json_only_keys(body, keys, &bad) < 0) {
-    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
-    goto out;
-  }
-  if (json_str(body, "version", 63, &version) != 0 || !*version) {
-    req_error(r, 422, "invalid_value", "version",
-              "version is required: a string of 1-63 characters");
-    goto out;
-  }
-  if (json_int(body, "config_version", 0, INT64_MAX / 2, &cfg_seq) != 0) {
-    req_error(r, 422, "invalid_value", "config_version",
-              "config_version is required: the publication seq the node applied (integer >= 0)");
+  memset(&hb, 0, sizeof hb);
+  if (fields_apply(body, heartbeat_fields, nested, "", FIELDS_CREATE, &hb, &fe) < 0) {
+    field_reply(r, &fe);
     goto out;
   }
   arr = cJSON_GetObjectItemCaseSensitive(body, "observations");
   if (arr && !cJSON_IsNull(arr)) {
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > NODE_MAX_OBS) {
-      req_error(r, 422, "invalid_value", "observations",
+      req_error(r, 422, cJSON_IsArray(arr) ? "out_of_range" : "invalid_type", "observations",
                 "observations must be an array of at most %d objects", NODE_MAX_OBS);
       goto out;
     }
@@ -111,7 +111,8 @@ static enum http_rc post_heartbeat(struct req *r) {
       }
     }
   }
-  rc = store_node_heartbeat(r->ctx->store, r->node_id, version, cfg_seq, clock_wall_ms(), obs, n);
+  rc = store_node_heartbeat(r->ctx->store, r->node_id, hb.version, hb.config_version,
+                            clock_wall_ms(), obs, n);
   if (rc != STORE_OK)
     api_store_error(r, rc, "node", NULL);
   else

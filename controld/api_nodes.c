@@ -6,11 +6,12 @@
 #include "api_op.h"
 #include "clock.h"
 #include "ctx.h"
+#include "fields.h"
 #include "hub.h"
 #include "json.h"
 #include "token.h"
 
-static int valid_node_name(const char *s) {
+static int valid_node_name(char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 64) return 0;
   for (; *s; s++)
@@ -42,27 +43,27 @@ static enum store_rc create_change(struct api_op *op) {
   return STORE_OK;
 }
 
-static const struct api_op_def create_op = {"node", create_change, NULL};
+/* the token is shown once: an Idempotency-Key replay answers "token": null */
+static const struct api_op_def create_op = {"node", create_change, NULL, "token"};
+
+static const struct field_def node_fields[] = {
+    {"name", FIELD_STR, FIELD_REQUIRED, FIELD_AT(struct node_rec, name), 1, 0, 0, NULL,
+     valid_node_name, "1-64 characters of letters, digits, '.', '_' or '-'", 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
 
 static enum http_rc post_node(struct req *r) {
-  static const char *const keys[] = {"name", NULL};
   cJSON *body = req_body_object(r);
-  const char *bad = NULL, *name = NULL;
+  struct field_err fe;
   struct node_rec n;
   char token[TOKEN_HEX_LEN + 8], hash[65];
   struct node_op no;
   if (!body) return HTTP_DONE;
   memset(&n, 0, sizeof n);
-  if (json_only_keys(body, keys, &bad) < 0) {
-    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+  if (fields_apply(body, node_fields, NULL, "", FIELDS_CREATE, &n, &fe) < 0) {
+    req_error(r, fe.status, fe.code, fe.field, "%s", fe.message);
     goto out;
   }
-  if (json_str(body, "name", 64, &name) != 0 || !valid_node_name(name)) {
-    req_error(r, 422, "invalid_value", "name",
-              "name is required: 1-64 characters of letters, digits, '.', '_' or '-'");
-    goto out;
-  }
-  memcpy(n.name, name, strlen(name) + 1);
   if (token_random(token, sizeof token) < 0) {
     req_error(r, 500, "internal", NULL, "no randomness for a token");
     goto out;
@@ -114,7 +115,7 @@ static enum store_rc delete_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def delete_op = {"node", delete_change, NULL};
+static const struct api_op_def delete_op = {"node", delete_change, NULL, NULL};
 
 static enum http_rc delete_node(struct req *r) {
   if (api_op_run(r, &delete_op, NULL) == 0 && r->ctx->hub)

@@ -1,6 +1,7 @@
 /* api_op — every /v1 write is one store transaction (DESIGN §4): the change, the level
    re-evaluation of the site it touched, the publication, the events and the answer commit
-   together or not at all. */
+   together or not at all. Also the §4 preconditions: If-Match against a site's revision (412)
+   and Idempotency-Key on POST (the first answer replayed for 24 h). */
 #ifndef CDNCA_API_OP_H
 #define CDNCA_API_OP_H
 
@@ -10,8 +11,10 @@
 
 struct req;
 struct ctx;
-
 struct api_op_def;
+
+/* Longest Idempotency-Key accepted (printable ASCII, no spaces). */
+#define API_OP_IDEM_KEY_MAX 128
 
 /* One API write in progress. */
 struct api_op {
@@ -24,6 +27,9 @@ struct api_op {
   int status;      /* a step of a route that answers after the commit sets its success status
                       here, for the audit record written in the transaction (0: the reply set
                       inside, else 201/204/200 by method) */
+  /* private to api_op.c */
+  const char *idem_key;
+  char idem_hash[65];
 };
 
 /* A step inside the write transaction. STORE_OK goes on; anything else rolls the whole operation
@@ -35,12 +41,24 @@ struct api_op_def {
   const char *what;   /* the resource named in generic error replies ("site", "origin") */
   api_op_step change; /* the write (required) */
   api_op_step answer; /* after the re-evaluation: sets the success reply from the writer's view
-                         (NULL: the route answers after api_op_run returns 0) */
+                         (NULL: change set it) */
+  const char *secret; /* a top-level answer member never stored for an Idempotency-Key replay
+                         (it is replayed as null), e.g. a node's token; NULL = none */
 };
 
-/* Run def for r as one transaction: change, re-evaluation of op->site_id, answer, the audit
-   record (api_audit.h), commit.
-   0 when committed; -1 when nothing was written (an error reply is set on r). */
+/* Run def for r as one transaction: [Idempotency-Key lookup], change, re-evaluation of
+   op->site_id, answer, the audit record (api_audit.h), [the answer stored under the key], commit.
+   0 when committed, 1 when the answer is a replay of the first one for the same Idempotency-Key
+   (nothing done, nothing audited), -1 when nothing was written (an error reply is set on r). */
 int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
+
+/* For a change step: compare the request's If-Match header with revision (a site's; origin
+   routes use their site's). STORE_OK when absent, "*" or a listed "<revision>"; otherwise a 412
+   precondition_failed reply and STORE_CONFLICT. */
+enum store_rc api_op_if_match(struct api_op *op, int64_t revision);
+
+/* Pure: 1 when the If-Match header value matches revision ("*", or a comma list of strong
+   entity tags one of which is "<revision>"), else 0. */
+int api_op_etag_matches(const char *if_match, int64_t revision);
 
 #endif

@@ -26,15 +26,31 @@ static enum store_rc answer_origin(struct api_op *op, unsigned status, int64_t o
   int i;
   if (rc != STORE_OK) return rc;
   i = find_origin(&s, oid);
-  if (i < 0) rc = STORE_NOT_FOUND;
-  else req_json(op->r, status, model_origin_json(&s.origins[i]));
+  if (i < 0) {
+    rc = STORE_NOT_FOUND;
+  } else {
+    req_json(op->r, status, model_origin_json(&s.origins[i]));
+    req_set_etag(op->r, s.revision); /* the site's: origins share it */
+  }
   site_rec_fini(&s);
   return rc;
 }
 
+/* If-Match on an origin route compares the site's revision. */
+static enum store_rc site_if_match(struct api_op *op) {
+  int64_t revision = 0;
+  enum store_rc rc = store_site_revision_locked(op->ctx->store, op->r->params[0], &revision);
+  if (rc == STORE_NOT_FOUND) {
+    req_error(op->r, 404, "not_found", NULL, "site not found");
+    return rc;
+  }
+  return rc == STORE_OK ? api_op_if_match(op, revision) : rc;
+}
+
 static enum store_rc add_change(struct api_op *op) {
   struct origin_op *oo = op->arg;
-  enum store_rc rc;
+  enum store_rc rc = site_if_match(op);
+  if (rc != STORE_OK) return rc;
   oo->o.site_id = op->r->params[0];
   rc = store_origin_add_locked(op->ctx->store, &oo->o);
   if (rc == STORE_LIMIT) {
@@ -55,14 +71,14 @@ static enum store_rc add_answer(struct api_op *op) {
   return answer_origin(op, 201, oo->o.id);
 }
 
-static const struct api_op_def add_op = {"origin", add_change, add_answer};
+static const struct api_op_def add_op = {"origin", add_change, add_answer, NULL};
 
 static enum http_rc post_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
   struct model_err err;
   if (!oo.body) return HTTP_DONE;
   if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0) api_model_error(r, &err);
-  else (void)api_op_run(r, &add_op, &oo);
+  else if (!api_target_refused(r, oo.o.address, "address")) (void)api_op_run(r, &add_op, &oo);
   cJSON_Delete(oo.body);
   return HTTP_DONE;
 }
@@ -84,12 +100,21 @@ static enum store_rc patch_change(struct api_op *op) {
     req_error(op->r, 404, "not_found", NULL, "origin not found");
     return STORE_NOT_FOUND;
   }
+  rc = api_op_if_match(op, s.revision);
+  if (rc != STORE_OK) {
+    site_rec_fini(&s);
+    return rc;
+  }
   oo->o = s.origins[i];
   site_rec_fini(&s);
   if (model_origin_apply(oo->body, &oo->o, 0, "", &err) < 0) {
     api_model_error(op->r, &err);
     return STORE_ERROR;
   }
+  /* a new address is checked; an unchanged one stays (the origin can still be disabled) */
+  if (cJSON_GetObjectItemCaseSensitive(oo->body, "address") &&
+      api_target_refused(op->r, oo->o.address, "address"))
+    return STORE_ERROR;
   rc = store_origin_update_locked(op->ctx->store, &oo->o);
   if (rc != STORE_OK) return rc;
   op->site_id = oo->o.site_id;
@@ -100,7 +125,7 @@ static enum store_rc patch_answer(struct api_op *op) {
   return answer_origin(op, 200, op->r->params[1]);
 }
 
-static const struct api_op_def patch_op = {"origin", patch_change, patch_answer};
+static const struct api_op_def patch_op = {"origin", patch_change, patch_answer, NULL};
 
 static enum http_rc patch_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
@@ -122,15 +147,16 @@ static enum http_rc patch_origin(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc =
-      store_origin_delete_locked(op->ctx->store, op->r->params[0], op->r->params[1]);
+  enum store_rc rc = site_if_match(op);
+  if (rc != STORE_OK) return rc;
+  rc = store_origin_delete_locked(op->ctx->store, op->r->params[0], op->r->params[1]);
   if (rc != STORE_OK) return rc;
   op->site_id = op->r->params[0];
   req_json(op->r, 204, NULL);
   return STORE_OK;
 }
 
-static const struct api_op_def delete_op = {"origin", delete_change, NULL};
+static const struct api_op_def delete_op = {"origin", delete_change, NULL, NULL};
 
 static enum http_rc delete_origin(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);

@@ -1,4 +1,5 @@
 /* api_sites — /v1/sites: create, list, get, patch, delete. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ static enum store_rc answer_site(struct api_op *op, unsigned status) {
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
   if (rc != STORE_OK) return rc;
   req_json(op->r, status, model_site_json(&s));
+  req_set_etag(op->r, s.revision);
   site_rec_fini(&s);
   return STORE_OK;
 }
@@ -40,15 +42,24 @@ static enum store_rc create_change(struct api_op *op) {
 
 static enum store_rc create_answer(struct api_op *op) { return answer_site(op, 201); }
 
-static const struct api_op_def create_op = {"site", create_change, create_answer};
+static const struct api_op_def create_op = {"site", create_change, create_answer, NULL};
 
 static enum http_rc post_site(struct req *r) {
   struct site_op so = {.body = req_body_object(r)};
   struct model_err err;
   if (!so.body) return HTTP_DONE;
   site_rec_defaults(&so.s);
-  if (model_site_create(so.body, &so.s, &err) < 0) api_model_error(r, &err);
-  else (void)api_op_run(r, &create_op, &so);
+  if (model_site_create(so.body, &so.s, &err) < 0) {
+    api_model_error(r, &err);
+    goto out;
+  }
+  for (int i = 0; i < so.s.n_origins; i++) {
+    char field[48];
+    snprintf(field, sizeof field, "origins[%d].address", i);
+    if (api_target_refused(r, so.s.origins[i].address, field)) goto out;
+  }
+  (void)api_op_run(r, &create_op, &so);
+out:
   site_rec_fini(&so.s);
   cJSON_Delete(so.body);
   return HTTP_DONE;
@@ -97,12 +108,14 @@ static enum http_rc list_sites(struct req *r) {
 static enum http_rc get_site(struct req *r) {
   struct site_rec s;
   /* read the generation first: a write committing meanwhile makes this rendering stale-tagged */
-  int64_t gen = store_generation(r->ctx->store);
+  int64_t gen = store_generation(r->ctx->store), revision = 0;
   char *text = NULL;
   size_t len = 0;
   enum store_rc rc;
-  if (r->ctx->site_cache && rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len)) {
+  if (r->ctx->site_cache &&
+      rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len, &revision)) {
     req_raw(r, 200, "application/json", text, len);
+    req_set_etag(r, revision);
     return HTTP_DONE;
   }
   rc = store_site_get(r->ctx->store, r->params[0], &s);
@@ -115,14 +128,16 @@ static enum http_rc get_site(struct req *r) {
     text = json_print(j);
     cJSON_Delete(j);
   }
+  revision = s.revision;
   site_rec_fini(&s);
   if (!text) {
     req_error(r, 500, "internal", NULL, "out of memory");
     return HTTP_DONE;
   }
   len = strlen(text);
-  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len);
+  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len, revision);
   req_raw(r, 200, "application/json", text, len);
+  req_set_etag(r, revision);
   return HTTP_DONE;
 }
 
@@ -132,6 +147,8 @@ static enum store_rc patch_change(struct api_op *op) {
   struct model_err err;
   char conflict[64] = "";
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &so->s);
+  if (rc != STORE_OK) return rc;
+  rc = api_op_if_match(op, so->s.revision);
   if (rc != STORE_OK) return rc;
   if (model_site_patch(so->body, &so->s, &err) < 0) {
     api_model_error(op->r, &err);
@@ -148,7 +165,7 @@ static enum store_rc patch_change(struct api_op *op) {
 
 static enum store_rc patch_answer(struct api_op *op) { return answer_site(op, 200); }
 
-static const struct api_op_def patch_op = {"site", patch_change, patch_answer};
+static const struct api_op_def patch_op = {"site", patch_change, patch_answer, NULL};
 
 static enum http_rc patch_site(struct req *r) {
   struct site_op so = {.body = req_body_object(r)};
@@ -160,12 +177,15 @@ static enum http_rc patch_site(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
+  int64_t revision = 0;
+  enum store_rc rc = store_site_revision_locked(op->ctx->store, op->r->params[0], &revision);
+  if (rc == STORE_OK) rc = api_op_if_match(op, revision);
+  if (rc == STORE_OK) rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }
 
-static const struct api_op_def delete_op = {"site", delete_change, NULL};
+static const struct api_op_def delete_op = {"site", delete_change, NULL, NULL};
 
 static enum http_rc delete_site(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);

@@ -35,9 +35,9 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
   return j;
 }
 
-/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). */
-static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
-  struct ctx *ctx = r->ctx;
+/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). locked: read
+   on the writer inside the caller's transaction (the answer of a write), else on a reader. */
+static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, cJSON **out) {
   struct site_rec s;
   struct engine_outlook ol;
   struct origin_obs *obs = NULL;
@@ -46,12 +46,17 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
   const char *reason = NULL;
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
-  enum store_rc rc = store_site_get(ctx->store, site_id, &s);
+  enum store_rc rc = locked ? store_site_get_locked(ctx->store, site_id, &s)
+                           : store_site_get(ctx->store, site_id, &s);
+  int64_t seen = now - ctx->cfg.node_online_ms;
   *out = NULL;
   if (rc != STORE_OK) return rc;
-  if (store_health_observations(ctx->store, site_id, &obs, &n_obs) != STORE_OK ||
-      store_health_propagation(ctx->store, site_id, now - ctx->cfg.node_online_ms, &online,
-                               &current, &seq) < 0) {
+  if ((locked ? store_health_observations_locked(ctx->store, site_id, &obs, &n_obs)
+              : store_health_observations(ctx->store, site_id, &obs, &n_obs)) != STORE_OK ||
+      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current,
+                                                &seq)
+              : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) <
+          0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -99,7 +104,7 @@ static enum store_rc status_card(struct req *r, int64_t site_id, cJSON **out) {
 
 static enum http_rc get_status(struct req *r) {
   cJSON *card;
-  enum store_rc rc = status_card(r, r->params[0], &card);
+  enum store_rc rc = status_card(r->ctx, r->params[0], 0, &card);
   if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
   else req_json(r, 200, card);
   return HTTP_DONE;
@@ -158,7 +163,6 @@ static enum http_rc get_verdicts(struct req *r) {
 
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
-  op->status = 200; /* the card is the answer, read after the commit */
   switch (engine_switch_manual_by_locked(op->ctx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
@@ -173,15 +177,21 @@ static enum store_rc switch_change(struct api_op *op) {
   }
 }
 
-/* The status card is read after the commit (reader connections see committed data only). */
-static const struct api_op_def switch_op = {"site", switch_change, NULL};
+/* The answer: the status card as the switch left it (read on the writer, in the transaction). */
+static enum store_rc switch_answer(struct api_op *op) {
+  cJSON *card;
+  enum store_rc rc = status_card(op->ctx, op->r->params[0], 1, &card);
+  if (rc == STORE_OK) req_json(op->r, 200, card);
+  return rc;
+}
+
+static const struct api_op_def switch_op = {"site", switch_change, switch_answer, NULL};
 
 static enum http_rc post_switch(struct req *r) {
   static const char *const keys[] = {"level", NULL};
-  cJSON *body = req_body_object(r), *card;
+  cJSON *body = req_body_object(r);
   const char *bad = NULL;
   int64_t level = 0;
-  enum store_rc rc;
   if (!body) return HTTP_DONE;
   if (json_only_keys(body, keys, &bad) < 0) {
     req_error(r, 400, "unknown_field", bad, "unknown field %s", bad);
@@ -192,10 +202,7 @@ static enum http_rc post_switch(struct req *r) {
               HEALTH_MAX_LEVEL);
     goto out;
   }
-  if (api_op_run(r, &switch_op, &level) < 0) goto out;
-  rc = status_card(r, r->params[0], &card);
-  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
-  else req_json(r, 200, card);
+  (void)api_op_run(r, &switch_op, &level);
 out:
   cJSON_Delete(body);
   return HTTP_DONE;

@@ -53,7 +53,7 @@ static enum store_rc create_change(struct api_op *op) {
   return STORE_OK;
 }
 
-static const struct api_op_def create_op = {"token", create_change, NULL};
+static const struct api_op_def create_op = {"token", create_change, NULL, "token"};
 
 static enum http_rc post_token(struct req *r) {
   static const char *const keys[] = {"name", "role", "expires_at", NULL};
@@ -138,7 +138,7 @@ static enum store_rc delete_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def delete_op = {"token", delete_change, NULL};
+static const struct api_op_def delete_op = {"token", delete_change, NULL, NULL};
 
 static enum http_rc delete_token(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);

@@ -8,6 +8,7 @@
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "fields.h"
 #include "json.h"
 #include "notify.h"
 #include "store_notify.h"
@@ -119,39 +120,52 @@ static enum store_rc create_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def create_op = {"webhook", create_change, NULL};
+static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
+
+static int valid_url_row(char *url) { return valid_url(url); }
+
+/* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */
+static int url_target_refused(struct req *r, const char *url) {
+  CURLU *u = curl_url();
+  char *host = NULL;
+  int refused = 0;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+    refused = api_target_refused(r, host, "url");
+  curl_free(host);
+  curl_url_cleanup(u);
+  return refused;
+}
+
+#define W(m) FIELD_AT(struct webhook_rec, m)
+static const struct field_def webhook_fields[] = {
+    {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
+     "an http:// or https:// URL with a host", 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef W
 
 static enum http_rc post_webhook(struct req *r) {
-  static const char *const keys[] = {"url", "secret", "events", NULL};
+  static const char *const nested[] = {"events", NULL};
   cJSON *body = req_body_object(r);
-  const char *bad = NULL, *url = NULL, *secret = NULL;
   struct webhook_rec w;
-  size_t slen;
+  struct field_err fe;
   memset(&w, 0, sizeof w);
   if (!body) return HTTP_DONE;
-  if (json_only_keys(body, keys, &bad) < 0) {
-    req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
+  if (fields_apply(body, webhook_fields, nested, "", FIELDS_CREATE, &w, &fe) < 0) {
+    req_error(r, fe.status, fe.code, fe.field, "%s", fe.message);
     goto out;
   }
-  if (json_str(body, "url", STORE_WEBHOOK_URL_MAX, &url) != 0 || !valid_url(url)) {
-    req_error(r, 422, "invalid_value", "url",
-              "url is required: an http:// or https:// URL with a host (at most %d characters)",
-              STORE_WEBHOOK_URL_MAX);
-    goto out;
-  }
-  if (json_str(body, "secret", STORE_WEBHOOK_SECRET_MAX, &secret) != 0 ||
-      (slen = strlen(secret)) < SECRET_MIN) {
-    req_error(r, 422, "invalid_value", "secret", "secret is required: %d to %d characters",
-              SECRET_MIN, STORE_WEBHOOK_SECRET_MAX);
-    goto out;
-  }
+  if (url_target_refused(r, w.url)) goto out;
   if (read_filter(r, body, &w) < 0) goto out;
-  memcpy(w.url, url, strlen(url) + 1);
-  memcpy(w.secret, secret, slen + 1);
   (void)api_op_run(r, &create_op, &w);
 out:
   webhook_rec_fini(&w);
-  if (secret) token_wipe((void *)secret, strlen(secret));
+  {
+    cJSON *sec = cJSON_GetObjectItemCaseSensitive(body, "secret");
+    if (cJSON_IsString(sec)) token_wipe(sec->valuestring, strlen(sec->valuestring));
+  }
   cJSON_Delete(body);
   return HTTP_DONE;
 }
@@ -191,7 +205,7 @@ static enum store_rc delete_change(struct api_op *op) {
   return rc;
 }
 
-static const struct api_op_def delete_op = {"webhook", delete_change, NULL};
+static const struct api_op_def delete_op = {"webhook", delete_change, NULL, NULL};
 
 static enum http_rc delete_webhook(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);
@@ -234,12 +248,19 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
-  op->status = 202; /* the queued delivery is the answer, read after the commit */
   return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
                                    "Webhook test", to->data, &to->delivery_id);
 }
 
-static const struct api_op_def test_op = {"webhook", test_change, NULL};
+static enum store_rc test_answer(struct api_op *op) {
+  struct test_op *to = op->arg;
+  struct delivery_rec d;
+  enum store_rc rc = store_delivery_get_locked(op->ctx->store, to->delivery_id, &d);
+  if (rc == STORE_OK) req_json(op->r, 202, delivery_json(&d));
+  return rc;
+}
+
+static const struct api_op_def test_op = {"webhook", test_change, test_answer, NULL};
 
 /* POST /v1/webhooks/{id}/test [{"site_id": N}] -> 202, the queued delivery. */
 static enum http_rc test_webhook(struct req *r) {
@@ -247,7 +268,6 @@ static enum http_rc test_webhook(struct req *r) {
   cJSON *body = NULL, *data = NULL;
   const char *bad = NULL;
   struct site_rec s;
-  struct delivery_rec d;
   int64_t site_id = 0;
   struct test_op to;
   char *data_text = NULL;
@@ -288,10 +308,7 @@ static enum http_rc test_webhook(struct req *r) {
   to.site_id = site_id;
   to.site_name = have_site ? s.name : NULL;
   to.data = data_text;
-  if (api_op_run(r, &test_op, &to) < 0) goto out;
-  rc = store_delivery_get(r->ctx->store, to.delivery_id, &d);
-  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
-  else req_json(r, 202, delivery_json(&d));
+  (void)api_op_run(r, &test_op, &to);
 out:
   if (have_site) site_rec_fini(&s);
   free(data_text);

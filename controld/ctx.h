@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "targets.h"
+
 struct store;
 struct metrics;
 struct MHD_Daemon;
@@ -18,6 +20,7 @@ struct prober;
 struct cd_config {
   char listen[128];
   char db[512];
+  char deny_targets[1024]; /* comma-separated CIDRs refused besides the built-in ones */
   int64_t probe_interval_ms;
   int64_t probe_batch;
   int64_t node_online_ms;
@@ -47,6 +50,7 @@ struct ctx {
   struct notify *notify;     /* webhook delivery worker (notify.h) */
   struct prober *prober;     /* the probe round thread (prober.h) */
   int64_t started_ms;
+  struct targets targets;    /* destinations origins and webhooks may not name (targets.h) */
 };
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -35,6 +36,7 @@ static struct http_srv *srv_of(struct ctx *ctx);
 /* ---- replies ---- */
 
 static void reply_reset(struct req *r) {
+  r->resp_etag[0] = '\0';
   free(r->resp_body);
   r->resp_body = NULL;
   r->resp_len = 0;
@@ -179,6 +181,11 @@ void req_add_header(struct req *r, const char *name, const char *value) {
   r->n_resp_headers++;
 }
 
+void req_set_etag(struct req *r, int64_t revision) {
+  if (revision > 0) snprintf(r->resp_etag, sizeof r->resp_etag, "\"%lld\"", (long long)revision);
+  else r->resp_etag[0] = '\0';
+}
+
 void req_suspend(struct req *r) {
   r->suspended = 1;
   MHD_suspend_connection(r->conn);
@@ -230,6 +237,7 @@ static enum MHD_Result queue(struct req *r) {
     if (r->resp_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
     for (int i = 0; i < r->n_resp_headers; i++)
       MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
+    if (r->resp_etag[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp_etag);
   }
   ret = MHD_queue_response(r->conn, r->status, resp);
   MHD_destroy_response(resp);
@@ -282,7 +290,8 @@ static int precheck(struct req *r) {
     }
   }
   cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-  if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
+  if (cl) r->declared_len = strtoull(cl, NULL, 10);
+  if (cl && r->declared_len > HTTP_BODY_MAX) {
     req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
     return -1;
   }
@@ -306,15 +315,25 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->started_ms = clock_mono_ms();
     buf_init(&r->body, HTTP_BODY_MAX);
     *con_cls = r;
-    /* an early reply is queued on the next call, so the connection stays open (keep-alive);
-       only a body announced as too large is refused at once (the connection then closes) */
-    if (precheck(r) < 0 && r->status == 413) return queue(r);
+    /* an early reply is queued once the body is in, so the connection stays open
+       (keep-alive) and a client still sending can read it: a body announced as too large is
+       read and dropped (up to HTTP_DRAIN_MAX). A client waiting for "100 Continue" gets the
+       413 at once and sends nothing; a body beyond the drain limit closes the connection. */
+    if (precheck(r) < 0 && r->status == 413) {
+      const char *exp = req_header(r, "Expect");
+      if ((exp && strcasecmp(exp, "100-continue") == 0) || r->declared_len > HTTP_DRAIN_MAX)
+        return queue(r);
+    }
     return MHD_YES;
   }
   if (*upload_data_size) {
     /* a rejected request's body is read and dropped; buf's cap bounds what is kept */
     if (!r->done && !r->body_too_large && buf_append(&r->body, upload_data, *upload_data_size) < 0)
       r->body_too_large = 1;
+    if (r->done || r->body_too_large) {
+      r->dropped += *upload_data_size;
+      if (r->dropped > HTTP_DRAIN_MAX) return MHD_NO; /* a sender that never stops */
+    }
     *upload_data_size = 0;
     return MHD_YES;
   }
@@ -348,6 +367,32 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   buf_fini(&r->body);
   free(r);
   *con_cls = NULL;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decoding of the path and query (in place), except %00: a NUL would cut the string
+   and make "/v1/sites/1%00/x" act on site 1; kept as "%00" it matches no route and no integer. */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
+  char *w = s;
+  (void)cls;
+  (void)conn;
+  for (const char *p = s; *p;) {
+    int hi, lo;
+    if (p[0] == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0 && (hi | lo)) {
+      *w++ = (char)(hi * 16 + lo);
+      p += 3;
+    } else {
+      *w++ = *p++;
+    }
+  }
+  *w = '\0';
+  return (size_t)(w - s);
 }
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -417,7 +462,8 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
+        MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
         MHD_OPTION_END);
   else
     ctx->mhd = MHD_start_daemon(
@@ -426,7 +472,7 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_END);
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);
   if (!ctx->mhd) {
     log_error("cannot listen on %s: %s", ctx->cfg.listen, strerror(errno));
     goto fail;

@@ -13,6 +13,9 @@ struct MHD_Connection;
 struct MHD_Response;
 
 #define HTTP_BODY_MAX (1024 * 1024)
+/* A refused body is still read (and dropped) up to this much, so a client that sends it all
+   before reading can read the 413; beyond it the connection is closed. */
+#define HTTP_DRAIN_MAX (16 * 1024 * 1024)
 #define HTTP_MAX_PARAMS 4
 
 /* Who may call a route (the route table's third column) and what a presented token is.
@@ -54,6 +57,8 @@ struct req {
   char token_name[65];             /* API tokens: its name ("bootstrap" for CDNCA_ADMIN_TOKEN) */
   struct buf body;
   int body_too_large;
+  uint64_t declared_len;           /* Content-Length, 0 when none */
+  uint64_t dropped;                /* body bytes read and dropped (refused request) */
   int64_t started_ms;
   /* reply */
   unsigned status;
@@ -62,6 +67,7 @@ struct req {
   const char *resp_type;
   struct MHD_Response *resp_shared; /* optional prebuilt response (reference held) */
   const char *resp_headers[4][2];  /* extra reply headers (static strings) */
+  char resp_etag[32];              /* ETag reply header value ("" = none) */
   int n_resp_headers;
   int suspended;
   atomic_int ready;                /* set by req_resume's caller after the reply is set */
@@ -105,6 +111,9 @@ void req_static(struct req *r, unsigned status, const char *ctype, const void *d
 
 /* Set a prebuilt libmicrohttpd response as the reply (taken: released after sending). */
 void req_response(struct req *r, unsigned status, struct MHD_Response *resp);
+
+/* Set the reply's ETag header to "<revision>" (0 = none). */
+void req_set_etag(struct req *r, int64_t revision);
 
 /* Add a reply header (name and value must be static strings); at most 4. */
 void req_add_header(struct req *r, const char *name, const char *value);

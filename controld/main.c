@@ -32,6 +32,7 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const struct opt_def options[] = {
     {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7400", "address:port of the REST API"},
     {"db", OPT_STR, O(db), S(db), 0, 0, NULL, "./controld.db", "SQLite database file"},
+    {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL, "CIDRs origins and webhooks may not point at, besides link-local, unspecified and metadata addresses (comma-separated)"},
     {"probe-interval-ms", OPT_INT, O(probe_interval_ms), 0, 100, 86400000, NULL, "30000", "time between probe rounds"},
     {"probe-batch", OPT_INT, O(probe_batch), 0, 1, 1000000, NULL, "500", "sites probed per round at most"},
     {"node-online-ms", OPT_INT, O(node_online_ms), 0, 1000, 86400000, NULL, "60000", "a node is online when seen within this"},
@@ -66,6 +67,12 @@ static const char *const reloadable[] = {
 static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
   struct sockaddr_storage ss;
   socklen_t sl;
+  struct targets t;
+  char terr[160];
+  if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
+    snprintf(err, errlen, "option deny-targets: %s", terr);
+    return -1;
+  }
   if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
     snprintf(err, errlen, "option tls-cert: --tls-cert and --tls-key go together");
     return -1;
@@ -169,6 +176,7 @@ static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **a
   }
   log_apply(&next);
   notify_policy_from(&next, &np);
+  np.deny = &ctx->targets; /* deny-targets is not reloadable: the list stays */
   notify_set_policy(ctx->notify, &np);
   prober_set_schedule(ctx->prober, next.probe_interval_ms, next.probe_batch);
   *loaded = next;
@@ -249,6 +257,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "controld: %s\n", err);
     return 2;
   }
+  if (targets_init(&ctx.targets, ctx.cfg.deny_targets, err, sizeof err) < 0) return 2;
   log_init("controld", LOG_TEXT, LOG_INFO);
   log_apply(&ctx.cfg);
   if (ctx.cfg.log_file[0] && log_open_file(ctx.cfg.log_file, err, sizeof err) < 0) {
@@ -283,6 +292,7 @@ int main(int argc, char **argv) {
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
+    np.deny = &ctx.targets;
     ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fields.h"
 #include "hostname.h"
 #include "json.h"
 #include "noderetry.h"
@@ -27,70 +28,16 @@ static int fail(struct model_err *err, unsigned status, const char *code, const 
   return -1;
 }
 
-/* Join prefix and key into a field path ("origins[1].port", "health_check.path"). */
-static const char *path(char *out, size_t cap, const char *prefix, const char *key) {
-  if (prefix && *prefix) snprintf(out, cap, "%s.%s", prefix, key);
-  else snprintf(out, cap, "%s", key);
-  return out;
+/* A table failure as a model error. */
+static int from_fields(struct model_err *err, const struct field_err *fe) {
+  err->status = fe->status;
+  err->code = fe->code;
+  snprintf(err->field, sizeof err->field, "%s", fe->field);
+  snprintf(err->message, sizeof err->message, "%s", fe->message);
+  return -1;
 }
 
-static int unknown_keys(const cJSON *obj, const char *const *allowed, const char *prefix,
-                        struct model_err *err) {
-  const char *bad = NULL;
-  char f[96];
-  if (json_only_keys(obj, allowed, &bad) == 0) return 0;
-  return fail(err, 400, "unknown_field", path(f, sizeof f, prefix, bad), "unknown field '%s'", bad);
-}
-
-/* Read an integer field into *out when present; 422 when out of range or of the wrong type. */
-static int get_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int64_t *out,
-                   const char *prefix, struct model_err *err) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  char f[96];
-  if (!v) return 0;
-  if (!cJSON_IsNumber(v))
-    return fail(err, 422, "invalid_type", path(f, sizeof f, prefix, key), "%s must be an integer",
-                key);
-  if (!json_is_int(v, min, max))
-    return fail(err, 422, "out_of_range", path(f, sizeof f, prefix, key),
-                "%s must be an integer from %lld to %lld", key, (long long)min, (long long)max);
-  *out = (int64_t)v->valuedouble;
-  return 0;
-}
-
-static int get_bool(const cJSON *obj, const char *key, int *out, const char *prefix,
-                    struct model_err *err) {
-  char f[96];
-  int r = json_bool(obj, key, out);
-  if (r < 0)
-    return fail(err, 422, "invalid_type", path(f, sizeof f, prefix, key), "%s must be a boolean",
-                key);
-  return 0;
-}
-
-/* Copy a string field into out (cap) when present; 422 when not a string or too long. 1 = absent. */
-static int get_str(const cJSON *obj, const char *key, char *out, size_t cap, int allow_null,
-                   const char *prefix, struct model_err *err) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  char f[96];
-  size_t n;
-  if (!v) return 1;
-  if (cJSON_IsNull(v) && allow_null) {
-    out[0] = '\0';
-    return 0;
-  }
-  if (!cJSON_IsString(v))
-    return fail(err, 422, "invalid_type", path(f, sizeof f, prefix, key), "%s must be a string",
-                key);
-  n = strlen(v->valuestring);
-  if (n >= cap)
-    return fail(err, 422, "too_long", path(f, sizeof f, prefix, key),
-                "%s must be at most %zu characters", key, cap - 1);
-  memcpy(out, v->valuestring, n + 1);
-  return 0;
-}
-
-/* An origin address: an IPv4 or IPv6 literal, or a hostname. */
+/* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
 static int valid_address(char *a) {
   unsigned char buf[16];
   if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
@@ -98,7 +45,12 @@ static int valid_address(char *a) {
   return hostname_valid(a);
 }
 
-static int valid_name(const char *s) {
+static int valid_hostname(char *h) {
+  hostname_lower(h);
+  return hostname_valid(h);
+}
+
+static int valid_name(char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 64) return 0;
   for (; *s; s++)
@@ -106,64 +58,74 @@ static int valid_name(const char *s) {
   return 1;
 }
 
-static int valid_path(const char *p) {
+static int valid_path(char *p) {
   if (p[0] != '/') return 0;
   for (; *p; p++)
     if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7f) return 0;
   return 1;
 }
 
+static const char *const schemes[] = {"http", "https", NULL};
+static const char *const failbacks[] = {"auto", "manual", NULL};
+
+#define O(m) FIELD_AT(struct origin_rec, m)
+static const struct field_def origin_fields[] = {
+    {"level", FIELD_INT, 0, O(level), 1, 16, 1, NULL, NULL, NULL, 0},
+    {"scheme", FIELD_ENUM, 0, O(scheme), 0, 0, 0, schemes, NULL, "\"http\" or \"https\"", 0},
+    {"address", FIELD_STR, FIELD_REQUIRED, O(address), 1, 0, 0, NULL, valid_address,
+     "an IPv4 or IPv6 address or a hostname", 0},
+    {"port", FIELD_INT, 0, O(port), 1, 65535, 0, NULL, NULL, NULL, 0},
+    {"host_header", FIELD_STR, FIELD_NULLABLE, O(host_header), 0, 0, 0, NULL, valid_hostname,
+     "a valid hostname", 0},
+    {"weight", FIELD_INT, 0, O(weight), 1, 100, 1, NULL, NULL, NULL, 0},
+    {"enabled", FIELD_BOOL, 0, O(enabled), 0, 0, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef O
+
+#define S(m) FIELD_AT(struct site_rec, m)
+static const struct field_def site_fields[] = {
+    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
+     "1-64 characters of letters, digits, '.', '_' or '-'", 0},
+    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"",
+     0},
+    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+
+static const struct field_def health_check_fields[] = {
+    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
+     "a path starting with '/' with no spaces or control characters", 0},
+    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0},
+    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0},
+    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0},
+    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef S
+
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
                        struct model_err *err) {
-  static const char *const keys[] = {"level",   "address", "port",    "scheme", "host_header",
-                                     "weight",  "enabled", NULL};
-  char f[96];
-  int64_t v;
-  int r, port_given;
+  struct field_err fe;
+  struct origin_rec cand;
   if (!cJSON_IsObject(obj))
     return fail(err, 422, "invalid_type", prefix && *prefix ? prefix : "origin",
                 "an origin must be a JSON object");
-  if (unknown_keys(obj, keys, prefix, err) < 0) return -1;
   if (creating) {
-    memset(o, 0, sizeof *o);
-    o->level = 1;
-    o->weight = 1;
-    o->enabled = 1;
-    memcpy(o->scheme, "https", 6);
-    memcpy(o->health, "unknown", 8);
+    memset(&cand, 0, sizeof cand);
+    fields_defaults(origin_fields, &cand);
+    cand.enabled = 1;
+    memcpy(cand.scheme, "https", 6);
+    memcpy(cand.health, "unknown", 8);
+  } else {
+    cand = *o;
   }
-  v = o->level;
-  if (get_int(obj, "level", 1, 16, &v, prefix, err) < 0) return -1;
-  o->level = (int)v;
-  r = get_str(obj, "scheme", o->scheme, sizeof o->scheme, 0, prefix, err);
-  if (r < 0) return -1;
-  if (strcmp(o->scheme, "http") != 0 && strcmp(o->scheme, "https") != 0)
-    return fail(err, 422, "invalid_value", path(f, sizeof f, prefix, "scheme"),
-                "scheme must be \"http\" or \"https\"");
-  r = get_str(obj, "address", o->address, sizeof o->address, 0, prefix, err);
-  if (r < 0) return -1;
-  if (r == 1 && creating)
-    return fail(err, 422, "required", path(f, sizeof f, prefix, "address"), "address is required");
-  if (!valid_address(o->address))
-    return fail(err, 422, "invalid_value", path(f, sizeof f, prefix, "address"),
-                "address must be an IPv4 or IPv6 address or a hostname");
-  port_given = cJSON_GetObjectItemCaseSensitive(obj, "port") != NULL;
-  v = o->port;
-  if (get_int(obj, "port", 1, 65535, &v, prefix, err) < 0) return -1;
-  o->port = (int)v;
-  if (creating && !port_given) o->port = strcmp(o->scheme, "https") == 0 ? 443 : 80;
-  r = get_str(obj, "host_header", o->host_header, sizeof o->host_header, 1, prefix, err);
-  if (r < 0) return -1;
-  if (o->host_header[0]) {
-    hostname_lower(o->host_header);
-    if (!hostname_valid(o->host_header))
-      return fail(err, 422, "invalid_value", path(f, sizeof f, prefix, "host_header"),
-                  "host_header must be a valid hostname");
-  }
-  v = o->weight;
-  if (get_int(obj, "weight", 1, 100, &v, prefix, err) < 0) return -1;
-  o->weight = (int)v;
-  if (get_bool(obj, "enabled", &o->enabled, prefix, err) < 0) return -1;
+  if (fields_apply(obj, origin_fields, NULL, prefix, creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
+    return from_fields(err, &fe);
+  if (creating && !cJSON_GetObjectItemCaseSensitive(obj, "port"))
+    cand.port = strcmp(cand.scheme, "https") == 0 ? 443 : 80;
+  *o = cand;
   return 0;
 }
 
@@ -195,26 +157,10 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
                               struct model_err *err) {
-  static const char *const keys[] = {"enabled",        "path",          "timeout_ms",
-                                     "unhealthy_after", "healthy_after", "checkpoints", NULL};
-  const char *P = "health_check";
-  char f[96];
-  int r;
-  if (!cJSON_IsObject(hc))
-    return fail(err, 422, "invalid_type", P, "health_check must be an object");
-  if (unknown_keys(hc, keys, P, err) < 0) return -1;
-  *enabled_given = cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
-  if (get_bool(hc, "enabled", &s->hc_enabled, P, err) < 0) return -1;
-  r = get_str(hc, "path", s->hc_path, sizeof s->hc_path, 0, P, err);
-  if (r < 0) return -1;
-  if (!valid_path(s->hc_path))
-    return fail(err, 422, "invalid_value", path(f, sizeof f, P, "path"),
-                "path must start with '/' and contain no spaces or control characters");
-  if (get_int(hc, "timeout_ms", 100, 60000, &s->hc_timeout_ms, P, err) < 0 ||
-      get_int(hc, "unhealthy_after", 1, 100, &s->hc_unhealthy_after, P, err) < 0 ||
-      get_int(hc, "healthy_after", 1, 100, &s->hc_healthy_after, P, err) < 0 ||
-      get_bool(hc, "checkpoints", &s->hc_checkpoints, P, err) < 0)
-    return -1;
+  struct field_err fe;
+  *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
+  if (fields_apply(hc, health_check_fields, NULL, "health_check", 0, s, &fe) < 0)
+    return from_fields(err, &fe);
   return 0;
 }
 
@@ -243,26 +189,17 @@ int model_check_health_rule(const struct site_rec *s, struct model_err *err) {
   return 0;
 }
 
-/* Top-level fields shared by create and patch. */
+/* Top-level fields shared by create and patch (origins are the caller's). */
 static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_given,
-                        struct model_err *err) {
+                        unsigned flags, struct model_err *err) {
+  static const char *const nested[] = {"hostnames", "health_check", "node_retry", "origins", NULL};
+  struct field_err fe;
   const cJSON *v;
-  int r;
-  char fb[16];
-  r = get_str(body, "name", s->name, sizeof s->name, 0, "", err);
-  if (r < 0) return -1;
-  if (r == 0 && !valid_name(s->name))
-    return fail(err, 422, "invalid_value", "name",
-                "name must be 1-64 characters of letters, digits, '.', '_' or '-'");
+  if (fields_apply(body, site_fields, nested, "", flags, s, &fe) < 0) return from_fields(err, &fe);
   v = cJSON_GetObjectItemCaseSensitive(body, "hostnames");
+  if (!v && (flags & FIELDS_CREATE))
+    return fail(err, 422, "required", "hostnames", "hostnames is required");
   if (v && apply_hostnames(v, s, err) < 0) return -1;
-  snprintf(fb, sizeof fb, "%s", s->failback);
-  r = get_str(body, "failback", fb, sizeof fb, 0, "", err);
-  if (r < 0) return -1;
-  if (strcmp(fb, "auto") != 0 && strcmp(fb, "manual") != 0)
-    return fail(err, 422, "invalid_value", "failback", "failback must be \"auto\" or \"manual\"");
-  memcpy(s->failback, fb, strlen(fb) + 1);
-  if (get_int(body, "failback_hold_ms", 0, 86400000, &s->failback_hold_ms, "", err) < 0) return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "health_check");
   if (v && apply_health_check(v, s, hc_enabled_given, err) < 0) return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "node_retry");
@@ -271,16 +208,9 @@ static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_g
 }
 
 int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *err) {
-  static const char *const keys[] = {"name",         "hostnames",  "failback", "failback_hold_ms",
-                                     "health_check", "node_retry", "origins",  NULL};
   const cJSON *origins;
   int hc_given = 0;
-  if (unknown_keys(body, keys, "", err) < 0) return -1;
-  if (!cJSON_GetObjectItemCaseSensitive(body, "name"))
-    return fail(err, 422, "required", "name", "name is required");
-  if (!cJSON_GetObjectItemCaseSensitive(body, "hostnames"))
-    return fail(err, 422, "required", "hostnames", "hostnames is required");
-  if (apply_common(body, s, &hc_given, err) < 0) return -1;
+  if (apply_common(body, s, &hc_given, FIELDS_CREATE, err) < 0) return -1;
   origins = cJSON_GetObjectItemCaseSensitive(body, "origins");
   if (origins) {
     const cJSON *it;
@@ -304,14 +234,11 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *e
 }
 
 int model_site_patch(const cJSON *body, struct site_rec *s, struct model_err *err) {
-  static const char *const keys[] = {"name",         "hostnames",  "failback", "failback_hold_ms",
-                                     "health_check", "node_retry", NULL};
   int hc_given = 0;
   if (cJSON_GetObjectItemCaseSensitive(body, "origins"))
     return fail(err, 400, "unknown_field", "origins",
                 "origins are changed through /v1/sites/{id}/origins");
-  if (unknown_keys(body, keys, "", err) < 0) return -1;
-  if (apply_common(body, s, &hc_given, err) < 0) return -1;
+  if (apply_common(body, s, &hc_given, 0, err) < 0) return -1;
   /* asking for checks needs two enabled origins; checks left on by earlier writes may be paused */
   if (hc_given && s->hc_enabled) return model_check_health_rule(s, err);
   return 0;
@@ -372,6 +299,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);
+  json_add_i64(j, "revision", s->revision);
   a = cJSON_AddArrayToObject(j, "origins");
   for (int i = 0; i < s->n_origins; i++) cJSON_AddItemToArray(a, model_origin_json(&s->origins[i]));
   json_add_time(j, "created_at", s->created_at);

@@ -211,6 +211,7 @@ static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job
   curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard_body);
   curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
   curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+  if (n->p.deny && targets_guard_curl(x->easy, n->p.deny) < 0) goto out;
   rc = 0;
 out:
   if (rc < 0) log_error("delivery %" PRId64 ": cannot build the request", job->id);

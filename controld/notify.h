@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "targets.h"
+
 #include "store.h"
 
 struct metrics;
@@ -23,6 +25,7 @@ struct notify_policy {
   int64_t timeout_ms;   /* one attempt, connect to last byte */
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
   int64_t keep_ms;      /* delivered and failed outbox rows are removed this long after their event */
+  const struct targets *deny; /* addresses never connected to, also after DNS; NULL = none */
 };
 
 enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 };

@@ -513,6 +513,7 @@ struct prober *prober_new(struct ctx *ctx) {
   memset(&po, 0, sizeof po);
   po.user_agent = PROBE_UA_CONTROL;
   po.ca_file = ctx->cfg.probe_ca_file[0] ? ctx->cfg.probe_ca_file : NULL;
+  po.deny = &ctx->targets;
   p->probe = probe_new(&po);
   if (!p->probe) goto fail;
   if (ctx->cfg.checkpoint_url[0]) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 struct slot {
-  int64_t key, gen;
+  int64_t key, gen, tag;
   char *body;
   size_t len;
 };
@@ -44,7 +44,7 @@ static struct slot *slot_of(struct rcache *c, int64_t key) {
   return &c->slots[(uint64_t)key % (uint64_t)c->n];
 }
 
-int rcache_get(struct rcache *c, int64_t key, int64_t gen, char **out, size_t *len) {
+int rcache_get(struct rcache *c, int64_t key, int64_t gen, char **out, size_t *len, int64_t *tag) {
   struct slot *s;
   int hit = 0;
   pthread_mutex_lock(&c->mu);
@@ -54,6 +54,7 @@ int rcache_get(struct rcache *c, int64_t key, int64_t gen, char **out, size_t *l
     if (*out) {
       memcpy(*out, s->body, s->len + 1);
       *len = s->len;
+      if (tag) *tag = s->tag;
       hit = 1;
     }
   }
@@ -61,7 +62,8 @@ int rcache_get(struct rcache *c, int64_t key, int64_t gen, char **out, size_t *l
   return hit;
 }
 
-void rcache_put(struct rcache *c, int64_t key, int64_t gen, const char *body, size_t len) {
+void rcache_put(struct rcache *c, int64_t key, int64_t gen, const char *body, size_t len,
+                int64_t tag) {
   char *copy = malloc(len + 1);
   struct slot *s;
   if (!copy) return;
@@ -78,6 +80,7 @@ void rcache_put(struct rcache *c, int64_t key, int64_t gen, const char *body, si
   free(s->body);
   s->key = key;
   s->gen = gen;
+  s->tag = tag;
   s->body = copy;
   s->len = len;
   pthread_mutex_unlock(&c->mu);

@@ -3,10 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
+#include "skip.h"
 #include "store_int.h"
 
 /* ---- connections ---- */
@@ -15,7 +17,9 @@ static int conn_open(struct dbconn *c, const char *path) {
   static const char pragmas[] = "PRAGMA journal_mode=WAL;"
                                 "PRAGMA synchronous=FULL;"
                                 "PRAGMA foreign_keys=ON;"
-                                "PRAGMA busy_timeout=10000;";
+                                "PRAGMA busy_timeout=10000;"
+                                /* the WAL is truncated back to 64 MiB after a checkpoint */
+                                "PRAGMA journal_size_limit=67108864;";
   char *msg = NULL;
   memset(c, 0, sizeof *c);
   if (sqlite3_open_v2(path, &c->db,
@@ -104,6 +108,7 @@ struct dbconn *store_reader(struct store *st) {
 int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what) {
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    c->last_err = rc & 0xff;
     log_error("%s: %s", what, sqlite3_errmsg(c->db));
     sqlite3_reset(s);
     return -1;
@@ -127,7 +132,9 @@ void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap) {
 
 static int exec_w(struct store *st, const char *sql) {
   char *msg = NULL;
-  if (sqlite3_exec(st->w.db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+  int rc = sqlite3_exec(st->w.db, sql, NULL, NULL, &msg);
+  if (rc != SQLITE_OK) {
+    st->w.last_err = rc & 0xff;
     log_error("%s: %s", sql, msg ? msg : sqlite3_errmsg(st->w.db));
     sqlite3_free(msg);
     return -1;
@@ -135,22 +142,44 @@ static int exec_w(struct store *st, const char *sql) {
   return 0;
 }
 
+/* A write failed for lack of space: remember it for /healthz and the 507 answers. */
+static void note_failure(struct store *st) {
+  if (st->w.last_err == SQLITE_FULL) {
+    if (!atomic_exchange(&st->storage_full, 1))
+      log_error("database %s: the disk is full; writes fail until space is freed", st->path);
+  }
+}
+
 int store_tx_begin(struct store *st) {
   pthread_mutex_lock(&st->wmu);
+  st->w.last_err = 0;
   if (exec_w(st, "BEGIN IMMEDIATE") < 0) {
+    note_failure(st);
     pthread_mutex_unlock(&st->wmu);
     return -1;
   }
+  st->tx_changes = sqlite3_total_changes(st->w.db);
   return 0;
 }
+
+int store_storage_full(struct store *st) { return atomic_load(&st->storage_full); }
+
 
 int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
-  if (rc < 0) exec_w(st, "ROLLBACK");
-  else atomic_fetch_add(&st->generation, 1);
+  if (rc < 0) {
+    note_failure(st);
+    if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
+  } else {
+    atomic_fetch_add(&st->generation, 1);
+    /* a transaction that wrote and committed shows there is space again */
+    if (sqlite3_total_changes(st->w.db) != st->tx_changes &&
+        atomic_exchange(&st->storage_full, 0))
+      log_info("database %s: writes succeed again", st->path);
+  }
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
@@ -163,7 +192,9 @@ int store_tx_commit(struct store *st) {
 }
 
 void store_tx_rollback(struct store *st) {
-  exec_w(st, "ROLLBACK");
+  note_failure(st);
+  /* SQLite may have rolled back already (e.g. after SQLITE_FULL) */
+  if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
@@ -172,16 +203,19 @@ void store_tx_rollback(struct store *st) {
 
 enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
   if (rc != STORE_OK) {
+    if (rc == STORE_ERROR && st->w.last_err == SQLITE_FULL) rc = STORE_FULL;
     store_tx_rollback(st);
     return rc;
   }
-  return store_tx_commit(st) < 0 ? STORE_ERROR : STORE_OK;
+  if (store_tx_commit(st) == 0) return STORE_OK;
+  return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  if (store_tx_begin(st) < 0) return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
   return store_tx_end(st, fn(st, arg));
 }
+
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
   st->pub_hook = fn;
@@ -232,6 +266,35 @@ static int migrate(struct store *st) {
   return 0;
 }
 
+/* A 0-byte file where the database should be is opened as a new empty database: say so loudly,
+   since it usually means a database was lost or truncated (a failed copy or restore). */
+static void warn_if_empty(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+    log_warn("database %s is an empty file: starting with an empty database (if one was "
+             "expected here, stop controld and restore it)",
+             path);
+}
+
+/* PRAGMA quick_check at start: a damaged database is refused rather than served. 0 or -1. */
+static int quick_check(struct store *st) {
+  sqlite3_stmt *s = NULL;
+  int rc = -1;
+  if (sqlite3_prepare_v2(st->w.db, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK) {
+    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+    return -1;
+  }
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    const char *res = (const char *)sqlite3_column_text(s, 0);
+    if (res && strcmp(res, "ok") == 0) rc = 0;
+    else log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
+  } else {
+    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+  }
+  sqlite3_finalize(s);
+  return rc;
+}
+
 struct store *store_open(const char *path) {
   struct store *st = calloc(1, sizeof *st);
   if (!st) return NULL;
@@ -240,9 +303,20 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
   pthread_key_create(&st->rkey, NULL);
-  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0) {
+  warn_if_empty(path);
+  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0 || quick_check(st) < 0) {
     store_close(&st);
     return NULL;
+  }
+  {
+    /* for the tests: a database that cannot grow beyond N pages fails writes with SQLITE_FULL,
+       as a full disk does (tests/integration/test_integrity.py when tmpfs cannot be mounted) */
+    const char *pages = getenv("CDNCA_TEST_MAX_PAGES");
+    char sql[64];
+    if (pages && *pages) {
+      snprintf(sql, sizeof sql, "PRAGMA max_page_count=%ld", strtol(pages, NULL, 10));
+      exec_w(st, sql);
+    }
   }
   return st;
 }
@@ -412,7 +486,7 @@ int64_t store_pub_seq(struct store *st) {
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
   "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                 \
-  "nr_failure_ratio, nr_failure_min_volume"
+  "nr_failure_ratio, nr_failure_min_volume, revision"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -474,6 +548,7 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
   o->nr_failure_ratio =
       sqlite3_column_type(s, 27) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 27);
   o->nr_failure_min_volume = sqlite3_column_int64(s, 28);
+  o->revision = sqlite3_column_int64(s, 29);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
@@ -627,6 +702,8 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     sqlite3_bind_int(q, 3, i);
     if (sqlite3_step(q) != SQLITE_DONE) {
       int uniq = is_unique_violation(st);
+      st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
       sqlite3_reset(q);
       if (uniq) {
         snprintf(conflict, clen, "hostnames[%d]", i);
@@ -692,6 +769,28 @@ static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
 }
 
+/* A change to the site's configuration or origins: revision + 1. 0 or -1. */
+static int bump_revision_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  if (!s) return -1;
+  sqlite3_bind_int64(s, 1, site_id);
+  return store_step_done(&st->w, s, "bumping revision");
+}
+
+enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
+  static const char q[] = "SELECT revision FROM sites WHERE id = ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int rc;
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, site_id);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) *revision = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  if (rc == SQLITE_ROW) return STORE_OK;
+  return rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+}
+
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
   sqlite3_stmt *q = store_stmt(&st->w, "UPDATE sites SET nr_backup_levels = ?, "
@@ -726,6 +825,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   sqlite3_bind_int64(q, 19, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
@@ -775,6 +875,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   sqlite3_bind_int64(q, 17, s->id);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
@@ -794,6 +895,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -802,6 +904,16 @@ fail:
 enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+}
+
+/* Forget the nodes' observations of an origin (or every origin of a site: origin_id 0). */
+static int drop_observations_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char by_origin[] = "DELETE FROM node_observations WHERE origin_id = ?";
+  static const char by_site[] = "DELETE FROM node_observations WHERE site_id = ?";
+  sqlite3_stmt *q = store_stmt(&st->w, origin_id ? by_origin : by_site);
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, origin_id ? origin_id : site_id);
+  return store_step_done(&st->w, q, "dropping observations");
 }
 
 enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
@@ -816,6 +928,7 @@ enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (drop_observations_locked(st, id, 0) < 0) goto fail;
   if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
   return STORE_OK;
 fail:
@@ -867,6 +980,7 @@ enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
   }
   if (insert_origin(st, o) != STORE_OK) goto fail;
   if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -900,6 +1014,7 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
     goto fail;
   }
   if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -923,7 +1038,9 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (drop_observations_locked(st, site_id, origin_id) < 0) goto fail;
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (bump_revision_locked(st, site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -932,6 +1049,64 @@ fail:
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
   if (store_tx_begin(st) < 0) return STORE_ERROR;
   return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
+}
+
+/* ---- idempotency keys ---- */
+
+enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
+                                    struct idem_rec *out) {
+  static const char q[] = "SELECT request_hash, status, body, etag, created_at "
+                          "FROM idempotency_keys WHERE key = ? AND created_at >= ?";
+  sqlite3_stmt *s = store_stmt(&st->w, q);
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, not_before);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *body = sqlite3_column_text(s, 2);
+    store_col_text(s, 0, out->request_hash, sizeof out->request_hash);
+    out->status = sqlite3_column_int(s, 1);
+    out->body = body ? strdup((const char *)body) : NULL;
+    store_col_text(s, 3, out->etag, sizeof out->etag);
+    out->created_at = sqlite3_column_int64(s, 4);
+    sqlite3_reset(s);
+    return body && !out->body ? STORE_ERROR : STORE_OK;
+  }
+  sqlite3_reset(s);
+  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
+  log_error("reading idempotency key: %s", sqlite3_errmsg(st->w.db));
+  return STORE_ERROR;
+}
+
+enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
+                                    int status, const char *body, const char *etag, int64_t now) {
+  static const char ins[] = "INSERT OR REPLACE INTO idempotency_keys "
+                            "(key, request_hash, status, body, etag, created_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?)";
+  static const char old[] = "DELETE FROM idempotency_keys WHERE created_at < ?";
+  static const char over[] =
+      "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
+      "ORDER BY created_at DESC LIMIT -1 OFFSET ?)";
+  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, request_hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, status);
+  if (body) sqlite3_bind_text(s, 4, body, -1, SQLITE_STATIC);
+  if (etag && *etag) sqlite3_bind_text(s, 5, etag, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 6, now);
+  if (store_step_done(&st->w, s, "storing idempotency key") < 0) return STORE_ERROR;
+  s = store_stmt(&st->w, old);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int64(s, 1, now - STORE_IDEM_KEEP_MS);
+  if (store_step_done(&st->w, s, "pruning idempotency keys") < 0) return STORE_ERROR;
+  s = store_stmt(&st->w, over);
+  if (!s) return STORE_ERROR;
+  sqlite3_bind_int(s, 1, STORE_IDEM_MAX_ROWS);
+  if (store_step_done(&st->w, s, "capping idempotency keys") < 0) return STORE_ERROR;
+  return STORE_OK;
 }
 
 /* ---- nodes ---- */
@@ -950,6 +1125,7 @@ enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
   sqlite3_bind_int64(q, 2, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
+    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
     if (uniq) rc = STORE_CONFLICT;
     else log_error("inserting node: %s", sqlite3_errmsg(st->w.db));

@@ -14,6 +14,7 @@ enum store_rc {
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
   STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_FULL = 4,     /* the disk is full: nothing was written */
   STORE_ERROR = -1,   /* logged where it happened */
 };
 
@@ -65,6 +66,7 @@ struct site_rec {
   int64_t last_probed_at, next_probe_at;
   int all_unhealthy, failback_notified;
   int manual_pin; /* 1 = the operator's manual switch suspends automatic failback */
+  int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
   int64_t created_at, updated_at;
   int n_origins;
   struct origin_rec *origins; /* owned; n_origins entries */
@@ -88,10 +90,15 @@ int64_t store_generation(struct store *st);
 typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
 
 /* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
-   result when it is not STORE_OK (rolled back, nothing written), STORE_ERROR when BEGIN or COMMIT
-   fails (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
+   result when it is not STORE_OK (rolled back, nothing written), STORE_FULL when a statement or
+   the commit failed for lack of disk space, STORE_ERROR when BEGIN or COMMIT fails otherwise
+   (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
    call only *_locked functions of the store (a nested store_op would deadlock). */
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
+
+/* 1 while writes fail for lack of disk space (set by a write that failed with SQLITE_FULL, cleared
+   by the next write that commits). */
+int store_storage_full(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
@@ -161,8 +168,36 @@ enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
 enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
 enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);
 
+/* The site's revision (inside a store_op). */
+enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision);
+
 /* Up to limit site ids > after, ascending, into ids[]; *n of them. */
 enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);
+
+/* ---- idempotency keys (DESIGN §4) ---- */
+
+/* How long the first answer to a POST with an Idempotency-Key is replayed, and how many are kept
+   at most (a client cannot grow the table without bound by sending fresh keys). */
+#define STORE_IDEM_KEEP_MS (24LL * 3600 * 1000)
+#define STORE_IDEM_MAX_ROWS 100000
+
+/* A stored first answer. */
+struct idem_rec {
+  char request_hash[65];
+  int status;
+  char *body; /* malloc'd JSON text or NULL (caller frees) */
+  char etag[32];
+  int64_t created_at;
+};
+
+/* Inside a store_op: the answer stored for key since not_before; STORE_NOT_FOUND when none. */
+enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
+                                    struct idem_rec *out);
+
+/* Inside a store_op: store the answer for key (replacing an expired one) and prune rows older
+   than now - STORE_IDEM_KEEP_MS and beyond STORE_IDEM_MAX_ROWS. */
+enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
+                                    int status, const char *body, const char *etag, int64_t now);
 
 /* ---- nodes ---- */
 

@@ -89,15 +89,14 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
   return 0;
 }
 
-int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
-                             int *on_current, int64_t *seq) {
+static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since, int *online,
+                          int *on_current, int64_t *seq) {
   static const char q[] =
       "SELECT COUNT(*), COALESCE(SUM(config_seq >= "
       "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0), "
       "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2) "
       "FROM nodes WHERE last_seen_at >= ?1";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  sqlite3_stmt *s = store_stmt(c, q);
   int rc;
   *online = *on_current = 0;
   *seq = 0;
@@ -118,12 +117,23 @@ int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_sin
   return 0;
 }
 
-enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
+int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
+                             int *on_current, int64_t *seq) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return -1;
+  return propagation_on(c, site_id, seen_since, online, on_current, seq);
+}
+
+int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+                                    int *online, int *on_current, int64_t *seq) {
+  return propagation_on(&st->w, site_id, seen_since, online, on_current, seq);
+}
+
+static enum store_rc observations_on(struct dbconn *c, int64_t site_id, struct origin_obs **out,
                                         int *n) {
   static const char q[] = "SELECT origin_id, SUM(requests), SUM(failures) FROM node_observations "
                           "WHERE site_id = ? GROUP BY origin_id ORDER BY origin_id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  sqlite3_stmt *s = store_stmt(c, q);
   struct origin_obs *arr = NULL;
   int cnt = 0, cap = 0, rc;
   enum store_rc ret = STORE_ERROR;
@@ -159,6 +169,18 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
 out:
   free(arr);
   return ret;
+}
+
+enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
+                                        int *n) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return STORE_ERROR;
+  return observations_on(c, site_id, out, n);
+}
+
+enum store_rc store_health_observations_locked(struct store *st, int64_t site_id, struct origin_obs **out,
+                                        int *n) {
+  return observations_on(&st->w, site_id, out, n);
 }
 
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
@@ -271,8 +293,8 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
       "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, "
       "state_after, votes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   static const char prune[] =
-      "DELETE FROM verdicts WHERE origin_id = ?1 AND id <= "
-      "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)";
+      "DELETE FROM verdicts WHERE origin_id = ?1 AND (round_at < ?3 OR id <= "
+      "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2))";
   sqlite3_stmt *s = store_stmt(&st->w, ins);
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, round_id);
@@ -288,6 +310,7 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, origin_id);
   sqlite3_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
+  sqlite3_bind_int64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
   return store_step_done(&st->w, s, "pruning verdicts");
 }
 

@@ -9,6 +9,9 @@
 
 /* Verdict rows kept per origin; older ones are pruned when a round writes a new one. */
 #define STORE_HEALTH_VERDICTS_KEEP 100
+/* ... and none older than a day (with long probe intervals the count alone keeps weeks: the
+   evidence is for recent decisions, the events keep the history). */
+#define STORE_HEALTH_VERDICTS_MAX_AGE_MS (24LL * 3600 * 1000)
 /* Probe round rows kept (the newest ones). */
 #define STORE_HEALTH_ROUNDS_KEEP 1000
 
@@ -57,6 +60,12 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
                                     struct verdict_rec **out, int *n);
 
+/* The two status-card reads above on the writer, inside a store_op (see the uncommitted change). */
+int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+                                    int *online, int *on_current, int64_t *seq);
+enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+                                               struct origin_obs **out, int *n);
+
 /* Free a list from store_health_verdicts. */
 void store_health_verdicts_free(struct verdict_rec *arr, int n);
 
@@ -80,7 +89,8 @@ enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
 
 /* Add one verdict row (source/verdict NULL or "" = none; votes_json NULL = "[]") and prune the
-   origin's rows beyond STORE_HEALTH_VERDICTS_KEEP. 0 or -1. */
+   origin's rows beyond STORE_HEALTH_VERDICTS_KEEP or older than STORE_HEALTH_VERDICTS_MAX_AGE_MS
+   before round_at. 0 or -1. */
 int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
                                     int64_t origin_id, int64_t round_at, const char *source,
                                     const char *verdict, const char *state_after,

@@ -3,6 +3,7 @@
 #define CDNCA_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
@@ -17,6 +18,7 @@ struct dbconn {
     sqlite3_stmt *stmt;
   } *slots;
   int nslots, capslots;
+  int last_err; /* primary SQLite result code of the last failed write statement (0 = none) */
 };
 
 struct store {
@@ -41,6 +43,9 @@ struct store {
   int ntcache, captcache;
   uint64_t tgen;           /* bumped by every clear (under tmu) */
   int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+  int tx_changes;          /* sqlite3_total_changes of the writer when the transaction began */
+  atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
+                              commits) */
   int64_t audit_keep_ms;    /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune; /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
@@ -64,8 +69,9 @@ int store_tx_commit(struct store *st);
 /* ROLLBACK and unlock. */
 void store_tx_rollback(struct store *st);
 
-/* End a transaction begun with store_tx_begin: COMMIT when rc is STORE_OK (STORE_ERROR if the
-   commit fails), else ROLLBACK and return rc. */
+/* End a transaction begun with store_tx_begin: COMMIT when rc is STORE_OK (STORE_FULL or
+   STORE_ERROR if the commit fails), else ROLLBACK and return rc (STORE_FULL for a STORE_ERROR
+   caused by a full disk). */
 enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a publication. Returns the new seq or -1. */

@@ -32,9 +32,13 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
                                    int n_obs) {
   static const char upd[] = "UPDATE nodes SET version = ?, config_seq = ?, "
                             "last_seen_at = MAX(COALESCE(last_seen_at, 0), ?) WHERE id = ?";
+  /* only for an enabled origin of that site (what every node is published): a node token cannot
+     grow the table beyond one row per published origin with ids that do not exist */
   static const char ups[] =
       "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
-      "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node_id, origin_id) DO UPDATE SET "
+      "updated_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS "
+      "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2 AND enabled = 1) "
+      "ON CONFLICT (node_id, origin_id) DO UPDATE SET "
       "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
       "skipped = excluded.skipped, updated_at = excluded.updated_at";
   sqlite3_stmt *q;

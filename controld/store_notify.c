@@ -194,11 +194,10 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
   return STORE_OK;
 }
 
-enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out) {
+static enum store_rc delivery_get_on(struct dbconn *c, int64_t id, struct delivery_rec *out) {
   static const char sql[] = "SELECT " DELIVERY_COLS
                             "FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  sqlite3_stmt *s = store_stmt(c, sql);
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
   if (!s) return STORE_ERROR;
@@ -213,6 +212,16 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
   }
   sqlite3_reset(s);
   return rc;
+}
+
+enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out) {
+  struct dbconn *c = store_reader(st);
+  if (!c) return STORE_ERROR;
+  return delivery_get_on(c, id, out);
+}
+
+enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out) {
+  return delivery_get_on(&st->w, id, out);
 }
 
 enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,

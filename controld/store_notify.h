@@ -91,6 +91,9 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
 /* One delivery by id into *out. */
 enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out);
 
+/* The same inside a store_op. */
+enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out);
+
 /* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only; *delivery_id set. Wakes the event hook. */
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,

@@ -4,11 +4,12 @@
 # by deploy/quickstart.sh and tests/run.sh. CDNCA_NO_INSTALL=1: only check.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config python3 curl openssl ca-certificates
-      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev)
+      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev
+      nginx)  # nginx: the reference proxy of the edge differential test
 have() {
   command -v cmake >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 &&
     command -v python3 >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 &&
-    command -v pkg-config >/dev/null 2>&1 &&
+    command -v pkg-config >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] &&
     pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl libsystemd
 }
 if have; then exit 0; fi

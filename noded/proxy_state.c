@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,8 @@ struct proxy_state {
   /* the resolver thread */
   pthread_mutex_t rmu;
   pthread_cond_t rcond;
-  int rstop, rstarted;
+  atomic_int rstop; /* also read between lookups: a stop never waits for a whole batch */
+  int rstarted;
   pthread_t rthr;
 };
 
@@ -125,7 +127,7 @@ void proxy_state_free(struct proxy_state **tp) {
   if (!t) return;
   if (t->rstarted) {
     pthread_mutex_lock(&t->rmu);
-    t->rstop = 1;
+    atomic_store(&t->rstop, 1);
     pthread_cond_signal(&t->rcond);
     pthread_mutex_unlock(&t->rmu);
     pthread_join(t->rthr, NULL);
@@ -322,7 +324,7 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
     n++;
   }
   pthread_rwlock_unlock(&t->tab_lock);
-  for (int k = 0; k < n; k++) {
+  for (int k = 0; k < n && !atomic_load(&t->rstop); k++) {
     struct resolve_result rr;
     struct pentry *e;
     char err[300];
@@ -359,12 +361,12 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
 static void *resolver_main(void *arg) {
   struct proxy_state *t = arg;
   pthread_mutex_lock(&t->rmu);
-  while (!t->rstop) {
+  while (!atomic_load(&t->rstop)) {
     struct timespec ts;
     pthread_mutex_unlock(&t->rmu);
     (void)proxy_state_refresh(t, clock_mono_ms());
     pthread_mutex_lock(&t->rmu);
-    if (t->rstop) break;
+    if (atomic_load(&t->rstop)) break;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 1; /* due times are checked once a second */
     pthread_cond_timedwait(&t->rcond, &t->rmu, &ts);

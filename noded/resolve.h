@@ -9,8 +9,8 @@
 struct resolve_result {
   struct sockaddr_storage sa;
   socklen_t salen;
-  int literal;        /* 1: the address is an IP literal (never re-resolved) */
-  int have_ttl;       /* 1: the DNS answer's TTL is in ttl_s */
+  int literal;  /* 1: the address is an IP literal (never re-resolved) */
+  int have_ttl; /* 1: the DNS answer's TTL is in ttl_s */
   int64_t ttl_s;
 };
 

@@ -42,7 +42,7 @@ function route() {
   if (hash === '#/nodes') return mount(pageNodes());
   if (hash === '#/webhooks') return mount(pageWebhooks());
   if (hash === '#/audit') return mount(pageAudit());
-  if (hash === '#/tokens' && may('admin')) return mount(pageTokens());
+  if (hash === '#/tokens') return mount(pageTokens());  /* not in the nav below admin; the API says 403 */
   return mount({ title: 'Not found', mount(main) {
     add(main, h('section', { class: 'card' }, h('h1', null, 'Page not found'), h('a', { href: '#/' }, 'Back to the overview')));
   } });

@@ -53,6 +53,16 @@ function table(cols, rows, attrs) {
     h('tbody', null, rows)));
 }
 
+/* Mark the input the API blamed (field like "origins[1].port", "health_check.path", "name"). */
+function markField(form, name, rows) {
+  for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+  if (!name) return;
+  let el = null, m;
+  if ((m = /^origins\[(\d+)\]\.(\w+)/.exec(name)) && rows && rows[+m[1]]) el = rows[+m[1]].querySelector(`[name=${m[2]}]`);
+  else el = form.querySelector(`[data-field="${CSS.escape(name)}"]`) || form.querySelector(`[name="${CSS.escape(name.split('.').pop())}"]`);
+  if (el) { el.setAttribute('aria-invalid', 'true'); el.focus(); }
+}
+
 /* ---------- formatting ---------- */
 
 const pad = (n) => String(n).padStart(2, '0');
@@ -410,5 +420,5 @@ export {
   POLL_MS, EVENT_TYPES, h, add, put, $, tid, field, input, select, button, table, pad, fmtTime,
   badge, votesText, short, num, splitList, listOf, banners, showError, ApiError, auth, api, soft,
   fetchAll, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
-  refreshNow, act, signOut, go,
+  refreshNow, act, signOut, go, markField,
 };

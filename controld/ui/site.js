@@ -2,7 +2,8 @@
    settings and messages. Write controls follow the token's role (roles.js). */
 import {
   h, add, put, $, tid, field, input, select, button, table, fmtTime, badge, votesText, short, num,
-  splitList, listOf, banners, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
+  splitList, listOf, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
+  markField,
 } from './core.js';
 import { may } from './roles.js';
 import { timelineView, propagationView } from './timeline.js';

@@ -1,7 +1,7 @@
 /* sites — the sites list (server-side pages, filter by state, search) and the new-site form. */
 import {
   h, add, put, $, tid, field, input, select, button, table, badge, num, splitList, listOf, banners,
-  api, act, go, refreshNow,
+  api, act, go, refreshNow, markField,
 } from './core.js';
 import { may } from './roles.js';
 import { siteState } from './model.js';
@@ -32,16 +32,6 @@ function rowOrigin(row) {
   if (v('host_header')) o.host_header = v('host_header');
   return o;
 }
-/* Mark the input the API blamed (field like "origins[1].port", "health_check.path", "name"). */
-function markField(form, name, rows) {
-  for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
-  if (!name) return;
-  let el = null, m;
-  if ((m = /^origins\[(\d+)\]\.(\w+)/.exec(name)) && rows && rows[+m[1]]) el = rows[+m[1]].querySelector(`[name=${m[2]}]`);
-  else el = form.querySelector(`[data-field="${CSS.escape(name)}"]`) || form.querySelector(`[name="${CSS.escape(name.split('.').pop())}"]`);
-  if (el) { el.setAttribute('aria-invalid', 'true'); el.focus(); }
-}
-
 function siteCreateForm() {
   const rows = h('div', { class: 'origin-rows' }, originRow(1), originRow(2));
   const form = h('form', { class: 'card', id: 'create-site', ...tid('create-site-form') },

@@ -1,7 +1,7 @@
 /* tokens — API tokens with a role (GET/POST/DELETE /v1/tokens): create, the secret shown once with
    a copy button, list, revoke. Admin only; the nav hides it for other roles. */
 import { h, add, put, tid, field, input, select, button, table, fmtTime, listOf, banners, api, act, clearEditing } from './core.js';
-import { who } from './roles.js';
+import { who, may } from './roles.js';
 
 const ROLES = ['read', 'operator', 'admin'];
 const ROLE_HELP = {
@@ -54,7 +54,8 @@ function pageTokens() {
         secretBox(box, r);
       });
       add(main, h('section', { class: 'card' }, h('h1', null, 'API tokens'),
-        h('p', { class: 'muted' }, 'Tokens for people and tools. Secrets are stored hashed and shown only when created.'), list), form);
+        h('p', { class: 'muted' }, 'Tokens for people and tools. Secrets are stored hashed and shown only when created.'), list),
+      may('admin') ? form : null);
     },
     async refresh(alive) {
       const tokens = listOf(await api('GET', '/v1/tokens'), 'tokens');

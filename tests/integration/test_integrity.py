@@ -12,6 +12,7 @@ import json
 import os
 import random
 import sqlite3
+import subprocess
 import threading
 import time
 
@@ -382,6 +383,422 @@ def test_fuzzed_bodies_never_store_or_emit_bad_text(tmp):
     st, payload, _ = raw_call(c, "GET", "/v1/sites?limit=1000", None)
     assert len(strict_json(payload)["sites"]) == created
     assert created < 300  # the mutations were refused at least sometimes
+
+
+# ---- revision, ETag, If-Match, Idempotency-Key ----
+
+def test_etag_and_if_match(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
+    sid, oid = s["id"], s["origins"][0]["id"]
+    path = "/v1/sites/%d" % sid
+    status, j, h = c.api("GET", path)
+    assert h.get("ETag") == '"%d"' % j["revision"], (h.get("ETag"), j["revision"])
+    etag = h.get("ETag")
+    # a matching If-Match changes and moves the revision on
+    status, j2, h2 = c.api("PATCH", path, {"failback": "manual"}, headers={"If-Match": etag})
+    assert status == 200 and j2["revision"] == j["revision"] + 1, j2
+    assert h2.get("ETag") == '"%d"' % j2["revision"]
+    # the old tag is refused, and nothing changes
+    status, e, h3 = c.api("PATCH", path, {"failback": "auto"}, headers={"If-Match": etag})
+    assert status == 412 and e["error"]["code"] == "precondition_failed", e
+    assert h3.get("ETag") == h2.get("ETag"), h3.get("ETag")
+    status, j3, _ = c.api("GET", path)
+    assert j3["failback"] == "manual" and j3["revision"] == j2["revision"], j3
+    # origin routes use the site's revision
+    opath = "%s/origins/%d" % (path, oid)
+    status, e, _ = c.api("PATCH", opath, {"weight": 5}, headers={"If-Match": etag})
+    assert status == 412, e
+    status, o, h4 = c.api("PATCH", opath, {"weight": 5}, headers={"If-Match": h2.get("ETag")})
+    assert status == 200 and o["weight"] == 5, o
+    assert h4.get("ETag") == '"%d"' % (j2["revision"] + 1), h4.get("ETag")
+    status, e, _ = c.api("POST", path + "/origins", {"address": "10.0.0.3"},
+                         headers={"If-Match": etag})
+    assert status == 412, e
+    status, e, _ = c.api("DELETE", opath, headers={"If-Match": '"999"'})
+    assert status == 412, e
+    status, e, _ = c.api("DELETE", path, headers={"If-Match": 'W/' + h4.get("ETag")})
+    assert status == 412, e  # weak tags never match
+    # "*" matches any existing site; without If-Match writes go through as before
+    status, _, _ = c.api("PATCH", path, {"failback": "auto"}, headers={"If-Match": "*"})
+    assert status == 200
+    status, _, _ = c.api("DELETE", path, headers={"If-Match": "*"})
+    assert status == 204
+    status, _, _ = c.api("DELETE", path, headers={"If-Match": "*"})
+    assert status == 404
+
+
+def test_if_match_makes_read_modify_write_safe(tmp):
+    """Two clients GET, change and PATCH with If-Match: exactly one wins each round, the loser
+    gets 412 and the winner's change is what is stored."""
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}])
+    path = "/v1/sites/%d" % s["id"]
+    for r in range(10):
+        _, _, h = c.api("GET", path)
+        tag = h.get("ETag")
+        res = run_together([
+            lambda: c.api("PATCH", path, {"failback_hold_ms": 1000 + r}, headers={"If-Match": tag}),
+            lambda: c.api("PATCH", path, {"failback_hold_ms": 2000 + r}, headers={"If-Match": tag}),
+        ])
+        codes = sorted(x[0] for x in res)
+        assert codes == [200, 412], codes
+        winner = [x for x in res if x[0] == 200][0][1]
+        _, j, _ = c.api("GET", path)
+        assert j["failback_hold_ms"] == winner["failback_hold_ms"], (j, winner)
+
+
+def test_idempotency_key_replays_the_first_answer(tmp):
+    c = Controld(tmp).start()
+    body = {"name": "shop", "hostnames": ["shop.example.com"]}
+    key = {"Idempotency-Key": "create-shop-1"}
+    s1, j1, h1 = c.api("POST", "/v1/sites", body, headers=key)
+    assert s1 == 201, j1
+    s2, j2, h2 = c.api("POST", "/v1/sites", body, headers=key)
+    assert (s2, j2) == (s1, j1), (s2, j2)
+    assert h2.get("Idempotent-Replayed") == "true" and h2.get("ETag") == h1.get("ETag")
+    # the same key with another body is refused with a clear code, nothing created
+    s3, e, _ = c.api("POST", "/v1/sites", {"name": "other", "hostnames": ["o.example.com"]},
+                     headers=key)
+    assert s3 == 422 and e["error"]["code"] == "idempotency_key_reused", e
+    # and on another route too
+    s4, e, _ = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.9"},
+                     headers=key)
+    assert s4 == 422 and e["error"]["code"] == "idempotency_key_reused", e
+    _, lst, _ = c.api("GET", "/v1/sites")
+    assert [x["name"] for x in lst["sites"]] == ["shop"], lst
+    # a refused request does not burn its key: fixed and resent, it goes through once
+    bad = {"name": "x y", "hostnames": ["x.example.com"]}
+    s5, e, _ = c.api("POST", "/v1/sites", bad, headers={"Idempotency-Key": "k2"})
+    assert s5 == 422, e
+    good = {"name": "xy", "hostnames": ["x.example.com"]}
+    s6, j6, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "k3"})
+    s7, j7, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "k3"})
+    assert s6 == s7 == 201 and j6 == j7
+    # origins, webhook tests and nodes: created once; a node's token is never stored
+    okey = {"Idempotency-Key": "origin-1"}
+    a = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.5"}, headers=okey)
+    b = c.api("POST", "/v1/sites/%d/origins" % j1["id"], {"address": "10.0.0.5"}, headers=okey)
+    assert a[0] == b[0] == 201 and a[1] == b[1], (a, b)
+    _, site, _ = c.api("GET", "/v1/sites/%d" % j1["id"])
+    assert len(site["origins"]) == 1, site
+    nkey = {"Idempotency-Key": "node-1"}
+    n1 = c.api("POST", "/v1/nodes", {"name": "edge-1"}, headers=nkey)
+    n2 = c.api("POST", "/v1/nodes", {"name": "edge-1"}, headers=nkey)
+    assert n1[0] == n2[0] == 201 and n1[1]["id"] == n2[1]["id"], (n1, n2)
+    assert n1[1]["token"] and n2[1]["token"] is None, n2
+    db = sqlite3.connect(c.db)
+    stored = " ".join(r[0] or "" for r in db.execute("SELECT body FROM idempotency_keys"))
+    db.close()
+    assert n1[1]["token"] not in stored
+    # malformed keys are refused
+    s8, e, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "x" * 129})
+    assert s8 == 400 and e["error"]["field"] == "Idempotency-Key", e
+    # concurrent requests with one key create one site
+    ckey = {"Idempotency-Key": "race"}
+    body = {"name": "race", "hostnames": ["race.example.com"]}
+    res = run_together([lambda: c.api("POST", "/v1/sites", body, headers=ckey)] * 8)
+    assert all(x[0] == 201 for x in res) and len({x[1]["id"] for x in res}) == 1, res
+
+
+def test_idempotency_keys_expire_after_a_day(tmp):
+    c = Controld(tmp).start()
+    body = {"name": "shop", "hostnames": ["shop.example.com"]}
+    s1, j1, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
+    c.stop()
+    db = sqlite3.connect(c.db)
+    db.execute("UPDATE idempotency_keys SET created_at = created_at - 86400001")
+    db.commit()
+    db.close()
+    c.start()
+    # expired: the key is free again (the name is taken now, so this answers 409)
+    s2, e, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
+    assert s2 == 409, e
+    # a new write prunes expired keys
+    c.api("POST", "/v1/sites", {"name": "b", "hostnames": ["b.example.com"]},
+          headers={"Idempotency-Key": "new"})
+    db = sqlite3.connect(c.db)
+    keys = [r[0] for r in db.execute("SELECT key FROM idempotency_keys")]
+    db.close()
+    assert keys == ["new"], keys
+
+
+# ---- node heartbeats cannot grow the database ----
+
+def test_junk_heartbeat_observations_are_not_stored(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
+    sid, o1, o2 = s["id"], s["origins"][0]["id"], s["origins"][1]["id"]
+    other = make_site(c, "other", [{"address": "10.0.1.1"}])
+    status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-1"})
+    tok = n["token"]
+    rng = random.Random(7)
+    for round_ in range(5):
+        obs = [{"site_id": rng.randrange(1, 10**9), "origin_id": rng.randrange(1, 10**9),
+                "requests": 5, "failures": 1, "skipped": False} for _ in range(5000)]
+        # real origins under the wrong site count as junk too
+        obs.append({"site_id": other["id"], "origin_id": o1, "requests": 1, "failures": 0,
+                    "skipped": False})
+        obs.append({"site_id": sid, "origin_id": o1, "requests": 10 + round_, "failures": 2,
+                    "skipped": False})
+        st, body, _ = c.api("POST", "/v1/node/heartbeat",
+                            {"version": "t", "config_version": 0, "observations": obs}, token=tok)
+        assert st == 204, body
+    db = sqlite3.connect(c.db)
+    rows = db.execute("SELECT site_id, origin_id, requests FROM node_observations").fetchall()
+    db.close()
+    assert rows == [(sid, o1, 14)], rows
+    # the status card shows the real one
+    st, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
+    o = card["levels"][0]["origins"][0]
+    assert o["node_observations"]["requests"] == 14, o
+    # deleting the origin forgets its observations
+    st, _, _ = c.api("DELETE", "/v1/sites/%d/origins/%d" % (sid, o1))
+    assert st == 204
+    db = sqlite3.connect(c.db)
+    assert db.execute("SELECT COUNT(*) FROM node_observations").fetchone()[0] == 0
+    db.close()
+
+
+# ---- a full disk: 507 storage_full, /healthz degraded, nothing half-written ----
+
+def _mount_tmpfs(path, size):
+    """Mount a small tmpfs at path; True when it worked (needs root and mount rights)."""
+    if os.geteuid() != 0:
+        return False
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", path],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def test_full_disk_answers_507_and_recovers(tmp):
+    """The database on a 4 MiB tmpfs, the rest of it filled: writes answer 507 storage_full,
+    /healthz says degraded, every site listed was acknowledged (nothing half-written), and
+    once space is freed writes succeed and /healthz is ok again. Without mount rights the
+    database is capped with PRAGMA max_page_count instead (SQLite's own SQLITE_FULL)."""
+    fs = os.path.join(tmp, "fs")
+    mounted = _mount_tmpfs(fs, "4m")
+    filler = os.path.join(fs, "filler")
+    env = {}
+    if mounted:
+        db = os.path.join(fs, "controld.db")
+    else:
+        os.makedirs(fs, exist_ok=True)
+        db = os.path.join(fs, "controld.db")
+        env["CDNCA_TEST_MAX_PAGES"] = "120"
+    print("disk full via %s" % ("a 4 MiB tmpfs" if mounted else "max_page_count"))
+    c = Controld(tmp, db=db, env=env)
+    try:
+        c.start()
+        acked = set()
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "first", "hostnames": ["first.example.com"]})
+        assert st == 201, j
+        acked.add(j["id"])
+        if mounted:
+            with open(filler, "wb") as f:  # fill the rest of the file system
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+        full = None
+        for i in range(400):
+            body = {"name": "s%d" % i,
+                    "hostnames": ["h%d-%d.example.com" % (i, k) for k in range(30)],
+                    "origins": [{"address": "o%d-%d.example.net" % (i, k)} for k in range(30)]}
+            st, j, _ = c.api("POST", "/v1/sites", body)
+            if st == 201:
+                acked.add(j["id"])
+                continue
+            assert st == 507, (st, j)  # never a generic 500
+            assert j["error"]["code"] == "storage_full", j
+            full = j
+            break
+        assert full is not None, "the disk never filled"
+        st, h, _ = c.api("GET", "/healthz", token=None)
+        assert st == 200 and h["status"] == "degraded" and h["storage"] == "full", h
+        # reads still work and show exactly the acknowledged sites, whole
+        st, lst, _ = c.api("GET", "/v1/sites?limit=1000")
+        assert st == 200 and {s["id"] for s in lst["sites"]} == acked, lst
+        for s in lst["sites"]:
+            assert s["name"] == "first" or len(s["origins"]) == 30, s
+        # other writes are refused the same way
+        st, j, _ = c.api("PATCH", "/v1/sites/%d" % min(acked),
+                         {"hostnames": ["x%d.example.com" % k for k in range(30)]})
+        assert st in (200, 507), (st, j)
+        # free space: writes work again and /healthz recovers
+        if mounted:
+            os.unlink(filler)
+        else:
+            c.stop()
+            c.env.pop("CDNCA_TEST_MAX_PAGES")
+            c.start()
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "after", "hostnames": ["after.example.com"]})
+        assert st == 201, j
+        st, h, _ = c.api("GET", "/healthz", token=None)
+        assert h["status"] == "ok", h
+        c.stop()
+    finally:
+        c.kill9()
+        if mounted:
+            subprocess.run(["umount", "-l", fs], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
+# ---- the database file at start ----
+
+def test_empty_database_file_is_warned_about(tmp):
+    db = os.path.join(tmp, "controld.db")
+    open(db, "wb").close()
+    c = Controld(tmp, db=db).start()
+    c.stop()
+    log = open(c.log_path, encoding="utf-8", errors="replace").read()
+    assert "is an empty file" in log, log[-2000:]
+
+
+def test_damaged_database_is_refused_at_start(tmp):
+    c = Controld(tmp).start()
+    for i in range(40):
+        make_site(c, "s%d" % i, [{"address": "10.0.0.%d" % (i + 1)}])
+    c.stop()
+    size = os.path.getsize(c.db)
+    assert size > 3 * 4096, size
+    with open(c.db, "r+b") as f:  # scribble over a b-tree page in the middle
+        f.seek((size // 4096 // 2) * 4096)
+        f.write(bytes(random.Random(5).randrange(256) for _ in range(4096)))
+    c._spawn([c.binary, "--listen", "127.0.0.1:%d" % c.port, "--db", c.db],
+             {"CDNCA_ADMIN_TOKEN": c.admin_token})
+    rc = c.proc.wait(30)
+    assert rc != 0, rc
+    log = open(c.log_path, encoding="utf-8", errors="replace").read()
+    assert "integrity check" in log or "malformed" in log, log[-2000:]
+
+
+# ---- internal targets ----
+
+def test_internal_targets_are_refused(tmp):
+    c = Controld(tmp).start()
+    for addr in ["169.254.169.254", "::ffff:169.254.169.254", "0.0.0.0", "::", "fe80::1",
+                 "100.100.100.200", "2852039166"]:
+        st, e, _ = c.api("POST", "/v1/sites", {"name": "m", "hostnames": ["m.example.com"],
+                                               "origins": [{"address": "10.0.0.1"},
+                                                           {"address": addr}]})
+        if st == 422 and e["error"]["code"] == "invalid_value":
+            continue  # not an address or hostname at all: refused anyway
+        assert st == 422 and e["error"]["code"] == "target_refused", (addr, st, e)
+        assert e["error"]["field"] == "origins[1].address", e
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "127.0.0.1", "level": 2}])
+    st, e, _ = c.api("POST", "/v1/sites/%d/origins" % s["id"], {"address": "169.254.169.254"})
+    assert st == 422 and e["error"]["field"] == "address", e
+    opath = "/v1/sites/%d/origins/%d" % (s["id"], s["origins"][0]["id"])
+    st, e, _ = c.api("PATCH", opath, {"address": "169.254.1.1"})
+    assert st == 422 and e["error"]["code"] == "target_refused", e
+    for url in ["http://169.254.169.254/latest/meta-data", "http://[::ffff:a9fe:a9fe]/",
+                "http://0.0.0.0:8080/", "http://2852039166/"]:
+        st, e, _ = c.api("POST", "/v1/webhooks", {"url": url, "secret": "0123456789abcdef"})
+        assert st == 422 and e["error"]["field"] == "url", (url, st, e)
+    # nothing of that was stored
+    _, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
+    assert [o["address"] for o in j["origins"]] == ["10.0.0.1", "127.0.0.1"], j
+    _, w, _ = c.api("GET", "/v1/webhooks")
+    assert w["webhooks"] == []
+
+
+def test_deny_targets_flag(tmp):
+    """--deny-targets adds CIDRs; a name is checked when it resolves (webhook to localhost with
+    127.0.0.0/8 denied: no connection is made)."""
+    from receiver import Receiver
+    rx = Receiver().start()
+    try:
+        c = Controld(tmp, extra_args=["--deny-targets", "10.0.0.0/8,127.0.0.0/8",
+                                      "--webhook-retry-ms", "100"]).start()
+        st, e, _ = c.api("POST", "/v1/sites", {"name": "a", "hostnames": ["a.example.com"],
+                                               "origins": [{"address": "10.9.9.9"}]})
+        assert st == 422 and e["error"]["code"] == "target_refused", e
+        st, j, _ = c.api("POST", "/v1/sites", {"name": "a", "hostnames": ["a.example.com"],
+                                               "origins": [{"address": "192.168.0.10"}]})
+        assert st == 201, j
+        url = rx.url.replace("127.0.0.1", "localhost")
+        st, hook, _ = c.api("POST", "/v1/webhooks", {"url": url + "/h",
+                                                     "secret": "0123456789abcdef"})
+        assert st == 201, hook
+        st, d, _ = c.api("POST", "/v1/webhooks/%d/test" % hook["id"])
+        assert st == 202, d
+
+        def attempted():
+            _, dl, _ = c.api("GET", "/v1/webhooks/%d/deliveries" % hook["id"])
+            x = dl["deliveries"][0]
+            return x if x["attempts"] >= 1 else None
+        x = harness.wait_until(attempted, timeout=15, what="a delivery attempt")
+        assert x["state"] != "delivered" and x["last_status"] is None, x
+        time.sleep(0.5)
+        assert rx.snapshot() == [], rx.snapshot()
+        # a bad list is refused at start
+        bad = Controld(tmp, name="bad", extra_args=["--deny-targets", "10.0.0.0/40"])
+        bad._spawn([bad.binary, "--listen", "127.0.0.1:%d" % bad.port, "--db", bad.db,
+                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": "x" * 20})
+        assert bad.proc.wait(10) == 2
+        assert "deny-targets" in open(bad.log_path).read()
+    finally:
+        rx.stop()
+
+
+# ---- a body over 1 MiB ----
+
+def test_oversized_body_is_answered_413_every_time(tmp):
+    """2 MiB bodies: the client sends everything, then reads a 413 (no broken pipe), five times
+    in a row, on fresh connections and on one kept-alive connection; a client waiting for
+    100 Continue gets the 413 without sending the body."""
+    import socket
+    c = Controld(tmp).start()
+    big = b'{"name":"' + b"a" * (2 * 1024 * 1024) + b'"}'
+    for i in range(5):
+        st, payload, _ = raw_call(c, "POST", "/v1/sites", big)
+        assert st == 413, (i, st, payload[:200])
+        assert strict_json(payload)["error"]["code"] == "payload_too_large"
+    conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    try:
+        for i in range(5):
+            conn.request("POST", "/v1/sites", body=big,
+                         headers={"Authorization": "Bearer " + c.admin_token,
+                                  "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 413, (i, resp.status, body[:200])
+            if resp.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    finally:
+        conn.close()
+    s = socket.create_connection((harness.HOST, c.port), timeout=10)
+    try:
+        s.sendall(("POST /v1/sites HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n"
+                   "Expect: 100-continue\r\n\r\n" % (c.admin_token, len(big))).encode())
+        head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413"), head[:100]
+    finally:
+        s.close()
+    # and the server is fine afterwards
+    st, j, _ = c.api("POST", "/v1/sites", {"name": "ok", "hostnames": ["ok.example.com"]})
+    assert st == 201, j
+
+
+def test_nul_in_a_path_matches_nothing(tmp):
+    c = Controld(tmp).start()
+    s = make_site(c, "shop", [{"address": "10.0.0.1"}])
+    for method, path in [("DELETE", "/v1/sites/%d%%00" % s["id"]),
+                         ("DELETE", "/v1/sites/%d%%00/origins/1" % s["id"]),
+                         ("GET", "/v1/sites/%d%%00" % s["id"]),
+                         ("GET", "/v1/sites?after=0%00")]:
+        st, j, _ = c.api(method, path)
+        assert st in (400, 404), (method, path, st, j)
+    st, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
+    assert st == 200 and len(j["origins"]) == 1, j
+    st, j, _ = c.api("GET", "/v1/sites/%%%02x" % (0x30 + s["id"]))  # other escapes still decode
+    assert st == 200 and j["id"] == s["id"], j
 
 
 if __name__ == "__main__":

@@ -661,6 +661,21 @@ static void test_verdicts_pruned_and_next_probe(void **state) {
   site_rec_fini(&s);
 }
 
+/* Verdicts older than a day go, whatever their count. */
+static void test_verdicts_pruned_by_age(void **state) {
+  struct fx *f = *state;
+  struct verdict_rec *vr = NULL;
+  int n = 0;
+  make_site(f, "auto", 2);
+  for (int i = 0; i < 3; i++) round2(f, 1, 1);
+  f->now += STORE_HEALTH_VERDICTS_MAX_AGE_MS;
+  round2(f, 1, 1);
+  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(vr[0].round_id, f->round);
+  store_health_verdicts_free(vr, n);
+}
+
 static void test_due_sites_order(void **state) {
   struct fx *f = *state;
   int64_t *ids = NULL;
@@ -698,6 +713,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verdicts_pruned_by_age, setup, teardown),
       cmocka_unit_test_setup_teardown(test_change_and_reevaluation_are_one_transaction, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reevaluate_all_repairs, setup, teardown),

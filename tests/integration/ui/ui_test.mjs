@@ -154,6 +154,19 @@ async function main() {
   check(/No nodes enrolled/.test(await byId('propagation-nodes').innerText()), 'propagation: no nodes yet');
   await screenshot('site-healthy');
 
+  // A refused edit names the field and marks its input; nothing changes until it is corrected.
+  const timeout = page.locator('#site-settings [name=timeout_ms]');
+  await timeout.fill('50');  // the form allows it (min 1); controld wants 100..60000
+  await byId('settings-submit').click();
+  await byId('error-field').waitFor();
+  const blamed = (await byId('error-field').innerText()).trim();
+  check(blamed === 'health_check.timeout_ms', `a bad timeout is refused, field ${blamed}`);
+  check((await timeout.getAttribute('aria-invalid')) === 'true', 'the blamed input is marked');
+  await timeout.fill('5000');
+  await byId('settings-submit').click();
+  await byId('notice-banner').filter({ hasText: 'Settings saved' }).waitFor();
+  ok('corrected settings are saved');
+
   // Primary down: level 1 unhealthy, the site moves to level 2.
   await setOrigin1(503);
   await waitAttr('level-1-health', 'state', 'unhealthy');
@@ -192,6 +205,31 @@ async function main() {
   await waitAttr('current-level', 'level', '1');
   await byId('switch-back').waitFor({ state: 'detached' });
   ok('switched back: current level 1, button gone');
+
+  // Node retry settings: backup levels off and a failure ratio are saved; a bad ratio names its field.
+  const nodeRetry = () => page.evaluate(async ([base, tok, id]) => {
+    const r = await fetch(`${base}/v1/sites/${id}`, { headers: { Authorization: `Bearer ${tok}` } });
+    return (await r.json()).node_retry;
+  }, [BASE, TOKEN, siteId]);
+  check((await nodeRetry()).backup_levels === true, 'backup levels on by default');
+  check(await byId('settings-backup-levels').isChecked(), 'the settings show backup levels on');
+  await byId('settings-backup-levels').uncheck();
+  await byId('settings-failure-ratio').fill('0.5');
+  await byId('settings-submit').click();
+  for (let i = 0; i < WAIT_MS / 100; i++) {
+    const nr = await nodeRetry();
+    if (nr.backup_levels === false && nr.failure_ratio === 0.5) break;
+    await page.waitForTimeout(100);
+  }
+  const saved = await nodeRetry();
+  check(saved.backup_levels === false && saved.failure_ratio === 0.5 && saved.failure_min_volume === 20,
+    `node_retry saved from the settings: ${JSON.stringify(saved)}`);
+  await byId('settings-failure-ratio').fill('0'); /* passes the input's min, not the API's (0, 1] */
+  await byId('settings-submit').click();
+  await byId('error-banner').waitFor({ state: 'visible' });
+  check(/failure_ratio/.test(await byId('error-banner').innerText()), 'a ratio of 0 is refused, naming node_retry.failure_ratio');
+  check((await nodeRetry()).failure_ratio === 0.5, 'the refused ratio changed nothing');
+  await screenshot('site-node-retry-settings');
 
   // The switch is in the site messages.
   await page.locator('[data-testid="messages-list"] [data-type="level.switched"]').first().waitFor();

@@ -1,0 +1,207 @@
+#!/bin/sh
+# bench_edge.sh — the real noded binary (enrolled with controld, one site) vs nginx proxy_pass,
+# same origin, same run: req/s and p99 medians over alternating wrk rounds, then RSS of both
+# while they hold IDLE idle visitor connections.
+# usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx, wrk)
+# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000]. Builds nothing;
+# runtime about ROUNDS * 2 * DURATION + 40 s.
+set -eu
+BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
+BUILD=$(cd "$BUILD" && pwd)
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-2}
+IDLE=${IDLE:-10000}
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
+  [ -x "$b" ] || { echo "missing $b (build it first)" >&2; exit 2; }
+done
+command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
+[ -x "$NGINX" ] || { echo "nginx not found (apt-get install nginx)" >&2; exit 2; }
+# both proxies and the idle-connection client need descriptors for IDLE connections
+ulimit -n $((IDLE * 2 + 1024)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+TMP=$(mktemp -d /tmp/bench_edge.XXXXXX)
+PIDS=""
+cleanup() {
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+freeport() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN=$(freeport)
+CTL_PORT=$(freeport)
+TOKEN="adm-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+
+chmod 755 "$TMP"
+mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node"
+head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
+
+cat > "$TMP/origin/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $TMP/origin/nginx.pid;
+error_log $TMP/origin/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/origin; proxy_temp_path $TMP/origin;
+  fastcgi_temp_path $TMP/origin; uwsgi_temp_path $TMP/origin; scgi_temp_path $TMP/origin;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/origin/www; location / { } }
+}
+CONF
+
+cat > "$TMP/proxy/nginx.conf" <<CONF
+worker_processes $THREADS;
+daemon off;
+pid $TMP/proxy/nginx.pid;
+error_log $TMP/proxy/error.log warn;
+worker_rlimit_nofile $((IDLE * 2 + 1024));
+events { worker_connections $((IDLE + 1024)); }
+http {
+  access_log off;
+  client_body_temp_path $TMP/proxy; proxy_temp_path $TMP/proxy;
+  fastcgi_temp_path $TMP/proxy; uwsgi_temp_path $TMP/proxy; scgi_temp_path $TMP/proxy;
+  keepalive_requests 1000000;
+  upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$NGX_PORT backlog=4096;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+    }
+  }
+}
+CONF
+
+"$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
+PIDS="$PIDS $!"
+"$NGINX" -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" 2>"$TMP/proxy/stderr" &
+NGX_PID=$!
+PIDS="$PIDS $NGX_PID"
+CDNCA_ADMIN_TOKEN="$TOKEN" "$BUILD/controld/controld" --listen "127.0.0.1:$CTL_PORT" \
+  --db "$TMP/controld.db" >"$TMP/controld.log" 2>&1 &
+PIDS="$PIDS $!"
+
+wait_url() {  # URL [HOST]
+  i=0
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: ${2:-bench.test}" "$1")" = 200 ]; do
+    i=$((i + 1)); [ $i -lt 100 ] || { echo "$1 did not answer 200" >&2; tail -n 20 "$TMP"/*.log "$TMP"/*/error.log >&2 || true; exit 1; }
+    sleep 0.1
+  done
+}
+wait_url "http://127.0.0.1:$CTL_PORT/healthz"
+api() {  # METHOD PATH JSON
+  curl -s -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    --data "$3" "http://127.0.0.1:$CTL_PORT$2"
+}
+api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT,\"scheme\":\"http\"}]}" >/dev/null
+NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+CDNCA_NODE_TOKEN="$NODE_TOKEN" "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
+  --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" >"$TMP/noded.log" 2>&1 &
+NODE_PID=$!
+PIDS="$PIDS $NODE_PID"
+wait_url "http://127.0.0.1:$ORIGIN_PORT/"; wait_url "http://127.0.0.1:$NGX_PORT/"
+wait_url "http://127.0.0.1:$NODE_PORT/"
+
+# wrk prints p99 as e.g. "99%  1.23ms"; normalise to microseconds.
+to_us() {
+  awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
+        else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
+}
+run() {
+  wrk -t2 -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
+  rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
+  p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
+  errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
+  [ -z "$errs" ] || echo "  ($1: $errs)" >&2
+  echo "$rps $p99"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+wrk -t2 -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NGX_PORT/" >/dev/null 2>&1
+wrk -t2 -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NODE_PORT/" >/dev/null 2>&1
+
+: >"$TMP/ngx.txt"; : >"$TMP/node.txt"
+r=1
+while [ $r -le "$ROUNDS" ]; do
+  # alternate which one goes first, so neither always runs on a warmer machine
+  if [ $((r % 2)) = 1 ]; then order="$NGX_PORT $NODE_PORT"; else order="$NODE_PORT $NGX_PORT"; fi
+  for p in $order; do
+    set -- $(run "$p")
+    if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2" >>"$TMP/node.txt"; who=noded; fi
+    echo "round $r $who: $1 req/s, p99 $2 us"
+  done
+  r=$((r + 1))
+done
+NGX_RPS=$(awk '{print $1}' "$TMP/ngx.txt" | median);  NGX_P99=$(awk '{print $2}' "$TMP/ngx.txt" | median)
+NODE_RPS=$(awk '{print $1}' "$TMP/node.txt" | median); NODE_P99=$(awk '{print $2}' "$TMP/node.txt" | median)
+echo "median nginx: $NGX_RPS req/s, p99 $NGX_P99 us"
+echo "median noded: $NODE_RPS req/s, p99 $NODE_P99 us"
+awk -v a="$NODE_RPS" -v b="$NGX_RPS" -v c="$NODE_P99" -v d="$NGX_P99" 'BEGIN {
+  printf "req/s ratio noded/nginx: %.2f (goal >= 1.0)\np99 ratio noded/nginx:   %.2f (goal <= 1.0)\n", a/b, c/d }'
+
+# RSS (kB) of a process and its children (nginx: master + workers)
+rss_tree() {
+  pids="$1 $(pgrep -P "$1" | tr '\n' ' ')"
+  t=0
+  for p in $pids; do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+# Hold IDLE idle connections to a port for a moment, print how many are still open then.
+hold_idle() {  # PORT PID NAME
+  python3 - "$1" "$2" "$3" "$IDLE" "$(rss_tree "$2")" <<'PY'
+import resource, socket, subprocess, sys, time
+port, pid, name, n, before = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
+socks, failed = [], 0
+deadline = time.monotonic() + 60
+for _ in range(n):
+    if time.monotonic() > deadline:
+        break
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        socks.append(s)
+    except OSError:
+        failed += 1
+time.sleep(3)
+def rss():
+    out = subprocess.run(["sh", "-c", "p=%s; for c in $p $(pgrep -P $p); do awk '/^VmRSS:/ {print $2}' /proc/$c/status; done" % pid],
+                         capture_output=True, text=True).stdout.split()
+    return sum(int(x) for x in out)
+after = rss()
+# how many are still open (not closed by the server): a non-blocking peek
+import select
+open_n = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        open_n += s.recv(1, socket.MSG_PEEK) is None
+    except BlockingIOError:
+        open_n += 1
+    except OSError:
+        pass
+print("%s: %d idle connections opened (%d failed), %d still open after 3 s; RSS %.1f MiB before, %.1f MiB with them (+%.1f KiB per connection)"
+      % (name, len(socks), failed, open_n, before / 1024, after / 1024, (after - before) / max(1, len(socks))))
+for s in socks:
+    s.close()
+PY
+}
+hold_idle "$NGX_PORT" "$NGX_PID" nginx
+sleep 1
+hold_idle "$NODE_PORT" "$NODE_PID" noded

@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""test_edge_http — noded's visitor port as a hostile client sees it (DESIGN §11): a local
+502 ends the request body, strict chunked framing re-framed on both sides, absolute-form and
+other targets, Content-Length / Transfer-Encoding conflicts, pooled origin connections with
+stray bytes, the header / keep-alive / body timeouts and the connection cap, accept() at the
+file-descriptor limit, the admin listener under a visitor flood, 1xx forwarding, the Upgrade
+tunnel and response transfer codings. Raw sockets on loopback against a recording origin."""
+
+import os
+import socket
+import subprocess
+import time
+
+import harness
+from harness import wait_until
+import edge_lib as L
+from edge_lib import DEAD, DEMO, EdgeEnv
+
+SMUGGLE = b"GET /SMUGGLED HTTP/1.1\r\nHost: demo.example.test\r\n\r\n"
+
+
+def demo_get(path, extra=b""):
+    return b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (path, DEMO.encode(), extra)
+
+
+def smuggled(e):
+    return [t for t in e.origin.targets() if "SMUGGLED" in t]
+
+
+def assert_rejected(e, data, codes=(400,), what=""):
+    """data is answered with one of codes, the connection closes and the origin sees nothing."""
+    e.origin.reset()
+    resp, left, closed, raw = e.send(data, timeout=3, want=5)
+    st = L.statuses(resp)
+    assert st and st[0] in codes, "%s: expected %s, got %r (raw %r)" % (what, codes, st, raw[:300])
+    assert len([s for s in st if s >= 200]) == 1, "%s: more than one answer %r" % (what, st)
+    assert closed, "%s: connection left open after %s" % (what, st[0])
+    time.sleep(0.05)
+    assert e.origin.count() == 0, "%s: the origin received %r" % (what, e.origin.targets())
+
+
+# ---- 1. a local answer ends the request body ----
+
+def test_local_502_never_runs_the_body(tmp):
+    e = EdgeEnv(tmp)
+    cases = {
+        "content-length": b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s"
+                          % (DEAD.encode(), len(SMUGGLE), SMUGGLE),
+        "chunked": b"POST /upload HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"%x\r\n%s\r\n0\r\n\r\n" % (DEAD.encode(), len(SMUGGLE), SMUGGLE),
+        "unknown host": b"POST /upload HTTP/1.1\r\nHost: nosuch.example.test\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(SMUGGLE), SMUGGLE),
+    }
+    for name, data in cases.items():
+        e.origin.reset()
+        resp, left, closed, raw = e.send(data, timeout=3, want=1, quiet=0.5)
+        st = L.statuses(resp)
+        assert st[:1] in ([502], [404]), (name, st, raw[:400])
+        assert len(st) == 1, "%s: one request answered %r: %r" % (name, st, raw[:600])
+        time.sleep(0.1)
+        assert not smuggled(e), "%s: the body reached the origin as a request: %r" % (
+            name, e.origin.targets())
+
+    # an honest client: POST to the dead site, then its next GET on the same connection
+    # (pipelined) is either answered properly or the connection is closed; never confused
+    body = b"x" * 49
+    e.origin.reset()
+    data = (b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 49\r\n\r\n%s" % (
+        DEAD.encode(), body)) + demo_get(b"/next")
+    resp, left, closed, raw = e.send(data, timeout=3, want=2, quiet=0.5)
+    st = L.statuses(resp)
+    assert st in ([502], [502, 200]), (st, raw[:600])
+    if st == [502, 200]:
+        assert resp[1].body == b"GET /next 0\n", resp[1].body
+    assert e.origin.targets() in ([], ["/next"]), e.origin.targets()
+
+
+def test_local_504_never_runs_the_body(tmp):
+    # an origin that never answers the SYN: noded's connect times out (5 s) -> 504
+    hole = L.Blackhole()
+    slow = "slow.example.test"
+    try:
+        e = EdgeEnv(tmp, extra_sites={slow: hole.port}, node_retry={"retries": 0})
+        data = b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+            slow.encode(), len(SMUGGLE), SMUGGLE)
+        resp, left, closed, raw = e.send(data, timeout=12, want=1, quiet=0.5)
+        st = L.statuses(resp)
+        assert st == [504], "one request answered %r: %r" % (st, raw[:600])
+        time.sleep(0.1)
+        assert not smuggled(e), "the body reached the origin as a request: %r" % (
+            e.origin.targets())
+    finally:
+        hole.close()
+
+
+# ---- 2. strict chunked framing, re-framed ----
+
+def test_chunked_strict_and_reframed(tmp):
+    e = EdgeEnv(tmp)
+    head = b"POST /c HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % DEMO.encode()
+    bad = {
+        "bare LF after size": b"5\nhello\r\n0\r\n\r\n",
+        "bare LF after data": b"5\r\nhello\n0\r\n\r\n",
+        "junk after size": b"5 junk\r\nhello\r\n0\r\n\r\n",
+        "ext then bare LF": b"2;\nxx\r\n0\r\n\r\n",
+        "NUL in ext": b"5;a\x00b\r\nhello\r\n0\r\n\r\n",
+        "CR in ext": b"5;a\rb\r\nhello\r\n0\r\n\r\n",
+        "bare LF in last chunk": b"5\r\nhello\r\n0\n\r\n",
+        "size not hex": b"0x5\r\nhello\r\n0\r\n\r\n",
+        "bare LF in trailer": b"5\r\nhello\r\n0\r\nX-T: 1\n\r\n",
+        "size overflow": b"10000000000000005\r\nhello\r\n0\r\n\r\n",
+    }
+    for name, body in bad.items():
+        assert_rejected(e, head + body, (400,), "chunked " + name)
+
+    # a valid body with extensions and a trailer reaches the origin decoded and re-framed
+    e.origin.reset()
+    resp, _, _, raw = e.send(head + b"5;name=val;q=\"x y\"\r\nhello\r\n06\r\n world\r\n"
+                             b"0;end\r\nX-Trailer: 1\r\n\r\n")
+    assert L.statuses(resp) == [200], raw[:400]
+    assert e.origin.count() == 1 and not e.origin.errors, (e.origin.targets(), e.origin.errors)
+    req = e.origin.requests[0]
+    assert req.body == b"hello world", req
+    wire = bytes(e.origin.conns[req.conn])
+    for frag in (b"name=val", b"06\r\n", b";end"):
+        assert frag not in wire, "visitor framing %r reached the origin: %r" % (frag, wire)
+
+    # responses: chunk extensions are not passed on, a malformed chunked response is a 502
+    def responder(req):
+        if req.target == "/ext":
+            return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5;sig=abc\r\nhello\r\n0\r\n\r\n")
+        if req.target == "/lf":
+            return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5\nhello\r\n0\r\n\r\n", "close")
+        return L.default_response(req)
+    e.origin.responder = responder
+    resp, _, _, raw = e.send(demo_get(b"/ext"))
+    assert L.statuses(resp) == [200], raw
+    assert resp[0].body == b"hello" and b"sig=abc" not in raw, raw
+    L.parse_response(raw)  # strictly framed
+    for path in (b"/lf",):
+        resp, _, _, raw = e.send(demo_get(path))
+        st = L.statuses(resp)
+        if st == [200]:
+            m, used = L.parse_response(raw, eof=True)  # raises on lenient framing
+            assert m.body == b"hello" and used == len(raw), (path, raw)
+        else:
+            assert st == [502], (path, raw)
+
+
+# ---- 3. targets ----
+
+def test_targets(tmp):
+    e = EdgeEnv(tmp)
+    h = b"Host: %s\r\n" % DEMO.encode()
+    # the authority of an absolute-form target ends at '/', '?' or '#'
+    e.origin.reset()
+    resp, _, _, raw = e.send(b"GET http://demo.example.test:80?/admin HTTP/1.1\r\n" + h + b"\r\n")
+    st = L.statuses(resp)
+    assert st in ([200], [400]), raw
+    for r in e.origin.requests:
+        assert r.target == "/?/admin", "absolute-form target reached the origin as %r" % r.target
+        assert r.get("host") in (DEMO, DEMO + ":80"), r.headers
+
+    e.origin.reset()
+    resp, _, _, raw = e.send(b"GET http://demo.example.test/ok?q=1 HTTP/1.1\r\n"
+                             b"Host: other.example.test\r\n\r\n")
+    assert L.statuses(resp) == [200], raw
+    assert e.origin.targets() == ["/ok?q=1"], e.origin.targets()
+    assert e.origin.requests[0].get("host") == DEMO, e.origin.requests[0].headers
+
+    for line in (b"CONNECT demo.example.test:80 HTTP/1.1", b"GET demo.example.test:80 HTTP/1.1",
+                 b"GET * HTTP/1.1", b"GET ftp://demo.example.test/x HTTP/1.1",
+                 b"GET x HTTP/1.1"):
+        assert_rejected(e, line + b"\r\n" + h + b"\r\n", (400,), line.decode())
+
+
+# ---- Content-Length / Transfer-Encoding conflicts ----
+
+def test_length_and_coding_conflicts(tmp):
+    """noded before DESIGN §11 already refused these; the test guards the rules through the
+    rewrite of the request path."""
+    e = EdgeEnv(tmp)
+    h = b"POST /f HTTP/1.1\r\nHost: %s\r\n" % DEMO.encode()
+    body = b"5\r\nhello\r\n0\r\n\r\n"
+    cases = {
+        "CL and TE": (h + b"Content-Length: 15\r\nTransfer-Encoding: chunked\r\n\r\n" + body,
+                      (400,)),
+        "TE and CL": (h + b"Transfer-Encoding: chunked\r\nContent-Length: 15\r\n\r\n" + body,
+                      (400,)),
+        "two CL": (h + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", (400,)),
+        "listed CL": (h + b"Content-Length: 5, 5\r\n\r\nhello", (400,)),
+        "signed CL": (h + b"Content-Length: +5\r\n\r\nhello", (400,)),
+        "TE chunked twice": (h + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"
+                             b"\r\n" + body, (400, 501)),
+        "TE gzip, chunked": (h + b"Transfer-Encoding: gzip, chunked\r\n\r\n" + body, (400, 501)),
+        "TE identity": (h + b"Transfer-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello",
+                        (400, 501)),
+        "TE xchunked": (h + b"Transfer-Encoding: xchunked\r\n\r\n" + body, (400, 501)),
+        "TE in HTTP/1.0": (b"POST /f HTTP/1.0\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           % DEMO.encode() + body, (400,)),
+        "space before colon": (h + b"Transfer-Encoding : chunked\r\n\r\n" + body, (400,)),
+        "obs-fold TE": (h + b"Transfer-Encoding:\r\n chunked\r\n\r\n" + body, (400,)),
+        "bare CR in a field": (h + b"X-A: 1\rTransfer-Encoding: chunked\r\n\r\n" + body, (400,)),
+    }
+    for name, (data, codes) in cases.items():
+        assert_rejected(e, data, codes, name)
+
+    # the same conflicts in an origin's response: never passed on as they are
+    answers = {
+        "/clte": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"5\r\nhello\r\n0\r\n\r\n",
+        "/tecl": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+                 b"5\r\nhello\r\n0\r\n\r\n",
+        "/twocl": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nhello",
+        "/listcl": b"HTTP/1.1 200 OK\r\nContent-Length: 5, 3\r\n\r\nhello",
+    }
+    e.origin.responder = lambda req: (answers[req.target], "close")
+    for path in answers:
+        resp, _, _, raw = e.send(demo_get(path.encode()))
+        st = L.statuses(resp)
+        if path in ("/clte", "/tecl") and st == [200]:
+            # Transfer-Encoding wins (RFC 9112 §6.3): chunks decoded, framed by noded alone
+            m, used = L.parse_response(raw, eof=True)
+            assert m.body == b"hello" and used == len(raw), (path, raw)
+            continue
+        assert st == [502], "%s answered %r" % (path, raw)
+
+
+# ---- 4. pooled origin connections ----
+
+def test_pool_not_poisoned(tmp):
+    """Stray origin bytes after a complete response (a body on a HEAD answer, then a whole
+    extra response, arriving a moment later or in the same segment) never reach the next
+    visitor. (noded before §11 already closed such connections in these shapes; the issue's
+    4-of-4 poisoning was not reproduced here, so this guards the §11 rule.)"""
+    poison = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nPOISON!"
+
+    def responder(req):
+        if req.method == "HEAD":
+            # a body on a HEAD answer, then a whole extra response
+            # the stray bytes come a moment after the response (odd tries) or with it
+            if req.target.endswith(("1", "3")):
+                return b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" + poison
+            return [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0.1, poison]
+        return L.default_response(req)
+    e = EdgeEnv(tmp, responder=responder)
+    for i in range(4):
+        resp, _, _, raw = e.send(b"HEAD /h%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (i, DEMO.encode()),
+                                 head_first=True)
+        assert L.statuses(resp)[:1] == [200], raw
+        path = b"/after%d" % i
+        resp, _, _, raw = e.send(demo_get(path))
+        assert L.statuses(resp) == [200], raw
+        assert resp[0].body == b"GET %s 0\n" % path, "try %d got %r" % (i, raw)
+
+
+# ---- 5. limits and timeouts ----
+
+LIMIT_ARGS = ["--header-timeout-ms", "1000", "--keepalive-timeout-ms", "1000",
+              "--body-timeout-ms", "1000"]
+
+
+def test_header_keepalive_body_timeouts(tmp):
+    e = EdgeEnv(tmp, noded_args=LIMIT_ARGS)
+    # slow headers: one byte every 200 ms is cut at the 1 s head deadline
+    s = socket.create_connection((L.HOST, e.port), timeout=5)
+    head = demo_get(b"/slow", b"X-Pad: " + b"a" * 40 + b"\r\n")
+    t0 = time.monotonic()
+    closed = False
+    for b in head[:-2]:
+        try:
+            s.sendall(bytes([b]))
+        except OSError:
+            closed = True
+            break
+        if L.peer_closed(s, 0.2):
+            closed = True
+            break
+        if time.monotonic() - t0 > 4:
+            break
+    took = time.monotonic() - t0
+    s.close()
+    assert closed and took < 3, "slow head still open after %.1fs" % took
+    assert e.origin.count() == 0
+
+    # an idle keep-alive connection closes after about 1 s
+    s = socket.create_connection((L.HOST, e.port), timeout=5)
+    s.sendall(demo_get(b"/ka"))
+    t0 = time.monotonic()
+    got = b""
+    while b"GET /ka 0\n" not in got:
+        b = s.recv(4096)
+        assert b, "closed before the response: %r" % got
+        got += b
+    assert L.peer_closed(s, 4), "idle keep-alive connection still open after 4s"
+    took = time.monotonic() - t0
+    s.close()
+    assert 0.5 < took < 3, "keep-alive idle close after %.1fs" % took
+
+    # a stalled request body closes the connection (an answer, if any, is 408 or 400)
+    s = socket.create_connection((L.HOST, e.port), timeout=5)
+    s.sendall(b"POST /b HTTP/1.1\r\nHost: %s\r\nContent-Length: 10\r\n\r\nab" % DEMO.encode())
+    t0 = time.monotonic()
+    s.settimeout(4)
+    got = b""
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+    except (socket.timeout, TimeoutError):
+        raise AssertionError("stalled body still open after 4s (got %r)" % got)
+    except ConnectionResetError:
+        pass
+    took = time.monotonic() - t0
+    s.close()
+    assert took < 3, took
+    resp, _ = L.split_responses(got)
+    assert all(r.status in (400, 408, 502, 504) for r in resp), got
+
+
+def test_connection_cap(tmp):
+    e = EdgeEnv(tmp, noded_args=["--max-connections", "20"])
+    idle = L.open_idle(e.port, 20)
+    try:
+        time.sleep(0.3)
+        # the 21st connection waits in the backlog: no answer while 20 are open
+        s = socket.create_connection((L.HOST, e.port), timeout=5)
+        s.sendall(demo_get(b"/over", b"Connection: close\r\n"))
+        s.settimeout(1.0)
+        try:
+            early = s.recv(4096)
+        except (socket.timeout, TimeoutError):
+            early = None
+        assert early is None, "connection above --max-connections was served: %r" % early
+        st, _, _ = e.n.admin("GET", "/healthz", timeout=2)
+        assert st == 200
+        # freeing slots lets it in
+        L.close_all(idle[:5])
+        s.settimeout(5)
+        got = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        s.close()
+        resp, _ = L.split_responses(got)
+        assert L.statuses(resp) == [200], got
+    finally:
+        L.close_all(idle)
+
+
+# ---- 6. at the file-descriptor limit ----
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_fd_limit_no_spin(tmp):
+    e = EdgeEnv(tmp, wrap=["prlimit", "--nofile=64:64", "--"])
+    pid = e.n.pid()
+    idle = []
+    try:
+        for _ in range(80):
+            idle.append(socket.create_connection((L.HOST, e.port), timeout=5))
+        time.sleep(0.5)
+        log0 = os.path.getsize(e.n.log_path)
+        cpu0 = cpu_seconds(pid)
+        time.sleep(2.0)
+        cpu = cpu_seconds(pid) - cpu0
+        logged = os.path.getsize(e.n.log_path) - log0
+        assert cpu < 0.5, "noded used %.2fs of CPU in 2s at its fd limit" % cpu
+        assert logged < 4096, "noded logged %d bytes in 2s at its fd limit" % logged
+    finally:
+        L.close_all(idle)
+    # it accepts again once descriptors are free
+    wait_until(lambda: L.statuses(e.send(demo_get(b"/again"), timeout=2)[0]) == [200], 10,
+               "a request served after the idle connections closed")
+
+
+# ---- 7. the admin listener under a visitor flood ----
+
+def test_admin_answers_while_flooded(tmp):
+    # 300 idle visitor connections with 256 descriptors: the visitor side runs out, the admin
+    # listener keeps its reserve
+    e = EdgeEnv(tmp, wrap=["prlimit", "--nofile=256:256", "--"])
+    idle = []
+    try:
+        for _ in range(300):
+            idle.append(socket.create_connection((L.HOST, e.port), timeout=5))
+        time.sleep(0.3)
+        ok = 0
+        for _ in range(8):
+            try:
+                st, _, _ = e.n.admin("GET", "/healthz", timeout=2)
+                ok += st == 200
+            except OSError:
+                pass
+        assert ok == 8, "/healthz answered %d of 8 with 300 idle visitor connections" % ok
+    finally:
+        L.close_all(idle)
+    wait_until(lambda: L.statuses(e.send(demo_get(b"/after"), timeout=2)[0]) == [200], 10,
+               "a request served after the idle connections closed")
+
+
+def assert_coded_framing(raw, coded):
+    """raw is one response carrying coded (gzip) bytes framed as RFC 9112 §6.3 reads it: chunked
+    as the final transfer coding or a Content-Length, with gzip declared in Transfer-Encoding
+    or Content-Encoding."""
+    m, used = L.parse_response(raw, eof=True, strict=False)
+    assert used == len(raw), raw
+    te = [t.strip().lower() for v in L.header_values(m.headers, "transfer-encoding")
+          for t in v.split(",")]
+    ce = [t.strip().lower() for v in L.header_values(m.headers, "content-encoding")
+          for t in v.split(",")]
+    if te:
+        assert te[-1] == "chunked" and not L.header_values(m.headers, "content-length"), raw
+        L._parse_chunked(raw, len(raw) - len(raw.split(b"\r\n\r\n", 1)[1]))
+    else:
+        assert len(L.header_values(m.headers, "content-length")) == 1, raw
+    assert m.body == coded, raw
+    assert "gzip" in te or "gzip" in ce, raw
+
+
+# ---- 8. 1xx, Upgrade, transfer codings in responses ----
+
+def test_interim_upgrade_and_codings(tmp):
+    def responder(req):
+        if req.target == "/hints":
+            return (b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+                    b"HTTP/1.1 102 Processing\r\n\r\n"
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        if req.target == "/ws":
+            return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    b"Connection: Upgrade\r\n\r\n", "tunnel")
+        if req.target == "/gzip":
+            return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nCODEDBYTES", "close")
+        if req.target == "/gzipchunked":
+            return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                    b"a\r\nCODEDBYTES\r\n0\r\n\r\n")
+        return L.default_response(req)
+    e = EdgeEnv(tmp, responder=responder)
+
+    resp, _, _, raw = e.send(demo_get(b"/hints"))
+    assert L.statuses(resp) == [103, 102, 200], raw
+    assert resp[0].get("link") == "</s.css>; rel=preload", resp[0].headers
+    assert resp[2].body == b"ok"
+
+    s = socket.create_connection((L.HOST, e.port), timeout=5)
+    s.sendall(b"GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+              % DEMO.encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        b = s.recv(4096)
+        assert b, "closed after the Upgrade request: %r" % got
+        got += b
+    assert got.startswith(b"HTTP/1.1 101"), got
+    head, rest = got.split(b"\r\n\r\n", 1)
+    req = e.origin.requests[-1]
+    assert (req.get("upgrade") or "").lower() == "websocket", req.headers
+    for msg in (b"\x81\x04ping", b"second frame \x00\xff"):
+        s.sendall(msg)
+        want = rest + msg
+        rest = b""
+        echo = b""
+        s.settimeout(3)
+        while len(echo) < len(want):
+            b = s.recv(4096)
+            assert b, "tunnel closed, got %r" % echo
+            echo += b
+        assert echo == want, (echo, want)
+    s.close()
+    # the 101 and the tunnel are not an origin failure
+    st, text, _ = e.n.admin("GET", "/metrics")
+    assert st == 200, text
+    failed = {}
+    for line in text.splitlines():
+        if line.startswith("cdnca_node_origin_attempts_total{") and 'result="success"' not in line:
+            failed[line.split()[0]] = float(line.split()[1])
+    assert not any(failed.values()), "origin failures counted: %r" % failed
+
+    # a transfer coding noded does not decode: 502, or the coded bytes framed correctly
+    for path, coded in ((b"/gzip", b"CODEDBYTES"), (b"/gzipchunked", b"CODEDBYTES")):
+        resp, _, _, raw = e.send(demo_get(path))
+        st = L.statuses(resp)
+        if st == [502]:
+            continue
+        assert st == [200], (path, raw)
+        assert_coded_framing(raw, coded)
+
+
+if __name__ == "__main__":
+    harness.main()
