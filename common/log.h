@@ -23,6 +23,15 @@ int log_open_file(const char *path, char *err, size_t errlen);
 int log_level_from_name(const char *name, enum log_level *out);
 int log_format_from_name(const char *name, enum log_format *out);
 
+struct cJSON;
+
+/* Write one structured line for a state change: the event name and the members of fields (a
+   JSON object: numbers, strings, booleans, null, nested objects; not consumed). Text format:
+   `event=NAME key=value ...` (nested keys as `outer.inner`, values with spaces or quotes
+   quoted); JSON format: the fields become members of the line's object next to "event".
+   Thread-safe, one write(2). */
+void log_event(enum log_level lvl, const char *event, const struct cJSON *fields);
+
 /* 1 when a message at this level would be written. */
 int log_enabled(enum log_level lvl);
 

@@ -57,13 +57,18 @@ void svc_reloading(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   /* MONOTONIC_USEC lets systemd >= 253 (Type=notify-reload) match this reload to its request */
   rc = sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-                  (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+                  (unsigned long long)ts.tv_sec * 1000000ULL +
+                      (unsigned long long)ts.tv_nsec / 1000);
   if (rc < 0) log_warn("sd_notify(RELOADING=1): %s", strerror(-rc));
 }
 
-void svc_stopping(void) { notify("STOPPING=1"); }
+void svc_stopping(void) {
+  notify("STOPPING=1");
+}
 
-void svc_watchdog_ping(void) { notify("WATCHDOG=1"); }
+void svc_watchdog_ping(void) {
+  notify("WATCHDOG=1");
+}
 
 int svc_loop(const sigset_t *set, const char *status, void (*reload)(void *arg), void *arg) {
   int64_t ping_ms = svc_watchdog_ping_ms(), next_ping = clock_mono_ms() + ping_ms;

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "ctx.h"
 #include "metrics.h"
+#include "sitemetrics.h"
 
 void api_model_error(struct req *r, const struct model_err *err) {
   req_error(r, err->status, err->code, err->field[0] ? err->field : NULL, "%s", err->message);
@@ -50,7 +52,9 @@ static enum http_rc get_healthz(struct req *r) {
 static enum http_rc get_metrics(struct req *r) {
   struct buf b;
   buf_init(&b, 0);
-  if (metrics_render(r->ctx->metrics, &b) < 0) {
+  if (metrics_render(r->ctx->metrics, &b) < 0 ||
+      (r->ctx->sitemetrics &&
+       sitemetrics_render(r->ctx->sitemetrics, clock_mono_ms(), clock_wall_ms(), &b) < 0)) {
     buf_fini(&b);
     req_error(r, 500, "internal", NULL, "cannot render metrics");
     return HTTP_DONE;
@@ -74,10 +78,11 @@ extern const struct route api_status_routes[];   /* api_status.c: status card, v
 extern const struct route api_fleet_routes[];    /* api_fleet.c: the fleet summary */
 extern const struct route api_tokens_routes[];   /* api_tokens.c: API tokens with roles */
 extern const struct route api_audit_routes[];    /* api_audit.c: the audit log */
+extern const struct route api_openapi_routes[];  /* api_openapi.c: the OpenAPI document */
 
 const struct route *const api_tables[] = {
     api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
     api_node_routes, api_events_routes, api_webhooks_routes,
     api_status_routes, api_fleet_routes, api_tokens_routes, api_audit_routes,
-    NULL,
+    api_openapi_routes, NULL,
 };

@@ -74,8 +74,9 @@ static enum http_rc list_sites(struct req *r) {
   int n = 0;
   cJSON *j, *a;
   enum store_rc rc;
-  const char *state = req_query(r, "state"), *q = req_query(r, "q");
+  const char *state = req_query(r, "state"), *q = req_query(r, "q"), *sort = req_query(r, "sort");
   unsigned flag = 0;
+  int by_changed = 0;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
   if (state && !(flag = fleet_state_parse(state))) {
@@ -87,7 +88,13 @@ static enum http_rc list_sites(struct req *r) {
     req_error(r, 400, "invalid_query", "q", "q must be at most %d bytes", SITES_Q_MAX);
     return HTTP_DONE;
   }
-  if (flag || (q && *q))
+  if (sort && !(strcmp(sort, "id") == 0 || (by_changed = strcmp(sort, "changed") == 0))) {
+    req_error(r, 400, "invalid_query", "sort", "sort must be id or changed");
+    return HTTP_DONE;
+  }
+  if (by_changed)
+    rc = store_fleet_site_list_changed(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
+  else if (flag || (q && *q))
     rc = store_fleet_site_list(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
   else rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
   if (rc != STORE_OK) {

@@ -15,6 +15,7 @@ struct hub;
 struct task_board;
 struct notify;
 struct prober;
+struct sitemetrics;
 
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
@@ -36,6 +37,7 @@ struct cd_config {
   int64_t http_threads;
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
   int64_t audit_retention_days;
+  int64_t metrics_max_sites;
 };
 
 struct ctx {
@@ -49,6 +51,7 @@ struct ctx {
   struct task_board *tasks;  /* probe tasks handed to nodes, votes back (tasks.h) */
   struct notify *notify;     /* webhook delivery worker (notify.h) */
   struct prober *prober;     /* the probe round thread (prober.h) */
+  struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
   int64_t started_ms;
   struct targets targets;    /* destinations origins and webhooks may not name (targets.h) */
 };

@@ -145,10 +145,27 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook
 /* ---- events ---- */
 
 /* Add an event whose data is j (deleted here); 0 or -1. */
+/* The state change as one structured log line: event type, site id and name, the event's data
+   (warn for every level down, info otherwise). */
+static void log_site_event(const struct site_rec *s, const char *type, const cJSON *data) {
+  cJSON *f = cJSON_CreateObject();
+  const cJSON *it;
+  if (!f) return;
+  json_add_i64(f, "site_id", s->id);
+  cJSON_AddStringToObject(f, "site", s->name);
+  cJSON_ArrayForEach(it, data) {
+    if (it->string && !cJSON_GetObjectItemCaseSensitive(f, it->string))
+      cJSON_AddItemToObject(f, it->string, cJSON_Duplicate(it, 1));
+  }
+  log_event(strcmp(type, "site.all_levels_unhealthy") == 0 ? LOG_WARN : LOG_INFO, type, f);
+  cJSON_Delete(f);
+}
+
 static int add_event(struct ctx *ctx, const struct site_rec *s, const char *type,
                      const char *title, cJSON *j) {
   char *data = j ? json_print(j) : NULL;
   int rc = -1;
+  log_site_event(s, type, j);
   cJSON_Delete(j);
   if (!data) {
     log_error("site %lld: cannot format %s event", (long long)s->id, type);
@@ -192,8 +209,6 @@ static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health
     return -1;
   snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
   metrics_add(ctx->metrics, "cdnca_level_switches_total", labels, 1);
-  log_info("site %lld (%s): level %d -> %d (%s): %s", (long long)s->id, s->name, s->current_level,
-           level, rs, why ? why : "");
   s->current_level = level;
   return 0;
 }
@@ -213,15 +228,12 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     cJSON_AddStringToObject(j, "why", d->why);
     if (add_event(ctx, s, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
-    log_warn("site %lld (%s): every origin level is unhealthy", (long long)s->id, s->name);
   }
   if (d->raise_recovered) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     if (add_event(ctx, s, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
-    log_info("site %lld (%s): level %d is healthy again", (long long)s->id, s->name,
-             first_healthy(&ol.view));
   }
   if (d->emit_failback_available) {
     j = cJSON_CreateObject();
@@ -319,9 +331,6 @@ static int apply_verdict(struct ctx *ctx, int64_t round_id, int64_t round_at, st
     cJSON_AddNumberToObject(vo, "failure", v->votes_failure);
     json_add_str_or_null(j, "error", o->last_error[0] ? o->last_error : NULL);
     snprintf(title, sizeof title, "Origin is now %s", o->health);
-    log_info("site %lld (%s): origin %lld %s -> %s (%s %d/%d)", (long long)s->id, s->name,
-             (long long)o->id, health_state_to_string(from), o->health, src ? src : "",
-             v->votes_success, v->votes_failure);
     if (add_event(ctx, s, "origin.health_changed", title, j) < 0) goto out;
   }
   rc = 0;

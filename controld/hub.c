@@ -8,7 +8,9 @@
 #include <time.h>
 
 #include "clock.h"
+#include "json.h"
 #include "log.h"
+#include "nodewatch.h"
 #include "publish.h"
 #include "store_node.h"
 
@@ -38,7 +40,17 @@ struct hub {
   int n_waiters;
   int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
   int n_seen, cap_seen;
+  struct nodewatch *watch; /* online/offline transitions for the log (NULL: not watched) */
 };
+
+/* A node's online/offline change as one structured log line. */
+static void log_node_event(const char *event, int64_t node_id) {
+  cJSON *f = cJSON_CreateObject();
+  if (!f) return;
+  json_add_i64(f, "node_id", node_id);
+  log_event(LOG_INFO, event, f);
+  cJSON_Delete(f);
+}
 
 static void list_unlink(struct hub *h, struct waiter *w) {
   if (w->prev)
@@ -157,6 +169,11 @@ static void *hub_thread(void *arg) {
     free(ws);
     if (now >= next_flush) {
       flush_seen_locked(h);
+      if (h->watch) {
+        int64_t gone[64];
+        int k = nodewatch_sweep(h->watch, clock_wall_ms(), gone, 64);
+        for (int i = 0; i < k; i++) log_node_event("node.offline", gone[i]);
+      }
       next_flush = now + HUB_FLUSH_MS;
       continue;
     }
@@ -221,6 +238,7 @@ void hub_free(struct hub **hp) {
   pthread_mutex_destroy(&h->mu);
   free(h->seen_id);
   free(h->seen_at);
+  nodewatch_free(&h->watch);
   free(h);
   *hp = NULL;
 }
@@ -291,8 +309,21 @@ enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_
   return HTTP_SUSPENDED;
 }
 
+void hub_watch_nodes(struct hub *h, int64_t online_ms) {
+  struct nodewatch *w = nodewatch_new(online_ms);
+  if (!w) {
+    log_warn("node online/offline lines are off: out of memory");
+    return;
+  }
+  pthread_mutex_lock(&h->mu);
+  nodewatch_free(&h->watch);
+  h->watch = w;
+  pthread_mutex_unlock(&h->mu);
+}
+
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
   pthread_mutex_lock(&h->mu);
+  if (h->watch && nodewatch_seen(h->watch, node_id, now) == 1) log_node_event("node.online", node_id);
   for (int i = 0; i < h->n_seen; i++)
     if (h->seen_id[i] == node_id) {
       if (now > h->seen_at[i]) h->seen_at[i] = now;
@@ -332,6 +363,7 @@ void hub_node_revoked(struct hub *h, int64_t node_id) {
   int n;
   pthread_mutex_lock(&h->mu);
   ws = take_waiters(h, pick_node, node_id, &n);
+  if (h->watch) nodewatch_forget(h->watch, node_id);
   pthread_mutex_unlock(&h->mu);
   for (int i = 0; i < n; i++) {
     req_error(ws[i]->r, 401, "unauthorized", NULL, "unknown or revoked token");

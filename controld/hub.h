@@ -23,6 +23,10 @@ void hub_on_publication(void *arg, int64_t seq);
    ahead of the database), else suspends r until a publication or wait_ms (then 304). */
 enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_t wait_ms);
 
+/* From now on, log node.online when a node is seen after more than online_ms (or for the first
+   time since start) and node.offline once when it has not been seen for online_ms. */
+void hub_watch_nodes(struct hub *h, int64_t online_ms);
+
 /* Note that node_id made an authenticated call at wall ms now (written within about a second). */
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now);
 

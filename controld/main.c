@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "prober.h"
 #include "rcache.h"
+#include "sitemetrics.h"
 #include "store.h"
 #include "svc.h"
 #include "tasks.h"
@@ -49,6 +50,7 @@ static const struct opt_def options[] = {
     {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000", "first webhook retry delay (doubles per attempt)"},
     {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000", "cap of the webhook retry delay"},
     {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000", "a webhook delivery fails for good this long after its event"},
+    {"metrics-max-sites", OPT_INT, O(metrics_max_sites), 0, 0, 1000000, NULL, "1000", "sites (first by id) with their own series in /metrics; the rest only count"},
     {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000", "timeout of one webhook delivery attempt"},
     {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400", "audit log records older than this are deleted"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
@@ -63,30 +65,54 @@ static const char *const reloadable[] = {
     NULL,
 };
 
-/* Checks of a parsed configuration that need no file system: 0, or -1 with err naming the option. */
-static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
+/* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
+   naming the option. A start stops at the first failing one; --check-config reports each. */
+static int check_targets(const struct cd_config *c, char *err, size_t errlen) {
   struct targets t;
   char terr[160];
   if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
     snprintf(err, errlen, "option deny-targets: %s", terr);
     return -1;
   }
+  return 0;
+}
+
+static int check_tls_pair(const struct cd_config *c, char *err, size_t errlen) {
   if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
     snprintf(err, errlen, "option tls-cert: --tls-cert and --tls-key go together");
     return -1;
   }
+  return 0;
+}
+
+static int check_listen(const struct cd_config *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->listen, 0, &ss, &sl) < 0) {
     snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
     return -1;
   }
+  return 0;
+}
+
+static int check_checkpoint_url(const struct cd_config *c, char *err, size_t errlen) {
   if (c->checkpoint_url[0] && strncasecmp(c->checkpoint_url, "http://", 7) != 0 &&
       strncasecmp(c->checkpoint_url, "https://", 8) != 0) {
     snprintf(err, errlen, "option checkpoint-url: '%s' is not an http:// or https:// URL",
              c->checkpoint_url);
     return -1;
   }
+  return 0;
+}
+
+static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
+    check_targets, check_tls_pair, check_listen, check_checkpoint_url,
+};
+
+/* Every check of config_checks: 0, or -1 with err from the first that fails. */
+static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++)
+    if (config_checks[i](c, err, errlen) < 0) return -1;
   return 0;
 }
 
@@ -98,9 +124,11 @@ static int check_config(const struct cd_config *c) {
     const char *option, *path;
   } files[] = {{"tls-cert", c->tls_cert}, {"tls-key", c->tls_key}, {"probe-ca-file", c->probe_ca_file}};
 
-  if (config_valid(c, err, sizeof err) < 0) {
-    fprintf(stderr, "controld: %s\n", err);
-    errors++;
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++) {
+    if (config_checks[i](c, err, sizeof err) < 0) {
+      fprintf(stderr, "controld: %s\n", err);
+      errors++;
+    }
   }
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     if (!files[i].path[0]) continue;
@@ -283,9 +311,12 @@ int main(int argc, char **argv) {
     if (store_audit_prune(ctx.store, clock_wall_ms() - keep) < 0)
       log_warn("could not prune the audit log");
   }
+  ctx.sitemetrics = sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
+  if (!ctx.sitemetrics) goto out;
   ctx.site_cache = rcache_new(4096);
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
+  if (ctx.hub) hub_watch_nodes(ctx.hub, ctx.cfg.node_online_ms);
   ctx.tasks = tasks_new();
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
@@ -327,6 +358,7 @@ out:
   notify_free(&ctx.notify);
   store_close(&ctx.store);
   rcache_free(&ctx.site_cache);
+  sitemetrics_free(&ctx.sitemetrics);
   metrics_free(&ctx.metrics);
   return ret;
 }

@@ -110,11 +110,37 @@ static char *like_pattern(const char *q) {
   return p;
 }
 
+/* Newest change first (updated_at, then id, descending); after = the previous page's last site,
+   whose (updated_at, id) the page continues below. ?4..?7 = the state flags asked for (no partial
+   index: this order reads every site, about 40 ms at 100,000). */
+static const char sql_changed[] =
+    "SELECT id FROM sites WHERE (?1 = 0 OR (updated_at, id) < "
+    "(SELECT updated_at, id FROM sites WHERE id = ?1)) "
+    "AND (?4 = 0 OR state_on_backup = 1) AND (?5 = 0 OR state_all_down = 1) "
+    "AND (?6 = 0 OR state_failback_available = 1) AND (?7 = 0 OR state_paused = 1) "
+    "AND (?2 IS NULL OR name LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "
+    "WHERE h.site_id = sites.id AND h.hostname LIKE ?2 ESCAPE '\\')) "
+    "ORDER BY updated_at DESC, id DESC LIMIT ?3";
+
+static enum store_rc site_list(struct store *st, const char *sql, unsigned state, const char *q,
+                               int64_t after, int limit, struct site_rec **out, int *n);
+
 enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char *q, int64_t after,
                                     int limit, struct site_rec **out, int *n) {
+  return site_list(st, list_sql(state, q && *q), state, q, after, limit, out, n);
+}
+
+enum store_rc store_fleet_site_list_changed(struct store *st, unsigned state, const char *q,
+                                            int64_t after, int limit, struct site_rec **out,
+                                            int *n) {
+  return site_list(st, sql_changed, state, q, after, limit, out, n);
+}
+
+static enum store_rc site_list(struct store *st, const char *sql, unsigned state, const char *q,
+                               int64_t after, int limit, struct site_rec **out, int *n) {
   int has_q = q && *q;
   struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, list_sql(state, has_q)) : NULL;
+  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
   struct site_rec *arr = NULL;
   int64_t *ids = NULL;
   char *lq = NULL;
@@ -132,6 +158,8 @@ enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char
   if (lq) sqlite3_bind_text(s, 2, lq, -1, SQLITE_STATIC);
   else sqlite3_bind_null(s, 2);
   sqlite3_bind_int(s, 3, limit);
+  if (sqlite3_bind_parameter_count(s) >= 7) /* the statements with the state as parameters */
+    for (int i = 0; i < 4; i++) sqlite3_bind_int(s, 4 + i, (state & (1u << i)) != 0);
   while (cnt < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) ids[cnt++] = sqlite3_column_int64(s, 0);
   if (cnt < limit && rc != SQLITE_DONE) {
     log_error("listing sites by state: %s", sqlite3_errmsg(c->db));

@@ -45,6 +45,12 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
 enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char *q, int64_t after,
                                     int limit, struct site_rec **out, int *n);
 
+/* The same filters in the order of the last change: newest updated_at first (id breaks ties),
+   continuing after site `after` (0 = from the newest; a site no longer there ends the walk). */
+enum store_rc store_fleet_site_list_changed(struct store *st, unsigned state, const char *q,
+                                            int64_t after, int limit, struct site_rec **out,
+                                            int *n);
+
 /* Call fn for each of the first max sites by id, in id order, from one read snapshot; fn returns
    0 to go on, anything else stops the walk. 0, or -1 on a storage error (logged). */
 int store_fleet_each_site(struct store *st, int max,

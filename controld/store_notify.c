@@ -367,6 +367,23 @@ enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_
   return rc;
 }
 
+int store_delivery_backlog(struct store *st, int64_t *n) {
+  static const char q[] = "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int rc;
+  *n = 0;
+  if (!s) return -1;
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) *n = sqlite3_column_int64(s, 0);
+  sqlite3_reset(s);
+  if (rc != SQLITE_ROW) {
+    log_error("counting the webhook backlog: %s", sqlite3_errmsg(c->db));
+    return -1;
+  }
+  return 0;
+}
+
 int store_delivery_prune(struct store *st, int64_t before_ms) {
   static const char del[] =
       "DELETE FROM deliveries WHERE state IN ('delivered', 'failed') AND created_at < ?";

@@ -59,6 +59,10 @@ struct delivery_result {
   int64_t at;             /* when the attempt ended (wall ms) */
 };
 
+/* Deliveries waiting in the outbox (state pending: not yet tried, or retrying) into *n, counted
+   on the pending index. 0 or -1 (logged). */
+int store_delivery_backlog(struct store *st, int64_t *n);
+
 /* Remove delivered and failed deliveries created before before_ms (pending ones stay). Number removed, or -1. */
 int store_delivery_prune(struct store *st, int64_t before_ms);
 

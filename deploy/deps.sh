@@ -3,12 +3,14 @@
 # apt-get when run as root and something is missing, else says what to install. Sourced or run
 # by deploy/quickstart.sh and tests/run.sh. CDNCA_NO_INSTALL=1: only check.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config python3 curl openssl ca-certificates
+# python3-jsonschema: the integration tests check every answer against controld/openapi.json
+pkgs=(build-essential cmake pkg-config python3 python3-jsonschema curl openssl ca-certificates
       libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev
       nginx)  # nginx: the reference proxy of the edge differential test
 have() {
   command -v cmake >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 &&
-    command -v python3 >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 &&
+    command -v python3 >/dev/null 2>&1 && python3 -c 'import jsonschema' >/dev/null 2>&1 &&
+    command -v curl >/dev/null 2>&1 &&
     command -v pkg-config >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] &&
     pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl libsystemd
 }

@@ -40,6 +40,7 @@ struct node_cfg {
   int64_t heartbeat_interval_ms;
   int64_t config_wait_ms;
   int64_t proxy_threads;
+  int64_t metrics_max_origins;
   int64_t header_timeout_ms;
   int64_t keepalive_timeout_ms;
   int64_t body_timeout_ms;
@@ -77,6 +78,7 @@ static const struct opt_def options[] = {
     {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000", "time between heartbeats"},
     {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
     {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
+    {"metrics-max-origins", OPT_INT, O(metrics_max_origins), 0, 0, 1000000, NULL, "1000", "skipped origins labelled in /metrics at most (the rest only count)"},
     {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000", "a visitor's whole request head must arrive within this"},
     {"keepalive-timeout-ms", OPT_INT, O(keepalive_timeout_ms), 0, 100, 3600000, NULL, "60000", "idle visitor keep-alive connections are closed after this"},
     {"body-timeout-ms", OPT_INT, O(body_timeout_ms), 0, 100, 3600000, NULL, "60000", "a visitor silent this long while its request body is read is closed"},
@@ -180,6 +182,7 @@ static int on_metrics(void *arg, struct buf *out) {
   heartbeat_stats(n->hb, &sent, &failed, &last_ok);
   ntasks_stats(n->tasks, &rounds, &probes, &late);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
+  if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
   if (!n->proxy && buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
                               (long long)si.seq) < 0)
     return -1;
@@ -208,23 +211,45 @@ static int on_metrics(void *arg, struct buf *out) {
 
 /* ---- configuration checks and reload ---- */
 
-/* Checks that need no file system: 0, or -1 with err naming the option. */
-static int config_valid(const struct node_cfg *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
+/* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
+   naming the option. A start stops at the first failing one; --check-config reports each. */
+static int check_controld(const struct node_cfg *c, char *err, size_t errlen) {
   if (!c->controld[0]) {
     snprintf(err, errlen, "option controld: --controld URL is required");
     return -1;
   }
+  return 0;
+}
+
+static int check_listen(const struct node_cfg *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->listen, 1, &ss, &sl) < 0) {
     snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
     return -1;
   }
+  return 0;
+}
+
+static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
   if (addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
     snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
              c->admin_listen);
     return -1;
   }
+  return 0;
+}
+
+static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
+    check_controld, check_listen, check_admin_listen,
+};
+
+/* Every check of config_checks: 0, or -1 with err from the first that fails. */
+static int config_valid(const struct node_cfg *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++)
+    if (config_checks[i](c, err, errlen) < 0) return -1;
   return 0;
 }
 
@@ -254,9 +279,11 @@ static int check_config(const struct node_cfg *c) {
     const char *option, *path;
   } files[] = {{"origin-ca-file", c->origin_ca_file}, {"controld-ca-file", c->controld_ca_file}};
 
-  if (config_valid(c, err, sizeof err) < 0) {
-    fprintf(stderr, "noded: %s\n", err);
-    errors++;
+  for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++) {
+    if (config_checks[i](c, err, sizeof err) < 0) {
+      fprintf(stderr, "noded: %s\n", err);
+      errors++;
+    }
   }
   if (c->controld[0]) {
     char *tok = getenv("CDNCA_NODE_TOKEN");

@@ -1671,6 +1671,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   return rc;
 }
 
+int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out) {
+  return proxy_state_skip_metrics(p->state, clock_mono_ms(), max_labelled, out);
+}
+
 void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok) {
   int n = proxy_state_probe(p->state, origin_id, clock_mono_ms(), ok);
   if (n > 0) atomic_fetch_add_explicit(&p->probe_skips, (uint64_t)n, memory_order_relaxed);

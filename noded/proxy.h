@@ -86,6 +86,10 @@ void proxy_free(struct proxy **p);
  * ..._backup_picks_total, ..._config_seq) in Prometheus text format to out. 0 or -1. */
 int proxy_metrics(struct proxy *p, struct buf *out);
 
+/* Append the per-origin skip state metrics (proxy_state_skip_metrics, at most max_labelled
+   labelled origins) to out. 0 or -1. */
+int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out);
+
 /* Feed the node's own probe of origin_id (a probe task's outcome) into the skip state of every
  * site entry of that origin (proxy_state_probe). Thread-safe. */
 void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok);

@@ -470,3 +470,72 @@ cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *s
   pthread_rwlock_unlock(&t->tab_lock);
   return arr;
 }
+
+/* Where an origin stands for the metrics: SKIP_SKIPPED while its skip runs, SKIP_HALF_OPEN once
+   it ran out (trials decide), else SKIP_HEALTHY. */
+static enum skip_state phase_of(const struct skip_rec *r, int64_t now) {
+  if (r->state == SKIP_SKIPPED) return r->skipped_until > now ? SKIP_SKIPPED : SKIP_HALF_OPEN;
+  return r->state; /* a skip that ran out turns half-open lazily, at its next pick */
+}
+
+struct untrusted {
+  int64_t site_id, origin_id;
+};
+
+static int cmp_untrusted(const void *a, const void *b) {
+  const struct untrusted *x = a, *y = b;
+  if (x->site_id != y->site_id) return x->site_id < y->site_id ? -1 : 1;
+  return x->origin_id < y->origin_id ? -1 : x->origin_id > y->origin_id;
+}
+
+int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelled,
+                             struct buf *out) {
+  int64_t count[3] = {0, 0, 0};
+  struct untrusted *u = NULL;
+  size_t nu = 0, cap = 0;
+  int rc = -1;
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < t->tab.cap; i++) {
+    const struct pentry *e = &t->tab.e[i];
+    enum skip_state ph;
+    if (!e->used) continue;
+    ph = phase_of(&e->rec, now);
+    count[ph]++;
+    if (ph == SKIP_HEALTHY) continue;
+    if (nu == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      struct untrusted *nuarr = realloc(u, nc * sizeof *u);
+      if (!nuarr) {
+        pthread_mutex_unlock(&t->mu);
+        goto out;
+      }
+      u = nuarr;
+      cap = nc;
+    }
+    u[nu].site_id = e->site_id;
+    u[nu].origin_id = e->origin_id;
+    nu++;
+  }
+  pthread_mutex_unlock(&t->mu);
+  if (nu > 1) qsort(u, nu, sizeof *u, cmp_untrusted);
+  if (buf_printf(out,
+                 "# HELP cdnca_node_origins Origins in the node's table by skip state.\n"
+                 "# TYPE cdnca_node_origins gauge\n"
+                 "cdnca_node_origins{state=\"healthy\"} %lld\n"
+                 "cdnca_node_origins{state=\"skipped\"} %lld\n"
+                 "cdnca_node_origins{state=\"half_open\"} %lld\n"
+                 "# HELP cdnca_node_origin_skipped 1 while the node skips the origin or runs its "
+                 "half-open trial (first origins by id only).\n"
+                 "# TYPE cdnca_node_origin_skipped gauge\n",
+                 (long long)count[SKIP_HEALTHY], (long long)count[SKIP_SKIPPED],
+                 (long long)count[SKIP_HALF_OPEN]) < 0)
+    goto out;
+  for (size_t i = 0; i < nu && (int64_t)i < max_labelled; i++)
+    if (buf_printf(out, "cdnca_node_origin_skipped{site=\"%lld\",origin=\"%lld\"} 1\n",
+                   (long long)u[i].site_id, (long long)u[i].origin_id) < 0)
+      goto out;
+  rc = 0;
+out:
+  free(u);
+  return rc;
+}

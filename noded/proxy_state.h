@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "buf.h"
 #include "sitecfg.h"
 
 struct proxy_state;
@@ -65,6 +66,14 @@ void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
 /* Observations for the heartbeat: [{"site_id","origin_id","requests","failures","skipped"}]
  * (counts since the entry was created), caller frees. NULL on OOM. */
 cJSON *proxy_state_observations(struct proxy_state *t, int64_t now);
+
+/* Append the node's skip state in Prometheus text to out: cdnca_node_origins{state} (origins
+ * healthy, skipped and half_open, counted over the whole table) and cdnca_node_origin_skipped
+ * {site,origin} = 1 for each origin the node does not trust (skipped, or in its half-open
+ * trial), for the max_labelled lowest (site, origin) ids only; a trusted origin has no series.
+ * One pass under the table lock, no per-origin rendering for healthy ones. 0 or -1 (OOM). */
+int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelled,
+                             struct buf *out);
 
 /* Per-origin skip state of one site for /status: [{"id","level","address","port","scheme",
  * "state","skipped_for_ms","requests","failures","skips","fail_open","backup_picks","probes",

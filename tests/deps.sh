@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the tests need beyond the build (deploy/deps.sh): the dashboard's browser test (Debian's
 # chromium, Node.js and npm, playwright-core from npm in tests/integration/ui), promtool (Debian
-# package prometheus) for the alert rules, systemd-analyze (systemd) for the units. Installs
+# package prometheus) for the alert rules, systemd-analyze (systemd) for the units, logrotate. Installs
 # what is missing with apt-get/npm when run as root, else prints the exact commands; never
 # installs with CDNCA_NO_INSTALL=1. Returns 0 even when something is missing: the tests that
 # need it then report themselves as skipped, and CI (.ci/run) fails on any skipped test.
@@ -14,6 +14,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+[ -x /usr/sbin/logrotate ] || command -v logrotate >/dev/null 2>&1 || missing+=(logrotate)
 no_install="${CDNCA_NO_INSTALL:-0}"
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$no_install" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

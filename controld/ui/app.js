@@ -84,7 +84,7 @@ function pageLogin(next) {
 /* ---------- notification center ---------- */
 
 function pageNotifications() {
-  const feed = eventFeed('/v1/notifications');
+  const feed = eventFeed('/v1/notifications', true);
   const list = eventList('notifications-list', true);
   return {
     title: 'Notifications', nav: 'notifications',

@@ -1,6 +1,7 @@
 /* core — the dashboard's shared parts: DOM helpers (text only, never innerHTML), formatting,
    banners, the API client, event feeds and the page runner (one page at a time, polls without
    overlap). Every other module imports from here. */
+import { lastId } from './model.js';
 const TOKEN_KEY = 'cdnca.admin_token';
 const POLL_MS = 3000;
 const FETCH_TIMEOUT_MS = 15000;
@@ -247,13 +248,29 @@ async function fetchAll(path, key, limit, maxPages) {
   return out;
 }
 
-/* An event stream ({events, next}, oldest first) kept in memory, newest last; polls only the new part. */
-function eventFeed(base) {
+/* Where to start reading an oldest-first, cursor-paginated list ({key: [...], next}) of dense,
+   growing ids so that about `keep` of its newest records follow; null = from the start (it is
+   short). The API has no newest-first order: model.js lastId finds the end with limit=1 reads. */
+async function tailAfter(path, key, keep) {
+  const sep = path.includes('?') ? '&' : '?';
+  const first = await api('GET', `${path}${sep}limit=100`);
+  if (!first || first.next === null || first.next === undefined) return null;
+  const last = await lastId(async (after) => {
+    const got = listOf(await api('GET', `${path}${sep}limit=1&after=${after}`), key);
+    return got.length && typeof got[0].id === 'number' ? got[0].id : null;
+  }, first.next);
+  return Math.max(0, last - keep);
+}
+
+/* An event stream kept in memory, newest last; polls only the new part. tail: start near the
+   newest events (for the global stream, whose ids are dense) instead of at the first one. */
+function eventFeed(base, tail) {
   let events = [], after = null, primed = false;
   const seen = new Set();
   return {
     get events() { return events; },
     async update() {
+      if (!primed && tail) after = await tailAfter(base, 'events', EVENT_KEEP);
       for (let i = 0; i < (primed ? 5 : 50); i++) {
         const r = await api('GET', `${base}?limit=100` + (after !== null ? `&after=${after}` : ''));
         const got = listOf(r, 'events').filter((e) => e && !seen.has(e.id));
@@ -419,6 +436,6 @@ function go(hash) {
 export {
   POLL_MS, EVENT_TYPES, h, add, put, $, tid, field, input, select, button, table, pad, fmtTime,
   badge, votesText, short, num, splitList, listOf, banners, showError, ApiError, auth, api, soft,
-  fetchAll, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
+  fetchAll, tailAfter, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
   refreshNow, act, signOut, go, markField,
 };

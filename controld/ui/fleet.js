@@ -19,7 +19,7 @@ function tile(key, label, href, tone, value, alarm) {
 }
 
 function pageOverview() {
-  const feed = eventFeed('/v1/notifications');
+  const feed = eventFeed('/v1/notifications', true);
   const latest = eventList('latest-notifications', true);
   let tiles, nodesEl;
   return {

@@ -1,6 +1,6 @@
 /* model — the dashboard's pure functions (no DOM): verdict history to timeline marks, level
-   switches from events, a site's state badges from its origins. Unit-tested under node
-   (tests/unit/test_ui_model.mjs). */
+   switches from events, a site's state badges from its origins, the end of a growing list.
+   Unit-tested under node (tests/unit/test_ui_model.mjs). */
 
 const ms = (iso) => {
   const t = Date.parse(iso);
@@ -74,4 +74,23 @@ function siteState(site) {
   };
 }
 
-export { voteLatency, originMarks, levelSwitches, windowOf, levelHealth, siteState };
+/* The largest id of a list whose ids only grow. next(after) resolves to the id of the first record
+   with an id > after, or null when there is none; known is an id that exists (or 0). Gallops
+   (steps doubling) while records follow, then bisects: about 2 log2(last id) calls, at most
+   LAST_ID_PROBES. */
+const LAST_ID_PROBES = 64;
+async function lastId(next, known) {
+  let last = known || 0, step = 1024, growing = true;
+  for (let i = 0; i < LAST_ID_PROBES; i++) {
+    const id = await next(last + step - 1);
+    const found = id !== null && id > last;
+    if (found) last = id;
+    if (!found && step === 1) break;
+    if (!found) growing = false;
+    /* after the first miss the end lies within one step: bisect */
+    step = growing ? step * 2 : Math.max(1, Math.floor(step / 2));
+  }
+  return last;
+}
+
+export { lastId, voteLatency, originMarks, levelSwitches, windowOf, levelHealth, siteState };

@@ -3,8 +3,9 @@
 # same origin, same run: req/s and p99 medians over alternating wrk rounds, then RSS of both
 # while they hold IDLE idle visitor connections.
 # usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx, wrk)
-# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000]. Builds nothing;
-# runtime about ROUNDS * 2 * DURATION + 40 s.
+# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000], ACCESS_LOG [off]
+# (on: both write one access line per request to a file; off: neither does -- noded runs with
+# --log-level warn). Builds nothing; runtime about ROUNDS * 2 * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -13,6 +14,7 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 IDLE=${IDLE:-10000}
+ACCESS_LOG=${ACCESS_LOG:-off}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
   [ -x "$b" ] || { echo "missing $b (build it first)" >&2; exit 2; }
@@ -38,6 +40,11 @@ ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN
 CTL_PORT=$(freeport)
 TOKEN="adm-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 
+if [ "$ACCESS_LOG" = on ]; then
+  NGX_ACCESS="access_log $TMP/proxy/access.log;"; NODE_LOG_LEVEL=info
+else
+  NGX_ACCESS="access_log off;"; NODE_LOG_LEVEL=warn
+fi
 chmod 755 "$TMP"
 mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node"
 head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
@@ -65,7 +72,7 @@ error_log $TMP/proxy/error.log warn;
 worker_rlimit_nofile $((IDLE * 2 + 1024));
 events { worker_connections $((IDLE + 1024)); }
 http {
-  access_log off;
+  $NGX_ACCESS
   client_body_temp_path $TMP/proxy; proxy_temp_path $TMP/proxy;
   fastcgi_temp_path $TMP/proxy; uwsgi_temp_path $TMP/proxy; scgi_temp_path $TMP/proxy;
   keepalive_requests 1000000;
@@ -109,7 +116,8 @@ api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins
 NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 CDNCA_NODE_TOKEN="$NODE_TOKEN" "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" >"$TMP/noded.log" 2>&1 &
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" \
+  --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
 wait_url "http://127.0.0.1:$ORIGIN_PORT/"; wait_url "http://127.0.0.1:$NGX_PORT/"
@@ -120,13 +128,27 @@ to_us() {
   awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
         else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
 }
-run() {
+# CPU ticks (user + system) of a process and its children (nginx: master + workers)
+cpu_ticks() {
+  t=0
+  for p in $1 $(pgrep -P "$1" | tr '\n' ' '); do
+    v=$(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+run() {  # PORT PID -> "req/s p99_us cpu_us_per_request"
+  c0=$(cpu_ticks "$2")
   wrk -t2 -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
+  c1=$(cpu_ticks "$2")
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
   p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
+  n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
+  cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1000000 / hz / n}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
-  echo "$rps $p99"
+  echo "$rps $p99 $cpu"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -139,18 +161,20 @@ while [ $r -le "$ROUNDS" ]; do
   # alternate which one goes first, so neither always runs on a warmer machine
   if [ $((r % 2)) = 1 ]; then order="$NGX_PORT $NODE_PORT"; else order="$NODE_PORT $NGX_PORT"; fi
   for p in $order; do
-    set -- $(run "$p")
-    if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2" >>"$TMP/node.txt"; who=noded; fi
-    echo "round $r $who: $1 req/s, p99 $2 us"
+    if [ "$p" = "$NGX_PORT" ]; then set -- $(run "$p" "$NGX_PID"); else set -- $(run "$p" "$NODE_PID"); fi
+    if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2 $3" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2 $3" >>"$TMP/node.txt"; who=noded; fi
+    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request"
   done
   r=$((r + 1))
 done
 NGX_RPS=$(awk '{print $1}' "$TMP/ngx.txt" | median);  NGX_P99=$(awk '{print $2}' "$TMP/ngx.txt" | median)
 NODE_RPS=$(awk '{print $1}' "$TMP/node.txt" | median); NODE_P99=$(awk '{print $2}' "$TMP/node.txt" | median)
-echo "median nginx: $NGX_RPS req/s, p99 $NGX_P99 us"
-echo "median noded: $NODE_RPS req/s, p99 $NODE_P99 us"
-awk -v a="$NODE_RPS" -v b="$NGX_RPS" -v c="$NODE_P99" -v d="$NGX_P99" 'BEGIN {
-  printf "req/s ratio noded/nginx: %.2f (goal >= 1.0)\np99 ratio noded/nginx:   %.2f (goal <= 1.0)\n", a/b, c/d }'
+NGX_CPU=$(awk '{print $3}' "$TMP/ngx.txt" | median); NODE_CPU=$(awk '{print $3}' "$TMP/node.txt" | median)
+echo "median nginx: $NGX_RPS req/s, p99 $NGX_P99 us, $NGX_CPU us CPU per request"
+echo "median noded: $NODE_RPS req/s, p99 $NODE_P99 us, $NODE_CPU us CPU per request"
+awk -v a="$NODE_RPS" -v b="$NGX_RPS" -v c="$NODE_P99" -v d="$NGX_P99" -v e="$NODE_CPU" -v f="$NGX_CPU" 'BEGIN {
+  printf "req/s ratio noded/nginx: %.2f (goal >= 1.0)\np99 ratio noded/nginx:   %.2f (goal <= 1.0)\n", a/b, c/d
+  printf "CPU per request noded/nginx: %.2f (less sensitive to other load on the machine)\n", e/f }'
 
 # RSS (kB) of a process and its children (nginx: master + workers)
 rss_tree() {

@@ -16,12 +16,14 @@ a proxy must forward and whether the rest must be rejected.
     python3 edge_corpus.py            # print the cases with their reference reading
 """
 
+import random
 import re
 import sys
 
 import edge_lib as L
 
 HOST = L.DEMO
+MUTATIONS = 200
 CHUNKED_BODY = b"5\r\nhello\r\n0\r\n\r\n"
 
 
@@ -384,6 +386,45 @@ def build():
             ("Connection: close then more", lambda mk: _req(
                 mk, method=b"GET", fields=b"Connection: close\r\n") + _smuggle(mk), "strict")]:
         g.add("head", name, build_, policy)
+    # -- seeded single-byte mutations of valid messages: only the safety properties apply
+    rng = random.Random(9112)
+    bases = [
+        lambda mk: _req(mk, fields=b"Content-Length: 5\r\n", body=b"hello"),
+        lambda mk: _req(mk, fields=b"Transfer-Encoding: chunked\r\n",
+                        body=b"5;a=b\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n"),
+        lambda mk: _req(mk, fields=b"Transfer-Encoding: chunked\r\n",
+                        body=b"%x\r\n%s\r\n0\r\n\r\n" % (len(_smuggle(mk)), _smuggle(mk))),
+        lambda mk: _req(mk, fields=b"Content-Length: %d\r\n" % len(_smuggle(mk)), body=_smuggle(mk)),
+        lambda mk: b"GET http://demo.example.test/%s?q HTTP/1.1\r\nHost: %s\r\nX-Case: %s\r\n\r\n"
+                   % (mk.encode(), HOST.encode(), mk.encode()),
+    ]
+    inserts = [b"\r", b"\n", b" ", b"\t", b"\x00", b";", b",", b"0", b"\r\n", b"\x0b", b"\xff"]
+    made = 0
+    while made < MUTATIONS:
+        base = rng.randrange(len(bases))
+        op = rng.randrange(3)
+        seed = rng.getrandbits(32)
+
+        def build_(mk, base=base, op=op, seed=seed):
+            r = random.Random(seed)
+            d = bases[base](mk)
+            # never inside the markers, so every request stays attributable
+            spans = [(m.start(), m.end()) for m in re.finditer(rb"zc\d{4}s?", d)]
+            while True:
+                at = r.randrange(1, len(d))
+                if not any(a <= at <= b for a, b in spans):
+                    break
+            if op == 0:
+                return d[:at] + r.choice(inserts) + d[at:]
+            if op == 1:
+                return d[:at] + d[at + 1:]
+            return d[:at] + bytes([r.choice(b"\r\n \t;,:0aAzZ\x00\x7f")]) + d[at + 1:]
+        # a message cut short waits for bytes that never come: not a useful case
+        if interpret(build_("zc%04d" % (len(g.cases) + 1)))[1] == "incomplete":
+            continue
+        g.add("mutation", "base %d op %d seed %08x" % (base, op, seed), build_, "either")
+        made += 1
+
     # -- responses (§6, §7 from the origin's side): the origin answers case K with RESPONSES[K]
     for k, (name, _, policy) in enumerate(RESPONSES):
         g.add("response", name, lambda mk, k=k: _req(mk, method=b"GET", path=b"/zr%d" % k), policy)

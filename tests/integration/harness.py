@@ -25,6 +25,12 @@ at exit count), and every process is killed when the runner exits. Start process
 main thread: they are also tied to it with PR_SET_PDEATHSIG so none outlives a killed runner.
 
 Binaries come from $CDNCA_BUILD (default ../../build relative to this file).
+
+Every answer from a controld started here (through Controld.api or http_call to its port) is
+checked against the OpenAPI document controld/openapi.json (python3-jsonschema): the route must
+be in it, the status must be listed for the operation, and a JSON body must match the status's
+schema. A mismatch raises AssertionError in the test that received the answer, so the document
+cannot drift from the code. (A 404 or 405 for a path no route serves needs only be an error body.)
 """
 
 import atexit
@@ -52,6 +58,7 @@ HOST = "127.0.0.1"
 DEFAULT = object()  # "use the default admin token" marker for Controld.api
 
 _PROCS = []  # every _Proc started by this runner, in start order
+_CONTROLD_PORTS = set()  # ports of the controlds started here: their answers are validated
 _LOG_TAIL = 60
 
 
@@ -135,9 +142,124 @@ def http_call(url_host, port, method, path, body=None, headers=None, timeout=30.
             parsed = json.loads(text)
         else:
             parsed = text
+        if port in _CONTROLD_PORTS and url_host == HOST:
+            openapi().check(method, path, resp.status, ctype, payload, parsed)
         return resp.status, parsed, resp.headers
     finally:
         conn.close()
+
+
+# ---- the OpenAPI document ----
+
+class OpenAPIMismatch(StopWaiting, AssertionError):
+    """An answer the document does not allow: fails the test at once (also inside wait_until)."""
+
+OPENAPI = os.path.join(HERE, "..", "..", "controld", "openapi.json")
+
+
+class OpenAPIDoc:
+    """controld/openapi.json with a check of one answer against it."""
+
+    def __init__(self, path=OPENAPI):
+        try:
+            import jsonschema  # noqa: F401 - python3-jsonschema (deploy/deps.sh installs it)
+        except ImportError as e:
+            raise OpenAPIMismatch("python3-jsonschema is needed to check answers against "
+                                 "controld/openapi.json (deploy/deps.sh installs it): %s" % e)
+        from jsonschema import Draft202012Validator
+        self._validator_class = Draft202012Validator
+        with open(path, encoding="utf-8") as f:
+            self.doc = json.load(f)
+        self.routes = []  # (compiled regex, template)
+        import re
+        for tpl, item in self.doc["paths"].items():
+            rest = set()
+            for m in item.values():
+                for prm in m.get("parameters", []):
+                    if prm.get("in") == "path" and prm.get("x-cdnca-rest"):
+                        rest.add(prm["name"])
+            rx = ""
+            for piece in re.split(r"(\{[^}]+\})", tpl):
+                if piece.startswith("{"):
+                    rx += ".+" if piece[1:-1] in rest else "[^/]+"
+                else:
+                    rx += re.escape(piece)
+            self.routes.append((re.compile("^" + rx + "$"), tpl))
+        self._validators = {}
+
+    def template(self, path):
+        """The document's path template serving path (one trailing slash tolerated), or None."""
+        for cand in (path, path[:-1] if len(path) > 1 and path.endswith("/") else None):
+            if cand is None:
+                continue
+            for rx, tpl in self.routes:
+                if rx.match(cand):
+                    return tpl
+        return None
+
+    def _resolve(self, obj):
+        while isinstance(obj, dict) and "$ref" in obj and len(obj) == 1:
+            node = self.doc
+            for part in obj["$ref"].lstrip("#/").split("/"):
+                node = node[part]
+            obj = node
+        return obj
+
+    def _validate(self, schema, value, what):
+        key = json.dumps(schema, sort_keys=True)
+        v = self._validators.get(key)
+        if v is None:
+            # the components ride along so "#/components/..." references resolve
+            v = self._validator_class({"components": self.doc["components"], "allOf": [schema]})
+            self._validators[key] = v
+        errors = sorted(v.iter_errors(value), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            raise OpenAPIMismatch("%s: answer does not match controld/openapi.json at %s: %s\n"
+                                 "answer: %s" % (what, "/".join(map(str, e.absolute_path)) or "(top)",
+                                                 e.message, json.dumps(value)[:2000]))
+
+    def check(self, method, target, status, ctype, payload, parsed):
+        path = target.split("?", 1)[0]
+        m = "get" if method.upper() == "HEAD" else method.lower()
+        what = "%s %s -> %s" % (method, path, status)
+        tpl = self.template(path)
+        error_schema = {"$ref": "#/components/schemas/Error"}
+        if tpl is None or m not in self.doc["paths"][tpl]:
+            # no route serves it: only the router's own 404 / 405 error answers are right
+            if status in (404, 405) and isinstance(parsed, dict):
+                self._validate(error_schema, parsed, what)
+                return
+            raise OpenAPIMismatch("%s: %s is not in controld/openapi.json (a route missing from "
+                                 "the document?)" % (what, "%s %s" % (method, tpl or path)))
+        op = self.doc["paths"][tpl][m]
+        resp = op["responses"].get(str(status))
+        if resp is None:
+            raise OpenAPIMismatch("%s: status %d is not listed for %s %s in controld/openapi.json "
+                                 "(answer: %r)" % (what, status, m.upper(), tpl, str(parsed)[:500]))
+        resp = self._resolve(resp)
+        content = resp.get("content")
+        if not content:
+            if payload and method.upper() != "HEAD":
+                raise OpenAPIMismatch("%s: the document lists no body, the answer has %d bytes"
+                                     % (what, len(payload)))
+            return
+        base = (ctype or "").split(";")[0].strip().lower()
+        if base not in content:
+            raise OpenAPIMismatch("%s: Content-Type %r is not one of %s in controld/openapi.json"
+                                 % (what, ctype, sorted(content)))
+        if base == "application/json" and method.upper() != "HEAD":
+            self._validate(content[base]["schema"], parsed, what)
+
+
+_DOC = []
+
+
+def openapi():
+    """The parsed document (loaded once)."""
+    if not _DOC:
+        _DOC.append(OpenAPIDoc())
+    return _DOC[0]
 
 
 def _set_pdeathsig():
@@ -252,6 +374,7 @@ class Controld(_Proc):
         self.admin_token = admin_token or ("adm-" + secrets.token_hex(16))
         self.pass_admin_token = True
         self.port = free_port()
+        _CONTROLD_PORTS.add(self.port)
         self.url = "http://%s:%d" % (HOST, self.port)
         self.db = db or os.path.join(tmpdir, name + ".db")
         self.binary = os.path.join(BUILD, "controld", "controld")

@@ -7,6 +7,7 @@ file-descriptor limit, the admin listener under a visitor flood, 1xx forwarding,
 tunnel and response transfer codings. Raw sockets on loopback against a recording origin."""
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -149,6 +150,107 @@ def test_chunked_strict_and_reframed(tmp):
             assert st == [502], (path, raw)
 
 
+def random_chunked(rng, body, ext=True):
+    """body as chunks of random sizes, some with extensions, a trailer at the end."""
+    out = bytearray()
+    pos = 0
+    while pos < len(body):
+        n = min(len(body) - pos, rng.choice((1, 2, 7, 100, 1000, 4095, 4096, 16384, 65536)))
+        e = b";k%d=v" % pos if ext and rng.random() < 0.3 else b""
+        out += b"%x%s\r\n%s\r\n" % (n, e, body[pos:pos + n])
+        pos += n
+    return bytes(out) + b"0;last\r\nX-Sum: 1\r\n\r\n"
+
+
+def random_pieces(rng, data, pause=0.002):
+    """data cut at random places (single bytes too), with short pauses so reads split there."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        n = rng.choice((1, 2, 3, 5, 17, 1024, 8191, 30000))
+        out += [data[pos:pos + n], pause]
+        pos += n
+    return out
+
+
+def test_reframing_across_reads(tmp):
+    """Chunk lines, CRLFs and extensions split across reads are decoded and re-framed exactly,
+    both ways; a large Content-Length body passes unchanged."""
+    rng = random.Random(11)
+    # binary bodies without ';', so an extension that leaks through is found by searching
+    body = bytes(rng.getrandbits(8) for _ in range(300000)).replace(b";", b":")
+    resp_body = bytes(rng.getrandbits(8) for _ in range(200000)).replace(b";", b":")
+    resp_wire = random_chunked(rng, resp_body)
+
+    def responder(req):
+        if req.target == "/big-response":
+            head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            return [head] + random_pieces(rng, resp_wire, 0.001)
+        return L.default_response(req)
+    e = EdgeEnv(tmp, responder=responder)
+
+    wire = random_chunked(rng, body)
+    head = b"POST /big-chunked HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % (
+        DEMO.encode())
+    raw, closed = L.exchange(e.port, None, pieces=random_pieces(rng, head + wire), timeout=20)
+    resp, _ = L.split_responses(raw)
+    assert L.statuses(resp) == [200], raw[:300]
+    req = e.origin.requests[-1]
+    assert req.body == body, "body differs: %d bytes at the origin, %d sent" % (
+        len(req.body), len(body))
+    assert b";k" not in bytes(e.origin.conns[req.conn]), "visitor chunk extensions reached the origin"
+    assert not e.origin.errors, e.origin.errors[:1]
+
+    e.origin.reset()
+    data = b"PUT /big-length HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n" % (
+        DEMO.encode(), len(body)) + body
+    resp, _, _, raw = e.send(None, pieces=random_pieces(rng, data, 0.0005), timeout=20)
+    assert L.statuses(resp) == [200], raw[:300]
+    assert e.origin.requests[-1].body == body
+
+    raw, closed = L.exchange(e.port, demo_get(b"/big-response"), timeout=20)
+    m, used = L.parse_response(raw, eof=closed)  # strictly framed
+    assert m.status == 200 and m.body == resp_body, (m.status, len(m.body), len(resp_body))
+    assert used == len(raw), "bytes after the response: %r" % raw[used:used + 80]
+    assert b";k" not in raw and b";last" not in raw, "origin chunk extensions reached the visitor"
+
+
+def test_pipelined_requests_in_order(tmp):
+    """50 requests in one write (GET, HEAD, POST with a length, POST chunked, in turn) are each
+    forwarded once and answered in order, each with its own answer. (A guard for the visitor
+    state machine; noded before §11 passed it too.)"""
+    e = EdgeEnv(tmp)
+    data = b""
+    kinds = []
+    for i in range(50):
+        k = i % 4
+        kinds.append(k)
+        if k == 0:
+            data += demo_get(b"/p%d" % i)
+        elif k == 1:
+            data += b"HEAD /p%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (i, DEMO.encode())
+        elif k == 2:
+            data += b"POST /p%d HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+                i, DEMO.encode(), i, b"b" * i)
+        else:
+            data += (b"POST /p%d HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"%x\r\n%s\r\n0\r\n\r\n" % (i, DEMO.encode(), i, b"c" * i))
+    raw, closed = L.exchange(e.port, data, timeout=10, want=1, quiet=1.0)
+    got = []
+    pos = 0
+    for i, k in enumerate(kinds):
+        m, used = L.parse_response(raw[pos:], head=(k == 1))
+        pos += used
+        got.append((m.status, m.body))
+    assert pos == len(raw), "bytes after 50 answers: %r" % raw[pos:pos + 100]
+    for i, k in enumerate(kinds):
+        method = (b"GET", b"HEAD", b"POST", b"POST")[k]
+        n = i if k >= 2 else 0
+        want = b"" if k == 1 else b"%s /p%d %d\n" % (method, i, n)
+        assert got[i] == (200, want), "answer %d: %r, expected %r" % (i, got[i], want)
+    assert e.origin.targets() == ["/p%d" % i for i in range(50)], e.origin.targets()
+
+
 # ---- 3. targets ----
 
 def test_targets(tmp):
@@ -278,11 +380,12 @@ def test_header_keepalive_body_timeouts(tmp):
         if L.peer_closed(s, 0.2):
             closed = True
             break
-        if time.monotonic() - t0 > 4:
+        if time.monotonic() - t0 > 8:
             break
     took = time.monotonic() - t0
     s.close()
-    assert closed and took < 3, "slow head still open after %.1fs" % took
+    # (bounds are loose for a loaded machine; without the deadline it stays open 10 s+)
+    assert closed and took < 6, "slow head still open after %.1fs" % took
     assert e.origin.count() == 0
 
     # an idle keep-alive connection closes after about 1 s
@@ -294,16 +397,16 @@ def test_header_keepalive_body_timeouts(tmp):
         b = s.recv(4096)
         assert b, "closed before the response: %r" % got
         got += b
-    assert L.peer_closed(s, 4), "idle keep-alive connection still open after 4s"
+    assert L.peer_closed(s, 8), "idle keep-alive connection still open after 8s"
     took = time.monotonic() - t0
     s.close()
-    assert 0.5 < took < 3, "keep-alive idle close after %.1fs" % took
+    assert 0.5 < took < 6, "keep-alive idle close after %.1fs" % took
 
     # a stalled request body closes the connection (an answer, if any, is 408 or 400)
     s = socket.create_connection((L.HOST, e.port), timeout=5)
     s.sendall(b"POST /b HTTP/1.1\r\nHost: %s\r\nContent-Length: 10\r\n\r\nab" % DEMO.encode())
     t0 = time.monotonic()
-    s.settimeout(4)
+    s.settimeout(8)
     got = b""
     try:
         while True:
@@ -312,12 +415,12 @@ def test_header_keepalive_body_timeouts(tmp):
                 break
             got += b
     except (socket.timeout, TimeoutError):
-        raise AssertionError("stalled body still open after 4s (got %r)" % got)
+        raise AssertionError("stalled body still open after 8s (got %r)" % got)
     except ConnectionResetError:
         pass
     took = time.monotonic() - t0
     s.close()
-    assert took < 3, took
+    assert took < 6, took
     resp, _ = L.split_responses(got)
     assert all(r.status in (400, 408, 502, 504) for r in resp), got
 
@@ -439,6 +542,9 @@ def test_interim_upgrade_and_codings(tmp):
         if req.target == "/ws":
             return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     b"Connection: Upgrade\r\n\r\n", "tunnel")
+        if req.target == "/unasked101":
+            return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    b"Connection: Upgrade\r\n\r\n", "tunnel")
         if req.target == "/gzip":
             return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nCODEDBYTES", "close")
         if req.target == "/gzipchunked":
@@ -485,6 +591,20 @@ def test_interim_upgrade_and_codings(tmp):
         if line.startswith("cdnca_node_origin_attempts_total{") and 'result="success"' not in line:
             failed[line.split()[0]] = float(line.split()[1])
     assert not any(failed.values()), "origin failures counted: %r" % failed
+
+    # an Upgrade the origin declines (200): the connection stays HTTP, the next request on it
+    # is parsed and forwarded by noded, not tunnelled
+    e.origin.reset()
+    resp, _, _, raw = e.send(
+        b"GET /ws-declined HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"\r\n" % DEMO.encode() + demo_get(b"/after-declined"), want=2)
+    assert L.statuses(resp) == [200, 200], raw
+    assert e.origin.targets() == ["/ws-declined", "/after-declined"], e.origin.targets()
+    assert e.origin.requests[1].get("via"), "the second request was not parsed by noded"
+    # a 101 to a request that asked for no upgrade is not a tunnel
+    resp, _, closed, raw = e.send(demo_get(b"/unasked101"))
+    st = L.statuses(resp)
+    assert st == [502] or (not st and closed), "unasked 101 answered %r" % raw
 
     # a transfer coding noded does not decode: 502, or the coded bytes framed correctly
     for path, coded in ((b"/gzip", b"CODEDBYTES"), (b"/gzipchunked", b"CODEDBYTES")):

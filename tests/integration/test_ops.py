@@ -175,6 +175,63 @@ def test_sighup_under_load(tmp):
     c.stop()
 
 
+def test_state_changes_are_structured_log_lines(tmp):
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "300", "--log-format", "json"]).start()
+    o1, o2 = Origin("a", tmpdir=tmp).start(), Origin("b", tmpdir=tmp).start()
+    st, site, _ = c.api("POST", "/v1/sites", {
+        "name": "shop", "hostnames": ["shop.test"], "health_check": {"enabled": True},
+        "origins": [{"level": 1, "address": o1.address, "port": o1.port, "scheme": "http"},
+                    {"level": 2, "address": o2.address, "port": o2.port, "scheme": "http"}]})
+    assert st == 201, site
+    primary = site["origins"][0]["id"]
+    o1.set(status=503)
+
+    def events():
+        out = []
+        for line in read(c.log_path).splitlines():
+            if line.startswith("{") and '"event":' in line:
+                out.append(json.loads(line))
+        return out
+
+    def switched():
+        return [e for e in events() if e["event"] == "level.switched"]
+    sw = wait_until(switched, 20, "a level.switched line")[0]
+    assert sw["site_id"] == site["id"] and sw["site"] == "shop", sw
+    assert sw["from_level"] == 1 and sw["to_level"] == 2 and sw["reason"] == "auto_failover", sw
+    assert sw["level"] == "info" and sw["prog"] == "controld", sw
+    down = [e for e in events() if e["event"] == "origin.health_changed"
+            and e["origin_id"] == primary and e["to"] == "unhealthy"]
+    assert len(down) == 1, events()
+    assert down[0]["site_id"] == site["id"] and down[0]["source"] == "control", down[0]
+    assert down[0]["votes"]["failure"] >= 1, down[0]
+    # all down: one warn line for the incident
+    o2.set(status=503)
+    wait_until(lambda: [e for e in events() if e["event"] == "site.all_levels_unhealthy"], 20,
+               "a site.all_levels_unhealthy line")
+    alld = [e for e in events() if e["event"] == "site.all_levels_unhealthy"]
+    assert len(alld) == 1 and alld[0]["level"] == "warn", alld
+
+
+def test_node_online_offline_lines(tmp):
+    c = Controld(tmp, extra_args=["--node-online-ms", "1000"]).start()
+    st, node, _ = c.api("POST", "/v1/nodes", {"name": "edge"})
+    assert st == 201, node
+    n = Noded(c, node["token"], tmp, extra_args=["--heartbeat-interval-ms", "200"]).start()
+    line = "event=node.online node_id=%d\n" % node["id"]
+    off = "event=node.offline node_id=%d\n" % node["id"]
+    wait_until(lambda: line in read(c.log_path), 10, "node.online")
+    time.sleep(1.5)
+    assert read(c.log_path).count(line) == 1, "node.online repeated while online"
+    n.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: off in read(c.log_path), 10, "node.offline")
+        time.sleep(1.5)
+        assert read(c.log_path).count(off) == 1, "node.offline repeated"
+    finally:
+        n.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: read(c.log_path).count(line) == 2, 10, "node.online again")
+
+
 def run(argv, env=None, cwd=None):
     e = dict(os.environ)
     e.pop("CDNCA_NODE_TOKEN", None)
@@ -211,9 +268,12 @@ def test_check_config_controld(tmp):
 
     # several problems at once: each is named
     rc, out, err = run([CONTROLD, "--check-config", "--db", "/nonexistent-dir/x.db",
-                        "--probe-ca-file", os.path.join(tmp, "missing.pem")])
+                        "--probe-ca-file", os.path.join(tmp, "missing.pem"), "--listen", "nope",
+                        "--tls-key", os.path.join(tmp, "k.pem")])
     assert rc == 2, (rc, out, err)
-    assert "option db" in err and "probe-ca-file" in err, err
+    for option in ("option db", "option probe-ca-file", "option listen", "option tls-cert",
+                   "option tls-key"):
+        assert option in err, (option, err)
 
     # a database that is not SQLite
     junk = os.path.join(tmp, "junk.db")
@@ -236,7 +296,8 @@ def test_check_config_noded(tmp):
     rc, out, err = run([NODED, "--check-config", "--controld", "ftp://x", "--listen", "nope",
                         "--origin-ca-file", os.path.join(tmp, "missing.pem")],
                        env={"CDNCA_NODE_TOKEN": "nt-" + "x" * 20})
-    assert rc == 2 and "origin-ca-file" in err and "controld" in err, (rc, out, err)
+    assert rc == 2 and "origin-ca-file" in err and "option controld" in err, (rc, out, err)
+    assert "option listen" in err, err
     assert "configuration OK" not in out
 
 

@@ -10,9 +10,16 @@ admin named "bootstrap" and its rotation by restart. (The role x route matrix is
 test_auth_matrix.py.)
 Audit: one record per accepted write of every kind, with the token, method, path, site, status
 and a summary; none for refused requests; paging and the site filter; data.by on a manual
-switch; pruning by age."""
+switch; pruning by age.
+OpenAPI: the served document is the repository's, it names every route of the route tables with
+the same role and nothing else, and the harness's check refuses a route missing from it (every
+integration test's answers are checked by harness.py)."""
 
+import copy
+import glob
+import json
 import os
+import re
 import sqlite3
 import time
 
@@ -40,7 +47,7 @@ def walk(c, query, limit):
         ids += [s["id"] for s in body["sites"]]
         if body["next"] is None:
             return ids
-        assert body["next"] == ids[-1], body
+        assert body["next"] == ids[-1], body  # the last site of the page, in any order
         after = body["next"]
     raise AssertionError("paging did not end")
 
@@ -156,6 +163,36 @@ def test_fleet_summary_and_filters(tmp):
         status, body, _ = c.api("GET", "/v1/sites?" + query)
         assert status == 400, (query, status, body)
         assert body["error"]["code"] == "invalid_query" and body["error"]["field"] == field, body
+    c.stop()
+
+
+def test_sites_sorted_by_last_change(tmp):
+    c = Controld(tmp).start()
+    ids = []
+    for i in range(5):
+        status, site, _ = c.api("POST", "/v1/sites", {"name": "s%d" % i,
+                                                      "hostnames": ["s%d.example.com" % i],
+                                                      "origins": [{"address": "10.0.0.1"},
+                                                                  {"address": "10.0.0.2",
+                                                                   "level": 2}]})
+        assert status == 201
+        ids.append(site["id"])
+        time.sleep(0.01)  # distinct updated_at
+    for i in (1, 3):
+        time.sleep(0.01)
+        status, _, _ = c.api("PATCH", "/v1/sites/%d" % ids[i], {"failback": "manual"})
+        assert status == 200
+    time.sleep(0.01)
+    status, _, _ = c.api("POST", "/v1/sites/%d/switch" % ids[0], {"level": 2})  # a switch counts
+    assert status == 200
+    want = [ids[0], ids[3], ids[1], ids[4], ids[2]]
+    assert walk(c, "&sort=changed", 2) == want
+    assert walk(c, "&sort=changed", 100) == want
+    assert walk(c, "&sort=id", 2) == ids
+    assert walk(c, "&sort=changed&state=on_backup", 2) == [ids[0]]
+    assert walk(c, "&sort=changed&q=S3", 2) == [ids[3]]
+    status, body, _ = c.api("GET", "/v1/sites?sort=name")
+    assert status == 400 and body["error"]["field"] == "sort", body
     c.stop()
 
 
@@ -485,6 +522,82 @@ def test_audit_retention(tmp):
         raise AssertionError("controld started with --audit-retention-days 0")
     except AssertionError as e:
         assert "exited with status 2" in str(e), e
+
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROW = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,\s*AUTH_([A-Z]+)\s*,')
+
+
+def route_rows():
+    rows = set()
+    for path in glob.glob(os.path.join(SRC, "controld", "api*.c")):
+        with open(path, encoding="utf-8") as f:
+            rows |= {(m.group(1), m.group(2), m.group(3).lower()) for m in ROW.finditer(f.read())}
+    return rows
+
+
+def test_openapi_document_matches_the_route_tables(tmp):
+    with open(os.path.join(SRC, "controld", "openapi.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    assert doc["openapi"].startswith("3.1"), doc["openapi"]
+    in_doc = set()
+    for tpl, item in doc["paths"].items():
+        for method, op in item.items():
+            # the table's "/ui*" serves /ui, /ui/ and every file under it
+            pattern = "/ui*" if tpl.startswith("/ui") else re.sub(r"\{[^}]+\}", ":id", tpl)
+            in_doc.add((method.upper(), pattern, op["x-cdnca-auth"]))
+            assert op["responses"], (method, tpl)
+            for name in re.findall(r"\{([^}]+)\}", tpl):  # every path parameter described
+                assert any(p["name"] == name and p["in"] == "path"
+                           for p in op.get("parameters", [])), (method, tpl, name)
+    rows = route_rows()
+    assert len(rows) >= 30, rows
+    assert rows - in_doc == set(), "routes missing from controld/openapi.json (or with another " \
+        "role): %s" % sorted(rows - in_doc)
+    assert in_doc - rows == set(), "operations in controld/openapi.json that no route serves " \
+        "(or with another role): %s" % sorted(in_doc - rows)
+
+    c = Controld(tmp).start()
+    status, served, headers = c.api("GET", "/v1/openapi.json", token=None)
+    assert status == 200 and headers.get("Content-Type") == "application/json", (status, headers)
+    assert served == doc
+    c.stop()
+
+
+def test_harness_refuses_what_the_document_lacks():
+    doc = harness.openapi()
+    # the answers the suite gets pass
+    doc.check("GET", "/v1/summary", 200, "application/json", b"{}", {
+        "sites": 1, "on_primary": 1, "on_backup": 0, "all_levels_unhealthy": 0,
+        "failback_available": 0, "paused": 0, "nodes_online": 0, "nodes_lagging": 0})
+    doc.check("GET", "/v1/no-such-route", 404, "application/json", b"{}",
+              {"error": {"code": "not_found", "message": "no such route", "field": None}})
+    bad = [("GET", "/v1/summary", 200, {"sites": 1}),                        # fields missing
+           ("GET", "/v1/summary", 200, dict(json.loads(json.dumps({           # a field too many
+               "sites": 1, "on_primary": 1, "on_backup": 0, "all_levels_unhealthy": 0,
+               "failback_available": 0, "paused": 0, "nodes_online": 0, "nodes_lagging": 0,
+               "extra": 1})))),
+           ("GET", "/v1/summary", 418, {"error": {"code": "x", "message": "x", "field": None}}),
+           ("GET", "/v1/no-such-route", 200, {}),                             # a route not there
+           ("PUT", "/v1/summary", 200, {}),
+           ("GET", "/v1/sites/1", 404, {"error": {"code": "not_found"}})]    # not an Error
+    for method, path, status, body in bad:
+        try:
+            doc.check(method, path, status, "application/json", b"{}", body)
+        except AssertionError:
+            continue
+        raise AssertionError("the check let through %s %s %s %r" % (method, path, status, body))
+    # a route taken out of the document fails the check of its answer
+    copy_doc = harness.OpenAPIDoc()
+    copy_doc.doc = copy.deepcopy(copy_doc.doc)
+    del copy_doc.doc["paths"]["/v1/summary"]
+    copy_doc.routes = [(rx, tpl) for rx, tpl in copy_doc.routes if tpl != "/v1/summary"]
+    try:
+        copy_doc.check("GET", "/v1/summary", 200, "application/json", b"{}", {})
+    except AssertionError as e:
+        assert "not in controld/openapi.json" in str(e), e
+    else:
+        raise AssertionError("a route missing from the document passed the check")
 
 
 if __name__ == "__main__":

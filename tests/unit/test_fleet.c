@@ -260,6 +260,31 @@ static void test_store_summary_and_lists(void **state) {
   assert_int_equal(n, 0);
   n = list_all(f, 0, "", 7, got);
   assert_int_equal(n, 40);
+  {
+    /* by last change: created one after the other, so newest (highest id) first; a state and q
+       filter the same way; after= continues below the given site */
+    struct site_rec *arr = NULL;
+    int m = 0;
+    assert_int_equal(store_fleet_site_list_changed(f->st, 0, NULL, 0, 100, &arr, &m), STORE_OK);
+    assert_int_equal(m, 40);
+    for (int i = 0; i < m; i++) assert_int_equal(arr[i].id, f->ids[39 - i]);
+    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    free(arr);
+    assert_int_equal(store_fleet_site_list_changed(f->st, FLEET_ON_BACKUP, "site-1", 0, 100, &arr,
+                                                   &m),
+                     STORE_OK);
+    assert_int_equal(m, 2);
+    assert_int_equal(arr[0].id, f->ids[13]);
+    assert_int_equal(arr[1].id, f->ids[11]);
+    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    free(arr);
+    assert_int_equal(store_fleet_site_list_changed(f->st, 0, NULL, f->ids[5], 100, &arr, &m),
+                     STORE_OK);
+    assert_int_equal(m, 5);
+    assert_int_equal(arr[0].id, f->ids[4]);
+    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    free(arr);
+  }
 }
 
 struct walk {

@@ -9,7 +9,9 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 
 #include "log.h"
 #include "schema.h"
@@ -649,6 +651,53 @@ static void test_origin_cap(void **state) {
   site_rec_fini(&g);
 }
 
+/* Revocation cannot be undone by a lookup racing the delete: readers look 100 node tokens up
+   without pause while the nodes are deleted one by one (each delete empties the cache, so the
+   lookups keep reading the database); once the deletes have returned, no lookup may find any
+   token (the cache's generation refuses an answer read before a clear). */
+#define RACE_NODES 100
+
+struct racer {
+  struct store *st;
+  char hash[RACE_NODES][65];
+  atomic_int stop;
+};
+
+static void *lookup_loop(void *arg) {
+  struct racer *rc = arg;
+  int kind;
+  int64_t node_id;
+  for (int i = 0; !atomic_load(&rc->stop); i = (i + 7) % RACE_NODES)
+    (void)store_token_lookup(rc->st, rc->hash[i], &kind, &node_id);
+  return NULL;
+}
+
+static void test_revocation_race(void **state) {
+  struct fx *f = *state;
+  static struct racer rc;
+  int64_t ids[RACE_NODES];
+  pthread_t th[3];
+  int kind;
+  int64_t node_id;
+  rc.st = f->st;
+  atomic_init(&rc.stop, 0);
+  for (int i = 0; i < RACE_NODES; i++) {
+    struct node_rec n;
+    memset(&n, 0, sizeof n);
+    snprintf(n.name, sizeof n.name, "edge-%d", i);
+    snprintf(rc.hash[i], sizeof rc.hash[i], "%064d", i + 1);
+    assert_int_equal(store_node_create(f->st, &n, rc.hash[i]), STORE_OK);
+    ids[i] = n.id;
+  }
+  for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, lookup_loop, &rc), 0);
+  for (int i = 0; i < RACE_NODES; i++) assert_int_equal(store_node_delete(f->st, ids[i]), STORE_OK);
+  atomic_store(&rc.stop, 1);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < RACE_NODES; i++)
+    if (store_token_lookup(f->st, rc.hash[i], &kind, &node_id) != 1)
+      fail_msg("the token of deleted node %d is accepted again", i);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -664,6 +713,7 @@ int main(void) {
       cmocka_unit_test(test_rec_copy),
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   return cmocka_run_group_tests(tests, NULL, NULL);
