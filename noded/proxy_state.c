@@ -494,19 +494,21 @@ int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelle
   struct untrusted *u = NULL;
   size_t nu = 0, cap = 0;
   int rc = -1;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
   for (size_t i = 0; i < t->tab.cap; i++) {
     const struct pentry *e = &t->tab.e[i];
     enum skip_state ph;
     if (!e->used) continue;
+    pthread_mutex_lock(site_lock(t, e->site_id));
     ph = phase_of(&e->rec, now);
+    pthread_mutex_unlock(site_lock(t, e->site_id));
     count[ph]++;
     if (ph == SKIP_HEALTHY) continue;
     if (nu == cap) {
       size_t nc = cap ? cap * 2 : 64;
       struct untrusted *nuarr = realloc(u, nc * sizeof *u);
       if (!nuarr) {
-        pthread_mutex_unlock(&t->mu);
+        pthread_rwlock_unlock(&t->tab_lock);
         goto out;
       }
       u = nuarr;
@@ -516,7 +518,7 @@ int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelle
     u[nu].origin_id = e->origin_id;
     nu++;
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   if (nu > 1) qsort(u, nu, sizeof *u, cmp_untrusted);
   if (buf_printf(out,
                  "# HELP cdnca_node_origins Origins in the node's table by skip state.\n"
