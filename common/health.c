@@ -195,21 +195,30 @@ int health_origin_suspect(const struct health_origin *o) {
   }
 }
 
-enum health_state health_level_of(const struct health_level_origin *o, int n, int level) {
-  int enabled = 0, unhealthy = 0, healthy = 0;
+/* The quorum of a level with `enabled` enabled origins: min_healthy (< 1 acts as 1), at most
+ * `enabled` (a level with fewer enabled origins needs all of them). */
+static int quorum_of(int min_healthy, int enabled) {
+  int k = min_healthy < 1 ? 1 : min_healthy;
+  return k > enabled ? enabled : k;
+}
+
+enum health_state health_level_of_quorum(const struct health_level_origin *o, int n, int level,
+                                         int min_healthy) {
+  int enabled = 0, unknown = 0, healthy = 0, k;
   enum health_state st = HEALTH_EMPTY;
   for (int i = 0; i < n; i++) {
     if (o[i].level != level || !o[i].enabled) continue;
     enabled++;
     if (o[i].state == HEALTH_HEALTHY)
       healthy++;
-    else if (o[i].state == HEALTH_UNHEALTHY)
-      unhealthy++;
+    else if (o[i].state != HEALTH_UNHEALTHY)
+      unknown++;
   }
   if (enabled == 0) goto out;
-  if (healthy > 0)
+  k = quorum_of(min_healthy, enabled);
+  if (healthy >= k)
     st = HEALTH_HEALTHY;
-  else if (unhealthy == enabled)
+  else if (healthy + unknown < k)
     st = HEALTH_UNHEALTHY;
   else
     st = HEALTH_UNKNOWN;
@@ -217,19 +226,44 @@ out:
   return st;
 }
 
-int64_t health_level_healthy_since(const struct health_level_origin *o, int n, int level) {
+enum health_state health_level_of(const struct health_level_origin *o, int n, int level) {
+  return health_level_of_quorum(o, n, level, 1);
+}
+
+int64_t health_level_healthy_since_quorum(const struct health_level_origin *o, int n, int level,
+                                          int min_healthy) {
+  int enabled = 0, k;
   int64_t since = -1;
+  if (health_level_of_quorum(o, n, level, min_healthy) != HEALTH_HEALTHY) return -1;
+  for (int i = 0; i < n; i++)
+    if (o[i].level == level && o[i].enabled) enabled++;
+  k = quorum_of(min_healthy, enabled);
+  /* the k-th earliest healthy_since among the healthy origins: since then at least k were up */
   for (int i = 0; i < n; i++) {
+    int less = 0, le = 0;
     if (o[i].level != level || !o[i].enabled || o[i].state != HEALTH_HEALTHY) continue;
-    if (since < 0 || o[i].healthy_since_ms < since) since = o[i].healthy_since_ms;
+    for (int j = 0; j < n; j++) {
+      if (o[j].level != level || !o[j].enabled || o[j].state != HEALTH_HEALTHY) continue;
+      if (o[j].healthy_since_ms < o[i].healthy_since_ms) less++;
+      if (o[j].healthy_since_ms <= o[i].healthy_since_ms) le++;
+    }
+    if (less < k && k <= le) {
+      since = o[i].healthy_since_ms;
+      break;
+    }
   }
   return since;
+}
+
+int64_t health_level_healthy_since(const struct health_level_origin *o, int n, int level) {
+  return health_level_healthy_since_quorum(o, n, level, 1);
 }
 
 void health_view_init(struct health_site_view *v) {
   memset(v, 0, sizeof *v);
   v->current_level = 1;
   v->failback = HEALTH_FAILBACK_AUTO;
+  v->level_min_healthy = 1;
   for (int l = 0; l <= HEALTH_MAX_LEVEL; l++) {
     v->level[l] = HEALTH_EMPTY;
     v->healthy_since_ms[l] = -1;
@@ -238,8 +272,8 @@ void health_view_init(struct health_site_view *v) {
 
 void health_view_fill(struct health_site_view *v, const struct health_level_origin *o, int n) {
   for (int l = 1; l <= HEALTH_MAX_LEVEL; l++) {
-    v->level[l] = health_level_of(o, n, l);
-    v->healthy_since_ms[l] = health_level_healthy_since(o, n, l);
+    v->level[l] = health_level_of_quorum(o, n, l, v->level_min_healthy);
+    v->healthy_since_ms[l] = health_level_healthy_since_quorum(o, n, l, v->level_min_healthy);
   }
 }
 

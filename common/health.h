@@ -105,9 +105,21 @@ struct health_level_origin {
  * else HEALTH_UNKNOWN. */
 enum health_state health_level_of(const struct health_level_origin *o, int n, int level);
 
+/* Health of level `level` with a healthy quorum k = min(min_healthy, enabled origins of the
+ * level), min_healthy < 1 acting as 1: HEALTH_HEALTHY when at least k enabled origins are healthy,
+ * HEALTH_UNHEALTHY when fewer than k are healthy or unknown, HEALTH_EMPTY with none enabled, else
+ * HEALTH_UNKNOWN. min_healthy 1 is health_level_of exactly. */
+enum health_state health_level_of_quorum(const struct health_level_origin *o, int n, int level,
+                                         int min_healthy);
+
 /* For a healthy level, the wall ms since which it has surely been healthy without a break: the
  * earliest healthy_since_ms among its healthy enabled origins. -1 when the level is not healthy. */
 int64_t health_level_healthy_since(const struct health_level_origin *o, int n, int level);
+
+/* The same under quorum min_healthy: the k-th earliest healthy_since_ms among the level's healthy
+ * enabled origins (since then at least k were healthy). -1 when the level is not healthy. */
+int64_t health_level_healthy_since_quorum(const struct health_level_origin *o, int n, int level,
+                                          int min_healthy);
 
 /* What health_decide needs to know about one site; plain data owned by the caller. */
 struct health_site_view {
@@ -121,13 +133,16 @@ struct health_site_view {
   int64_t healthy_since_ms[HEALTH_MAX_LEVEL + 1];
   int all_unhealthy_raised; /* site.all_levels_unhealthy already raised for this incident */
   int failback_notified;    /* origin.failback_available already emitted for this recovery */
+  int level_min_healthy;    /* healthy quorum per level (health_level_of_quorum); 1 = the seed */
 };
 
-/* Reset v: current level 1, failback auto, hold 0, every level HEALTH_EMPTY, flags clear. */
+/* Reset v: current level 1, failback auto, hold 0, every level HEALTH_EMPTY, flags clear,
+ * level_min_healthy 1. */
 void health_view_init(struct health_site_view *v);
 
-/* Fill v->level[1..16] and v->healthy_since_ms[1..16] from n origins (health_level_of and
- * health_level_healthy_since per level); the other fields of v are left as they are. */
+/* Fill v->level[1..16] and v->healthy_since_ms[1..16] from n origins (health_level_of_quorum and
+ * health_level_healthy_since_quorum with v->level_min_healthy per level); the other fields of v
+ * are left as they are. */
 void health_view_fill(struct health_site_view *v, const struct health_level_origin *o, int n);
 
 /* The outcome of health_decide. After acting on it the caller stores

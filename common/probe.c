@@ -1,12 +1,16 @@
 /* probe — batch HTTP(S) origin health probes over one libcurl multi handle. */
 #include "probe.h"
 
+#include "hcheck.h"
 #include "log.h"
 
 #include <stdatomic.h>
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +20,28 @@
 #define PROBE_PATH_MAX 2048
 #define PROBE_URL_MAX (PROBE_NAME_MAX + PROBE_PATH_MAX + 32)
 #define PROBE_POLL_MS 100
+/* Events taken from epoll per wake-up; more ready sockets are simply served on the next turn. */
+#define PROBE_EVENTS 256
 
 /* One reusable transfer: an easy handle and the state of the probe it currently runs. */
 struct probe_slot {
   CURL *easy;                    /* created on first use, kept across runs */
   struct curl_slist *connect_to; /* this probe's CONNECT_TO entry; freed when it ends */
+  struct curl_slist *headers;    /* this probe's request headers; freed when it ends */
+  const struct hcheck_opts *check; /* the target's options (never NULL while running) */
   size_t idx;                    /* index of the target/result */
-  size_t body_bytes;             /* body bytes seen (and dropped) so far */
+  size_t body_bytes;             /* body bytes seen so far */
+  char *body;                    /* the first HCHECK_BODY_MAX bytes, only with expected_body */
   int headers_done;              /* 1 once a final (>= 200) header block is complete */
   char errbuf[CURL_ERROR_SIZE];
 };
 
 struct probe {
   CURLM *multi;
+  enum probe_engine engine;
+  int tls_reuse; /* bench only: see probe_opts.tls_session_reuse */
+  int epfd;          /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
+  int64_t timer_at;  /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
   char *user_agent;
   char *ca_file;
   int max_conc;
@@ -36,8 +49,12 @@ struct probe {
   struct probe_slot *slots; /* max_conc entries */
   size_t *idle;             /* stack of idle slot numbers */
   size_t nidle;
-  struct curl_slist *headers; /* request headers shared by every probe */
 };
+
+/* The options of a target without its own: the seed's rule. */
+static const struct hcheck_opts default_check = {.type = HCHECK_HTTP,
+                                                 .method = HCHECK_GET,
+                                                 .level_min_healthy = 1};
 
 static void result_fail(struct probe_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -87,8 +104,9 @@ static int path_ok(const char *s) {
 /* Check target t; on success fill url and the CONNECT_TO entry and return 0, else -1 with why. */
 static int target_prepare(const struct probe_target *t, char *url, size_t url_cap, char *conn,
                           size_t conn_cap, char *why, size_t why_cap) {
-  const char *host, *path;
-  int v6h, v6a, n;
+  const struct hcheck_opts *c = t->check ? t->check : &default_check;
+  const char *host, *path, *scheme;
+  int v6h, v6a, n, port;
 
   if (!t->scheme || (strcmp(t->scheme, "http") != 0 && strcmp(t->scheme, "https") != 0)) {
     snprintf(why, why_cap, "scheme must be http or https");
@@ -98,10 +116,13 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
     snprintf(why, why_cap, "bad address");
     return -1;
   }
-  if (t->port < 1 || t->port > 65535) {
+  if (t->port < 1 || t->port > 65535 || c->port < 0 || c->port > 65535) {
     snprintf(why, why_cap, "bad port");
     return -1;
   }
+  port = c->port > 0 ? c->port : t->port;
+  /* tcp: a plain connect, no TLS and no request, whatever the origin's scheme */
+  scheme = c->type == HCHECK_TCP ? "http" : t->scheme;
   host = (t->host && t->host[0]) ? t->host : t->address;
   if (!host_ok(host)) {
     snprintf(why, why_cap, "bad host");
@@ -114,14 +135,14 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
   }
   v6h = ipv6_ok(host);
   v6a = ipv6_ok(t->address);
-  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", t->scheme, v6h ? "[" : "", host, v6h ? "]" : "",
-               t->port, path);
+  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", scheme, v6h ? "[" : "", host, v6h ? "]" : "",
+               port, path);
   if (n < 0 || (size_t)n >= url_cap) {
     snprintf(why, why_cap, "url too long");
     return -1;
   }
   /* Empty HOST and PORT match whatever the URL names: every connection goes to address:port. */
-  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", t->port);
+  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", port);
   if (n < 0 || (size_t)n >= conn_cap) {
     snprintf(why, why_cap, "address too long");
     return -1;
@@ -129,11 +150,18 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
   return 0;
 }
 
-/* Body sink: count and drop; cut the transfer past PROBE_BODY_MAX. */
+/* Body sink: keep the first HCHECK_BODY_MAX bytes when the check looks for a marker, else count
+ * and drop; cut the transfer past PROBE_BODY_MAX. */
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
   struct probe_slot *s = ud;
   size_t n = size * nmemb;
-  (void)data;
+  if (s->check->expected_body[0] && s->body_bytes < HCHECK_BODY_MAX) {
+    size_t take = HCHECK_BODY_MAX - s->body_bytes;
+    if (take > n) take = n;
+    if (!s->body) s->body = malloc(HCHECK_BODY_MAX);
+    if (!s->body) return 0; /* out of memory: the body reads as missing (body mismatch) */
+    memcpy(s->body + s->body_bytes, data, take);
+  }
   s->body_bytes += n;
   if (s->body_bytes > PROBE_BODY_MAX) return 0;
   return n;
@@ -174,58 +202,87 @@ static int is_tls_error(CURLcode rc) {
   }
 }
 
-/* Fill r from a finished transfer on slot s with curl result rc. */
-static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
-                        struct probe_result *r) {
-  long code = 0;
+static void text_set(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Format into out (cap bytes), truncating: error texts are bounded by PROBE_ERROR_MAX. */
+static void text_set(char *out, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* Put the transport failure of a transfer that got no response into words (r->error). */
+static void transport_error(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
+                            char *out, size_t cap) {
   long oserr = 0;
-  curl_off_t total_us = 0;
   const char *detail = s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc);
-
-  if (curl_easy_getinfo(s->easy, CURLINFO_TOTAL_TIME_T, &total_us) == CURLE_OK && total_us > 0)
-    r->latency_ms = (int)((total_us + 999) / 1000);
-  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
-
-  if ((rc == CURLE_OK || s->headers_done) && code >= 100 && code <= 999) {
-    r->status = (int)code;
-    if (code < 500) {
-      r->ok = 1;
-      r->error[0] = '\0';
-    } else {
-      result_fail(r, "status %ld", code);
-    }
-    return;
-  }
-  r->status = 0;
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT:
-    result_fail(r, "timeout");
+    text_set(out, cap, "timeout");
     break;
   case CURLE_COULDNT_CONNECT:
     curl_easy_getinfo(s->easy, CURLINFO_OS_ERRNO, &oserr);
     if (oserr > 0) {
       char eb[96];
-      result_fail(r, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
+      text_set(out, cap, "connect failed: %s", strerror_r((int)oserr, eb, sizeof eb));
     } else {
-      result_fail(r, "connect failed: %s", detail);
+      text_set(out, cap, "connect failed: %s", detail);
     }
     break;
   case CURLE_COULDNT_RESOLVE_HOST:
-    result_fail(r, "resolve failed: %s", t->address);
+    text_set(out, cap, "resolve failed: %s", t->address);
     break;
   case CURLE_GOT_NOTHING:
-    result_fail(r, "empty reply");
+    text_set(out, cap, "empty reply");
     break;
   case CURLE_OK:
-    result_fail(r, "no response status");
+    text_set(out, cap, "no response status");
     break;
   default:
     if (is_tls_error(rc))
-      result_fail(r, "tls: %s", detail);
+      text_set(out, cap, "tls: %s", detail);
     else
-      result_fail(r, "%s", detail);
+      text_set(out, cap, "%s", detail);
     break;
   }
+}
+
+/* Fill r from a finished transfer on slot s with curl result rc: what was seen, judged by the
+ * target's options (hcheck_judge). */
+static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_target *t,
+                        struct probe_result *r) {
+  long code = 0;
+  curl_off_t total_us = 0, connect_us = 0, tls_us = 0;
+  struct hcheck_outcome out;
+  char terr[PROBE_ERROR_MAX];
+  int https = s->check->type == HCHECK_HTTP && strcmp(t->scheme, "https") == 0;
+
+  memset(&out, 0, sizeof out);
+  if (curl_easy_getinfo(s->easy, CURLINFO_TOTAL_TIME_T, &total_us) == CURLE_OK && total_us > 0)
+    r->latency_ms = (int)((total_us + 999) / 1000);
+  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo(s->easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+  curl_easy_getinfo(s->easy, CURLINFO_APPCONNECT_TIME_T, &tls_us);
+  /* established = TCP connected, and for https the handshake (certificate checked) done too */
+  out.connected = https ? tls_us > 0 : connect_us > 0;
+  if (s->check->type == HCHECK_TCP && rc == CURLE_OK) out.connected = 1;
+  out.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+  if (s->check->type == HCHECK_HTTP && (rc == CURLE_OK || s->headers_done) && code >= 100 &&
+      code <= 999) {
+    out.connected = 1;
+    out.timed_out = 0;
+    out.status = (int)code;
+    out.body = s->body;
+    out.body_len = s->body_bytes < HCHECK_BODY_MAX ? s->body_bytes : HCHECK_BODY_MAX;
+    if (!s->body) out.body_len = 0;
+  } else if (rc != CURLE_OK) {
+    transport_error(s, rc, t, terr, sizeof terr);
+    out.error = terr;
+  }
+  r->status = out.status;
+  r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
 }
 
 /* Set every option of one probe on s->easy; 0 or -1. */
@@ -243,10 +300,14 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
-  rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  if (s->check->type == HCHECK_TCP) rc |= curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  if (s->check->method == HCHECK_HEAD)
+    rc |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  else
+    rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, p->user_agent);
-  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
   rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
   rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ctimeout);
@@ -254,7 +315,7 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, p->tls_reuse ? 1L : 0L);
   if (p->ca_file) rc |= curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
   rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
@@ -263,6 +324,34 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
   if (p->deny && targets_guard_curl(e, p->deny) < 0) rc |= CURLE_FAILED_INIT;
   return rc == CURLE_OK ? 0 : -1;
+}
+
+/* Free what one probe held on its slot. */
+static void slot_clear(struct probe_slot *s) {
+  curl_slist_free_all(s->connect_to);
+  s->connect_to = NULL;
+  curl_slist_free_all(s->headers);
+  s->headers = NULL;
+  free(s->body);
+  s->body = NULL;
+}
+
+/* Build the slot's request headers: Connection: close and the check's own. 0 or -1. */
+static int slot_headers(struct probe_slot *s) {
+  struct curl_slist *l = curl_slist_append(NULL, "Connection: close"), *n;
+  char line[HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4];
+  if (!l) return -1;
+  for (int i = 0; i < s->check->n_headers; i++) {
+    snprintf(line, sizeof line, "%s: %s", s->check->headers[i].name, s->check->headers[i].value);
+    n = curl_slist_append(l, line);
+    if (!n) {
+      curl_slist_free_all(l);
+      return -1;
+    }
+    l = n;
+  }
+  s->headers = l;
+  return 0;
 }
 
 /* Start target i on an idle slot. 1 = started (slot taken), 0 = result already final. */
@@ -287,13 +376,14 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
     curl_easy_reset(s->easy);
   }
   s->idx = i;
+  s->check = t->check ? t->check : &default_check;
   s->body_bytes = 0;
   s->headers_done = 0;
   s->errbuf[0] = '\0';
   s->connect_to = curl_slist_append(NULL, conn);
-  if (!s->connect_to) {
+  if (!s->connect_to || slot_headers(s) < 0) {
     result_fail(r, "internal: out of memory");
-    return 0;
+    goto fail;
   }
   if (slot_setup(p, s, t, url) != 0) {
     result_fail(r, "internal: curl option rejected");
@@ -306,16 +396,14 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   p->nidle--;
   return 1;
 fail:
-  curl_slist_free_all(s->connect_to);
-  s->connect_to = NULL;
+  slot_clear(s);
   return 0;
 }
 
 /* Detach a slot from the multi handle and return it to the idle stack. */
 static void slot_release(struct probe *p, struct probe_slot *s) {
   curl_multi_remove_handle(p->multi, s->easy);
-  curl_slist_free_all(s->connect_to);
-  s->connect_to = NULL;
+  slot_clear(s);
   p->idle[p->nidle++] = (size_t)(s - p->slots);
 }
 
@@ -335,6 +423,108 @@ static void probe_drain(struct probe *p, const struct probe_target *targets,
   }
 }
 
+/* ---- the epoll engine: libcurl tells which sockets and which timeout to watch ---- */
+
+const char *probe_engine_name(enum probe_engine e) {
+  return e == PROBE_ENGINE_POLL ? "poll" : "epoll";
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: keep the epoll set equal to what libcurl wants watched. A socket
+   already in the set carries a non-NULL socketp (curl_multi_assign), so it is modified, not
+   added; libcurl forgets the mark when it stops tracking the socket. */
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp) {
+  struct probe *p = userp;
+  struct epoll_event ev;
+  (void)e;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(p->epfd, EPOLL_CTL_DEL, s, NULL); /* already gone when closed: nothing to do */
+    return 0;
+  }
+  memset(&ev, 0, sizeof ev);
+  ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+  ev.data.fd = s;
+  if (socketp && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
+  if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0 ||
+      (errno == EEXIST && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0)) {
+    curl_multi_assign(p->multi, s, p); /* the mark: any non-NULL pointer */
+    return 0;
+  }
+  log_error("epoll_ctl on socket %d: %s", (int)s, strerror(errno));
+  return -1;
+}
+
+/* CURLMOPT_TIMERFUNCTION: when libcurl wants CURL_SOCKET_TIMEOUT (-1 = no timer). */
+static int on_timer(CURLM *m, long timeout_ms, void *userp) {
+  struct probe *p = userp;
+  (void)m;
+  p->timer_at = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+  return 0;
+}
+
+/* Wait for ready sockets or libcurl's timer (at most PROBE_POLL_MS, so cancel is seen) and let
+   libcurl act on them. 0 or -1. */
+static int epoll_turn(struct probe *p) {
+  struct epoll_event evs[PROBE_EVENTS];
+  int running = 0, nev, wait = PROBE_POLL_MS;
+  CURLMcode mc;
+  if (p->timer_at >= 0) {
+    int64_t left = p->timer_at - mono_ms();
+    wait = left <= 0 ? 0 : left < PROBE_POLL_MS ? (int)left : PROBE_POLL_MS;
+  }
+  nev = epoll_wait(p->epfd, evs, PROBE_EVENTS, wait);
+  if (nev < 0) {
+    if (errno == EINTR) return 0;
+    log_error("epoll_wait: %s", strerror(errno));
+    return -1;
+  }
+  for (int i = 0; i < nev; i++) {
+    int flags = 0;
+    if (evs[i].events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
+    if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+    if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+    mc = curl_multi_socket_action(p->multi, evs[i].data.fd, flags, &running);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_socket_action: %s", curl_multi_strerror(mc));
+      return -1;
+    }
+  }
+  if (p->timer_at >= 0 && mono_ms() >= p->timer_at) {
+    p->timer_at = -1;
+    mc = curl_multi_socket_action(p->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    if (mc != CURLM_OK) {
+      log_error("curl_multi_socket_action: %s", curl_multi_strerror(mc));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* One turn of the poll engine: perform, and wait when nothing more can start. 0 or -1. */
+static int poll_turn(struct probe *p, const struct probe_target *targets,
+                     struct probe_result *results, int more_to_start) {
+  int still = 0;
+  CURLMcode mc = curl_multi_perform(p->multi, &still);
+  if (mc != CURLM_OK) {
+    log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
+    return -1;
+  }
+  probe_drain(p, targets, results);
+  if (p->nidle > 0 && more_to_start) return 0; /* room for more: start them before waiting */
+  if ((size_t)p->max_conc == p->nidle) return 0;
+  mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
+  if (mc != CURLM_OK) {
+    log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
+    return -1;
+  }
+  return 0;
+}
+
 struct probe *probe_new(const struct probe_opts *opts) {
   struct probe *p = NULL;
   struct probe_opts o = {0};
@@ -347,6 +537,10 @@ struct probe *probe_new(const struct probe_opts *opts) {
   }
   p = calloc(1, sizeof *p);
   if (!p) goto out;
+  p->epfd = -1;
+  p->timer_at = -1;
+  p->engine = o.engine == PROBE_ENGINE_POLL ? PROBE_ENGINE_POLL : PROBE_ENGINE_EPOLL;
+  p->tls_reuse = o.tls_session_reuse ? 1 : 0;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->deny = o.deny;
   p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
@@ -358,13 +552,21 @@ struct probe *probe_new(const struct probe_opts *opts) {
   p->slots = calloc((size_t)p->max_conc, sizeof *p->slots);
   p->idle = calloc((size_t)p->max_conc, sizeof *p->idle);
   if (!p->slots || !p->idle) goto out;
-  p->headers = curl_slist_append(NULL, "Connection: close");
-  if (!p->headers) goto out;
   p->multi = curl_multi_init();
   if (!p->multi) goto out;
   /* One request per connection, never multiplexed: each probe tests a fresh connection. */
   if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK)
     goto out;
+  if (p->engine == PROBE_ENGINE_EPOLL) {
+    CURLMcode mc = CURLM_OK;
+    p->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (p->epfd < 0) goto out;
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERDATA, p);
+    if (mc != CURLM_OK) goto out;
+  }
   ok = 1;
 out:
   if (!ok) {
@@ -386,11 +588,11 @@ void probe_free(struct probe **pp) {
   if (p->slots) {
     for (int i = 0; i < p->max_conc; i++) {
       if (p->slots[i].easy) curl_easy_cleanup(p->slots[i].easy);
-      curl_slist_free_all(p->slots[i].connect_to);
+      slot_clear(&p->slots[i]);
     }
   }
   if (p->multi) curl_multi_cleanup(p->multi);
-  curl_slist_free_all(p->headers);
+  if (p->epfd >= 0) close(p->epfd);
   free(p->slots);
   free(p->idle);
   free(p->user_agent);
@@ -417,8 +619,7 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
     p->idle[p->nidle++] = (size_t)i;
 
   for (;;) {
-    CURLMcode mc;
-    int still = 0;
+    int turn;
     while (next < n && p->nidle > 0) {
       probe_start(p, &targets[next], next, &results[next]);
       next++;
@@ -429,19 +630,13 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
       cancelled = 1;
       break;
     }
-    mc = curl_multi_perform(p->multi, &still);
-    if (mc != CURLM_OK) {
-      log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
-      goto out;
+    if (p->engine == PROBE_ENGINE_EPOLL) {
+      turn = epoll_turn(p);
+      probe_drain(p, targets, results);
+    } else {
+      turn = poll_turn(p, targets, results, next < n);
     }
-    probe_drain(p, targets, results);
-    if (p->nidle > 0 && next < n) continue; /* room for more: start them before waiting */
-    if ((size_t)p->max_conc == p->nidle) continue;
-    mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
-    if (mc != CURLM_OK) {
-      log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
-      goto out;
-    }
+    if (turn < 0) goto out;
   }
   rc = 0;
 out:

@@ -8,18 +8,24 @@
 
 #include "targets.h"
 
+struct hcheck_opts;
+
 /*
- * One probe is `GET scheme://host:port/path` whose TCP connection goes to address:port, while
- * the Host header, TLS SNI and certificate verification use `host`. Success is a response with
- * status < 500 (3xx and 404 included; redirects are never followed). Failure is status >= 500,
+ * One probe is `GET scheme://host:port/path` (HEAD with method HEAD) whose TCP connection goes
+ * to address:port (the check's port when it has one), while the Host header, TLS SNI and
+ * certificate verification use `host`; the check's extra headers are sent too. Its outcome is
+ * judged by hcheck_judge with the target's options: by default success is a response with
+ * status < 500 (3xx and 404 included; redirects are never followed), failure is status >= 500,
  * a resolve/connect error, a TLS error (peer and host name are always verified), a timeout, or
- * a connection closed before a complete response header block.
+ * a connection closed before a complete response header block. A check of type tcp only opens
+ * a TCP connection (no TLS, no request) and closes it: success = it was established.
  *
  * Every probe opens a fresh connection that is closed when it ends (no reuse across probes or
  * rounds, no TLS session resumption), so each result reflects the origin as it is right now.
- * The verdict is decided once the header block is complete: the body is read and dropped up to
- * PROBE_BODY_MAX bytes and the transfer is then cut; errors while reading the body do not
- * change the verdict. Proxy environment variables are ignored.
+ * The status is known once the header block is complete: the body is read up to PROBE_BODY_MAX
+ * bytes and the transfer is then cut; its first HCHECK_BODY_MAX bytes are kept only when the
+ * check has an expected_body. Errors while reading the body do not change the verdict. Proxy
+ * environment variables are ignored.
  *
  * Share-nothing: a struct probe belongs to one thread at a time; use one per thread.
  */
@@ -34,9 +40,23 @@
 #define PROBE_UA_CONTROL "cdnca-control-api/origin-probe"
 #define PROBE_UA_NODE "cdnca-node/origin-probe"
 
+/* How probe_run waits for its transfers. Both give the same results; they differ in CPU. */
+enum probe_engine {
+  /* curl_multi_socket_action over epoll and libcurl's timer: each wake-up touches only the
+     sockets that are ready, so a turn costs O(ready), not O(in flight). The default. */
+  PROBE_ENGINE_EPOLL = 0,
+  /* curl_multi_perform + curl_multi_poll: every turn walks every transfer in flight. Kept to
+     compare in tests/bench. */
+  PROBE_ENGINE_POLL = 1,
+};
+
 struct probe_opts {
   const char *user_agent; /* User-Agent header; NULL = PROBE_UA_CONTROL */
+  enum probe_engine engine; /* [PROBE_ENGINE_EPOLL] */
   const char *ca_file;    /* PEM CA bundle for HTTPS; NULL = the system CAs */
+  int tls_session_reuse;  /* 1 = let each transfer slot resume its earlier TLS sessions. For
+                             tests/bench only: controld and noded never set it (a resumed
+                             session skips the certificate check; see tests/bench/README.md) */
   int max_concurrency;    /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
                              more targets wait in a queue, in order */
   const struct targets *deny; /* addresses never connected to, also after DNS (targets.h);
@@ -50,13 +70,17 @@ struct probe_target {
   const char *host;    /* Host header, SNI and certificate name; NULL or "" = address */
   const char *path;    /* starts with '/', may carry a query; NULL or "" = "/" */
   int timeout_ms;      /* whole probe, connect + response; <= 0 = PROBE_DEFAULT_TIMEOUT_MS */
+  const struct hcheck_opts *check; /* type, method, headers, expectations, port; NULL = defaults
+                                      (the seed's rule); must live for the duration of the call */
   void *user;          /* caller's; not used by the prober */
 };
 
 struct probe_result {
-  int ok;                      /* 1 = success (status < 500), 0 = failure */
+  int ok;                      /* 1 = success (hcheck_judge), 0 = failure */
   int status;                  /* HTTP status seen, 0 when no response */
-  char error[PROBE_ERROR_MAX]; /* "" on success, else e.g. "status 503", "timeout",
+  char error[PROBE_ERROR_MAX]; /* "" on success, else which rule failed: "status 503",
+                                  "unexpected status 403", "body mismatch",
+                                  "connect timeout", "timeout" (connected, no answer),
                                   "connect failed: Connection refused",
                                   "tls: <detail>", "resolve failed: <name>",
                                   "empty reply", "invalid target: <why>", "cancelled" */
@@ -68,6 +92,9 @@ struct probe;
 /* New prober (copies opts; NULL opts = defaults); NULL on failure (logged). Free with probe_free.
  */
 struct probe *probe_new(const struct probe_opts *opts);
+
+/* "epoll" | "poll". Static. */
+const char *probe_engine_name(enum probe_engine e);
 
 /* Free the prober and its handles; sets *p to NULL. NULL or *p NULL is a no-op. */
 void probe_free(struct probe **p);

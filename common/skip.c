@@ -124,7 +124,8 @@ int skip_probe(struct skip_rec *r, const struct skip_params *p, int64_t now, int
   r->probes++;
   switch (r->state) {
   case SKIP_HEALTHY:
-    return healthy_outcome(r, p, now, !ok);
+    /* only a failed probe is an outcome: probes do not dilute the visitors' failure ratio */
+    return ok ? 0 : healthy_outcome(r, p, now, 1);
   case SKIP_SKIPPED:
     if (now < r->skipped_until) return 0;
     /* past its skip time the probe is the half-open trial */

@@ -76,11 +76,11 @@ void skip_rec_init(struct skip_rec *r);
  * window), else 0. A half-open trial slot is released. */
 int skip_record(struct skip_rec *r, const struct skip_params *p, int64_t now, int failed);
 
-/* Record the node's own probe of the origin at now (ok = 1 for a success). Healthy: counts as a
- * request outcome would (a failure goes towards fail_count and the ratio). Skipped past its skip
- * time, or half-open: the probe is the half-open trial (success restores and clears the history,
- * failure skips again). Skipped before its skip time: changes nothing. Returns 1 when it started
- * a skip, else 0. Probes are counted in probes, not in requests/failures. */
+/* Record the node's own probe of the origin at now (ok = 1 for a success). Healthy: a failure
+ * counts as a failed request outcome would (fail_count and the ratio); a success changes
+ * nothing. Skipped past its skip time, or half-open: the probe is the half-open trial (success
+ * restores and clears the history, failure skips again). Skipped before its skip time: changes
+ * nothing. Returns 1 when it started a skip, else 0. Counted in probes, not requests/failures. */
 int skip_probe(struct skip_rec *r, const struct skip_params *p, int64_t now, int ok);
 
 /* Give back a half-open trial slot reserved by skip_usable/skip_pick without an outcome

@@ -7,6 +7,7 @@
 #include "ctx.h"
 #include "api_op.h"
 #include "engine.h"
+#include "hcheck.h"
 #include "json.h"
 #include "store_health.h"
 
@@ -71,6 +72,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   hc = cJSON_AddObjectToObject(j, "health_check");
   cJSON_AddStringToObject(hc, "state", model_hc_state(&s, &reason));
   cJSON_AddStringToObject(hc, "reason", reason);
+  hcheck_add_json(hc, &s.hc, 1);
   cJSON_AddBoolToObject(j, "failback_available", ol.decision.failback_available);
   cJSON_AddBoolToObject(j, "all_levels_unhealthy", ol.hc_active && ol.decision.all_unhealthy);
   levels = cJSON_AddArrayToObject(j, "levels");

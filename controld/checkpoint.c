@@ -4,6 +4,8 @@
 #include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+
+#include "hcheck.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,16 @@ static int slot_start(struct checkpoint *c, struct cp_slot *s, const struct chec
   cJSON_AddStringToObject(j, "host", q->host ? q->host : "");
   cJSON_AddNumberToObject(j, "timeout_ms", q->timeout_ms);
   cJSON_AddStringToObject(j, "user_agent", PROBE_UA_CONTROL);
+  {
+    struct hcheck_opts d;
+    const struct hcheck_opts *o = q->check;
+    cJSON *chk = cJSON_AddObjectToObject(j, "check");
+    if (!o) {
+      hcheck_defaults(&d);
+      o = &d;
+    }
+    if (chk) hcheck_add_json(chk, o, 0);
+  }
   payload = json_print(j);
   cJSON_Delete(j);
   if (!payload) {

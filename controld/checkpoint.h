@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+struct hcheck_opts;
+
 /* Votes accepted in one answer; an answer with more is garbage. */
 #define CHECKPOINT_MAX_VOTES 64
 /* Plugin requests in flight at once. */
@@ -17,6 +19,7 @@ struct checkpoint_query {
   const char *url;  /* scheme://address:port/path */
   const char *host; /* Host header, SNI and certificate name */
   int timeout_ms;   /* the probe's timeout; the plugin must answer within timeout_ms + 1 s */
+  const struct hcheck_opts *check; /* the site's probe options, sent as "check"; NULL = defaults */
 };
 
 /* One checkpoint's vote. */

@@ -138,6 +138,7 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook
   out->view.failback_hold_ms = s->failback_hold_ms;
   out->view.all_unhealthy_raised = s->all_unhealthy != 0;
   out->view.failback_notified = s->failback_notified != 0;
+  out->view.level_min_healthy = s->hc.level_min_healthy;
   health_view_fill(&out->view, lo, n);
   health_decide(&out->view, now, &out->decision);
 }
@@ -339,6 +340,13 @@ out:
   return rc;
 }
 
+int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
+                             int64_t suspect_interval_ms, int suspect) {
+  int64_t t = own_interval_ms > 0 ? own_interval_ms : probe_interval_ms;
+  if (suspect && suspect_interval_ms > 0 && suspect_interval_ms < t) t = suspect_interval_ms;
+  return t > 0 ? t : 1;
+}
+
 /* One site's part of a round. 0 or -1. */
 static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64_t now,
                       const struct engine_site_round *sr) {
@@ -361,8 +369,8 @@ static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64
     origin_machine(&s.origins[i], &m);
     if (health_origin_suspect(&m)) suspect = 1;
   }
-  next = round_at + (suspect && ctx->cfg.suspect_interval_ms > 0 ? ctx->cfg.suspect_interval_ms
-                                                                 : ctx->cfg.probe_interval_ms);
+  next = round_at + engine_next_probe_ms(s.hc.interval_ms, ctx->cfg.probe_interval_ms,
+                                         ctx->cfg.suspect_interval_ms, suspect);
   if (store_health_site_probed_locked(ctx->store, s.id, round_at, next) < 0) goto out;
   if (evaluate_locked(ctx, &s, now) < 0) goto out;
   ret = 0;

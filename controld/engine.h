@@ -63,6 +63,12 @@ void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict 
    with no enabled origin switches. Pure. */
 void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out);
 
+/* Ms from a site's round to its next probe: its own interval_ms (> 0) or the global interval,
+   shortened to suspect_interval_ms (> 0) while a state change is pending (suspect). At least 1.
+   Pure. */
+int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
+                             int64_t suspect_interval_ms, int suspect);
+
 /* In one transaction: record round round_id (started_at..finished_at) and, per site, apply its
    verdicts to the origins, write the evidence, evaluate the level decision and act on it (switch
    = republication, events), set last/next probe times. Sites deleted meanwhile are skipped.

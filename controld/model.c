@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hcheck.h"
 #include "fields.h"
 #include "hostname.h"
 #include "json.h"
@@ -157,10 +158,20 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
                               struct model_err *err) {
+  /* the option keys are read by hcheck_apply_json (common/hcheck: nodes parse them too) */
+  static const char *const option_keys[] = {"type",          "method", "headers",
+                                            "expected_codes", "expected_body", "port",
+                                            "interval_ms",   "level_min_healthy", NULL};
   struct field_err fe;
+  struct hcheck_err he;
+  char f[96];
   *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
-  if (fields_apply(hc, health_check_fields, NULL, "health_check", 0, s, &fe) < 0)
+  if (fields_apply(hc, health_check_fields, option_keys, "health_check", 0, s, &fe) < 0)
     return from_fields(err, &fe);
+  if (hcheck_apply_json(hc, &s->hc, &he) < 0) {
+    snprintf(f, sizeof f, "health_check.%s", he.field);
+    return fail(err, he.status, he.code, f, "%s", he.message);
+  }
   return 0;
 }
 
@@ -296,6 +307,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
   json_add_i64(hc, "healthy_after", s->hc_healthy_after);
   cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
+  hcheck_add_json(hc, &s->hc, 1);
   cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "ctx.h"
 #include "engine.h"
+#include "hcheck.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
@@ -22,6 +23,11 @@
 
 /* Nodes asked per round. */
 #define PROBER_VOTE_NODES 3
+/* The round thread looks for sites with their own interval at least this often, so a site
+   created or changed meanwhile is not left waiting for a long global interval. */
+#define PROBER_RECHECK_MS 1000
+/* Least time between two round starts: a store that cannot record a round must not spin. */
+#define PROBER_MIN_GAP_MS 50
 
 /* One origin to decide in a round. */
 struct item {
@@ -29,6 +35,10 @@ struct item {
   char *scheme, *address, *host, *path, *url; /* owned */
   int port, timeout_ms;
   int checkpoints; /* the site asks the checkpoint plugin */
+  /* The site's options: every source probes and judges by them. NULL = the defaults (most
+     sites: no copy at all); else one heap copy per site, freed with its first item. */
+  struct hcheck_opts *check;
+  int owns_check;
   struct engine_vote *votes;
   int n_votes, cap_votes;
   struct engine_verdict v;
@@ -66,6 +76,7 @@ static void items_free(struct item *it, int n) {
     free(it[i].path);
     free(it[i].url);
     free(it[i].votes);
+    if (it[i].owns_check) free(it[i].check);
   }
   free(it);
 }
@@ -90,7 +101,8 @@ static void item_tally(struct item *it) {
 }
 
 /* Fill item from origin o of site s; 0 or -1 (out of memory). */
-static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o) {
+static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o,
+                     struct hcheck_opts *check) {
   const char *host = o->host_header[0] ? o->host_header
                      : s->n_hostnames > 0 ? s->hostnames[0]
                                           : o->address;
@@ -104,6 +116,7 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
   it->timeout_ms = (int)(s->hc_timeout_ms > 0 && s->hc_timeout_ms < 3600000 ? s->hc_timeout_ms
                                                                            : PROBE_DEFAULT_TIMEOUT_MS);
   it->checkpoints = s->hc_checkpoints;
+  it->check = check;
   it->scheme = strdup(o->scheme);
   it->address = strdup(o->address);
   it->host = strdup(host);
@@ -120,6 +133,8 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
                       int *n_sites) {
   struct item *items = NULL;
   int cnt = 0, cap = 0, sites = 0, rc = -1;
+  struct hcheck_opts *check;
+  int owned;
   *out = NULL;
   *n = *n_sites = 0;
   for (int i = 0; i < n_ids; i++) {
@@ -131,23 +146,41 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
       continue;
     }
     sites++;
+    check = NULL;
+    owned = 0;
+    if (!hcheck_is_default(&s.hc)) {
+      check = malloc(sizeof *check);
+      if (!check) {
+        site_rec_fini(&s);
+        goto out;
+      }
+      *check = s.hc;
+    }
     for (int k = 0; k < s.n_origins; k++) {
+      int filled;
       if (!s.origins[k].enabled) continue;
       if (cnt == cap) {
         int ncap = cap ? cap * 2 : 256;
         struct item *ni = realloc(items, (size_t)ncap * sizeof *ni);
         if (!ni) {
+          if (!owned) free(check);
           site_rec_fini(&s);
           goto out;
         }
         items = ni;
         cap = ncap;
       }
-      if (item_fill(&items[cnt++], &s, &s.origins[k]) < 0) {
+      filled = item_fill(&items[cnt++], &s, &s.origins[k], check);
+      if (check && !owned) { /* the site's first item owns the copy; the others borrow it */
+        items[cnt - 1].owns_check = 1;
+        owned = 1;
+      }
+      if (filled < 0) {
         site_rec_fini(&s);
         goto out;
       }
     }
+    if (check && !owned) free(check);
     site_rec_fini(&s);
   }
   rc = 0;
@@ -188,8 +221,12 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
       snprintf(t->url, sizeof t->url, "%s", items[i].url);
       snprintf(t->host, sizeof t->host, "%s", items[i].host);
       t->timeout_ms = items[i].timeout_ms;
+      t->check = items[i].check;
     }
   }
+  /* the global interval bounds the wait, not a site's own shorter one: half of 1 s would leave
+     the nodes no time to probe, and every site of the round would lose its node votes. The
+     round ends as soon as every node has voted, so a 1 s site stays near 1 s while they do. */
   deadline = started_wall + prober_node_deadline_ms(max_timeout, p->ctx->cfg.probe_interval_ms);
   if (tasks_round_open(p->ctx->tasks, round_id, deadline, n_nodes, nodes, per, counts) < 0) {
     log_error("probe round %lld: cannot hand tasks to the nodes", (long long)round_id);
@@ -242,6 +279,7 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
     q[nq].url = items[i].url;
     q[nq].host = items[i].host;
     q[nq].timeout_ms = items[i].timeout_ms;
+    q[nq].check = items[i].check;
     map[nq++] = i;
   }
   if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0) log_warn("checkpoint plugin: run failed");
@@ -299,6 +337,7 @@ static int probe_direct(struct prober *p, struct item *items, int n) {
     t[nt].host = items[i].host;
     t[nt].path = items[i].path;
     t[nt].timeout_ms = items[i].timeout_ms;
+    t[nt].check = items[i].check;
     map[nt++] = i;
   }
   if (probe_run(p->probe, t, (size_t)nt, r, &p->stop) < 0) log_warn("direct probes: run failed");
@@ -329,6 +368,15 @@ static int64_t tick_ms(const struct ctx *ctx) {
   if (ctx->cfg.suspect_interval_ms > 0 && ctx->cfg.suspect_interval_ms < t)
     t = ctx->cfg.suspect_interval_ms;
   return t > 0 ? t : 1;
+}
+
+/* Sites due this little after a round's start are taken into it: half the shortest interval
+   in play (the global tick or the smallest own interval_ms). */
+static int64_t prober_due_slack_ms(struct ctx *ctx) {
+  int64_t t = tick_ms(ctx), due = 0, min_own = 0;
+  if (store_health_own_interval_due(ctx->store, &due, &min_own) == 1 && min_own > 0 && min_own < t)
+    t = min_own;
+  return t / 2;
 }
 
 static void count_metrics(struct prober *p, const struct item *items, int n,
@@ -391,7 +439,7 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
     metrics_set(ctx->metrics, "cdnca_nodes_online", "", n_online);
   else
     n_nodes = 0;
-  if (store_health_due_sites(ctx->store, started + tick_ms(ctx) / 2,
+  if (store_health_due_sites(ctx->store, started + prober_due_slack_ms(ctx),
                              (int)(ctx->cfg.probe_batch > 0 ? ctx->cfg.probe_batch : 1), &due,
                              &n_due) != STORE_OK)
     goto out;
@@ -469,30 +517,56 @@ static int64_t mono_now(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int prober_round_due(int64_t now_mono, int64_t next_round_mono, int64_t not_before_mono,
+                     int have_own, int64_t own_due_wall, int64_t now_wall) {
+  if (now_mono < not_before_mono) return 0;
+  if (now_mono >= next_round_mono) return 1;
+  return have_own && own_due_wall <= now_wall;
+}
+
+int64_t prober_next_wake(int64_t now_mono, int64_t next_round_mono, int64_t not_before_mono,
+                         int have_own, int64_t own_due_wall, int64_t now_wall, int64_t recheck_ms) {
+  int64_t wake = next_round_mono;
+  if (have_own) {
+    int64_t own = now_mono + (own_due_wall > now_wall ? own_due_wall - now_wall : 0);
+    if (own < wake) wake = own;
+  }
+  if (now_mono + recheck_ms < wake) wake = now_mono + recheck_ms;
+  return wake < not_before_mono ? not_before_mono : wake;
+}
+
+/* The round thread: a round when the global tick comes or a site with its own interval is due,
+   never two at once (a round runs to its end before the next is considered). */
 static void *run(void *arg) {
   struct prober *p = arg;
-  int64_t next = mono_now();
-  int64_t last_start = next;
+  int64_t next_round = mono_now(), not_before = 0, last_start = next_round;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
-    int64_t now = mono_now(), start;
+    int64_t now = mono_now(), wall = clock_wall_ms(), due = 0, min_own = 0, wake;
+    int own;
     if (p->sched_pending) { /* only this thread reads the schedule while it runs */
       p->ctx->cfg.probe_interval_ms = p->sched_interval_ms;
       p->ctx->cfg.probe_batch = p->sched_batch;
       p->sched_pending = 0;
-      next = last_start + tick_ms(p->ctx);
+      next_round = last_start + tick_ms(p->ctx);
       continue;
     }
-    if (now < next) {
+    own = store_health_own_interval_due(p->ctx->store, &due, &min_own) == 1;
+    if (!prober_round_due(now, next_round, not_before, own, due, wall)) {
       struct timespec ts;
-      timespec_at_mono(&ts, next - now);
+      wake = prober_next_wake(now, next_round, not_before, own, due, wall, PROBER_RECHECK_MS);
+      timespec_at_mono(&ts, wake - now);
       pthread_cond_timedwait(&p->cv, &p->mu, &ts);
       continue;
     }
     pthread_mutex_unlock(&p->mu);
-    start = last_start = mono_now();
-    if (prober_run_once(p, NULL) < 0) log_warn("probe round failed; retrying next round");
-    next = start + tick_ms(p->ctx); /* an overrun starts the next round at once, never in parallel */
+    now = last_start = mono_now();
+    not_before = now + PROBER_MIN_GAP_MS;
+    if (prober_run_once(p, NULL) < 0) {
+      log_warn("probe round failed; retrying next round");
+      not_before = now + tick_ms(p->ctx); /* no fast retries of a failing store */
+    }
+    next_round = now + tick_ms(p->ctx); /* an overrun starts the next round at once */
     pthread_mutex_lock(&p->mu);
   }
   pthread_mutex_unlock(&p->mu);

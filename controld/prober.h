@@ -24,7 +24,8 @@ struct prober_stats {
 struct prober *prober_new(struct ctx *ctx);
 
 /* Start the round thread: a round every probe_interval_ms (every min(probe_interval_ms,
-   suspect_interval_ms) with fast re-probes on), never overlapping. 0 or -1. */
+   suspect_interval_ms) with fast re-probes on), and in between as soon as a site with its own
+   health_check.interval_ms is due; rounds never overlap. 0 or -1. */
 int prober_start(struct prober *p);
 
 /* Change the probe interval and batch (SIGHUP reload): the round thread takes them before its
@@ -38,6 +39,17 @@ int prober_run_once(struct prober *p, struct prober_stats *st);
 /* Stop the thread (an ongoing round is cancelled within about 100 ms, its results dropped) and
    free; NULLs *p. NULL is a no-op. */
 void prober_free(struct prober **p);
+
+/* 1 when the round thread starts a round now (mono ms; wall ms for the store's times): not before
+   not_before_mono, and either the global tick is reached (next_round_mono) or a site with its own
+   interval is due (have_own, own_due_wall <= now_wall). Pure. */
+int prober_round_due(int64_t now_mono, int64_t next_round_mono, int64_t not_before_mono,
+                     int have_own, int64_t own_due_wall, int64_t now_wall);
+
+/* Mono ms at which the round thread wakes: the global tick, the next own-interval site due, or
+   now + recheck_ms, whichever comes first, never before not_before_mono. Pure. */
+int64_t prober_next_wake(int64_t now_mono, int64_t next_round_mono, int64_t not_before_mono,
+                         int have_own, int64_t own_due_wall, int64_t now_wall, int64_t recheck_ms);
 
 /* The node deadline of a round, in ms from its start: min(max_timeout_ms + 2000,
    probe_interval_ms / 2), at least 1 ms. Pure. */

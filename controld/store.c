@@ -357,6 +357,7 @@ void site_rec_defaults(struct site_rec *s) {
   s->hc_timeout_ms = 5000;
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
+  hcheck_defaults(&s->hc);
   skip_params_default(&nr);
   site_rec_set_retry(s, &nr);
   s->current_level = 1;
@@ -486,7 +487,7 @@ int64_t store_pub_seq(struct store *st) {
   "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
   "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                 \
-  "nr_failure_ratio, nr_failure_min_volume, revision"
+  "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
 
 #define ORIGIN_COLS                                                                          \
   "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
@@ -549,6 +550,10 @@ static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
       sqlite3_column_type(s, 27) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 27);
   o->nr_failure_min_volume = sqlite3_column_int64(s, 28);
   o->revision = sqlite3_column_int64(s, 29);
+  /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
+  if (hcheck_from_text((const char *)sqlite3_column_text(s, 30), &o->hc) < 0)
+    log_warn("site %lld: stored health-check options unreadable; using the defaults",
+             (long long)o->id);
 }
 
 static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
@@ -746,10 +751,11 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   return STORE_OK;
 }
 
-/* Bind the site's configuration fields as parameters 1..16 (name .. nr_retry_on_status), the
-   order both the INSERT and the UPDATE of a site use. */
-static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
+/* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
+   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory). */
+static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   char list[128];
+  char *opts = hcheck_to_text(&s->hc);
   format_status_list(s, list, sizeof list);
   sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
   sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
@@ -767,6 +773,17 @@ static void bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   sqlite3_bind_int64(q, 14, s->nr_skip_ms);
   sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
   sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  if (opts) {
+    sqlite3_bind_text(q, 17, opts, -1, free);
+  } else {
+    sqlite3_bind_null(q, 17);
+    if (!hcheck_is_default(&s->hc)) return -1;
+  }
+  if (s->hc.interval_ms > 0)
+    sqlite3_bind_int64(q, 18, s->hc.interval_ms);
+  else
+    sqlite3_bind_null(q, 18);
+  return 0;
 }
 
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
@@ -811,18 +828,21 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
       "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "current_level, config_version, created_at, updated_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
+      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
 
   q = store_stmt(&st->w, ins);
   if (!q) goto fail;
-  bind_site_cfg(q, s);
-  sqlite3_bind_int(q, 17, s->current_level);
-  sqlite3_bind_int64(q, 18, now);
-  sqlite3_bind_int64(q, 19, now);
+  if (bind_site_cfg(q, s) < 0) {
+    sqlite3_reset(q);
+    goto fail;
+  }
+  sqlite3_bind_int(q, 19, s->current_level);
+  sqlite3_bind_int64(q, 20, now);
+  sqlite3_bind_int64(q, 21, now);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
     st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
@@ -865,14 +885,17 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
       "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
       "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
-      "nr_retry_on_status = ? WHERE id = ?";
+      "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
   sqlite3_stmt *q;
   enum store_rc rc = STORE_ERROR;
 
   q = store_stmt(&st->w, upd);
   if (!q) goto fail;
-  bind_site_cfg(q, s);
-  sqlite3_bind_int64(q, 17, s->id);
+  if (bind_site_cfg(q, s) < 0) {
+    sqlite3_reset(q);
+    goto fail;
+  }
+  sqlite3_bind_int64(q, 19, s->id);
   if (sqlite3_step(q) != SQLITE_DONE) {
     int uniq = is_unique_violation(st);
     st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hcheck.h"
 #include "skip.h"
 
 struct store;
@@ -54,6 +55,7 @@ struct site_rec {
   char hc_path[513];
   int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
   int hc_checkpoints;
+  struct hcheck_opts hc; /* type, method, headers, expected_*, port, interval_ms, quorum */
   int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
       nr_half_open_requests;
   int n_retry_on_status;

@@ -53,6 +53,28 @@ out:
   return ret;
 }
 
+int store_health_own_interval_due(struct store *st, int64_t *due_at, int64_t *min_interval) {
+  static const char q[] =
+      "SELECT MIN(COALESCE(s.next_probe_at, 0)), MIN(s.hc_interval_ms), COUNT(*) FROM sites s "
+      "WHERE s.hc_interval_ms IS NOT NULL AND s.hc_enabled = 1 "
+      "AND (SELECT COUNT(*) FROM origins o WHERE o.site_id = s.id AND o.enabled = 1) >= 2";
+  struct dbconn *c = store_reader(st);
+  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  int ret = -1;
+  if (!s) return -1;
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    ret = sqlite3_column_int64(s, 2) > 0 ? 1 : 0;
+    if (ret) {
+      *due_at = sqlite3_column_int64(s, 0);
+      *min_interval = sqlite3_column_int64(s, 1);
+    }
+  } else {
+    log_error("selecting the next site due: %s", sqlite3_errmsg(c->db));
+  }
+  sqlite3_reset(s);
+  return ret;
+}
+
 int64_t store_health_next_round_id(struct store *st) {
   static const char q[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM probe_rounds";
   struct dbconn *c = store_reader(st);

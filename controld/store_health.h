@@ -38,6 +38,11 @@ enum store_rc store_health_due_sites(struct store *st, int64_t due_before, int l
                                      int *n);
 
 /* Id the next probe round can use: one above the highest recorded (1 when none); -1 on error. */
+/* Among the sites whose checks are active (enabled, two enabled origins) and that have their own
+   interval_ms: the earliest next_probe_at (wall ms; never probed = 0, due now) and the smallest
+   interval. 1 with both set, 0 when there is no such site, -1 on error. */
+int store_health_own_interval_due(struct store *st, int64_t *due_at, int64_t *min_interval);
+
 int64_t store_health_next_round_id(struct store *st);
 
 /* Nodes seen at or after seen_since: up to max ids into ids[] (most recently seen first), *n_ids

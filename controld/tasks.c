@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "hcheck.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -91,21 +92,36 @@ static void waiter_unlink(struct task_board *b, struct twaiter *w) {
   w->prev = w->next = NULL;
 }
 
+/* Add a task's "check": the probe options (DESIGN §5), defaults when none. */
+static void add_check(cJSON *t, const struct hcheck_opts *check) {
+  struct hcheck_opts d;
+  cJSON *c = cJSON_AddObjectToObject(t, "check");
+  if (!check) {
+    hcheck_defaults(&d);
+    check = &d;
+  }
+  if (c) hcheck_add_json(c, check, 0);
+}
+
+cJSON *tasks_spec_json(const struct task_spec *s) {
+  cJSON *t = cJSON_CreateObject();
+  if (!t) return NULL;
+  json_add_i64(t, "task_id", s->task_id);
+  json_add_i64(t, "origin_id", s->origin_id);
+  cJSON_AddStringToObject(t, "url", s->url);
+  cJSON_AddStringToObject(t, "host", s->host);
+  cJSON_AddNumberToObject(t, "timeout_ms", s->timeout_ms);
+  add_check(t, s->check);
+  return t;
+}
+
 /* Set r's reply to the tasks of a (marks them delivered). */
 static void reply_tasks(struct req *r, const struct round *rd, struct assign *a, int64_t now) {
   cJSON *j = cJSON_CreateObject(), *arr;
   json_add_i64(j, "round_id", rd->id);
   json_add_i64(j, "deadline_ms", rd->deadline - now);
   arr = cJSON_AddArrayToObject(j, "tasks");
-  for (int i = 0; i < a->n; i++) {
-    cJSON *t = cJSON_CreateObject();
-    json_add_i64(t, "task_id", a->tasks[i].task_id);
-    json_add_i64(t, "origin_id", a->tasks[i].origin_id);
-    cJSON_AddStringToObject(t, "url", a->tasks[i].url);
-    cJSON_AddStringToObject(t, "host", a->tasks[i].host);
-    cJSON_AddNumberToObject(t, "timeout_ms", a->tasks[i].timeout_ms);
-    cJSON_AddItemToArray(arr, t);
-  }
+  for (int i = 0; i < a->n; i++) cJSON_AddItemToArray(arr, tasks_spec_json(&a->tasks[i]));
   a->delivered = 1;
   req_json(r, 200, j);
 }

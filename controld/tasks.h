@@ -5,7 +5,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 struct ctx;
+struct hcheck_opts;
 struct task_board;
 
 /* One probe for one node: GET url with Host/SNI = host, within timeout_ms. */
@@ -15,6 +18,8 @@ struct task_spec {
   char url[600];     /* scheme://address:port/path (IPv6 in brackets) */
   char host[256];    /* Host header, SNI and certificate name */
   int timeout_ms;
+  const struct hcheck_opts *check; /* the site's options, sent as "check"; NULL = defaults.
+                                      Borrowed: must live until tasks_round_close */
 };
 
 /* One node's answer to one task. */
@@ -26,6 +31,10 @@ struct task_vote {
   char error[128];   /* "" when ok */
   int latency_ms;
 };
+
+/* One task as GET /v1/node/tasks lists it: {"task_id", "origin_id", "url", "host", "timeout_ms",
+   "check": the probe options}. Caller cJSON_Delete's it; NULL on OOM. */
+cJSON *tasks_spec_json(const struct task_spec *t);
 
 /* New empty board; NULL on OOM. */
 struct task_board *tasks_new(void);

@@ -511,7 +511,8 @@ static void attempt_fail(struct vconn *c, int kind);
 static void no_origin_left(struct vconn *c) {
   struct req *r = &c->r;
   if (r->attempts == 0)
-    local_error(c, 502, "no_origin", "the site has no origin on its current level", 0);
+    local_error(c, 502, "no_origin",
+                "the site has no origin on its current or a following level", 0);
   else if (r->last_fail == AR_TIMEOUT)
     local_error(c, 504, "origin_timeout", "no origin answered in time", 0);
   else

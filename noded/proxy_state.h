@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
+#include "resolve.h"
 #include "sitecfg.h"
 
 struct proxy_state;
@@ -52,6 +53,13 @@ int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int
  * as configured). The next refresh follows the answer's TTL bounded by skip_dns_refresh_ms; a
  * failed lookup keeps the last address and retries after SKIP_DNS_MIN_MS. Returns how many. */
 int proxy_state_refresh(struct proxy_state *t, int64_t now);
+
+/* How origin names are resolved (resolve_origin's contract). */
+typedef int proxy_resolve_fn(const char *address, int port, int want_ttl,
+                             struct resolve_result *out, char *err, size_t errlen);
+
+/* Use fn instead of resolve_origin (NULL restores it); before proxy_state_sync, for tests. */
+void proxy_state_set_resolver(struct proxy_state *t, proxy_resolve_fn *fn);
 
 /* Start the thread calling proxy_state_refresh every second (stopped by proxy_state_free).
  * 0 or -1. */

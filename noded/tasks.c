@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hcheck.h"
 #include "ctl.h"
 #include "json.h"
 #include "log.h"
@@ -31,6 +32,28 @@ struct ntasks {
 void ntasks_round_fini(struct ntask_round *r) {
   free(r->tasks);
   memset(r, 0, sizeof *r);
+}
+
+/* A task's "check" (absent = defaults): only the probe options, each validated. 0 or -1. */
+static int parse_check(const cJSON *c, struct hcheck_opts *o, int i, char *err, size_t errlen) {
+  static const char *const keys[] = {"type",          "method", "headers", "expected_codes",
+                                     "expected_body", "port",   NULL};
+  struct hcheck_err he;
+  const char *bad = NULL;
+  if (!c) return 0;
+  if (!cJSON_IsObject(c)) {
+    snprintf(err, errlen, "tasks[%d].check: not an object", i);
+    return -1;
+  }
+  if (json_only_keys(c, keys, &bad) < 0) {
+    snprintf(err, errlen, "tasks[%d].check.%s: unknown field", i, bad);
+    return -1;
+  }
+  if (hcheck_apply_json(c, o, &he) < 0) {
+    snprintf(err, errlen, "tasks[%d].check.%s: %s", i, he.field, he.message);
+    return -1;
+  }
+  return 0;
 }
 
 int ntasks_parse(const char *json, size_t len, struct ntask_round *out, char *err, size_t errlen) {
@@ -91,6 +114,9 @@ int ntasks_parse(const char *json, size_t len, struct ntask_round *out, char *er
       goto out;
     }
     t->timeout_ms = (int)v;
+    hcheck_defaults(&t->check);
+    if (parse_check(cJSON_GetObjectItemCaseSensitive(x, "check"), &t->check, i, err, errlen) < 0)
+      goto out;
     i++;
   }
   out->n = i;
@@ -174,6 +200,7 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
     }
     tg[i].host = rd->tasks[i].host;
     tg[i].timeout_ms = tmo;
+    tg[i].check = &rd->tasks[i].check;
   }
   probe_run(nt->probe, tg, (size_t)rd->n, res, &nt->cancel);
   if (nt->cancel) goto out;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hcheck.h"
 #include "probe.h"
 
 struct ctl;
@@ -18,6 +19,7 @@ struct ntask {
   char url[600];
   char host[256];
   int timeout_ms;
+  struct hcheck_opts check; /* the site's probe options ("check"; absent = the defaults) */
 };
 
 /* A parsed GET /v1/node/tasks answer. */

@@ -61,6 +61,9 @@ function markField(form, name, rows) {
   let el = null, m;
   if ((m = /^origins\[(\d+)\]\.(\w+)/.exec(name)) && rows && rows[+m[1]]) el = rows[+m[1]].querySelector(`[name=${m[2]}]`);
   else el = form.querySelector(`[data-field="${CSS.escape(name)}"]`) || form.querySelector(`[name="${CSS.escape(name.split('.').pop())}"]`);
+  /* "health_check.headers.X-A", "health_check.expected_codes[1]": the input of the option */
+  for (let n = name.replace(/\[\d+\]$/, ''); !el && n.includes('.'); n = n.slice(0, n.lastIndexOf('.')))
+    el = form.querySelector(`[data-field="${CSS.escape(n)}"]`);
   if (el) { el.setAttribute('aria-invalid', 'true'); el.focus(); }
 }
 

@@ -155,6 +155,23 @@ function pageSite(id) {
           'data-field': 'node_retry.failure_ratio', ...tid('settings-failure-ratio') }), 'nodes skip an origin at this failure share (empty = off)'),
         field('Minimum volume', input('failure_min_volume', { type: 'number', min: 1,
           'data-field': 'node_retry.failure_min_volume' }), 'outcomes in the window before the ratio applies')),
+      h('h3', null, 'What healthy means'),
+      h('div', { class: 'grid', ...tid('settings-hc-options') },
+        field('Check type', select('hc_type', ['http', 'tcp'], 'http', { 'data-field': 'health_check.type', ...tid('settings-hc-type') }),
+          'tcp: the connection alone'),
+        field('Method', select('hc_method', ['GET', 'HEAD'], 'GET', { 'data-field': 'health_check.method', ...tid('settings-hc-method') })),
+        field('Expected codes', input('hc_codes', { placeholder: 'any status < 500', 'data-field': 'health_check.expected_codes',
+          ...tid('settings-hc-codes') }), 'codes and ranges, e.g. 200-299, 301'),
+        field('Expected body', input('hc_body', { placeholder: 'none', 'data-field': 'health_check.expected_body',
+          ...tid('settings-hc-body') }), 'text in the first 64 KiB'),
+        field('Health port', input('hc_port', { type: 'number', min: 1, max: 65535, placeholder: "the origin's port",
+          'data-field': 'health_check.port', ...tid('settings-hc-port') })),
+        field('Interval (ms)', input('hc_interval', { type: 'number', min: 1000, placeholder: 'the global interval',
+          'data-field': 'health_check.interval_ms', ...tid('settings-hc-interval') })),
+        field('Healthy origins per level', input('hc_quorum', { type: 'number', min: 1, 'data-field': 'health_check.level_min_healthy',
+          ...tid('settings-hc-quorum') }), '1 = any healthy origin keeps a level'),
+        field('Request headers', h('textarea', { name: 'hc_headers', rows: 3, placeholder: 'Name: value (one per line, up to 8)',
+          'data-field': 'health_check.headers', ...tid('settings-hc-headers') }))),
       h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', ...tid('settings-submit') }, 'Save settings'),
         button('Delete site', async () => {
           if (!window.confirm(`Delete site #${id} and all its origins?`)) return;
@@ -164,8 +181,9 @@ function pageSite(id) {
       ev.preventDefault();
       const e = f.elements;
       const body = { name: e.name.value.trim(), hostnames: splitList(e.hostnames.value), failback: e.failback.value,
-        health_check: { enabled: e.hc_enabled.checked, path: e.path.value.trim(), timeout_ms: num(e.timeout_ms.value),
+        health_check: Object.assign({ enabled: e.hc_enabled.checked, path: e.path.value.trim(), timeout_ms: num(e.timeout_ms.value),
           unhealthy_after: num(e.unhealthy_after.value), healthy_after: num(e.healthy_after.value), checkpoints: e.checkpoints.checked },
+        hcOptions(e)),
         node_retry: { backup_levels: e.backup_levels.checked,
           failure_ratio: ratioOrNull(e.failure_ratio.value),
           failure_min_volume: num(e.failure_min_volume.value) } };
@@ -174,6 +192,24 @@ function pageSite(id) {
       else { const fe = $('#error-banner [data-testid=error-field]'); markField(f, fe ? fe.textContent : null); }
     });
     return f;
+  }
+  /* The health-check options from the form: blank = the default (null). */
+  function hcOptions(e) {
+    const opt = (v) => (String(v).trim() === '' ? null : num(v));
+    const headers = {};
+    for (const line of String(e.hc_headers.value).split('\n')) {
+      const t = line.trim();
+      if (!t) continue;
+      const i = t.indexOf(':');
+      /* a line without ':' is sent as a name with an empty value: the API names it */
+      headers[(i < 0 ? t : t.slice(0, i)).trim()] = i < 0 ? '' : t.slice(i + 1).trim();
+    }
+    const codes = splitList(e.hc_codes.value);
+    return { type: e.hc_type.value, method: e.hc_method.value, headers,
+      expected_codes: codes.length ? codes : null,
+      expected_body: e.hc_body.value === '' ? null : e.hc_body.value,
+      port: opt(e.hc_port.value), interval_ms: opt(e.hc_interval.value),
+      level_min_healthy: opt(e.hc_quorum.value) ?? 1 };
   }
   function fillSettings(site, force) {
     if (!settings) return;
@@ -188,12 +224,37 @@ function pageSite(id) {
     e.unhealthy_after.value = hc.unhealthy_after ?? '';
     e.healthy_after.value = hc.healthy_after ?? '';
     e.checkpoints.checked = !!hc.checkpoints;
+    e.hc_type.value = hc.type || 'http';
+    e.hc_method.value = hc.method || 'GET';
+    e.hc_codes.value = (hc.expected_codes || []).join(', ');
+    e.hc_body.value = hc.expected_body ?? '';
+    e.hc_port.value = hc.port ?? '';
+    e.hc_interval.value = hc.interval_ms ?? '';
+    e.hc_quorum.value = hc.level_min_healthy ?? 1;
+    e.hc_headers.value = Object.entries(hc.headers || {}).map(([k, v]) => `${k}: ${v}`).join('\n');
     const nr = site.node_retry || {};
     e.backup_levels.checked = nr.backup_levels !== false;
     e.failure_ratio.value = nr.failure_ratio ?? '';
     e.failure_min_volume.value = nr.failure_min_volume ?? '';
   }
 
+  /* The site's success rule in words, from the card's health_check options. */
+  function hcRuleText(hc, site) {
+    const path = (site && site.health_check && site.health_check.path) || '/';
+    const parts = [];
+    if (hc.type === 'tcp') parts.push('the TCP connection completes');
+    else {
+      parts.push(`${hc.method || 'GET'} ${path} answers ` +
+        (hc.expected_codes && hc.expected_codes.length ? hc.expected_codes.join(', ') : 'any status below 500'));
+      if (hc.expected_body) parts.push(`with "${short(hc.expected_body, 40)}" in the body`);
+      const hn = Object.keys(hc.headers || {}).length;
+      if (hn) parts.push(`(${hn} extra header${hn > 1 ? 's' : ''})`);
+    }
+    if (hc.port) parts.push(`on port ${hc.port}`);
+    parts.push(hc.interval_ms ? `every ${hc.interval_ms} ms` : 'every global interval');
+    if ((hc.level_min_healthy || 1) > 1) parts.push(`; a level needs ${hc.level_min_healthy} healthy origins`);
+    return parts.join(' ');
+  }
   function paintCard(site, c) {
     if (!c) {
       return put(elCard, h('p', { class: 'muted', ...tid('status-unavailable') },
@@ -216,6 +277,7 @@ function pageSite(id) {
         h('dl', { class: 'facts' },
           h('dt', null, 'Health checks'), h('dd', null, badge(hc.state, 'hc-state'),
             hc.reason ? h('span', { class: 'muted', ...tid('hc-reason') }, ' ' + hc.reason) : null),
+          h('dt', null, 'Healthy means'), h('dd', tid('hc-rule'), hcRuleText(hc, site)),
           h('dt', null, 'Failback'), h('dd', tid('failback-mode'), (c.failback || (site && site.failback) || '?') +
             (c.manual_pin ? ' (held: level chosen by hand, no automatic failback)' : '')),
           h('dt', null, 'Config version'), h('dd', tid('config-version'), c.config_version ?? '\u2014'),
@@ -229,7 +291,8 @@ function pageSite(id) {
         target !== null
           ? [h('span', null, `Level ${target} is healthy again. Failback is manual: switch back when ready. `),
             may('operator') ? button(`Switch back to level ${target}`, () => switchTo(target, `Switched back to level ${target}.`),
-              { class: 'primary big-btn', ...tid('switch-back') }) : null]
+              { class: 'primary big-btn', ...tid('switch-back') })
+              : h('span', { class: 'muted' }, '(an operator or admin token can switch back)')]
           : 'A failback is available, but no earlier level is healthy in this card yet.') : null,
       h('p', { class: 'decision', 'data-testid': 'decision', 'data-action': dec ? dec.action : '' },
         h('span', { class: 'flabel' }, 'Decision: '), decText),

@@ -13,6 +13,9 @@ const STATES = [
   ['failback_available', 'Failback available'], ['paused', 'Health checks paused'],
 ];
 const SEARCH_DELAY_MS = 300;
+/* The orders GET /v1/sites takes (sort=); '' = by id. "changed" = the site's last publication
+   (a config change or a level switch), newest first. */
+const SORTS = [['', 'By site id'], ['changed', 'Last change first']];
 
 
 function originRow(levelDefault) {
@@ -96,12 +99,14 @@ function stateCell(s, site) {
 function parseQuery(q) {
   const p = new URLSearchParams(q || '');
   const limit = parseInt(p.get('limit') || '', 10);
-  return { state: p.get('state') || '', q: p.get('q') || '', limit: PAGE_SIZES.includes(limit) ? limit : PAGE_SIZES[0] };
+  const sort = SORTS.some(([v]) => v === p.get('sort')) ? p.get('sort') : '';
+  return { state: p.get('state') || '', q: p.get('q') || '', sort, limit: PAGE_SIZES.includes(limit) ? limit : PAGE_SIZES[0] };
 }
 function queryHash(f) {
   const p = new URLSearchParams();
   if (f.state) p.set('state', f.state);
   if (f.q) p.set('q', f.q);
+  if (f.sort) p.set('sort', f.sort);
   if (f.limit !== PAGE_SIZES[0]) p.set('limit', String(f.limit));
   const t = p.toString();
   return '#/sites' + (t ? '?' + t : '');
@@ -137,9 +142,12 @@ function pageSites(query) {
       const size = h('select', { name: 'limit', 'aria-label': 'Sites per page', ...tid('sites-limit') },
         PAGE_SIZES.map((n) => h('option', { value: n, selected: n === f.limit }, `${n} per page`)));
       size.addEventListener('change', () => setFilter({ limit: parseInt(size.value, 10) }));
+      const sortSel = h('select', { name: 'sort', 'aria-label': 'Order', ...tid('sites-sort') },
+        SORTS.map(([v, label]) => h('option', { value: v, selected: v === f.sort }, label)));
+      sortSel.addEventListener('change', () => setFilter({ sort: sortSel.value }));
       add(main, h('section', { class: 'card' },
         h('div', { class: 'list-head' }, h('h1', null, 'Sites'), h('span', { class: 'spacer' }),
-          h('div', { class: 'toolbar' }, stateSel, search, size)),
+          h('div', { class: 'toolbar' }, stateSel, search, sortSel, size)),
         list, h('div', { class: 'pager' }, prev, info, next)),
       may('admin') ? siteCreateForm() : null);
     },
@@ -148,6 +156,7 @@ function pageSites(query) {
       if (st.after !== null) p.set('after', String(st.after));
       if (f.state) p.set('state', f.state);
       if (f.q) p.set('q', f.q);
+      if (f.sort) p.set('sort', f.sort);
       const t0 = performance.now();
       const r = await api('GET', '/v1/sites?' + p.toString());
       if (!alive()) return;

@@ -195,7 +195,10 @@ def test_create_with_defaults(tmp):
     assert s["failback"] == "auto" and s["failback_hold_ms"] == 0
     assert s["health_check"] == {"enabled": True, "state": "active", "path": "/",
                                  "timeout_ms": 5000, "unhealthy_after": 3, "healthy_after": 2,
-                                 "checkpoints": False}, s["health_check"]
+                                 "checkpoints": False, "type": "http", "method": "GET",
+                                 "headers": {}, "expected_codes": None, "expected_body": None,
+                                 "port": None, "interval_ms": None, "level_min_healthy": 1}, \
+        s["health_check"]
     assert s["node_retry"] == {"retries": 2, "retry_budget_ms": 15000, "fail_count": 3,
                                "fail_window_ms": 10000, "skip_ms": 30000,
                                "half_open_requests": 1, "retry_on_status": [502, 503, 504],
@@ -232,7 +235,10 @@ def test_create_minimal_and_explicit(tmp):
         {"level": 1, "address": "10.1.1.2", "enabled": False}],
         failback="manual", failback_hold_ms=60000,
         health_check={"enabled": True, "path": "/healthz", "timeout_ms": 2000,
-                      "unhealthy_after": 5, "healthy_after": 4, "checkpoints": True},
+                      "unhealthy_after": 5, "healthy_after": 4, "checkpoints": True,
+                      "type": "http", "method": "HEAD", "headers": {"X-Probe": "1"},
+                      "expected_codes": ["200-299", "301"], "expected_body": None,
+                      "port": 8081, "interval_ms": 2000, "level_min_healthy": 2},
         node_retry={"retries": 1, "retry_budget_ms": 5000, "fail_count": 7,
                     "fail_window_ms": 2000, "skip_ms": 1000, "half_open_requests": 2,
                     "retry_on_status": [500, 503], "backup_levels": False,

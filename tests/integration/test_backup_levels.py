@@ -5,7 +5,7 @@ GET every ~100 ms on one keep-alive connection. The level-1 origin breaks (503 t
 health check included; or connections refused; or with controld killed first) and later
 recovers: the visitor sees no error from the break, through controld's switch, to the
 failback. With node_retry.backup_levels off the same break does show errors (so the load can
-see them)."""
+see them). node_retry.failure_ratio skips a primary failing half of its requests."""
 
 import http.client
 import json
@@ -217,6 +217,45 @@ def test_backup_levels_off_shows_errors(tmp):
     assert len(errors(results)) >= 3, errors(results)
     assert node_metric(n, "cdnca_node_backup_picks_total") == 0
     c.stop()
+
+
+def ratio_run(tmp, ratio):
+    """Alternate GET /good and /bad through the node, 40 times; the primary answers 503 to /bad
+    only, so half its outcomes fail. fail_count is out of reach: only the ratio can skip it.
+    Returns (primary's /status record, who served /good after the 30th request, errors)."""
+    a, b, c, n, sid, oa, ob = setup(tmp, retry={"fail_count": 1000, "failure_ratio": ratio,
+                                                 "failure_min_volume": 10, "skip_ms": 60000})
+    a.set(health_path_status={"/bad": 503})
+    late, errs = set(), []
+    for i in range(40):
+        path = "/bad" if i % 2 else "/good"
+        st, body, _ = n.visit("GET", "%s?i=%d" % (path, i), HOST)
+        if st != 200:
+            errs.append((i, st))
+        elif i >= 30 and path == "/good":
+            late.add(body.get("origin"))
+    rec = node_origin(n, sid, oa)
+    c.stop()
+    return rec, late, errs
+
+
+def test_failure_ratio_skips_the_primary(tmp):
+    """node_retry.failure_ratio 0.5 over at least 10 outcomes: the primary failing half of its
+    requests is skipped (fail_count alone would never), and the backup level serves; every
+    failed /bad attempt was retried there, so no visitor error."""
+    rec, late, errs = ratio_run(tmp, 0.5)
+    assert errs == [], errs
+    assert rec["state"] == "skipped" and rec["skips"] == 1, rec
+    assert rec["requests"] <= 12, rec  # skipped at the 10th outcome (5 of 10 failed)
+    assert late == {"b"}, late
+
+
+def test_failure_ratio_off_keeps_the_primary(tmp):
+    """The same traffic with failure_ratio null (the default): never skipped."""
+    rec, late, errs = ratio_run(tmp, None)
+    assert errs == [], errs
+    assert rec["state"] == "healthy" and rec["skips"] == 0 and rec["failures"] == 20, rec
+    assert late == {"a"}, late
 
 
 if __name__ == "__main__":

@@ -402,7 +402,10 @@ def test_checkpoint_plugin_votes_and_garbage(tmp):
         assert sorted(x["checkpoint"] for x in v["votes"]) == ["cp-1", "cp-2"], v
         req = [r for r in plugin.requests if r.get("url") == url_a][0]
         assert req == {"url": url_a, "host": "shop.example.com", "timeout_ms": 2000,
-                       "user_agent": "cdnca-control-api/origin-probe"}, req
+                       "user_agent": "cdnca-control-api/origin-probe",
+                       "check": {"type": "http", "method": "GET", "headers": {},
+                                 "expected_codes": None, "expected_body": None,
+                                 "port": None}}, req
         assert card(c, sid)["current_level"] == 2
 
         # a plugin answering garbage gives no votes: controld's probes decide, rounds go on

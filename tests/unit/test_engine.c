@@ -661,6 +661,76 @@ static void test_verdicts_pruned_and_next_probe(void **state) {
   site_rec_fini(&s);
 }
 
+static void test_next_probe_ms(void **state) {
+  (void)state;
+  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 0), 30000);    /* the seed */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 1), 30000);    /* fast re-probe off */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 1), 5000);  /* suspect */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 0), 30000); /* steady */
+  assert_int_equal(engine_next_probe_ms(1000, 5000, 0, 0), 1000);   /* own interval */
+  assert_int_equal(engine_next_probe_ms(60000, 5000, 0, 0), 60000); /* longer than the global */
+  assert_int_equal(engine_next_probe_ms(1000, 5000, 3000, 1), 1000); /* suspect never slower */
+  assert_int_equal(engine_next_probe_ms(60000, 5000, 3000, 1), 3000);
+  assert_int_equal(engine_next_probe_ms(0, 0, 0, 0), 1);
+}
+
+static void test_prober_wake(void **state) {
+  (void)state;
+  /* no site with its own interval: the global tick, rechecked every second */
+  assert_false(prober_round_due(100, 5000, 0, 0, 0, 1000000));
+  assert_true(prober_round_due(5000, 5000, 0, 0, 0, 1000000));
+  assert_int_equal(prober_next_wake(100, 5000, 0, 0, 0, 1000000, 1000), 1100);
+  assert_int_equal(prober_next_wake(4500, 5000, 0, 0, 0, 1000000, 1000), 5000);
+  /* an own-interval site due in 300 ms wakes the thread then, and is due at its time */
+  assert_int_equal(prober_next_wake(100, 5000, 0, 1, 1000300, 1000000, 1000), 400);
+  assert_false(prober_round_due(100, 5000, 0, 1, 1000300, 1000000));
+  assert_true(prober_round_due(400, 5000, 0, 1, 1000300, 1000300));
+  /* overdue (never probed: 0) wakes at once, but never before not_before (no spinning) */
+  assert_int_equal(prober_next_wake(100, 5000, 0, 1, 0, 1000000, 1000), 100);
+  assert_int_equal(prober_next_wake(100, 5000, 150, 1, 0, 1000000, 1000), 150);
+  assert_false(prober_round_due(100, 5000, 150, 1, 0, 1000000));
+  assert_false(prober_round_due(5000, 5000, 5050, 0, 0, 1000000));
+}
+
+/* Options are stored and read back; a site's own interval sets its next probe. */
+static void test_own_interval_and_options_stored(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  char conflict[64];
+  int64_t due = -1, min_int = -1;
+  f->ctx.cfg.probe_interval_ms = 30000;
+  make_site(f, "auto", 2);
+  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 0);
+  s = load(f);
+  assert_true(hcheck_is_default(&s.hc));
+  s.hc.interval_ms = 1000;
+  s.hc.n_codes = 1;
+  s.hc.codes[0].lo = 200;
+  s.hc.codes[0].hi = 299;
+  s.hc.level_min_healthy = 2;
+  assert_int_equal(store_site_update(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&s);
+  s = load(f);
+  assert_int_equal(s.hc.interval_ms, 1000);
+  assert_int_equal(s.hc.n_codes, 1);
+  assert_int_equal(s.hc.codes[0].hi, 299);
+  assert_int_equal(s.hc.level_min_healthy, 2);
+  site_rec_fini(&s);
+  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 1);
+  assert_int_equal(due, 0); /* never probed: due now */
+  assert_int_equal(min_int, 1000);
+  round2(f, 1, 1);
+  s = load(f);
+  assert_int_equal(s.next_probe_at, s.last_probed_at + 1000);
+  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 1);
+  assert_int_equal(due, s.next_probe_at);
+  /* back to the global interval: no longer an own-interval site */
+  s.hc.interval_ms = 0;
+  assert_int_equal(store_site_update(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&s);
+  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 0);
+}
+
 /* Verdicts older than a day go, whatever their count. */
 static void test_verdicts_pruned_by_age(void **state) {
   struct fx *f = *state;
@@ -713,6 +783,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),
+      cmocka_unit_test(test_next_probe_ms),
+      cmocka_unit_test(test_prober_wake),
+      cmocka_unit_test_setup_teardown(test_own_interval_and_options_stored, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_by_age, setup, teardown),
       cmocka_unit_test_setup_teardown(test_change_and_reevaluation_are_one_transaction, setup,
                                       teardown),

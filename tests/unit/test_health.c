@@ -302,6 +302,103 @@ static void test_level_healthy_since_earliest(void **state) {
   assert_int_equal(health_level_healthy_since(o, 3, 2), 300);
 }
 
+/* ---- level health with a quorum (level_min_healthy) ---- */
+
+/* One row: the states of a level's three enabled origins, the quorum, the expected health. */
+struct quorum_row {
+  enum health_state a, b, c;
+  int min_healthy;
+  enum health_state want;
+};
+
+static void test_level_quorum_rows(void **state) {
+  static const struct quorum_row rows[] = {
+      /* quorum 1 = the seed's rule: any healthy, all unhealthy, else unknown */
+      {HEALTH_HEALTHY, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 1, HEALTH_HEALTHY},
+      {HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 1, HEALTH_UNHEALTHY},
+      {HEALTH_UNKNOWN, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 1, HEALTH_UNKNOWN},
+      /* below 1 acts as 1 */
+      {HEALTH_HEALTHY, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 0, HEALTH_HEALTHY},
+      {HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, -3, HEALTH_UNHEALTHY},
+      /* quorum 2 of 3 */
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_UNHEALTHY, 2, HEALTH_HEALTHY},
+      {HEALTH_HEALTHY, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 2, HEALTH_UNHEALTHY},
+      {HEALTH_HEALTHY, HEALTH_UNKNOWN, HEALTH_UNHEALTHY, 2, HEALTH_UNKNOWN},
+      {HEALTH_UNKNOWN, HEALTH_UNKNOWN, HEALTH_UNHEALTHY, 2, HEALTH_UNKNOWN},
+      {HEALTH_UNKNOWN, HEALTH_UNHEALTHY, HEALTH_UNHEALTHY, 2, HEALTH_UNHEALTHY},
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_HEALTHY, 2, HEALTH_HEALTHY},
+      /* quorum 3 of 3 */
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_UNKNOWN, 3, HEALTH_UNKNOWN},
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_UNHEALTHY, 3, HEALTH_UNHEALTHY},
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_HEALTHY, 3, HEALTH_HEALTHY},
+      /* more than the level has: all of them */
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_HEALTHY, 5, HEALTH_HEALTHY},
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_UNHEALTHY, 5, HEALTH_UNHEALTHY},
+      {HEALTH_HEALTHY, HEALTH_HEALTHY, HEALTH_UNKNOWN, 5, HEALTH_UNKNOWN},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    struct health_level_origin o[] = {
+        {1, 1, rows[i].a, 10}, {1, 1, rows[i].b, 20}, {1, 1, rows[i].c, 30},
+        {2, 1, HEALTH_HEALTHY, 5}, /* another level: never counted */
+    };
+    enum health_state got = health_level_of_quorum(o, 4, 1, rows[i].min_healthy);
+    if (got != rows[i].want) fail_msg("row %zu: got %d want %d", i, (int)got, (int)rows[i].want);
+    if (rows[i].min_healthy <= 1)
+      assert_int_equal(health_level_of(o, 4, 1), got); /* 1 is the seed's rule exactly */
+  }
+}
+
+static void test_level_quorum_disabled_and_small_levels(void **state) {
+  struct health_level_origin o[] = {
+      {1, 1, HEALTH_HEALTHY, 10},
+      {1, 0, HEALTH_HEALTHY, 20}, /* disabled: neither counts nor raises the bar */
+      {2, 0, HEALTH_HEALTHY, 20},
+  };
+  (void)state;
+  /* one enabled origin with quorum 2: it alone decides */
+  assert_int_equal(health_level_of_quorum(o, 3, 1, 2), HEALTH_HEALTHY);
+  o[0].state = HEALTH_UNHEALTHY;
+  assert_int_equal(health_level_of_quorum(o, 3, 1, 2), HEALTH_UNHEALTHY);
+  assert_int_equal(health_level_of_quorum(o, 3, 2, 2), HEALTH_EMPTY);
+}
+
+static void test_level_quorum_healthy_since(void **state) {
+  struct health_level_origin o[] = {
+      {1, 1, HEALTH_HEALTHY, 900},
+      {1, 1, HEALTH_HEALTHY, 300},
+      {1, 1, HEALTH_HEALTHY, 600},
+      {1, 1, HEALTH_UNHEALTHY, 1},
+  };
+  (void)state;
+  assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 1), 300);
+  assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 2), 600);
+  assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 3), 900);
+  assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 4), -1); /* not healthy */
+  o[1].healthy_since_ms = 900; /* ties */
+  assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 2), 900);
+}
+
+static void test_view_fill_quorum_switches(void **state) {
+  struct health_site_view v;
+  struct health_decision d;
+  struct health_level_origin o[] = {
+      {1, 1, HEALTH_HEALTHY, 0}, {1, 1, HEALTH_UNHEALTHY, 0}, {1, 1, HEALTH_UNHEALTHY, 0},
+      {2, 1, HEALTH_HEALTHY, 0}, {2, 1, HEALTH_HEALTHY, 0},
+  };
+  (void)state;
+  health_view_init(&v);
+  assert_int_equal(v.level_min_healthy, 1);
+  health_view_fill(&v, o, 5);
+  assert_int_equal(health_decide(&v, 1000, &d), HEALTH_STAY); /* one healthy origin is enough */
+  v.level_min_healthy = 2;
+  health_view_fill(&v, o, 5);
+  assert_int_equal(v.level[1], HEALTH_UNHEALTHY);
+  assert_int_equal(health_decide(&v, 1000, &d), HEALTH_SWITCH);
+  assert_int_equal(d.to_level, 2);
+  assert_int_equal(d.reason, HEALTH_REASON_AUTO_FAILOVER);
+}
+
 static void test_view_fill_gaps(void **state) {
   struct health_site_view v;
   struct health_level_origin o[] = {
@@ -898,6 +995,10 @@ int main(void) {
       cmocka_unit_test(test_manual_failback_notice_once),
       cmocka_unit_test(test_manual_failback_ignores_hold),
       cmocka_unit_test(test_why_non_empty_everywhere),
+      cmocka_unit_test(test_level_quorum_rows),
+      cmocka_unit_test(test_level_quorum_disabled_and_small_levels),
+      cmocka_unit_test(test_level_quorum_healthy_since),
+      cmocka_unit_test(test_view_fill_quorum_switches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "hcheck.h"
+
 #include "heartbeat.h"
 #include "json.h"
 #include "sync.h"
@@ -56,7 +58,21 @@ static void test_parse_tasks(void **state) {
   assert_int_equal(r.tasks[0].origin_id, 3);
   assert_string_equal(r.tasks[0].host, "a.test");
   assert_int_equal(r.tasks[0].timeout_ms, 5000);
+  assert_true(hcheck_is_default(&r.tasks[0].check)); /* no "check": the seed's rule */
   ntasks_round_fini(&r);
+  {
+    static const char with_check[] =
+        "{\"round_id\":5,\"deadline_ms\":9000,\"tasks\":[{\"task_id\":1,\"origin_id\":3,"
+        "\"url\":\"http://127.0.0.1:80/\",\"host\":\"a.test\",\"timeout_ms\":5000,"
+        "\"check\":{\"type\":\"http\",\"method\":\"HEAD\",\"headers\":{\"X-A\":\"1\"},"
+        "\"expected_codes\":[\"200-299\"],\"expected_body\":null,\"port\":8081}}]}";
+    assert_int_equal(ntasks_parse(with_check, strlen(with_check), &r, err, sizeof err), 0);
+    assert_int_equal(r.tasks[0].check.method, HCHECK_HEAD);
+    assert_int_equal(r.tasks[0].check.n_headers, 1);
+    assert_int_equal(r.tasks[0].check.n_codes, 1);
+    assert_int_equal(r.tasks[0].check.port, 8081);
+    ntasks_round_fini(&r);
+  }
   {
     static const char *const bad[] = {
         "[]",
@@ -68,6 +84,16 @@ static void test_parse_tasks(void **state) {
         "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
         "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":0}]}",
         "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[7]}",
+        /* a bad "check" refuses the round: a node never probes by a rule it misread */
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":1,\"check\":[]}]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":1,\"check\":{\"method\":\"PUT\"}}]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":1,\"check\":{\"x\":1}}]}",
+        "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
+        "\"url\":\"http://a:1/\",\"host\":\"h\",\"timeout_ms\":1,"
+        "\"check\":{\"headers\":{\"Host\":\"x\"}}}]}",
         "{"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       assert_int_equal(ntasks_parse(bad[i], strlen(bad[i]), &r, err, sizeof err), -1);

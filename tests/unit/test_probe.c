@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "hcheck.h"
 #include "probe.h"
 
 #include <arpa/inet.h>
@@ -289,8 +290,12 @@ static int test_setup(void **state) {
   return 0;
 }
 
+/* The engine every test runs with: main runs the whole group once per engine. */
+static enum probe_engine g_engine = PROBE_ENGINE_EPOLL;
+
 static struct probe *new_probe(const char *ca, int conc) {
-  struct probe_opts o = {.user_agent = TEST_UA, .ca_file = ca, .max_concurrency = conc};
+  struct probe_opts o = {
+      .user_agent = TEST_UA, .ca_file = ca, .max_concurrency = conc, .engine = g_engine};
   struct probe *p = probe_new(&o);
   assert_non_null(p);
   return p;
@@ -402,6 +407,152 @@ static void test_redirect_not_followed(void **state) {
   cJSON_Delete(s);
   s = origin_stats(e, &e->a);
   assert_int_equal(stats_int(s, "total"), 3);
+  cJSON_Delete(s);
+}
+
+/* Options from JSON onto the defaults. */
+static struct hcheck_opts check_of(const char *text) {
+  struct hcheck_opts o;
+  struct hcheck_err err;
+  cJSON *j = json_parse(text, strlen(text));
+  hcheck_defaults(&o);
+  assert_non_null(j);
+  if (hcheck_apply_json(j, &o, &err) != 0) fail_msg("%s: %s", err.field, err.message);
+  cJSON_Delete(j);
+  return o;
+}
+
+static void test_check_expected_codes(void **state) {
+  struct env *e = *state;
+  struct hcheck_opts c = check_of("{\"expected_codes\": [\"200-299\"]}");
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_result r;
+  t.check = &c;
+  origin_ctl(e, &e->a, "{\"status\": 403}");
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 403);
+  assert_string_equal(r.error, "unexpected status 403");
+  t.check = NULL; /* the seed's rule: a 403 is a success */
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  origin_ctl(e, &e->a, "{\"status\": 204}");
+  t.check = &c;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  assert_string_equal(r.error, "");
+}
+
+static void test_check_expected_body(void **state) {
+  struct env *e = *state;
+  struct hcheck_opts good = check_of("{\"expected_body\": \"\\\"method\\\": \\\"GET\\\"\"}");
+  struct hcheck_opts bad = check_of("{\"expected_body\": \"READY\"}");
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe_result r;
+  t.check = &good;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  t.check = &bad;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.error, "body mismatch");
+  /* a marker past the first 64 KiB is not seen: /__big is a fixed pattern of hex digits */
+  bad = check_of("{\"expected_body\": \"0123456789abcdef\"}");
+  t = http_target(&e->a, "origin.test", "/__big?bytes=200000", 5000);
+  t.check = &bad;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+}
+
+static void test_check_head_and_headers(void **state) {
+  struct env *e = *state;
+  struct hcheck_opts c =
+      check_of("{\"method\": \"HEAD\", \"headers\": {\"X-Probe\": \"cdnca\", "
+               "\"Authorization\": \"Bearer t0k\"}}");
+  struct probe_target t = http_target(&e->a, "origin.test", "/hc", 5000);
+  struct probe_result r;
+  cJSON *s;
+  t.check = &c;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.status, 200);
+  s = origin_stats(e, &e->a);
+  assert_string_equal(cJSON_GetObjectItem(s, "last_method")->valuestring, "HEAD");
+  assert_non_null(stats_header(s, "X-Probe"));
+  assert_string_equal(stats_header(s, "X-Probe"), "cdnca");
+  assert_string_equal(stats_header(s, "Authorization"), "Bearer t0k");
+  assert_string_equal(stats_header(s, "User-Agent"), TEST_UA);
+  cJSON_Delete(s);
+}
+
+static void test_check_port(void **state) {
+  struct env *e = *state;
+  char js[64];
+  struct hcheck_opts c;
+  struct probe_target t;
+  struct probe_result r;
+  cJSON *s;
+  /* the origin is "b"'s address with a dead port; the health port is "a"'s */
+  snprintf(js, sizeof js, "{\"port\": %d}", e->a.port);
+  c = check_of(js);
+  t = http_target(&e->b, "origin.test", "/", 5000);
+  t.port = e->refused_port;
+  t.check = &c;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 1);
+  cJSON_Delete(s);
+}
+
+/* 1 when the peer of fd closes within ms (read returns 0). */
+static int peer_closes(int fd, int ms) {
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  char b[64];
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return read(fd, b, sizeof b) == 0;
+}
+
+static void test_check_tcp(void **state) {
+  struct env *e = *state;
+  struct hcheck_opts c = check_of("{\"type\": \"tcp\"}");
+  int port = 0, lfd = loopback_socket(1, &port);
+  struct probe_target t = {.scheme = "https", /* tcp: no TLS, whatever the scheme */
+                           .address = "127.0.0.1",
+                           .port = port,
+                           .host = "origin.test",
+                           .timeout_ms = 1000,
+                           .check = &c};
+  struct probe_result r;
+  struct probe *p = new_probe(NULL, 4);
+  cJSON *s;
+  assert_true(lfd >= 0);
+  /* a listener that never speaks HTTP is healthy, many times over the same prober, and every
+   * probe closes its connection */
+  for (int i = 0; i < 20; i++) {
+    int cfd;
+    assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+    assert_int_equal(r.ok, 1);
+    assert_string_equal(r.error, "");
+    assert_int_equal(r.status, 0);
+    cfd = accept(lfd, NULL, NULL);
+    assert_true(cfd >= 0);
+    assert_true(peer_closes(cfd, 2000));
+    close(cfd);
+  }
+  probe_free(&p);
+  close(lfd);
+  t.port = e->refused_port;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 0);
+  assert_string_equal(r.error, "connect failed: Connection refused");
+  /* against an HTTP origin: connected, nothing sent */
+  t.port = e->a.port;
+  r = probe_one(&t, NULL);
+  assert_int_equal(r.ok, 1);
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), 0);
   cJSON_Delete(s);
 }
 
@@ -727,6 +878,11 @@ int main(void) {
       cmocka_unit_test_setup(test_404_is_success, test_setup),
       cmocka_unit_test_setup(test_redirect_not_followed, test_setup),
       cmocka_unit_test_setup(test_5xx_is_failure, test_setup),
+      cmocka_unit_test_setup(test_check_expected_codes, test_setup),
+      cmocka_unit_test_setup(test_check_expected_body, test_setup),
+      cmocka_unit_test_setup(test_check_head_and_headers, test_setup),
+      cmocka_unit_test_setup(test_check_port, test_setup),
+      cmocka_unit_test_setup(test_check_tcp, test_setup),
       cmocka_unit_test_setup(test_connection_refused, test_setup),
       cmocka_unit_test_setup(test_timeout_silent_listener, test_setup),
       cmocka_unit_test_setup(test_timeout_slow_origin, test_setup),
@@ -743,5 +899,11 @@ int main(void) {
       cmocka_unit_test_setup(test_cancel_in_flight, test_setup),
   };
   signal(SIGPIPE, SIG_IGN);
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  int failed;
+  /* every behaviour holds with both engines: epoll (the default) and poll (kept for the bench) */
+  g_engine = PROBE_ENGINE_EPOLL;
+  failed = cmocka_run_group_tests_name("probe, engine epoll", tests, group_setup, group_teardown);
+  g_engine = PROBE_ENGINE_POLL;
+  failed += cmocka_run_group_tests_name("probe, engine poll", tests, group_setup, group_teardown);
+  return failed;
 }

@@ -9,9 +9,48 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "buf.h"
+#include "clock.h"
 #include "proxy_state.h"
 #include "sitecfg.h"
+
+/* A fake DNS for "localhost": the IPv4 address it answers, the TTL, or a failure. */
+static struct {
+  const char *ip;
+  int have_ttl;
+  int64_t ttl_s;
+  int fail;
+  int calls, ttl_calls;
+} dns;
+
+static int fake_resolve(const char *address, int port, int want_ttl, struct resolve_result *out,
+                        char *err, size_t errlen) {
+  struct sockaddr_in *s4 = (struct sockaddr_in *)&out->sa;
+  if (resolve_is_literal(address)) return resolve_origin(address, port, want_ttl, out, err, errlen);
+  dns.calls++;
+  dns.ttl_calls += want_ttl;
+  memset(out, 0, sizeof *out);
+  if (dns.fail) {
+    snprintf(err, errlen, "cannot resolve %s: fake failure", address);
+    return -1;
+  }
+  s4->sin_family = AF_INET;
+  s4->sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, dns.ip, &s4->sin_addr);
+  out->salen = sizeof *s4;
+  out->have_ttl = want_ttl && dns.have_ttl;
+  out->ttl_s = dns.ttl_s;
+  return 0;
+}
+
+/* The IPv4 address of a pick, as text. */
+static const char *pick_ip(const struct proxy_pick *pk, char *buf, size_t cap) {
+  const struct sockaddr_in *s4 = (const struct sockaddr_in *)&pk->sa;
+  return inet_ntop(AF_INET, &s4->sin_addr, buf, (socklen_t)cap);
+}
 
 /* One site, current level `current`: origins 10, 11 on level 1, 20 on level 2, 30 on level 3
  * (30 is a hostname: localhost). */
@@ -178,6 +217,68 @@ static void test_refresh_keeps_skip_state(void **state) {
   sitecfg_set_unref(s);
 }
 
+/* The JSON number key of origin id in the site's /status view. */
+static int64_t status_num(struct proxy_state *t, const struct sitecfg_site *site, int64_t id,
+                          const char *key, int64_t now) {
+  cJSON *j = proxy_state_site_json(t, site, now);
+  const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(j, idx_of(site, id)), key);
+  int64_t r = v ? (int64_t)v->valuedouble : -1;
+  cJSON_Delete(j);
+  return r;
+}
+
+static void test_dns_follows_ttl_and_moves(void **state) {
+  struct sitecfg_set *s = load(3, "{}");
+  struct sitecfg_site *site = s->sites[0];
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  char ip[64];
+  int64_t now = 1000000, base;
+  memset(&dns, 0, sizeof dns);
+  dns.ip = "127.0.0.5";
+  dns.have_ttl = 1;
+  dns.ttl_s = 120;
+  proxy_state_set_resolver(t, fake_resolve);
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  assert_int_equal(dns.calls, 1); /* the first resolution, without a TTL */
+  assert_int_equal(proxy_state_pick(t, site, 0, now, &pk), 0);
+  assert_string_equal(pick_ip(&pk, ip, sizeof ip), "127.0.0.5");
+  skip_origin(t, site, 30, now);
+  /* the first refresh comes at the 30 s floor; it learns the TTL: next one in 120 s */
+  base = clock_mono_ms();
+  assert_int_equal(proxy_state_refresh(t, base + 29000), 0);
+  assert_int_equal(proxy_state_refresh(t, base + 31000), 1);
+  assert_int_equal(dns.ttl_calls, 1);
+  assert_in_range(status_num(t, site, 30, "dns_refresh_in_ms", base + 31000), 119000, 120000);
+  assert_int_equal(proxy_state_refresh(t, base + 31000 + 119000 - 1000), 0);
+  /* the name moves: followed at the next refresh, the skip record stays */
+  dns.ip = "127.0.0.6";
+  assert_int_equal(proxy_state_refresh(t, base + 31000 + 121000), 1);
+  assert_int_equal(status_num(t, site, 30, "dns_readdressed", now), 1);
+  assert_int_equal(status_num(t, site, 30, "skips", now), 1);
+  assert_int_equal(proxy_state_pick(t, site, 0, now + 1, &pk), 0);
+  assert_int_equal(pk.fail_open, 1); /* still skipped */
+  assert_string_equal(pick_ip(&pk, ip, sizeof ip), "127.0.0.6");
+  /* a huge TTL is capped at 5 min, a tiny one raised to 30 s */
+  dns.ttl_s = 86400;
+  assert_int_equal(proxy_state_refresh(t, base + 1000000), 1);
+  assert_in_range(status_num(t, site, 30, "dns_refresh_in_ms", base + 1000000), 299000, 300000);
+  dns.ttl_s = 1;
+  assert_int_equal(proxy_state_refresh(t, base + 2000000), 1);
+  assert_in_range(status_num(t, site, 30, "dns_refresh_in_ms", base + 2000000), 29000, 30000);
+  /* a failed lookup keeps the last address and retries after 30 s */
+  dns.fail = 1;
+  assert_int_equal(proxy_state_refresh(t, base + 3000000), 1);
+  assert_in_range(status_num(t, site, 30, "dns_refresh_in_ms", base + 3000000), 29000, 30000);
+  assert_int_equal(proxy_state_pick(t, site, 0, now + 2, &pk), 0);
+  assert_int_equal(pk.resolved, 1);
+  assert_string_equal(pick_ip(&pk, ip, sizeof ip), "127.0.0.6");
+  /* literals are never looked up again */
+  assert_int_equal(dns.calls, 6);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
 /* ---- skip state metrics ---- */
 
 /* fail_count 2 within 10 s skips an origin for 300 ms */
@@ -278,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_pick_backup_levels_off),
       cmocka_unit_test(test_probe_feeds_skip),
       cmocka_unit_test(test_refresh_keeps_skip_state),
+      cmocka_unit_test(test_dns_follows_ttl_and_moves),
       cmocka_unit_test(test_skip_metrics),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -431,6 +431,8 @@ static void test_probe_success_healthy_changes_nothing(void **state) {
   skip_record(&r, &p, 200, 1);
   assert_int_equal(skip_probe(&r, &p, 300, 1), 0);
   assert_int_equal(r.state, SKIP_HEALTHY);
+  for (int k = 0; k < SKIP_SLICES; k++) /* the ratio window holds the two failures only */
+    assert_int_equal(r.slice_total[k], r.slice_failed[k]);
   /* a success does not reset the failure window (as for requests) */
   assert_int_equal(skip_record(&r, &p, 400, 1), 1);
 }

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "clock.h"
+#include "hcheck.h"
+#include "json.h"
 #include "tasks.h"
 
 #define T0 1700000000000LL
@@ -23,6 +25,40 @@ static void spec(struct task_spec *t, int64_t id, int64_t origin) {
   memcpy(t->url, "http://127.0.0.1:9/", 20);
   memcpy(t->host, "a.test", 7);
   t->timeout_ms = 1000;
+}
+
+/* A task carries its site's probe options as "check" (defaults when it has none). */
+static void test_task_json_carries_check(void **state) {
+  struct task_spec t;
+  struct hcheck_opts o;
+  cJSON *j;
+  char *text;
+  (void)state;
+  spec(&t, 7, 70);
+  j = tasks_spec_json(&t);
+  text = json_print(j);
+  assert_string_equal(text,
+                      "{\"task_id\":7,\"origin_id\":70,\"url\":\"http://127.0.0.1:9/\","
+                      "\"host\":\"a.test\",\"timeout_ms\":1000,\"check\":{\"type\":\"http\","
+                      "\"method\":\"GET\",\"headers\":{},\"expected_codes\":null,"
+                      "\"expected_body\":null,\"port\":null}}");
+  free(text);
+  cJSON_Delete(j);
+  hcheck_defaults(&o);
+  o.method = HCHECK_HEAD;
+  o.port = 8081;
+  o.n_codes = 1;
+  o.codes[0].lo = 200;
+  o.codes[0].hi = 299;
+  o.interval_ms = 1000; /* controld's own: not sent */
+  t.check = &o;
+  j = tasks_spec_json(&t);
+  text = json_print(cJSON_GetObjectItem(j, "check"));
+  assert_string_equal(text, "{\"type\":\"http\",\"method\":\"HEAD\",\"headers\":{},"
+                            "\"expected_codes\":[\"200-299\"],\"expected_body\":null,"
+                            "\"port\":8081}");
+  free(text);
+  cJSON_Delete(j);
 }
 
 static struct task_vote vote(int64_t task_id, int ok) {
@@ -185,6 +221,7 @@ static void test_wait_ends_at_deadline(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_task_json_carries_check),
       cmocka_unit_test(test_votes_and_early_wait),
       cmocka_unit_test(test_late_votes_refused),
       cmocka_unit_test(test_wait_ends_at_deadline),

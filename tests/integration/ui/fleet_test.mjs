@@ -240,6 +240,31 @@ async function main() {
   }, null, { timeout: WAIT_MS, polling: 200 });
   ok('operator switch shows "by ui-oper"');
 
+  // ---- sort by last change: the two manual switches, newest first ----
+  await page.goto(`${BASE}/ui/#/sites`);
+  await waitRows(page, PAGE_SIZE);
+  await byId(page, 'sites-sort').selectOption('changed');
+  const want = [IDS.fb[2], IDS.fb[0]];
+  try {
+    await page.waitForFunction((w) => {
+      const rows = [...document.querySelectorAll('[data-testid="sites-table"] tbody tr')]
+        .map((r) => parseInt(r.getAttribute('data-testid').slice('site-row-'.length), 10));
+      return rows.length === 50 && rows[0] === w[0] && rows[1] === w[1];
+    }, want, { timeout: WAIT_MS, polling: 100 });
+  } catch (e) {
+    throw new Error(`sorted by last change: want ${JSON.stringify(want)} first, have ${JSON.stringify((await rowIds(page)).slice(0, 5))}`);
+  }
+  check(page.url().includes('sort=changed'), 'sorted by last change: the two manual switches first, newest on top');
+  const firstPage = await rowIds(page);
+  await byId(page, 'sites-next').click();
+  await page.waitForFunction((prev) => {
+    const rows = [...document.querySelectorAll('[data-testid="sites-table"] tbody tr')]
+      .map((r) => parseInt(r.getAttribute('data-testid').slice('site-row-'.length), 10));
+    return rows.length === 50 && !rows.some((x) => prev.includes(x));
+  }, firstPage, { timeout: WAIT_MS, polling: 100 });
+  ok('the next page in that order has other sites');
+  await shot(page, 'sites-sorted');
+
   // ---- revoke the read token in the UI: it stops working at once ----
   await page.goto(`${BASE}/ui/#/tokens`);
   const row = page.locator('[data-testid="tokens-table"] tr[data-name="ui-read"]');

@@ -40,7 +40,7 @@ async function main() {
   page = await b.newPage();
   await signIn(page, BASE, TOKEN);
   const cases = [['#/sites', 50, 'first page'], ['#/sites?limit=200', 200, 'first page, 200 rows'],
-    ['#/sites?q=bulk-0969', 10, 'search "bulk-0969"']];
+    ['#/sites?q=bulk-0969', 10, 'search "bulk-0969"'], ['#/sites?sort=changed', 50, 'sorted by last change']];
   for (const [hash, rows, what] of cases) {
     const times = [];
     for (let i = 0; i < RUNS; i++) {

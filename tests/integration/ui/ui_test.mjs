@@ -236,6 +236,37 @@ async function main() {
   ok('site messages list a level switch');
   await screenshot('site-switched-back');
 
+  // The health-check options through the settings form: saved, shown in words on the card;
+  // a bad value is refused with the field marked; blank fields put the defaults back.
+  const settings = byId('site-settings');
+  await byId('settings-failure-ratio').fill('0.5'); /* the refused 0 above is still in the form */
+  await byId('settings-hc-method').selectOption('HEAD');
+  await byId('settings-hc-codes').fill('200-299, 301');
+  await byId('settings-hc-interval').fill('1000');
+  await byId('settings-hc-headers').fill('X-UI: 1');
+  await settings.locator('[data-testid=settings-submit]').click();
+  await page.waitForFunction(() => {
+    const el = document.querySelector('[data-testid="hc-rule"]');
+    return el && /HEAD \/ answers 200-299, 301/.test(el.textContent) && /every 1000 ms/.test(el.textContent);
+  }, null, { timeout: WAIT_MS });
+  ok('settings form: method, expected codes, interval and a header saved; the card says what healthy means');
+  await screenshot('settings-hc-options');
+  await byId('settings-hc-codes').fill('2xx');
+  await settings.locator('[data-testid=settings-submit]').click();
+  await byId('error-banner').waitFor({ state: 'visible' });
+  check(/expected_codes\[0\]/.test(await byId('error-banner').innerText()), 'a bad code is refused naming the field');
+  check((await byId('settings-hc-codes').getAttribute('aria-invalid')) === 'true', 'the expected-codes input is marked');
+  await byId('settings-hc-codes').fill('');
+  await byId('settings-hc-interval').fill('');
+  await byId('settings-hc-headers').fill('');
+  await byId('settings-hc-method').selectOption('GET');
+  await settings.locator('[data-testid=settings-submit]').click();
+  await page.waitForFunction(() => {
+    const el = document.querySelector('[data-testid="hc-rule"]');
+    return el && /GET \/ answers any status below 500 every global interval/.test(el.textContent);
+  }, null, { timeout: WAIT_MS });
+  ok('settings form: blank options put the defaults back');
+
   // Sites list and notification center reflect it.
   await page.goto(`${BASE}/ui/#/sites`);
   await waitAttr(`site-${siteId}-hc`, 'state', 'active');
