@@ -9,6 +9,7 @@
 #include "fields.h"
 #include "hub.h"
 #include "json.h"
+#include "tasks.h"
 #include "token.h"
 
 static int valid_node_name(char *s) {
@@ -118,8 +119,10 @@ static enum store_rc delete_change(struct api_op *op) {
 static const struct api_op_def delete_op = {"node", delete_change, NULL, NULL};
 
 static enum http_rc delete_node(struct req *r) {
-  if (api_op_run(r, &delete_op, NULL) == 0 && r->ctx->hub)
-    hub_node_revoked(r->ctx->hub, r->params[0]); /* revocation is at once */
+  if (api_op_run(r, &delete_op, NULL) == 0) { /* revocation is at once: held polls answer 401 */
+    if (r->ctx->hub) hub_node_revoked(r->ctx->hub, r->params[0]);
+    if (r->ctx->tasks) tasks_node_revoked(r->ctx->tasks, r->params[0]);
+  }
   return HTTP_DONE;
 }
 

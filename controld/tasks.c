@@ -399,3 +399,18 @@ void tasks_shutdown(struct task_board *b) {
   pthread_mutex_unlock(&b->mu);
   resume_all(done);
 }
+
+void tasks_node_revoked(struct task_board *b, int64_t node_id) {
+  struct twaiter *done = NULL, *w, *next;
+  pthread_mutex_lock(&b->mu);
+  for (w = b->head; w; w = next) {
+    next = w->next;
+    if (w->node_id != node_id) continue;
+    waiter_unlink(b, w);
+    req_error(w->r, 401, "unauthorized", NULL, "unknown or revoked token");
+    w->next = done;
+    done = w;
+  }
+  pthread_mutex_unlock(&b->mu);
+  resume_all(done);
+}

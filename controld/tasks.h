@@ -75,6 +75,9 @@ int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms);
 enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t round_id,
                               const struct task_vote *v, int n, int64_t now, int *bad);
 
+/* Answer node_id's suspended task polls with 401 at once (its token was revoked). */
+void tasks_node_revoked(struct task_board *b, int64_t node_id);
+
 /* Answer every suspended task poll with 304 and answer later polls at once (before http_stop). */
 void tasks_shutdown(struct task_board *b);
 

@@ -161,10 +161,13 @@ def _chunk_ext_ok(ext):
 
 
 def _parse_chunked(buf, pos, lf_ok=False):
-    """A chunked body at pos -> (data, trailers, pos after it). Chunk lines are always strict."""
+    """A chunked body at pos -> (data, trailers, pos after it). Chunk lines end at CRLF only;
+    lf_ok (the lenient reading) also takes whitespace after a chunk size with no extension."""
     out = bytearray()
     while True:
         line, pos = _line(buf, pos, False)
+        if lf_ok and b";" not in line:
+            line = line.rstrip(b" \t")
         j = 0
         while j < len(line) and line[j] in HEXDIG:
             j += 1

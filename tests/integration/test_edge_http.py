@@ -62,6 +62,16 @@ def test_local_502_never_runs_the_body(tmp):
         assert not smuggled(e), "%s: the body reached the origin as a request: %r" % (
             name, e.origin.targets())
 
+    # Expect: 100-continue, the body sent after a pause (after a 100 or the 502 came)
+    e.origin.reset()
+    head = b"POST /upload HTTP/1.1\r\nHost: %s\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (
+        DEAD.encode(), len(SMUGGLE))
+    raw, closed = L.exchange(e.port, None, pieces=[head, 0.3, SMUGGLE], timeout=3, quiet=0.5)
+    st = L.statuses(L.split_responses(raw)[0])
+    assert st in ([502], [100, 502]), "Expect: answered %r: %r" % (st, raw[:600])
+    time.sleep(0.1)
+    assert not smuggled(e), "Expect: the body reached the origin as a request"
+
     # an honest client: POST to the dead site, then its next GET on the same connection
     # (pipelined) is either answered properly or the connection is closed; never confused
     body = b"x" * 49

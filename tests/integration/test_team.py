@@ -306,6 +306,48 @@ def test_tokens_create_list_revoke(tmp):
     c.stop()
 
 
+def test_revocation_during_a_suspended_request(tmp):
+    """Revoking a token answers the requests it holds open at once (long-polls are what a
+    token keeps suspended: the node protocol's), and the revocation is audited."""
+    import threading
+    c = Controld(tmp).start()
+    status, admin, _ = c.api("POST", "/v1/tokens", {"name": "ops-admin", "role": "admin"})
+    assert status == 201
+    status, node, _ = c.api("POST", "/v1/nodes", {"name": "edge-held"}, token=admin["token"])
+    assert status == 201
+    status, cfg, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=node["token"])
+    seq = cfg["seq"] if status == 200 else 0
+    got = {}
+
+    def poll(key, path):
+        t0 = time.monotonic()
+        try:
+            got[key] = (c.api("GET", path, token=node["token"], timeout=30)[0],
+                        time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            got[key] = (repr(e), time.monotonic() - t0)
+    threads = [threading.Thread(target=poll, args=("config", "/v1/node/config?since=%d"
+                                                   "&wait_ms=20000" % seq)),
+               threading.Thread(target=poll, args=("tasks", "/v1/node/tasks?wait_ms=20000"))]
+    for th in threads:
+        th.start()
+    time.sleep(1.0)  # both held by controld by now
+    assert not got, got
+    t0 = time.monotonic()
+    status, _, _ = c.api("DELETE", "/v1/nodes/%d" % node["id"], token=admin["token"])
+    assert status == 204
+    for th in threads:
+        th.join(timeout=15)
+    waited = time.monotonic() - t0
+    assert got.get("config", (None,))[0] == 401, got
+    assert waited < 5, (waited, got)  # answered at once, not at wait_ms
+    assert got.get("tasks", (None,))[0] == 401, got
+    rows = audit(c)
+    assert [(r["method"], r["path"], r["token"]["name"]) for r in rows[-1:]] == [
+        ("DELETE", "/v1/nodes/%d" % node["id"], "ops-admin")], rows
+    c.stop()
+
+
 def test_token_expiry(tmp):
     c = Controld(tmp).start()
     soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
