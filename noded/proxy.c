@@ -48,6 +48,9 @@
 #define PUMP_BUDGET 64
 /* Timeouts are checked this often, so they fire at most this late. */
 #define SWEEP_MS 200
+/* A keep-alive connection idle this long gives its buffers back (10,000 idle connections then
+ * hold little memory) while a busy one keeps reusing them. */
+#define IDLE_RELEASE_MS 1000
 #define MAX_EVENTS 256
 /* File descriptors kept out of the visitor cap for origins' pools, the admin listener, controld
  * and the log: each visitor connection counts for two (itself and its origin connection). */
@@ -139,6 +142,7 @@ struct vconn {
   int in_ready;    /* queued on w->ready (its pump budget ran out) */
   int can_read;    /* edge-triggered readiness of fd */
   int can_write;
+  int hup;         /* the peer's FIN or an error was reported: read until EOF */
   int closed;      /* closed, freed at the end of the loop turn */
   int peer_eof;    /* the visitor closed its side */
   int close_after; /* close once the current response is written */
@@ -170,6 +174,8 @@ struct worker {
   int n_conns;
   struct vconn *ready, *vgrave;
   struct upstream *ups; /* origin connections and pools of this worker */
+  struct http1_msg msg; /* the head being parsed (request or response), one at a time */
+  struct buf logbuf;    /* the access line being formatted */
   struct counters ctr;
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
@@ -297,22 +303,21 @@ static void worker_refresh_cfg(struct worker *w) {
 }
 /* ---------- access log ---------- */
 
-static void access_default(const struct proxy_access *a) {
-  struct buf b;
+/* One JSON access line via log_info, formatted in the worker's reused buffer b. */
+static void access_default(struct buf *b, const struct proxy_access *a) {
   if (!log_enabled(LOG_INFO)) return;
-  buf_init(&b, 8192);
-  if (buf_printf(&b, "{\"type\":\"access\",\"site_id\":%lld,\"site\":\"", (long long)a->site_id) ||
-      rewrite_json_escape(&b, a->site) || buf_puts(&b, "\",\"host\":\"") || rewrite_json_escape(&b, a->host) ||
-      buf_puts(&b, "\",\"method\":\"") || rewrite_json_escape(&b, a->method) ||
-      buf_puts(&b, "\",\"path\":\"") || rewrite_json_escape(&b, a->path) ||
-      buf_printf(&b,
+  b->len = 0;
+  if (buf_printf(b, "{\"type\":\"access\",\"site_id\":%lld,\"site\":\"", (long long)a->site_id) ||
+      rewrite_json_escape(b, a->site) || buf_puts(b, "\",\"host\":\"") ||
+      rewrite_json_escape(b, a->host) || buf_puts(b, "\",\"method\":\"") ||
+      rewrite_json_escape(b, a->method) || buf_puts(b, "\",\"path\":\"") ||
+      rewrite_json_escape(b, a->path) ||
+      buf_printf(b,
                  "\",\"origin_id\":%lld,\"level\":%d,\"attempts\":%d,\"status\":%d,"
                  "\"duration_ms\":%lld,\"bytes\":%llu}",
                  (long long)a->origin_id, a->level, a->attempts, a->status,
-                 (long long)a->duration_ms, (unsigned long long)a->bytes) == 0) {
-    log_info("%s", b.data);
-  }
-  buf_fini(&b);
+                 (long long)a->duration_ms, (unsigned long long)a->bytes) == 0)
+    log_info("%s", b->data);
 }
 
 static void finish_request(struct vconn *c, int status) {
@@ -335,7 +340,7 @@ static void finish_request(struct vconn *c, int status) {
   a.path = r->rq.path;
   a.bytes = r->bytes_out;
   if (w->p->o.access_log) w->p->o.access_log(w->p->o.access_arg, &a);
-  else access_default(&a);
+  else access_default(&w->logbuf, &a);
   if (r->have_pick && r->site) proxy_state_release(w->p->state, r->site, r->oidx);
   r->have_pick = 0;
   sitecfg_site_unref(r->site);
@@ -410,22 +415,31 @@ static void local_error(struct vconn *c, int status, const char *code, const cha
   c->phase = V_LOCAL;
 }
 
-/* Start the next request on a keep-alive connection: keep unconsumed bytes, give back the
- * buffers when nothing is left (an idle connection holds no buffer). */
+/* Give back every buffer of an idle connection (nothing pending in any of them). */
+static void v_release_buffers(struct vconn *c) {
+  sbuf_release(&c->in);
+  sbuf_release(&c->uin);
+  sbuf_release(&c->bout);
+  sbuf_release(&c->rout);
+  buf_fini(&c->oh);
+  buf_fini(&c->r.ubase);
+  buf_fini(&c->r.uhead);
+  c->oh_off = 0;
+}
+
+/* Start the next request on a keep-alive connection: keep unconsumed bytes and the buffers (a
+ * busy connection reuses them; sweep gives them back once it idles, IDLE_RELEASE_MS). */
 static void v_next_request(struct vconn *c) {
   size_t left = c->in.len - c->in.fwd;
   if (left && c->in.fwd) memmove(c->in.d, c->in.d + c->in.fwd, left);
   c->in.sent = c->in.fwd = 0;
   c->in.len = left;
-  if (!left) sbuf_release(&c->in);
   c->head_scan = 0;
-  buf_fini(&c->oh);
+  c->oh.len = 0;
   c->oh_off = 0;
-  sbuf_release(&c->uin);
-  sbuf_release(&c->bout);
-  sbuf_release(&c->rout);
-  buf_fini(&c->r.ubase);
-  buf_fini(&c->r.uhead);
+  sbuf_reset(&c->uin);
+  sbuf_reset(&c->bout);
+  sbuf_reset(&c->rout);
   c->phase = V_HEAD;
   c->last_io = c->w->now;
   c->head_start = left ? c->w->now : 0;
@@ -435,7 +449,7 @@ static void v_next_request(struct vconn *c) {
 static void start_request(struct vconn *c, size_t hl) {
   struct worker *w = c->w;
   struct req *r = &c->r;
-  struct http1_msg *m = NULL;
+  struct http1_msg *m = &w->msg;
   int rc;
 
   r->active = 1;
@@ -452,46 +466,40 @@ static void start_request(struct vconn *c, size_t hl) {
   c->last_read = w->now;
   http1_body_init(&r->vbody, HTTP1_BODY_NONE, 0);
 
-  if (!(m = malloc(sizeof *m))) {
-    local_error(c, 502, "internal", "out of memory", 1);
-    goto out;
-  }
   rc = http1_parse_request(c->in.d, hl, m);
   if (rc == HTTP1_TOO_MANY_HEADERS) {
     local_error(c, 431, "header_too_large", "too many request header fields", 1);
-    goto out;
+    return;
   }
   if (rc != HTTP1_OK) {
     local_error(c, 400, "bad_request", "malformed request head", 1);
-    goto out;
+    return;
   }
   if (rewrite_request(m, c->ip, &r->rq, &r->ubase) < 0) {
     local_error(c, 502, "internal", "request head too large or out of memory", 1);
-    goto out;
+    return;
   }
   if (r->rq.status) {
     local_error(c, r->rq.status, r->rq.code, r->rq.msg, 1);
-    goto out;
+    return;
   }
   http1_body_init(&r->vbody, r->rq.body, r->rq.body_len);
   worker_refresh_cfg(w);
   r->site = sitecfg_site_ref(sitecfg_lookup(w->cfg, r->rq.host, strlen(r->rq.host)));
   if (!r->site) {
     local_error(c, 404, "unknown_host", "no site is configured for this host", 0);
-    goto out;
+    return;
   }
   if (r->rq.expect_continue) {
     if (buf_puts(&c->oh, "HTTP/1.1 100 Continue\r\n\r\n")) {
       local_error(c, 502, "internal", "out of memory", 1);
-      goto out;
+      return;
     }
     r->sent_continue = 1;
   }
   c->phase = V_AWAIT_ORIGIN;
   r->up = NULL;
   attempt_start(c);
-out:
-  free(m);
 }
 
 /* The TLS name and pool key of the current attempt's origin. */
@@ -616,14 +624,15 @@ static void attempt_done(struct vconn *c, int failed) {
 }
 
 /* A 1xx head of hl bytes from the origin: forwarded to an HTTP/1.1 visitor (except a 100 when
- * noded sent its own), then dropped from uin. 0, or -1 on OOM. */
+ * noded sent its own), then dropped from uin. 0, or -1 on OOM or an invalid Content-Length. */
 static int interim_response(struct vconn *c, const struct http1_msg *m, size_t hl) {
   struct req *r = &c->r;
   struct rewrite_resp rs;
-  if (r->rq.minor >= 1 && !(m->status == 100 && r->sent_continue)) {
-    rewrite_response(m, r->rq.is_head, &rs);
-    if (rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0) return -1;
-  }
+  rewrite_response(m, r->rq.is_head, &rs);
+  if (rs.bad) return -1;
+  if (r->rq.minor >= 1 && !(m->status == 100 && r->sent_continue) &&
+      rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0)
+    return -1;
   memmove(c->uin.d, c->uin.d + hl, c->uin.len - hl);
   c->uin.len -= hl;
   r->uscan = 0;
@@ -634,11 +643,10 @@ static int interim_response(struct vconn *c, const struct http1_msg *m, size_t h
 static void got_response_head(struct vconn *c, size_t hl) {
   struct worker *w = c->w;
   struct req *r = &c->r;
-  struct http1_msg *m = malloc(sizeof *m);
+  struct http1_msg *m = &w->msg;
   struct rewrite_resp rs;
   int failed;
-  if (!m || http1_parse_response(c->uin.d, hl, m) != HTTP1_OK) {
-    free(m);
+  if (http1_parse_response(c->uin.d, hl, m) != HTTP1_OK) {
     attempt_fail(c, AR_IO);
     return;
   }
@@ -650,11 +658,9 @@ static void got_response_head(struct vconn *c, size_t hl) {
     r->resp_started = 1;
     r->up_keepalive = 0;
     if (rewrite_response_head(m, &rs, 0, 0, &c->oh) < 0) {
-      free(m);
       v_close(c);
       return;
     }
-    free(m);
     c->uin.sent = hl;
     c->uin.fwd = c->uin.len;
     c->in.fwd = c->in.len; /* bytes the visitor sent after its head belong to the new protocol */
@@ -663,21 +669,18 @@ static void got_response_head(struct vconn *c, size_t hl) {
   }
   if (m->status < 200) {
     int rc = m->status == 101 ? -1 : interim_response(c, m, hl);
-    free(m);
-    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, or OOM */
+    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, bad framing, or OOM */
     return;
   }
   rewrite_response(m, r->rq.is_head, &rs);
   if (rs.bad) {
     log_warn("origin %lld sent invalid response framing", (long long)r->site->origins[r->oidx].id);
-    free(m);
     attempt_fail(c, AR_IO);
     return;
   }
   failed = skip_is_failure(&r->site->retry, 0, m->status);
   if (failed && skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry,
                                r->rq.idempotent, r->request_sent, r->body_sent)) {
-    free(m);
     attempt_fail(c, AR_STATUS);
     return;
   }
@@ -691,13 +694,11 @@ static void got_response_head(struct vconn *c, size_t hl) {
     c->close_after = 1;
   r->status = m->status;
   if (rewrite_response_head(m, &rs, r->rencode, c->close_after, &c->oh) < 0) {
-    free(m);
     r->status = 502;
     r->up_keepalive = 0;
     v_close(c);
     return;
   }
-  free(m);
   r->resp_started = 1;
   c->uin.sent = c->uin.fwd = hl;
   c->phase = V_RESPONSE;
@@ -779,6 +780,9 @@ static int v_read(struct vconn *c) {
   }
   rd = recv(c->fd, c->in.d + c->in.len, c->in.cap - c->in.len, 0);
   if (rd > 0) {
+    /* a short read drained the socket: the next byte brings a new edge (unless the peer's FIN
+       came with this one, which must still be read as EOF) */
+    if ((size_t)rd < c->in.cap - c->in.len && !c->hup) c->can_read = 0;
     c->in.len += (size_t)rd;
     c->last_io = c->last_read = c->w->now;
     if (c->phase == V_HEAD && !c->head_start) c->head_start = c->w->now;
@@ -1284,6 +1288,8 @@ static void sweep(struct worker *w) {
       v_close(c);
       continue;
     }
+    if (c->phase == V_HEAD && c->in.len == 0 && c->in.d && now - c->last_io >= IDLE_RELEASE_MS)
+      v_release_buffers(c);
     if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
       int waiting_origin = c->phase == V_AWAIT_ORIGIN ||
@@ -1367,12 +1373,14 @@ static void *worker_main(void *arg) {
         struct vconn *c = evs[i].data.ptr;
         if (c->closed) continue;
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->can_read = 1;
+        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->hup = 1;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) c->can_write = 1;
         v_pump(c);
       } else if (kind == EV_UPSTREAM) {
         struct upconn *u = evs[i].data.ptr;
         if (u->closed) continue;
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) u->can_read = 1;
+        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) u->hup = 1;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) u->can_write = 1;
         if (u->owner) v_pump(u->owner);
         else if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) upstream_close(u);
@@ -1499,6 +1507,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
     w->p = p;
     w->idx = i;
     w->lfd = w->wfd = w->epfd = -1;
+    buf_init(&w->logbuf, 8192); /* a longer access line is not logged */
   }
   for (int i = 0; i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
@@ -1591,6 +1600,7 @@ void proxy_free(struct proxy **pp) {
     if (w->lfd >= 0) close(w->lfd);
     if (w->wfd >= 0) close(w->wfd);
     upstream_free(&w->ups);
+    buf_fini(&w->logbuf);
     if (w->epfd >= 0) close(w->epfd);
     sitecfg_set_unref(w->cfg);
   }
@@ -1617,8 +1627,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   memset(att, 0, sizeof att);
   for (int i = 0; i < p->nthreads; i++) {
     struct counters *c = &p->w[i].ctr;
-    for (int k = 100; k < 600; k++) codes[k] += atomic_load_explicit(&c->codes[k], memory_order_relaxed);
-    for (int k = 0; k < AR__N; k++) att[k] += atomic_load_explicit(&c->attempts[k], memory_order_relaxed);
+    for (int k = 100; k < 600; k++)
+      codes[k] += atomic_load_explicit(&c->codes[k], memory_order_relaxed);
+    for (int k = 0; k < AR__N; k++)
+      att[k] += atomic_load_explicit(&c->attempts[k], memory_order_relaxed);
     retries += atomic_load_explicit(&c->retries, memory_order_relaxed);
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
@@ -1630,7 +1642,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   pthread_mutex_unlock(&p->cfg_mu);
   /* the workers count with relaxed atomics; the snapshot renders through a registry */
   if (!(m = metrics_new())) return -1;
-  metrics_declare(m, "cdnca_node_requests_total", "counter", "Visitor requests answered, by status.");
+  metrics_declare(m, "cdnca_node_requests_total", "counter",
+                  "Visitor requests answered, by status.");
   for (int k = 100; k < 600; k++)
     if (codes[k]) {
       snprintf(label, sizeof label, "code=\"%d\"", k);
@@ -1643,7 +1656,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   }
   metrics_declare(m, "cdnca_node_retries_total", "counter", "Attempts retried on another origin.");
   metrics_add(m, "cdnca_node_retries_total", "", (double)retries);
-  metrics_declare(m, "cdnca_node_origin_skips_total", "counter", "Times an origin was put into skip.");
+  metrics_declare(m, "cdnca_node_origin_skips_total", "counter",
+                  "Times an origin was put into skip.");
   metrics_add(m, "cdnca_node_origin_skips_total", "", (double)skips);
   metrics_declare(m, "cdnca_node_fail_open_total", "counter",
                   "Picks made while every origin was skipped.");

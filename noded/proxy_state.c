@@ -41,8 +41,14 @@ struct ptable {
   struct pentry *e;
 };
 
+/* Records are locked per site: the entries of one site share a stripe mutex, so workers
+ * serving different sites never wait for each other, and one site's pick sees its origins
+ * consistently. 64 stripes keep collisions rare at a node's tens to hundreds of sites. */
+#define SITE_STRIPES 64
+
 struct proxy_state {
-  pthread_mutex_t mu;      /* guards tab and every record in it */
+  pthread_rwlock_t tab_lock; /* the table itself: read for every use, written by the swap */
+  pthread_mutex_t stripe[SITE_STRIPES]; /* an entry's record and address, by its site id */
   pthread_mutex_t sync_mu; /* serialises proxy_state_sync */
   struct ptable tab;
   proxy_resolve_fn *resolve; /* resolve_origin unless a test substitutes its own */
@@ -53,6 +59,11 @@ struct proxy_state {
   int rstarted;
   pthread_t rthr;
 };
+
+static pthread_mutex_t *site_lock(struct proxy_state *t, int64_t site_id) {
+  uint64_t h = (uint64_t)site_id * UINT64_C(0x9E3779B97F4A7C15);
+  return &t->stripe[(h >> 32) % SITE_STRIPES];
+}
 
 static size_t slot_of(const struct ptable *t, int64_t site_id, int64_t origin_id) {
   uint64_t h = (uint64_t)site_id * UINT64_C(0x9E3779B97F4A7C15) ^
@@ -98,8 +109,14 @@ static void table_fini(struct ptable *t) {
 
 struct proxy_state *proxy_state_new(void) {
   struct proxy_state *t = calloc(1, sizeof *t);
+  pthread_rwlockattr_t ra;
   if (!t) return NULL;
-  pthread_mutex_init(&t->mu, NULL);
+  /* a config swap must not starve behind the workers' continuous reads */
+  pthread_rwlockattr_init(&ra);
+  pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&t->tab_lock, &ra);
+  pthread_rwlockattr_destroy(&ra);
+  for (int i = 0; i < SITE_STRIPES; i++) pthread_mutex_init(&t->stripe[i], NULL);
   pthread_mutex_init(&t->sync_mu, NULL);
   pthread_mutex_init(&t->rmu, NULL);
   pthread_cond_init(&t->rcond, NULL);
@@ -118,7 +135,8 @@ void proxy_state_free(struct proxy_state **tp) {
     pthread_join(t->rthr, NULL);
   }
   table_fini(&t->tab);
-  pthread_mutex_destroy(&t->mu);
+  pthread_rwlock_destroy(&t->tab_lock);
+  for (int i = 0; i < SITE_STRIPES; i++) pthread_mutex_destroy(&t->stripe[i]);
   pthread_mutex_destroy(&t->sync_mu);
   pthread_mutex_destroy(&t->rmu);
   pthread_cond_destroy(&t->rcond);
@@ -174,7 +192,7 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
     }
   }
   /* carry over addresses of unchanged origins; resolve the others outside the lock */
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_wrlock(&t->tab_lock);
   for (size_t i = 0; i < nt.cap; i++) {
     struct pentry *e = &nt.e[i], *old;
     if (!e->used) continue;
@@ -186,10 +204,10 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
       e->salen = old->salen;
     }
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   for (size_t i = 0; i < nt.cap; i++)
     if (nt.e[i].used && !nt.e[i].resolved) resolve(t, &nt.e[i], clock_mono_ms());
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_wrlock(&t->tab_lock);
   for (size_t i = 0; i < nt.cap; i++) {
     struct pentry *e = &nt.e[i], *old;
     if (!e->used) continue;
@@ -210,7 +228,7 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
     t->tab = nt;
     nt = tmp;
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   rc = 0;
 out:
   if (nt.e) table_fini(&nt);
@@ -225,7 +243,9 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
   struct pentry *ents[SKIP_MAX_PICK];
   struct skip_choice ch;
   int n = 0, idx, rc = -1;
-  pthread_mutex_lock(&t->mu);
+  pthread_mutex_t *sl = site_lock(t, site->id);
+  pthread_rwlock_rdlock(&t->tab_lock);
+  pthread_mutex_lock(sl);
   for (int i = 0; i < site->n_origins && i < SKIP_MAX_PICK; i++) {
     const struct sitecfg_origin *o = &site->origins[i];
     struct pentry *e;
@@ -251,7 +271,8 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
     out->salen = ents[idx]->salen;
     rc = 0;
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_unlock(sl);
+  pthread_rwlock_unlock(&t->tab_lock);
   return rc;
 }
 
@@ -260,21 +281,26 @@ int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, i
   struct pentry *e;
   int r = 0;
   if (origin_index < 0 || origin_index >= site->n_origins) return 0;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
+  pthread_mutex_lock(site_lock(t, site->id));
   e = find(&t->tab, site->id, site->origins[origin_index].id);
   if (e) r = skip_record(&e->rec, &site->retry, now, failed);
-  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_unlock(site_lock(t, site->id));
+  pthread_rwlock_unlock(&t->tab_lock);
   return r;
 }
 
 int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int ok) {
   int skips = 0;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
   for (size_t i = 0; i < t->tab.cap; i++) {
     struct pentry *e = &t->tab.e[i];
-    if (e->used && e->origin_id == origin_id) skips += skip_probe(&e->rec, &e->retry, now, ok);
+    if (!e->used || e->origin_id != origin_id) continue;
+    pthread_mutex_lock(site_lock(t, e->site_id));
+    skips += skip_probe(&e->rec, &e->retry, now, ok);
+    pthread_mutex_unlock(site_lock(t, e->site_id));
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   return skips;
 }
 
@@ -289,7 +315,8 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
   struct due due[RESOLVE_BATCH];
   int n = 0;
   int64_t started = clock_mono_ms();
-  pthread_mutex_lock(&t->mu);
+  /* only this thread writes the due times and a swap needs the write lock: a read lock will do */
+  pthread_rwlock_rdlock(&t->tab_lock);
   for (size_t i = 0; i < t->tab.cap && n < RESOLVE_BATCH; i++) {
     const struct pentry *e = &t->tab.e[i];
     if (!e->used || e->literal || e->resolve_due > now || strlen(e->address) >= 256) continue;
@@ -299,14 +326,15 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
     memcpy(due[n].address, e->address, strlen(e->address) + 1);
     n++;
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   for (int k = 0; k < n && !atomic_load(&t->rstop); k++) {
     struct resolve_result rr;
     struct pentry *e;
     char err[300];
     int ok = t->resolve(due[k].address, due[k].port, 1, &rr, err, sizeof err) == 0;
     int64_t done = now + (clock_mono_ms() - started); /* now plus the time the lookups took */
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_rdlock(&t->tab_lock);
+    pthread_mutex_lock(site_lock(t, due[k].site_id));
     e = find(&t->tab, due[k].site_id, due[k].origin_id);
     if (e && e->port == due[k].port && strcmp(e->address, due[k].address) == 0) {
       if (ok) {
@@ -325,7 +353,8 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
       }
       e->resolve_due = done + e->refresh_ms;
     }
-    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(site_lock(t, due[k].site_id));
+    pthread_rwlock_unlock(&t->tab_lock);
     if (!ok) log_warn("origin %lld of site %lld: %s (the last address is kept)",
                       (long long)due[k].origin_id, (long long)due[k].site_id, err);
   }
@@ -364,10 +393,12 @@ void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
                          int origin_index) {
   struct pentry *e;
   if (origin_index < 0 || origin_index >= site->n_origins) return;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
+  pthread_mutex_lock(site_lock(t, site->id));
   e = find(&t->tab, site->id, site->origins[origin_index].id);
   if (e) skip_release(&e->rec);
-  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_unlock(site_lock(t, site->id));
+  pthread_rwlock_unlock(&t->tab_lock);
 }
 
 static const char *state_name(enum skip_state s) {
@@ -385,27 +416,32 @@ static const char *state_name(enum skip_state s) {
 cJSON *proxy_state_observations(struct proxy_state *t, int64_t now) {
   cJSON *arr = cJSON_CreateArray();
   if (!arr) return NULL;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
   for (size_t i = 0; i < t->tab.cap; i++) {
     const struct pentry *e = &t->tab.e[i];
+    struct skip_rec rec;
     cJSON *o;
     if (!e->used) continue;
+    pthread_mutex_lock(site_lock(t, e->site_id));
+    rec = e->rec;
+    pthread_mutex_unlock(site_lock(t, e->site_id));
     if (!(o = cJSON_CreateObject())) break;
     json_add_i64(o, "site_id", e->site_id);
     json_add_i64(o, "origin_id", e->origin_id);
-    json_add_i64(o, "requests", (int64_t)e->rec.requests);
-    json_add_i64(o, "failures", (int64_t)e->rec.failures);
-    cJSON_AddBoolToObject(o, "skipped", skip_is_skipped(&e->rec, now));
+    json_add_i64(o, "requests", (int64_t)rec.requests);
+    json_add_i64(o, "failures", (int64_t)rec.failures);
+    cJSON_AddBoolToObject(o, "skipped", skip_is_skipped(&rec, now));
     cJSON_AddItemToArray(arr, o);
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   return arr;
 }
 
 cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *site, int64_t now) {
   cJSON *arr = cJSON_CreateArray();
   if (!arr) return NULL;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
+  pthread_mutex_lock(site_lock(t, site->id));
   for (int i = 0; i < site->n_origins; i++) {
     const struct sitecfg_origin *o = &site->origins[i];
     const struct pentry *e = find(&t->tab, site->id, o->id);
@@ -437,7 +473,8 @@ cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *s
     }
     cJSON_AddItemToArray(arr, j);
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_unlock(site_lock(t, site->id));
+  pthread_rwlock_unlock(&t->tab_lock);
   return arr;
 }
 
@@ -464,19 +501,21 @@ int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelle
   struct untrusted *u = NULL;
   size_t nu = 0, cap = 0;
   int rc = -1;
-  pthread_mutex_lock(&t->mu);
+  pthread_rwlock_rdlock(&t->tab_lock);
   for (size_t i = 0; i < t->tab.cap; i++) {
     const struct pentry *e = &t->tab.e[i];
     enum skip_state ph;
     if (!e->used) continue;
+    pthread_mutex_lock(site_lock(t, e->site_id));
     ph = phase_of(&e->rec, now);
+    pthread_mutex_unlock(site_lock(t, e->site_id));
     count[ph]++;
     if (ph == SKIP_HEALTHY) continue;
     if (nu == cap) {
       size_t nc = cap ? cap * 2 : 64;
       struct untrusted *nuarr = realloc(u, nc * sizeof *u);
       if (!nuarr) {
-        pthread_mutex_unlock(&t->mu);
+        pthread_rwlock_unlock(&t->tab_lock);
         goto out;
       }
       u = nuarr;
@@ -486,7 +525,7 @@ int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelle
     u[nu].origin_id = e->origin_id;
     nu++;
   }
-  pthread_mutex_unlock(&t->mu);
+  pthread_rwlock_unlock(&t->tab_lock);
   if (nu > 1) qsort(u, nu, sizeof *u, cmp_untrusted);
   if (buf_printf(out,
                  "# HELP cdnca_node_origins Origins in the node's table by skip state.\n"

@@ -1,4 +1,6 @@
-/* proxy_state — the proxy's per-(site, origin) table: skip records, pick, resolved addresses. */
+/* proxy_state — the proxy's per-(site, origin) table: skip records, pick, resolved addresses.
+ * Locking: a read-write lock for the table (written only when a config swaps it in) and one
+ * mutex per site stripe for the records, so picks and outcomes of different sites never contend. */
 #ifndef CDNCA_PROXY_STATE_H
 #define CDNCA_PROXY_STATE_H
 

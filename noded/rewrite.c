@@ -6,28 +6,34 @@
 
 #include "skip.h"
 
-/* The header policy. A name ending in '*' matches every name with that prefix. Headers not
- * listed pass through both ways; RW_REWRITE ones are written by the planner itself. */
+/* The header policy. A rule with prefix set matches every name starting with its name. Headers
+ * not listed pass through both ways; RW_REWRITE ones are written by the planner itself. */
+#define RULE(n, f, p)                                                                              \
+  { n, sizeof n - 1, f, p }
 static const struct {
   const char *name;
-  unsigned flags;
+  unsigned len, flags;
+  int prefix;
 } header_rules[] = {
-    {"connection", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
-    {"keep-alive", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
-    {"proxy-*", RW_DROP_REQ | RW_DROP_RESP | RW_HOP}, /* Proxy-Connection, Proxy-Authorization */
-    {"te", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
-    {"trailer", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
-    {"transfer-encoding", RW_DROP_REQ | RW_DROP_RESP | RW_HOP | RW_REWRITE},
-    {"upgrade", RW_DROP_REQ | RW_DROP_RESP | RW_HOP},
-    {"host", RW_DROP_REQ | RW_REWRITE},              /* per attempt: the origin's host_header */
-    {"content-length", RW_DROP_REQ | RW_REWRITE},    /* re-written from the parsed framing */
-    {"expect", RW_DROP_REQ},                         /* 100-continue is answered here */
-    {"x-forwarded-for", RW_DROP_REQ | RW_REWRITE},   /* merged, the visitor's address appended */
-    {"x-forwarded-proto", RW_DROP_REQ | RW_REWRITE}, /* set from the listener */
-    {"via", RW_DROP_REQ | RW_REWRITE},               /* merged, "1.1 cdnca-node" appended */
+    RULE("connection", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 0),
+    RULE("keep-alive", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 0),
+    RULE("proxy-", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 1), /* Proxy-Connection, -Authorization */
+    RULE("te", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 0),
+    RULE("trailer", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 0),
+    RULE("transfer-encoding", RW_DROP_REQ | RW_DROP_RESP | RW_HOP | RW_REWRITE, 0),
+    RULE("upgrade", RW_DROP_REQ | RW_DROP_RESP | RW_HOP, 0),
+    RULE("host", RW_DROP_REQ | RW_REWRITE, 0),              /* per attempt: the origin's */
+    RULE("content-length", RW_DROP_REQ | RW_REWRITE, 0),    /* from the parsed framing */
+    RULE("expect", RW_DROP_REQ, 0),                         /* 100-continue answered here */
+    RULE("x-forwarded-for", RW_DROP_REQ | RW_REWRITE, 0),   /* merged + the visitor's address */
+    RULE("x-forwarded-proto", RW_DROP_REQ | RW_REWRITE, 0), /* set from the listener */
+    RULE("via", RW_DROP_REQ | RW_REWRITE, 0),               /* merged + "1.1 cdnca-node" */
 };
+#undef RULE
 
-static int lc(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+static int lc(int c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 static int ieq(const char *a, size_t an, const char *b) {
   size_t bn = strlen(b);
@@ -45,10 +51,12 @@ static int iprefix(const char *a, size_t an, const char *pre, size_t pn) {
 }
 
 unsigned rewrite_header_flags(const char *name, unsigned len) {
+  int first = len ? lc((unsigned char)name[0]) : 0;
   for (size_t i = 0; i < sizeof header_rules / sizeof header_rules[0]; i++) {
-    const char *n = header_rules[i].name;
-    size_t nl = strlen(n);
-    if (n[nl - 1] == '*' ? iprefix(name, len, n, nl - 1) : ieq(name, len, n))
+    unsigned nl = header_rules[i].len;
+    if (header_rules[i].name[0] != first) continue; /* cheap reject: rules are lowercase */
+    if (header_rules[i].prefix ? iprefix(name, len, header_rules[i].name, nl)
+                               : len == nl && iprefix(name, len, header_rules[i].name, nl))
       return header_rules[i].flags;
   }
   return 0;
@@ -58,6 +66,19 @@ static void copy_trunc(char *dst, size_t cap, const char *src, size_t n) {
   if (n >= cap) n = cap - 1;
   memcpy(dst, src, n);
   dst[n] = '\0';
+}
+
+/* 1 when a Connection header of m lists a token other than close, keep-alive and upgrade (the
+ * headers named by those are dropped by the table anyway, but for "Close"): only then does each
+ * field need connection_listed. */
+static int connection_options(const struct http1_msg *m) {
+  for (int i = 0; i < m->n_headers; i++) {
+    const struct http1_header *h = &m->headers[i];
+    if (http1_name_is(h, "connection") && !ieq(h->value, h->value_len, "close") &&
+        !ieq(h->value, h->value_len, "keep-alive") && !ieq(h->value, h->value_len, "upgrade"))
+      return 1;
+  }
+  return 0;
 }
 
 /* 1 when a Connection header of m lists this header's name. */
@@ -81,8 +102,7 @@ static void local(struct rewrite_req *rq, int status, const char *code, const ch
 
 /* Append a header line "name: value\r\n". */
 static int put_header(struct buf *b, const char *n, size_t nl, const char *v, size_t vl) {
-  return buf_append(b, n, nl) || buf_puts(b, ": ") || buf_append(b, v, vl) ||
-                 buf_puts(b, "\r\n")
+  return buf_append(b, n, nl) || buf_puts(b, ": ") || buf_append(b, v, vl) || buf_puts(b, "\r\n")
              ? -1
              : 0;
 }
@@ -90,6 +110,7 @@ static int put_header(struct buf *b, const char *n, size_t nl, const char *v, si
 /* The upstream head from a validated request: request line, passed headers, rewritten ones. */
 static int build_upstream(const struct http1_msg *m, const struct http1_target *t,
                           const char *client_ip, const struct rewrite_req *rq, struct buf *ub) {
+  int opts = connection_options(m);
   ub->len = 0;
   if (t->form == HTTP1_TARGET_ASTERISK) {
     if (buf_printf(ub, "%.*s * HTTP/1.1\r\n", (int)m->method_len, m->method)) return -1;
@@ -99,7 +120,8 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
   }
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
-    if ((rewrite_header_flags(h->name, h->name_len) & RW_DROP_REQ) || connection_listed(m, h))
+    if ((rewrite_header_flags(h->name, h->name_len) & RW_DROP_REQ) ||
+        ((opts || h->name_len == 5) && connection_listed(m, h)))
       continue;
     if (put_header(ub, h->name, h->name_len, h->value, h->value_len)) return -1;
   }
@@ -159,8 +181,10 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
       }
     } else if (http1_name_is(h, "transfer-encoding")) {
       int k = http1_te_classify(h->value, h->value_len);
-      if (n_te++ || k == HTTP1_TE_BAD) te = HTTP1_TE_BAD;
-      else if (k == HTTP1_TE_UNKNOWN && te != HTTP1_TE_BAD) te = HTTP1_TE_UNKNOWN;
+      if (n_te++ || k == HTTP1_TE_BAD)
+        te = HTTP1_TE_BAD;
+      else if (k == HTTP1_TE_UNKNOWN && te != HTTP1_TE_BAD)
+        te = HTTP1_TE_UNKNOWN;
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
       if (http1_list_has(h->value, h->value_len, "upgrade")) conn_upgrade = 1;
@@ -192,7 +216,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     return 0;
   }
   switch (http1_parse_target(m->target, m->target_len, &t)) {
-  case HTTP1_TARGET_ORIGIN: break;
+  case HTTP1_TARGET_ORIGIN:
+    break;
   case HTTP1_TARGET_ABSOLUTE:
     if (!http1_host_valid(t.authority, t.authority_len)) {
       local(rq, 400, "bad_request", "invalid authority in the request target");
@@ -210,7 +235,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     local(rq, 400, "bad_request", "invalid request target");
     return 0;
   }
-  if (n_host > 1 || (m->minor >= 1 && n_host == 0) || (n_host && !http1_host_valid(host, host_len))) {
+  if (n_host > 1 || (m->minor >= 1 && n_host == 0) ||
+      (n_host && !http1_host_valid(host, host_len))) {
     local(rq, 400, "bad_request", "missing or invalid Host header");
     return 0;
   }
@@ -282,14 +308,14 @@ void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_res
 
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
                           int reframe_chunked, int close, struct buf *o) {
-  int upgrade = m->status == 101;
+  int upgrade = m->status == 101, opts = connection_options(m);
   if (buf_printf(o, "HTTP/1.1 %d %.*s\r\n", m->status, (int)m->reason_len, m->reason)) return -1;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     unsigned f = rewrite_header_flags(h->name, h->name_len);
     if (upgrade && http1_name_is(h, "upgrade")) {
       f = 0; /* the switched-to protocol, though "Connection: upgrade" lists it */
-    } else if (connection_listed(m, h)) {
+    } else if ((opts || h->name_len == 5) && connection_listed(m, h)) {
       continue;
     }
     if (f & RW_DROP_RESP) continue;
@@ -351,7 +377,8 @@ int rewrite_local_answer(int status, const char *code, const char *msg, int clos
   int rc = -1;
   buf_init(&body, 4096);
   if (buf_puts(&body, "{\"error\":{\"code\":\"") || rewrite_json_escape(&body, code) ||
-      buf_puts(&body, "\",\"message\":\"") || rewrite_json_escape(&body, msg) || buf_puts(&body, "\"}}"))
+      buf_puts(&body, "\",\"message\":\"") || rewrite_json_escape(&body, msg) ||
+      buf_puts(&body, "\"}}"))
     goto out;
   if (buf_printf(out,
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"

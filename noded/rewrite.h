@@ -28,8 +28,8 @@ struct rewrite_req {
   const char *msg;
   char method[33];
   int idempotent, is_head, minor;
-  int keepalive;       /* the visitor connection may carry another request */
-  int expect_continue; /* "Expect: 100-continue" on an HTTP/1.1 request with a body */
+  int keepalive;             /* the visitor connection may carry another request */
+  int expect_continue;       /* "Expect: 100-continue" on an HTTP/1.1 request with a body */
   enum http1_body_kind body; /* HTTP1_BODY_NONE, _LENGTH (also 0) or _CHUNKED */
   uint64_t body_len;         /* _LENGTH */
   int has_body;              /* chunked or a Content-Length above 0 */
@@ -49,12 +49,12 @@ int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *
 
 /* An origin response after the framing rules. */
 struct rewrite_resp {
-  int bad; /* 1: invalid framing (repeated Content-Length, a coding other than chunked): 502 */
-  int status;                /* the origin's status */
+  int bad;    /* 1: invalid framing (repeated Content-Length, a coding other than chunked): 502 */
+  int status; /* the origin's status */
   enum http1_body_kind body; /* how the origin frames the body */
   uint64_t body_len;
-  int chunked;               /* the origin sends chunked framing */
-  int up_keepalive;          /* the origin connection may be reused after this response */
+  int chunked;      /* the origin sends chunked framing */
+  int up_keepalive; /* the origin connection may be reused after this response */
 };
 
 /* Plan the response to the visitor's request (is_head) from the origin head m (a 1xx: no body). */
@@ -73,8 +73,7 @@ const char *rewrite_reason(int status);
 int rewrite_json_escape(struct buf *b, const char *s);
 
 /* Write a local JSON error answer {"error":{"code","message"}} into out. 0 or -1. */
-int rewrite_local_answer(int status, const char *code, const char *msg, int close,
-                         struct buf *out);
+int rewrite_local_answer(int status, const char *code, const char *msg, int close, struct buf *out);
 
 /* The TLS name (SNI, certificate check) of an attempt: host_header when the origin has one, else
  * the visitor's host without port and brackets, copied into tmp[cap]. */

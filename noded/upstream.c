@@ -66,7 +66,8 @@ void upstream_free(struct upstream **upp) {
     struct up_pool *pl = up->pools[b], *pn;
     for (; pl; pl = pn) {
       pn = pl->next;
-      while (pl->idle) upstream_close(pl->idle);
+      while (pl->idle)
+        upstream_close(pl->idle);
       free(pl);
     }
     up->pools[b] = NULL;
@@ -149,8 +150,10 @@ enum up_fail upstream_progress(struct upconn *u) {
       return UP_OK;
     }
     e = SSL_get_error(u->ssl, rc);
-    if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-    else if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
+    if (e == SSL_ERROR_WANT_READ)
+      u->can_read = 0;
+    else if (e == SSL_ERROR_WANT_WRITE)
+      u->can_write = 0;
     else {
       const char *why = ERR_reason_error_string(ERR_peek_last_error());
       log_warn("TLS handshake with an origin failed: %s", why ? why : "error");
@@ -167,14 +170,20 @@ ssize_t upstream_read(struct upconn *u, char *b, size_t n) {
     r = SSL_read(u->ssl, b, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0) return r;
     e = SSL_get_error(u->ssl, r);
-    if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-    else if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
-    else if (e == SSL_ERROR_ZERO_RETURN) return 0;
-    else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return 0;
-    else return -2;
+    if (e == SSL_ERROR_WANT_READ)
+      u->can_read = 0;
+    else if (e == SSL_ERROR_WANT_WRITE)
+      u->can_write = 0;
+    else if (e == SSL_ERROR_ZERO_RETURN)
+      return 0;
+    else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0)
+      return 0;
+    else
+      return -2;
     return -1;
   } else {
     ssize_t r = recv(u->fd, b, n, 0);
+    if (r > 0 && (size_t)r < n && !u->hup) u->can_read = 0; /* drained: wait for the next edge */
     if (r >= 0) return r;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       u->can_read = 0;
@@ -192,9 +201,12 @@ ssize_t upstream_write(struct upconn *u, const char *b, size_t n) {
     r = SSL_write(u->ssl, b, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0) return r;
     e = SSL_get_error(u->ssl, r);
-    if (e == SSL_ERROR_WANT_WRITE) u->can_write = 0;
-    else if (e == SSL_ERROR_WANT_READ) u->can_read = 0;
-    else return -2;
+    if (e == SSL_ERROR_WANT_WRITE)
+      u->can_write = 0;
+    else if (e == SSL_ERROR_WANT_READ)
+      u->can_read = 0;
+    else
+      return -2;
     return -1;
   } else {
     ssize_t r = send(u->fd, b, n, MSG_NOSIGNAL);
@@ -211,8 +223,10 @@ ssize_t upstream_write(struct upconn *u, const char *b, size_t n) {
 void upstream_close(struct upconn *u) {
   if (!u || u->closed) return;
   if (u->pool) {
-    if (u->pprev) u->pprev->pnext = u->pnext;
-    else u->pool->idle = u->pnext;
+    if (u->pprev)
+      u->pprev->pnext = u->pnext;
+    else
+      u->pool->idle = u->pnext;
     if (u->pnext) u->pnext->pprev = u->pprev;
     u->pool->n_idle--;
     u->pool = NULL;
@@ -244,7 +258,8 @@ void upstream_key(char *out, size_t cap, int https, const char *address, int por
 
 static unsigned key_hash(const char *k) {
   unsigned h = 2166136261u;
-  for (; *k; k++) h = (h ^ (unsigned char)*k) * 16777619u;
+  for (; *k; k++)
+    h = (h ^ (unsigned char)*k) * 16777619u;
   return h % POOL_BUCKETS;
 }
 
@@ -293,7 +308,7 @@ struct upconn *upstream_pool_get(struct upstream *up, const char *key) {
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping) {
   struct up_pool *pl = pool_find(up, key, 1);
-  if (!pl || pl->n_idle >= up->max_idle || stopping || upstream_unread(u)) {
+  if (!pl || pl->n_idle >= up->max_idle || stopping) {
     upstream_close(u);
     return;
   }

@@ -16,14 +16,15 @@ enum up_fail { UP_OK = 0, UP_FAIL_CONNECT, UP_FAIL_TLS };
 
 /* One origin connection. The proxy reads the fields marked (r); the module owns the rest. */
 struct upconn {
-  int kind;          /* (r) the epoll tag of the owner's loop; first member */
-  int fd;            /* (r) */
-  int can_read;      /* (r/w) edge-triggered readiness, set by the owner's loop */
-  int can_write;     /* (r/w) */
-  int closed;        /* (r) closed, waiting to be freed with upstream_reap */
-  int st;            /* (r) enum up_state */
-  int reused;        /* (r) taken from the pool (the origin may have closed it meanwhile) */
-  void *owner;       /* (r/w) the visitor connection using it; NULL while pooled */
+  int kind;      /* (r) the epoll tag of the owner's loop; first member */
+  int fd;        /* (r) */
+  int can_read;  /* (r/w) edge-triggered readiness, set by the owner's loop */
+  int can_write; /* (r/w) */
+  int hup;       /* (w) the loop saw the origin's FIN or an error: read until EOF */
+  int closed;    /* (r) closed, waiting to be freed with upstream_reap */
+  int st;        /* (r) enum up_state */
+  int reused;    /* (r) taken from the pool (the origin may have closed it meanwhile) */
+  void *owner;   /* (r/w) the visitor connection using it; NULL while pooled */
   SSL *ssl;
   struct upstream *up;
   struct up_pool *pool; /* set while idle in a pool */
@@ -71,15 +72,16 @@ void upstream_key(char *out, size_t cap, int https, const char *address, int por
                   const char *tls_name);
 
 /* 1 when u has a byte pending (decrypted or on the socket), was closed by the origin or is in
- * error: such a connection is never pooled nor reused (DESIGN §11). */
+ * error: such a connection is never reused (DESIGN §11). */
 int upstream_unread(struct upconn *u);
 
 /* Take the most recently used idle connection of key with no unread byte (others are closed);
  * NULL when none. */
 struct upconn *upstream_pool_get(struct upstream *up, const char *key);
 
-/* Give u back to the pool of key at now, or close it when the pool is full, stopping is set or
- * a byte is unread. */
+/* Give u back to the pool of key at now, or close it when the pool is full or stopping is set.
+ * The caller pools only after a complete response with nothing left in its own buffer; bytes
+ * that arrive later are found by upstream_pool_get (or close it through the idle EPOLLIN). */
 void upstream_pool_put(struct upstream *up, struct upconn *u, const char *key, int64_t now,
                        int stopping);
 

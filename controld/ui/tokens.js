@@ -62,7 +62,7 @@ function pageTokens() {
       if (!alive()) return;
       if (!tokens.length) return put(list, h('p', { class: 'muted' }, 'No tokens.'));
       put(list, table(['Name', 'Role', 'Created', 'Expires', ''], tokens.map((t) => h('tr', { 'data-testid': `token-${t.id}`, 'data-name': t.name },
-        h('td', null, t.name, h('span', { class: 'muted' }, ` #${t.id}`), who.id === t.id ? h('span', { class: 'tag' }, 'this session') : null),
+        h('td', null, t.name, h('span', { class: 'muted' }, ` #${t.id}`), who.id === t.id ? h('span', { class: 'tag' }, 'used by this tab') : null),
         h('td', null, h('span', { class: 'tag role-' + t.role }, t.role)),
         h('td', null, fmtTime(t.created_at)),
         h('td', null, t.expires_at ? fmtTime(t.expires_at) : h('span', { class: 'muted' }, 'never')),

@@ -17,11 +17,11 @@
 #include "http1.h"
 #include "rewrite.h"
 
-#define FAIL(...)                                                                                 \
-  do {                                                                                            \
-    fprintf(stderr, "fuzz_http1: " __VA_ARGS__);                                                  \
-    fprintf(stderr, "\n");                                                                        \
-    abort();                                                                                      \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    fprintf(stderr, "fuzz_http1: " __VA_ARGS__);                                                   \
+    fprintf(stderr, "\n");                                                                         \
+    abort();                                                                                       \
   } while (0)
 
 /* ---------- the strict reference parser ---------- */
@@ -88,12 +88,15 @@ static int ref_parse(const char *p, size_t n, int no_body, struct ref_msg *m) {
     pos += (size_t)l + 2;
     if (l == 0) break;
     if (m->n >= (int)(sizeof m->f / sizeof m->f[0])) return -1;
-    while (i < (size_t)l && ref_tchar((unsigned char)s[i])) i++;
+    while (i < (size_t)l && ref_tchar((unsigned char)s[i]))
+      i++;
     if (i == 0 || i >= (size_t)l || s[i] != ':') return -1;
     vs = i + 1;
-    while (vs < (size_t)l && (s[vs] == ' ' || s[vs] == '\t')) vs++;
+    while (vs < (size_t)l && (s[vs] == ' ' || s[vs] == '\t'))
+      vs++;
     ve = (size_t)l;
-    while (ve > vs && (s[ve - 1] == ' ' || s[ve - 1] == '\t')) ve--;
+    while (ve > vs && (s[ve - 1] == ' ' || s[ve - 1] == '\t'))
+      ve--;
     for (size_t k = vs; k < ve; k++)
       if (((unsigned char)s[k] < 0x20 && s[k] != '\t') || s[k] == 0x7f) return -1;
     m->f[m->n++] = (struct ref_field){s, s + vs, i, ve - vs};
@@ -102,7 +105,7 @@ static int ref_parse(const char *p, size_t n, int no_body, struct ref_msg *m) {
       cl = 0;
       if (ve == vs) return -1;
       for (size_t k = vs; k < ve; k++) {
-        if (s[k] < '0' || s[k] > '9' || cl > 1000000000ULL) return -1;
+        if (s[k] < '0' || s[k] > '9' || ve - vs > 18) return -1; /* fits in 64 bits */
         cl = cl * 10 + (unsigned)(s[k] - '0');
       }
     } else if (ref_ieq(s, i, "transfer-encoding")) {
@@ -121,7 +124,7 @@ static int ref_parse(const char *p, size_t n, int no_body, struct ref_msg *m) {
       l = ref_line(s, n - pos);
       if (l <= 0) return -1;
       for (; d < (size_t)l; d++) {
-        int h = s[d] >= '0' && s[d] <= '9' ? s[d] - '0'
+        int h = s[d] >= '0' && s[d] <= '9'   ? s[d] - '0'
                 : s[d] >= 'a' && s[d] <= 'f' ? s[d] - 'a' + 10
                                              : -1;
         if (h < 0 || sz > (1ULL << 40)) return -1; /* canonical: lowercase hex, no extension */
@@ -216,7 +219,8 @@ static void check_request(char *p, size_t n) {
   if (rewrite_attempt_head(&ubase, rq.host, &head) || buf_append(&msg, head.data, head.len) ||
       buf_append(&msg, framed.data ? framed.data : "", framed.len))
     goto out;
-  if (ref_parse(msg.data, msg.len, 0, &ref) < 0) FAIL("re-framed request unreadable:\n%s", msg.data);
+  if (ref_parse(msg.data, msg.len, 0, &ref) < 0)
+    FAIL("re-framed request unreadable:\n%s", msg.data);
   if (ref.total != msg.len) FAIL("one request became more than one message:\n%s", msg.data);
   if (ref.start_len < m.method_len + 1 || memcmp(ref.start_line, m.method, m.method_len) != 0 ||
       ref.start_line[m.method_len] != ' ')
@@ -295,8 +299,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1 || size > (1 << 16)) return 0;
   p = malloc(size);
   memcpy(p, data + 1, size - 1);
-  if ((data[0] & 1) == 0) check_request(p, size - 1);
-  else check_response(p, size - 1, (data[0] >> 1) & 1, (data[0] >> 2) & 1);
+  if ((data[0] & 1) == 0)
+    check_request(p, size - 1);
+  else
+    check_response(p, size - 1, (data[0] >> 1) & 1, (data[0] >> 2) & 1);
   free(p);
   return 0;
 }

@@ -14,7 +14,8 @@ import time
 
 import harness
 from harness import Controld, Origin, free_port, wait_until
-from scenario_lib import (ONLINE_MS, card, card_origin, events, level_health, make_site, metric,
+from scenario_lib import (ONLINE_MS, card, card_origin, enrol, events, level_health, make_site,
+                          metric,
                           origin_spec, start_node, start_origins, verdicts, wait_health,
                           wait_level, wait_online, wait_rounds)
 
@@ -364,6 +365,28 @@ def test_node_tasks_carry_the_options(tmp):
     assert len(node_votes) >= 2, v
     assert all(x["error"] == "unexpected status 403" and x["status"] == 403
                for x in node_votes), v
+
+
+def test_task_message_carries_check(tmp):
+    """GET /v1/node/tasks as a node sees it (checked against controld/openapi.json): every task
+    has the site's probe options as "check", the site-only ones left out."""
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "1000",
+                                  "--node-online-ms", "60000"]).start()
+    nid, tok = enrol(c, "edge-api")
+    hb = {"version": "test", "config_version": 0, "observations": []}
+    assert c.api("POST", "/v1/node/heartbeat", hb, token=tok)[0] == 204
+    make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hc={
+        "type": "http", "method": "HEAD", "headers": {"X-Health": "1"},
+        "expected_codes": ["200-299", 301], "port": a.port, "interval_ms": 2000,
+        "level_min_healthy": 2})
+    st, body, _ = c.api("GET", "/v1/node/tasks?wait_ms=10000", token=tok, timeout=20)
+    assert st == 200, (st, body)
+    assert len(body["tasks"]) == 2, body
+    for t in body["tasks"]:
+        assert t["check"] == {"type": "http", "method": "HEAD", "headers": {"X-Health": "1"},
+                              "expected_codes": ["200-299", "301"], "expected_body": None,
+                              "port": a.port}, t
 
 
 def test_own_interval_with_nodes_voting(tmp):

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "http1.h"
@@ -19,18 +20,20 @@ static void test_request_heads(void **state) {
       {"GET / HTTP/1.0\r\n\r\n", HTTP1_OK},
       {"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_OK}, /* an empty line first is skipped */
       {"GET / HTTP/1.1\nHost: a\n\n", HTTP1_OK},           /* bare LF ends head lines */
-      {"GET /a?b=c HTTP/1.1\r\nX:\r\n\r\n", HTTP1_OK},       /* empty value */
-      {"G@T / HTTP/1.1\r\n\r\n", HTTP1_BAD},                /* method not a token */
-      {"GET  / HTTP/1.1\r\n\r\n", HTTP1_BAD},               /* two spaces */
+      {"GET /a?b=c HTTP/1.1\r\nX:\r\n\r\n", HTTP1_OK},     /* empty value */
+      {"G@T / HTTP/1.1\r\n\r\n", HTTP1_BAD},               /* method not a token */
+      {"GET  / HTTP/1.1\r\n\r\n", HTTP1_BAD},              /* two spaces */
       {"GET / HTTP/2.0\r\n\r\n", HTTP1_BAD},
       {"GET / HTTP/1.1 \r\n\r\n", HTTP1_BAD},
-      {"GET /\x01 HTTP/1.1\r\n\r\n", HTTP1_BAD},             /* CTL in the target */
-      {"GET /\xc3\xa9 HTTP/1.1\r\n\r\n", HTTP1_BAD},         /* not ASCII */
-      {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", HTTP1_BAD},     /* space before the colon */
+      {"GET /\x01 HTTP/1.1\r\n\r\n", HTTP1_BAD},              /* CTL in the target */
+      {"GET /\xc3\xa9 HTTP/1.1\r\n\r\n", HTTP1_BAD},          /* not ASCII */
+      {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", HTTP1_BAD},      /* space before the colon */
       {"GET / HTTP/1.1\r\nHost: a\r\n b\r\n\r\n", HTTP1_BAD}, /* obs-fold */
-      {"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", HTTP1_BAD},      /* bare CR in a value */
-      {"GET / HTTP/1.1\r\nX: a\x00" "b\r\n\r\n", HTTP1_BAD}, /* NUL */
-      {"GET / HTTP/1.1\r\n: a\r\n\r\n", HTTP1_BAD},          /* empty name */
+      {"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", HTTP1_BAD},       /* bare CR in a value */
+      {"GET / HTTP/1.1\r\nX: a\x00"
+       "b\r\n\r\n",
+       HTTP1_BAD},                                  /* NUL */
+      {"GET / HTTP/1.1\r\n: a\r\n\r\n", HTTP1_BAD}, /* empty name */
   };
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -87,9 +90,17 @@ static void test_content_length(void **state) {
     int rc;
     uint64_t n;
   } rows[] = {
-      {"0", 0, 0},       {"42", 0, 42},  {"000123", 0, 123}, {"", -1, 0},
-      {"+1", -1, 0},     {"-1", -1, 0},  {"1 2", -1, 0},     {"3, 3", -1, 0},
-      {"0x10", -1, 0},   {"1e3", -1, 0}, {"1234567890123456789", -1, 0},
+      {"0", 0, 0},
+      {"42", 0, 42},
+      {"000123", 0, 123},
+      {"", -1, 0},
+      {"+1", -1, 0},
+      {"-1", -1, 0},
+      {"1 2", -1, 0},
+      {"3, 3", -1, 0},
+      {"0x10", -1, 0},
+      {"1e3", -1, 0},
+      {"1234567890123456789", -1, 0},
   };
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -126,11 +137,26 @@ static void test_host_values(void **state) {
     const char *v;
     int ok;
   } rows[] = {
-      {"demo.test", 1},   {"demo.test:80", 1}, {"demo.test:", 1}, {"127.0.0.1:8080", 1},
-      {"[::1]", 1},       {"[::1]:443", 1},    {"a_b~c", 1},      {"", 0},
-      {":80", 0},         {"demo.test:80?", 0}, {"demo.test/x", 0}, {"user@demo.test", 0},
-      {"demo.test:123456", 0}, {"demo.test:8a", 0}, {"[::1", 0}, {"[zz::1]", 0},
-      {"demo test", 0},   {"demo.test#x", 0},  {"[::1]x", 0},     {"d%41", 0},
+      {"demo.test", 1},
+      {"demo.test:80", 1},
+      {"demo.test:", 1},
+      {"127.0.0.1:8080", 1},
+      {"[::1]", 1},
+      {"[::1]:443", 1},
+      {"a_b~c", 1},
+      {"", 0},
+      {":80", 0},
+      {"demo.test:80?", 0},
+      {"demo.test/x", 0},
+      {"user@demo.test", 0},
+      {"demo.test:123456", 0},
+      {"demo.test:8a", 0},
+      {"[::1", 0},
+      {"[zz::1]", 0},
+      {"demo test", 0},
+      {"demo.test#x", 0},
+      {"[::1]x", 0},
+      {"d%41", 0},
   };
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -238,32 +264,32 @@ static void test_chunked_accepted(void **state) {
 
 static void test_chunked_refused(void **state) {
   static const char *const rows[] = {
-      "5\nhello\r\n0\r\n\r\n",           /* bare LF after the size */
-      "5\r\nhello\n0\r\n\r\n",           /* bare LF after the data */
-      "5\r\nhello\r\n0\n\r\n",           /* bare LF after the last chunk */
-      "5\r\nhello\r\n0\r\n\n",           /* bare LF at the end */
-      "5\r\nhello\r\n0\r\nX: 1\n\r\n",   /* bare LF after a trailer */
-      "5\rhello\r\n0\r\n\r\n",           /* bare CR */
-      "5 junk\r\nhello\r\n0\r\n\r\n",    /* text after the size */
-      "2;\nxx\r\n0\r\n\r\n",             /* ';' without a name */
+      "5\nhello\r\n0\r\n\r\n",         /* bare LF after the size */
+      "5\r\nhello\n0\r\n\r\n",         /* bare LF after the data */
+      "5\r\nhello\r\n0\n\r\n",         /* bare LF after the last chunk */
+      "5\r\nhello\r\n0\r\n\n",         /* bare LF at the end */
+      "5\r\nhello\r\n0\r\nX: 1\n\r\n", /* bare LF after a trailer */
+      "5\rhello\r\n0\r\n\r\n",         /* bare CR */
+      "5 junk\r\nhello\r\n0\r\n\r\n",  /* text after the size */
+      "2;\nxx\r\n0\r\n\r\n",           /* ';' without a name */
       "5;\r\nhello\r\n0\r\n\r\n",
-      "5;a=\r\nhello\r\n0\r\n\r\n",      /* '=' without a value */
-      "5;a=\"x\r\nhello\r\n0\r\n\r\n",   /* unterminated quote */
+      "5;a=\r\nhello\r\n0\r\n\r\n",         /* '=' without a value */
+      "5;a=\"x\r\nhello\r\n0\r\n\r\n",      /* unterminated quote */
       "5;a=\"\x01\"\r\nhello\r\n0\r\n\r\n", /* CTL in a quoted value */
-      "5;a=b c\r\nhello\r\n0\r\n\r\n",   /* two values */
-      "5;a\x7f\r\nhello\r\n0\r\n\r\n",   /* DEL */
-      "5;a\x00\r\nhello\r\n0\r\n\r\n",   /* NUL */
-      "\r\nhello\r\n0\r\n\r\n",          /* no size */
-      " 5\r\nhello\r\n0\r\n\r\n",        /* space before the size */
+      "5;a=b c\r\nhello\r\n0\r\n\r\n",      /* two values */
+      "5;a\x7f\r\nhello\r\n0\r\n\r\n",      /* DEL */
+      "5;a\x00\r\nhello\r\n0\r\n\r\n",      /* NUL */
+      "\r\nhello\r\n0\r\n\r\n",             /* no size */
+      " 5\r\nhello\r\n0\r\n\r\n",           /* space before the size */
       "0x5\r\nhello\r\n0\r\n\r\n",
       "-5\r\nhello\r\n0\r\n\r\n",
-      "5\r\nhelloX\r\n0\r\n\r\n",        /* data longer than the size */
+      "5\r\nhelloX\r\n0\r\n\r\n",                /* data longer than the size */
       "00000000000000005\r\nhello\r\n0\r\n\r\n", /* 17 digits */
-      "fffffffffffffffff\r\n",           /* overflow */
-      "5\r\nhello\r\n0\r\n X: 1\r\n\r\n", /* obs-fold in trailers */
-      "5\r\nhello\r\n0\r\nX : 1\r\n\r\n", /* space before a trailer colon */
-      "5\r\nhello\r\n0\r\nX\r\n\r\n",    /* trailer without a colon */
-      "5\r\nhello\r\n0\r\nX: \x01\r\n\r\n", /* CTL in a trailer */
+      "fffffffffffffffff\r\n",                   /* overflow */
+      "5\r\nhello\r\n0\r\n X: 1\r\n\r\n",        /* obs-fold in trailers */
+      "5\r\nhello\r\n0\r\nX : 1\r\n\r\n",        /* space before a trailer colon */
+      "5\r\nhello\r\n0\r\nX\r\n\r\n",            /* trailer without a colon */
+      "5\r\nhello\r\n0\r\nX: \x01\r\n\r\n",      /* CTL in a trailer */
   };
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -313,11 +339,11 @@ static void test_chunk_header(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
-      cmocka_unit_test(test_head_end),         cmocka_unit_test(test_content_length),
+      cmocka_unit_test(test_request_heads),     cmocka_unit_test(test_response_heads),
+      cmocka_unit_test(test_head_end),          cmocka_unit_test(test_content_length),
       cmocka_unit_test(test_transfer_encoding), cmocka_unit_test(test_host_values),
-      cmocka_unit_test(test_targets),          cmocka_unit_test(test_chunked_accepted),
-      cmocka_unit_test(test_chunked_refused),  cmocka_unit_test(test_body_boundaries),
+      cmocka_unit_test(test_targets),           cmocka_unit_test(test_chunked_accepted),
+      cmocka_unit_test(test_chunked_refused),   cmocka_unit_test(test_body_boundaries),
       cmocka_unit_test(test_chunk_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "log.h"
@@ -72,7 +73,9 @@ static int send_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-static int sends(int fd, const char *s) { return send_all(fd, s, strlen(s)); }
+static int sends(int fd, const char *s) {
+  return send_all(fd, s, strlen(s));
+}
 
 /* recv with a poll timeout: >0 bytes, 0 EOF, -1 error, -2 timeout. */
 static ssize_t recv_wait(int fd, char *b, size_t n, int ms) {
@@ -136,9 +139,8 @@ static int origin_answer(struct origin *o, int fd, const char *method, const cha
   }
   {
     char resp[256];
-    int n = snprintf(resp, sizeof resp,
-                     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(path) + 5,
-                     "from ");
+    int n = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(path) + 5, "from ");
     if (send_all(fd, resp, (size_t)n) < 0) return -1;
     if (strcmp(method, "HEAD") == 0) return 0;
     return sends(fd, path);
@@ -257,7 +259,8 @@ static void origin_stop(struct origin *o) {
   atomic_store(&o->stop, 1);
   pthread_join(o->th, NULL);
   close(o->fd);
-  for (int i = 0; i < o->n_conn; i++) pthread_join(o->conn_th[i], NULL);
+  for (int i = 0; i < o->n_conn; i++)
+    pthread_join(o->conn_th[i], NULL);
   pthread_mutex_destroy(&o->mu);
   free(o);
 }
@@ -304,16 +307,17 @@ static struct proxy *start_proxy(int live_port, const struct proxy_opts *oo, int
   struct proxy_opts o;
   struct proxy *p;
   struct sitecfg_set *s;
-  snprintf(doc, sizeof doc,
-           "{\"seq\": 1, \"full\": true, \"sites\": ["
-           "{\"id\": 1, \"name\": \"demo\", \"hostnames\": [\"demo.test\"], \"config_version\": 1,"
-           " \"current_level\": 1, \"origins\": [{\"id\": 1, \"level\": 1, \"address\": "
-           "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 1}]},"
-           "{\"id\": 2, \"name\": \"dead\", \"hostnames\": [\"dead.test\"], \"config_version\": 1,"
-           " \"current_level\": 1, \"origins\": [{\"id\": 2, \"level\": 1, \"address\": "
-           "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 1}]}"
-           "]}",
-           live_port, dead_port());
+  snprintf(
+      doc, sizeof doc,
+      "{\"seq\": 1, \"full\": true, \"sites\": ["
+      "{\"id\": 1, \"name\": \"demo\", \"hostnames\": [\"demo.test\"], \"config_version\": 1,"
+      " \"current_level\": 1, \"origins\": [{\"id\": 1, \"level\": 1, \"address\": "
+      "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 1}]},"
+      "{\"id\": 2, \"name\": \"dead\", \"hostnames\": [\"dead.test\"], \"config_version\": 1,"
+      " \"current_level\": 1, \"origins\": [{\"id\": 2, \"level\": 1, \"address\": "
+      "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 1}]}"
+      "]}",
+      live_port, dead_port());
   s = sitecfg_load(doc, strlen(doc), err, sizeof err);
   if (!s) fprintf(stderr, "config: %s\n", err);
   assert_non_null(s);
@@ -344,7 +348,9 @@ static int setup_opts(void **state, const struct proxy_opts *o) {
   return 0;
 }
 
-static int setup(void **state) { return setup_opts(state, NULL); }
+static int setup(void **state) {
+  return setup_opts(state, NULL);
+}
 
 static int setup_short(void **state) {
   struct proxy_opts o;
@@ -404,7 +410,8 @@ static char *read_all(int fd, int quiet_ms, int *closed, size_t *n_out) {
 /* Count "HTTP/1.1 " status lines in s. */
 static int n_responses(const char *s) {
   int k = 0;
-  for (const char *p = s; (p = strstr(p, "HTTP/1.1 ")); p += 9) k++;
+  for (const char *p = s; (p = strstr(p, "HTTP/1.1 ")); p += 9)
+    k++;
   return k;
 }
 
@@ -495,15 +502,15 @@ static void test_local_answer_ends_body(void **state) {
 static void test_strict_chunked_request(void **state) {
   struct fx *f = *state;
   static const char *const bad[] = {
-      "5\nhello\r\n0\r\n\r\n",          /* bare LF after the size */
-      "5\r\nhello\n0\r\n\r\n",          /* bare LF after the data */
-      "5 junk\r\nhello\r\n0\r\n\r\n",   /* junk after the size */
-      "2;\nxx\r\n0\r\n\r\n",            /* empty extension, bare LF */
+      "5\nhello\r\n0\r\n\r\n",               /* bare LF after the size */
+      "5\r\nhello\n0\r\n\r\n",               /* bare LF after the data */
+      "5 junk\r\nhello\r\n0\r\n\r\n",        /* junk after the size */
+      "2;\nxx\r\n0\r\n\r\n",                 /* empty extension, bare LF */
       "5;a=\"x\x01\"\r\nhello\r\n0\r\n\r\n", /* control byte in a quoted value */
-      "5\r\nhello\r\n0\r\nX: 1\n\r\n",  /* bare LF in a trailer */
-      "5\r\nhello\r\n0\r\n\n",          /* bare LF at the end */
-      "0x5\r\nhello\r\n0\r\n\r\n",      /* not hex digits */
-      "5\rhello\r\n0\r\n\r\n",          /* bare CR */
+      "5\r\nhello\r\n0\r\nX: 1\n\r\n",       /* bare LF in a trailer */
+      "5\r\nhello\r\n0\r\n\n",               /* bare LF at the end */
+      "0x5\r\nhello\r\n0\r\n\r\n",           /* not hex digits */
+      "5\rhello\r\n0\r\n\r\n",               /* bare CR */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char req[512];
@@ -567,11 +574,15 @@ static void test_refused_heads(void **state) {
     const char *req;
     int status;
   } rows[] = {
-      {"POST / HTTP/1.1\r\nHost: demo.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: demo.test\r\nContent-Length: 3\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n",
+       400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nContent-Length: 3, 3\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400},
-      {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n",
+       400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: \"chunked\"\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: chunked;q=1\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: demo.test\r\nTransfer-Encoding: xchunked\r\n\r\n", 501},
@@ -622,8 +633,8 @@ static void test_pool_not_poisoned(void **state) {
   struct fx *f = *state;
   for (int i = 0; i < 4; i++) {
     int closed;
-    char *out = exchange(f->port, "HEAD /head-body HTTP/1.1\r\nHost: demo.test\r\n\r\n", 300,
-                         &closed);
+    char *out =
+        exchange(f->port, "HEAD /head-body HTTP/1.1\r\nHost: demo.test\r\n\r\n", 300, &closed);
     assert_non_null(strstr(out, "HTTP/1.1 200 "));
     assert_null(strstr(out, "POISON"));
     free(out);
@@ -644,7 +655,8 @@ static void test_timeouts(void **state) {
   char *out;
   /* one byte every 100 ms: cut at the head deadline (600 ms) */
   for (const char *p = slow; *p && !closed; p++) {
-    if (send(fd, p, 1, MSG_NOSIGNAL) < 0) closed = 1;
+    if (send(fd, p, 1, MSG_NOSIGNAL) < 0)
+      closed = 1;
     else {
       char b[64];
       ssize_t r = recv_wait(fd, b, sizeof b, 100);
@@ -693,7 +705,8 @@ static void test_connection_cap(void **state) {
   out = read_all(extra, 300, &closed, NULL);
   assert_int_equal(strlen(out), 0); /* not served while 4 are open */
   free(out);
-  for (int i = 0; i < 4; i++) close(idle[i]);
+  for (int i = 0; i < 4; i++)
+    close(idle[i]);
   out = read_all(extra, 1500, &closed, NULL);
   assert_non_null(strstr(out, "from /extra"));
   free(out);
@@ -731,7 +744,8 @@ static void test_upgrade_tunnel(void **state) {
                              "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n"),
                    0);
   out = read_all(fd, 500, &closed, NULL);
-  if (!strstr(out, "HTTP/1.1 101 ") || !strstr(out, "\r\nUpgrade: websocket\r\n")) fail_msg("%s", out);
+  if (!strstr(out, "HTTP/1.1 101 ") || !strstr(out, "\r\nUpgrade: websocket\r\n"))
+    fail_msg("%s", out);
   assert_non_null(strstr(out, "\r\nUpgrade: websocket\r\n"));
   assert_non_null(strstr(out, "\r\nConnection: upgrade\r\n"));
   free(out);
@@ -780,9 +794,11 @@ static void test_fd_limit_no_spin(void **state) {
           r0.ru_stime.tv_usec;
   used1 = r1.ru_utime.tv_sec * 1000000 + r1.ru_utime.tv_usec + r1.ru_stime.tv_sec * 1000000 +
           r1.ru_stime.tv_usec;
-  for (int i = 0; i < n; i++) close(fds[i]);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
-  if (used1 - used0 > 300000) fail_msg("%lld us of CPU in 1 s at the fd limit", (long long)(used1 - used0));
+  if (used1 - used0 > 300000)
+    fail_msg("%lld us of CPU in 1 s at the fd limit", (long long)(used1 - used0));
   out = exchange(f->port, "GET /again HTTP/1.1\r\nHost: demo.test\r\n\r\n", 1500, &closed);
   assert_non_null(strstr(out, "from /again"));
   free(out);

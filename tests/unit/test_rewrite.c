@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "http1.h"
@@ -74,6 +75,29 @@ static void test_plan_get(void **state) {
   buf_fini(&ub);
 }
 
+/* Fields named by Connection are dropped, also "Close" when only "close" is listed. */
+static void test_connection_listed(void **state) {
+  struct rewrite_req rq;
+  struct buf ub;
+  (void)state;
+  assert_int_equal(plan("GET / HTTP/1.1\r\nHost: d\r\nConnection: close\r\nClose: 1\r\n"
+                        "Closed: 2\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_null(strstr(ub.data, "Close: 1"));
+  assert_non_null(strstr(ub.data, "Closed: 2\r\n"));
+  assert_false(rq.keepalive);
+  buf_fini(&ub);
+  assert_int_equal(plan("GET / HTTP/1.1\r\nHost: d\r\nConnection: a, B\r\nA: 1\r\nb: 2\r\n"
+                        "C: 3\r\n\r\n",
+                        &rq, &ub),
+                   0);
+  assert_null(strstr(ub.data, "A: 1"));
+  assert_null(strstr(ub.data, "b: 2"));
+  assert_non_null(strstr(ub.data, "C: 3\r\n"));
+  buf_fini(&ub);
+}
+
 static void test_plan_bodies(void **state) {
   struct rewrite_req rq;
   struct buf ub;
@@ -92,9 +116,8 @@ static void test_plan_bodies(void **state) {
   assert_null(strstr(ub.data, "Expect"));
   buf_fini(&ub);
 
-  assert_int_equal(plan("POST /u HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n\r\n", &rq,
-                        &ub),
-                   0);
+  assert_int_equal(
+      plan("POST /u HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n\r\n", &rq, &ub), 0);
   assert_int_equal(rq.body, HTTP1_BODY_CHUNKED);
   assert_non_null(strstr(ub.data, "Transfer-Encoding: chunked\r\n"));
   buf_fini(&ub);
@@ -112,8 +135,8 @@ static void test_plan_rejects(void **state) {
     const char *head;
     int status;
   } rows[] = {
-      {"GET / HTTP/1.1\r\n\r\n", 400},                                          /* no Host */
-      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},                     /* two Hosts */
+      {"GET / HTTP/1.1\r\n\r\n", 400},                       /* no Host */
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400}, /* two Hosts */
       {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\n", 400},
       {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -188,9 +211,10 @@ static void test_tls_name(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_flags), cmocka_unit_test(test_plan_get),
-      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_plan_rejects),
-      cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_response),
-      cmocka_unit_test(test_local_answer), cmocka_unit_test(test_tls_name),
+      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
+      cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
+      cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
+      cmocka_unit_test(test_tls_name),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
