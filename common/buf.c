@@ -19,7 +19,8 @@ static int buf_reserve(struct buf *b, size_t extra) {
   if (b->max && b->len + extra > b->max) return -1;
   if (need <= b->cap) return 0;
   ncap = b->cap ? b->cap : 256;
-  while (ncap < need) ncap *= 2;
+  while (ncap < need)
+    ncap *= 2;
   p = realloc(b->data, ncap);
   if (!p) return -1;
   b->data = p;
@@ -35,7 +36,9 @@ int buf_append(struct buf *b, const void *p, size_t n) {
   return 0;
 }
 
-int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
+int buf_puts(struct buf *b, const char *s) {
+  return buf_append(b, s, strlen(s));
+}
 
 int buf_printf(struct buf *b, const char *fmt, ...) {
   va_list ap;

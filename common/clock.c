@@ -27,11 +27,13 @@ void clock_format_iso(int64_t wall_ms, char *out, unsigned cap) {
   time_t s = (time_t)(wall_ms / 1000);
   struct tm tm;
   gmtime_r(&s, &tm);
-  snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+           tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-void clock_set_fake_ms(int64_t ms) { atomic_store(&fake_ms, ms); }
+void clock_set_fake_ms(int64_t ms) {
+  atomic_store(&fake_ms, ms);
+}
 
 /* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's algorithm). */
 static int64_t days_from_civil(int64_t y, int m, int d) {
@@ -69,14 +71,14 @@ int clock_parse_iso(const char *s, int64_t *wall_ms) {
     for (p++; *p >= '0' && *p <= '9'; p++, n++)
       if (n < 3) ms = ms * 10 + (*p - '0');
     if (n == 0 || n > 9) return -1;
-    for (; n < 3; n++) ms *= 10;
+    for (; n < 3; n++)
+      ms *= 10;
   }
   if (*p == 'Z' || *p == 'z') {
     p++;
   } else if (*p == '+' || *p == '-') {
     sign = *p == '+' ? 1 : -1;
-    if (digits(p + 1, 2, &oh) < 0 || p[3] != ':' || digits(p + 4, 2, &om) < 0 || oh > 23 ||
-        om > 59)
+    if (digits(p + 1, 2, &oh) < 0 || p[3] != ':' || digits(p + 4, 2, &om) < 0 || oh > 23 || om > 59)
       return -1;
     p += 6;
   } else {

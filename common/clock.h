@@ -18,7 +18,8 @@ void clock_format_iso(int64_t wall_ms, char *out, unsigned cap);
    1970-9999). 0, or -1 for anything else (out untouched). Pure. */
 int clock_parse_iso(const char *s, int64_t *wall_ms);
 
-/* Test hook: when set to a value >= 0, clock_wall_ms returns it (and clock_mono_ms too). -1 restores real time. */
+/* Test hook: when set to a value >= 0, clock_wall_ms returns it (and clock_mono_ms too). -1
+ * restores real time. */
 void clock_set_fake_ms(int64_t ms);
 
 #endif

@@ -13,8 +13,10 @@ int fields_fail(struct field_err *err, unsigned status, const char *code, const 
   va_list ap;
   err->status = status;
   err->code = code;
-  if (prefix && *prefix && key && *key) snprintf(err->field, sizeof err->field, "%s.%s", prefix, key);
-  else snprintf(err->field, sizeof err->field, "%s", prefix && *prefix ? prefix : key ? key : "");
+  if (prefix && *prefix && key && *key)
+    snprintf(err->field, sizeof err->field, "%s.%s", prefix, key);
+  else
+    snprintf(err->field, sizeof err->field, "%s", prefix && *prefix ? prefix : key ? key : "");
   va_start(ap, fmt);
   vsnprintf(err->message, sizeof err->message, fmt, ap);
   va_end(ap);
@@ -116,8 +118,7 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
     int n = 0, vals[64];
     char key[64];
     if (!cJSON_IsArray(v))
-      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be an array",
-                         d->name);
+      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be an array", d->name);
     if (d->size > 64 || cJSON_GetArraySize(v) > (int)d->size)
       return fields_fail(err, 422, "out_of_range", prefix, d->name,
                          "%s must have at most %zu entries", d->name, d->size);
@@ -145,8 +146,7 @@ int fields_apply(const cJSON *obj, const struct field_def *defs, const char *con
   if (!cJSON_IsObject(obj))
     return fields_fail(err, 422, "invalid_type", prefix, NULL, "%s must be an object",
                        prefix && *prefix ? prefix : "the body");
-  if (!(flags & FIELDS_ALLOW_UNKNOWN))
-    cJSON_ArrayForEach(v, obj) {
+  if (!(flags & FIELDS_ALLOW_UNKNOWN)) cJSON_ArrayForEach(v, obj) {
       if (!fields_find(defs, v->string) && !listed(extra_keys, v->string))
         return fields_fail(err, 400, "unknown_field", prefix, v->string, "unknown field '%s'",
                            v->string);

@@ -12,10 +12,20 @@
 /* Request headers a check may not set: the probe owns the framing, the Host (the origin's
  * host_header) and the User-Agent (§2: it tells controld's probes from the nodes'), and
  * hop-by-hop headers mean nothing on a one-request connection. */
-static const char *const reserved_headers[] = {
-    "host",    "content-length", "transfer-encoding",   "connection",          "keep-alive",
-    "proxy-connection", "te",    "trailer",             "upgrade",             "proxy-authenticate",
-    "proxy-authorization", "user-agent", "expect", NULL};
+static const char *const reserved_headers[] = {"host",
+                                               "content-length",
+                                               "transfer-encoding",
+                                               "connection",
+                                               "keep-alive",
+                                               "proxy-connection",
+                                               "te",
+                                               "trailer",
+                                               "upgrade",
+                                               "proxy-authenticate",
+                                               "proxy-authorization",
+                                               "user-agent",
+                                               "expect",
+                                               NULL};
 
 static int fail(struct hcheck_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -129,8 +139,8 @@ static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_er
     if (n == HCHECK_MAX_HEADERS)
       return fail(err, 422, "too_many", "headers", "at most %d headers", HCHECK_MAX_HEADERS);
     if (!header_name_ok(name))
-      return fail(err, 422, "invalid_header", f,
-                  "a header name is 1 to %d token characters", HCHECK_HEADER_NAME_MAX);
+      return fail(err, 422, "invalid_header", f, "a header name is 1 to %d token characters",
+                  HCHECK_HEADER_NAME_MAX);
     if (header_reserved(name))
       return fail(err, 422, "reserved_header", f, "header %s is set by the probe itself", name);
     for (int k = 0; k < n; k++)

@@ -22,5 +22,6 @@ int hostname_valid(const char *name) {
 }
 
 void hostname_lower(char *s) {
-  for (; *s; s++) *s = (char)tolower((unsigned char)*s);
+  for (; *s; s++)
+    *s = (char)tolower((unsigned char)*s);
 }

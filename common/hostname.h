@@ -1,4 +1,5 @@
-/* hostname — DNS hostname checks shared by the API validators and the node's config parser (pure). */
+/* hostname — DNS hostname checks shared by the API validators and the node's config parser (pure).
+ */
 #ifndef CDNCA_HOSTNAME_H
 #define CDNCA_HOSTNAME_H
 

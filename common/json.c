@@ -7,7 +7,9 @@
 #include "clock.h"
 #include "jsonstrict.h"
 
-cJSON *json_parse(const char *buf, size_t len) { return json_parse_strict(buf, len, NULL); }
+cJSON *json_parse(const char *buf, size_t len) {
+  return json_parse_strict(buf, len, NULL);
+}
 
 cJSON *json_parse_strict(const char *buf, size_t len, struct jsonstrict_err *err) {
   const char *end = NULL;

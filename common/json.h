@@ -20,22 +20,26 @@ cJSON *json_parse_strict(const char *buf, size_t len, struct jsonstrict_err *err
    UTF-8: bytes that are not (a string stored by an older version) become U+FFFD. */
 char *json_print(const cJSON *v);
 
-/* Read an integer field. 0 = read into *out, 1 = absent (or null when allow_null), -1 = present but not an integer in [min, max]. */
+/* Read an integer field. 0 = read into *out, 1 = absent (or null when allow_null), -1 = present but
+ * not an integer in [min, max]. */
 int json_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int64_t *out);
 
 /* Read a boolean field. 0 = read, 1 = absent, -1 = not a boolean. */
 int json_bool(const cJSON *obj, const char *key, int *out);
 
-/* Read a string field (borrowed pointer valid while obj lives). 0 = read, 1 = absent or null, -1 = not a string or longer than maxlen. */
+/* Read a string field (borrowed pointer valid while obj lives). 0 = read, 1 = absent or null, -1 =
+ * not a string or longer than maxlen. */
 int json_str(const cJSON *obj, const char *key, size_t maxlen, const char **out);
 
 /* 1 when v is a number holding an integer within [min, max]. */
 int json_is_int(const cJSON *v, int64_t min, int64_t max);
 
-/* Check that obj only has keys from the NULL-terminated list; on an unknown key returns -1 and sets *bad to it. */
+/* Check that obj only has keys from the NULL-terminated list; on an unknown key returns -1 and sets
+ * *bad to it. */
 int json_only_keys(const cJSON *obj, const char *const *allowed, const char **bad);
 
-/* Add an int64 as a JSON number (cJSON prints 15 significant digits: exact below 10^15). Returns the added item or NULL. */
+/* Add an int64 as a JSON number (cJSON prints 15 significant digits: exact below 10^15). Returns
+ * the added item or NULL. */
 cJSON *json_add_i64(cJSON *obj, const char *key, int64_t v);
 
 /* Add a string, or null when s is NULL. */

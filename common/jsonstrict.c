@@ -89,8 +89,7 @@ static size_t utf8_seq(const unsigned char *b, size_t n) {
   }
   if (c >= 0xF0 && c <= 0xF4) {
     unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    if (n < 4 || b[1] < lo || b[1] > hi || (b[2] & 0xC0) != 0x80 || (b[3] & 0xC0) != 0x80)
-      return 0;
+    if (n < 4 || b[1] < lo || b[1] > hi || (b[2] & 0xC0) != 0x80 || (b[3] & 0xC0) != 0x80) return 0;
     return 4;
   }
   return 0;
@@ -169,17 +168,21 @@ static int hex4(const unsigned char *p, uint32_t *out) {
   for (int k = 0; k < 4; k++) {
     unsigned c = p[k];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else
+      return -1;
   }
   *out = v;
   return 0;
 }
 
 /* The next code point of the string whose text starts at *pos (already checked valid); moves
-   *pos. Returns -1 at the closing quote. */
+ *pos. Returns -1 at the closing quote. */
 static long next_cp(const unsigned char *b, size_t *pos) {
   size_t i = *pos;
   uint32_t cp, lo;
@@ -187,8 +190,10 @@ static long next_cp(const unsigned char *b, size_t *pos) {
   if (b[i] != '\\') {
     size_t k = utf8_seq(b + i, 4);
     cp = b[i];
-    if (k == 2) cp = ((b[i] & 0x1Fu) << 6) | (b[i + 1] & 0x3Fu);
-    else if (k == 3) cp = ((b[i] & 0x0Fu) << 12) | ((b[i + 1] & 0x3Fu) << 6) | (b[i + 2] & 0x3Fu);
+    if (k == 2)
+      cp = ((b[i] & 0x1Fu) << 6) | (b[i + 1] & 0x3Fu);
+    else if (k == 3)
+      cp = ((b[i] & 0x0Fu) << 12) | ((b[i + 1] & 0x3Fu) << 6) | (b[i + 2] & 0x3Fu);
     else if (k == 4)
       cp = ((b[i] & 0x07u) << 18) | ((b[i + 1] & 0x3Fu) << 12) | ((b[i + 2] & 0x3Fu) << 6) |
            (b[i + 3] & 0x3Fu);
@@ -265,8 +270,8 @@ static int scan_string(struct scan *s, struct str_out *o) {
         if (cp == 0) return fail(s, JSONSTRICT_NUL, i);
         if (cp >= 0xDC00 && cp <= 0xDFFF) return fail(s, JSONSTRICT_LONE_SURROGATE, i);
         if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (i + 12 > s->len || b[i + 6] != '\\' || b[i + 7] != 'u' ||
-              hex4(b + i + 8, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+          if (i + 12 > s->len || b[i + 6] != '\\' || b[i + 7] != 'u' || hex4(b + i + 8, &lo) < 0 ||
+              lo < 0xDC00 || lo > 0xDFFF)
             return fail(s, JSONSTRICT_LONE_SURROGATE, i);
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           out_bytes(o, u, utf8_encode(cp, u));
@@ -299,7 +304,9 @@ static int scan_string(struct scan *s, struct str_out *o) {
 
 /* ---- paths ---- */
 
-static void path_set(struct scan *s, size_t len) { s->plen = len < s->plen ? len : s->plen; }
+static void path_set(struct scan *s, size_t len) {
+  s->plen = len < s->plen ? len : s->plen;
+}
 
 static void path_append(struct scan *s, const char *seg) {
   int n = snprintf(s->path + s->plen, sizeof s->path - s->plen, "%s", seg);
@@ -382,27 +389,34 @@ static void skip_ws(struct scan *s) {
     s->i++;
 }
 
-static int is_digit(unsigned c) { return c >= '0' && c <= '9'; }
+static int is_digit(unsigned c) {
+  return c >= '0' && c <= '9';
+}
 
 static int scan_number(struct scan *s) {
   const unsigned char *b = s->b;
   size_t i = s->i, start = s->i;
   if (i < s->len && b[i] == '-') i++;
   if (i >= s->len) return fail(s, JSONSTRICT_SYNTAX, i);
-  if (b[i] == '0') i++;
+  if (b[i] == '0')
+    i++;
   else if (b[i] >= '1' && b[i] <= '9')
-    while (i < s->len && is_digit(b[i])) i++;
-  else return fail(s, JSONSTRICT_SYNTAX, start);
+    while (i < s->len && is_digit(b[i]))
+      i++;
+  else
+    return fail(s, JSONSTRICT_SYNTAX, start);
   if (i < s->len && b[i] == '.') {
     i++;
     if (i >= s->len || !is_digit(b[i])) return fail(s, JSONSTRICT_SYNTAX, i);
-    while (i < s->len && is_digit(b[i])) i++;
+    while (i < s->len && is_digit(b[i]))
+      i++;
   }
   if (i < s->len && (b[i] == 'e' || b[i] == 'E')) {
     i++;
     if (i < s->len && (b[i] == '+' || b[i] == '-')) i++;
     if (i >= s->len || !is_digit(b[i])) return fail(s, JSONSTRICT_SYNTAX, i);
-    while (i < s->len && is_digit(b[i])) i++;
+    while (i < s->len && is_digit(b[i]))
+      i++;
   }
   /* a parser reading it as a double must get a finite value, or it could read it two ways */
   {
@@ -420,7 +434,8 @@ static int scan_number(struct scan *s) {
 
 static int scan_literal(struct scan *s, const char *word) {
   size_t n = strlen(word);
-  if (s->len - s->i < n || memcmp(s->b + s->i, word, n) != 0) return fail(s, JSONSTRICT_SYNTAX, s->i);
+  if (s->len - s->i < n || memcmp(s->b + s->i, word, n) != 0)
+    return fail(s, JSONSTRICT_SYNTAX, s->i);
   s->i += n;
   return 0;
 }

@@ -19,7 +19,7 @@ enum jsonstrict_rc {
   JSONSTRICT_BAD_UTF8 = 5,       /* bytes that are not UTF-8 (overlong, surrogate, > U+10FFFF) */
   JSONSTRICT_LONE_SURROGATE = 6, /* a \uD800-\uDFFF escape that is not a high+low pair */
   JSONSTRICT_NO_MEMORY = 7,
-  JSONSTRICT_NUMBER = 8,         /* a number a double cannot hold (overflows, or > 256 chars) */
+  JSONSTRICT_NUMBER = 8, /* a number a double cannot hold (overflows, or > 256 chars) */
 };
 
 /* Where a check failed. */

@@ -65,7 +65,9 @@ int log_open_file(const char *path, char *err, size_t errlen) {
   return 0;
 }
 
-int log_enabled(enum log_level lvl) { return (int)lvl <= atomic_load(&log_max); }
+int log_enabled(enum log_level lvl) {
+  return (int)lvl <= atomic_load(&log_max);
+}
 
 /* Append s to out as a JSON string body (no quotes), bounded by cap. */
 static size_t json_escape(char *out, size_t cap, const char *s) {
@@ -216,9 +218,8 @@ void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
 
   clock_gettime(CLOCK_REALTIME, &now);
   gmtime_r(&now.tv_sec, &tm);
-  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-           tm.tm_sec, now.tv_nsec / 1000000);
+  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000);
   if (atomic_load(&log_fmt) == LOG_JSON) {
     char esc[4200];
     json_escape(esc, sizeof esc, msg);
@@ -227,8 +228,8 @@ void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
                  "\"msg\":\"%s\"}\n",
                  ts, level_names[lvl], log_prog, func, esc);
   } else {
-    n = snprintf(line, sizeof line, "%s %s %s: %s: %s\n", ts, log_prog,
-                 level_names[lvl], func, msg);
+    n = snprintf(line, sizeof line, "%s %s %s: %s: %s\n", ts, log_prog, level_names[lvl], func,
+                 msg);
   }
   if (n < 0) return;
   if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;

@@ -7,7 +7,8 @@
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 enum log_format { LOG_TEXT = 0, LOG_JSON = 1 };
 
-/* Set the program name, format and most verbose level written (process-wide, call once at start). */
+/* Set the program name, format and most verbose level written (process-wide, call once at start).
+ */
 void log_init(const char *prog, enum log_format fmt, enum log_level max);
 
 /* Change the format and level while running (SIGHUP reload); thread-safe. */
@@ -40,17 +41,17 @@ void log_write(enum log_level lvl, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define log_error(...) log_write(LOG_ERROR, __func__, __VA_ARGS__)
-#define log_warn(...)                                                          \
-  do {                                                                         \
-    if (log_enabled(LOG_WARN)) log_write(LOG_WARN, __func__, __VA_ARGS__);     \
+#define log_warn(...)                                                                              \
+  do {                                                                                             \
+    if (log_enabled(LOG_WARN)) log_write(LOG_WARN, __func__, __VA_ARGS__);                         \
   } while (0)
-#define log_info(...)                                                          \
-  do {                                                                         \
-    if (log_enabled(LOG_INFO)) log_write(LOG_INFO, __func__, __VA_ARGS__);     \
+#define log_info(...)                                                                              \
+  do {                                                                                             \
+    if (log_enabled(LOG_INFO)) log_write(LOG_INFO, __func__, __VA_ARGS__);                         \
   } while (0)
-#define log_debug(...)                                                         \
-  do {                                                                         \
-    if (log_enabled(LOG_DEBUG)) log_write(LOG_DEBUG, __func__, __VA_ARGS__);   \
+#define log_debug(...)                                                                             \
+  do {                                                                                             \
+    if (log_enabled(LOG_DEBUG)) log_write(LOG_DEBUG, __func__, __VA_ARGS__);                       \
   } while (0)
 
 #endif

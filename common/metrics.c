@@ -11,8 +11,8 @@ static const double hist_bounds[HIST_NB] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 
 struct series {
   char *labels;
-  double value;              /* counter / gauge; histogram sum */
-  unsigned long long count;  /* histogram */
+  double value;             /* counter / gauge; histogram sum */
+  unsigned long long count; /* histogram */
   unsigned long long buckets[HIST_NB];
   struct series *next;
 };
@@ -71,8 +71,10 @@ static struct family *family_get(struct metrics *m, const char *name, const char
   f->name = strdup(name);
   f->type = strdup(type);
   f->help = help ? strdup(help) : NULL;
-  if (m->last) m->last->next = f;
-  else m->families = f;
+  if (m->last)
+    m->last->next = f;
+  else
+    m->families = f;
   m->last = f;
   return f;
 }
@@ -142,12 +144,12 @@ int metrics_render(struct metrics *m, struct buf *out) {
         for (int i = 0; i < HIST_NB; i++)
           rc |= buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", f->name, s->labels, sep,
                            hist_bounds[i], s->buckets[i]);
-        rc |= buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", f->name, s->labels, sep,
-                         s->count);
+        rc |=
+            buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", f->name, s->labels, sep, s->count);
         rc |= buf_printf(out, "%s_sum%s%s%s %.6f\n", f->name, s->labels[0] ? "{" : "", s->labels,
                          s->labels[0] ? "}" : "", s->value);
-        rc |= buf_printf(out, "%s_count%s%s%s %llu\n", f->name, s->labels[0] ? "{" : "",
-                         s->labels, s->labels[0] ? "}" : "", s->count);
+        rc |= buf_printf(out, "%s_count%s%s%s %llu\n", f->name, s->labels[0] ? "{" : "", s->labels,
+                         s->labels[0] ? "}" : "", s->count);
       } else if (s->labels[0]) {
         rc |= buf_printf(out, "%s{%s} %.17g\n", f->name, s->labels, s->value);
       } else {

@@ -10,10 +10,12 @@ struct metrics;
 struct metrics *metrics_new(void);
 void metrics_free(struct metrics **m);
 
-/* Declare a family (name, help, "counter"|"gauge"|"histogram") so it renders even before any sample. */
+/* Declare a family (name, help, "counter"|"gauge"|"histogram") so it renders even before any
+ * sample. */
 void metrics_declare(struct metrics *m, const char *name, const char *type, const char *help);
 
-/* Add v to the counter name{labels} (labels like `route="/v1/sites",code="200"`, or "" for none). */
+/* Add v to the counter name{labels} (labels like `route="/v1/sites",code="200"`, or "" for none).
+ */
 void metrics_add(struct metrics *m, const char *name, const char *labels, double v);
 
 /* Set the gauge name{labels} to v. */

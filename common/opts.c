@@ -214,8 +214,10 @@ int opts_take_flag(int *argc, char **argv, const char *flag) {
 const char *opts_config_path(int argc, char **argv) {
   const char *path = NULL;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) path = argv[++i];
-    else if (strncmp(argv[i], "--config=", 9) == 0) path = argv[i] + 9;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      path = argv[++i];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
   }
   return path;
 }

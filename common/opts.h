@@ -12,13 +12,13 @@ enum opt_type {
 };
 
 struct opt_def {
-  const char *name;            /* flag name without "--", e.g. "probe-interval-ms"; JSON key uses '_' */
+  const char *name; /* flag name without "--", e.g. "probe-interval-ms"; JSON key uses '_' */
   enum opt_type type;
-  size_t offset;               /* into the target struct */
-  size_t size;                 /* for OPT_STR / OPT_ENUM: capacity of the char array */
-  int64_t min, max;            /* for OPT_INT */
-  const char *const *choices;  /* for OPT_ENUM: NULL-terminated */
-  const char *defval;          /* default as text, applied by opts_defaults; NULL = empty */
+  size_t offset;              /* into the target struct */
+  size_t size;                /* for OPT_STR / OPT_ENUM: capacity of the char array */
+  int64_t min, max;           /* for OPT_INT */
+  const char *const *choices; /* for OPT_ENUM: NULL-terminated */
+  const char *defval;         /* default as text, applied by opts_defaults; NULL = empty */
   const char *help;
 };
 

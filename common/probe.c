@@ -4,17 +4,17 @@
 #include "hcheck.h"
 #include "log.h"
 
-#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <sys/epoll.h>
-#include <time.h>
-#include <unistd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
 
 #define PROBE_NAME_MAX 253
 #define PROBE_PATH_MAX 2048
@@ -25,23 +25,23 @@
 
 /* One reusable transfer: an easy handle and the state of the probe it currently runs. */
 struct probe_slot {
-  CURL *easy;                    /* created on first use, kept across runs */
-  struct curl_slist *connect_to; /* this probe's CONNECT_TO entry; freed when it ends */
-  struct curl_slist *headers;    /* this probe's request headers; freed when it ends */
+  CURL *easy;                      /* created on first use, kept across runs */
+  struct curl_slist *connect_to;   /* this probe's CONNECT_TO entry; freed when it ends */
+  struct curl_slist *headers;      /* this probe's request headers; freed when it ends */
   const struct hcheck_opts *check; /* the target's options (never NULL while running) */
-  size_t idx;                    /* index of the target/result */
-  size_t body_bytes;             /* body bytes seen so far */
-  char *body;                    /* the first HCHECK_BODY_MAX bytes, only with expected_body */
-  int headers_done;              /* 1 once a final (>= 200) header block is complete */
+  size_t idx;                      /* index of the target/result */
+  size_t body_bytes;               /* body bytes seen so far */
+  char *body;                      /* the first HCHECK_BODY_MAX bytes, only with expected_body */
+  int headers_done;                /* 1 once a final (>= 200) header block is complete */
   char errbuf[CURL_ERROR_SIZE];
 };
 
 struct probe {
   CURLM *multi;
   enum probe_engine engine;
-  int tls_reuse; /* bench only: see probe_opts.tls_session_reuse */
-  int epfd;          /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
-  int64_t timer_at;  /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
+  int tls_reuse;    /* bench only: see probe_opts.tls_session_reuse */
+  int epfd;         /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
+  int64_t timer_at; /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
   char *user_agent;
   char *ca_file;
   int max_conc;
@@ -52,9 +52,8 @@ struct probe {
 };
 
 /* The options of a target without its own: the seed's rule. */
-static const struct hcheck_opts default_check = {.type = HCHECK_HTTP,
-                                                 .method = HCHECK_GET,
-                                                 .level_min_healthy = 1};
+static const struct hcheck_opts default_check = {
+    .type = HCHECK_HTTP, .method = HCHECK_GET, .level_min_healthy = 1};
 
 static void result_fail(struct probe_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -135,8 +134,8 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
   }
   v6h = ipv6_ok(host);
   v6a = ipv6_ok(t->address);
-  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", scheme, v6h ? "[" : "", host, v6h ? "]" : "",
-               port, path);
+  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", scheme, v6h ? "[" : "", host, v6h ? "]" : "", port,
+               path);
   if (n < 0 || (size_t)n >= url_cap) {
     snprintf(why, why_cap, "url too long");
     return -1;

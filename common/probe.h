@@ -51,14 +51,14 @@ enum probe_engine {
 };
 
 struct probe_opts {
-  const char *user_agent; /* User-Agent header; NULL = PROBE_UA_CONTROL */
-  enum probe_engine engine; /* [PROBE_ENGINE_EPOLL] */
-  const char *ca_file;    /* PEM CA bundle for HTTPS; NULL = the system CAs */
-  int tls_session_reuse;  /* 1 = let each transfer slot resume its earlier TLS sessions. For
-                             tests/bench only: controld and noded never set it (a resumed
-                             session skips the certificate check; see tests/bench/README.md) */
-  int max_concurrency;    /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
-                             more targets wait in a queue, in order */
+  const char *user_agent;     /* User-Agent header; NULL = PROBE_UA_CONTROL */
+  enum probe_engine engine;   /* [PROBE_ENGINE_EPOLL] */
+  const char *ca_file;        /* PEM CA bundle for HTTPS; NULL = the system CAs */
+  int tls_session_reuse;      /* 1 = let each transfer slot resume its earlier TLS sessions. For
+                                 tests/bench only: controld and noded never set it (a resumed
+                                 session skips the certificate check; see tests/bench/README.md) */
+  int max_concurrency;        /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
+                                 more targets wait in a queue, in order */
   const struct targets *deny; /* addresses never connected to, also after DNS (targets.h);
                                  NULL = none. Must outlive the prober. */
 };
@@ -72,7 +72,7 @@ struct probe_target {
   int timeout_ms;      /* whole probe, connect + response; <= 0 = PROBE_DEFAULT_TIMEOUT_MS */
   const struct hcheck_opts *check; /* type, method, headers, expectations, port; NULL = defaults
                                       (the seed's rule); must live for the duration of the call */
-  void *user;          /* caller's; not used by the prober */
+  void *user;                      /* caller's; not used by the prober */
 };
 
 struct probe_result {

@@ -5,9 +5,13 @@
 
 #include "noderetry.h"
 
-void skip_params_default(struct skip_params *p) { noderetry_defaults(p); }
+void skip_params_default(struct skip_params *p) {
+  noderetry_defaults(p);
+}
 
-void skip_rec_init(struct skip_rec *r) { memset(r, 0, sizeof *r); }
+void skip_rec_init(struct skip_rec *r) {
+  memset(r, 0, sizeof *r);
+}
 
 static void clear_history(struct skip_rec *r) {
   r->fail_n = 0;
@@ -145,7 +149,8 @@ void skip_release(struct skip_rec *r) {
   if (r->state == SKIP_HALF_OPEN && r->half_open_in_flight > 0) r->half_open_in_flight--;
 }
 
-/* Shared by peek and usable: 1 usable, 0 not; *to_half_open / *reset_trials say what usable changes. */
+/* Shared by peek and usable: 1 usable, 0 not; *to_half_open / *reset_trials say what usable
+ * changes. */
 static int evaluate(const struct skip_rec *r, const struct skip_params *p, int64_t now,
                     int *to_half_open, int *reset_trials) {
   *to_half_open = 0;
@@ -225,7 +230,8 @@ static int next_level(const struct skip_cand *c, int n, int level, int *next) {
   return found;
 }
 
-int skip_pick(struct skip_cand *c, int n, const struct skip_params *p, int64_t now, int *fail_open) {
+int skip_pick(struct skip_cand *c, int n, const struct skip_params *p, int64_t now,
+              int *fail_open) {
   int best;
   if (fail_open) *fail_open = 0;
   if (n > SKIP_MAX_PICK) n = SKIP_MAX_PICK;

@@ -1,4 +1,5 @@
-/* skip — per-origin passive health (skip, half-open, fail open) and retry rules; pure, time as argument. */
+/* skip — per-origin passive health (skip, half-open, fail open) and retry rules; pure, time as
+ * argument. */
 #ifndef CDNCA_SKIP_H
 #define CDNCA_SKIP_H
 
@@ -11,17 +12,18 @@
 /* Most origins one pick can choose among (the site limit). */
 #define SKIP_MAX_PICK 64
 /* The failure-ratio window is kept as this many slices of fail_window_ms / SKIP_SLICES each:
- * enough that an outcome leaves the window within a tenth of it, small enough to keep per origin. */
+ * enough that an outcome leaves the window within a tenth of it, small enough to keep per origin.
+ */
 #define SKIP_SLICES 10
 
 /* A site's node_retry settings (DESIGN §2); defaults from skip_params_default. */
 struct skip_params {
-  int retries;            /* [2] extra attempts after the first */
+  int retries;             /* [2] extra attempts after the first */
   int64_t retry_budget_ms; /* [15000] no retry once this much time has passed */
-  int fail_count;         /* [3] failures within the window that skip an origin */
-  int64_t fail_window_ms; /* [10000] */
-  int64_t skip_ms;        /* [30000] */
-  int half_open_requests; /* [1] trial requests when a skip ends */
+  int fail_count;          /* [3] failures within the window that skip an origin */
+  int64_t fail_window_ms;  /* [10000] */
+  int64_t skip_ms;         /* [30000] */
+  int half_open_requests;  /* [1] trial requests when a skip ends */
   int n_retry_on_status;
   int retry_on_status[SKIP_MAX_STATUS]; /* [502, 503, 504] */
   int backup_levels;      /* [1] go on to the following levels when the current one is spent */
@@ -34,12 +36,12 @@ enum skip_state { SKIP_HEALTHY = 0, SKIP_SKIPPED = 1, SKIP_HALF_OPEN = 2 };
 /* One origin's record; plain data owned by the caller (zeroed or skip_rec_init'ed). */
 struct skip_rec {
   enum skip_state state;
-  int fail_n;            /* failures held in the ring (<= SKIP_RING) */
-  int fail_head;         /* index of the next slot to write */
+  int fail_n;    /* failures held in the ring (<= SKIP_RING) */
+  int fail_head; /* index of the next slot to write */
   int half_open_in_flight;
-  int64_t skipped_until; /* end of the current skip (SKIPPED) */
+  int64_t skipped_until;   /* end of the current skip (SKIPPED) */
   int64_t half_open_since; /* when the record went half-open */
-  int64_t rr_current;    /* smooth weighted round-robin state */
+  int64_t rr_current;      /* smooth weighted round-robin state */
   uint64_t requests, failures, skips, fail_open;
   uint64_t probes, backup_picks; /* probe outcomes fed in; picks made as a backup level */
   int64_t fail_ts[SKIP_RING];

@@ -14,12 +14,12 @@ static const struct {
   const char *cidr;
   const char *reason;
 } builtin[] = {
-    {"169.254.0.0/16", "link-local"},     /* incl. 169.254.169.254, the cloud metadata service */
+    {"169.254.0.0/16", "link-local"}, /* incl. 169.254.169.254, the cloud metadata service */
     {"fe80::/10", "link-local"},
-    {"0.0.0.0/8", "unspecified"},         /* "this network": 0.0.0.0 reaches the host itself */
+    {"0.0.0.0/8", "unspecified"}, /* "this network": 0.0.0.0 reaches the host itself */
     {"::/128", "unspecified"},
-    {"100.100.100.200/32", "metadata"},   /* Alibaba Cloud metadata */
-    {"fd00:ec2::254/128", "metadata"},    /* AWS metadata over IPv6 */
+    {"100.100.100.200/32", "metadata"}, /* Alibaba Cloud metadata */
+    {"fd00:ec2::254/128", "metadata"},  /* AWS metadata over IPv6 */
 };
 #define N_BUILTIN (sizeof builtin / sizeof builtin[0])
 
@@ -76,7 +76,8 @@ int targets_init(struct targets *t, const char *list, char *err, size_t errlen) 
   while (p && *p) {
     char item[64];
     size_t n;
-    while (*p == ' ' || *p == ',') p++;
+    while (*p == ' ' || *p == ',')
+      p++;
     if (!*p) break;
     n = strcspn(p, ", ");
     if (n >= sizeof item || t->n >= (int)N_BUILTIN + TARGETS_MAX) {

@@ -25,7 +25,9 @@ int token_random_hex(char *out, size_t cap, size_t nbytes) {
   return 0;
 }
 
-int token_random(char *out, size_t cap) { return token_random_hex(out, cap, 32); }
+int token_random(char *out, size_t cap) {
+  return token_random_hex(out, cap, 32);
+}
 
 void token_sha256_hex(const void *data, size_t len, char out[65]) {
   unsigned char md[32];
@@ -44,7 +46,8 @@ void token_hmac_hex(const void *key, size_t klen, const void *msg, size_t mlen, 
 int token_equal(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   unsigned char diff = (unsigned char)(la != lb);
-  for (size_t i = 0; i < lb; i++) diff |= (unsigned char)(((i < la) ? a[i] : 0) ^ b[i]);
+  for (size_t i = 0; i < lb; i++)
+    diff |= (unsigned char)(((i < la) ? a[i] : 0) ^ b[i]);
   return diff == 0;
 }
 

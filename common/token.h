@@ -1,4 +1,5 @@
-/* token — random bearer tokens, SHA-256 digests, HMAC-SHA256 and constant-time compare (OpenSSL libcrypto). */
+/* token — random bearer tokens, SHA-256 digests, HMAC-SHA256 and constant-time compare (OpenSSL
+ * libcrypto). */
 #ifndef CDNCA_TOKEN_H
 #define CDNCA_TOKEN_H
 
@@ -6,7 +7,8 @@
 
 #define TOKEN_HEX_LEN 64 /* 256 bits as lowercase hex */
 
-/* Fill out (>= TOKEN_HEX_LEN + 1 bytes) with a fresh random 256-bit token in hex. 0 or -1 (no entropy). */
+/* Fill out (>= TOKEN_HEX_LEN + 1 bytes) with a fresh random 256-bit token in hex. 0 or -1 (no
+ * entropy). */
 int token_random(char *out, size_t cap) __attribute__((warn_unused_result));
 
 /* SHA-256 of data as lowercase hex into out[65]. */

@@ -15,16 +15,18 @@ void api_model_error(struct req *r, const struct model_err *err) {
 }
 
 void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict) {
-  if (rc == STORE_NOT_FOUND) req_error(r, 404, "not_found", NULL, "%s not found", what);
+  if (rc == STORE_NOT_FOUND)
+    req_error(r, 404, "not_found", NULL, "%s not found", what);
   else if (rc == STORE_CONFLICT)
-    req_error(r, 409, "conflict", conflict && *conflict ? conflict : NULL,
-              "%s is already taken", conflict && *conflict ? conflict : what);
+    req_error(r, 409, "conflict", conflict && *conflict ? conflict : NULL, "%s is already taken",
+              conflict && *conflict ? conflict : what);
   else if (rc == STORE_LIMIT)
     req_error(r, 422, "out_of_range", NULL, "%s: a limit would be exceeded", what);
   else if (rc == STORE_FULL || store_storage_full(r->ctx->store))
     req_error(r, 507, "storage_full", NULL,
               "the database disk is full: nothing was changed (free space, then retry)");
-  else req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
+  else
+    req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
 }
 
 int api_target_refused(struct req *r, const char *host, const char *field) {
@@ -81,8 +83,11 @@ extern const struct route api_audit_routes[];    /* api_audit.c: the audit log *
 extern const struct route api_openapi_routes[];  /* api_openapi.c: the OpenAPI document */
 
 const struct route *const api_tables[] = {
-    api_misc_routes, api_ui_routes, api_sites_routes, api_origins_routes, api_nodes_routes,
-    api_node_routes, api_events_routes, api_webhooks_routes,
-    api_status_routes, api_fleet_routes, api_tokens_routes, api_audit_routes,
+    api_misc_routes,    api_ui_routes,
+    api_sites_routes,   api_origins_routes,
+    api_nodes_routes,   api_node_routes,
+    api_events_routes,  api_webhooks_routes,
+    api_status_routes,  api_fleet_routes,
+    api_tokens_routes,  api_audit_routes,
     api_openapi_routes, NULL,
 };

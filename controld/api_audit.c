@@ -49,13 +49,17 @@ static cJSON *audit_json(const struct audit_rec *a) {
   json_add_i64(j, "id", a->id);
   json_add_time(j, "at", a->at);
   t = cJSON_AddObjectToObject(j, "token");
-  if (a->token_id > 0) json_add_i64(t, "id", a->token_id);
-  else cJSON_AddNullToObject(t, "id");
+  if (a->token_id > 0)
+    json_add_i64(t, "id", a->token_id);
+  else
+    cJSON_AddNullToObject(t, "id");
   json_add_str_or_null(t, "name", a->token_name[0] ? a->token_name : NULL);
   cJSON_AddStringToObject(j, "method", a->method);
   cJSON_AddStringToObject(j, "path", a->path);
-  if (a->site_id > 0) json_add_i64(j, "site_id", a->site_id);
-  else cJSON_AddNullToObject(j, "site_id");
+  if (a->site_id > 0)
+    json_add_i64(j, "site_id", a->site_id);
+  else
+    cJSON_AddNullToObject(j, "site_id");
   cJSON_AddNumberToObject(j, "status", a->status);
   cJSON_AddStringToObject(j, "summary", a->summary);
   return j;
@@ -78,9 +82,12 @@ static enum http_rc list_audit(struct req *r) {
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "audit");
-  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, audit_json(&arr[i]));
-  if (n > limit) json_add_i64(j, "next", arr[limit - 1].id);
-  else cJSON_AddNullToObject(j, "next");
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, audit_json(&arr[i]));
+  if (n > limit)
+    json_add_i64(j, "next", arr[limit - 1].id);
+  else
+    cJSON_AddNullToObject(j, "next");
   free(arr);
   req_json(r, 200, j);
   return HTTP_DONE;

@@ -1,4 +1,5 @@
-/* api_events — site messages (/v1/sites/{id}/messages) and the notification center (/v1/notifications). */
+/* api_events — site messages (/v1/sites/{id}/messages) and the notification center
+ * (/v1/notifications). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,9 +24,12 @@ static enum http_rc reply_events(struct req *r, int64_t site_id) {
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "events");
-  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, notify_event_json(&arr[i]));
-  if (n > limit) json_add_i64(j, "next", arr[limit - 1].id);
-  else cJSON_AddNullToObject(j, "next");
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, notify_event_json(&arr[i]));
+  if (n > limit)
+    json_add_i64(j, "next", arr[limit - 1].id);
+  else
+    cJSON_AddNullToObject(j, "next");
   store_events_free(arr, n);
   req_json(r, 200, j);
   return HTTP_DONE;
@@ -42,7 +46,9 @@ static enum http_rc get_messages(struct req *r) {
   return reply_events(r, r->params[0]);
 }
 
-static enum http_rc get_notifications(struct req *r) { return reply_events(r, 0); }
+static enum http_rc get_notifications(struct req *r) {
+  return reply_events(r, 0);
+}
 
 const struct route api_events_routes[] = {
     {"GET", "/v1/sites/:id/messages", AUTH_READ, get_messages},

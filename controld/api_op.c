@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "clock.h"
 #include "api_audit.h"
+#include "clock.h"
 #include "ctx.h"
 #include "engine.h"
 #include "http.h"
@@ -32,13 +32,16 @@ int api_op_etag_matches(const char *if_match, int64_t revision) {
   wl = strlen(want);
   while (*p) {
     const char *end;
-    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
     if (!*p) break;
     end = p;
-    while (*end && *end != ',') end++;
+    while (*end && *end != ',')
+      end++;
     {
       const char *e = end;
-      while (e > p && (e[-1] == ' ' || e[-1] == '\t')) e--;
+      while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
       if ((size_t)(e - p) == 1 && *p == '*') return 1;
       /* strong comparison (RFC 9110 §13.1.1): a weak tag W/"n" never matches */
       if ((size_t)(e - p) == wl && memcmp(p, want, wl) == 0) return 1;
@@ -59,7 +62,7 @@ enum store_rc api_op_if_match(struct api_op *op, int64_t revision) {
 }
 
 /* Replay the stored answer, or refuse a key reused for another request. STORE_OK with
-   *replayed = 1 when replayed, STORE_OK with 0 when the key is new. */
+ *replayed = 1 when replayed, STORE_OK with 0 when the key is new. */
 static enum store_rc idem_lookup(struct api_op *op, int *replayed) {
   struct idem_rec rec;
   enum store_rc rc = store_idem_get_locked(op->ctx->store, op->idem_key,

@@ -19,7 +19,7 @@ struct api_op_def;
 /* One API write in progress. */
 struct api_op {
   const struct api_op_def *def;
-  struct req *r;   /* the request: steps set its reply with req_json / req_error */
+  struct req *r; /* the request: steps set its reply with req_json / req_error */
   struct ctx *ctx;
   void *arg;       /* the route's own state */
   int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same

@@ -77,8 +77,10 @@ static enum http_rc post_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
   struct model_err err;
   if (!oo.body) return HTTP_DONE;
-  if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0) api_model_error(r, &err);
-  else if (!api_target_refused(r, oo.o.address, "address")) (void)api_op_run(r, &add_op, &oo);
+  if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0)
+    api_model_error(r, &err);
+  else if (!api_target_refused(r, oo.o.address, "address"))
+    (void)api_op_run(r, &add_op, &oo);
   cJSON_Delete(oo.body);
   return HTTP_DONE;
 }

@@ -40,7 +40,9 @@ static enum store_rc create_change(struct api_op *op) {
   return STORE_OK;
 }
 
-static enum store_rc create_answer(struct api_op *op) { return answer_site(op, 201); }
+static enum store_rc create_answer(struct api_op *op) {
+  return answer_site(op, 201);
+}
 
 static const struct api_op_def create_op = {"site", create_change, create_answer, NULL};
 
@@ -96,17 +98,22 @@ static enum http_rc list_sites(struct req *r) {
     rc = store_fleet_site_list_changed(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
   else if (flag || (q && *q))
     rc = store_fleet_site_list(r->ctx->store, flag, q, after, (int)limit + 1, &arr, &n);
-  else rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
+  else
+    rc = store_site_list(r->ctx->store, after, (int)limit + 1, &arr, &n);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "sites", NULL);
     return HTTP_DONE;
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "sites");
-  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, model_site_json(&arr[i]));
-  if (n > limit) cJSON_AddNumberToObject(j, "next", (double)arr[limit - 1].id);
-  else cJSON_AddNullToObject(j, "next");
-  for (int i = 0; i < n; i++) site_rec_fini(&arr[i]);
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, model_site_json(&arr[i]));
+  if (n > limit)
+    cJSON_AddNumberToObject(j, "next", (double)arr[limit - 1].id);
+  else
+    cJSON_AddNullToObject(j, "next");
+  for (int i = 0; i < n; i++)
+    site_rec_fini(&arr[i]);
   free(arr);
   req_json(r, 200, j);
   return HTTP_DONE;
@@ -170,7 +177,9 @@ static enum store_rc patch_change(struct api_op *op) {
   return STORE_OK;
 }
 
-static enum store_rc patch_answer(struct api_op *op) { return answer_site(op, 200); }
+static enum store_rc patch_answer(struct api_op *op) {
+  return answer_site(op, 200);
+}
 
 static const struct api_op_def patch_op = {"site", patch_change, patch_answer, NULL};
 

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_op.h"
 #include "clock.h"
 #include "ctx.h"
-#include "api_op.h"
 #include "engine.h"
 #include "hcheck.h"
 #include "json.h"
@@ -48,16 +48,14 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
   enum store_rc rc = locked ? store_site_get_locked(ctx->store, site_id, &s)
-                           : store_site_get(ctx->store, site_id, &s);
+                            : store_site_get(ctx->store, site_id, &s);
   int64_t seen = now - ctx->cfg.node_online_ms;
   *out = NULL;
   if (rc != STORE_OK) return rc;
   if ((locked ? store_health_observations_locked(ctx->store, site_id, &obs, &n_obs)
               : store_health_observations(ctx->store, site_id, &obs, &n_obs)) != STORE_OK ||
-      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current,
-                                                &seq)
-              : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) <
-          0) {
+      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current, &seq)
+              : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) < 0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -107,8 +105,10 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
 static enum http_rc get_status(struct req *r) {
   cJSON *card;
   enum store_rc rc = status_card(r->ctx, r->params[0], 0, &card);
-  if (rc != STORE_OK) api_store_error(r, rc, "site", NULL);
-  else req_json(r, 200, card);
+  if (rc != STORE_OK)
+    api_store_error(r, rc, "site", NULL);
+  else
+    req_json(r, 200, card);
   return HTTP_DONE;
 }
 
@@ -157,7 +157,8 @@ static enum http_rc get_verdicts(struct req *r) {
   json_add_i64(j, "site_id", r->params[0]);
   json_add_i64(j, "origin_id", r->params[1]);
   a = cJSON_AddArrayToObject(j, "verdicts");
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, verdict_json(&arr[i]));
+  for (int i = 0; i < n; i++)
+    cJSON_AddItemToArray(a, verdict_json(&arr[i]));
   store_health_verdicts_free(arr, n);
   req_json(r, 200, j);
   return HTTP_DONE;

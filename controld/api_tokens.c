@@ -117,7 +117,8 @@ static enum http_rc list_tokens(struct req *r) {
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "tokens");
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, token_json(&arr[i]));
+  for (int i = 0; i < n; i++)
+    cJSON_AddItemToArray(a, token_json(&arr[i]));
   free(arr);
   req_json(r, 200, j);
   return HTTP_DONE;
@@ -127,8 +128,10 @@ static enum http_rc list_tokens(struct req *r) {
 static enum http_rc get_self(struct req *r) {
   struct token_rec t;
   enum store_rc rc = store_token_get(r->ctx->store, r->token_id, &t);
-  if (rc != STORE_OK) api_store_error(r, rc, "token", NULL);
-  else req_json(r, 200, token_json(&t));
+  if (rc != STORE_OK)
+    api_store_error(r, rc, "token", NULL);
+  else
+    req_json(r, 200, token_json(&t));
   return HTTP_DONE;
 }
 

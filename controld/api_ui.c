@@ -1,4 +1,5 @@
-/* api_ui — the dashboard's static files at /ui/ (compiled in; no auth: the page asks for a token). */
+/* api_ui — the dashboard's static files at /ui/ (compiled in; no auth: the page asks for a token).
+ */
 #include <string.h>
 
 #include "api.h"

@@ -24,9 +24,12 @@ static int valid_url(const char *url) {
   int ok = 0;
   for (const unsigned char *p = (const unsigned char *)url; *p; p++)
     if (*p <= 0x20 || *p == 0x7f) return 0;
-  if (strncasecmp(url, "http://", 7) == 0) auth = url + 7;
-  else if (strncasecmp(url, "https://", 8) == 0) auth = url + 8;
-  else return 0;
+  if (strncasecmp(url, "http://", 7) == 0)
+    auth = url + 7;
+  else if (strncasecmp(url, "https://", 8) == 0)
+    auth = url + 8;
+  else
+    return 0;
   if (*auth == '\0' || *auth == '/' || *auth == '?' || *auth == '#') return 0; /* no host */
   u = curl_url();
   if (!u) return 0;
@@ -45,7 +48,8 @@ static cJSON *webhook_json(const struct webhook_rec *w) {
   json_add_i64(j, "id", w->id);
   cJSON_AddStringToObject(j, "url", w->url);
   if (w->events) ev = json_parse(w->events, strlen(w->events));
-  if (cJSON_IsArray(ev)) cJSON_AddItemToObject(j, "events", ev);
+  if (cJSON_IsArray(ev))
+    cJSON_AddItemToObject(j, "events", ev);
   else {
     cJSON_Delete(ev);
     cJSON_AddNullToObject(j, "events");
@@ -61,12 +65,16 @@ static cJSON *delivery_json(const struct delivery_rec *d) {
   json_add_i64(j, "webhook_id", d->webhook_id);
   json_add_i64(j, "event_id", d->event_id);
   cJSON_AddStringToObject(j, "event_type", d->event_type);
-  if (d->site_id > 0) json_add_i64(j, "site_id", d->site_id);
-  else cJSON_AddNullToObject(j, "site_id");
+  if (d->site_id > 0)
+    json_add_i64(j, "site_id", d->site_id);
+  else
+    cJSON_AddNullToObject(j, "site_id");
   cJSON_AddStringToObject(j, "state", d->state);
   cJSON_AddNumberToObject(j, "attempts", d->attempts);
-  if (d->last_status > 0) cJSON_AddNumberToObject(j, "last_status", d->last_status);
-  else cJSON_AddNullToObject(j, "last_status");
+  if (d->last_status > 0)
+    cJSON_AddNumberToObject(j, "last_status", d->last_status);
+  else
+    cJSON_AddNullToObject(j, "last_status");
   json_add_str_or_null(j, "last_error", d->last_error[0] ? d->last_error : NULL);
   json_add_time(j, "next_attempt_at", strcmp(d->state, "pending") == 0 ? d->next_attempt_at : 0);
   json_add_time(j, "created_at", d->created_at);
@@ -116,13 +124,16 @@ static enum store_rc create_change(struct api_op *op) {
   enum store_rc rc = store_webhook_create_locked(op->ctx->store, w);
   if (rc == STORE_CONFLICT)
     req_error(op->r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
-  else if (rc == STORE_OK) req_json(op->r, 201, webhook_json(w));
+  else if (rc == STORE_OK)
+    req_json(op->r, 201, webhook_json(w));
   return rc;
 }
 
 static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
 
-static int valid_url_row(char *url) { return valid_url(url); }
+static int valid_url_row(char *url) {
+  return valid_url(url);
+}
 
 /* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */
 static int url_target_refused(struct req *r, const char *url) {
@@ -193,8 +204,10 @@ static enum http_rc list_webhooks(struct req *r) {
 static enum http_rc get_webhook(struct req *r) {
   struct webhook_rec w;
   enum store_rc rc = store_webhook_get(r->ctx->store, r->params[0], &w);
-  if (rc != STORE_OK) api_store_error(r, rc, "webhook", NULL);
-  else req_json(r, 200, webhook_json(&w));
+  if (rc != STORE_OK)
+    api_store_error(r, rc, "webhook", NULL);
+  else
+    req_json(r, 200, webhook_json(&w));
   webhook_rec_fini(&w);
   return HTTP_DONE;
 }
@@ -231,9 +244,12 @@ static enum http_rc list_deliveries(struct req *r) {
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "deliveries");
-  for (int i = 0; i < n && i < limit; i++) cJSON_AddItemToArray(a, delivery_json(&arr[i]));
-  if (n > limit) json_add_i64(j, "next", arr[limit - 1].id);
-  else cJSON_AddNullToObject(j, "next");
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, delivery_json(&arr[i]));
+  if (n > limit)
+    json_add_i64(j, "next", arr[limit - 1].id);
+  else
+    cJSON_AddNullToObject(j, "next");
   free(arr);
   req_json(r, 200, j);
   return HTTP_DONE;

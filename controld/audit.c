@@ -10,7 +10,7 @@
 static const struct {
   const char *plural, *singular;
 } nouns[] = {
-    {"sites", "site"},   {"origins", "origin"}, {"nodes", "node"},
+    {"sites", "site"},       {"origins", "origin"}, {"nodes", "node"},
     {"webhooks", "webhook"}, {"tokens", "token"},
 };
 
@@ -70,9 +70,9 @@ struct parsed {
   struct {
     const char *noun; /* singular, or the raw segment when unknown */
     char raw[32];
-    char id[20];      /* "" when none */
+    char id[20]; /* "" when none */
   } part[4];
-  char action[32];    /* "" when none */
+  char action[32]; /* "" when none */
 };
 
 static void parse_path(const char *path, struct parsed *pp) {
@@ -119,9 +119,12 @@ static void put_fields(struct sbuf *b, const cJSON *body) {
     put(b, "%s%s", first ? ": " : ", ", it->string);
     first = 0;
     if (is_secret(it->string)) continue;
-    if (cJSON_IsBool(it)) put(b, "=%s", cJSON_IsTrue(it) ? "true" : "false");
-    else if (cJSON_IsNull(it)) put(b, "=null");
-    else if (cJSON_IsNumber(it)) put(b, "=%.15g", it->valuedouble);
+    if (cJSON_IsBool(it))
+      put(b, "=%s", cJSON_IsTrue(it) ? "true" : "false");
+    else if (cJSON_IsNull(it))
+      put(b, "=null");
+    else if (cJSON_IsNumber(it))
+      put(b, "=%.15g", it->valuedouble);
     else if (cJSON_IsString(it) && strlen(it->valuestring) <= SHOWN_STRING_MAX)
       put(b, "=%s", it->valuestring);
   }
@@ -142,11 +145,16 @@ void audit_summary(const char *method, const char *path, const cJSON *body, cons
     put_fields(&b, body);
     return;
   }
-  if (pp.action[0]) put(&b, "%s ", pp.action);
-  else if (strcmp(method, "POST") == 0) put(&b, "created ");
-  else if (strcmp(method, "PATCH") == 0) put(&b, "changed ");
-  else if (strcmp(method, "DELETE") == 0) put(&b, "deleted ");
-  else put(&b, "%s ", method);
+  if (pp.action[0])
+    put(&b, "%s ", pp.action);
+  else if (strcmp(method, "POST") == 0)
+    put(&b, "created ");
+  else if (strcmp(method, "PATCH") == 0)
+    put(&b, "changed ");
+  else if (strcmp(method, "DELETE") == 0)
+    put(&b, "deleted ");
+  else
+    put(&b, "%s ", method);
   if (!pp.action[0] && strcmp(method, "POST") == 0 && cJSON_IsNumber(rid))
     snprintf(new_id, sizeof new_id, "%.0f", rid->valuedouble);
   put_object(&b, &pp, new_id);

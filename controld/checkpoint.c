@@ -1,9 +1,9 @@
 /* checkpoint — the checkpoint plugin client (see checkpoint.h). */
 #include "checkpoint.h"
 
-#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <stdatomic.h>
 
 #include "hcheck.h"
 #include <stdint.h>
@@ -151,7 +151,8 @@ struct checkpoint *checkpoint_new(const char *url) {
   c->multi = curl_multi_init();
   c->headers = curl_slist_append(NULL, "Content-Type: application/json");
   if (!c->url || !c->multi || !c->headers) goto fail;
-  for (int i = 0; i < CHECKPOINT_CONCURRENCY; i++) buf_init(&c->slots[i].body, CHECKPOINT_BODY_MAX);
+  for (int i = 0; i < CHECKPOINT_CONCURRENCY; i++)
+    buf_init(&c->slots[i].body, CHECKPOINT_BODY_MAX);
   return c;
 fail:
   log_error("cannot set up the checkpoint plugin client");
@@ -191,8 +192,8 @@ static int slot_start(struct checkpoint *c, struct cp_slot *s, const struct chec
   cJSON *j = cJSON_CreateObject();
   char *payload;
   CURLcode rc = CURLE_OK;
-  long timeout = (long)(q->timeout_ms > 0 ? q->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS) +
-                 CHECKPOINT_GRACE_MS;
+  long timeout =
+      (long)(q->timeout_ms > 0 ? q->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS) + CHECKPOINT_GRACE_MS;
   cJSON_AddStringToObject(j, "url", q->url ? q->url : "");
   cJSON_AddStringToObject(j, "host", q->host ? q->host : "");
   cJSON_AddNumberToObject(j, "timeout_ms", q->timeout_ms);
@@ -213,8 +214,10 @@ static int slot_start(struct checkpoint *c, struct cp_slot *s, const struct chec
     answer_fail(out, "out of memory");
     return -1;
   }
-  if (!s->easy) s->easy = curl_easy_init();
-  else curl_easy_reset(s->easy);
+  if (!s->easy)
+    s->easy = curl_easy_init();
+  else
+    curl_easy_reset(s->easy);
   if (!s->easy) {
     free(payload);
     answer_fail(out, "cannot create a transfer");
@@ -270,7 +273,8 @@ int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_
     memset(&out[i], 0, sizeof out[i]);
     snprintf(out[i].error, sizeof out[i].error, "cancelled");
   }
-  for (int i = CHECKPOINT_CONCURRENCY - 1; i >= 0; i--) free_slots[nfree++] = i;
+  for (int i = CHECKPOINT_CONCURRENCY - 1; i >= 0; i--)
+    free_slots[nfree++] = i;
   while (next < n || running > 0) {
     int still = 0, msgs = 0;
     CURLMsg *m;

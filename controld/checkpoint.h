@@ -1,4 +1,5 @@
-/* checkpoint — client of the checkpoint plugin (DESIGN §6): batches of POSTs on one libcurl multi handle. */
+/* checkpoint — client of the checkpoint plugin (DESIGN §6): batches of POSTs on one libcurl multi
+ * handle. */
 #ifndef CDNCA_CHECKPOINT_H
 #define CDNCA_CHECKPOINT_H
 
@@ -58,8 +59,8 @@ int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_
 void checkpoint_answers_free(struct checkpoint_answer *a, size_t n);
 
 /* Parse and validate an answer body {"votes":[{"checkpoint","ok","status","error"}]} (a vote may
-   also carry "latency_ms"; other vote fields are garbage; other top-level fields are ignored) into *out
-   (fields validated one by one; any bad vote makes the whole answer invalid). 0 valid, -1 not
+   also carry "latency_ms"; other vote fields are garbage; other top-level fields are ignored) into
+   *out (fields validated one by one; any bad vote makes the whole answer invalid). 0 valid, -1 not
    (out->error says why). Free with checkpoint_answers_free(out, 1). */
 int checkpoint_parse(const char *body, size_t len, struct checkpoint_answer *out);
 

@@ -46,14 +46,14 @@ struct ctx {
   struct metrics *metrics;
   struct MHD_Daemon *mhd;
   struct http_srv *http;
-  struct rcache *site_cache; /* rendered GET /v1/sites/{id} bodies (rcache.h) */
-  struct hub *hub;           /* node config long-polls and presence (hub.h) */
-  struct task_board *tasks;  /* probe tasks handed to nodes, votes back (tasks.h) */
-  struct notify *notify;     /* webhook delivery worker (notify.h) */
-  struct prober *prober;     /* the probe round thread (prober.h) */
+  struct rcache *site_cache;       /* rendered GET /v1/sites/{id} bodies (rcache.h) */
+  struct hub *hub;                 /* node config long-polls and presence (hub.h) */
+  struct task_board *tasks;        /* probe tasks handed to nodes, votes back (tasks.h) */
+  struct notify *notify;           /* webhook delivery worker (notify.h) */
+  struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
   int64_t started_ms;
-  struct targets targets;    /* destinations origins and webhooks may not name (targets.h) */
+  struct targets targets; /* destinations origins and webhooks may not name (targets.h) */
 };
 
 #endif

@@ -162,8 +162,8 @@ static void log_site_event(const struct site_rec *s, const char *type, const cJS
   cJSON_Delete(f);
 }
 
-static int add_event(struct ctx *ctx, const struct site_rec *s, const char *type,
-                     const char *title, cJSON *j) {
+static int add_event(struct ctx *ctx, const struct site_rec *s, const char *type, const char *title,
+                     cJSON *j) {
   char *data = j ? json_print(j) : NULL;
   int rc = -1;
   log_site_event(s, type, j);
@@ -269,15 +269,21 @@ static char *votes_json(const struct engine_vote *votes, int n) {
     const struct engine_vote *v = &votes[i];
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "source", health_source_to_string(v->source));
-    if (v->source == SOURCE_NODES) json_add_i64(o, "node_id", v->node_id);
-    else cJSON_AddNullToObject(o, "node_id");
+    if (v->source == SOURCE_NODES)
+      json_add_i64(o, "node_id", v->node_id);
+    else
+      cJSON_AddNullToObject(o, "node_id");
     json_add_str_or_null(o, "checkpoint", v->source == SOURCE_CHECKPOINTS ? v->checkpoint : NULL);
     cJSON_AddBoolToObject(o, "ok", v->ok);
-    if (v->status > 0) cJSON_AddNumberToObject(o, "status", v->status);
-    else cJSON_AddNullToObject(o, "status");
+    if (v->status > 0)
+      cJSON_AddNumberToObject(o, "status", v->status);
+    else
+      cJSON_AddNullToObject(o, "status");
     json_add_str_or_null(o, "error", v->error[0] ? v->error : NULL);
-    if (v->latency_ms >= 0) cJSON_AddNumberToObject(o, "latency_ms", v->latency_ms);
-    else cJSON_AddNullToObject(o, "latency_ms");
+    if (v->latency_ms >= 0)
+      cJSON_AddNumberToObject(o, "latency_ms", v->latency_ms);
+    else
+      cJSON_AddNullToObject(o, "latency_ms");
     cJSON_AddItemToArray(a, o);
   }
   txt = json_print(a);
@@ -454,8 +460,8 @@ enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t si
   }
   if (level != s.current_level) {
     char why[64];
-    snprintf(why, sizeof why, "switched by the operator from level %d to level %d",
-             s.current_level, level);
+    snprintf(why, sizeof why, "switched by the operator from level %d to level %d", s.current_level,
+             level);
     if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0) goto out;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified */

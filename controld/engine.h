@@ -24,12 +24,12 @@ struct engine_vote {
 /* One origin's outcome of a round. */
 struct engine_verdict {
   int64_t origin_id;
-  enum health_verdict verdict; /* VERDICT_NONE: no source decided */
-  enum health_source source;   /* meaningful when verdict != VERDICT_NONE */
+  enum health_verdict verdict;      /* VERDICT_NONE: no source decided */
+  enum health_source source;        /* meaningful when verdict != VERDICT_NONE */
   int votes_success, votes_failure; /* the votes the verdict was taken on */
   char error[256];                  /* for a failure: the first failing vote's error */
   int n_votes;
-  const struct engine_vote *votes;  /* every vote collected (borrowed) */
+  const struct engine_vote *votes; /* every vote collected (borrowed) */
 };
 
 /* One site's outcomes of a round (verdicts borrowed). */
@@ -41,7 +41,7 @@ struct engine_site_round {
 
 /* What the health rules would do for a site right now (pure: reads s only). */
 struct engine_outlook {
-  int hc_active;              /* health checks active: origin states count */
+  int hc_active; /* health checks active: origin states count */
   struct health_site_view view;
   struct health_decision decision;
 };
@@ -53,9 +53,9 @@ enum engine_switch_rc {
   ENGINE_SWITCH_ERROR = -1,
 };
 
-/* Tally votes[0..n) in the §2 order into out->verdict, source, votes_success/failure and error (other fields kept):
-   node votes alone (>= 2 and a strict majority), else node + checkpoint votes, else the control
-   probe's vote. VERDICT_NONE when none decides. Pure. */
+/* Tally votes[0..n) in the §2 order into out->verdict, source, votes_success/failure and error
+   (other fields kept): node votes alone (>= 2 and a strict majority), else node + checkpoint votes,
+   else the control probe's vote. VERDICT_NONE when none decides. Pure. */
 void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out);
 
 /* Fill *out with the level decision for s at now (wall ms). Without active health checks the

@@ -51,8 +51,7 @@ void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size
   r->done = 1;
 }
 
-void req_static(struct req *r, unsigned status, const char *ctype, const void *data,
-                size_t len) {
+void req_static(struct req *r, unsigned status, const char *ctype, const void *data, size_t len) {
   char *copy = malloc(len ? len : 1);
   if (copy && len) memcpy(copy, data, len);
   req_raw(r, status, ctype, copy, copy ? len : 0);
@@ -79,8 +78,8 @@ void req_json(struct req *r, unsigned status, cJSON *body) {
   req_raw(r, status, text ? "application/json" : NULL, text, text ? strlen(text) : 0);
 }
 
-void req_error(struct req *r, unsigned status, const char *code, const char *field,
-               const char *fmt, ...) {
+void req_error(struct req *r, unsigned status, const char *code, const char *field, const char *fmt,
+               ...) {
   char msg[512];
   va_list ap;
   cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
@@ -127,7 +126,8 @@ cJSON *req_body_object(struct req *r) {
   const char *ct = req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
   struct jsonstrict_err err;
   cJSON *v;
-  if (!ct || strncasecmp(ct, "application/json", 16) != 0 || (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
+  if (!ct || strncasecmp(ct, "application/json", 16) != 0 ||
+      (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
     req_error(r, 415, "unsupported_media_type", NULL, "Content-Type must be application/json");
     return NULL;
   }
@@ -182,8 +182,10 @@ void req_add_header(struct req *r, const char *name, const char *value) {
 }
 
 void req_set_etag(struct req *r, int64_t revision) {
-  if (revision > 0) snprintf(r->resp_etag, sizeof r->resp_etag, "\"%lld\"", (long long)revision);
-  else r->resp_etag[0] = '\0';
+  if (revision > 0)
+    snprintf(r->resp_etag, sizeof r->resp_etag, "\"%lld\"", (long long)revision);
+  else
+    r->resp_etag[0] = '\0';
 }
 
 void req_suspend(struct req *r) {
@@ -206,7 +208,8 @@ static int authenticate(struct req *r) {
   struct token_auth a;
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 1;
   h += 7;
-  while (*h == ' ') h++;
+  while (*h == ' ')
+    h++;
   if (!*h || strlen(h) > 256) return 2;
   token_sha256_hex(h, strlen(h), hash);
   if (store_token_auth(r->ctx->store, hash, clock_wall_ms(), &a) != 0) return 2;
@@ -260,8 +263,10 @@ static int precheck(struct req *r) {
   path[pl] = '\0';
   r->route = route_find(srv_of(r->ctx)->tables, r->method, path, r->params, &r->nparams, &known);
   if (!r->route) {
-    if (known) req_error(r, 405, "method_not_allowed", NULL, "method %s not allowed here", r->method);
-    else req_error(r, 404, "not_found", NULL, "no such route");
+    if (known)
+      req_error(r, 405, "method_not_allowed", NULL, "method %s not allowed here", r->method);
+    else
+      req_error(r, 404, "not_found", NULL, "no such route");
     return -1;
   }
   if (r->route->auth != AUTH_NONE) {
@@ -292,16 +297,16 @@ static int precheck(struct req *r) {
   cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
   if (cl) r->declared_len = strtoull(cl, NULL, 10);
   if (cl && r->declared_len > HTTP_BODY_MAX) {
-    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
+    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes",
+              HTTP_BODY_MAX);
     return -1;
   }
   return 0;
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls) {
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
   struct http_srv *srv = cls;
   struct req *r = *con_cls;
 
@@ -344,7 +349,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return queue(r);
   }
   if (r->body_too_large) {
-    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes", HTTP_BODY_MAX);
+    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes",
+              HTTP_BODY_MAX);
     return queue(r);
   }
   if (r->route->fn(r) == HTTP_SUSPENDED) return MHD_YES;
@@ -395,7 +401,8 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
   return (size_t)(w - s);
 }
 
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
@@ -404,13 +411,13 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
 
 /* ---- lifecycle ---- */
 
-
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
   char *data = NULL;
   long n;
   if (!f) return NULL;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) && fseek(f, 0, SEEK_SET) == 0) {
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) &&
+      fseek(f, 0, SEEK_SET) == 0) {
     data = calloc(1, (size_t)n + 1);
     if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
       free(data);
@@ -421,7 +428,9 @@ static char *read_file(const char *path) {
   return data;
 }
 
-static struct http_srv *srv_of(struct ctx *ctx) { return ctx->http; }
+static struct http_srv *srv_of(struct ctx *ctx) {
+  return ctx->http;
+}
 
 int http_start(struct ctx *ctx, const struct route *const *tables) {
   struct http_srv *srv = calloc(1, sizeof *srv);
@@ -442,7 +451,8 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
   /* suspended long-polls count against the limits: make room for them */
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
     rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) log_warn("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+      log_warn("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
   }
   if (ctx->cfg.tls_cert[0] || ctx->cfg.tls_key[0]) {
     srv->tls_cert = read_file(ctx->cfg.tls_cert);
@@ -456,20 +466,20 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   ctx->http = srv;
   if (srv->tls_cert)
-    ctx->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
-        MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
-        MHD_OPTION_END);
+    ctx->mhd =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
+                         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)ctx->cfg.max_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_HTTPS_MEM_CERT,
+                         srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key, MHD_OPTION_END);
   else
     ctx->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);

@@ -1,4 +1,5 @@
-/* http — controld's HTTP layer over libmicrohttpd: routing, auth, bodies, JSON replies, suspend/resume. */
+/* http — controld's HTTP layer over libmicrohttpd: routing, auth, bodies, JSON replies,
+ * suspend/resume. */
 #ifndef CDNCA_HTTP_H
 #define CDNCA_HTTP_H
 
@@ -33,8 +34,8 @@ enum http_rc {
 struct req;
 typedef enum http_rc (*route_fn)(struct req *r);
 
-/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final "*"
-   matches any rest of the path), who may call it. */
+/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final
+   "*" matches any rest of the path), who may call it. */
 struct route {
   const char *method;
   const char *pattern;
@@ -51,33 +52,34 @@ struct req {
   const char *url;
   int64_t params[HTTP_MAX_PARAMS]; /* the ":id" values of the path, in order */
   int nparams;
-  enum http_auth auth;             /* kind of the presented token: its role, or AUTH_NODE */
-  int64_t node_id;                 /* for node tokens */
-  int64_t token_id;                /* the presented token's id (0 on open routes) */
-  char token_name[65];             /* API tokens: its name ("bootstrap" for CDNCA_ADMIN_TOKEN) */
+  enum http_auth auth; /* kind of the presented token: its role, or AUTH_NODE */
+  int64_t node_id;     /* for node tokens */
+  int64_t token_id;    /* the presented token's id (0 on open routes) */
+  char token_name[65]; /* API tokens: its name ("bootstrap" for CDNCA_ADMIN_TOKEN) */
   struct buf body;
   int body_too_large;
-  uint64_t declared_len;           /* Content-Length, 0 when none */
-  uint64_t dropped;                /* body bytes read and dropped (refused request) */
+  uint64_t declared_len; /* Content-Length, 0 when none */
+  uint64_t dropped;      /* body bytes read and dropped (refused request) */
   int64_t started_ms;
   /* reply */
   unsigned status;
-  char *resp_body;                 /* owned; freed after queueing */
+  char *resp_body; /* owned; freed after queueing */
   size_t resp_len;
   const char *resp_type;
   struct MHD_Response *resp_shared; /* optional prebuilt response (reference held) */
-  const char *resp_headers[4][2];  /* extra reply headers (static strings) */
-  char resp_etag[32];              /* ETag reply header value ("" = none) */
+  const char *resp_headers[4][2];   /* extra reply headers (static strings) */
+  char resp_etag[32];               /* ETag reply header value ("" = none) */
   int n_resp_headers;
   int suspended;
-  atomic_int ready;                /* set by req_resume's caller after the reply is set */
+  atomic_int ready; /* set by req_resume's caller after the reply is set */
   int done;
   /* handler state kept across suspend/resume */
   void *user;
   void (*user_free)(void *user);
 };
 
-/* Start the server on ctx->cfg.listen with the given NULL-terminated route tables; 0 or -1 (logged). */
+/* Start the server on ctx->cfg.listen with the given NULL-terminated route tables; 0 or -1
+ * (logged). */
 int http_start(struct ctx *ctx, const struct route *const *tables);
 
 /* Stop accepting new connections (in-flight ones go on). */
@@ -92,7 +94,8 @@ const char *req_query(struct req *r, const char *key);
 /* Request header or NULL. */
 const char *req_header(struct req *r, const char *key);
 
-/* Parse a query parameter as an integer in [min, max]; 0 ok (or absent: *out = def), -1 invalid (a 400 reply is set). */
+/* Parse a query parameter as an integer in [min, max]; 0 ok (or absent: *out = def), -1 invalid (a
+ * 400 reply is set). */
 int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int64_t def,
                   int64_t *out);
 
@@ -100,8 +103,8 @@ int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int6
 void req_json(struct req *r, unsigned status, cJSON *body);
 
 /* Set the §4 error reply {"error":{"code","message","field"}}; field may be NULL. */
-void req_error(struct req *r, unsigned status, const char *code, const char *field,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void req_error(struct req *r, unsigned status, const char *code, const char *field, const char *fmt,
+               ...) __attribute__((format(printf, 5, 6)));
 
 /* Set a reply with a raw body (taken, malloc'd) and a content type. */
 void req_raw(struct req *r, unsigned status, const char *ctype, char *data, size_t len);
@@ -126,7 +129,8 @@ cJSON *req_body_object(struct req *r);
 /* Suspend the connection (only from a handler, which then returns HTTP_SUSPENDED). */
 void req_suspend(struct req *r);
 
-/* From any thread: after the reply is set on a suspended request, wake it so it is sent. Call once. */
+/* From any thread: after the reply is set on a suspended request, wake it so it is sent. Call once.
+ */
 void req_resume(struct req *r);
 
 #endif

@@ -172,7 +172,8 @@ static void *hub_thread(void *arg) {
       if (h->watch) {
         int64_t gone[64];
         int k = nodewatch_sweep(h->watch, clock_wall_ms(), gone, 64);
-        for (int i = 0; i < k; i++) log_node_event("node.offline", gone[i]);
+        for (int i = 0; i < k; i++)
+          log_node_event("node.offline", gone[i]);
       }
       next_flush = now + HUB_FLUSH_MS;
       continue;
@@ -323,7 +324,8 @@ void hub_watch_nodes(struct hub *h, int64_t online_ms) {
 
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
   pthread_mutex_lock(&h->mu);
-  if (h->watch && nodewatch_seen(h->watch, node_id, now) == 1) log_node_event("node.online", node_id);
+  if (h->watch && nodewatch_seen(h->watch, node_id, now) == 1)
+    log_node_event("node.online", node_id);
   for (int i = 0; i < h->n_seen; i++)
     if (h->seen_id[i] == node_id) {
       if (now > h->seen_at[i]) h->seen_at[i] = now;

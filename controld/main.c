@@ -1,4 +1,5 @@
-/* controld — the cdnca control daemon: REST API on SQLite, probe rounds, publication, notifications. */
+/* controld — the cdnca control daemon: REST API on SQLite, probe rounds, publication,
+ * notifications. */
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,20 +10,20 @@
 #include "addr.h"
 #include "api.h"
 #include "clock.h"
-#include "hub.h"
 #include "ctx.h"
+#include "engine.h"
+#include "hub.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
 #include "opts.h"
-#include "engine.h"
 #include "prober.h"
 #include "rcache.h"
 #include "sitemetrics.h"
 #include "store.h"
+#include "store_audit.h"
 #include "svc.h"
 #include "tasks.h"
-#include "store_audit.h"
 #include "token.h"
 
 static const char *const log_formats[] = {"text", "json", NULL};
@@ -31,28 +32,49 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
 static const struct opt_def options[] = {
-    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7400", "address:port of the REST API"},
+    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7400",
+     "address:port of the REST API"},
     {"db", OPT_STR, O(db), S(db), 0, 0, NULL, "./controld.db", "SQLite database file"},
-    {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL, "CIDRs origins and webhooks may not point at, besides link-local, unspecified and metadata addresses (comma-separated)"},
-    {"probe-interval-ms", OPT_INT, O(probe_interval_ms), 0, 100, 86400000, NULL, "30000", "time between probe rounds"},
-    {"probe-batch", OPT_INT, O(probe_batch), 0, 1, 1000000, NULL, "500", "sites probed per round at most"},
-    {"node-online-ms", OPT_INT, O(node_online_ms), 0, 1000, 86400000, NULL, "60000", "a node is online when seen within this"},
-    {"suspect-interval-ms", OPT_INT, O(suspect_interval_ms), 0, 0, 86400000, NULL, "0", "fast re-probe of sites with a state change pending (0 = off)"},
-    {"checkpoint-url", OPT_STR, O(checkpoint_url), S(checkpoint_url), 0, 0, NULL, NULL, "checkpoint plugin URL (empty = none)"},
-    {"probe-ca-file", OPT_STR, O(probe_ca_file), S(probe_ca_file), 0, 0, NULL, NULL, "CA bundle for HTTPS origin probes (empty = system)"},
-    {"tls-cert", OPT_STR, O(tls_cert), S(tls_cert), 0, 0, NULL, NULL, "serve the API over TLS with this certificate (PEM)"},
-    {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL, "private key for --tls-cert (PEM)"},
-    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text", "text or json"},
-    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
-    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL, "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
-    {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384", "HTTP connection limit (long-polling nodes count)"},
+    {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL,
+     "CIDRs origins and webhooks may not point at, besides link-local, unspecified and metadata "
+     "addresses (comma-separated)"},
+    {"probe-interval-ms", OPT_INT, O(probe_interval_ms), 0, 100, 86400000, NULL, "30000",
+     "time between probe rounds"},
+    {"probe-batch", OPT_INT, O(probe_batch), 0, 1, 1000000, NULL, "500",
+     "sites probed per round at most"},
+    {"node-online-ms", OPT_INT, O(node_online_ms), 0, 1000, 86400000, NULL, "60000",
+     "a node is online when seen within this"},
+    {"suspect-interval-ms", OPT_INT, O(suspect_interval_ms), 0, 0, 86400000, NULL, "0",
+     "fast re-probe of sites with a state change pending (0 = off)"},
+    {"checkpoint-url", OPT_STR, O(checkpoint_url), S(checkpoint_url), 0, 0, NULL, NULL,
+     "checkpoint plugin URL (empty = none)"},
+    {"probe-ca-file", OPT_STR, O(probe_ca_file), S(probe_ca_file), 0, 0, NULL, NULL,
+     "CA bundle for HTTPS origin probes (empty = system)"},
+    {"tls-cert", OPT_STR, O(tls_cert), S(tls_cert), 0, 0, NULL, NULL,
+     "serve the API over TLS with this certificate (PEM)"},
+    {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL,
+     "private key for --tls-cert (PEM)"},
+    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text",
+     "text or json"},
+    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info",
+     "error, warn, info or debug"},
+    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL,
+     "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
+    {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384",
+     "HTTP connection limit (long-polling nodes count)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
-    {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000", "first webhook retry delay (doubles per attempt)"},
-    {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000", "cap of the webhook retry delay"},
-    {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000", "a webhook delivery fails for good this long after its event"},
-    {"metrics-max-sites", OPT_INT, O(metrics_max_sites), 0, 0, 1000000, NULL, "1000", "sites (first by id) with their own series in /metrics; the rest only count"},
-    {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000", "timeout of one webhook delivery attempt"},
-    {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400", "audit log records older than this are deleted"},
+    {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000",
+     "first webhook retry delay (doubles per attempt)"},
+    {"webhook-retry-max-ms", OPT_INT, O(webhook_retry_max_ms), 0, 1, 86400000, NULL, "600000",
+     "cap of the webhook retry delay"},
+    {"webhook-give-up-ms", OPT_INT, O(webhook_give_up_ms), 0, 100, 2592000000, NULL, "86400000",
+     "a webhook delivery fails for good this long after its event"},
+    {"metrics-max-sites", OPT_INT, O(metrics_max_sites), 0, 0, 1000000, NULL, "1000",
+     "sites (first by id) with their own series in /metrics; the rest only count"},
+    {"webhook-timeout-ms", OPT_INT, O(webhook_timeout_ms), 0, 100, 120000, NULL, "10000",
+     "timeout of one webhook delivery attempt"},
+    {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400",
+     "audit log records older than this are deleted"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -60,9 +82,9 @@ static const struct opt_def options[] = {
 
 /* What SIGHUP may change in a running controld; any other changed key waits for a restart. */
 static const char *const reloadable[] = {
-    "log-level",        "log-format",       "probe-interval-ms",    "probe-batch",
-    "webhook-retry-ms", "webhook-retry-max-ms", "webhook-give-up-ms", "webhook-timeout-ms",
-    NULL,
+    "log-level",          "log-format",         "probe-interval-ms",
+    "probe-batch",        "webhook-retry-ms",   "webhook-retry-max-ms",
+    "webhook-give-up-ms", "webhook-timeout-ms", NULL,
 };
 
 /* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
@@ -106,7 +128,10 @@ static int check_checkpoint_url(const struct cd_config *c, char *err, size_t err
 }
 
 static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
-    check_targets, check_tls_pair, check_listen, check_checkpoint_url,
+    check_targets,
+    check_tls_pair,
+    check_listen,
+    check_checkpoint_url,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -122,7 +147,8 @@ static int check_config(const struct cd_config *c) {
   int errors = 0;
   const struct {
     const char *option, *path;
-  } files[] = {{"tls-cert", c->tls_cert}, {"tls-key", c->tls_key}, {"probe-ca-file", c->probe_ca_file}};
+  } files[] = {
+      {"tls-cert", c->tls_cert}, {"tls-key", c->tls_key}, {"probe-ca-file", c->probe_ca_file}};
 
   for (size_t i = 0; i < sizeof config_checks / sizeof *config_checks; i++) {
     if (config_checks[i](c, err, sizeof err) < 0) {
@@ -218,16 +244,19 @@ static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **a
 
 /* Register the metric families of DESIGN §8 so they render from the start. */
 static void declare_metrics(struct metrics *m) {
-  metrics_declare(m, "cdnca_http_requests_total", "counter", "REST API requests by route and status");
+  metrics_declare(m, "cdnca_http_requests_total", "counter",
+                  "REST API requests by route and status");
   metrics_declare(m, "cdnca_probe_rounds_total", "counter", "probe rounds run");
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");
   metrics_declare(m, "cdnca_level_switches_total", "counter", "level switches by reason");
   metrics_declare(m, "cdnca_nodes_online", "gauge", "nodes seen within node_online_ms");
-  metrics_declare(m, "cdnca_webhook_deliveries_total", "counter", "webhook delivery attempts by result");
+  metrics_declare(m, "cdnca_webhook_deliveries_total", "counter",
+                  "webhook delivery attempts by result");
 }
 
-/* Make the token from the environment the admin token (hashed; earlier ones are revoked), then wipe it from the environment. Without it, the stored admin token stays. */
+/* Make the token from the environment the admin token (hashed; earlier ones are revoked), then wipe
+ * it from the environment. Without it, the stored admin token stays. */
 static int enrol_admin_token(struct ctx *ctx) {
   char *tok = getenv("CDNCA_ADMIN_TOKEN");
   char hash[65];
@@ -311,7 +340,8 @@ int main(int argc, char **argv) {
     if (store_audit_prune(ctx.store, clock_wall_ms() - keep) < 0)
       log_warn("could not prune the audit log");
   }
-  ctx.sitemetrics = sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
+  ctx.sitemetrics =
+      sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
   if (!ctx.sitemetrics) goto out;
   ctx.site_cache = rcache_new(4096);
   if (!ctx.site_cache) goto out;

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hcheck.h"
 #include "fields.h"
+#include "hcheck.h"
 #include "hostname.h"
 #include "json.h"
 #include "noderetry.h"
@@ -88,8 +88,7 @@ static const struct field_def origin_fields[] = {
 static const struct field_def site_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
      "1-64 characters of letters, digits, '.', '_' or '-'", 0},
-    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"",
-     0},
+    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0},
     {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
@@ -142,7 +141,8 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
   cJSON_ArrayForEach(it, arr) {
     snprintf(f, sizeof f, "hostnames[%d]", n);
     if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s->hostnames[0])
-      return fail(err, 422, "invalid_value", f, "a hostname must be a string of at most 253 characters");
+      return fail(err, 422, "invalid_value", f,
+                  "a hostname must be a string of at most 253 characters");
     memcpy(s->hostnames[n], it->valuestring, strlen(it->valuestring) + 1);
     hostname_lower(s->hostnames[n]);
     if (!hostname_valid(s->hostnames[n]))
@@ -159,9 +159,15 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
                               struct model_err *err) {
   /* the option keys are read by hcheck_apply_json (common/hcheck: nodes parse them too) */
-  static const char *const option_keys[] = {"type",          "method", "headers",
-                                            "expected_codes", "expected_body", "port",
-                                            "interval_ms",   "level_min_healthy", NULL};
+  static const char *const option_keys[] = {"type",
+                                            "method",
+                                            "headers",
+                                            "expected_codes",
+                                            "expected_body",
+                                            "port",
+                                            "interval_ms",
+                                            "level_min_healthy",
+                                            NULL};
   struct field_err fe;
   struct hcheck_err he;
   char f[96];
@@ -188,7 +194,8 @@ static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct model_er
 
 int model_enabled_origins(const struct site_rec *s) {
   int n = 0;
-  for (int i = 0; i < s->n_origins; i++) n += s->origins[i].enabled ? 1 : 0;
+  for (int i = 0; i < s->n_origins; i++)
+    n += s->origins[i].enabled ? 1 : 0;
   return n;
 }
 
@@ -313,7 +320,8 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_i64(j, "config_version", s->config_version);
   json_add_i64(j, "revision", s->revision);
   a = cJSON_AddArrayToObject(j, "origins");
-  for (int i = 0; i < s->n_origins; i++) cJSON_AddItemToArray(a, model_origin_json(&s->origins[i]));
+  for (int i = 0; i < s->n_origins; i++)
+    cJSON_AddItemToArray(a, model_origin_json(&s->origins[i]));
   json_add_time(j, "created_at", s->created_at);
   json_add_time(j, "updated_at", s->updated_at);
   return j;

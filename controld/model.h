@@ -1,4 +1,5 @@
-/* model — the REST API's JSON shapes for sites and origins: strict validation into records, and records back to JSON (pure, no I/O). */
+/* model — the REST API's JSON shapes for sites and origins: strict validation into records, and
+ * records back to JSON (pure, no I/O). */
 #ifndef CDNCA_MODEL_H
 #define CDNCA_MODEL_H
 
@@ -14,13 +15,15 @@ struct model_err {
   char message[256];
 };
 
-/* Apply a POST /v1/sites body onto s (which holds defaults). 0, or -1 with err filled. s->origins is allocated (caller site_rec_fini's s either way). */
+/* Apply a POST /v1/sites body onto s (which holds defaults). 0, or -1 with err filled. s->origins
+ * is allocated (caller site_rec_fini's s either way). */
 int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *err);
 
 /* Apply a PATCH /v1/sites/{id} body onto an existing s. 0, or -1 with err filled. */
 int model_site_patch(const cJSON *body, struct site_rec *s, struct model_err *err);
 
-/* Validate one origin object (POST: defaults first; PATCH: onto the existing o). prefix is the field path prefix, e.g. "origins[1]" or "". 0 or -1. */
+/* Validate one origin object (POST: defaults first; PATCH: onto the existing o). prefix is the
+ * field path prefix, e.g. "origins[1]" or "". 0 or -1. */
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
                        struct model_err *err);
 
@@ -41,6 +44,5 @@ cJSON *model_node_retry_json(const struct site_rec *s);
 
 /* JSON of an origin as the API returns it. */
 cJSON *model_origin_json(const struct origin_rec *o);
-
 
 #endif

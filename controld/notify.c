@@ -3,8 +3,8 @@
    The outbox is the deliveries table. Each (webhook, site) pair is a queue whose oldest pending row
    is its head: only the head is attempted, so a later event never overtakes an earlier one to the
    same receiver. The worker scans the heads when woken (new events), when an attempt ends and when
-   the earliest retry falls due; it holds the store's writer lock only to record results, never while
-   waiting on the network. */
+   the earliest retry falls due; it holds the store's writer lock only to record results, never
+   while waiting on the network. */
 #include "notify.h"
 
 #include <curl/curl.h>
@@ -23,13 +23,14 @@
 #include "store_notify.h"
 #include "token.h"
 
-#define IDLE_RESCAN_MS 5000 /* look at the outbox at least this often (clock jumps, missed wakes) */
+/* look at the outbox at least this often (clock jumps, missed wakes) */
+#define IDLE_RESCAN_MS 5000
 #define PRUNE_EVERY_MS 3600000 /* outbox clean-up, once an hour */
 #define ERROR_RESCAN_MS 1000
 
 const char *const notify_event_types[] = {
-    "level.switched",          "origin.failback_available", "site.all_levels_unhealthy",
-    "site.recovered",          "origin.health_changed",     NULL,
+    "level.switched", "origin.failback_available", "site.all_levels_unhealthy",
+    "site.recovered", "origin.health_changed",     NULL,
 };
 
 /* One attempt in flight. */
@@ -84,7 +85,8 @@ int notify_known_type(const char *type) {
 int64_t notify_backoff_ms(const struct notify_policy *p, int attempts, uint32_t rnd) {
   int64_t base = p->retry_min_ms > 0 ? p->retry_min_ms : 1, cap = p->retry_max_ms;
   if (cap < base) cap = base;
-  for (int i = 1; i < attempts && base < cap; i++) base *= 2;
+  for (int i = 1; i < attempts && base < cap; i++)
+    base *= 2;
   if (base > cap) base = cap;
   return base - (int64_t)(rnd % (uint32_t)(base / 4 + 1));
 }
@@ -193,8 +195,7 @@ static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job
       add_header(&x->hdrs, "X-Cdnca-Event", job->event.type) < 0 ||
       add_header(&x->hdrs, "X-Cdnca-Delivery", job->uuid) < 0 ||
       add_header(&x->hdrs, "X-Cdnca-Timestamp", ts) < 0 ||
-      add_header(&x->hdrs, "X-Cdnca-Signature", sig) < 0 ||
-      add_header(&x->hdrs, "Expect", "") < 0)
+      add_header(&x->hdrs, "X-Cdnca-Signature", sig) < 0 || add_header(&x->hdrs, "Expect", "") < 0)
     goto out;
   x->easy = curl_easy_init();
   if (!x->easy) goto out;
@@ -242,8 +243,8 @@ static int start_one(struct notify *n, const struct delivery_head *h, int64_t no
     log_error("delivery %" PRId64 ": cannot add the transfer", job.id);
     goto out;
   }
-  log_debug("delivery %" PRId64 " (%s, event %" PRId64 ") attempt %d to webhook %" PRId64,
-            job.id, job.uuid, job.event.id, job.attempts + 1, job.webhook_id);
+  log_debug("delivery %" PRId64 " (%s, event %" PRId64 ") attempt %d to webhook %" PRId64, job.id,
+            job.uuid, job.event.id, job.attempts + 1, job.webhook_id);
   n->slots[slot] = x;
   n->ninflight++;
   x = NULL;
@@ -299,8 +300,8 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
   } else if (status < 200 || status > 299) {
     snprintf(f->err, sizeof f->err, "HTTP %ld", status);
   }
-  f->res = notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n),
-                         &next);
+  f->res =
+      notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n), &next);
   f->r.id = x->id;
   f->r.state = f->res == NOTIFY_DELIVERED ? "delivered"
                : f->res == NOTIFY_RETRY   ? "pending"
@@ -375,12 +376,18 @@ static void *worker(void *arg) {
     }
     if (n->ninflight > 0) curl_multi_perform(n->multi, &running);
     got = collect(n);
-    if (got > 0) rescan = 1;
-    else if (got < 0) next_due = now + ERROR_RESCAN_MS; /* rows stay pending: try later */
-    if (atomic_load(&n->stop)) timeout = 100; /* only the in-flight ones now */
-    else if (rescan) timeout = 0;
-    else if (next_due - now > IDLE_RESCAN_MS) timeout = IDLE_RESCAN_MS;
-    else timeout = next_due > now ? (int)(next_due - now) : 0;
+    if (got > 0)
+      rescan = 1;
+    else if (got < 0)
+      next_due = now + ERROR_RESCAN_MS; /* rows stay pending: try later */
+    if (atomic_load(&n->stop))
+      timeout = 100; /* only the in-flight ones now */
+    else if (rescan)
+      timeout = 0;
+    else if (next_due - now > IDLE_RESCAN_MS)
+      timeout = IDLE_RESCAN_MS;
+    else
+      timeout = next_due > now ? (int)(next_due - now) : 0;
     if (timeout > 0) curl_multi_poll(n->multi, NULL, 0, timeout, NULL);
   }
   /* unfinished attempts stay pending in the outbox and are sent again after a restart */

@@ -1,8 +1,8 @@
 /* prober — the probe round thread and one round's three sources (see prober.h). */
 #include "prober.h"
 
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +103,7 @@ static void item_tally(struct item *it) {
 /* Fill item from origin o of site s; 0 or -1 (out of memory). */
 static int item_fill(struct item *it, const struct site_rec *s, const struct origin_rec *o,
                      struct hcheck_opts *check) {
-  const char *host = o->host_header[0] ? o->host_header
+  const char *host = o->host_header[0]    ? o->host_header
                      : s->n_hostnames > 0 ? s->hostnames[0]
                                           : o->address;
   int v6 = strchr(o->address, ':') != NULL;
@@ -113,8 +113,9 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
   it->origin_id = o->id;
   it->v.origin_id = o->id;
   it->port = o->port;
-  it->timeout_ms = (int)(s->hc_timeout_ms > 0 && s->hc_timeout_ms < 3600000 ? s->hc_timeout_ms
-                                                                           : PROBE_DEFAULT_TIMEOUT_MS);
+  it->timeout_ms =
+      (int)(s->hc_timeout_ms > 0 && s->hc_timeout_ms < 3600000 ? s->hc_timeout_ms
+                                                               : PROBE_DEFAULT_TIMEOUT_MS);
   it->checkpoints = s->hc_checkpoints;
   it->check = check;
   it->scheme = strdup(o->scheme);
@@ -282,7 +283,8 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
     q[nq].check = items[i].check;
     map[nq++] = i;
   }
-  if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0) log_warn("checkpoint plugin: run failed");
+  if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0)
+    log_warn("checkpoint plugin: run failed");
   for (int k = 0; k < nq; k++) {
     struct item *it = &items[map[k]];
     if (!a[k].valid) {
@@ -385,9 +387,12 @@ static void count_metrics(struct prober *p, const struct item *items, int n,
     const struct engine_verdict *v = &items[i].v;
     char labels[64];
     if (v->verdict == VERDICT_NONE) continue;
-    if (v->source == SOURCE_NODES) st->by_nodes++;
-    else if (v->source == SOURCE_CHECKPOINTS) st->by_checkpoints++;
-    else st->by_control++;
+    if (v->source == SOURCE_NODES)
+      st->by_nodes++;
+    else if (v->source == SOURCE_CHECKPOINTS)
+      st->by_checkpoints++;
+    else
+      st->by_control++;
     if (v->verdict == VERDICT_FAILURE) st->failures++;
     snprintf(labels, sizeof labels, "source=\"%s\",result=\"%s\"",
              health_source_to_string(v->source), health_verdict_to_string(v->verdict));
@@ -464,7 +469,8 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
 
   if (ask_nodes(p, round_id, started, items, n, nodes, n_nodes) < 0)
     log_warn("probe round %lld: node votes lost; other sources decide", (long long)round_id);
-  for (int i = 0; i < n; i++) item_tally(&items[i]);
+  for (int i = 0; i < n; i++)
+    item_tally(&items[i]);
   st.nodes_ms = clock_mono_ms() - t0 - st.load_ms;
   if (p->stop) goto cancelled;
   if (ask_checkpoints(p, items, n, &st.checkpoint_errors) < 0)

@@ -1,4 +1,5 @@
-/* prober — probe rounds: due sites, node tasks and votes, checkpoint plugin, direct probes, engine. */
+/* prober — probe rounds: due sites, node tasks and votes, checkpoint plugin, direct probes, engine.
+ */
 #ifndef CDNCA_PROBER_H
 #define CDNCA_PROBER_H
 
@@ -9,13 +10,13 @@ struct prober;
 
 /* What one round did. */
 struct prober_stats {
-  int64_t round_id;       /* 0 when no site was due */
-  int sites, origins;     /* probed in the round */
-  int nodes;              /* nodes handed tasks */
+  int64_t round_id;                         /* 0 when no site was due */
+  int sites, origins;                       /* probed in the round */
+  int nodes;                                /* nodes handed tasks */
   int by_nodes, by_checkpoints, by_control; /* verdicts per source */
-  int failures;           /* failure verdicts */
-  int checkpoint_errors;  /* plugin answers that failed or were garbage */
-  int64_t wall_ms;        /* duration of the round */
+  int failures;                             /* failure verdicts */
+  int checkpoint_errors;                    /* plugin answers that failed or were garbage */
+  int64_t wall_ms;                          /* duration of the round */
   int64_t load_ms, nodes_ms, checkpoints_ms, control_ms, store_ms; /* its phases */
 };
 

@@ -10,8 +10,8 @@
 
 #include "http.h"
 #include "json.h"
-#include "model.h"
 #include "log.h"
+#include "model.h"
 
 #define PUB_CACHE 16
 

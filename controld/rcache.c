@@ -1,4 +1,5 @@
-/* rcache — direct-mapped slots under one mutex; entries are tagged with the generation they were rendered at. */
+/* rcache — direct-mapped slots under one mutex; entries are tagged with the generation they were
+ * rendered at. */
 #include "rcache.h"
 
 #include <pthread.h>
@@ -33,7 +34,8 @@ struct rcache *rcache_new(int slots) {
 void rcache_free(struct rcache **cp) {
   struct rcache *c = *cp;
   if (!c) return;
-  for (int i = 0; i < c->n; i++) free(c->slots[i].body);
+  for (int i = 0; i < c->n; i++)
+    free(c->slots[i].body);
   free(c->slots);
   pthread_mutex_destroy(&c->mu);
   free(c);

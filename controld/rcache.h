@@ -1,4 +1,5 @@
-/* rcache — a small cache of rendered reply bodies, keyed by id and valid for one store generation (thread-safe). */
+/* rcache — a small cache of rendered reply bodies, keyed by id and valid for one store generation
+ * (thread-safe). */
 #ifndef CDNCA_RCACHE_H
 #define CDNCA_RCACHE_H
 

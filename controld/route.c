@@ -14,7 +14,8 @@ int route_match(const char *pattern, const char *path, int64_t *params, int *npa
     if (*p == ':') {
       int64_t v = 0;
       int digits = 0;
-      while (*p && *p != '/') p++;
+      while (*p && *p != '/')
+        p++;
       while (*s >= '0' && *s <= '9') {
         if (v > (INT64_MAX - 9) / 10) return 0;
         v = v * 10 + (*s - '0');
@@ -65,7 +66,9 @@ static const struct {
     {AUTH_ADMIN, "admin"},
 };
 
-static int is_role(enum http_auth a) { return a == AUTH_READ || a == AUTH_OPERATOR || a == AUTH_ADMIN; }
+static int is_role(enum http_auth a) {
+  return a == AUTH_READ || a == AUTH_OPERATOR || a == AUTH_ADMIN;
+}
 
 enum route_verdict route_authorize(enum http_auth need, enum http_auth have) {
   if (need == AUTH_NONE) return ROUTE_ALLOW;

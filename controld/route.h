@@ -11,15 +11,15 @@
 int route_match(const char *pattern, const char *path, int64_t *params, int *nparams);
 
 /* The route for method + path in the NULL-terminated tables (HEAD falls back to GET), or NULL;
-   *path_known = 1 when some route has this path under another method (a 405). */
+ *path_known = 1 when some route has this path under another method (a 405). */
 const struct route *route_find(const struct route *const *tables, const char *method,
                                const char *path, int64_t *params, int *nparams, int *path_known);
 
 /* Whether a token of kind `have` (a role or AUTH_NODE) may call a route marked `need`. */
 enum route_verdict {
   ROUTE_ALLOW = 0,
-  ROUTE_WRONG_KIND = 1,      /* a node token on an API route or the reverse: 403 forbidden */
-  ROUTE_FORBIDDEN_ROLE = 2,  /* an API token whose role is below the route's: 403 forbidden_role */
+  ROUTE_WRONG_KIND = 1,     /* a node token on an API route or the reverse: 403 forbidden */
+  ROUTE_FORBIDDEN_ROLE = 2, /* an API token whose role is below the route's: 403 forbidden_role */
 };
 
 /* The verdict for need/have (AUTH_NONE needs nothing). Pure. */

@@ -41,7 +41,8 @@ static int conn_open(struct dbconn *c, const char *path) {
 }
 
 static void conn_close(struct dbconn *c) {
-  for (int i = 0; i < c->nslots; i++) sqlite3_finalize(c->slots[i].stmt);
+  for (int i = 0; i < c->nslots; i++)
+    sqlite3_finalize(c->slots[i].stmt);
   free(c->slots);
   c->slots = NULL;
   c->nslots = c->capslots = 0;
@@ -162,8 +163,9 @@ int store_tx_begin(struct store *st) {
   return 0;
 }
 
-int store_storage_full(struct store *st) { return atomic_load(&st->storage_full); }
-
+int store_storage_full(struct store *st) {
+  return atomic_load(&st->storage_full);
+}
 
 int store_tx_commit(struct store *st) {
   int rc = exec_w(st, "COMMIT");
@@ -176,8 +178,7 @@ int store_tx_commit(struct store *st) {
   } else {
     atomic_fetch_add(&st->generation, 1);
     /* a transaction that wrote and committed shows there is space again */
-    if (sqlite3_total_changes(st->w.db) != st->tx_changes &&
-        atomic_exchange(&st->storage_full, 0))
+    if (sqlite3_total_changes(st->w.db) != st->tx_changes && atomic_exchange(&st->storage_full, 0))
       log_info("database %s: writes succeed again", st->path);
   }
   st->pub_pending = 0;
@@ -215,7 +216,6 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
   if (store_tx_begin(st) < 0) return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
   return store_tx_end(st, fn(st, arg));
 }
-
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
   st->pub_hook = fn;
@@ -257,8 +257,7 @@ static int migrate(struct store *st) {
     log_info("applied migration %s", m->name);
     cur = m->version;
   }
-  if (schema_migrations_count > 0 &&
-      cur > schema_migrations[schema_migrations_count - 1].version) {
+  if (schema_migrations_count > 0 && cur > schema_migrations[schema_migrations_count - 1].version) {
     log_error("database schema version %d is newer than this controld knows (%d)", cur,
               schema_migrations[schema_migrations_count - 1].version);
     return -1;
@@ -286,8 +285,10 @@ static int quick_check(struct store *st) {
   }
   if (sqlite3_step(s) == SQLITE_ROW) {
     const char *res = (const char *)sqlite3_column_text(s, 0);
-    if (res && strcmp(res, "ok") == 0) rc = 0;
-    else log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
+    if (res && strcmp(res, "ok") == 0)
+      rc = 0;
+    else
+      log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
   } else {
     log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
   }
@@ -340,7 +341,9 @@ void store_close(struct store **stp) {
   *stp = NULL;
 }
 
-int64_t store_generation(struct store *st) { return atomic_load(&st->generation); }
+int64_t store_generation(struct store *st) {
+  return atomic_load(&st->generation);
+}
 
 int store_schema_version(struct store *st) {
   struct dbconn *c = store_reader(st);
@@ -481,18 +484,18 @@ int64_t store_pub_seq(struct store *st) {
 
 /* ---- sites ---- */
 
-#define SITE_COLS                                                                              \
-  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                \
-  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "    \
-  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, " \
-  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "             \
-  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                 \
+#define SITE_COLS                                                                                  \
+  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                     \
+  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "         \
+  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "      \
+  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "                  \
+  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                      \
   "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
 
-#define ORIGIN_COLS                                                                          \
-  "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "        \
-  "success_streak, failure_streak, health_changed_at, healthy_since, last_verdict, "         \
-  "last_source, last_votes_success, last_votes_failure, last_checked_at, last_error, "       \
+#define ORIGIN_COLS                                                                                \
+  "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "              \
+  "success_streak, failure_streak, health_changed_at, healthy_since, last_verdict, "               \
+  "last_source, last_votes_success, last_votes_failure, last_checked_at, last_error, "             \
   "created_at"
 
 static void parse_status_list(const char *text, struct site_rec *s) {
@@ -640,7 +643,9 @@ int store_read_begin(struct dbconn *c) {
   return sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
 }
 
-void store_read_end(struct dbconn *c) { sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL); }
+void store_read_end(struct dbconn *c) {
+  sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+}
 
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
   struct dbconn *c = store_reader(st);
@@ -668,12 +673,14 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   }
   sqlite3_bind_int64(s, 1, after);
   sqlite3_bind_int(s, 2, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit) site_from_row(s, &arr[cnt++]);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit)
+    site_from_row(s, &arr[cnt++]);
   sqlite3_reset(s);
   for (int i = 0; i < cnt; i++) {
     if (site_load_children(c, &arr[i]) != STORE_OK) {
       store_read_end(c);
-      for (int j = 0; j < cnt; j++) site_rec_fini(&arr[j]);
+      for (int j = 0; j < cnt; j++)
+        site_rec_fini(&arr[j]);
       free(arr);
       return STORE_ERROR;
     }
@@ -708,7 +715,7 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     if (sqlite3_step(q) != SQLITE_DONE) {
       int uniq = is_unique_violation(st);
       st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
+      st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
       sqlite3_reset(q);
       if (uniq) {
         snprintf(conflict, clen, "hostnames[%d]", i);
@@ -727,8 +734,10 @@ static int bind_origin_cfg(sqlite3_stmt *q, const struct origin_rec *o, int firs
   sqlite3_bind_text(q, first + 1, o->address, -1, SQLITE_STATIC);
   sqlite3_bind_int(q, first + 2, o->port);
   sqlite3_bind_text(q, first + 3, o->scheme, -1, SQLITE_STATIC);
-  if (o->host_header[0]) sqlite3_bind_text(q, first + 4, o->host_header, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(q, first + 4);
+  if (o->host_header[0])
+    sqlite3_bind_text(q, first + 4, o->host_header, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(q, first + 4);
   sqlite3_bind_int(q, first + 5, o->weight);
   sqlite3_bind_int(q, first + 6, o->enabled);
   return first + 7;
@@ -752,7 +761,8 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
 }
 
 /* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
-   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory). */
+   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory).
+ */
 static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
   char list[128];
   char *opts = hcheck_to_text(&s->hc);
@@ -815,8 +825,10 @@ static int write_retry_levels(struct store *st, const struct site_rec *s) {
                                        "WHERE id = ?");
   if (!q) return -1;
   sqlite3_bind_int(q, 1, s->nr_backup_levels);
-  if (s->nr_failure_ratio > 0) sqlite3_bind_double(q, 2, s->nr_failure_ratio);
-  else sqlite3_bind_null(q, 2);
+  if (s->nr_failure_ratio > 0)
+    sqlite3_bind_double(q, 2, s->nr_failure_ratio);
+  else
+    sqlite3_bind_null(q, 2);
   sqlite3_bind_int64(q, 3, s->nr_failure_min_volume);
   sqlite3_bind_int64(q, 4, s->id);
   return store_step_done(&st->w, q, "writing node_retry levels");
@@ -1150,8 +1162,10 @@ enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
     int uniq = is_unique_violation(st);
     st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
     sqlite3_reset(q);
-    if (uniq) rc = STORE_CONFLICT;
-    else log_error("inserting node: %s", sqlite3_errmsg(st->w.db));
+    if (uniq)
+      rc = STORE_CONFLICT;
+    else
+      log_error("inserting node: %s", sqlite3_errmsg(st->w.db));
     goto fail;
   }
   sqlite3_reset(q);
@@ -1240,7 +1254,8 @@ enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t
   if (!s) return STORE_ERROR;
   sqlite3_bind_int64(s, 1, after);
   sqlite3_bind_int(s, 2, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < limit) ids[(*n)++] = sqlite3_column_int64(s, 0);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < limit)
+    ids[(*n)++] = sqlite3_column_int64(s, 0);
   sqlite3_reset(s);
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
 }

@@ -33,7 +33,7 @@ struct origin_rec {
   char scheme[8];
   char host_header[256]; /* "" = none (use the site's first hostname) */
   /* health state */
-  char health[12];       /* unknown | healthy | unhealthy */
+  char health[12]; /* unknown | healthy | unhealthy */
   int success_streak, failure_streak;
   int64_t health_changed_at, healthy_since, last_checked_at;
   char last_verdict[12]; /* "" | success | failure */
@@ -67,14 +67,15 @@ struct site_rec {
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
   int all_unhealthy, failback_notified;
-  int manual_pin; /* 1 = the operator's manual switch suspends automatic failback */
+  int manual_pin;   /* 1 = the operator's manual switch suspends automatic failback */
   int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
   int64_t created_at, updated_at;
   int n_origins;
   struct origin_rec *origins; /* owned; n_origins entries */
 };
 
-/* Open (creating if needed) the database at path, apply pending migrations. NULL on failure (logged). */
+/* Open (creating if needed) the database at path, apply pending migrations. NULL on failure
+ * (logged). */
 struct store *store_open(const char *path);
 
 /* Check, creating and changing nothing, that controld could open the database at path: an
@@ -120,7 +121,8 @@ void site_rec_fini(struct site_rec *s);
 
 /* ---- tokens ---- */
 
-/* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or -1. */
+/* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or
+ * -1. */
 int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
 
 /* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
@@ -133,17 +135,20 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
 
 /* ---- sites and origins (every change republishes the site) ---- */
 
-/* Insert the site with its hostnames and origins; sets s->id, origin ids, versions. On STORE_CONFLICT conflict names what is taken ("name" or "hostnames[i]"). */
+/* Insert the site with its hostnames and origins; sets s->id, origin ids, versions. On
+ * STORE_CONFLICT conflict names what is taken ("name" or "hostnames[i]"). */
 enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen);
 
 /* Load one site into *out (caller site_rec_fini's it). */
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out);
 
-/* List up to limit sites with id > after, ascending; *out is a malloc'd array of *n records (caller frees each with site_rec_fini and the array with free). */
+/* List up to limit sites with id > after, ascending; *out is a malloc'd array of *n records (caller
+ * frees each with site_rec_fini and the array with free). */
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
                               int *n);
 
-/* Replace the site's top-level fields and hostnames (not origins) from s; republishes. Conflicts as in create. */
+/* Replace the site's top-level fields and hostnames (not origins) from s; republishes. Conflicts as
+ * in create. */
 enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen);
 
 /* Delete a site; records a tombstone publication. */
@@ -230,10 +235,12 @@ enum store_rc store_node_delete_locked(struct store *st, int64_t id);
 /* Highest publication seq (0 when none). */
 int64_t store_pub_seq(struct store *st);
 
-/* Call fn(arg, seq) after every commit that recorded a publication (outside the writer lock). Set once at start. */
+/* Call fn(arg, seq) after every commit that recorded a publication (outside the writer lock). Set
+ * once at start. */
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg);
 
-/* Call fn(arg) after every commit that wrote an event (and so maybe webhook deliveries). Set once at start. */
+/* Call fn(arg) after every commit that wrote an event (and so maybe webhook deliveries). Set once
+ * at start. */
 void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg);
 
 /* ---- events (site messages, notification center) and the webhook outbox ---- */
@@ -247,7 +254,8 @@ struct event_rec {
   int64_t created_at;
 };
 
-/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose filter matches. Returns the event id or -1. */
+/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
+ * filter matches. Returns the event id or -1. */
 int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json);
 
@@ -255,7 +263,8 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
                         const char *title, const char *data_json);
 
-/* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd (caller frees with store_events_free). */
+/* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd
+ * (caller frees with store_events_free). */
 enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
                                struct event_rec **out, int *n);
 

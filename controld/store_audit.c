@@ -7,7 +7,9 @@
 #include "log.h"
 #include "store_int.h"
 
-void store_audit_set_retention(struct store *st, int64_t keep_ms) { st->audit_keep_ms = keep_ms; }
+void store_audit_set_retention(struct store *st, int64_t keep_ms) {
+  st->audit_keep_ms = keep_ms;
+}
 
 /* Delete up to STORE_AUDIT_PRUNE_BATCH rows older than before_ms on the writer; count or -1. */
 static int64_t prune_batch_locked(struct store *st, int64_t before_ms) {
@@ -29,14 +31,20 @@ int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int6
   int64_t id;
   if (!s) return -1;
   sqlite3_bind_int64(s, 1, a->at > 0 ? a->at : now);
-  if (a->token_id > 0) sqlite3_bind_int64(s, 2, a->token_id);
-  else sqlite3_bind_null(s, 2);
-  if (a->token_name[0]) sqlite3_bind_text(s, 3, a->token_name, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, 3);
+  if (a->token_id > 0)
+    sqlite3_bind_int64(s, 2, a->token_id);
+  else
+    sqlite3_bind_null(s, 2);
+  if (a->token_name[0])
+    sqlite3_bind_text(s, 3, a->token_name, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 3);
   sqlite3_bind_text(s, 4, a->method, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 5, a->path, -1, SQLITE_STATIC);
-  if (a->site_id > 0) sqlite3_bind_int64(s, 6, a->site_id);
-  else sqlite3_bind_null(s, 6);
+  if (a->site_id > 0)
+    sqlite3_bind_int64(s, 6, a->site_id);
+  else
+    sqlite3_bind_null(s, 6);
   sqlite3_bind_int(s, 7, a->status);
   sqlite3_bind_text(s, 8, a->summary, -1, SQLITE_STATIC);
   if (store_step_done(&st->w, s, "appending to the audit log") < 0) return -1;

@@ -16,12 +16,12 @@
 
 struct audit_rec {
   int64_t id, at;
-  int64_t token_id;                 /* 0 = none */
+  int64_t token_id; /* 0 = none */
   char token_name[65];
   char method[8];
   char path[STORE_AUDIT_PATH_MAX + 1];
-  int64_t site_id;                  /* 0 = the write concerns no site */
-  int status;                       /* the answer's HTTP status */
+  int64_t site_id; /* 0 = the write concerns no site */
+  int status;      /* the answer's HTTP status */
   char summary[STORE_AUDIT_SUMMARY_MAX + 1];
 };
 

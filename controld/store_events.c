@@ -124,6 +124,7 @@ enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after,
 }
 
 void store_events_free(struct event_rec *arr, int n) {
-  for (int i = 0; i < n; i++) free(arr[i].data);
+  for (int i = 0; i < n; i++)
+    free(arr[i].data);
   free(arr);
 }

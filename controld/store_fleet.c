@@ -27,15 +27,14 @@ int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
 
 int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_summary *out) {
   /* each state count walks only its partial index (few rows); the total walks the smallest index */
-  static const char q[] =
-      "SELECT (SELECT COUNT(*) FROM sites), "
-      "(SELECT COUNT(*) FROM sites WHERE state_on_backup = 1), "
-      "(SELECT COUNT(*) FROM sites WHERE state_all_down = 1), "
-      "(SELECT COUNT(*) FROM sites WHERE state_failback_available = 1), "
-      "(SELECT COUNT(*) FROM sites WHERE state_paused = 1), "
-      "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1), "
-      "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1 AND config_seq < "
-      "(SELECT COALESCE(MAX(seq), 0) FROM publications))";
+  static const char q[] = "SELECT (SELECT COUNT(*) FROM sites), "
+                          "(SELECT COUNT(*) FROM sites WHERE state_on_backup = 1), "
+                          "(SELECT COUNT(*) FROM sites WHERE state_all_down = 1), "
+                          "(SELECT COUNT(*) FROM sites WHERE state_failback_available = 1), "
+                          "(SELECT COUNT(*) FROM sites WHERE state_paused = 1), "
+                          "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1), "
+                          "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1 AND config_seq < "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM publications))";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
   int rc;
@@ -63,9 +62,9 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
 
 /* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL, ?3 = limit. With a state, the walk
    follows that state's partial index and tests each of its (few) sites. */
-#define FLEET_STATE_SQL(cond)                                                                  \
-  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                      \
-  "name LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                           \
+#define FLEET_STATE_SQL(cond)                                                                      \
+  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                            \
+  "name LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                                 \
   "WHERE h.site_id = sites.id AND h.hostname LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
 
 /* Without a state, q alone: two scans in id order merged (a full scan only when few match). */
@@ -155,12 +154,16 @@ static enum store_rc site_list(struct store *st, const char *sql, unsigned state
   arr = calloc((size_t)limit, sizeof *arr);
   if (!ids || !arr || store_read_begin(c) < 0) goto out_nosnap;
   sqlite3_bind_int64(s, 1, after);
-  if (lq) sqlite3_bind_text(s, 2, lq, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, 2);
+  if (lq)
+    sqlite3_bind_text(s, 2, lq, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 2);
   sqlite3_bind_int(s, 3, limit);
   if (sqlite3_bind_parameter_count(s) >= 7) /* the statements with the state as parameters */
-    for (int i = 0; i < 4; i++) sqlite3_bind_int(s, 4 + i, (state & (1u << i)) != 0);
-  while (cnt < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) ids[cnt++] = sqlite3_column_int64(s, 0);
+    for (int i = 0; i < 4; i++)
+      sqlite3_bind_int(s, 4 + i, (state & (1u << i)) != 0);
+  while (cnt < limit && (rc = sqlite3_step(s)) == SQLITE_ROW)
+    ids[cnt++] = sqlite3_column_int64(s, 0);
   if (cnt < limit && rc != SQLITE_DONE) {
     log_error("listing sites by state: %s", sqlite3_errmsg(c->db));
     sqlite3_reset(s);
@@ -177,7 +180,8 @@ out:
   store_read_end(c);
 out_nosnap:
   if (arr) {
-    for (int i = 0; i < loaded; i++) site_rec_fini(&arr[i]);
+    for (int i = 0; i < loaded; i++)
+      site_rec_fini(&arr[i]);
     free(arr);
   }
   free(ids);
@@ -187,9 +191,8 @@ out_nosnap:
 
 int store_fleet_each_site(struct store *st, int max,
                           int (*fn)(void *arg, const struct fleet_site_row *row), void *arg) {
-  static const char q[] =
-      "SELECT id, name, current_level, state_on_backup, state_all_down, "
-      "state_failback_available, state_paused FROM sites ORDER BY id LIMIT ?";
+  static const char q[] = "SELECT id, name, current_level, state_on_backup, state_all_down, "
+                          "state_failback_available, state_paused FROM sites ORDER BY id LIMIT ?";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
   int rc;

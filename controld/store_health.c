@@ -152,7 +152,7 @@ int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t s
 }
 
 static enum store_rc observations_on(struct dbconn *c, int64_t site_id, struct origin_obs **out,
-                                        int *n) {
+                                     int *n) {
   static const char q[] = "SELECT origin_id, SUM(requests), SUM(failures) FROM node_observations "
                           "WHERE site_id = ? GROUP BY origin_id ORDER BY origin_id";
   sqlite3_stmt *s = store_stmt(c, q);
@@ -200,8 +200,8 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
   return observations_on(c, site_id, out, n);
 }
 
-enum store_rc store_health_observations_locked(struct store *st, int64_t site_id, struct origin_obs **out,
-                                        int *n) {
+enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+                                               struct origin_obs **out, int *n) {
   return observations_on(&st->w, site_id, out, n);
 }
 
@@ -255,17 +255,24 @@ out:
 
 void store_health_verdicts_free(struct verdict_rec *arr, int n) {
   if (!arr) return;
-  for (int i = 0; i < n; i++) free(arr[i].votes);
+  for (int i = 0; i < n; i++)
+    free(arr[i].votes);
   free(arr);
 }
 
 /* ---- writes ---- */
 
-int store_health_begin(struct store *st) { return store_tx_begin(st); }
+int store_health_begin(struct store *st) {
+  return store_tx_begin(st);
+}
 
-int store_health_commit(struct store *st) { return store_tx_commit(st); }
+int store_health_commit(struct store *st) {
+  return store_tx_commit(st);
+}
 
-void store_health_rollback(struct store *st) { store_tx_rollback(st); }
+void store_health_rollback(struct store *st) {
+  store_tx_rollback(st);
+}
 
 enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
                                             struct site_rec *out) {
@@ -274,14 +281,18 @@ enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
 
 /* Bind an integer, or NULL when v <= 0 (timestamps: 0 = unset). */
 static void bind_time(sqlite3_stmt *s, int col, int64_t v) {
-  if (v > 0) sqlite3_bind_int64(s, col, v);
-  else sqlite3_bind_null(s, col);
+  if (v > 0)
+    sqlite3_bind_int64(s, col, v);
+  else
+    sqlite3_bind_null(s, col);
 }
 
 /* Bind text, or NULL when empty. */
 static void bind_text_or_null(sqlite3_stmt *s, int col, const char *v) {
-  if (v && *v) sqlite3_bind_text(s, col, v, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, col);
+  if (v && *v)
+    sqlite3_bind_text(s, col, v, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, col);
 }
 
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o) {

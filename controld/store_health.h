@@ -1,4 +1,5 @@
-/* store_health — the health engine's SQL: due sites, round evidence, origin health, levels, status reads. */
+/* store_health — the health engine's SQL: due sites, round evidence, origin health, levels, status
+ * reads. */
 #ifndef CDNCA_STORE_HEALTH_H
 #define CDNCA_STORE_HEALTH_H
 

@@ -3,8 +3,8 @@
 #define CDNCA_STORE_INT_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "store.h"
@@ -16,45 +16,46 @@ struct dbconn {
   struct stmt_slot {
     const char *sql;
     sqlite3_stmt *stmt;
-  } *slots;
+  } * slots;
   int nslots, capslots;
   int last_err; /* primary SQLite result code of the last failed write statement (0 = none) */
 };
 
 struct store {
   char *path;
-  struct dbconn w;         /* the one writer, under wmu */
+  struct dbconn w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
-  pthread_key_t rkey;      /* per-thread reader connection */
-  pthread_mutex_t rmu;     /* guards the readers list */
+  pthread_key_t rkey;  /* per-thread reader connection */
+  pthread_mutex_t rmu; /* guards the readers list */
   struct dbconn **readers;
   int nreaders, capreaders;
   /* publication hook: called after a commit that recorded a publication (or an event) */
   void (*pub_hook)(void *arg, int64_t seq);
   void *pub_arg;
-  int64_t pub_pending;     /* seq recorded in the open transaction, 0 = none */
+  int64_t pub_pending; /* seq recorded in the open transaction, 0 = none */
   /* tokens seen valid, by hash: cleared whenever a token may have been removed */
   pthread_mutex_t tmu;
   struct token_cache_entry {
     char hash[65];
     int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
     struct token_auth auth;
-  } *tcache;
+  } * tcache;
   int ntcache, captcache;
-  uint64_t tgen;           /* bumped by every clear (under tmu) */
-  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
-  int tx_changes;          /* sqlite3_total_changes of the writer when the transaction began */
-  atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
-                              commits) */
-  int64_t audit_keep_ms;    /* audit retention (store_audit.h), 0 = forever */
-  int64_t audit_next_prune; /* wall ms of the next prune by a write (under wmu) */
+  uint64_t tgen;              /* bumped by every clear (under tmu) */
+  int token_clear_pending;    /* the open transaction removed tokens: clear the cache on commit */
+  int tx_changes;             /* sqlite3_total_changes of the writer when the transaction began */
+  atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
+                                 commits) */
+  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
+  int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
 };
 
-/* The prepared statement for sql on c, reset and unbound; NULL on error (logged). sql must be a string literal (its address is the key). */
+/* The prepared statement for sql on c, reset and unbound; NULL on error (logged). sql must be a
+ * string literal (its address is the key). */
 sqlite3_stmt *store_stmt(struct dbconn *c, const char *sql);
 
 /* The calling thread's reader connection (opened on first use); NULL on error. */
@@ -74,7 +75,8 @@ void store_tx_rollback(struct store *st);
    caused by a full disk). */
 enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
-/* Inside a write transaction: bump the site's config_version (unless deleted) and record a publication. Returns the new seq or -1. */
+/* Inside a write transaction: bump the site's config_version (unless deleted) and record a
+ * publication. Returns the new seq or -1. */
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
 
 /* Forget every cached token (call after deleting tokens, inside or outside a transaction). */

@@ -119,7 +119,8 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
   }
   sqlite3_reset(s);
   if (rc != STORE_OK) {
-    for (int i = 0; i < cnt; i++) webhook_rec_fini(&arr[i]);
+    for (int i = 0; i < cnt; i++)
+      webhook_rec_fini(&arr[i]);
     free(arr);
     return rc;
   }
@@ -143,7 +144,7 @@ enum store_rc store_webhook_delete(struct store *st, int64_t id) {
 }
 
 #define DELIVERY_COLS                                                                              \
-  "d.id, d.webhook_id, d.event_id, d.site_id, d.uuid, d.state, e.type, d.attempts, "              \
+  "d.id, d.webhook_id, d.event_id, d.site_id, d.uuid, d.state, e.type, d.attempts, "               \
   "d.last_status, d.last_error, d.next_attempt_at, d.created_at, d.delivered_at "
 
 static void read_delivery(sqlite3_stmt *s, struct delivery_rec *d) {
@@ -165,9 +166,9 @@ static void read_delivery(sqlite3_stmt *s, struct delivery_rec *d) {
 
 enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
                                   struct delivery_rec **out, int *n) {
-  static const char sql[] = "SELECT " DELIVERY_COLS
-                            "FROM deliveries d JOIN events e ON e.id = d.event_id "
-                            "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?";
+  static const char sql[] =
+      "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id "
+      "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
   struct delivery_rec *arr;
@@ -181,7 +182,8 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
   sqlite3_bind_int64(s, 1, webhook_id);
   sqlite3_bind_int64(s, 2, before > 0 ? before : INT64_MAX);
   sqlite3_bind_int(s, 3, limit);
-  while (cnt < limit && (step = sqlite3_step(s)) == SQLITE_ROW) read_delivery(s, &arr[cnt++]);
+  while (cnt < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
+    read_delivery(s, &arr[cnt++]);
   if (cnt < limit && step != SQLITE_DONE) {
     log_error("listing deliveries: %s", sqlite3_errmsg(c->db));
     sqlite3_reset(s);
@@ -195,8 +197,8 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
 }
 
 static enum store_rc delivery_get_on(struct dbconn *c, int64_t id, struct delivery_rec *out) {
-  static const char sql[] = "SELECT " DELIVERY_COLS
-                            "FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?";
+  static const char sql[] =
+      "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?";
   sqlite3_stmt *s = store_stmt(c, sql);
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
@@ -245,8 +247,10 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   step = sqlite3_step(s);
   sqlite3_reset(s);
   if (step != SQLITE_ROW) {
-    if (step == SQLITE_DONE) rc = STORE_NOT_FOUND;
-    else log_error("looking up webhook %lld: %s", (long long)webhook_id, sqlite3_errmsg(st->w.db));
+    if (step == SQLITE_DONE)
+      rc = STORE_NOT_FOUND;
+    else
+      log_error("looking up webhook %lld: %s", (long long)webhook_id, sqlite3_errmsg(st->w.db));
     goto fail;
   }
   s = store_stmt(&st->w, ins);
@@ -284,9 +288,8 @@ enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t s
 
 enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n) {
   /* SQLite takes the bare columns of a MIN() aggregate from the row holding the minimum */
-  static const char sql[] =
-      "SELECT MIN(id), webhook_id, site_id, next_attempt_at FROM deliveries "
-      "WHERE state = 'pending' GROUP BY webhook_id, site_id";
+  static const char sql[] = "SELECT MIN(id), webhook_id, site_id, next_attempt_at FROM deliveries "
+                            "WHERE state = 'pending' GROUP BY webhook_id, site_id";
   struct dbconn *c = store_reader(st);
   sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
   struct delivery_head *arr = NULL;

@@ -7,7 +7,8 @@
 
 #include "store.h"
 
-#define STORE_MAX_WEBHOOKS 256 /* the outbox fan-out of store_event_add_locked handles this many */
+/* the outbox fan-out of store_event_add_locked handles this many */
+#define STORE_MAX_WEBHOOKS 256
 #define STORE_WEBHOOK_URL_MAX 2048
 #define STORE_WEBHOOK_SECRET_MAX 256
 
@@ -24,7 +25,7 @@ struct webhook_rec {
 struct delivery_rec {
   int64_t id, webhook_id, event_id, site_id; /* site_id 0 = none */
   char uuid[40];
-  char state[12];       /* pending | delivered | failed */
+  char state[12]; /* pending | delivered | failed */
   char event_type[48];
   int attempts;
   int last_status;      /* 0 = no HTTP answer (yet) */
@@ -52,18 +53,19 @@ struct delivery_job {
 /* The result of one attempt, written back by store_delivery_record. */
 struct delivery_result {
   int64_t id;
-  const char *state;      /* pending (retry later) | delivered | failed */
-  int status;             /* HTTP status, 0 = none */
-  const char *error;      /* NULL or "" = none */
+  const char *state;       /* pending (retry later) | delivered | failed */
+  int status;              /* HTTP status, 0 = none */
+  const char *error;       /* NULL or "" = none */
   int64_t next_attempt_at; /* for pending */
-  int64_t at;             /* when the attempt ended (wall ms) */
+  int64_t at;              /* when the attempt ended (wall ms) */
 };
 
 /* Deliveries waiting in the outbox (state pending: not yet tried, or retrying) into *n, counted
    on the pending index. 0 or -1 (logged). */
 int store_delivery_backlog(struct store *st, int64_t *n);
 
-/* Remove delivered and failed deliveries created before before_ms (pending ones stay). Number removed, or -1. */
+/* Remove delivered and failed deliveries created before before_ms (pending ones stay). Number
+ * removed, or -1. */
 int store_delivery_prune(struct store *st, int64_t before_ms);
 
 /* Free what a webhook record owns (the events text) and wipe its secret. */
@@ -72,7 +74,8 @@ void webhook_rec_fini(struct webhook_rec *w);
 /* Free what a job owns and wipe its secret. */
 void delivery_job_fini(struct delivery_job *j);
 
-/* Insert a webhook (id and created_at set on return). STORE_CONFLICT when STORE_MAX_WEBHOOKS exist. */
+/* Insert a webhook (id and created_at set on return). STORE_CONFLICT when STORE_MAX_WEBHOOKS exist.
+ */
 enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w);
 
 /* Load one webhook into *out (caller webhook_rec_fini's it). */
@@ -88,7 +91,8 @@ enum store_rc store_webhook_delete(struct store *st, int64_t id);
 enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w);
 enum store_rc store_webhook_delete_locked(struct store *st, int64_t id);
 
-/* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd (caller frees). */
+/* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd
+ * (caller frees). */
 enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
                                   struct delivery_rec **out, int *n);
 
@@ -98,7 +102,8 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
 /* The same inside a store_op. */
 enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out);
 
-/* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only; *delivery_id set. Wakes the event hook. */
+/* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only;
+ * *delivery_id set. Wakes the event hook. */
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id);
@@ -109,10 +114,12 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
 /* Heads of every pending (webhook, site) queue; *out malloc'd array of *n (caller frees). */
 enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n);
 
-/* Load a pending delivery with its webhook and event into *job; STORE_NOT_FOUND when no longer pending. */
+/* Load a pending delivery with its webhook and event into *job; STORE_NOT_FOUND when no longer
+ * pending. */
 enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_job *job);
 
-/* Write n attempt results in one transaction (attempts + 1 each); rows deleted meanwhile are skipped. 0 or -1. */
+/* Write n attempt results in one transaction (attempts + 1 each); rows deleted meanwhile are
+ * skipped. 0 or -1. */
 int store_delivery_record(struct store *st, const struct delivery_result *res, int n);
 
 #endif

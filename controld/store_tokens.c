@@ -125,7 +125,8 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
 int store_admin_token_set(struct store *st, const char *hash) {
   /* only the earlier bootstrap token goes: tokens made through the API stay */
   static const char del[] =
-      "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP "' AND hash <> ?";
+      "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP
+      "' AND hash <> ?";
   static const char ins[] =
       "INSERT INTO tokens (kind, hash, name, role, created_at) "
       "VALUES ('admin', ?, '" STORE_TOKEN_BOOTSTRAP "', 'admin', ?) "
@@ -151,17 +152,18 @@ fail:
 }
 
 enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
-  static const char ins[] =
-      "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
-      "VALUES ('admin', ?, ?, ?, ?, ?)";
+  static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
+                            "VALUES ('admin', ?, ?, ?, ?, ?)";
   sqlite3_stmt *s = store_stmt(&st->w, ins);
   int64_t now = clock_wall_ms();
   if (!s) return STORE_ERROR;
   sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 3, t->role, -1, SQLITE_STATIC);
-  if (t->expires_at > 0) sqlite3_bind_int64(s, 4, t->expires_at);
-  else sqlite3_bind_null(s, 4);
+  if (t->expires_at > 0)
+    sqlite3_bind_int64(s, 4, t->expires_at);
+  else
+    sqlite3_bind_null(s, 4);
   sqlite3_bind_int64(s, 5, now);
   if (sqlite3_step(s) != SQLITE_DONE) {
     int ext = sqlite3_extended_errcode(st->w.db);

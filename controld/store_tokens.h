@@ -19,8 +19,8 @@
 
 /* Who a presented token is. For node tokens role is "" and token_id/name are the token row's. */
 struct token_auth {
-  int kind;           /* STORE_TOKEN_ADMIN (an API token) or STORE_TOKEN_NODE */
-  char role[12];      /* "admin" | "operator" | "read" for API tokens */
+  int kind;      /* STORE_TOKEN_ADMIN (an API token) or STORE_TOKEN_NODE */
+  char role[12]; /* "admin" | "operator" | "read" for API tokens */
   int64_t token_id;
   int64_t node_id;    /* node tokens: the node */
   int64_t expires_at; /* wall ms, 0 = never */

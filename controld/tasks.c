@@ -1,8 +1,8 @@
 /* tasks — the probe-task board: rounds of per-node tasks, votes back, node long-poll waiters. */
 #include "tasks.h"
 
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -121,7 +121,8 @@ static void reply_tasks(struct req *r, const struct round *rd, struct assign *a,
   json_add_i64(j, "round_id", rd->id);
   json_add_i64(j, "deadline_ms", rd->deadline - now);
   arr = cJSON_AddArrayToObject(j, "tasks");
-  for (int i = 0; i < a->n; i++) cJSON_AddItemToArray(arr, tasks_spec_json(&a->tasks[i]));
+  for (int i = 0; i < a->n; i++)
+    cJSON_AddItemToArray(arr, tasks_spec_json(&a->tasks[i]));
   a->delivered = 1;
   req_json(r, 200, j);
 }

@@ -1,4 +1,5 @@
-/* tasks — the board of probe tasks handed to nodes each round and the votes they send back (thread-safe). */
+/* tasks — the board of probe tasks handed to nodes each round and the votes they send back
+ * (thread-safe). */
 #ifndef CDNCA_TASKS_H
 #define CDNCA_TASKS_H
 
@@ -13,10 +14,10 @@ struct task_board;
 
 /* One probe for one node: GET url with Host/SNI = host, within timeout_ms. */
 struct task_spec {
-  int64_t task_id;   /* unique within the round */
+  int64_t task_id; /* unique within the round */
   int64_t origin_id;
-  char url[600];     /* scheme://address:port/path (IPv6 in brackets) */
-  char host[256];    /* Host header, SNI and certificate name */
+  char url[600];  /* scheme://address:port/path (IPv6 in brackets) */
+  char host[256]; /* Host header, SNI and certificate name */
   int timeout_ms;
   const struct hcheck_opts *check; /* the site's options, sent as "check"; NULL = defaults.
                                       Borrowed: must live until tasks_round_close */
@@ -27,8 +28,8 @@ struct task_vote {
   int64_t node_id;
   int64_t task_id;
   int ok;
-  int status;        /* 0 when no response */
-  char error[128];   /* "" when ok */
+  int status;      /* 0 when no response */
+  char error[128]; /* "" when ok */
   int latency_ms;
 };
 
@@ -48,10 +49,12 @@ int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wa
                      const int64_t *node_ids, const struct task_spec *const *tasks,
                      const int *n_tasks);
 
-/* Block until every expected vote of the round arrived or deadline_wall_ms passed (or stop is set). */
+/* Block until every expected vote of the round arrived or deadline_wall_ms passed (or stop is set).
+ */
 void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop);
 
-/* Close the round: *votes (malloc'd, caller frees) gets every vote received in time; later votes are refused (409). 0 or -1. */
+/* Close the round: *votes (malloc'd, caller frees) gets every vote received in time; later votes
+ * are refused (409). 0 or -1. */
 int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes, int *n);
 
 /* ---- the node side of the board (GET /v1/node/tasks, POST /v1/node/votes) ---- */

@@ -24,7 +24,6 @@ struct admin {
   struct MHD_Daemon *mhd;
 };
 
-
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
                              char *data, size_t len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
@@ -120,11 +119,10 @@ struct admin *admin_start(const char *listen, const struct admin_src *src) {
     return NULL;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  a->mhd =
-      MHD_start_daemon(flags, 0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                       ADMIN_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                       ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
+  a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log,
+                            NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
   if (!a->mhd) {
     log_error("cannot listen on the admin address %s", listen);
     free(a);

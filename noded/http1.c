@@ -56,12 +56,15 @@ static int parse_headers(const char *buf, size_t len, size_t pos, struct http1_m
     if (next_line(buf, len, &pos, &ls, &ll) < 0) return HTTP1_BAD;
     if (ll == 0) return HTTP1_OK;
     if (m->n_headers >= HTTP1_MAX_HEADERS) return HTTP1_TOO_MANY_HEADERS;
-    while (i < ll && is_tchar((unsigned char)ls[i])) i++;
+    while (i < ll && is_tchar((unsigned char)ls[i]))
+      i++;
     if (i == 0 || i >= ll || ls[i] != ':') return HTTP1_BAD; /* also rejects obs-fold */
     vs = i + 1;
-    while (vs < ll && (ls[vs] == ' ' || ls[vs] == '\t')) vs++;
+    while (vs < ll && (ls[vs] == ' ' || ls[vs] == '\t'))
+      vs++;
     ve = ll;
-    while (ve > vs && (ls[ve - 1] == ' ' || ls[ve - 1] == '\t')) ve--;
+    while (ve > vs && (ls[ve - 1] == ' ' || ls[ve - 1] == '\t'))
+      ve--;
     for (size_t k = vs; k < ve; k++) {
       unsigned char c = (unsigned char)ls[k];
       if ((c < 0x20 && c != '\t') || c == 0x7f) return HTTP1_BAD;
@@ -121,7 +124,9 @@ int http1_parse_response(const char *buf, size_t len, struct http1_msg *m) {
   return parse_headers(buf, len, pos, m);
 }
 
-static int lc(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+static int lc(int c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 static int ieq(const char *a, size_t an, const char *b) {
   size_t bn = strlen(b);
@@ -139,11 +144,14 @@ int http1_list_has(const char *v, unsigned len, const char *tok) {
   unsigned i = 0;
   while (i < len) {
     unsigned s, e;
-    while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+    while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+      i++;
     s = i;
-    while (i < len && v[i] != ',') i++;
+    while (i < len && v[i] != ',')
+      i++;
     e = i;
-    while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
+    while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+      e--;
     if (e > s && ieq(v + s, e - s, tok)) return 1;
   }
   return 0;
@@ -163,24 +171,24 @@ int http1_parse_length(const char *v, unsigned len, uint64_t *out) {
 /* Chunked parser states (RFC 9112 §7.1). Lines end only at CRLF; a chunk extension is
  * BWS ";" BWS token [BWS "=" BWS (token / quoted-string)], repeated. */
 enum {
-  CS_SIZE = 0,     /* hex digits of chunk-size */
-  CS_SIZE_WS,      /* BWS after the size or an extension: ';' or CR next */
-  CS_EXT_NAME0,    /* after ';': BWS, then the first char of the name */
-  CS_EXT_NAME,     /* token chars of the name */
-  CS_EXT_NAME_WS,  /* BWS after a name: '=', ';' or CR next */
-  CS_EXT_VAL0,     /* after '=': BWS, then a token or a quoted-string */
-  CS_EXT_VAL,      /* token chars of the value */
-  CS_EXT_QUOTED,   /* inside a quoted-string */
-  CS_EXT_QPAIR,    /* after a backslash in a quoted-string */
-  CS_SIZE_LF,      /* CR seen at the end of the size line: LF next */
-  CS_DATA,         /* chunk data */
-  CS_DATA_CR,      /* CRLF after the data */
+  CS_SIZE = 0,    /* hex digits of chunk-size */
+  CS_SIZE_WS,     /* BWS after the size or an extension: ';' or CR next */
+  CS_EXT_NAME0,   /* after ';': BWS, then the first char of the name */
+  CS_EXT_NAME,    /* token chars of the name */
+  CS_EXT_NAME_WS, /* BWS after a name: '=', ';' or CR next */
+  CS_EXT_VAL0,    /* after '=': BWS, then a token or a quoted-string */
+  CS_EXT_VAL,     /* token chars of the value */
+  CS_EXT_QUOTED,  /* inside a quoted-string */
+  CS_EXT_QPAIR,   /* after a backslash in a quoted-string */
+  CS_SIZE_LF,     /* CR seen at the end of the size line: LF next */
+  CS_DATA,        /* chunk data */
+  CS_DATA_CR,     /* CRLF after the data */
   CS_DATA_LF,
   CS_TRAILER_START, /* start of a trailer line or the final CRLF */
   CS_TRAILER_NAME,
   CS_TRAILER_VALUE,
-  CS_TRAILER_LF,   /* CR seen at the end of a trailer line */
-  CS_END_LF        /* CR of the final empty line seen */
+  CS_TRAILER_LF, /* CR seen at the end of a trailer line */
+  CS_END_LF      /* CR of the final empty line seen */
 };
 
 /* Chunk extensions and trailers together are limited to 16 KiB per body: they carry nothing the
@@ -246,51 +254,79 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
         break;
       }
       if (b->digits == 0) return -1;
-      if (c == ';') b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t') b->cstate = CS_SIZE_WS;
-      else if (c == '\r') b->cstate = CS_SIZE_LF;
-      else return -1;
+      if (c == ';')
+        b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t')
+        b->cstate = CS_SIZE_WS;
+      else if (c == '\r')
+        b->cstate = CS_SIZE_LF;
+      else
+        return -1;
       break;
     }
     case CS_SIZE_WS:
-      if (c == ';') b->cstate = CS_EXT_NAME0;
-      else if (c == '\r') b->cstate = CS_SIZE_LF;
-      else if (c != ' ' && c != '\t') return -1;
+      if (c == ';')
+        b->cstate = CS_EXT_NAME0;
+      else if (c == '\r')
+        b->cstate = CS_SIZE_LF;
+      else if (c != ' ' && c != '\t')
+        return -1;
       break;
     case CS_EXT_NAME0:
-      if (is_tchar(c)) b->cstate = CS_EXT_NAME;
-      else if (c != ' ' && c != '\t') return -1;
+      if (is_tchar(c))
+        b->cstate = CS_EXT_NAME;
+      else if (c != ' ' && c != '\t')
+        return -1;
       break;
     case CS_EXT_NAME:
       if (is_tchar(c)) break;
-      if (c == '=') b->cstate = CS_EXT_VAL0;
-      else if (c == ';') b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t') b->cstate = CS_EXT_NAME_WS;
-      else if (c == '\r') b->cstate = CS_SIZE_LF;
-      else return -1;
+      if (c == '=')
+        b->cstate = CS_EXT_VAL0;
+      else if (c == ';')
+        b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t')
+        b->cstate = CS_EXT_NAME_WS;
+      else if (c == '\r')
+        b->cstate = CS_SIZE_LF;
+      else
+        return -1;
       break;
     case CS_EXT_NAME_WS:
-      if (c == '=') b->cstate = CS_EXT_VAL0;
-      else if (c == ';') b->cstate = CS_EXT_NAME0;
-      else if (c == '\r') b->cstate = CS_SIZE_LF;
-      else if (c != ' ' && c != '\t') return -1;
+      if (c == '=')
+        b->cstate = CS_EXT_VAL0;
+      else if (c == ';')
+        b->cstate = CS_EXT_NAME0;
+      else if (c == '\r')
+        b->cstate = CS_SIZE_LF;
+      else if (c != ' ' && c != '\t')
+        return -1;
       break;
     case CS_EXT_VAL0:
-      if (is_tchar(c)) b->cstate = CS_EXT_VAL;
-      else if (c == '"') b->cstate = CS_EXT_QUOTED;
-      else if (c != ' ' && c != '\t') return -1;
+      if (is_tchar(c))
+        b->cstate = CS_EXT_VAL;
+      else if (c == '"')
+        b->cstate = CS_EXT_QUOTED;
+      else if (c != ' ' && c != '\t')
+        return -1;
       break;
     case CS_EXT_VAL:
       if (is_tchar(c)) break;
-      if (c == ';') b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t') b->cstate = CS_SIZE_WS;
-      else if (c == '\r') b->cstate = CS_SIZE_LF;
-      else return -1;
+      if (c == ';')
+        b->cstate = CS_EXT_NAME0;
+      else if (c == ' ' || c == '\t')
+        b->cstate = CS_SIZE_WS;
+      else if (c == '\r')
+        b->cstate = CS_SIZE_LF;
+      else
+        return -1;
       break;
     case CS_EXT_QUOTED:
-      if (c == '"') b->cstate = CS_SIZE_WS;
-      else if (c == '\\') b->cstate = CS_EXT_QPAIR;
-      else if (!is_qdtext(c)) return -1;
+      if (c == '"')
+        b->cstate = CS_SIZE_WS;
+      else if (c == '\\')
+        b->cstate = CS_EXT_QPAIR;
+      else if (!is_qdtext(c))
+        return -1;
       break;
     case CS_EXT_QPAIR:
       if (!is_qdtext(c) && c != '"' && c != '\\') return -1;
@@ -310,17 +346,24 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       b->cstate = CS_SIZE;
       break;
     case CS_TRAILER_START:
-      if (c == '\r') b->cstate = CS_END_LF;
-      else if (is_tchar(c)) b->cstate = CS_TRAILER_NAME;
-      else return -1; /* also obs-fold */
+      if (c == '\r')
+        b->cstate = CS_END_LF;
+      else if (is_tchar(c))
+        b->cstate = CS_TRAILER_NAME;
+      else
+        return -1; /* also obs-fold */
       break;
     case CS_TRAILER_NAME:
-      if (c == ':') b->cstate = CS_TRAILER_VALUE;
-      else if (!is_tchar(c)) return -1;
+      if (c == ':')
+        b->cstate = CS_TRAILER_VALUE;
+      else if (!is_tchar(c))
+        return -1;
       break;
     case CS_TRAILER_VALUE:
-      if (c == '\r') b->cstate = CS_TRAILER_LF;
-      else if (!is_field_vchar(c)) return -1;
+      if (c == '\r')
+        b->cstate = CS_TRAILER_LF;
+      else if (!is_field_vchar(c))
+        return -1;
       break;
     case CS_TRAILER_LF:
       if (c != '\n') return -1;
@@ -348,7 +391,8 @@ size_t http1_chunk_header(char *dst, size_t n) {
     tmp[k++] = hex[n & 15];
     n >>= 4;
   } while (n);
-  while (k) dst[len++] = tmp[--k];
+  while (k)
+    dst[len++] = tmp[--k];
   dst[len++] = '\r';
   dst[len++] = '\n';
   return len;
@@ -391,13 +435,16 @@ int http1_te_classify(const char *v, unsigned len) {
   /* 1#transfer-coding, codings without parameters: anything else is malformed */
   for (;;) {
     unsigned s;
-    while (i < len && (v[i] == ' ' || v[i] == '\t')) i++;
+    while (i < len && (v[i] == ' ' || v[i] == '\t'))
+      i++;
     s = i;
-    while (i < len && is_tchar((unsigned char)v[i])) i++;
+    while (i < len && is_tchar((unsigned char)v[i]))
+      i++;
     if (i == s) return HTTP1_TE_BAD;
     n++;
     if (ieq(v + s, i - s, "chunked")) n_chunked++;
-    while (i < len && (v[i] == ' ' || v[i] == '\t')) i++;
+    while (i < len && (v[i] == ' ' || v[i] == '\t'))
+      i++;
     if (i == len) break;
     if (v[i] != ',') return HTTP1_TE_BAD;
     i++;
@@ -455,9 +502,9 @@ int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
   }
   if (len == 1 && t[0] == '*') return out->form = HTTP1_TARGET_ASTERISK;
   /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) followed by "://" */
-  while (i < len && ((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
-                     (i > 0 && ((t[i] >= '0' && t[i] <= '9') || t[i] == '+' || t[i] == '-' ||
-                                t[i] == '.'))))
+  while (i < len &&
+         ((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
+          (i > 0 && ((t[i] >= '0' && t[i] <= '9') || t[i] == '+' || t[i] == '-' || t[i] == '.'))))
     i++;
   if (i == 0 || len - i < 3 || memcmp(t + i, "://", 3) != 0)
     return out->form = HTTP1_TARGET_AUTHORITY; /* host:port, or garbage: never forwarded */
@@ -465,7 +512,8 @@ int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
   out->https = i == 5;
   a = i + 3;
   i = a;
-  while (i < len && t[i] != '/' && t[i] != '?') i++;
+  while (i < len && t[i] != '/' && t[i] != '?')
+    i++;
   out->authority = t + a;
   out->authority_len = i - a;
   out->path = t + i;

@@ -51,9 +51,9 @@ int http1_parse_length(const char *v, unsigned len, uint64_t *out);
 
 /* Classification of a Transfer-Encoding field value. */
 enum http1_te {
-  HTTP1_TE_CHUNKED = 0,  /* exactly "chunked" (any case) */
-  HTTP1_TE_UNKNOWN = 1,  /* a well-formed list with a coding other than chunked: 501 */
-  HTTP1_TE_BAD = -1      /* malformed or obfuscated ("chunked, chunked", "chunked;x", ""): 400 */
+  HTTP1_TE_CHUNKED = 0, /* exactly "chunked" (any case) */
+  HTTP1_TE_UNKNOWN = 1, /* a well-formed list with a coding other than chunked: 501 */
+  HTTP1_TE_BAD = -1     /* malformed or obfuscated ("chunked, chunked", "chunked;x", ""): 400 */
 };
 
 /* Classify the Transfer-Encoding value v[0..len) (enum http1_te). */
@@ -75,13 +75,13 @@ enum http1_target_form {
 
 /* A request target split by http1_parse_target; pointers borrow from the target. */
 struct http1_target {
-  int form;           /* enum http1_target_form */
-  int https;          /* ABSOLUTE with the https scheme */
+  int form;              /* enum http1_target_form */
+  int https;             /* ABSOLUTE with the https scheme */
   const char *authority; /* ABSOLUTE: up to the first '/' or '?' */
   unsigned authority_len;
-  const char *path;   /* ORIGIN, ABSOLUTE: the path and query to send on */
+  const char *path; /* ORIGIN, ABSOLUTE: the path and query to send on */
   unsigned path_len;
-  int need_slash;     /* ABSOLUTE: the path is empty or starts with '?': send "/" before it */
+  int need_slash; /* ABSOLUTE: the path is empty or starts with '?': send "/" before it */
 };
 
 /* Split the target t[0..len); returns out->form. */

@@ -65,24 +65,42 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 #define O(f) offsetof(struct node_cfg, f)
 #define S(f) sizeof(((struct node_cfg *)0)->f)
 static const struct opt_def options[] = {
-    {"controld", OPT_STR, O(controld), S(controld), 0, 0, NULL, NULL, "controld base URL (required)"},
-    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480", "address:port for visitor traffic"},
-    {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401", "address:port of /healthz, /status, /metrics"},
-    {"state-dir", OPT_STR, O(state_dir), S(state_dir), 0, 0, NULL, "./noded-state", "directory of the config cache"},
-    {"name", OPT_STR, O(name), S(name), 0, 0, NULL, NULL, "node name shown in /status (default: host name)"},
-    {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL, "CA bundle for HTTPS origins (empty = system)"},
-    {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL, "CA bundle for an https controld (empty = system)"},
-    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text", "text or json"},
-    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info", "error, warn, info or debug"},
-    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL, "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
-    {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000", "time between heartbeats"},
-    {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000", "long-poll hold asked of controld"},
-    {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2", "visitor proxy worker threads"},
-    {"metrics-max-origins", OPT_INT, O(metrics_max_origins), 0, 0, 1000000, NULL, "1000", "skipped origins labelled in /metrics at most (the rest only count)"},
-    {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000", "a visitor's whole request head must arrive within this"},
-    {"keepalive-timeout-ms", OPT_INT, O(keepalive_timeout_ms), 0, 100, 3600000, NULL, "60000", "idle visitor keep-alive connections are closed after this"},
-    {"body-timeout-ms", OPT_INT, O(body_timeout_ms), 0, 100, 3600000, NULL, "60000", "a visitor silent this long while its request body is read is closed"},
-    {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000", "open visitor connections at most (accepting pauses at the cap)"},
+    {"controld", OPT_STR, O(controld), S(controld), 0, 0, NULL, NULL,
+     "controld base URL (required)"},
+    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480",
+     "address:port for visitor traffic"},
+    {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401",
+     "address:port of /healthz, /status, /metrics"},
+    {"state-dir", OPT_STR, O(state_dir), S(state_dir), 0, 0, NULL, "./noded-state",
+     "directory of the config cache"},
+    {"name", OPT_STR, O(name), S(name), 0, 0, NULL, NULL,
+     "node name shown in /status (default: host name)"},
+    {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL,
+     "CA bundle for HTTPS origins (empty = system)"},
+    {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL,
+     "CA bundle for an https controld (empty = system)"},
+    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text",
+     "text or json"},
+    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info",
+     "error, warn, info or debug"},
+    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL,
+     "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
+    {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000",
+     "time between heartbeats"},
+    {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000",
+     "long-poll hold asked of controld"},
+    {"proxy-threads", OPT_INT, O(proxy_threads), 0, 1, 64, NULL, "2",
+     "visitor proxy worker threads"},
+    {"metrics-max-origins", OPT_INT, O(metrics_max_origins), 0, 0, 1000000, NULL, "1000",
+     "skipped origins labelled in /metrics at most (the rest only count)"},
+    {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000",
+     "a visitor's whole request head must arrive within this"},
+    {"keepalive-timeout-ms", OPT_INT, O(keepalive_timeout_ms), 0, 100, 3600000, NULL, "60000",
+     "idle visitor keep-alive connections are closed after this"},
+    {"body-timeout-ms", OPT_INT, O(body_timeout_ms), 0, 100, 3600000, NULL, "60000",
+     "a visitor silent this long while its request body is read is closed"},
+    {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000",
+     "open visitor connections at most (accepting pauses at the cap)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -142,8 +160,10 @@ static int on_status(void *arg, cJSON *out) {
   cJSON *node, *sy, *hb, *tk, *ps = NULL, *sites = NULL;
   sync_get_info(n->sync, &si);
   node = cJSON_AddObjectToObject(out, "node");
-  if (si.node_id > 0) json_add_i64(node, "id", si.node_id);
-  else cJSON_AddNullToObject(node, "id");
+  if (si.node_id > 0)
+    json_add_i64(node, "id", si.node_id);
+  else
+    cJSON_AddNullToObject(node, "id");
   cJSON_AddStringToObject(node, "name", n->cfg.name);
   cJSON_AddStringToObject(node, "version", CDNCA_VERSION);
   json_add_i64(node, "uptime_ms", clock_mono_ms() - n->started_ms);
@@ -183,8 +203,9 @@ static int on_metrics(void *arg, struct buf *out) {
   ntasks_stats(n->tasks, &rounds, &probes, &late);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
   if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
-  if (!n->proxy && buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
-                              (long long)si.seq) < 0)
+  if (!n->proxy &&
+      buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
+                 (long long)si.seq) < 0)
     return -1;
   if (buf_printf(out,
                  "# HELP cdnca_node_sync_state config sync state (1 for the current one)\n"
@@ -243,7 +264,9 @@ static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen
 }
 
 static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
-    check_controld, check_listen, check_admin_listen,
+    check_controld,
+    check_listen,
+    check_admin_listen,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -470,8 +493,8 @@ int main(int argc, char **argv) {
     log_error("cannot start the node threads");
     goto out;
   }
-  log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION,
-           n.cfg.name, n.ctl.base, n.cfg.listen, n.cfg.state_dir);
+  log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION, n.cfg.name,
+           n.ctl.base, n.cfg.listen, n.cfg.state_dir);
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
   {

@@ -21,8 +21,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "addr.h"
+#include "clock.h"
 #include "http1.h"
 #include "json.h"
 #include "log.h"
@@ -108,28 +108,28 @@ struct req {
   struct sitecfg_site *site;
   struct rewrite_req rq;   /* the visitor request after the head rules */
   struct http1_body vbody; /* framing of the visitor's body */
-  struct buf ubase; /* request line + forwarded headers, without Host and the empty line */
-  struct buf uhead; /* ubase + Host for the current attempt */
-  size_t uhead_off; /* bytes of uhead written to the origin */
-  uint64_t tried;   /* bit i: origins[i] was tried */
+  struct buf ubase;        /* request line + forwarded headers, without Host and the empty line */
+  struct buf uhead;        /* ubase + Host for the current attempt */
+  size_t uhead_off;        /* bytes of uhead written to the origin */
+  uint64_t tried;          /* bit i: origins[i] was tried */
   int attempts, oidx, last_fail;
-  int status;       /* the status the visitor gets */
-  int have_pick;    /* the pick may hold a half-open trial slot until an outcome is recorded */
-  int request_sent; /* bytes of this attempt's head reached the origin (retry rule, §2) */
-  int body_sent;    /* bytes of the body reached the origin (retry rule, §2) */
-  int up_werr;      /* writing to the origin failed: wait for whatever it answers */
-  int up_eof;       /* V_TUNNEL: the origin closed its side */
-  int stale_retry;  /* a closed pooled connection was replaced once already */
+  int status;        /* the status the visitor gets */
+  int have_pick;     /* the pick may hold a half-open trial slot until an outcome is recorded */
+  int request_sent;  /* bytes of this attempt's head reached the origin (retry rule, §2) */
+  int body_sent;     /* bytes of the body reached the origin (retry rule, §2) */
+  int up_werr;       /* writing to the origin failed: wait for whatever it answers */
+  int up_eof;        /* V_TUNNEL: the origin closed its side */
+  int stale_retry;   /* a closed pooled connection was replaced once already */
   int sent_continue; /* noded answered "100 Continue" itself (the origin's is not forwarded) */
   struct proxy_pick pick;
   struct upconn *up;
-  int64_t up_last; /* last progress with the origin (connect and origin timeouts) */
-  size_t uscan;    /* http1_head_end position in uin */
+  int64_t up_last;         /* last progress with the origin (connect and origin timeouts) */
+  size_t uscan;            /* http1_head_end position in uin */
   struct http1_body ubody; /* framing of the origin's response body */
-  int rchunked;     /* the response body is chunked: decoded from uin into rout */
-  int rencode;      /* ... and re-encoded as chunks (an HTTP/1.1 visitor) */
-  int up_keepalive; /* the origin connection may go back to the pool after the response */
-  int resp_started; /* the visitor's status is chosen (for the access log on a close) */
+  int rchunked;            /* the response body is chunked: decoded from uin into rout */
+  int rencode;             /* ... and re-encoded as chunks (an HTTP/1.1 visitor) */
+  int up_keepalive;        /* the origin connection may go back to the pool after the response */
+  int resp_started;        /* the visitor's status is chosen (for the access log on a close) */
   uint64_t bytes_out;
 };
 
@@ -139,13 +139,13 @@ struct vconn {
   struct worker *w;
   struct vconn *prev, *next, *rnext, *gnext;
   enum vphase phase;
-  int in_ready;    /* queued on w->ready (its pump budget ran out) */
-  int can_read;    /* edge-triggered readiness of fd */
+  int in_ready; /* queued on w->ready (its pump budget ran out) */
+  int can_read; /* edge-triggered readiness of fd */
   int can_write;
-  int hup;         /* the peer's FIN or an error was reported: read until EOF */
-  int closed;      /* closed, freed at the end of the loop turn */
-  int peer_eof;    /* the visitor closed its side */
-  int close_after; /* close once the current response is written */
+  int hup;            /* the peer's FIN or an error was reported: read until EOF */
+  int closed;         /* closed, freed at the end of the loop turn */
+  int peer_eof;       /* the visitor closed its side */
+  int close_after;    /* close once the current response is written */
   int64_t last_io;    /* last byte read or written */
   int64_t last_read;  /* last byte read (body timeout) */
   int64_t head_start; /* V_HEAD: first byte of this head (or accept); 0 while idle keep-alive */
@@ -180,7 +180,7 @@ struct worker {
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
   int stopping;
-  int accept_paused;      /* the listener is out of epoll until resume_at (cap or EMFILE) */
+  int accept_paused; /* the listener is out of epoll until resume_at (cap or EMFILE) */
   int64_t resume_at;
   int64_t accept_backoff; /* current pause after an accept() failure, ms */
   int64_t stop_deadline, now, last_sweep;
@@ -195,9 +195,9 @@ struct proxy {
   struct sitecfg_set *cfg;
   _Atomic uint64_t cfg_gen;
   int nthreads, port, started, stopped;
-  _Atomic int max_conns;      /* the visitor cap in force: max_connections within the fd limit,
-                                 followed every sweep (the limit may change, prlimit) */
-  _Atomic int n_conns;        /* visitor connections open, all workers */
+  _Atomic int max_conns;        /* the visitor cap in force: max_connections within the fd limit,
+                                   followed every sweep (the limit may change, prlimit) */
+  _Atomic int n_conns;          /* visitor connections open, all workers */
   _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
   _Atomic int stopping;
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
@@ -238,7 +238,9 @@ static void sbuf_compact(struct sbuf *s) {
   s->sent = 0;
 }
 
-static void sbuf_reset(struct sbuf *s) { s->sent = s->fwd = s->len = 0; }
+static void sbuf_reset(struct sbuf *s) {
+  s->sent = s->fwd = s->len = 0;
+}
 
 /* Give the memory back (an idle connection keeps none). */
 static void sbuf_release(struct sbuf *s) {
@@ -255,8 +257,10 @@ static int reframe(struct http1_body *b, struct sbuf *src, struct sbuf *dst, int
   long k;
   if (src->fwd >= src->len || b->done) return 0;
   if (sbuf_alloc(dst, REFRAME_CAP) < 0) return -1;
-  if (dst->sent == dst->len) sbuf_reset(dst);
-  else if (dst->len + 1024 > dst->cap) sbuf_compact(dst);
+  if (dst->sent == dst->len)
+    sbuf_reset(dst);
+  else if (dst->len + 1024 > dst->cap)
+    sbuf_compact(dst);
   /* room for a chunk line, the data, its CRLF and the last chunk */
   if (dst->cap - dst->len < HTTP1_CHUNK_HEADER_MAX + 2 + sizeof HTTP1_LAST_CHUNK + 1) return 0;
   room = dst->cap - dst->len - (HTTP1_CHUNK_HEADER_MAX + 2 + sizeof HTTP1_LAST_CHUNK);
@@ -339,8 +343,10 @@ static void finish_request(struct vconn *c, int status) {
   a.host = r->rq.host;
   a.path = r->rq.path;
   a.bytes = r->bytes_out;
-  if (w->p->o.access_log) w->p->o.access_log(w->p->o.access_arg, &a);
-  else access_default(&w->logbuf, &a);
+  if (w->p->o.access_log)
+    w->p->o.access_log(w->p->o.access_arg, &a);
+  else
+    access_default(&w->logbuf, &a);
   if (r->have_pick && r->site) proxy_state_release(w->p->state, r->site, r->oidx);
   r->have_pick = 0;
   sitecfg_site_unref(r->site);
@@ -363,8 +369,10 @@ static void v_close(struct vconn *c) {
   close(c->fd);
   c->fd = -1;
   c->closed = 1;
-  if (c->prev) c->prev->next = c->next;
-  else w->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    w->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   w->n_conns--;
   atomic_fetch_sub_explicit(&w->p->n_conns, 1, memory_order_relaxed);
@@ -519,8 +527,8 @@ static void attempt_fail(struct vconn *c, int kind);
 static void no_origin_left(struct vconn *c) {
   struct req *r = &c->r;
   if (r->attempts == 0)
-    local_error(c, 502, "no_origin",
-                "the site has no origin on its current or a following level", 0);
+    local_error(c, 502, "no_origin", "the site has no origin on its current or a following level",
+                0);
   else if (r->last_fail == AR_TIMEOUT)
     local_error(c, 504, "origin_timeout", "no origin answered in time", 0);
   else
@@ -604,10 +612,9 @@ static void attempt_fail(struct vconn *c, int kind) {
     return;
   }
   if (elapsed > r->site->retry.retry_budget_ms || kind == AR_TIMEOUT)
-    local_error(c, 504, "origin_timeout",
-                kind == AR_TIMEOUT ? "the origin did not answer in time"
-                                   : "the retry budget ran out",
-                0);
+    local_error(
+        c, 504, "origin_timeout",
+        kind == AR_TIMEOUT ? "the origin did not answer in time" : "the retry budget ran out", 0);
   else
     local_error(c, 502, "origin_unreachable", "no origin could be reached", 0);
 }
@@ -679,8 +686,8 @@ static void got_response_head(struct vconn *c, size_t hl) {
     return;
   }
   failed = skip_is_failure(&r->site->retry, 0, m->status);
-  if (failed && skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry,
-                               r->rq.idempotent, r->request_sent, r->body_sent)) {
+  if (failed && skip_may_retry(r->attempts, w->now - r->t_start, &r->site->retry, r->rq.idempotent,
+                               r->request_sent, r->body_sent)) {
     attempt_fail(c, AR_STATUS);
     return;
   }
@@ -723,8 +730,10 @@ static void proxy_done(struct vconn *c) {
     r->up = NULL;
   }
   finish_request(c, r->status);
-  if (c->close_after || !r->rq.keepalive || !r->vbody.done || w->stopping) v_close(c);
-  else v_next_request(c);
+  if (c->close_after || !r->rq.keepalive || !r->vbody.done || w->stopping)
+    v_close(c);
+  else
+    v_next_request(c);
 }
 
 /* Write pending head bytes and body bytes to the visitor. 1 progress, 0 none, -1 error. */
@@ -774,8 +783,10 @@ static int v_read(struct vconn *c) {
   if (!c->can_read) return 0;
   if (!c->in.d && sbuf_alloc(&c->in, IN_INIT) < 0) return -1;
   if (c->in.len == c->in.cap) {
-    if (c->in.sent > 0) sbuf_compact(&c->in);
-    else if (c->in.cap < IN_CAP && sbuf_alloc(&c->in, IN_CAP) < 0) return -1;
+    if (c->in.sent > 0)
+      sbuf_compact(&c->in);
+    else if (c->in.cap < IN_CAP && sbuf_alloc(&c->in, IN_CAP) < 0)
+      return -1;
     if (c->in.len == c->in.cap) return 0;
   }
   rd = recv(c->fd, c->in.d + c->in.len, c->in.cap - c->in.len, 0);
@@ -816,8 +827,10 @@ static int step_head(struct vconn *c) {
   size_t hl = http1_head_end(c->in.d ? c->in.d : "", c->in.len, &c->head_scan);
   int rd;
   if (hl) {
-    if (hl > HEAD_MAX) head_too_large(c);
-    else start_request(c, hl);
+    if (hl > HEAD_MAX)
+      head_too_large(c);
+    else
+      start_request(c, hl);
     return 1;
   }
   if (c->in.len >= HEAD_MAX) {
@@ -1014,8 +1027,10 @@ static int step_proxy(struct vconn *c) {
   }
   rc = frame_request_body(c);
   if (rc < 0) {
-    if (!r->resp_started) local_error(c, 400, "bad_request", "malformed chunked body", 1);
-    else v_close(c);
+    if (!r->resp_started)
+      local_error(c, 400, "bad_request", "malformed chunked body", 1);
+    else
+      v_close(c);
     return 1;
   }
   prog |= rc;
@@ -1030,8 +1045,7 @@ static int step_proxy(struct vconn *c) {
       if (c->oh.len > 0 && c->oh_off == 0 && r->bytes_out == 0) {
         /* nothing of this response reached the visitor yet: a 502 instead of its head */
         c->oh.len = 0;
-        local_error(c, 502, "bad_origin_response", "the origin sent malformed chunked framing",
-                    1);
+        local_error(c, 502, "bad_origin_response", "the origin sent malformed chunked framing", 1);
         return 1;
       }
       v_close(c); /* the head is out: only a close tells the visitor */
@@ -1123,12 +1137,22 @@ static void v_pump(struct vconn *c) {
     int prog;
     if (c->closed) return;
     switch (c->phase) {
-    case V_HEAD: prog = step_head(c); break;
-    case V_LOCAL: prog = step_local(c); break;
+    case V_HEAD:
+      prog = step_head(c);
+      break;
+    case V_LOCAL:
+      prog = step_local(c);
+      break;
     case V_AWAIT_ORIGIN:
-    case V_RESPONSE: prog = step_proxy(c); break;
-    case V_TUNNEL: prog = step_tunnel(c); break;
-    default: prog = 0; break;
+    case V_RESPONSE:
+      prog = step_proxy(c);
+      break;
+    case V_TUNNEL:
+      prog = step_tunnel(c);
+      break;
+    default:
+      prog = 0;
+      break;
     }
     if (!prog) return;
   }
@@ -1292,8 +1316,8 @@ static void sweep(struct worker *w) {
       v_release_buffers(c);
     if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
-      int waiting_origin = c->phase == V_AWAIT_ORIGIN ||
-                           (!r->ubody.done && c->uin.len < c->uin.cap);
+      int waiting_origin =
+          c->phase == V_AWAIT_ORIGIN || (!r->ubody.done && c->uin.len < c->uin.cap);
       if (connecting && now - r->up_last > p->o.connect_timeout_ms) {
         attempt_fail(c, AR_TIMEOUT);
         v_pump(c);
@@ -1382,8 +1406,10 @@ static void *worker_main(void *arg) {
         if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) u->can_read = 1;
         if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) u->hup = 1;
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) u->can_write = 1;
-        if (u->owner) v_pump(u->owner);
-        else if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) upstream_close(u);
+        if (u->owner)
+          v_pump(u->owner);
+        else if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+          upstream_close(u);
       }
     }
     rl = w->ready;
@@ -1403,13 +1429,15 @@ static void *worker_main(void *arg) {
     if (w->stopping) {
       if (w->n_conns == 0) break;
       if (w->now >= w->stop_deadline) {
-        while (w->conns) v_close(w->conns);
+        while (w->conns)
+          v_close(w->conns);
         free_graves(w);
         break;
       }
     }
   }
-  while (w->conns) v_close(w->conns);
+  while (w->conns)
+    v_close(w->conns);
   free_graves(w);
   upstream_pool_sweep(w->ups, w->now, 0, 1); /* drop idle origin connections */
   upstream_reap(w->ups);
@@ -1444,7 +1472,6 @@ static char *dupstr(const char *s) {
   if ((d = malloc(n + 1))) memcpy(d, s, n + 1);
   return d;
 }
-
 
 /* Raise the descriptor soft limit to the hard one (once, at start). */
 static void raise_fd_limit(void) {
@@ -1522,8 +1549,10 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
       if (getsockname(w->lfd, (struct sockaddr *)&bound, &bl) < 0) goto fail;
       p->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
                                                  : ((struct sockaddr_in6 *)&bound)->sin6_port);
-      if (sa.ss_family == AF_INET) ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)p->port);
-      else ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)p->port);
+      if (sa.ss_family == AF_INET)
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)p->port);
+      else
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)p->port);
     }
     if ((w->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
         (w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
@@ -1543,7 +1572,9 @@ fail:
   return NULL;
 }
 
-int proxy_port(const struct proxy *p) { return p->port; }
+int proxy_port(const struct proxy *p) {
+  return p->port;
+}
 
 int proxy_set_config(struct proxy *p, struct sitecfg_set *s) {
   struct sitecfg_set *old;

@@ -24,7 +24,7 @@ struct proxy_access {
   int level;         /* that origin's level (0 when none): above the site's current level when
                         a backup level served (node_retry.backup_levels) */
   int attempts;
-  int status;        /* status sent to the visitor; 499 when the visitor went away first */
+  int status; /* status sent to the visitor; 499 when the visitor went away first */
   int64_t duration_ms;
   const char *method;
   const char *host;

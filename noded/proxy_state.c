@@ -27,10 +27,10 @@ struct pentry {
   struct skip_rec rec;
   struct skip_params retry; /* the site's, for outcomes that arrive without a site (probes) */
   int resolved;
-  int literal;              /* an IP literal: never re-resolved */
-  int64_t resolve_due;      /* monotonic ms of the next re-resolution of a name */
-  int64_t refresh_ms;       /* the interval that set resolve_due */
-  uint64_t readdressed;     /* re-resolutions that changed the address */
+  int literal;          /* an IP literal: never re-resolved */
+  int64_t resolve_due;  /* monotonic ms of the next re-resolution of a name */
+  int64_t refresh_ms;   /* the interval that set resolve_due */
+  uint64_t readdressed; /* re-resolutions that changed the address */
   socklen_t salen;
   struct sockaddr_storage sa;
 };
@@ -49,7 +49,7 @@ struct ptable {
 struct proxy_state {
   pthread_rwlock_t tab_lock; /* the table itself: read for every use, written by the swap */
   pthread_mutex_t stripe[SITE_STRIPES]; /* an entry's record and address, by its site id */
-  pthread_mutex_t sync_mu; /* serialises proxy_state_sync */
+  pthread_mutex_t sync_mu;              /* serialises proxy_state_sync */
   struct ptable tab;
   proxy_resolve_fn *resolve; /* resolve_origin unless a test substitutes its own */
   /* the resolver thread */
@@ -116,7 +116,8 @@ struct proxy_state *proxy_state_new(void) {
   pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
   pthread_rwlock_init(&t->tab_lock, &ra);
   pthread_rwlockattr_destroy(&ra);
-  for (int i = 0; i < SITE_STRIPES; i++) pthread_mutex_init(&t->stripe[i], NULL);
+  for (int i = 0; i < SITE_STRIPES; i++)
+    pthread_mutex_init(&t->stripe[i], NULL);
   pthread_mutex_init(&t->sync_mu, NULL);
   pthread_mutex_init(&t->rmu, NULL);
   pthread_cond_init(&t->rcond, NULL);
@@ -136,7 +137,8 @@ void proxy_state_free(struct proxy_state **tp) {
   }
   table_fini(&t->tab);
   pthread_rwlock_destroy(&t->tab_lock);
-  for (int i = 0; i < SITE_STRIPES; i++) pthread_mutex_destroy(&t->stripe[i]);
+  for (int i = 0; i < SITE_STRIPES; i++)
+    pthread_mutex_destroy(&t->stripe[i]);
   pthread_mutex_destroy(&t->sync_mu);
   pthread_mutex_destroy(&t->rmu);
   pthread_cond_destroy(&t->rcond);
@@ -170,9 +172,11 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
   size_t total = 0;
   int rc = -1;
   pthread_mutex_lock(&t->sync_mu);
-  for (int i = 0; s && i < s->n_sites; i++) total += (size_t)s->sites[i]->n_origins;
+  for (int i = 0; s && i < s->n_sites; i++)
+    total += (size_t)s->sites[i]->n_origins;
   nt.cap = 16;
-  while (nt.cap < total * 2) nt.cap *= 2;
+  while (nt.cap < total * 2)
+    nt.cap *= 2;
   if (!(nt.e = calloc(nt.cap, sizeof *nt.e))) goto out;
   for (int i = 0; s && i < s->n_sites; i++) {
     const struct sitecfg_site *site = s->sites[i];
@@ -355,8 +359,9 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now) {
     }
     pthread_mutex_unlock(site_lock(t, due[k].site_id));
     pthread_rwlock_unlock(&t->tab_lock);
-    if (!ok) log_warn("origin %lld of site %lld: %s (the last address is kept)",
-                      (long long)due[k].origin_id, (long long)due[k].site_id, err);
+    if (!ok)
+      log_warn("origin %lld of site %lld: %s (the last address is kept)",
+               (long long)due[k].origin_id, (long long)due[k].site_id, err);
   }
   return n;
 }
@@ -389,8 +394,7 @@ int proxy_state_resolver_start(struct proxy_state *t) {
   return 0;
 }
 
-void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
-                         int origin_index) {
+void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site, int origin_index) {
   struct pentry *e;
   if (origin_index < 0 || origin_index >= site->n_origins) return;
   pthread_rwlock_rdlock(&t->tab_lock);

@@ -68,8 +68,7 @@ void proxy_state_set_resolver(struct proxy_state *t, proxy_resolve_fn *fn);
 int proxy_state_resolver_start(struct proxy_state *t);
 
 /* Give back a half-open trial slot of a pick that will report no outcome. */
-void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site,
-                         int origin_index);
+void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site, int origin_index);
 
 /* Observations for the heartbeat: [{"site_id","origin_id","requests","failures","skipped"}]
  * (counts since the entry was created), caller frees. NULL on OOM. */
@@ -80,8 +79,7 @@ cJSON *proxy_state_observations(struct proxy_state *t, int64_t now);
  * {site,origin} = 1 for each origin the node does not trust (skipped, or in its half-open
  * trial), for the max_labelled lowest (site, origin) ids only; a trusted origin has no series.
  * One pass under the table lock, no per-origin rendering for healthy ones. 0 or -1 (OOM). */
-int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelled,
-                             struct buf *out);
+int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelled, struct buf *out);
 
 /* Per-origin skip state of one site for /status: [{"id","level","address","port","scheme",
  * "state","skipped_for_ms","requests","failures","skips","fail_open","backup_picks","probes",

@@ -10,8 +10,8 @@
 
 #include "hostname.h"
 #include "json.h"
-#include "noderetry.h"
 #include "log.h"
+#include "noderetry.h"
 
 /* Largest id, seq or version accepted: cJSON prints numbers with 15 significant digits, so larger
    values would not survive the round trip through the disk cache. */
@@ -51,7 +51,8 @@ static int valid_address(const char *a) {
 static void site_free(struct sitecfg_site *s) {
   if (!s) return;
   free(s->name);
-  for (int i = 0; i < s->n_hostnames; i++) free(s->hostnames[i]);
+  for (int i = 0; i < s->n_hostnames; i++)
+    free(s->hostnames[i]);
   free(s->hostnames);
   for (int i = 0; i < s->n_origins; i++) {
     free(s->origins[i].address);
@@ -77,8 +78,9 @@ static int req_int(const cJSON *o, const char *key, int64_t min, int64_t max, in
   int r = json_int(o, key, min, max, out);
   snprintf(f, sizeof f, "%s%s", prefix, key);
   if (r == 1) return failf(err, errlen, f, "is required");
-  if (r < 0) return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
-                          (long long)max);
+  if (r < 0)
+    return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
+                 (long long)max);
   return 0;
 }
 
@@ -88,8 +90,9 @@ static int opt_int(const cJSON *o, const char *key, int64_t min, int64_t max, in
   char f[160];
   int r = json_int(o, key, min, max, out);
   snprintf(f, sizeof f, "%s%s", prefix, key);
-  if (r < 0) return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
-                          (long long)max);
+  if (r < 0)
+    return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
+                 (long long)max);
   return 0;
 }
 
@@ -198,8 +201,7 @@ static int parse_site(const cJSON *j, struct sitecfg_site **out, int idx, char *
       goto out;
     }
   }
-  if (req_int(j, "config_version", 0, SITECFG_ID_MAX, &s->config_version, pre, err,
-              errlen) < 0)
+  if (req_int(j, "config_version", 0, SITECFG_ID_MAX, &s->config_version, pre, err, errlen) < 0)
     goto out;
   if (req_int(j, "current_level", 1, SITECFG_MAX_LEVEL, &v, pre, err, errlen) < 0) goto out;
   s->current_level = (int)v;
@@ -243,7 +245,8 @@ out:
 void sitecfg_update_free(struct sitecfg_update **up) {
   struct sitecfg_update *u = up ? *up : NULL;
   if (!u) return;
-  for (int i = 0; i < u->n_sites; i++) sitecfg_site_unref(u->sites[i]);
+  for (int i = 0; i < u->n_sites; i++)
+    sitecfg_site_unref(u->sites[i]);
   free(u->sites);
   free(u->deleted);
   free(u);
@@ -326,7 +329,8 @@ out:
 }
 
 static void set_free(struct sitecfg_set *s) {
-  for (int i = 0; i < s->n_sites; i++) sitecfg_site_unref(s->sites[i]);
+  for (int i = 0; i < s->n_sites; i++)
+    sitecfg_site_unref(s->sites[i]);
   free(s->sites);
   free(s->hosts);
   free(s);
@@ -358,7 +362,8 @@ static int cmp_host(const void *a, const void *b) {
 static int set_index(struct sitecfg_set *s) {
   int total = 0, k = 0;
   if (s->n_sites > 1) qsort(s->sites, (size_t)s->n_sites, sizeof *s->sites, cmp_site);
-  for (int i = 0; i < s->n_sites; i++) total += s->sites[i]->n_hostnames;
+  for (int i = 0; i < s->n_sites; i++)
+    total += s->sites[i]->n_hostnames;
   if (total > 0 && !(s->hosts = calloc((size_t)total, sizeof *s->hosts))) return -1;
   for (int i = 0; i < s->n_sites; i++)
     for (int h = 0; h < s->sites[i]->n_hostnames; h++)
@@ -368,9 +373,9 @@ static int set_index(struct sitecfg_set *s) {
   s->n_hosts = 0;
   for (int i = 0; i < k; i++) {
     if (s->n_hosts > 0 && strcmp(s->hosts[s->n_hosts - 1].name, s->hosts[i].name) == 0) {
-      log_warn("hostname %s claimed by sites %lld and %lld; serving it from %lld",
-               s->hosts[i].name, (long long)s->hosts[s->n_hosts - 1].site->id,
-               (long long)s->hosts[i].site->id, (long long)s->hosts[s->n_hosts - 1].site->id);
+      log_warn("hostname %s claimed by sites %lld and %lld; serving it from %lld", s->hosts[i].name,
+               (long long)s->hosts[s->n_hosts - 1].site->id, (long long)s->hosts[i].site->id,
+               (long long)s->hosts[s->n_hosts - 1].site->id);
       continue;
     }
     s->hosts[s->n_hosts++] = s->hosts[i];
@@ -389,7 +394,9 @@ static struct sitecfg_set *set_alloc(int cap) {
   return s;
 }
 
-struct sitecfg_set *sitecfg_empty(void) { return set_alloc(0); }
+struct sitecfg_set *sitecfg_empty(void) {
+  return set_alloc(0);
+}
 
 static int in_update(const struct sitecfg_update *u, int64_t id) {
   for (int i = 0; i < u->n_sites; i++)
@@ -406,7 +413,8 @@ struct sitecfg_set *sitecfg_apply(const struct sitecfg_set *cur, const struct si
   s->seq = u->seq;
   if (cur && !u->full)
     for (int i = 0; i < cur->n_sites; i++)
-      if (!in_update(u, cur->sites[i]->id)) s->sites[s->n_sites++] = sitecfg_site_ref(cur->sites[i]);
+      if (!in_update(u, cur->sites[i]->id))
+        s->sites[s->n_sites++] = sitecfg_site_ref(cur->sites[i]);
   for (int i = 0; i < u->n_sites; i++) {
     int deleted = 0;
     for (int k = 0; k < u->n_deleted; k++)
@@ -446,15 +454,18 @@ struct sitecfg_site *sitecfg_lookup(const struct sitecfg_set *s, const char *hos
   }
   if (len > 0 && host[len - 1] == '.') len--;
   if (len == 0 || len >= sizeof name) return NULL;
-  for (n = 0; n < len; n++) name[n] = (char)tolower((unsigned char)host[n]);
+  for (n = 0; n < len; n++)
+    name[n] = (char)tolower((unsigned char)host[n]);
   name[n] = '\0';
   hi = s->n_hosts - 1;
   while (lo <= hi) {
     int mid = lo + (hi - lo) / 2;
     int c = strcmp(s->hosts[mid].name, name);
     if (c == 0) return s->hosts[mid].site;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
   }
   return NULL;
 }
@@ -466,8 +477,10 @@ struct sitecfg_site *sitecfg_find(const struct sitecfg_set *s, int64_t site_id) 
   while (lo <= hi) {
     int mid = lo + (hi - lo) / 2;
     if (s->sites[mid]->id == site_id) return s->sites[mid];
-    if (s->sites[mid]->id < site_id) lo = mid + 1;
-    else hi = mid - 1;
+    if (s->sites[mid]->id < site_id)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
   }
   return NULL;
 }

@@ -17,7 +17,7 @@
 struct sitecfg_origin {
   int64_t id;
   int level;
-  char *address;     /* IP literal or hostname */
+  char *address; /* IP literal or hostname */
   int port;
   int https;         /* scheme: 0 = "http", 1 = "https" */
   char *host_header; /* NULL: send the visitor's Host */

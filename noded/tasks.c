@@ -1,15 +1,15 @@
 /* tasks — node probe tasks: poll, probe, vote. */
 #include "tasks.h"
 
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
-#include "hcheck.h"
 #include "ctl.h"
+#include "hcheck.h"
 #include "json.h"
 #include "log.h"
 

@@ -140,8 +140,7 @@ static void request_done(struct responder *r, int fd) {
 static int scan(struct rconn *c, const char *buf, size_t n) {
   static const char end[] = "\r\n\r\n";
   for (size_t i = 0; i < n; i++) {
-    c->match = (buf[i] == end[c->match]) ? (unsigned char)(c->match + 1)
-                                          : (buf[i] == '\r' ? 1 : 0);
+    c->match = (buf[i] == end[c->match]) ? (unsigned char)(c->match + 1) : (buf[i] == '\r' ? 1 : 0);
     if (c->match == 4) return 1;
   }
   return 0;
@@ -334,8 +333,8 @@ struct row {
 
 /* one_host: every probe uses the same host name (the best case for TLS session reuse, whose
    cache is keyed by host and port); else one host name per site, as in a real round. */
-static int run_batch(struct probe *p, const struct responder *r, int sites, int https,
-                     int one_host, struct row *row) {
+static int run_batch(struct probe *p, const struct responder *r, int sites, int https, int one_host,
+                     struct row *row) {
   size_t n = (size_t)sites * ORIGINS;
   struct probe_target *t = calloc(n, sizeof *t);
   struct probe_result *res = calloc(n, sizeof *res);
@@ -434,7 +433,8 @@ int main(int argc, char **argv) {
       char list[32], *save = NULL;
       nengines = 0;
       snprintf(list, sizeof list, "%s", v);
-      for (char *w = strtok_r(list, ",", &save); w && nengines < 2; w = strtok_r(NULL, ",", &save)) {
+      for (char *w = strtok_r(list, ",", &save); w && nengines < 2;
+           w = strtok_r(NULL, ",", &save)) {
         if (strcmp(w, "epoll") == 0)
           engines[nengines++] = PROBE_ENGINE_EPOLL;
         else if (strcmp(w, "poll") == 0)
@@ -494,8 +494,7 @@ int main(int argc, char **argv) {
 
   printf("probe throughput: %s, %d origins per site, concurrency %d, origin delay %d ms%s, "
          "nofile %lu\n",
-         https ? "HTTPS (full handshake, ECDSA P-256, verified)" : "HTTP", ORIGINS, conc,
-         delay_ms,
+         https ? "HTTPS (full handshake, ECDSA P-256, verified)" : "HTTP", ORIGINS, conc, delay_ms,
          resume ? ", TLS session reuse ON and one host name (best case; measurement only)" : "",
          (unsigned long)rl.rlim_cur);
   printf("| engine | sites | probes | wall s | probes/s | prober CPU s | probes per prober "
@@ -533,8 +532,8 @@ int main(int argc, char **argv) {
     }
     printf("%s: largest batch within %.0f s: %d sites x %d (%.2f s wall); at %.0f probes per "
            "prober CPU-second one core fits about %.0f sites x %d in a %.0f s round\n",
-           probe_engine_name(engines[e]), budget, best[e].sites, ORIGINS, best[e].wall,
-           per_cpu[e], per_cpu[e] * budget / ORIGINS, ORIGINS, budget);
+           probe_engine_name(engines[e]), budget, best[e].sites, ORIGINS, best[e].wall, per_cpu[e],
+           per_cpu[e] * budget / ORIGINS, ORIGINS, budget);
   }
   if (nengines == 2 && per_cpu[1] > 0 && best[0].sites == best[1].sites)
     printf("epoll / poll, probes per prober CPU-second at %d sites: %.2fx\n", best[0].sites,

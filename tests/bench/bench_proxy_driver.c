@@ -18,10 +18,14 @@ int main(int argc, char **argv) {
   struct sitecfg_set *s = NULL;
   sigset_t set;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
-    else if (strcmp(argv[i], "--origin-port") == 0) origin_port = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--host") == 0) host = argv[i + 1];
+    if (strcmp(argv[i], "--listen") == 0)
+      listen = argv[i + 1];
+    else if (strcmp(argv[i], "--origin-port") == 0)
+      origin_port = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--threads") == 0)
+      threads = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--host") == 0)
+      host = argv[i + 1];
   }
   if (origin_port <= 0) {
     fprintf(stderr, "usage: %s --listen HOST:PORT --origin-port N [--threads N]\n", argv[0]);

@@ -107,7 +107,8 @@ static void responder_stop(struct responder *r) {
   ssize_t w = write(r->stop_pipe[1], "x", 1);
   (void)w;
   pthread_join(r->thr, NULL);
-  for (int k = 0; k < N_ORIGINS; k++) close(r->lfd[k]);
+  for (int k = 0; k < N_ORIGINS; k++)
+    close(r->lfd[k]);
   close(r->stop_pipe[0]);
   close(r->stop_pipe[1]);
   close(r->ep);
@@ -166,7 +167,9 @@ out:
   return rc;
 }
 
-static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
+static double tv_s(struct timeval tv) {
+  return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
 
 static double cpu_s(int who) {
   struct rusage ru;
@@ -251,8 +254,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "batch of %d sites failed\n", sizes[i]);
       break;
     }
-    if (w <= budget) best = sizes[i];
-    else break;
+    if (w <= budget)
+      best = sizes[i];
+    else
+      break;
   }
   responder_stop(&resp);
   printf("\nlargest batch fully probed within a %.0f s round: %d sites (%d probes)\n", budget, best,

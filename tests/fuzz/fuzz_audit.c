@@ -75,7 +75,9 @@ static void fuzz_summary(const unsigned char *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   if (size == 0) return 0;
-  if (data[0] % 2 == 0) fuzz_time(data + 1, size - 1);
-  else fuzz_summary(data + 1, size - 1);
+  if (data[0] % 2 == 0)
+    fuzz_time(data + 1, size - 1);
+  else
+    fuzz_summary(data + 1, size - 1);
   return 0;
 }

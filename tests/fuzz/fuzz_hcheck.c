@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include "fuzz_check.h"
 #include "hcheck.h"
 #include "json.h"
 #include "log.h"
 #include "tasks.h"
+#include <cjson/cJSON.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -37,8 +37,8 @@ static void check_bounds(const struct hcheck_opts *o) {
     FUZZ_CHECK(o->codes[i].lo >= 100 && o->codes[i].lo <= o->codes[i].hi && o->codes[i].hi <= 599);
   FUZZ_CHECK(FUZZ_TERMINATED(o->expected_body));
   FUZZ_CHECK(o->port >= 0 && o->port <= 65535);
-  FUZZ_CHECK(o->interval_ms == 0 ||
-             (o->interval_ms >= HCHECK_INTERVAL_MIN_MS && o->interval_ms <= HCHECK_INTERVAL_MAX_MS));
+  FUZZ_CHECK(o->interval_ms == 0 || (o->interval_ms >= HCHECK_INTERVAL_MIN_MS &&
+                                     o->interval_ms <= HCHECK_INTERVAL_MAX_MS));
   FUZZ_CHECK(o->level_min_healthy >= 1 && o->level_min_healthy <= HCHECK_MIN_HEALTHY_MAX);
 }
 

@@ -20,7 +20,8 @@ static void walk(const cJSON *v) {
     if (cJSON_IsObject(v)) {
       FUZZ_CHECK(c->string != NULL);
       FUZZ_CHECK(jsonstrict_utf8_valid(c->string, strlen(c->string)));
-      for (d = c->next; d; d = d->next) FUZZ_CHECK(strcmp(c->string, d->string) != 0);
+      for (d = c->next; d; d = d->next)
+        FUZZ_CHECK(strcmp(c->string, d->string) != 0);
     }
     walk(c);
   }

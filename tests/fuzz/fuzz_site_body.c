@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "fuzz_check.h"
-#include "json.h"
 #include "hostname.h"
+#include "json.h"
 #include "model.h"
 
 /* A valid existing site the PATCH bodies are applied to. */

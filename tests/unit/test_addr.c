@@ -37,10 +37,11 @@ static void test_any(void **state) {
 static void test_rejects(void **state) {
   struct sockaddr_storage ss;
   socklen_t len;
-  const char *bad[] = {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
-                       "127.0.0.1:80x", "localhost:80", "::1:80", "[::1]80", "[zz]:80",
-                       "[]:80", "999.0.0.1:80", NULL};
-  for (int i = 0; bad[i]; i++) assert_int_equal(addr_parse_listen(bad[i], 1, &ss, &len), -1);
+  const char *bad[] = {"127.0.0.1",     "127.0.0.1:",   "127.0.0.1:65536", "127.0.0.1:-1",
+                       "127.0.0.1:80x", "localhost:80", "::1:80",          "[::1]80",
+                       "[zz]:80",       "[]:80",        "999.0.0.1:80",    NULL};
+  for (int i = 0; bad[i]; i++)
+    assert_int_equal(addr_parse_listen(bad[i], 1, &ss, &len), -1);
 }
 
 int main(void) {

@@ -24,11 +24,12 @@ static void check(const char *method, const char *path, const char *body, const 
 static void test_summaries(void **state) {
   (void)state;
   check("POST", "/v1/sites", "{\"name\":\"shop\",\"hostnames\":[\"a.b\"],\"failback\":\"manual\"}",
-        "{\"id\":3,\"name\":\"shop\"}", "created site 3 (shop): name=shop, hostnames, failback=manual");
+        "{\"id\":3,\"name\":\"shop\"}",
+        "created site 3 (shop): name=shop, hostnames, failback=manual");
   check("PATCH", "/v1/sites/3", "{\"failback_hold_ms\":60000,\"health_check\":{\"enabled\":true}}",
         "{\"id\":3}", "changed site 3: failback_hold_ms=60000, health_check");
-  check("POST", "/v1/sites/3/origins", "{\"address\":\"10.0.0.1\",\"enabled\":false}",
-        "{\"id\":9}", "created origin 9 of site 3: address=10.0.0.1, enabled=false");
+  check("POST", "/v1/sites/3/origins", "{\"address\":\"10.0.0.1\",\"enabled\":false}", "{\"id\":9}",
+        "created origin 9 of site 3: address=10.0.0.1, enabled=false");
   check("PATCH", "/v1/sites/3/origins/9", "{\"enabled\":true,\"host_header\":null}", NULL,
         "changed origin 9 of site 3: enabled=true, host_header=null");
   check("DELETE", "/v1/sites/3/origins/9", NULL, NULL, "deleted origin 9 of site 3");
@@ -39,12 +40,14 @@ static void test_summaries(void **state) {
   check("POST", "/v1/webhooks", "{\"url\":\"http://h/x\",\"secret\":\"s3cr3t-value\"}",
         "{\"id\":5}", "created webhook 5: url=http://h/x, secret");
   check("POST", "/v1/tokens", "{\"name\":\"ci\",\"role\":\"admin\",\"token\":\"x\"}",
-        "{\"id\":6,\"name\":\"ci\",\"token\":\"abcdef\"}", "created token 6 (ci): name=ci, role=admin, token");
-  check("POST", "/v1/nodes", "{\"name\":\"edge-1\"}", "{\"id\":2,\"name\":\"edge-1\",\"token\":\"t\"}",
-        "created node 2 (edge-1): name=edge-1");
+        "{\"id\":6,\"name\":\"ci\",\"token\":\"abcdef\"}",
+        "created token 6 (ci): name=ci, role=admin, token");
+  check("POST", "/v1/nodes", "{\"name\":\"edge-1\"}",
+        "{\"id\":2,\"name\":\"edge-1\",\"token\":\"t\"}", "created node 2 (edge-1): name=edge-1");
   /* long strings by key only; unknown paths as they are */
-  check("PATCH", "/v1/sites/3", "{\"hc_path\":\"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
-        NULL, "changed site 3: hc_path");
+  check("PATCH", "/v1/sites/3",
+        "{\"hc_path\":\"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", NULL,
+        "changed site 3: hc_path");
   check("PUT", "/v1/things", NULL, NULL, "PUT /v1/things");
   check("POST", "/v1/sites/3/x/y", "{\"a\":1}", NULL, "POST /v1/sites/3/x/y: a=1");
   check("POST", "/v1/sites", "[1,2]", NULL, "created site");

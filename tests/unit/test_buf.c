@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "buf.h"
@@ -28,7 +29,8 @@ static void test_growth(void **state) {
   char chunk[1000];
   memset(chunk, 'a', sizeof chunk);
   buf_init(&b, 0);
-  for (int i = 0; i < 100; i++) assert_int_equal(buf_append(&b, chunk, sizeof chunk), 0);
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(buf_append(&b, chunk, sizeof chunk), 0);
   assert_int_equal(b.len, 100000);
   assert_int_equal(b.data[99999], 'a');
   assert_int_equal(b.data[100000], '\0');

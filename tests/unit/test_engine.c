@@ -132,7 +132,9 @@ static void round3(struct fx *f, int ok1, int ok2, int ok3) {
   assert_int_equal(engine_apply_round(&f->ctx, f->round, f->now - 10, f->now, &sr, 1), 0);
 }
 
-static void round2(struct fx *f, int ok1, int ok2) { round3(f, ok1, ok2, -1); }
+static void round2(struct fx *f, int ok1, int ok2) {
+  round3(f, ok1, ok2, -1);
+}
 
 static struct site_rec load(struct fx *f) {
   struct site_rec s;
@@ -317,7 +319,12 @@ static int parse(const char *body, struct checkpoint_answer *a) {
 static void test_checkpoint_parse(void **state) {
   struct checkpoint_answer a;
   static const char *const garbage[] = {
-      "", "not json", "[]", "{}", "{\"votes\":{}}", "{\"votes\":[1]}",
+      "",
+      "not json",
+      "[]",
+      "{}",
+      "{\"votes\":{}}",
+      "{\"votes\":[1]}",
       "{\"votes\":[{\"ok\":true}]}",
       "{\"votes\":[{\"checkpoint\":\"\",\"ok\":true}]}",
       "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":1}]}",
@@ -402,7 +409,8 @@ static void test_failback_hold(void **state) {
   s.failback_hold_ms = 70000; /* a bit more than two rounds of 30 s */
   assert_int_equal(store_site_update(f->ctx.store, &s, NULL, 0), STORE_OK);
   site_rec_fini(&s);
-  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  for (int i = 0; i < 3; i++)
+    round2(f, 0, 1);
   assert_int_equal(current_level(f), 2);
   round2(f, 1, 1);
   round2(f, 1, 1); /* healthy since now */
@@ -420,7 +428,8 @@ static void test_manual_failback(void **state) {
   struct engine_outlook ol;
   struct site_rec s;
   make_site(f, "manual", 2);
-  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  for (int i = 0; i < 3; i++)
+    round2(f, 0, 1);
   assert_int_equal(current_level(f), 2);
   round2(f, 1, 1);
   round2(f, 1, 1);
@@ -448,7 +457,8 @@ static void test_manual_failback(void **state) {
   assert_int_equal(current_level(f), 1);
   assert_int_equal(count_events(f, "origin.failback_available", NULL), 1);
   /* a second outage and recovery notifies again */
-  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  for (int i = 0; i < 3; i++)
+    round2(f, 0, 1);
   assert_int_equal(current_level(f), 2);
   round2(f, 1, 1);
   round2(f, 1, 1);
@@ -460,7 +470,8 @@ static void test_all_levels_unhealthy(void **state) {
   make_site(f, "auto", 2);
   round2(f, 1, 1);
   round2(f, 1, 1);
-  for (int i = 0; i < 5; i++) round2(f, 0, 0);
+  for (int i = 0; i < 5; i++)
+    round2(f, 0, 0);
   assert_int_equal(current_level(f), 1);
   assert_int_equal(count_events(f, "site.all_levels_unhealthy", NULL), 1);
   assert_int_equal(count_events(f, "level.switched", NULL), 0);
@@ -480,7 +491,8 @@ static void test_failover_prefers_healthy_then_unknown(void **state) {
   /* level 2 stays unknown (no verdicts), level 3 becomes healthy */
   round3(f, 1, -1, 1);
   round3(f, 1, -1, 1);
-  for (int i = 0; i < 3; i++) round3(f, 0, -1, 1);
+  for (int i = 0; i < 3; i++)
+    round3(f, 0, -1, 1);
   assert_int_equal(current_level(f), 3);
 }
 
@@ -594,12 +606,14 @@ static void test_manual_switch_pins_level(void **state) {
   s = load(f);
   assert_int_equal(s.manual_pin, 1);
   site_rec_fini(&s);
-  for (int i = 0; i < 4; i++) round3(f, 1, 1, 1);
+  for (int i = 0; i < 4; i++)
+    round3(f, 1, 1, 1);
   assert_int_equal(current_level(f), 2); /* level 1 healthy, yet no automatic failback */
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"auto_failback\""), 0);
   assert_int_equal(count_events(f, "origin.failback_available", NULL), 0); /* the operator knows */
   /* the pinned level dies: failover as usual, and the pin ends with it */
-  for (int i = 0; i < 3; i++) round3(f, 1, 0, 1);
+  for (int i = 0; i < 3; i++)
+    round3(f, 1, 0, 1);
   assert_int_not_equal(current_level(f), 2);
   s = load(f);
   assert_int_equal(s.manual_pin, 0);
@@ -618,7 +632,8 @@ static void test_restart_keeps_state(void **state) {
   struct site_rec s;
   int64_t v0;
   make_site(f, "manual", 2);
-  for (int i = 0; i < 3; i++) round2(f, 0, 1);
+  for (int i = 0; i < 3; i++)
+    round2(f, 0, 1);
   round2(f, 1, 1); /* o1 has one success pending */
   s = load(f);
   v0 = s.config_version;
@@ -646,7 +661,8 @@ static void test_verdicts_pruned_and_next_probe(void **state) {
   int n = 0;
   f->ctx.cfg.suspect_interval_ms = 5000;
   make_site(f, "auto", 2);
-  for (int i = 0; i < STORE_HEALTH_VERDICTS_KEEP + 5; i++) round2(f, 1, 1);
+  for (int i = 0; i < STORE_HEALTH_VERDICTS_KEEP + 5; i++)
+    round2(f, 1, 1);
   assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);
   assert_int_equal(n, STORE_HEALTH_VERDICTS_KEEP);
   assert_true(vr[0].round_id > vr[1].round_id); /* newest first */
@@ -663,12 +679,12 @@ static void test_verdicts_pruned_and_next_probe(void **state) {
 
 static void test_next_probe_ms(void **state) {
   (void)state;
-  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 0), 30000);    /* the seed */
-  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 1), 30000);    /* fast re-probe off */
-  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 1), 5000);  /* suspect */
-  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 0), 30000); /* steady */
-  assert_int_equal(engine_next_probe_ms(1000, 5000, 0, 0), 1000);   /* own interval */
-  assert_int_equal(engine_next_probe_ms(60000, 5000, 0, 0), 60000); /* longer than the global */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 0), 30000);     /* the seed */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 0, 1), 30000);     /* fast re-probe off */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 1), 5000);   /* suspect */
+  assert_int_equal(engine_next_probe_ms(0, 30000, 5000, 0), 30000);  /* steady */
+  assert_int_equal(engine_next_probe_ms(1000, 5000, 0, 0), 1000);    /* own interval */
+  assert_int_equal(engine_next_probe_ms(60000, 5000, 0, 0), 60000);  /* longer than the global */
   assert_int_equal(engine_next_probe_ms(1000, 5000, 3000, 1), 1000); /* suspect never slower */
   assert_int_equal(engine_next_probe_ms(60000, 5000, 3000, 1), 3000);
   assert_int_equal(engine_next_probe_ms(0, 0, 0, 0), 1);
@@ -737,7 +753,8 @@ static void test_verdicts_pruned_by_age(void **state) {
   struct verdict_rec *vr = NULL;
   int n = 0;
   make_site(f, "auto", 2);
-  for (int i = 0; i < 3; i++) round2(f, 1, 1);
+  for (int i = 0; i < 3; i++)
+    round2(f, 1, 1);
   f->now += STORE_HEALTH_VERDICTS_MAX_AGE_MS;
   round2(f, 1, 1);
   assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);

@@ -101,8 +101,9 @@ static void test_rows(void **state) {
 static void test_values_written(void **state) {
   struct thing t;
   struct field_err err;
-  const char *body = "{\"small\":-5,\"big\":4000000000,\"flag\":true,\"name\":\"ok\",\"kind\":\"b\","
-                     "\"host\":\"h\",\"codes\":[502,503]}";
+  const char *body =
+      "{\"small\":-5,\"big\":4000000000,\"flag\":true,\"name\":\"ok\",\"kind\":\"b\","
+      "\"host\":\"h\",\"codes\":[502,503]}";
   cJSON *j = json_parse(body, strlen(body));
   (void)state;
   memset(&t, 0, sizeof t);

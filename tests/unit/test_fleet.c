@@ -22,7 +22,8 @@
 static void site_with(struct site_rec *s, const int *levels) {
   int n = 0;
   site_rec_defaults(s);
-  while (levels[n]) n++;
+  while (levels[n])
+    n++;
   s->n_origins = n;
   s->origins = calloc((size_t)(n ? n : 1), sizeof *s->origins);
   assert_non_null(s->origins);
@@ -210,7 +211,8 @@ static void test_store_summary_and_lists(void **state) {
   struct fleet_summary fs;
   int64_t got[64];
   int n;
-  for (int i = 0; i < 10; i++) set_flags(f, i, FLEET_ON_BACKUP);
+  for (int i = 0; i < 10; i++)
+    set_flags(f, i, FLEET_ON_BACKUP);
   set_flags(f, 10, FLEET_ALL_DOWN);
   set_flags(f, 11, FLEET_ALL_DOWN | FLEET_ON_BACKUP);
   set_flags(f, 12, FLEET_PAUSED);
@@ -229,7 +231,8 @@ static void test_store_summary_and_lists(void **state) {
 
   n = list_all(f, FLEET_ON_BACKUP, NULL, 5, got);
   assert_int_equal(n, 12);
-  for (int i = 0; i < 10; i++) assert_int_equal(got[i], f->ids[i]);
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(got[i], f->ids[i]);
   assert_int_equal(got[10], f->ids[11]);
   assert_int_equal(got[11], f->ids[13]);
   n = list_all(f, FLEET_ALL_DOWN, NULL, 1, got);
@@ -247,7 +250,7 @@ static void test_store_summary_and_lists(void **state) {
   assert_int_equal(n, 1);
   assert_int_equal(got[0], f->ids[39]);
   n = list_all(f, FLEET_ON_BACKUP, "site-1", 100, got);
-  assert_int_equal(n, 2); /* 11 and 13 */
+  assert_int_equal(n, 2);            /* 11 and 13 */
   n = list_all(f, 0, "%", 100, got); /* no LIKE wildcards */
   assert_int_equal(n, 0);
   n = list_all(f, 0, "site_0", 100, got);
@@ -267,22 +270,26 @@ static void test_store_summary_and_lists(void **state) {
     int m = 0;
     assert_int_equal(store_fleet_site_list_changed(f->st, 0, NULL, 0, 100, &arr, &m), STORE_OK);
     assert_int_equal(m, 40);
-    for (int i = 0; i < m; i++) assert_int_equal(arr[i].id, f->ids[39 - i]);
-    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    for (int i = 0; i < m; i++)
+      assert_int_equal(arr[i].id, f->ids[39 - i]);
+    for (int i = 0; i < m; i++)
+      site_rec_fini(&arr[i]);
     free(arr);
-    assert_int_equal(store_fleet_site_list_changed(f->st, FLEET_ON_BACKUP, "site-1", 0, 100, &arr,
-                                                   &m),
-                     STORE_OK);
+    assert_int_equal(
+        store_fleet_site_list_changed(f->st, FLEET_ON_BACKUP, "site-1", 0, 100, &arr, &m),
+        STORE_OK);
     assert_int_equal(m, 2);
     assert_int_equal(arr[0].id, f->ids[13]);
     assert_int_equal(arr[1].id, f->ids[11]);
-    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    for (int i = 0; i < m; i++)
+      site_rec_fini(&arr[i]);
     free(arr);
     assert_int_equal(store_fleet_site_list_changed(f->st, 0, NULL, f->ids[5], 100, &arr, &m),
                      STORE_OK);
     assert_int_equal(m, 5);
     assert_int_equal(arr[0].id, f->ids[4]);
-    for (int i = 0; i < m; i++) site_rec_fini(&arr[i]);
+    for (int i = 0; i < m; i++)
+      site_rec_fini(&arr[i]);
     free(arr);
   }
 }

@@ -31,7 +31,7 @@ static cJSON *parse_text(const char *text) {
 /* ---- the success rule, row by row ---- */
 
 struct judge_row {
-  const char *opts;  /* JSON of the options */
+  const char *opts; /* JSON of the options */
   int connected, timed_out, status;
   const char *error; /* transport error */
   const char *body;  /* NULL = none kept */
@@ -74,7 +74,7 @@ static const struct judge_row judge_rows[] = {
     {"{\"expected_body\": \"OK\"}", 1, 0, 200, NULL, "status: down\n", 0, "body mismatch"},
     {"{\"expected_body\": \"OK\"}", 1, 0, 200, NULL, NULL, 0, "body mismatch"},
     {"{\"expected_body\": \"OK\"}", 1, 0, 200, NULL, "", 0, "body mismatch"},
-    {"{\"expected_body\": \"OK\"}", 1, 0, 503, NULL, "OK", 0, "status 503"}, /* status first */
+    {"{\"expected_body\": \"OK\"}", 1, 0, 503, NULL, "OK", 0, "status 503"},    /* status first */
     {"{\"expected_body\": \"ok\"}", 1, 0, 200, NULL, "OK", 0, "body mismatch"}, /* case matters */
     {"{\"expected_codes\": [\"200\"], \"expected_body\": \"up\"}", 1, 0, 200, NULL, "all up", 1,
      ""},
@@ -206,7 +206,8 @@ static const struct bad_row bad_rows[] = {
     {"{\"expected_codes\": [\"200-299-300\"]}", 422, "expected_codes[0]"},
     {"{\"expected_codes\": [\" 200\"]}", 422, "expected_codes[0]"},
     {"{\"expected_codes\": [null]}", 422, "expected_codes[0]"},
-    {"{\"expected_codes\": [200,201,202,203,204,205,206,207,208,209,210,211,212,213,214,215,216]}", 422, "expected_codes"},
+    {"{\"expected_codes\": [200,201,202,203,204,205,206,207,208,209,210,211,212,213,214,215,216]}",
+     422, "expected_codes"},
     {"{\"expected_body\": \"\"}", 422, "expected_body"},
     {"{\"expected_body\": 5}", 422, "expected_body"},
     {"{\"port\": 0}", 422, "port"},
@@ -271,8 +272,9 @@ static void test_parse_all_options(void **state) {
 
 /* PATCH semantics: absent keys are kept, null resets a nullable option. */
 static void test_apply_patch_and_null(void **state) {
-  struct hcheck_opts o = opts_of("{\"expected_codes\": [\"200\"], \"expected_body\": \"up\", "
-                                 "\"port\": 81, \"interval_ms\": 2000, \"headers\": {\"A\": \"b\"}}");
+  struct hcheck_opts o =
+      opts_of("{\"expected_codes\": [\"200\"], \"expected_body\": \"up\", "
+              "\"port\": 81, \"interval_ms\": 2000, \"headers\": {\"A\": \"b\"}}");
   struct hcheck_err err;
   cJSON *j = parse_text("{\"port\": null}");
   (void)state;

@@ -339,7 +339,9 @@ static void test_level_quorum_rows(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     struct health_level_origin o[] = {
-        {1, 1, rows[i].a, 10}, {1, 1, rows[i].b, 20}, {1, 1, rows[i].c, 30},
+        {1, 1, rows[i].a, 10},
+        {1, 1, rows[i].b, 20},
+        {1, 1, rows[i].c, 30},
         {2, 1, HEALTH_HEALTHY, 5}, /* another level: never counted */
     };
     enum health_state got = health_level_of_quorum(o, 4, 1, rows[i].min_healthy);
@@ -375,7 +377,7 @@ static void test_level_quorum_healthy_since(void **state) {
   assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 2), 600);
   assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 3), 900);
   assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 4), -1); /* not healthy */
-  o[1].healthy_since_ms = 900; /* ties */
+  o[1].healthy_since_ms = 900;                                         /* ties */
   assert_int_equal(health_level_healthy_since_quorum(o, 4, 1, 2), 900);
 }
 

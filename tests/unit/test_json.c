@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "json.h"
@@ -75,7 +76,8 @@ static void test_writers(void **state) {
   json_add_time(o, "t", 1796205600000LL);
   json_add_time(o, "never", 0);
   p = json_print(o);
-  assert_string_equal(p, "{\"id\":123456789012345,\"s\":null,\"t\":\"2026-12-02T10:00:00Z\",\"never\":null}");
+  assert_string_equal(
+      p, "{\"id\":123456789012345,\"s\":null,\"t\":\"2026-12-02T10:00:00Z\",\"never\":null}");
   free(p);
   cJSON_Delete(o);
 }

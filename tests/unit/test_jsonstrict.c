@@ -18,8 +18,10 @@ struct row {
   const char *path; /* expected error path (NULL: not checked) */
 };
 
-#define R(t, rc, p) {t, 0, rc, p}
-#define RL(t, rc, p) {t, sizeof(t) - 1, rc, p} /* with embedded NUL bytes */
+#define R(t, rc, p)                                                                                \
+  { t, 0, rc, p }
+#define RL(t, rc, p)                                                                               \
+  { t, sizeof(t) - 1, rc, p } /* with embedded NUL bytes */
 
 static const struct row rows[] = {
     /* accepted */
@@ -63,19 +65,18 @@ static const struct row rows[] = {
     R("{\"port\":-1e309}", JSONSTRICT_NUMBER, "port"),
     R("1e-400", JSONSTRICT_OK, NULL), /* underflow reads as 0 everywhere */
     /* U+0000 */
-    R("{\"hostnames\":[\"shop.example.com\\u0000.attacker.net\"]}", JSONSTRICT_NUL,
-      "hostnames[0]"),
+    R("{\"hostnames\":[\"shop.example.com\\u0000.attacker.net\"]}", JSONSTRICT_NUL, "hostnames[0]"),
     RL("{\"secret\":\"abc\0def\"}", JSONSTRICT_NUL, "secret"),
     R("{\"a\\u0000\":1}", JSONSTRICT_NUL, ""),
     /* invalid UTF-8 */
     R("{\"health_check\":{\"path\":\"/\xff\"}}", JSONSTRICT_BAD_UTF8, "health_check.path"),
-    R("\"\xc0\xaf\"", JSONSTRICT_BAD_UTF8, ""),             /* overlong '/' */
-    R("\"\xe0\x80\xaf\"", JSONSTRICT_BAD_UTF8, ""),         /* overlong, 3 bytes */
-    R("\"\xed\xa0\x80\"", JSONSTRICT_BAD_UTF8, ""),         /* an encoded surrogate */
-    R("\"\xf4\x90\x80\x80\"", JSONSTRICT_BAD_UTF8, ""),     /* above U+10FFFF */
-    R("\"\xc3\"", JSONSTRICT_BAD_UTF8, ""),                 /* truncated */
-    R("\"\x80\"", JSONSTRICT_BAD_UTF8, ""),                 /* a lone continuation byte */
-    R("{\"a\":1,\"\xfe\":2}", JSONSTRICT_BAD_UTF8, ""),     /* in a key: the object's path */
+    R("\"\xc0\xaf\"", JSONSTRICT_BAD_UTF8, ""),         /* overlong '/' */
+    R("\"\xe0\x80\xaf\"", JSONSTRICT_BAD_UTF8, ""),     /* overlong, 3 bytes */
+    R("\"\xed\xa0\x80\"", JSONSTRICT_BAD_UTF8, ""),     /* an encoded surrogate */
+    R("\"\xf4\x90\x80\x80\"", JSONSTRICT_BAD_UTF8, ""), /* above U+10FFFF */
+    R("\"\xc3\"", JSONSTRICT_BAD_UTF8, ""),             /* truncated */
+    R("\"\x80\"", JSONSTRICT_BAD_UTF8, ""),             /* a lone continuation byte */
+    R("{\"a\":1,\"\xfe\":2}", JSONSTRICT_BAD_UTF8, ""), /* in a key: the object's path */
     R("[1,{\"v\":\"\xf8\"}]", JSONSTRICT_BAD_UTF8, "[1].v"),
     /* surrogate escapes */
     R("{\"version\":\"\\ud800\"}", JSONSTRICT_LONE_SURROGATE, "version"),
@@ -113,12 +114,16 @@ static void test_depth(void **state) {
   struct jsonstrict_err err;
   size_t n = 0;
   (void)state;
-  for (int i = 0; i < JSONSTRICT_MAX_DEPTH; i++) buf[n++] = '[';
-  for (int i = 0; i < JSONSTRICT_MAX_DEPTH; i++) buf[n++] = ']';
+  for (int i = 0; i < JSONSTRICT_MAX_DEPTH; i++)
+    buf[n++] = '[';
+  for (int i = 0; i < JSONSTRICT_MAX_DEPTH; i++)
+    buf[n++] = ']';
   assert_int_equal(jsonstrict_check(buf, n, &err), 0);
   n = 0;
-  for (int i = 0; i <= JSONSTRICT_MAX_DEPTH; i++) buf[n++] = '[';
-  for (int i = 0; i <= JSONSTRICT_MAX_DEPTH; i++) buf[n++] = ']';
+  for (int i = 0; i <= JSONSTRICT_MAX_DEPTH; i++)
+    buf[n++] = '[';
+  for (int i = 0; i <= JSONSTRICT_MAX_DEPTH; i++)
+    buf[n++] = ']';
   assert_int_equal(jsonstrict_check(buf, n, &err), -1);
   assert_int_equal(err.rc, JSONSTRICT_TOO_DEEP);
 }
@@ -131,7 +136,8 @@ static void test_many_keys(void **state) {
   (void)state;
   assert_non_null(buf);
   buf[n++] = '{';
-  for (int i = 0; i < 20000; i++) n += (size_t)snprintf(buf + n, cap - n, "%s\"k%d\":1", i ? "," : "", i);
+  for (int i = 0; i < 20000; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s\"k%d\":1", i ? "," : "", i);
   buf[n++] = '}';
   assert_int_equal(jsonstrict_check(buf, n, &err), 0);
   n--;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include <cjson/cJSON.h>
@@ -144,7 +145,8 @@ static void test_event_json(void **state) {
   text = slurp(a);
   line = strstr(text, "\"event\":\"site.all_levels_unhealthy\"");
   assert_non_null(line);
-  while (line > text && line[-1] != '\n') line--;
+  while (line > text && line[-1] != '\n')
+    line--;
   end = strchr(line, '\n');
   assert_non_null(end);
   *end = '\0';

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "metrics.h"

@@ -75,9 +75,7 @@ static void test_parse_tasks(void **state) {
   }
   {
     static const char *const bad[] = {
-        "[]",
-        "{\"round_id\":0,\"deadline_ms\":1,\"tasks\":[]}",
-        "{\"round_id\":1,\"tasks\":[]}",
+        "[]", "{\"round_id\":0,\"deadline_ms\":1,\"tasks\":[]}", "{\"round_id\":1,\"tasks\":[]}",
         "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":{}}",
         "{\"round_id\":1,\"deadline_ms\":1,\"tasks\":[{\"task_id\":1,\"origin_id\":1,"
         "\"url\":\"\",\"host\":\"h\",\"timeout_ms\":1}]}",

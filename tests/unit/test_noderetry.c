@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "noderetry.h"
@@ -93,8 +94,7 @@ static void test_bounds_row_by_row(void **state) {
   expect_error("{\"fail_window_ms\": 99}", 422, "out_of_range", "node_retry.fail_window_ms");
   expect_error("{\"fail_window_ms\": null}", 422, "invalid_type", "node_retry.fail_window_ms");
   expect_error("{\"skip_ms\": 3600001}", 422, "out_of_range", "node_retry.skip_ms");
-  expect_error("{\"half_open_requests\": 0}", 422, "out_of_range",
-               "node_retry.half_open_requests");
+  expect_error("{\"half_open_requests\": 0}", 422, "out_of_range", "node_retry.half_open_requests");
   expect_error("{\"retry_on_status\": [502, 399]}", 422, "out_of_range",
                "node_retry.retry_on_status[1]");
   expect_error("{\"retry_on_status\": 502}", 422, "invalid_value", "node_retry.retry_on_status");
@@ -107,8 +107,7 @@ static void test_bounds_row_by_row(void **state) {
   expect_error("{\"failure_ratio\": 1.01}", 422, "out_of_range", "node_retry.failure_ratio");
   expect_error("{\"failure_ratio\": -0.5}", 422, "out_of_range", "node_retry.failure_ratio");
   expect_error("{\"failure_ratio\": \"half\"}", 422, "invalid_type", "node_retry.failure_ratio");
-  expect_error("{\"failure_min_volume\": 0}", 422, "out_of_range",
-               "node_retry.failure_min_volume");
+  expect_error("{\"failure_min_volume\": 0}", 422, "out_of_range", "node_retry.failure_min_volume");
   expect_error("{\"failure_min_volume\": 1000001}", 422, "out_of_range",
                "node_retry.failure_min_volume");
   /* an error after a valid field still leaves everything unchanged */
@@ -165,9 +164,9 @@ static void test_json_round_trip(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_defaults),        cmocka_unit_test(test_every_field_applies),
+      cmocka_unit_test(test_defaults),          cmocka_unit_test(test_every_field_applies),
       cmocka_unit_test(test_bounds_row_by_row), cmocka_unit_test(test_unknown_keys),
-      cmocka_unit_test(test_not_an_object),   cmocka_unit_test(test_json_round_trip),
+      cmocka_unit_test(test_not_an_object),     cmocka_unit_test(test_json_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

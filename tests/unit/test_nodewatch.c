@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include "nodewatch.h"
@@ -14,7 +15,7 @@ static void test_transitions(void **state) {
   assert_non_null(w);
   assert_int_equal(nodewatch_seen(w, 7, 10000), 1); /* first sighting: online */
   assert_int_equal(nodewatch_seen(w, 3, 10000), 1);
-  assert_int_equal(nodewatch_seen(w, 7, 10500), 0); /* still online */
+  assert_int_equal(nodewatch_seen(w, 7, 10500), 0);       /* still online */
   assert_int_equal(nodewatch_sweep(w, 11000, out, 8), 0); /* 3: exactly online_ms old */
   assert_int_equal(nodewatch_sweep(w, 11001, out, 8), 1); /* 3 goes offline, 7 is 501 ms old */
   assert_int_equal(out[0], 3);
@@ -32,7 +33,8 @@ static void test_transitions(void **state) {
 static void test_sweep_bound_and_forget(void **state) {
   struct nodewatch *w = nodewatch_new(100);
   int64_t out[2];
-  for (int64_t id = 10; id >= 1; id--) assert_int_equal(nodewatch_seen(w, id, 0), 1);
+  for (int64_t id = 10; id >= 1; id--)
+    assert_int_equal(nodewatch_seen(w, id, 0), 1);
   nodewatch_forget(w, 1);
   nodewatch_forget(w, 99); /* unknown: nothing */
   assert_int_equal(nodewatch_sweep(w, 1000, out, 2), 2);
@@ -41,7 +43,8 @@ static void test_sweep_bound_and_forget(void **state) {
   assert_int_equal(nodewatch_sweep(w, 1000, out, 2), 2);
   assert_int_equal(out[0], 4);
   int total = 4;
-  while (nodewatch_sweep(w, 1000, out, 2) > 0) total += 2;
+  while (nodewatch_sweep(w, 1000, out, 2) > 0)
+    total += 2;
   assert_int_equal(total, 10);
   assert_int_equal(nodewatch_seen(w, 1, 1000), 1); /* forgotten, then seen: online again */
   nodewatch_free(&w);

@@ -74,8 +74,8 @@ static void test_decide(void **state) {
   assert_int_equal(notify_decide(&p, 199, 1, created, created + 5, 0, &next), NOTIFY_RETRY);
   assert_int_equal(notify_decide(&p, 404, 1, created, created + 5, 0, &next), NOTIFY_RETRY);
   /* the last retry is clamped to the give-up time, an attempt at or after it is final */
-  assert_int_equal(
-      notify_decide(&p, 503, 30, created, created + p.give_up_ms - 1000, 0, &next), NOTIFY_RETRY);
+  assert_int_equal(notify_decide(&p, 503, 30, created, created + p.give_up_ms - 1000, 0, &next),
+                   NOTIFY_RETRY);
   assert_int_equal(next, created + p.give_up_ms);
   assert_int_equal(notify_decide(&p, 503, 31, created, created + p.give_up_ms, 0, &next),
                    NOTIFY_FAILED);
@@ -96,11 +96,11 @@ static void test_signature(void **state) {
                       "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
   /* timestamp and body are both covered */
   assert_int_equal(notify_sign("0123456789abcdef", 1700000001, body, strlen(body), sig), 0);
-  assert_string_not_equal(sig,
-                          "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
+  assert_string_not_equal(
+      sig, "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
   assert_int_equal(notify_sign("0123456789abcdef", 1700000000, "{\"a\":2}", 7, sig), 0);
-  assert_string_not_equal(sig,
-                          "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
+  assert_string_not_equal(
+      sig, "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
 }
 
 static void test_known_types(void **state) {
@@ -130,10 +130,11 @@ static void test_event_json(void **state) {
   e.created_at = 1764669600000; /* 2025-12-02T10:00:00Z */
   j = notify_event_json(&e);
   txt = json_print(j);
-  assert_string_equal(txt, "{\"id\":42,\"type\":\"level.switched\",\"title\":\"Origin level switched "
-                           "automatically\",\"site\":{\"id\":7,\"name\":\"shop\"},\"created_at\":"
-                           "\"2025-12-02T10:00:00Z\",\"data\":{\"from_level\":1,\"to_level\":2,"
-                           "\"reason\":\"auto_failover\"}}");
+  assert_string_equal(txt,
+                      "{\"id\":42,\"type\":\"level.switched\",\"title\":\"Origin level switched "
+                      "automatically\",\"site\":{\"id\":7,\"name\":\"shop\"},\"created_at\":"
+                      "\"2025-12-02T10:00:00Z\",\"data\":{\"from_level\":1,\"to_level\":2,"
+                      "\"reason\":\"auto_failover\"}}");
   free(txt);
   cJSON_Delete(j);
   /* no site, and data that is not an object, render as null and {} */
@@ -155,7 +156,9 @@ struct fx {
   int event_calls;
 };
 
-static void on_event(void *arg) { ((struct fx *)arg)->event_calls++; }
+static void on_event(void *arg) {
+  ((struct fx *)arg)->event_calls++;
+}
 
 static int setup(void **state) {
   struct fx *f = calloc(1, sizeof *f);
@@ -214,8 +217,8 @@ static void test_filter_fanout(void **state) {
   char types[512];
   int64_t all = add_hook(f->st, "http://127.0.0.1:9/all", NULL);
   int64_t sw = add_hook(f->st, "http://127.0.0.1:9/sw", "[\"level.switched\"]");
-  int64_t two = add_hook(f->st, "http://127.0.0.1:9/two",
-                         "[\"site.recovered\",\"origin.health_changed\"]");
+  int64_t two =
+      add_hook(f->st, "http://127.0.0.1:9/two", "[\"site.recovered\",\"origin.health_changed\"]");
   assert_true(store_event_add(f->st, 1, "a", "level.switched", "t", "{}") > 0);
   assert_true(store_event_add(f->st, 1, "a", "origin.health_changed", "t", "{}") > 0);
   assert_true(store_event_add(f->st, 2, "b", "site.all_levels_unhealthy", "t", "{}") > 0);
@@ -223,8 +226,8 @@ static void test_filter_fanout(void **state) {
   assert_int_equal(f->event_calls, 4);
 
   assert_int_equal(deliveries_of(f->st, all, types, sizeof types), 4);
-  assert_string_equal(types,
-                      "site.recovered,site.all_levels_unhealthy,origin.health_changed,level.switched");
+  assert_string_equal(
+      types, "site.recovered,site.all_levels_unhealthy,origin.health_changed,level.switched");
   assert_int_equal(deliveries_of(f->st, sw, types, sizeof types), 1);
   assert_string_equal(types, "level.switched");
   assert_int_equal(deliveries_of(f->st, two, types, sizeof types), 2);
@@ -244,8 +247,11 @@ static int find_head(const struct delivery_head *h, int n, int64_t hook, int64_t
 }
 
 static void record(struct store *st, int64_t id, const char *state, int status, int64_t next) {
-  struct delivery_result r = {.id = id, .state = state, .status = status,
-                              .error = status == 200 ? NULL : "HTTP 500", .next_attempt_at = next,
+  struct delivery_result r = {.id = id,
+                              .state = state,
+                              .status = status,
+                              .error = status == 200 ? NULL : "HTTP 500",
+                              .next_attempt_at = next,
                               .at = 5};
   assert_int_equal(store_delivery_record(st, &r, 1), 0);
 }
@@ -378,7 +384,8 @@ static void test_webhook_crud_and_limit(void **state) {
   webhook_rec_fini(&w);
   assert_int_equal(store_webhook_get(f->st, id + 1, &w), STORE_NOT_FOUND);
   webhook_rec_fini(&w);
-  for (int i = 1; i < STORE_MAX_WEBHOOKS; i++) add_hook(f->st, "http://127.0.0.1:9/", NULL);
+  for (int i = 1; i < STORE_MAX_WEBHOOKS; i++)
+    add_hook(f->st, "http://127.0.0.1:9/", NULL);
   memset(&w, 0, sizeof w);
   snprintf(w.url, sizeof w.url, "http://127.0.0.1:9/");
   snprintf(w.secret, sizeof w.secret, "0123456789abcdef");
@@ -386,7 +393,8 @@ static void test_webhook_crud_and_limit(void **state) {
   assert_int_equal(store_webhook_list(f->st, &arr, &n), STORE_OK);
   assert_int_equal(n, STORE_MAX_WEBHOOKS);
   assert_true(arr[0].id == id && arr[0].events != NULL && arr[1].events == NULL);
-  for (int i = 0; i < n; i++) webhook_rec_fini(&arr[i]);
+  for (int i = 0; i < n; i++)
+    webhook_rec_fini(&arr[i]);
   free(arr);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "opts.h"
@@ -19,7 +20,8 @@ struct cfg {
 static const char *const fmts[] = {"text", "json", NULL};
 static const struct opt_def defs[] = {
     {"listen", OPT_STR, offsetof(struct cfg, listen), 64, 0, 0, NULL, "127.0.0.1:1", "listen"},
-    {"probe-interval-ms", OPT_INT, offsetof(struct cfg, interval), 0, 100, 1000000, NULL, "30000", "iv"},
+    {"probe-interval-ms", OPT_INT, offsetof(struct cfg, interval), 0, 100, 1000000, NULL, "30000",
+     "iv"},
     {"log-format", OPT_ENUM, offsetof(struct cfg, fmt), 8, 0, 0, fmts, "text", "fmt"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
@@ -78,7 +80,8 @@ static void test_config_file(void **state) {
   char *argv[] = {"x", "--config", path, "--log-format", "json", NULL};
   assert_true(fd >= 0);
   close(fd);
-  write_file(path, "{\"probe_interval_ms\": 1500, \"log_format\": \"text\", \"listen\": \"127.0.0.3:5\"}");
+  write_file(
+      path, "{\"probe_interval_ms\": 1500, \"log_format\": \"text\", \"listen\": \"127.0.0.3:5\"}");
   assert_int_equal(run(&c, err, 5, argv), OPTS_OK);
   assert_int_equal(c.interval, 1500);
   assert_string_equal(c.listen, "127.0.0.3:5");

@@ -1,15 +1,15 @@
 /* test_probe — the batch prober against real test origins on loopback. */
-#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
 
 #include "buf.h"
-#include "json.h"
 #include "hcheck.h"
+#include "json.h"
 #include "probe.h"
 
 #include <arpa/inet.h>
@@ -467,9 +467,8 @@ static void test_check_expected_body(void **state) {
 
 static void test_check_head_and_headers(void **state) {
   struct env *e = *state;
-  struct hcheck_opts c =
-      check_of("{\"method\": \"HEAD\", \"headers\": {\"X-Probe\": \"cdnca\", "
-               "\"Authorization\": \"Bearer t0k\"}}");
+  struct hcheck_opts c = check_of("{\"method\": \"HEAD\", \"headers\": {\"X-Probe\": \"cdnca\", "
+                                  "\"Authorization\": \"Bearer t0k\"}}");
   struct probe_target t = http_target(&e->a, "origin.test", "/hc", 5000);
   struct probe_result r;
   cJSON *s;

@@ -17,6 +17,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "log.h"
@@ -49,7 +50,8 @@ struct conn_arg {
 };
 
 static uint32_t sum_bytes(uint32_t s, const unsigned char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) s = s * 31 + p[i];
+  for (size_t i = 0; i < n; i++)
+    s = s * 31 + p[i];
   return s;
 }
 
@@ -78,7 +80,9 @@ static int send_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-static char big_byte(size_t i) { return (char)('a' + (i * 7 + i / 1000) % 26); }
+static char big_byte(size_t i) {
+  return (char)('a' + (i * 7 + i / 1000) % 26);
+}
 
 static void *origin_conn(void *arg) {
   struct conn_arg *ca = arg;
@@ -166,7 +170,8 @@ static void *origin_conn(void *arg) {
       if (send_all(fd, hdr, (size_t)n) < 0) goto out;
       while (off < total) {
         size_t k = total - off < sizeof chunk ? total - off : sizeof chunk;
-        for (size_t i = 0; i < k; i++) chunk[i] = big_byte(off + i);
+        for (size_t i = 0; i < k; i++)
+          chunk[i] = big_byte(off + i);
         if (send_all(fd, chunk, k) < 0) goto out;
         off += k;
       }
@@ -177,11 +182,13 @@ static void *origin_conn(void *arg) {
     } else {
       char body[256], hdr[512];
       int st = atomic_load(&o->status);
-      int bn = snprintf(body, sizeof body, "{\"origin\":\"%s\",\"received\":%zu}", o->name, body_len);
-      int n = snprintf(hdr, sizeof hdr,
-                       "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nX-Origin: %s\r\n"
-                       "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: %d\r\n\r\n",
-                       st, o->name, bn);
+      int bn =
+          snprintf(body, sizeof body, "{\"origin\":\"%s\",\"received\":%zu}", o->name, body_len);
+      int n =
+          snprintf(hdr, sizeof hdr,
+                   "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nX-Origin: %s\r\n"
+                   "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: %d\r\n\r\n",
+                   st, o->name, bn);
       if (send_all(fd, hdr, (size_t)n) < 0) goto out;
       if (strncmp(buf_method, "HEAD", 4) != 0 && send_all(fd, body, (size_t)bn) < 0) goto out;
     }
@@ -205,7 +212,8 @@ static void *origin_main(void *arg) {
       struct conn_arg *ca = malloc(sizeof *ca);
       ca->o = o;
       ca->fd = fd;
-      if (pthread_create(&o->conn_th[o->n_conn], NULL, origin_conn, ca) == 0) o->n_conn++;
+      if (pthread_create(&o->conn_th[o->n_conn], NULL, origin_conn, ca) == 0)
+        o->n_conn++;
       else {
         free(ca);
         close(fd);
@@ -251,7 +259,8 @@ static void origin_stop(struct origin *o) {
   atomic_store(&o->stop, 1);
   pthread_join(o->th, NULL);
   close(o->fd);
-  for (int i = 0; i < o->n_conn; i++) pthread_join(o->conn_th[i], NULL);
+  for (int i = 0; i < o->n_conn; i++)
+    pthread_join(o->conn_th[i], NULL);
   pthread_mutex_destroy(&o->mu);
   free(o);
 }
@@ -290,7 +299,9 @@ static int client_connect_rcvbuf(int port, int rcvbuf) {
   return fd;
 }
 
-static int client_connect(int port) { return client_connect_rcvbuf(port, 0); }
+static int client_connect(int port) {
+  return client_connect_rcvbuf(port, 0);
+}
 
 /* Read one response (Content-Length, chunked or until close). 0 or -1. */
 static int read_response(int fd, struct resp *r, int is_head) {
@@ -321,7 +332,8 @@ static int read_response(int fd, struct resp *r, int is_head) {
     char *raw = malloc(1 << 20);
     size_t rl = len;
     memcpy(raw, buf, len);
-    while (!memmem(raw, rl, "\r\n0\r\n", 5) || !(rl >= 4 && memcmp(raw + rl - 4, "\r\n\r\n", 4) == 0)) {
+    while (!memmem(raw, rl, "\r\n0\r\n", 5) ||
+           !(rl >= 4 && memcmp(raw + rl - 4, "\r\n\r\n", 4) == 0)) {
       ssize_t n = recv(fd, raw + rl, (1 << 20) - rl, 0);
       if (n <= 0) break;
       rl += (size_t)n;
@@ -411,8 +423,10 @@ static struct proxy *start_proxy(int pa, int wa, const char *hh_a, int pb, int w
   struct proxy *p;
   struct sitecfg_set *s;
   char hha[128];
-  if (hh_a) snprintf(hha, sizeof hha, "\"%s\"", hh_a);
-  else snprintf(hha, sizeof hha, "null");
+  if (hh_a)
+    snprintf(hha, sizeof hha, "\"%s\"", hh_a);
+  else
+    snprintf(hha, sizeof hha, "null");
   snprintf(doc, sizeof doc,
            "{\"seq\": 1, \"full\": true, \"sites\": [{\"id\": 1, \"name\": \"shop\", "
            "\"hostnames\": [\"shop.test\"], \"config_version\": 1, \"current_level\": 1, "
@@ -490,10 +504,11 @@ static void test_get_forwarded_headers(void **state) {
   int seen_a = 0, seen_b = 0;
   for (int i = 0; i < 4; i++) {
     char req[512];
-    int n = snprintf(req, sizeof req,
-                     "GET /path?q=1 HTTP/1.1\r\nHost: Shop.Test:8080\r\nX-Forwarded-For: 10.1.1.1\r\n"
-                     "Connection: close, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nUpgrade: h2c\r\n"
-                     "Via: 1.0 other\r\nX-Forwarded-Proto: https\r\n\r\n");
+    int n =
+        snprintf(req, sizeof req,
+                 "GET /path?q=1 HTTP/1.1\r\nHost: Shop.Test:8080\r\nX-Forwarded-For: 10.1.1.1\r\n"
+                 "Connection: close, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nUpgrade: h2c\r\n"
+                 "Via: 1.0 other\r\nX-Forwarded-Proto: https\r\n\r\n");
     assert_int_equal(do_request(f->port, req, (size_t)n, &r), 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.head, "X-Origin: "));
@@ -540,11 +555,13 @@ static void test_post_body_intact(void **state) {
   struct resp r;
   int fd, hl;
   uint32_t sum;
-  for (size_t i = 0; i < n; i++) body[i] = (char)(i * 13 + 7);
+  for (size_t i = 0; i < n; i++)
+    body[i] = (char)(i * 13 + 7);
   sum = sum_bytes(0, (unsigned char *)body, n);
   hl = snprintf(hdr, sizeof hdr,
                 "POST /upload HTTP/1.1\r\nHost: shop.test\r\nContent-Length: %zu\r\n"
-                "Expect: 100-continue\r\nConnection: close\r\n\r\n", n);
+                "Expect: 100-continue\r\nConnection: close\r\n\r\n",
+                n);
   fd = client_connect(f->port);
   assert_true(fd >= 0);
   assert_int_equal(send_all(fd, hdr, (size_t)hl), 0);
@@ -820,8 +837,10 @@ static void test_weighted(void **state) {
   for (int i = 0; i < 200; i++) {
     assert_int_equal(get(port, "shop.test", "/", &r), 0);
     assert_int_equal(r.status, 200);
-    if (strstr(r.body, "\"a\"")) na++;
-    else nb++;
+    if (strstr(r.body, "\"a\""))
+      na++;
+    else
+      nb++;
     resp_free(&r);
   }
   assert_int_equal(na + nb, 200);
@@ -844,14 +863,15 @@ static void test_config_swap_keeps_skip(void **state) {
   }
   assert_int_equal(atomic_load(&f->a->hits), 3);
   /* a new version with a changed weight and host header: same identity, skip kept */
-  snprintf(doc, sizeof doc,
-           "{\"seq\": 2, \"full\": true, \"sites\": [{\"id\": 1, \"name\": \"shop\", "
-           "\"hostnames\": [\"shop.test\", \"www.shop.test\"], \"config_version\": 2, "
-           "\"current_level\": 1, \"origins\": [{\"id\": 1, \"level\": 1, \"address\": "
-           "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 5},"
-           "{\"id\": 2, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": %d, \"scheme\": "
-           "\"http\", \"host_header\": null, \"weight\": 1}], \"node_retry\": {\"skip_ms\": 60000}}]}",
-           f->a->port, f->b->port);
+  snprintf(
+      doc, sizeof doc,
+      "{\"seq\": 2, \"full\": true, \"sites\": [{\"id\": 1, \"name\": \"shop\", "
+      "\"hostnames\": [\"shop.test\", \"www.shop.test\"], \"config_version\": 2, "
+      "\"current_level\": 1, \"origins\": [{\"id\": 1, \"level\": 1, \"address\": "
+      "\"127.0.0.1\", \"port\": %d, \"scheme\": \"http\", \"host_header\": null, \"weight\": 5},"
+      "{\"id\": 2, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": %d, \"scheme\": "
+      "\"http\", \"host_header\": null, \"weight\": 1}], \"node_retry\": {\"skip_ms\": 60000}}]}",
+      f->a->port, f->b->port);
   s = sitecfg_load(doc, strlen(doc), err, sizeof err);
   assert_non_null(s);
   assert_int_equal(proxy_set_config(f->p, s), 0);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include <arpa/inet.h>
@@ -290,8 +291,10 @@ static const char *METRICS_CFG =
     " \"node_retry\": {\"fail_count\": 2, \"fail_window_ms\": 10000, \"skip_ms\": 300}},"
     "{\"id\": 1, \"name\": \"shop\", \"hostnames\": [\"shop.test\"], \"config_version\": 1,"
     " \"current_level\": 1, \"origins\": ["
-    "  {\"id\": 10, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": 8080, \"scheme\": \"http\"},"
-    "  {\"id\": 11, \"level\": 2, \"address\": \"127.0.0.2\", \"port\": 8080, \"scheme\": \"http\"}],"
+    "  {\"id\": 10, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": 8080, \"scheme\": "
+    "\"http\"},"
+    "  {\"id\": 11, \"level\": 2, \"address\": \"127.0.0.2\", \"port\": 8080, \"scheme\": "
+    "\"http\"}],"
     " \"node_retry\": {\"fail_count\": 2, \"fail_window_ms\": 10000, \"skip_ms\": 300}}]}";
 
 static char *render(struct proxy_state *t, int64_t now, int max) {

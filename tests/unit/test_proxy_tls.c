@@ -24,6 +24,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 #include <fcntl.h>
 
@@ -70,12 +71,11 @@ static struct cert make_cert(const char *cn, const char *san, const struct cert 
   assert_non_null(X509_gmtime_adj(X509_getm_notAfter(c.x509), 86400));
   assert_int_equal(X509_set_pubkey(c.x509, c.key), 1);
   name = X509_get_subject_name(c.x509);
-  assert_int_equal(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn,
-                                              -1, -1, 0),
-                   1);
-  assert_int_equal(X509_set_issuer_name(c.x509, issuer ? X509_get_subject_name(issuer->x509)
-                                                       : name),
-                   1);
+  assert_int_equal(
+      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0),
+      1);
+  assert_int_equal(
+      X509_set_issuer_name(c.x509, issuer ? X509_get_subject_name(issuer->x509) : name), 1);
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer ? issuer->x509 : c.x509, c.x509, NULL, NULL, 0);
   add_ext(c.x509, &ctx, NID_subject_key_identifier, "hash");
@@ -144,7 +144,9 @@ static int ssl_write_all(SSL *ssl, const char *p, size_t n) {
 
 #define BIG_LEN (4u << 20)
 
-static char big_byte(size_t i) { return (char)('a' + (i * 7 + i / 1000) % 26); }
+static char big_byte(size_t i) {
+  return (char)('a' + (i * 7 + i / 1000) % 26);
+}
 
 static void *origin_conn(void *arg) {
   struct conn_arg *ca = arg;
@@ -203,7 +205,8 @@ static void *origin_conn(void *arg) {
       atomic_fetch_add(&o->hits, 1);
       if (ssl_write_all(ssl, hdr, (size_t)hn) < 0) goto out;
       for (size_t off = 0; off < BIG_LEN; off += sizeof chunk) {
-        for (size_t i = 0; i < sizeof chunk; i++) chunk[i] = big_byte(off + i);
+        for (size_t i = 0; i < sizeof chunk; i++)
+          chunk[i] = big_byte(off + i);
         if (ssl_write_all(ssl, chunk, sizeof chunk) < 0) goto out;
       }
       goto out;
@@ -219,8 +222,9 @@ static void *origin_conn(void *arg) {
     if (strncmp(path, "/close-", 7) == 0) {
       /* a body delimited by the end of the connection, closed with or without close_notify */
       notify = strcmp(path, "/close-notify") == 0;
-      hn = snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                     "Connection: close\r\n\r\n");
+      hn = snprintf(hdr, sizeof hdr,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    "Connection: close\r\n\r\n");
       atomic_fetch_add(&o->hits, 1);
       (void)(ssl_write_all(ssl, hdr, (size_t)hn) == 0 && ssl_write_all(ssl, body, (size_t)bn));
       goto out;
@@ -308,7 +312,8 @@ static void origin_stop(struct origin *o) {
   atomic_store(&o->stop, 1);
   pthread_join(o->th, NULL);
   close(o->fd);
-  for (int i = 0; i < o->n_conn; i++) pthread_join(o->conn_th[i], NULL);
+  for (int i = 0; i < o->n_conn; i++)
+    pthread_join(o->conn_th[i], NULL);
   SSL_CTX_free(o->ctx);
   pthread_mutex_destroy(&o->mu);
   free(o);
@@ -487,8 +492,10 @@ static struct proxy *start_proxy(const char *ca_file, const char *doc, int *port
 /* One https origin of a publication. */
 static void origin_json(char *out, size_t cap, int id, int level, int port, const char *hh) {
   char h[96];
-  if (hh) snprintf(h, sizeof h, "\"%s\"", hh);
-  else snprintf(h, sizeof h, "null");
+  if (hh)
+    snprintf(h, sizeof h, "\"%s\"", hh);
+  else
+    snprintf(h, sizeof h, "null");
   snprintf(out, cap,
            "{\"id\": %d, \"level\": %d, \"address\": \"127.0.0.1\", \"port\": %d, "
            "\"scheme\": \"https\", \"host_header\": %s, \"weight\": 1}",
@@ -730,9 +737,9 @@ static void test_wrong_name_fails_over(void **state) {
   assert_non_null(strstr(r.body, "{\"error\":{\"code\":\"origin_unreachable\""));
   failed_502 = metric_at_least(p, "cdnca_node_requests_total{code=\"502\"}", 1);
   assert_int_equal(failed_502, 1);
-  assert_int_equal(metric_at_least(p, "cdnca_node_origin_attempts_total{result=\"tls_error\"}",
-                                   tls_err + 1),
-                   tls_err + 1);
+  assert_int_equal(
+      metric_at_least(p, "cdnca_node_origin_attempts_total{result=\"tls_error\"}", tls_err + 1),
+      tls_err + 1);
   assert_int_equal(atomic_load(&bad->hits), 0);
   {
     /* the failure is in the origin's observations */

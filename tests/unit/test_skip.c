@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "skip.h"
@@ -61,7 +62,8 @@ static void test_half_open_exact_trials(void **state) {
   skip_params_default(&p);
   p.half_open_requests = 2;
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 1000, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 1000, 1);
   assert_int_equal(r.state, SKIP_SKIPPED);
   assert_int_equal(skip_usable(&r, &p, 30999), 0);
   assert_int_equal(skip_peek_usable(&r, &p, 31000), 1);
@@ -83,7 +85,8 @@ static void test_half_open_default_one(void **state) {
   struct skip_rec r;
   skip_params_default(&p);
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 0, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 0, 1);
   assert_int_equal(skip_usable(&r, &p, 30000), 1);
   assert_int_equal(skip_usable(&r, &p, 30000), 0);
 }
@@ -114,7 +117,8 @@ static void test_half_open_failure_reskips(void **state) {
   skip_params_default(&p);
   p.skip_ms = 300;
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 0, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 0, 1);
   assert_int_equal(skip_usable(&r, &p, 300), 1);
   assert_int_equal(skip_record(&r, &p, 350, 1), 1);
   assert_int_equal(r.state, SKIP_SKIPPED);
@@ -130,7 +134,8 @@ static void test_lost_trial_recovers(void **state) {
   skip_params_default(&p);
   p.skip_ms = 1000;
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 0, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 0, 1);
   assert_int_equal(skip_usable(&r, &p, 1000), 1);
   assert_int_equal(skip_usable(&r, &p, 1500), 0);
   assert_int_equal(skip_usable(&r, &p, 2000), 1); /* the first trial never reported */
@@ -193,11 +198,13 @@ static void test_smooth_interleaving(void **state) {
   struct skip_cand c[3];
   int seq[7], open;
   skip_params_default(&p);
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 5, 0, 1};
   c[1] = (struct skip_cand){&r[1], 1, 0, 1};
   c[2] = (struct skip_cand){&r[2], 1, 0, 1};
-  for (int i = 0; i < 7; i++) seq[i] = skip_pick(c, 3, &p, 0, &open);
+  for (int i = 0; i < 7; i++)
+    seq[i] = skip_pick(c, 3, &p, 0, &open);
   /* smooth WRR spreads the heavy origin out: a a b a c a a */
   int want[7] = {0, 0, 1, 0, 2, 0, 0};
   assert_memory_equal(seq, want, sizeof want);
@@ -214,15 +221,18 @@ static void test_tried_excluded(void **state) {
     c[i] = (struct skip_cand){&r[i], 1, 0, 1};
   }
   c[0].tried = 1;
-  for (int i = 0; i < 20; i++) assert_int_not_equal(skip_pick(c, 3, &p, 0, &open), 0);
+  for (int i = 0; i < 20; i++)
+    assert_int_not_equal(skip_pick(c, 3, &p, 0, &open), 0);
   c[1].tried = 1;
-  for (int i = 0; i < 5; i++) assert_int_equal(skip_pick(c, 3, &p, 0, &open), 2);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(skip_pick(c, 3, &p, 0, &open), 2);
   c[2].tried = 1;
   assert_int_equal(skip_pick(c, 3, &p, 0, &open), -1);
   assert_int_equal(skip_pick(c, 0, &p, 0, &open), -1);
   /* untried but skipped + tried healthy -> fail open on the untried one */
   c[2].tried = 0;
-  for (int i = 0; i < 3; i++) skip_record(&r[2], &p, 0, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r[2], &p, 0, 1);
   assert_int_equal(skip_pick(c, 3, &p, 10, &open), 2);
   assert_int_equal(open, 1);
 }
@@ -235,7 +245,8 @@ static void test_half_open_pick_reserves(void **state) {
   skip_params_default(&p);
   p.skip_ms = 100;
   skip_rec_init(&a);
-  for (int i = 0; i < 3; i++) skip_record(&a, &p, 0, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&a, &p, 0, 1);
   c[0] = (struct skip_cand){&a, 1, 0, 1};
   assert_int_equal(skip_pick(c, 1, &p, 100, &open), 0);
   assert_int_equal(open, 0);
@@ -300,7 +311,8 @@ static void test_fail_count_cap(void **state) {
   skip_params_default(&p);
   p.fail_count = 1000;
   skip_rec_init(&r);
-  for (int i = 0; i < SKIP_RING - 1; i++) assert_int_equal(skip_record(&r, &p, i, 1), 0);
+  for (int i = 0; i < SKIP_RING - 1; i++)
+    assert_int_equal(skip_record(&r, &p, i, 1), 0);
   assert_int_equal(skip_record(&r, &p, SKIP_RING, 1), 1);
 }
 
@@ -309,7 +321,8 @@ static void test_fail_count_cap(void **state) {
 /* Feed n outcomes at now, every k-th a failure (k = 0: none); returns the last skip_record. */
 static int feed(struct skip_rec *r, const struct skip_params *p, int64_t now, int n, int k) {
   int last = 0;
-  for (int i = 1; i <= n; i++) last = skip_record(r, p, now, k > 0 && i % k == 0);
+  for (int i = 1; i <= n; i++)
+    last = skip_record(r, p, now, k > 0 && i % k == 0);
   return last;
 }
 
@@ -334,8 +347,10 @@ static void test_ratio_skips_at_share_with_volume(void **state) {
   p.failure_min_volume = 20;
   skip_rec_init(&r);
   /* 19 outcomes, 9 failed: below the volume */
-  for (int i = 0; i < 10; i++) assert_int_equal(skip_record(&r, &p, 100, 0), 0);
-  for (int i = 0; i < 9; i++) assert_int_equal(skip_record(&r, &p, 100, 1), 0);
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(skip_record(&r, &p, 100, 0), 0);
+  for (int i = 0; i < 9; i++)
+    assert_int_equal(skip_record(&r, &p, 100, 1), 0);
   assert_int_equal(r.state, SKIP_HEALTHY);
   /* the 20th outcome is a failure: 10 of 20 = 0.5 >= 0.5 */
   assert_int_equal(skip_record(&r, &p, 100, 1), 1);
@@ -442,7 +457,8 @@ static void test_probe_half_open_by_probe(void **state) {
   struct skip_rec r;
   skip_params_default(&p);
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 1000, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 1000, 1);
   assert_int_equal(r.state, SKIP_SKIPPED);
   /* before the skip time a good probe changes nothing */
   assert_int_equal(skip_probe(&r, &p, 30999, 1), 0);
@@ -463,7 +479,8 @@ static void test_probe_failed_trial_reskips(void **state) {
   struct skip_rec r;
   skip_params_default(&p);
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 1000, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 1000, 1);
   /* a failed probe before the skip time: nothing (the skip is not extended) */
   assert_int_equal(skip_probe(&r, &p, 2000, 0), 0);
   assert_int_equal(r.skipped_until, 31000);
@@ -479,7 +496,8 @@ static void test_probe_during_half_open(void **state) {
   struct skip_rec r;
   skip_params_default(&p);
   skip_rec_init(&r);
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 1000, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 1000, 1);
   assert_int_equal(skip_usable(&r, &p, 31000), 1); /* a visitor trial is out */
   assert_int_equal(r.state, SKIP_HALF_OPEN);
   assert_int_equal(skip_probe(&r, &p, 31100, 1), 0);
@@ -489,7 +507,8 @@ static void test_probe_during_half_open(void **state) {
   assert_int_equal(skip_record(&r, &p, 31200, 0), 0);
   assert_int_equal(r.state, SKIP_HEALTHY);
   /* and a failed probe in half-open skips again */
-  for (int i = 0; i < 3; i++) skip_record(&r, &p, 40000, 1);
+  for (int i = 0; i < 3; i++)
+    skip_record(&r, &p, 40000, 1);
   assert_int_equal(skip_usable(&r, &p, 70000), 1);
   assert_int_equal(skip_probe(&r, &p, 70001, 0), 1);
   assert_int_equal(r.state, SKIP_SKIPPED);
@@ -498,7 +517,8 @@ static void test_probe_during_half_open(void **state) {
 /* ---- backup levels on the request path ---- */
 
 static void skip_now(struct skip_rec *r, const struct skip_params *p, int64_t now) {
-  for (int i = 0; i < p->fail_count; i++) skip_record(r, p, now, 1);
+  for (int i = 0; i < p->fail_count; i++)
+    skip_record(r, p, now, 1);
 }
 
 static void test_levels_current_first(void **state) {
@@ -507,7 +527,8 @@ static void test_levels_current_first(void **state) {
   struct skip_cand c[3];
   struct skip_choice ch;
   skip_params_default(&p);
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   /* listed out of level order on purpose */
   c[0] = (struct skip_cand){&r[0], 1, 0, 2};
   c[1] = (struct skip_cand){&r[1], 1, 0, 1};
@@ -527,7 +548,8 @@ static void test_levels_all_tried_goes_on_in_order(void **state) {
   struct skip_cand c[4];
   struct skip_choice ch;
   skip_params_default(&p);
-  for (int i = 0; i < 4; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 4; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 3};
   c[1] = (struct skip_cand){&r[1], 1, 0, 1};
   c[2] = (struct skip_cand){&r[2], 1, 0, 2};
@@ -552,7 +574,8 @@ static void test_levels_skipped_current_goes_on(void **state) {
   struct skip_cand c[3];
   struct skip_choice ch;
   skip_params_default(&p);
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
   c[1] = (struct skip_cand){&r[1], 1, 0, 1};
   c[2] = (struct skip_cand){&r[2], 1, 0, 2};
@@ -579,7 +602,8 @@ static void test_levels_never_earlier(void **state) {
   struct skip_cand c[3];
   struct skip_choice ch;
   skip_params_default(&p);
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
   c[1] = (struct skip_cand){&r[1], 1, 0, 2};
   c[2] = (struct skip_cand){&r[2], 1, 0, 3};
@@ -605,7 +629,8 @@ static void test_levels_fail_open_order(void **state) {
   struct skip_cand c[3];
   struct skip_choice ch;
   skip_params_default(&p);
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
   c[1] = (struct skip_cand){&r[1], 1, 0, 2};
   c[2] = (struct skip_cand){&r[2], 1, 0, 3};
@@ -637,7 +662,8 @@ static void test_levels_off(void **state) {
   struct skip_choice ch;
   skip_params_default(&p);
   p.backup_levels = 0;
-  for (int i = 0; i < 2; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 2; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
   c[1] = (struct skip_cand){&r[1], 1, 0, 2};
   skip_now(&r[0], &p, 0);
@@ -657,7 +683,8 @@ static void test_levels_backup_half_open_and_weights(void **state) {
   int n1 = 0, n2 = 0;
   skip_params_default(&p);
   p.skip_ms = 100;
-  for (int i = 0; i < 3; i++) skip_rec_init(&r[i]);
+  for (int i = 0; i < 3; i++)
+    skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
   c[1] = (struct skip_cand){&r[1], 3, 0, 2};
   c[2] = (struct skip_cand){&r[2], 1, 0, 2};

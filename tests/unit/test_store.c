@@ -118,7 +118,8 @@ static void raw_sql(struct fx *f, const char *sql) {
 static void test_open_migrations(void **state) {
   struct fx *f = *state;
   char bad[200];
-  assert_int_equal(store_schema_version(f->st), schema_migrations[schema_migrations_count - 1].version);
+  assert_int_equal(store_schema_version(f->st),
+                   schema_migrations[schema_migrations_count - 1].version);
   assert_int_equal(store_pub_seq(f->st), 0);
   create_site(f, "a", "a.com", 1);
   /* reopening applies nothing again and keeps the data */
@@ -126,7 +127,8 @@ static void test_open_migrations(void **state) {
   assert_null(f->st);
   f->st = store_open(f->path);
   assert_non_null(f->st);
-  assert_int_equal(store_schema_version(f->st), schema_migrations[schema_migrations_count - 1].version);
+  assert_int_equal(store_schema_version(f->st),
+                   schema_migrations[schema_migrations_count - 1].version);
   assert_int_equal(count_sites(f), 1);
   /* a database newer than this code is refused */
   store_close(&f->st);
@@ -644,7 +646,8 @@ static void test_origin_cap(void **state) {
   o.enabled = 1;
   snprintf(o.address, sizeof o.address, "10.1.0.1");
   snprintf(o.scheme, sizeof o.scheme, "http");
-  for (int i = 2; i < STORE_MAX_ORIGINS; i++) assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
+  for (int i = 2; i < STORE_MAX_ORIGINS; i++)
+    assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
   assert_int_equal(store_origin_add(f->st, &o), STORE_LIMIT);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
   assert_int_equal(g.n_origins, STORE_MAX_ORIGINS);
@@ -689,10 +692,13 @@ static void test_revocation_race(void **state) {
     assert_int_equal(store_node_create(f->st, &n, rc.hash[i]), STORE_OK);
     ids[i] = n.id;
   }
-  for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, lookup_loop, &rc), 0);
-  for (int i = 0; i < RACE_NODES; i++) assert_int_equal(store_node_delete(f->st, ids[i]), STORE_OK);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, lookup_loop, &rc), 0);
+  for (int i = 0; i < RACE_NODES; i++)
+    assert_int_equal(store_node_delete(f->st, ids[i]), STORE_OK);
   atomic_store(&rc.stop, 1);
-  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++)
+    pthread_join(th[i], NULL);
   for (int i = 0; i < RACE_NODES; i++)
     if (store_token_lookup(f->st, rc.hash[i], &kind, &node_id) != 1)
       fail_msg("the token of deleted node %d is accepted again", i);

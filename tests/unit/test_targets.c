@@ -22,9 +22,9 @@ static void test_builtin(void **state) {
       {"169.254.0.1", 1, "link-local"},
       {"::ffff:169.254.169.254", 1, "link-local"},
       {"[::ffff:a9fe:a9fe]", 1, "link-local"},
-      {"2852039166", 1, "link-local"},         /* 169.254.169.254 as one number */
+      {"2852039166", 1, "link-local"},          /* 169.254.169.254 as one number */
       {"0xa9.0xfe.0xa9.0xfe", 1, "link-local"}, /* hex parts */
-      {"169.254.43518", 1, "link-local"},      /* a.b.c with c 16 bits */
+      {"169.254.43518", 1, "link-local"},       /* a.b.c with c 16 bits */
       {"fe80::1", 1, "link-local"},
       {"[fe80::1]", 1, "link-local"},
       {"0.0.0.0", 1, "unspecified"},

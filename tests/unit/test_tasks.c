@@ -37,11 +37,10 @@ static void test_task_json_carries_check(void **state) {
   spec(&t, 7, 70);
   j = tasks_spec_json(&t);
   text = json_print(j);
-  assert_string_equal(text,
-                      "{\"task_id\":7,\"origin_id\":70,\"url\":\"http://127.0.0.1:9/\","
-                      "\"host\":\"a.test\",\"timeout_ms\":1000,\"check\":{\"type\":\"http\","
-                      "\"method\":\"GET\",\"headers\":{},\"expected_codes\":null,"
-                      "\"expected_body\":null,\"port\":null}}");
+  assert_string_equal(text, "{\"task_id\":7,\"origin_id\":70,\"url\":\"http://127.0.0.1:9/\","
+                            "\"host\":\"a.test\",\"timeout_ms\":1000,\"check\":{\"type\":\"http\","
+                            "\"method\":\"GET\",\"headers\":{},\"expected_codes\":null,"
+                            "\"expected_body\":null,\"port\":null}}");
   free(text);
   cJSON_Delete(j);
   hcheck_defaults(&o);

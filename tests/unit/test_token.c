@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "token.h"
@@ -27,7 +28,8 @@ static void test_random(void **state) {
   assert_int_equal(token_random(b, sizeof b), 0);
   assert_int_equal(strlen(a), TOKEN_HEX_LEN);
   assert_string_not_equal(a, b);
-  for (int i = 0; i < TOKEN_HEX_LEN; i++) assert_non_null(strchr("0123456789abcdef", a[i]));
+  for (int i = 0; i < TOKEN_HEX_LEN; i++)
+    assert_non_null(strchr("0123456789abcdef", a[i]));
   assert_int_equal(token_random(a, 10), -1);
 }
 
