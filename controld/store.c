@@ -118,6 +118,16 @@ int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what) {
   return 0;
 }
 
+void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first) {
+  int ncap;
+  void *na;
+  if (cnt < *cap) return arr;
+  ncap = *cap ? *cap * 2 : first;
+  na = realloc(arr, (size_t)ncap * elem);
+  if (na) *cap = ncap;
+  return na;
+}
+
 void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap) {
   const unsigned char *t = sqlite3_column_text(s, col);
   size_t n;
@@ -1199,17 +1209,13 @@ enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   if (!s) return STORE_ERROR;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     struct node_rec *r;
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      struct node_rec *na = realloc(arr, (size_t)ncap * sizeof *na);
-      if (!na) {
-        free(arr);
-        sqlite3_reset(s);
-        return STORE_ERROR;
-      }
-      arr = na;
-      cap = ncap;
+    struct node_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
+    if (!na) {
+      free(arr);
+      sqlite3_reset(s);
+      return STORE_ERROR;
     }
+    arr = na;
     r = &arr[cnt++];
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(s, 0);

@@ -95,5 +95,9 @@ int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what);
 
 /* Copy a text column into a fixed buffer ("" for NULL). */
 void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap);
+/* Room for one more element in a list being read: arr holds *cap elements of elem bytes, cnt in
+   use. Returns arr when there is room, a larger copy (first elements, then doubling; *cap
+   updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */
+void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first);
 
 #endif

@@ -100,16 +100,12 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
   *n = 0;
   if (!s) return STORE_ERROR;
   while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      struct webhook_rec *na = realloc(arr, (size_t)ncap * sizeof *na);
-      if (!na) {
-        rc = STORE_ERROR;
-        break;
-      }
-      arr = na;
-      cap = ncap;
+    struct webhook_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
+    if (!na) {
+      rc = STORE_ERROR;
+      break;
     }
+    arr = na;
     memset(&arr[cnt], 0, sizeof arr[cnt]);
     read_webhook(s, &arr[cnt++]);
   }

@@ -207,17 +207,13 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
   sqlite3_bind_int64(s, 1, now);
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     struct token_rec *r;
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      struct token_rec *na = realloc(arr, (size_t)ncap * sizeof *na);
-      if (!na) {
-        free(arr);
-        sqlite3_reset(s);
-        return STORE_ERROR;
-      }
-      arr = na;
-      cap = ncap;
+    struct token_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
+    if (!na) {
+      free(arr);
+      sqlite3_reset(s);
+      return STORE_ERROR;
     }
+    arr = na;
     r = &arr[cnt++];
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(s, 0);
