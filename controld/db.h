@@ -1,0 +1,118 @@
+/* db — the driver seam under the store: one prepared-statement cursor model, two drivers
+   (db_sqlite.c on libsqlite3, db_pg.c on libpq). Only controld/store*.c and the drivers include
+   this header; nothing outside the store sees a database type.
+
+   The model is SQLite's: prepare once per connection (cached by the SQL text's address), bind
+   parameters, step through rows, read columns, reset. SQL is written once, portably: `?` and
+   `?N` placeholders (the PostgreSQL driver rewrites them to `$N`), integers for flags and
+   millisecond times, `RETURNING` instead of last-insert-rowid where a statement needs its id.
+   The few dialect-specific statements live in the drivers (connection setup, BEGIN variants,
+   the migration record).
+
+   A connection is used by one thread at a time. Every function that fails records the reason
+   on the connection (db_err, db_errmsg); the store maps it to its result codes. */
+#ifndef CDNCA_DB_H
+#define CDNCA_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum db_kind { DB_SQLITE = 1, DB_PG = 2 };
+
+/* db_step's answers */
+enum { DB_DONE = 0, DB_ROW = 1, DB_ERR = -1 };
+
+/* Why the last call failed, driver-neutral. */
+enum db_err {
+  DB_E_NONE = 0,
+  DB_E_UNIQUE,     /* a UNIQUE or PRIMARY KEY constraint (SQLite CONSTRAINT_UNIQUE/PK, SQLSTATE 23505) */
+  DB_E_CONSTRAINT, /* another constraint: foreign key, CHECK, NOT NULL (SQLSTATE class 23) */
+  DB_E_FULL,       /* no space left (SQLITE_FULL, SQLSTATE 53100) */
+  DB_E_BUSY,       /* a lock or serialization timeout (SQLITE_BUSY, SQLSTATE 40001/40P01/55P03) */
+  DB_E_DOWN,       /* the connection is lost or the server unavailable (PostgreSQL only) */
+  DB_E_OTHER,
+};
+
+struct db_conn; /* one connection with its statement cache */
+struct db_stmt; /* a prepared statement on one connection */
+
+/* The driver a --db target names: "postgresql://…", "postgres://…" or a conninfo string
+   ("host=… dbname=…", any '=' before the first '/') is PostgreSQL; anything else is a SQLite
+   file path. */
+enum db_kind db_kind_of(const char *target);
+
+/* Open a connection to target (see db_kind_of). NULL on failure (logged). For PostgreSQL the
+   target's own settings win over the driver's defaults (TCP keepalives, connect timeout,
+   application_name). */
+struct db_conn *db_open(const char *target);
+void db_close(struct db_conn *c);
+enum db_kind db_kind(const struct db_conn *c);
+
+/* The prepared statement for sql on c, reset and unbound; NULL on error (logged, db_err set).
+   sql must outlive the connection (a string literal: its address is the cache key). */
+struct db_stmt *db_prep(struct db_conn *c, const char *sql);
+
+/* Bind parameter idx (1-based). Text is copied; NULL text binds SQL NULL. */
+void db_bind_i64(struct db_stmt *s, int idx, int64_t v);
+void db_bind_int(struct db_stmt *s, int idx, int v);
+void db_bind_double(struct db_stmt *s, int idx, double v);
+void db_bind_text(struct db_stmt *s, int idx, const char *v);
+void db_bind_textn(struct db_stmt *s, int idx, const char *v, size_t n);
+void db_bind_null(struct db_stmt *s, int idx);
+
+/* Run or advance: DB_ROW (a row is readable), DB_DONE, or DB_ERR (db_err/db_errmsg tell why;
+   the statement is reset). */
+int db_step(struct db_stmt *s);
+
+/* Columns of the current row (0-based). SQL NULL reads as 0, 0.0 and NULL text. Text stays valid
+   until the next step or reset of s. */
+int64_t db_col_i64(struct db_stmt *s, int col);
+int db_col_int(struct db_stmt *s, int col);
+double db_col_double(struct db_stmt *s, int col);
+const char *db_col_text(struct db_stmt *s, int col);
+int db_col_null(struct db_stmt *s, int col);
+
+/* Finish the statement (rows not read are dropped); bindings are cleared by the next db_prep. */
+void db_reset(struct db_stmt *s);
+
+/* Rows written by the last statement that finished on c. */
+int64_t db_changes(struct db_conn *c);
+
+/* The id of the row the last INSERT on c created (SQLite rowid; PostgreSQL lastval()); -1 on
+   error. Prefer RETURNING in new statements. */
+int64_t db_last_id(struct db_conn *c);
+
+/* Run SQL text without parameters (several statements allowed); 0 or -1. */
+int db_exec(struct db_conn *c, const char *sql);
+
+/* Transactions. A write transaction takes the database's write lock at once (SQLite BEGIN
+   IMMEDIATE; PostgreSQL BEGIN, serialized by the store's ordered-write row). A read transaction
+   is one consistent snapshot (SQLite BEGIN; PostgreSQL REPEATABLE READ READ ONLY). 0 or -1. */
+int db_begin_write(struct db_conn *c);
+int db_begin_read(struct db_conn *c);
+int db_commit(struct db_conn *c);
+void db_rollback(struct db_conn *c); /* a no-op outside a transaction */
+int db_in_tx(struct db_conn *c);
+
+/* Migrations, inside a write transaction: take the migration lock (PostgreSQL
+   pg_advisory_xact_lock, so replicas starting together migrate one at a time; SQLite's write lock
+   already excludes), read the applied version (0 for a new database; SQLite PRAGMA user_version,
+   PostgreSQL the schema_migrations table, created on first use), record one applied. 0/-1, or
+   the version. */
+int db_migrate_lock(struct db_conn *c);
+int db_schema_version(struct db_conn *c);
+int db_schema_record(struct db_conn *c, int version, const char *name);
+
+enum db_err db_err(const struct db_conn *c);
+const char *db_errmsg(const struct db_conn *c);
+void db_clear_err(struct db_conn *c);
+
+/* 1 while the connection is usable (always 1 for SQLite). A PostgreSQL connection that was lost
+   is re-established by db_prep/db_begin_* with backoff (at most one attempt per backoff step,
+   100 ms doubling to 5 s); until then they fail with DB_E_DOWN. */
+int db_up(struct db_conn *c);
+
+/* Bumped every time the connection was re-established (prepared statements were lost). */
+uint64_t db_epoch(const struct db_conn *c);
+
+#endif
