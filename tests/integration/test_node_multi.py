@@ -59,11 +59,13 @@ def log_of(n):
 
 
 class FakeReplica:
-    """A loopback HTTP server answering every request with one status; counts the requests."""
+    """A loopback HTTP server answering every request with one status (None: never answers, as
+    a stalled host whose kernel still accepts connections); counts the requests."""
 
     def __init__(self, status):
         self.status = status
         self.count = 0
+        self.release = threading.Event()
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -72,6 +74,9 @@ class FakeReplica:
 
             def _answer(self):
                 outer.count += 1
+                if outer.status is None:
+                    outer.release.wait(120)
+                    return
                 body = b'{"error":{"code":"unavailable","message":"test"}}'
                 self.send_response(outer.status)
                 self.send_header("Content-Type", "application/json")
@@ -88,6 +93,7 @@ class FakeReplica:
         self.thread.start()
 
     def close(self):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -198,6 +204,30 @@ def test_503_replica_is_skipped_without_a_tight_loop(tmp):
         assert busy.count <= 3, busy.count
     finally:
         busy.close()
+
+
+def test_stalled_replica_left_for_the_next(tmp):
+    """The first replica accepts connections but never answers: the heartbeat times out (10 s),
+    the node moves on, and the config long-poll held by the stalled replica is dropped at the
+    switch rather than at its own timeout (config-wait-ms 25 s + 15 s)."""
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    _, tok = enrol(c, "edge")
+    stalled = FakeReplica(None)
+    try:
+        t0 = time.monotonic()
+        n = Noded(stalled.url + "," + c.url, tok, tmp).start()
+        wait_until(lambda: site_name(n, site["id"]) == "shop", 30, "config through the second URL")
+        took = time.monotonic() - t0
+        print("stalled replica: config through the next one %.1f s after start" % took)
+        assert took < 16, took
+        s = status_of(n)
+        assert s["node"]["controld_index"] == 1 and s["node"]["controld_switches"] == 1, s["node"]
+        log = log_of(n)
+        assert "controld 1/2 %s is away (Timeout" % stalled.url in log, log[-2000:]
+    finally:
+        stalled.close()
 
 
 def test_revoked_token_does_not_rotate(tmp):
