@@ -50,7 +50,7 @@ static enum http_rc get_healthz(struct req *r) {
   int down = version < 0 || !store_db_up(r->ctx->store);
   /* reads still work while the disk is full: degraded, not down */
   cJSON_AddStringToObject(j, "status", down ? "down" : full ? "degraded" : "ok");
-  cJSON_AddStringToObject(j, "db", down ? "down" : "up");
+  cJSON_AddStringToObject(j, "db", down ? "down" : "ok");
   cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
   cJSON_AddNumberToObject(j, "schema_version", version);
