@@ -5,6 +5,7 @@ while visitors keep getting 200, does not cycle through replicas on a 401, refus
 and catches up at once when controld comes back after an outage (not after a backoff step)."""
 
 import http.server
+import json
 import os
 import re
 import subprocess
@@ -291,7 +292,7 @@ def test_catch_up_after_outage(tmp):
     assert s["sync"]["state"] == "live", s["sync"]
 
 
-def test_bad_lists_refused():
+def test_bad_lists_refused(tmp):
     binary = os.path.join(harness.BUILD, "noded", "noded")
     env = dict(os.environ)
     env["CDNCA_NODE_TOKEN"] = "node-test-token"
@@ -311,9 +312,21 @@ def test_bad_lists_refused():
         assert r.stderr.count(want) == 1, r.stderr  # reported once
     r = subprocess.run([binary, "--check-config", "--controld",
                         "http://127.0.0.1:1, http://127.0.0.1:2/", "--state-dir",
-                        os.path.join(harness.tempfile.mkdtemp(prefix="cdnca-cc-"), "st")],
+                        os.path.join(tmp, "st")],
                        capture_output=True, text=True, timeout=10, env=env)
     assert r.returncode == 0 and "configuration OK" in r.stdout, r
+    # the same list as the "controld" key of a --config file
+    for lst, ok in (("http://127.0.0.1:1,https://127.0.0.1:2", True),
+                    ("http://127.0.0.1:1,127.0.0.1:2", False)):
+        cfg = os.path.join(tmp, "noded.json")
+        with open(cfg, "w") as f:
+            json.dump({"controld": lst, "state-dir": os.path.join(tmp, "st")}, f)
+        r = subprocess.run([binary, "--check-config", "--config", cfg], capture_output=True,
+                           text=True, timeout=10, env=env)
+        if ok:
+            assert r.returncode == 0 and "configuration OK" in r.stdout, r
+        else:
+            assert r.returncode == 2 and "'127.0.0.1:2' (URL 2)" in r.stderr, r
 
 
 if __name__ == "__main__":
