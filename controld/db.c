@@ -1,0 +1,202 @@
+/* db — the driver seam: picks the driver from the --db target and passes every call through the
+   connection's ops table (db_driver.h). */
+#include "db.h"
+
+#include "db_driver.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum db_kind db_kind_of(const char *target) {
+  if (!target) return DB_SQLITE;
+  if (!strncmp(target, "postgresql://", 13) || !strncmp(target, "postgres://", 11)) return DB_PG;
+  /* a conninfo string ("host=/run/pg dbname=cdnca"): a keyword '=' before any '/' */
+  const char *eq = strchr(target, '=');
+  const char *slash = strchr(target, '/');
+  if (eq && eq > target && (!slash || eq < slash)) return DB_PG;
+  return DB_SQLITE;
+}
+
+struct db_conn *db_open(const char *target) {
+  if (db_kind_of(target) == DB_SQLITE) return db_sqlite_open(target);
+#ifdef CDNCA_HAVE_PG
+  return db_pg_open(target);
+#else
+  log_error("--db names a PostgreSQL database, but this controld was built without PostgreSQL "
+            "support (libpq was not found at build time)");
+  return NULL;
+#endif
+}
+
+void db_close(struct db_conn *c) {
+  if (c) c->ops->close(c);
+}
+
+enum db_kind db_kind(const struct db_conn *c) {
+  return c->ops->kind;
+}
+struct db_stmt *db_prep(struct db_conn *c, const char *sql) {
+  return c->ops->prep(c, sql);
+}
+
+void db_bind_i64(struct db_stmt *s, int idx, int64_t v) {
+  s->conn->ops->bind_i64(s, idx, v);
+}
+void db_bind_int(struct db_stmt *s, int idx, int v) {
+  s->conn->ops->bind_int(s, idx, v);
+}
+void db_bind_double(struct db_stmt *s, int idx, double v) {
+  s->conn->ops->bind_double(s, idx, v);
+}
+void db_bind_text(struct db_stmt *s, int idx, const char *v) {
+  s->conn->ops->bind_text(s, idx, v);
+}
+void db_bind_textn(struct db_stmt *s, int idx, const char *v, size_t n) {
+  s->conn->ops->bind_textn(s, idx, v, n);
+}
+void db_bind_null(struct db_stmt *s, int idx) {
+  s->conn->ops->bind_null(s, idx);
+}
+
+int db_step(struct db_stmt *s) {
+  return s->conn->ops->step(s);
+}
+int64_t db_col_i64(struct db_stmt *s, int col) {
+  return s->conn->ops->col_i64(s, col);
+}
+int db_col_int(struct db_stmt *s, int col) {
+  return s->conn->ops->col_int(s, col);
+}
+double db_col_double(struct db_stmt *s, int col) {
+  return s->conn->ops->col_double(s, col);
+}
+const char *db_col_text(struct db_stmt *s, int col) {
+  return s->conn->ops->col_text(s, col);
+}
+int db_col_null(struct db_stmt *s, int col) {
+  return s->conn->ops->col_null(s, col);
+}
+void db_reset(struct db_stmt *s) {
+  s->conn->ops->reset(s);
+}
+
+int64_t db_changes(struct db_conn *c) {
+  return c->ops->changes(c);
+}
+int64_t db_last_id(struct db_conn *c) {
+  return c->ops->last_id(c);
+}
+int db_exec(struct db_conn *c, const char *sql) {
+  return c->ops->exec(c, sql);
+}
+
+int db_begin_write(struct db_conn *c) {
+  return c->ops->begin_write(c);
+}
+int db_begin_read(struct db_conn *c) {
+  return c->ops->begin_read(c);
+}
+int db_commit(struct db_conn *c) {
+  return c->ops->commit(c);
+}
+void db_rollback(struct db_conn *c) {
+  c->ops->rollback(c);
+}
+int db_in_tx(struct db_conn *c) {
+  return c->ops->in_tx(c);
+}
+
+int db_migrate_lock(struct db_conn *c) {
+  return c->ops->migrate_lock(c);
+}
+int db_schema_version(struct db_conn *c) {
+  return c->ops->schema_version(c);
+}
+int db_schema_record(struct db_conn *c, int version, const char *name) {
+  return c->ops->schema_record(c, version, name);
+}
+
+enum db_err db_err(const struct db_conn *c) {
+  return c->ops->err(c);
+}
+const char *db_errmsg(const struct db_conn *c) {
+  return c->ops->errmsg(c);
+}
+void db_clear_err(struct db_conn *c) {
+  c->ops->clear_err(c);
+}
+int db_up(struct db_conn *c) {
+  return c->ops->up(c);
+}
+uint64_t db_epoch(const struct db_conn *c) {
+  return c->ops->epoch(c);
+}
+
+/* PostgreSQL accepts at most 65535 parameters per statement; SQLite's default limit is 32766. */
+#define DB_PARAM_MAX 32767
+
+char *db_placeholders_pg(const char *sql, int *nparams) {
+  size_t len = strlen(sql);
+  /* "?" → "$N" adds at most 5 characters per '?' ("$32767"); bound the output by that */
+  size_t marks = 0;
+  for (const char *p = sql; *p; p++)
+    if (*p == '?') marks++;
+  char *out = malloc(len + marks * 5 + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  int max = 0;
+  const char *p = sql;
+  while (*p) {
+    char ch = *p;
+    if (ch == '\'' || ch == '"') { /* literal or quoted identifier; a doubled quote escapes */
+      out[o++] = *p++;
+      while (*p) {
+        if (*p == ch) {
+          out[o++] = *p++;
+          if (*p != ch) break;
+        }
+        out[o++] = *p++;
+      }
+    } else if (ch == '-' && p[1] == '-') { /* line comment */
+      while (*p && *p != '\n')
+        out[o++] = *p++;
+    } else if (ch == '/' && p[1] == '*') { /* block comment */
+      out[o++] = *p++;
+      out[o++] = *p++;
+      while (*p && !(p[0] == '*' && p[1] == '/'))
+        out[o++] = *p++;
+      if (*p) {
+        out[o++] = *p++;
+        out[o++] = *p++;
+      }
+    } else if (ch == '?') {
+      p++;
+      int n;
+      if (isdigit((unsigned char)*p)) {
+        long v = 0;
+        while (isdigit((unsigned char)*p)) {
+          v = v * 10 + (*p++ - '0');
+          if (v > DB_PARAM_MAX) goto bad;
+        }
+        if (v == 0) goto bad;
+        n = (int)v;
+      } else {
+        if (max >= DB_PARAM_MAX) goto bad;
+        n = max + 1;
+      }
+      if (n > max) max = n;
+      o += (size_t)snprintf(out + o, 7, "$%d", n);
+    } else {
+      out[o++] = *p++;
+    }
+  }
+  out[o] = '\0';
+  if (nparams) *nparams = max;
+  return out;
+bad:
+  free(out);
+  return NULL;
+}
