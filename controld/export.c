@@ -406,6 +406,7 @@ static int read_table(const cJSON *doc, const char *key, const struct field_def 
 struct ukey {
   const char *s; /* NULL: compare v */
   int64_t v;
+  int order; /* insertion order: of two equal keys the later one is named */
   char path[64];
 };
 
@@ -419,7 +420,7 @@ static int ukey_cmp(const void *a, const void *b) {
   int c;
   if (x->s && y->s && (c = strcmp(x->s, y->s)) != 0) return c;
   if (!x->s && !y->s && x->v != y->v) return x->v < y->v ? -1 : 1;
-  return strcmp(x->path, y->path); /* equal keys: the earlier path first */
+  return x->order - y->order; /* equal keys: the earlier first */
 }
 
 static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt, ...)
@@ -436,6 +437,7 @@ static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt,
   }
   u->k[u->n].s = s;
   u->k[u->n].v = v;
+  u->k[u->n].order = u->n;
   va_start(ap, fmt);
   vsnprintf(u->k[u->n].path, sizeof u->k[u->n].path, fmt, ap);
   va_end(ap);
@@ -446,7 +448,7 @@ static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt,
 /* -1 with err naming the later of two equal keys; the set is emptied either way. */
 static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err) {
   int ret = 0;
-  qsort(u->k, (size_t)u->n, sizeof *u->k, ukey_cmp);
+  if (u->n > 1) qsort(u->k, (size_t)u->n, sizeof *u->k, ukey_cmp);
   for (int i = 1; i < u->n && ret == 0; i++) {
     const struct ukey *a = &u->k[i - 1], *b = &u->k[i];
     if (a->s ? strcmp(a->s, b->s) == 0 : a->v == b->v)
@@ -486,10 +488,10 @@ static int check_unique(const struct store_export *x, struct export_err *err) {
   for (int i = 0; i < x->n_tokens; i++)
     oom |= ukeys_add(&u, x->tokens[i].name, 0, "tokens[%d].name", i);
   if (oom || ukeys_check(&u, "the token name", err) < 0) goto out;
-  for (int i = 0; i < x->n_tokens; i++)
-    oom |= ukeys_add(&u, x->tokens[i].hash, 0, "tokens[%d].token_sha256", i);
   for (int i = 0; i < x->n_nodes; i++)
     oom |= ukeys_add(&u, x->nodes[i].token_hash, 0, "nodes[%d].token_sha256", i);
+  for (int i = 0; i < x->n_tokens; i++)
+    oom |= ukeys_add(&u, x->tokens[i].hash, 0, "tokens[%d].token_sha256", i);
   if (oom || ukeys_check(&u, "the token hash", err) < 0) goto out;
   for (int i = 0; i < x->n_webhooks; i++)
     oom |= ukeys_add(&u, NULL, x->webhooks[i].id, "webhooks[%d].id", i);

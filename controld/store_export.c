@@ -296,12 +296,16 @@ static enum store_rc write_tokens(struct store *st, const struct store_export *x
   return STORE_OK;
 }
 
-/* Nodes after the API tokens: a node's token row takes the next free id. */
+/* Nodes after the API tokens; their token rows take ids after the API tokens' (explicitly: on
+   PostgreSQL an explicit id does not advance the identity a generated one would come from). */
 static enum store_rc write_nodes(struct store *st, const struct store_export *x, char *what,
                                  size_t whatlen) {
   static const char ins[] = "INSERT INTO nodes (id, name, created_at) VALUES (?, ?, ?)";
   static const char tok[] =
-      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
+      "INSERT INTO tokens (id, kind, hash, node_id, created_at) VALUES (?, 'node', ?, ?, ?)";
+  int64_t next_id = 1;
+  for (int i = 0; i < x->n_tokens; i++)
+    if (x->tokens[i].id >= next_id) next_id = x->tokens[i].id + 1;
   for (int i = 0; i < x->n_nodes; i++) {
     const struct export_node *n = &x->nodes[i];
     sqlite3_stmt *q = store_stmt(&st->w, ins);
@@ -314,9 +318,10 @@ static enum store_rc write_nodes(struct store *st, const struct store_export *x,
     snprintf(path, sizeof path, "nodes[%d]", i);
     if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
     if (!(q = store_stmt(&st->w, tok))) return STORE_ERROR;
-    sqlite3_bind_text(q, 1, n->token_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, n->id);
-    sqlite3_bind_int64(q, 3, n->created_at);
+    sqlite3_bind_int64(q, 1, next_id++);
+    sqlite3_bind_text(q, 2, n->token_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, n->id);
+    sqlite3_bind_int64(q, 4, n->created_at);
     snprintf(path, sizeof path, "nodes[%d].token_sha256", i);
     if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
   }
