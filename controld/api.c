@@ -22,6 +22,9 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
               conflict && *conflict ? conflict : what);
   else if (rc == STORE_LIMIT)
     req_error(r, 422, "out_of_range", NULL, "%s: a limit would be exceeded", what);
+  else if (rc == STORE_UNAVAILABLE || !store_db_up(r->ctx->store))
+    req_error(r, 503, "db_unavailable", NULL,
+              "the database cannot be reached: nothing was changed (retry shortly)");
   else if (rc == STORE_FULL || store_storage_full(r->ctx->store))
     req_error(r, 507, "storage_full", NULL,
               "the database disk is full: nothing was changed (free space, then retry)");
@@ -42,12 +45,16 @@ int api_target_refused(struct req *r, const char *host, const char *field) {
 static enum http_rc get_healthz(struct req *r) {
   cJSON *j = cJSON_CreateObject();
   int full = store_storage_full(r->ctx->store);
+  /* a read of the schema version is the database probe: it fails when the server is gone */
+  int version = store_schema_version(r->ctx->store);
+  int down = version < 0 || !store_db_up(r->ctx->store);
   /* reads still work while the disk is full: degraded, not down */
-  cJSON_AddStringToObject(j, "status", full ? "degraded" : "ok");
+  cJSON_AddStringToObject(j, "status", down ? "down" : full ? "degraded" : "ok");
+  cJSON_AddStringToObject(j, "db", down ? "down" : "ok");
   cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
-  cJSON_AddNumberToObject(j, "schema_version", store_schema_version(r->ctx->store));
-  req_json(r, 200, j);
+  cJSON_AddNumberToObject(j, "schema_version", version);
+  req_json(r, down ? 503 : 200, j);
   return HTTP_DONE;
 }
 

@@ -200,3 +200,17 @@ bad:
   free(out);
   return NULL;
 }
+
+enum db_err db_pg_err_of(const char *sqlstate, int conn_bad) {
+  if (conn_bad) return DB_E_DOWN;
+  if (!sqlstate || strlen(sqlstate) != 5) return DB_E_OTHER;
+  if (!strncmp(sqlstate, "08", 2) || !strcmp(sqlstate, "57P01") || !strcmp(sqlstate, "57P02") ||
+      !strcmp(sqlstate, "57P03"))
+    return DB_E_DOWN;
+  if (!strcmp(sqlstate, "23505")) return DB_E_UNIQUE;
+  if (!strncmp(sqlstate, "23", 2)) return DB_E_CONSTRAINT;
+  if (!strcmp(sqlstate, "53100")) return DB_E_FULL;
+  if (!strcmp(sqlstate, "40001") || !strcmp(sqlstate, "40P01") || !strcmp(sqlstate, "55P03"))
+    return DB_E_BUSY;
+  return DB_E_OTHER;
+}

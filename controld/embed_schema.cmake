@@ -1,9 +1,16 @@
-# Turn schema/NNNN_*.sql into a C source with the migrations in order.
-# Usage: cmake -DSCHEMA_DIR=... -DOUT=... -P embed_schema.cmake
+# Turn one dialect's schema/<dialect>/NNNN_*.sql into a C source with the migrations in order.
+# Usage: cmake -DSCHEMA_DIR=... -DOUT=... -DTABLE=schema_migrations -P embed_schema.cmake
+# TABLE names the array (TABLE[] and TABLE_count, declared in schema.h).
+if(NOT TABLE)
+  set(TABLE schema_migrations)
+endif()
 file(GLOB files "${SCHEMA_DIR}/[0-9][0-9][0-9][0-9]_*.sql")
 list(SORT files)
-set(body "/* generated from the schema directory; do not edit */\n#include \"schema.h\"\n\n")
-set(table "const struct schema_migration schema_migrations[] = {\n")
+if(NOT files)
+  message(FATAL_ERROR "no migrations in ${SCHEMA_DIR}")
+endif()
+set(body "/* generated from ${SCHEMA_DIR}; do not edit */\n#include \"schema.h\"\n\n")
+set(table "const struct schema_migration ${TABLE}[] = {\n")
 set(i 0)
 foreach(f ${files})
   get_filename_component(name "${f}" NAME)
@@ -15,6 +22,6 @@ foreach(f ${files})
   string(APPEND table "  {${ver}, \"${name}\", m${i}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND table "};\nconst int schema_migrations_count = ${i};\n")
+string(APPEND table "};\nconst int ${TABLE}_count = ${i};\n")
 file(WRITE "${OUT}.tmp" "${body}\n${table}")
 file(RENAME "${OUT}.tmp" "${OUT}")

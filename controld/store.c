@@ -13,88 +13,23 @@
 
 /* ---- connections ---- */
 
-static int conn_open(struct dbconn *c, const char *path) {
-  static const char pragmas[] = "PRAGMA journal_mode=WAL;"
-                                "PRAGMA synchronous=FULL;"
-                                "PRAGMA foreign_keys=ON;"
-                                "PRAGMA busy_timeout=10000;"
-                                /* the WAL is truncated back to 64 MiB after a checkpoint */
-                                "PRAGMA journal_size_limit=67108864;";
-  char *msg = NULL;
-  memset(c, 0, sizeof *c);
-  if (sqlite3_open_v2(path, &c->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      NULL) != SQLITE_OK) {
-    log_error("cannot open database %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
-    sqlite3_close(c->db);
-    c->db = NULL;
-    return -1;
-  }
-  if (sqlite3_exec(c->db, pragmas, NULL, NULL, &msg) != SQLITE_OK) {
-    log_error("database %s: setting pragmas: %s", path, msg ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_close(c->db);
-    c->db = NULL;
-    return -1;
-  }
-  return 0;
+/* The writer connection in SQLite's case needs the test hook for a full disk. */
+static struct db_conn *conn_open(const char *target) {
+  return db_open(target);
 }
 
-static void conn_close(struct dbconn *c) {
-  for (int i = 0; i < c->nslots; i++)
-    sqlite3_finalize(c->slots[i].stmt);
-  free(c->slots);
-  c->slots = NULL;
-  c->nslots = c->capslots = 0;
-  if (c->db) sqlite3_close(c->db);
-  c->db = NULL;
-}
-
-sqlite3_stmt *store_stmt(struct dbconn *c, const char *sql) {
-  sqlite3_stmt *s = NULL;
-  for (int i = 0; i < c->nslots; i++)
-    if (c->slots[i].sql == sql) {
-      s = c->slots[i].stmt;
-      sqlite3_reset(s);
-      sqlite3_clear_bindings(s);
-      return s;
-    }
-  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
-    log_error("prepare failed: %s (sql: %.80s)", sqlite3_errmsg(c->db), sql);
-    return NULL;
-  }
-  if (c->nslots == c->capslots) {
-    int ncap = c->capslots ? c->capslots * 2 : 32;
-    struct stmt_slot *ns = realloc(c->slots, (size_t)ncap * sizeof *ns);
-    if (!ns) {
-      sqlite3_finalize(s);
-      return NULL;
-    }
-    c->slots = ns;
-    c->capslots = ncap;
-  }
-  c->slots[c->nslots].sql = sql;
-  c->slots[c->nslots].stmt = s;
-  c->nslots++;
-  return s;
-}
-
-struct dbconn *store_reader(struct store *st) {
-  struct dbconn *c = pthread_getspecific(st->rkey);
+struct db_conn *store_reader(struct store *st) {
+  struct db_conn *c = pthread_getspecific(st->rkey);
   if (c) return c;
-  c = calloc(1, sizeof *c);
-  if (!c || conn_open(c, st->path) < 0) {
-    free(c);
-    return NULL;
-  }
+  c = conn_open(st->path);
+  if (!c) return NULL;
   pthread_mutex_lock(&st->rmu);
   if (st->nreaders == st->capreaders) {
     int ncap = st->capreaders ? st->capreaders * 2 : 8;
-    struct dbconn **nr = realloc(st->readers, (size_t)ncap * sizeof *nr);
+    struct db_conn **nr = realloc(st->readers, (size_t)ncap * sizeof *nr);
     if (!nr) {
       pthread_mutex_unlock(&st->rmu);
-      conn_close(c);
-      free(c);
+      db_close(c);
       return NULL;
     }
     st->readers = nr;
@@ -106,15 +41,14 @@ struct dbconn *store_reader(struct store *st) {
   return c;
 }
 
-int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what) {
-  int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    c->last_err = rc & 0xff;
-    log_error("%s: %s", what, sqlite3_errmsg(c->db));
-    sqlite3_reset(s);
+int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what) {
+  int rc = db_step(s);
+  if (rc == DB_ERR) {
+    log_error("%s: %s", what, db_errmsg(c));
+    db_reset(s);
     return -1;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   return 0;
 }
 
@@ -128,69 +62,99 @@ void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first) {
   return na;
 }
 
-void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap) {
-  const unsigned char *t = sqlite3_column_text(s, col);
+void store_col_text(struct db_stmt *s, int col, char *out, size_t cap) {
+  const char *t = db_col_text(s, col);
   size_t n;
   if (!t) {
     out[0] = '\0';
     return;
   }
-  n = strlen((const char *)t);
+  n = strlen(t);
   if (n >= cap) n = cap - 1;
   memcpy(out, t, n);
   out[n] = '\0';
 }
 
-static int exec_w(struct store *st, const char *sql) {
-  char *msg = NULL;
-  int rc = sqlite3_exec(st->w.db, sql, NULL, NULL, &msg);
-  if (rc != SQLITE_OK) {
-    st->w.last_err = rc & 0xff;
-    log_error("%s: %s", sql, msg ? msg : sqlite3_errmsg(st->w.db));
-    sqlite3_free(msg);
-    return -1;
-  }
-  return 0;
-}
-
 /* A write failed for lack of space: remember it for /healthz and the 507 answers. */
 static void note_failure(struct store *st) {
-  if (st->w.last_err == SQLITE_FULL) {
+  if (db_err(st->w) == DB_E_FULL) {
     if (!atomic_exchange(&st->storage_full, 1))
       log_error("database %s: the disk is full; writes fail until space is freed", st->path);
   }
 }
 
-int store_tx_begin(struct store *st) {
+/* The first statement of every ordered write transaction (DESIGN §10): the lock row serializes
+   writers across processes, so publication seq and event ids commit in the order they are
+   numbered; its gen is the cluster-wide write generation. */
+static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
+
+static int tx_begin(struct store *st, int ordered) {
   pthread_mutex_lock(&st->wmu);
-  st->w.last_err = 0;
-  if (exec_w(st, "BEGIN IMMEDIATE") < 0) {
-    note_failure(st);
-    pthread_mutex_unlock(&st->wmu);
-    return -1;
+  db_clear_err(st->w);
+  if (db_begin_write(st->w) < 0) goto fail;
+  st->tx_gen = 0;
+  if (ordered) {
+    struct db_stmt *s = db_prep(st->w, sql_ordered);
+    if (!s || db_step(s) != DB_ROW) {
+      log_error("taking the ordered-write row: %s", db_errmsg(st->w));
+      if (s) db_reset(s);
+      db_rollback(st->w);
+      goto fail;
+    }
+    st->tx_gen = db_col_i64(s, 0);
+    db_reset(s);
   }
-  st->tx_changes = sqlite3_total_changes(st->w.db);
   return 0;
+fail:
+  note_failure(st);
+  pthread_mutex_unlock(&st->wmu);
+  return -1;
+}
+
+int store_tx_begin(struct store *st) {
+  return tx_begin(st, 1);
+}
+
+int store_tx_begin_unordered(struct store *st) {
+  return tx_begin(st, 0);
 }
 
 int store_storage_full(struct store *st) {
   return atomic_load(&st->storage_full);
 }
 
+int store_db_up(struct store *st) {
+  struct db_conn *c;
+  if (atomic_load(&st->db_down)) return 0;
+  c = pthread_getspecific(st->rkey); /* this thread's reader, when it has one */
+  return !c || db_up(c);
+}
+
+/* Remember whether the database answered: a lost PostgreSQL server shows in /healthz. */
+static void note_db(struct store *st, struct db_conn *c) {
+  int down = db_err(c) == DB_E_DOWN;
+  if (atomic_exchange(&st->db_down, down) != down) {
+    if (down)
+      log_error("database %s is unavailable: %s", st->path, db_errmsg(c));
+    else
+      log_info("database %s is reachable again", st->path);
+  }
+}
+
 int store_tx_commit(struct store *st) {
-  int rc = exec_w(st, "COMMIT");
+  int rc = db_commit(st->w);
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
   if (rc < 0) {
     note_failure(st);
-    if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
+    db_rollback(st->w);
   } else {
     atomic_fetch_add(&st->generation, 1);
-    /* a transaction that wrote and committed shows there is space again */
-    if (sqlite3_total_changes(st->w.db) != st->tx_changes && atomic_exchange(&st->storage_full, 0))
-      log_info("database %s: writes succeed again", st->path);
+    /* a transaction that committed shows there is space again */
+    if (atomic_exchange(&st->storage_full, 0)) log_info("database %s: writes succeed again", st->path);
   }
+  note_db(st, st->w);
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
@@ -204,26 +168,38 @@ int store_tx_commit(struct store *st) {
 
 void store_tx_rollback(struct store *st) {
   note_failure(st);
-  /* SQLite may have rolled back already (e.g. after SQLITE_FULL) */
-  if (!sqlite3_get_autocommit(st->w.db)) exec_w(st, "ROLLBACK");
+  note_db(st, st->w);
+  db_rollback(st->w); /* a no-op when the database rolled back already (e.g. after a full disk) */
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
   pthread_mutex_unlock(&st->wmu);
 }
 
+/* The store result for a failure on the writer: a full disk, a lost database, or an error. */
+static enum store_rc failure_rc(struct store *st) {
+  switch (db_err(st->w)) {
+  case DB_E_FULL:
+    return STORE_FULL;
+  case DB_E_DOWN:
+    return STORE_UNAVAILABLE;
+  default:
+    return STORE_ERROR;
+  }
+}
+
 enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
   if (rc != STORE_OK) {
-    if (rc == STORE_ERROR && st->w.last_err == SQLITE_FULL) rc = STORE_FULL;
+    if (rc == STORE_ERROR) rc = failure_rc(st);
     store_tx_rollback(st);
     return rc;
   }
   if (store_tx_commit(st) == 0) return STORE_OK;
-  return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
+  return failure_rc(st);
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return st->w.last_err == SQLITE_FULL ? STORE_FULL : STORE_ERROR;
+  if (store_tx_begin(st) < 0) return failure_rc(st);
   return store_tx_end(st, fn(st, arg));
 }
 
@@ -239,39 +215,40 @@ void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {
 
 /* ---- migrations ---- */
 
-static int user_version(struct dbconn *c) {
-  sqlite3_stmt *s = NULL;
-  int v = -1;
-  if (sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW)
-    v = sqlite3_column_int(s, 0);
-  sqlite3_finalize(s);
-  return v;
-}
-
+/* Apply the pending migrations of this database's dialect in one write transaction under the
+   migration lock (replicas starting together migrate one at a time; DDL is transactional in
+   both dialects). */
 static int migrate(struct store *st) {
-  int cur = user_version(&st->w);
-  if (cur < 0) return -1;
-  for (int i = 0; i < schema_migrations_count; i++) {
-    const struct schema_migration *m = &schema_migrations[i];
-    char pragma[64];
+  int pg = db_kind(st->w) == DB_PG;
+  const struct schema_migration *list = pg ? schema_pg_migrations : schema_migrations;
+  int count = pg ? schema_pg_migrations_count : schema_migrations_count;
+  int cur, applied = 0;
+  if (tx_begin(st, 0) < 0) return -1;
+  if (db_migrate_lock(st->w) < 0 || (cur = db_schema_version(st->w)) < 0) {
+    log_error("database %s: reading the schema version: %s", st->path, db_errmsg(st->w));
+    store_tx_rollback(st);
+    return -1;
+  }
+  if (count > 0 && cur > list[count - 1].version) {
+    log_error("database schema version %d is newer than this controld knows (%d)", cur,
+              list[count - 1].version);
+    store_tx_rollback(st);
+    return -1;
+  }
+  for (int i = 0; i < count; i++) {
+    const struct schema_migration *m = &list[i];
     if (m->version <= cur) continue;
-    if (store_tx_begin(st) < 0) return -1;
-    snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", m->version);
-    if (exec_w(st, m->sql) < 0 || exec_w(st, pragma) < 0) {
-      log_error("migration %s failed; database left at version %d", m->name, cur);
+    if (db_exec(st->w, m->sql) < 0 || db_schema_record(st->w, m->version, m->name) < 0) {
+      log_error("migration %s failed (%s); database left at version %d", m->name,
+                db_errmsg(st->w), cur);
       store_tx_rollback(st);
       return -1;
     }
-    if (store_tx_commit(st) < 0) return -1;
-    log_info("applied migration %s", m->name);
-    cur = m->version;
+    log_info("applying migration %s", m->name);
+    applied = m->version;
   }
-  if (schema_migrations_count > 0 && cur > schema_migrations[schema_migrations_count - 1].version) {
-    log_error("database schema version %d is newer than this controld knows (%d)", cur,
-              schema_migrations[schema_migrations_count - 1].version);
-    return -1;
-  }
+  if (store_tx_commit(st) < 0) return -1;
+  if (applied) log_info("database %s at schema version %d", st->path, applied);
   return 0;
 }
 
@@ -285,24 +262,26 @@ static void warn_if_empty(const char *path) {
              path);
 }
 
-/* PRAGMA quick_check at start: a damaged database is refused rather than served. 0 or -1. */
+/* PRAGMA quick_check at start (SQLite): a damaged database is refused rather than served. */
 static int quick_check(struct store *st) {
-  sqlite3_stmt *s = NULL;
+  static const char sql[] = "PRAGMA quick_check";
+  struct db_stmt *s;
   int rc = -1;
-  if (sqlite3_prepare_v2(st->w.db, "PRAGMA quick_check", -1, &s, NULL) != SQLITE_OK) {
-    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+  if (db_kind(st->w) != DB_SQLITE) return 0;
+  if (!(s = db_prep(st->w, sql))) {
+    log_error("database %s: quick_check: %s", st->path, db_errmsg(st->w));
     return -1;
   }
-  if (sqlite3_step(s) == SQLITE_ROW) {
-    const char *res = (const char *)sqlite3_column_text(s, 0);
+  if (db_step(s) == DB_ROW) {
+    const char *res = db_col_text(s, 0);
     if (res && strcmp(res, "ok") == 0)
       rc = 0;
     else
       log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
   } else {
-    log_error("database %s: quick_check: %s", st->path, sqlite3_errmsg(st->w.db));
+    log_error("database %s: quick_check: %s", st->path, db_errmsg(st->w));
   }
-  sqlite3_finalize(s);
+  db_reset(s);
   return rc;
 }
 
@@ -314,8 +293,8 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
   pthread_key_create(&st->rkey, NULL);
-  warn_if_empty(path);
-  if (!st->path || conn_open(&st->w, path) < 0 || migrate(st) < 0 || quick_check(st) < 0) {
+  if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
+  if (!st->path || !(st->w = conn_open(path)) || migrate(st) < 0 || quick_check(st) < 0) {
     store_close(&st);
     return NULL;
   }
@@ -324,9 +303,9 @@ struct store *store_open(const char *path) {
        as a full disk does (tests/integration/test_integrity.py when tmpfs cannot be mounted) */
     const char *pages = getenv("CDNCA_TEST_MAX_PAGES");
     char sql[64];
-    if (pages && *pages) {
+    if (pages && *pages && db_kind(st->w) == DB_SQLITE) {
       snprintf(sql, sizeof sql, "PRAGMA max_page_count=%ld", strtol(pages, NULL, 10));
-      exec_w(st, sql);
+      db_exec(st->w, sql);
     }
   }
   return st;
@@ -335,12 +314,10 @@ struct store *store_open(const char *path) {
 void store_close(struct store **stp) {
   struct store *st = *stp;
   if (!st) return;
-  for (int i = 0; i < st->nreaders; i++) {
-    conn_close(st->readers[i]);
-    free(st->readers[i]);
-  }
+  for (int i = 0; i < st->nreaders; i++)
+    db_close(st->readers[i]);
   free(st->readers);
-  conn_close(&st->w);
+  db_close(st->w);
   pthread_key_delete(st->rkey);
   pthread_mutex_destroy(&st->wmu);
   pthread_mutex_destroy(&st->rmu);
@@ -356,8 +333,12 @@ int64_t store_generation(struct store *st) {
 }
 
 int store_schema_version(struct store *st) {
-  struct dbconn *c = store_reader(st);
-  return c ? user_version(c) : -1;
+  struct db_conn *c = store_reader(st);
+  int v;
+  if (!c || db_begin_read(c) < 0) return -1;
+  v = db_schema_version(c);
+  db_commit(c);
+  return v;
 }
 
 /* ---- records ---- */
@@ -434,16 +415,16 @@ int store_token_put(struct store *st, int kind, const char *hash, int64_t node_i
   static const char sql[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES (?, ?, ?, ?) "
       "ON CONFLICT (hash) DO NOTHING";
-  sqlite3_stmt *s;
+  struct db_stmt *s;
   int rc = -1;
   if (store_tx_begin(st) < 0) return -1;
-  s = store_stmt(&st->w, sql);
+  s = db_prep(st->w, sql);
   if (!s) goto out;
-  sqlite3_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node", -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, hash, -1, SQLITE_STATIC);
-  if (node_id) sqlite3_bind_int64(s, 3, node_id);
-  sqlite3_bind_int64(s, 4, clock_wall_ms());
-  rc = store_step_done(&st->w, s, "storing token");
+  db_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node");
+  db_bind_text(s, 2, hash);
+  if (node_id) db_bind_i64(s, 3, node_id);
+  db_bind_i64(s, 4, clock_wall_ms());
+  rc = store_step_done(st->w, s, "storing token");
 out:
   if (rc == 0) return store_tx_commit(st);
   store_tx_rollback(st);
@@ -460,35 +441,35 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   static const char ins[] =
       "INSERT INTO publications (site_id, config_version, deleted, reason, created_at) "
       "VALUES (?, COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?)";
-  sqlite3_stmt *s;
+  struct db_stmt *s;
   int64_t now = clock_wall_ms();
   if (!deleted) {
-    s = store_stmt(&st->w, bump);
+    s = db_prep(st->w, bump);
     if (!s) return -1;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int64(s, 2, site_id);
-    if (store_step_done(&st->w, s, "bumping config_version") < 0) return -1;
+    db_bind_i64(s, 1, now);
+    db_bind_i64(s, 2, site_id);
+    if (store_step_done(st->w, s, "bumping config_version") < 0) return -1;
   }
-  s = store_stmt(&st->w, ins);
+  s = db_prep(st->w, ins);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, site_id);
-  sqlite3_bind_int64(s, 2, site_id);
-  sqlite3_bind_int(s, 3, deleted);
-  sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 5, now);
-  if (store_step_done(&st->w, s, "recording publication") < 0) return -1;
-  st->pub_pending = sqlite3_last_insert_rowid(st->w.db);
+  db_bind_i64(s, 1, site_id);
+  db_bind_i64(s, 2, site_id);
+  db_bind_int(s, 3, deleted);
+  db_bind_text(s, 4, reason);
+  db_bind_i64(s, 5, now);
+  if (store_step_done(st->w, s, "recording publication") < 0) return -1;
+  st->pub_pending = db_last_id(st->w);
   return st->pub_pending;
 }
 
 int64_t store_pub_seq(struct store *st) {
   static const char sql[] = "SELECT COALESCE(MAX(seq), 0) FROM publications";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   int64_t v = -1;
   if (!s) return -1;
-  if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
-  sqlite3_reset(s);
+  if (db_step(s) == DB_ROW) v = db_col_i64(s, 0);
+  db_reset(s);
   return v;
 }
 
@@ -528,93 +509,93 @@ static void format_status_list(const struct site_rec *s, char *out, size_t cap) 
   if (n < cap) snprintf(out + n, cap - n, "]");
 }
 
-static void site_from_row(sqlite3_stmt *s, struct site_rec *o) {
+static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   char list[128];
   memset(o, 0, sizeof *o);
-  o->id = sqlite3_column_int64(s, 0);
+  o->id = db_col_i64(s, 0);
   store_col_text(s, 1, o->name, sizeof o->name);
   store_col_text(s, 2, o->failback, sizeof o->failback);
-  o->failback_hold_ms = sqlite3_column_int64(s, 3);
-  o->hc_enabled = sqlite3_column_int(s, 4);
+  o->failback_hold_ms = db_col_i64(s, 3);
+  o->hc_enabled = db_col_int(s, 4);
   store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
-  o->hc_timeout_ms = sqlite3_column_int64(s, 6);
-  o->hc_unhealthy_after = sqlite3_column_int64(s, 7);
-  o->hc_healthy_after = sqlite3_column_int64(s, 8);
-  o->hc_checkpoints = sqlite3_column_int(s, 9);
-  o->nr_retries = sqlite3_column_int64(s, 10);
-  o->nr_retry_budget_ms = sqlite3_column_int64(s, 11);
-  o->nr_fail_count = sqlite3_column_int64(s, 12);
-  o->nr_fail_window_ms = sqlite3_column_int64(s, 13);
-  o->nr_skip_ms = sqlite3_column_int64(s, 14);
-  o->nr_half_open_requests = sqlite3_column_int64(s, 15);
+  o->hc_timeout_ms = db_col_i64(s, 6);
+  o->hc_unhealthy_after = db_col_i64(s, 7);
+  o->hc_healthy_after = db_col_i64(s, 8);
+  o->hc_checkpoints = db_col_int(s, 9);
+  o->nr_retries = db_col_i64(s, 10);
+  o->nr_retry_budget_ms = db_col_i64(s, 11);
+  o->nr_fail_count = db_col_i64(s, 12);
+  o->nr_fail_window_ms = db_col_i64(s, 13);
+  o->nr_skip_ms = db_col_i64(s, 14);
+  o->nr_half_open_requests = db_col_i64(s, 15);
   store_col_text(s, 16, list, sizeof list);
   parse_status_list(list, o);
-  o->current_level = sqlite3_column_int(s, 17);
-  o->config_version = sqlite3_column_int64(s, 18);
-  o->last_probed_at = sqlite3_column_int64(s, 19);
-  o->next_probe_at = sqlite3_column_int64(s, 20);
-  o->all_unhealthy = sqlite3_column_int(s, 21);
-  o->failback_notified = sqlite3_column_int(s, 22);
-  o->created_at = sqlite3_column_int64(s, 23);
-  o->updated_at = sqlite3_column_int64(s, 24);
-  o->manual_pin = sqlite3_column_int(s, 25);
-  o->nr_backup_levels = sqlite3_column_int(s, 26);
+  o->current_level = db_col_int(s, 17);
+  o->config_version = db_col_i64(s, 18);
+  o->last_probed_at = db_col_i64(s, 19);
+  o->next_probe_at = db_col_i64(s, 20);
+  o->all_unhealthy = db_col_int(s, 21);
+  o->failback_notified = db_col_int(s, 22);
+  o->created_at = db_col_i64(s, 23);
+  o->updated_at = db_col_i64(s, 24);
+  o->manual_pin = db_col_int(s, 25);
+  o->nr_backup_levels = db_col_int(s, 26);
   o->nr_failure_ratio =
-      sqlite3_column_type(s, 27) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 27);
-  o->nr_failure_min_volume = sqlite3_column_int64(s, 28);
-  o->revision = sqlite3_column_int64(s, 29);
+      db_col_null(s, 27) ? 0 : db_col_double(s, 27);
+  o->nr_failure_min_volume = db_col_i64(s, 28);
+  o->revision = db_col_i64(s, 29);
   /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
-  if (hcheck_from_text((const char *)sqlite3_column_text(s, 30), &o->hc) < 0)
+  if (hcheck_from_text(db_col_text(s, 30), &o->hc) < 0)
     log_warn("site %lld: stored health-check options unreadable; using the defaults",
              (long long)o->id);
 }
 
-static void origin_from_row(sqlite3_stmt *s, struct origin_rec *o) {
+static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
   memset(o, 0, sizeof *o);
-  o->id = sqlite3_column_int64(s, 0);
-  o->site_id = sqlite3_column_int64(s, 1);
-  o->level = sqlite3_column_int(s, 2);
+  o->id = db_col_i64(s, 0);
+  o->site_id = db_col_i64(s, 1);
+  o->level = db_col_int(s, 2);
   store_col_text(s, 3, o->address, sizeof o->address);
-  o->port = sqlite3_column_int(s, 4);
+  o->port = db_col_int(s, 4);
   store_col_text(s, 5, o->scheme, sizeof o->scheme);
   store_col_text(s, 6, o->host_header, sizeof o->host_header);
-  o->weight = sqlite3_column_int(s, 7);
-  o->enabled = sqlite3_column_int(s, 8);
+  o->weight = db_col_int(s, 7);
+  o->enabled = db_col_int(s, 8);
   store_col_text(s, 9, o->health, sizeof o->health);
-  o->success_streak = sqlite3_column_int(s, 10);
-  o->failure_streak = sqlite3_column_int(s, 11);
-  o->health_changed_at = sqlite3_column_int64(s, 12);
-  o->healthy_since = sqlite3_column_int64(s, 13);
+  o->success_streak = db_col_int(s, 10);
+  o->failure_streak = db_col_int(s, 11);
+  o->health_changed_at = db_col_i64(s, 12);
+  o->healthy_since = db_col_i64(s, 13);
   store_col_text(s, 14, o->last_verdict, sizeof o->last_verdict);
   store_col_text(s, 15, o->last_source, sizeof o->last_source);
-  o->votes_success = sqlite3_column_int(s, 16);
-  o->votes_failure = sqlite3_column_int(s, 17);
-  o->last_checked_at = sqlite3_column_int64(s, 18);
+  o->votes_success = db_col_int(s, 16);
+  o->votes_failure = db_col_int(s, 17);
+  o->last_checked_at = db_col_i64(s, 18);
   store_col_text(s, 19, o->last_error, sizeof o->last_error);
-  o->created_at = sqlite3_column_int64(s, 20);
+  o->created_at = db_col_i64(s, 20);
 }
 
 /* Load hostnames and origins of an already-filled site row. */
-static enum store_rc site_load_children(struct dbconn *c, struct site_rec *out) {
+static enum store_rc site_load_children(struct db_conn *c, struct site_rec *out) {
   static const char qh[] = "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
   static const char qo[] =
       "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
-  sqlite3_stmt *s = store_stmt(c, qh);
+  struct db_stmt *s = db_prep(c, qh);
   int rc, cap = 0;
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, out->id);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
+  db_bind_i64(s, 1, out->id);
+  while ((rc = db_step(s)) == DB_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
     store_col_text(s, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
-  sqlite3_reset(s);
-  s = store_stmt(c, qo);
+  db_reset(s);
+  s = db_prep(c, qo);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, out->id);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_i64(s, 1, out->id);
+  while ((rc = db_step(s)) == DB_ROW) {
     if (out->n_origins == cap) {
       int ncap = cap ? cap * 2 : 4;
       struct origin_rec *no = realloc(out->origins, (size_t)ncap * sizeof *no);
       if (!no) {
-        sqlite3_reset(s);
+        db_reset(s);
         return STORE_ERROR;
       }
       out->origins = no;
@@ -622,43 +603,47 @@ static enum store_rc site_load_children(struct dbconn *c, struct site_rec *out) 
     }
     origin_from_row(s, &out->origins[out->n_origins++]);
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("loading origins of site %lld: %s", (long long)out->id, sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("loading origins of site %lld: %s", (long long)out->id, db_errmsg(c));
     return STORE_ERROR;
   }
   return STORE_OK;
 }
 
-enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out) {
+enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
   static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(c, q);
+  struct db_stmt *s = db_prep(c, q);
   int rc;
   memset(out, 0, sizeof *out);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  rc = sqlite3_step(s);
-  if (rc != SQLITE_ROW) {
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+  db_bind_i64(s, 1, id);
+  rc = db_step(s);
+  if (rc != DB_ROW) {
+    db_reset(s);
+    return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
   }
   site_from_row(s, out);
-  sqlite3_reset(s);
+  db_reset(s);
   rc = site_load_children(c, out);
   if (rc != STORE_OK) site_rec_fini(out);
   return rc;
 }
 
-int store_read_begin(struct dbconn *c) {
-  return sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+int store_read_begin(struct db_conn *c) {
+  if (db_begin_read(c) < 0) {
+    log_error("beginning a read: %s", db_errmsg(c));
+    return -1;
+  }
+  return 0;
 }
 
-void store_read_end(struct dbconn *c) {
-  sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+void store_read_end(struct db_conn *c) {
+  if (db_in_tx(c)) db_commit(c);
 }
 
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
-  struct dbconn *c = store_reader(st);
+  struct db_conn *c = store_reader(st);
   enum store_rc rc;
   if (!c || store_read_begin(c) < 0) return STORE_ERROR;
   rc = store_site_load(c, id, out);
@@ -669,8 +654,8 @@ enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out)
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
                               int *n) {
   static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   struct site_rec *arr = NULL;
   int cnt = 0, rc;
   *out = NULL;
@@ -681,11 +666,11 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
     free(arr);
     return STORE_ERROR;
   }
-  sqlite3_bind_int64(s, 1, after);
-  sqlite3_bind_int(s, 2, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit)
+  db_bind_i64(s, 1, after);
+  db_bind_int(s, 2, limit);
+  while ((rc = db_step(s)) == DB_ROW && cnt < limit)
     site_from_row(s, &arr[cnt++]);
-  sqlite3_reset(s);
+  db_reset(s);
   for (int i = 0; i < cnt; i++) {
     if (site_load_children(c, &arr[i]) != STORE_OK) {
       store_read_end(c);
@@ -703,8 +688,7 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
 
 /* Is this a UNIQUE-constraint failure on the writer? */
 static int is_unique_violation(struct store *st) {
-  return sqlite3_extended_errcode(st->w.db) == SQLITE_CONSTRAINT_UNIQUE ||
-         sqlite3_extended_errcode(st->w.db) == SQLITE_CONSTRAINT_PRIMARYKEY;
+  return db_err(st->w) == DB_E_UNIQUE;
 }
 
 /* Write the hostnames of s (after deleting the old ones). STORE_CONFLICT names the field. */
@@ -712,44 +696,42 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
                                      size_t clen) {
   static const char del[] = "DELETE FROM hostnames WHERE site_id = ?";
   static const char ins[] = "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)";
-  sqlite3_stmt *q = store_stmt(&st->w, del);
+  struct db_stmt *q = db_prep(st->w, del);
   if (!q) return STORE_ERROR;
-  sqlite3_bind_int64(q, 1, s->id);
-  if (store_step_done(&st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
+  db_bind_i64(q, 1, s->id);
+  if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
   for (int i = 0; i < s->n_hostnames; i++) {
-    q = store_stmt(&st->w, ins);
+    q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
-    sqlite3_bind_text(q, 1, s->hostnames[i], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, s->id);
-    sqlite3_bind_int(q, 3, i);
-    if (sqlite3_step(q) != SQLITE_DONE) {
+    db_bind_text(q, 1, s->hostnames[i]);
+    db_bind_i64(q, 2, s->id);
+    db_bind_int(q, 3, i);
+    if (db_step(q) != DB_DONE) {
       int uniq = is_unique_violation(st);
-      st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-      st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-      sqlite3_reset(q);
+      db_reset(q);
       if (uniq) {
         snprintf(conflict, clen, "hostnames[%d]", i);
         return STORE_CONFLICT;
       }
-      log_error("inserting hostname: %s", sqlite3_errmsg(st->w.db));
+      log_error("inserting hostname: %s", db_errmsg(st->w));
       return STORE_ERROR;
     }
-    sqlite3_reset(q);
+    db_reset(q);
   }
   return STORE_OK;
 }
 
-static int bind_origin_cfg(sqlite3_stmt *q, const struct origin_rec *o, int first) {
-  sqlite3_bind_int(q, first, o->level);
-  sqlite3_bind_text(q, first + 1, o->address, -1, SQLITE_STATIC);
-  sqlite3_bind_int(q, first + 2, o->port);
-  sqlite3_bind_text(q, first + 3, o->scheme, -1, SQLITE_STATIC);
+static int bind_origin_cfg(struct db_stmt *q, const struct origin_rec *o, int first) {
+  db_bind_int(q, first, o->level);
+  db_bind_text(q, first + 1, o->address);
+  db_bind_int(q, first + 2, o->port);
+  db_bind_text(q, first + 3, o->scheme);
   if (o->host_header[0])
-    sqlite3_bind_text(q, first + 4, o->host_header, -1, SQLITE_STATIC);
+    db_bind_text(q, first + 4, o->host_header);
   else
-    sqlite3_bind_null(q, first + 4);
-  sqlite3_bind_int(q, first + 5, o->weight);
-  sqlite3_bind_int(q, first + 6, o->enabled);
+    db_bind_null(q, first + 4);
+  db_bind_int(q, first + 5, o->weight);
+  db_bind_int(q, first + 6, o->enabled);
   return first + 7;
 }
 
@@ -757,15 +739,15 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   static const char ins[] =
       "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
       "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-  sqlite3_stmt *q = store_stmt(&st->w, ins);
+  struct db_stmt *q = db_prep(st->w, ins);
   int next;
   if (!q) return STORE_ERROR;
-  sqlite3_bind_int64(q, 1, o->site_id);
+  db_bind_i64(q, 1, o->site_id);
   next = bind_origin_cfg(q, o, 2);
   o->created_at = clock_wall_ms();
-  sqlite3_bind_int64(q, next, o->created_at);
-  if (store_step_done(&st->w, q, "inserting origin") < 0) return STORE_ERROR;
-  o->id = sqlite3_last_insert_rowid(st->w.db);
+  db_bind_i64(q, next, o->created_at);
+  if (store_step_done(st->w, q, "inserting origin") < 0) return STORE_ERROR;
+  o->id = db_last_id(st->w);
   memcpy(o->health, "unknown", 8);
   return STORE_OK;
 }
@@ -773,75 +755,76 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
 /* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
    both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory).
  */
-static int bind_site_cfg(sqlite3_stmt *q, const struct site_rec *s) {
+static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
   char list[128];
   char *opts = hcheck_to_text(&s->hc);
   format_status_list(s, list, sizeof list);
-  sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(q, 2, s->failback, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 3, s->failback_hold_ms);
-  sqlite3_bind_int(q, 4, s->hc_enabled);
-  sqlite3_bind_text(q, 5, s->hc_path, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 6, s->hc_timeout_ms);
-  sqlite3_bind_int64(q, 7, s->hc_unhealthy_after);
-  sqlite3_bind_int64(q, 8, s->hc_healthy_after);
-  sqlite3_bind_int(q, 9, s->hc_checkpoints);
-  sqlite3_bind_int64(q, 10, s->nr_retries);
-  sqlite3_bind_int64(q, 11, s->nr_retry_budget_ms);
-  sqlite3_bind_int64(q, 12, s->nr_fail_count);
-  sqlite3_bind_int64(q, 13, s->nr_fail_window_ms);
-  sqlite3_bind_int64(q, 14, s->nr_skip_ms);
-  sqlite3_bind_int64(q, 15, s->nr_half_open_requests);
-  sqlite3_bind_text(q, 16, list, -1, SQLITE_TRANSIENT);
+  db_bind_text(q, 1, s->name);
+  db_bind_text(q, 2, s->failback);
+  db_bind_i64(q, 3, s->failback_hold_ms);
+  db_bind_int(q, 4, s->hc_enabled);
+  db_bind_text(q, 5, s->hc_path);
+  db_bind_i64(q, 6, s->hc_timeout_ms);
+  db_bind_i64(q, 7, s->hc_unhealthy_after);
+  db_bind_i64(q, 8, s->hc_healthy_after);
+  db_bind_int(q, 9, s->hc_checkpoints);
+  db_bind_i64(q, 10, s->nr_retries);
+  db_bind_i64(q, 11, s->nr_retry_budget_ms);
+  db_bind_i64(q, 12, s->nr_fail_count);
+  db_bind_i64(q, 13, s->nr_fail_window_ms);
+  db_bind_i64(q, 14, s->nr_skip_ms);
+  db_bind_i64(q, 15, s->nr_half_open_requests);
+  db_bind_text(q, 16, list);
   if (opts) {
-    sqlite3_bind_text(q, 17, opts, -1, free);
+    db_bind_text(q, 17, opts);
+    free(opts);
   } else {
-    sqlite3_bind_null(q, 17);
+    db_bind_null(q, 17);
     if (!hcheck_is_default(&s->hc)) return -1;
   }
   if (s->hc.interval_ms > 0)
-    sqlite3_bind_int64(q, 18, s->hc.interval_ms);
+    db_bind_i64(q, 18, s->hc.interval_ms);
   else
-    sqlite3_bind_null(q, 18);
+    db_bind_null(q, 18);
   return 0;
 }
 
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
 static int bump_revision_locked(struct store *st, int64_t site_id) {
   static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, site_id);
-  return store_step_done(&st->w, s, "bumping revision");
+  db_bind_i64(s, 1, site_id);
+  return store_step_done(st->w, s, "bumping revision");
 }
 
 enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
   static const char q[] = "SELECT revision FROM sites WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   int rc;
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, site_id);
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) *revision = sqlite3_column_int64(s, 0);
-  sqlite3_reset(s);
-  if (rc == SQLITE_ROW) return STORE_OK;
-  return rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+  db_bind_i64(s, 1, site_id);
+  rc = db_step(s);
+  if (rc == DB_ROW) *revision = db_col_i64(s, 0);
+  db_reset(s);
+  if (rc == DB_ROW) return STORE_OK;
+  return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
 }
 
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
-  sqlite3_stmt *q = store_stmt(&st->w, "UPDATE sites SET nr_backup_levels = ?, "
+  struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
                                        "nr_failure_ratio = ?, nr_failure_min_volume = ? "
                                        "WHERE id = ?");
   if (!q) return -1;
-  sqlite3_bind_int(q, 1, s->nr_backup_levels);
+  db_bind_int(q, 1, s->nr_backup_levels);
   if (s->nr_failure_ratio > 0)
-    sqlite3_bind_double(q, 2, s->nr_failure_ratio);
+    db_bind_double(q, 2, s->nr_failure_ratio);
   else
-    sqlite3_bind_null(q, 2);
-  sqlite3_bind_int64(q, 3, s->nr_failure_min_volume);
-  sqlite3_bind_int64(q, 4, s->id);
-  return store_step_done(&st->w, q, "writing node_retry levels");
+    db_bind_null(q, 2);
+  db_bind_i64(q, 3, s->nr_failure_min_volume);
+  db_bind_i64(q, 4, s->id);
+  return store_step_done(st->w, q, "writing node_retry levels");
 }
 
 enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
@@ -852,33 +835,32 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
       "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
       "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
 
-  q = store_stmt(&st->w, ins);
+  q = db_prep(st->w, ins);
   if (!q) goto fail;
   if (bind_site_cfg(q, s) < 0) {
-    sqlite3_reset(q);
+    db_reset(q);
     goto fail;
   }
-  sqlite3_bind_int(q, 19, s->current_level);
-  sqlite3_bind_int64(q, 20, now);
-  sqlite3_bind_int64(q, 21, now);
-  if (sqlite3_step(q) != SQLITE_DONE) {
+  db_bind_int(q, 19, s->current_level);
+  db_bind_i64(q, 20, now);
+  db_bind_i64(q, 21, now);
+  if (db_step(q) != DB_DONE) {
     int uniq = is_unique_violation(st);
-    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-    sqlite3_reset(q);
+    db_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
       rc = STORE_CONFLICT;
     } else {
-      log_error("inserting site: %s", sqlite3_errmsg(st->w.db));
+      log_error("inserting site: %s", db_errmsg(st->w));
     }
     goto fail;
   }
-  sqlite3_reset(q);
-  s->id = sqlite3_last_insert_rowid(st->w.db);
+  db_reset(q);
+  s->id = db_last_id(st->w);
   if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen);
   if (rc != STORE_OK) goto fail;
@@ -908,30 +890,29 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
       "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
       "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
       "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
 
-  q = store_stmt(&st->w, upd);
+  q = db_prep(st->w, upd);
   if (!q) goto fail;
   if (bind_site_cfg(q, s) < 0) {
-    sqlite3_reset(q);
+    db_reset(q);
     goto fail;
   }
-  sqlite3_bind_int64(q, 19, s->id);
-  if (sqlite3_step(q) != SQLITE_DONE) {
+  db_bind_i64(q, 19, s->id);
+  if (db_step(q) != DB_DONE) {
     int uniq = is_unique_violation(st);
-    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-    sqlite3_reset(q);
+    db_reset(q);
     if (uniq) {
       snprintf(conflict, clen, "name");
       rc = STORE_CONFLICT;
     } else {
-      log_error("updating site %lld: %s", (long long)s->id, sqlite3_errmsg(st->w.db));
+      log_error("updating site %lld: %s", (long long)s->id, db_errmsg(st->w));
     }
     goto fail;
   }
-  sqlite3_reset(q);
-  if (sqlite3_changes(st->w.db) == 0) {
+  db_reset(q);
+  if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
@@ -955,21 +936,21 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
 static int drop_observations_locked(struct store *st, int64_t site_id, int64_t origin_id) {
   static const char by_origin[] = "DELETE FROM node_observations WHERE origin_id = ?";
   static const char by_site[] = "DELETE FROM node_observations WHERE site_id = ?";
-  sqlite3_stmt *q = store_stmt(&st->w, origin_id ? by_origin : by_site);
+  struct db_stmt *q = db_prep(st->w, origin_id ? by_origin : by_site);
   if (!q) return -1;
-  sqlite3_bind_int64(q, 1, origin_id ? origin_id : site_id);
-  return store_step_done(&st->w, q, "dropping observations");
+  db_bind_i64(q, 1, origin_id ? origin_id : site_id);
+  return store_step_done(st->w, q, "dropping observations");
 }
 
 enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM sites WHERE id = ?";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  q = store_stmt(&st->w, del);
+  q = db_prep(st->w, del);
   if (!q) goto fail;
-  sqlite3_bind_int64(q, 1, id);
-  if (store_step_done(&st->w, q, "deleting site") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
+  db_bind_i64(q, 1, id);
+  if (store_step_done(st->w, q, "deleting site") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
@@ -988,24 +969,24 @@ enum store_rc store_site_delete(struct store *st, int64_t id) {
 /* 1 when the site exists (writer connection, inside a transaction). */
 static int site_exists_locked(struct store *st, int64_t site_id) {
   static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   int rc;
   if (!s) return 0;
-  sqlite3_bind_int64(s, 1, site_id);
-  rc = sqlite3_step(s);
-  sqlite3_reset(s);
-  return rc == SQLITE_ROW;
+  db_bind_i64(s, 1, site_id);
+  rc = db_step(s);
+  db_reset(s);
+  return rc == DB_ROW;
 }
 
 /* Number of origins of a site on the writer, or -1. */
 static int origin_count_locked(struct store *st, int64_t site_id) {
   static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   int n = -1;
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, site_id);
-  if (sqlite3_step(s) == SQLITE_ROW) n = sqlite3_column_int(s, 0);
-  sqlite3_reset(s);
+  db_bind_i64(s, 1, site_id);
+  if (db_step(s) == DB_ROW) n = db_col_int(s, 0);
+  db_reset(s);
   return n;
 }
 
@@ -1046,15 +1027,15 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
       "healthy_since = CASE WHEN enabled = 0 AND ?8 = 1 THEN NULL ELSE healthy_since END, "
       "level = ?2, address = ?3, port = ?4, scheme = ?5, host_header = ?6, weight = ?7, "
       "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  q = store_stmt(&st->w, upd);
+  q = db_prep(st->w, upd);
   if (!q) goto fail;
   bind_origin_cfg(q, o, 2);
-  sqlite3_bind_int64(q, 9, o->id);
-  sqlite3_bind_int64(q, 10, o->site_id);
-  if (store_step_done(&st->w, q, "updating origin") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
+  db_bind_i64(q, 9, o->id);
+  db_bind_i64(q, 10, o->site_id);
+  if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
@@ -1072,14 +1053,14 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) 
 
 enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
   static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  q = store_stmt(&st->w, del);
+  q = db_prep(st->w, del);
   if (!q) goto fail;
-  sqlite3_bind_int64(q, 1, origin_id);
-  sqlite3_bind_int64(q, 2, site_id);
-  if (store_step_done(&st->w, q, "deleting origin") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
+  db_bind_i64(q, 1, origin_id);
+  db_bind_i64(q, 2, site_id);
+  if (store_step_done(st->w, q, "deleting origin") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
@@ -1102,55 +1083,58 @@ enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t n
                                     struct idem_rec *out) {
   static const char q[] = "SELECT request_hash, status, body, etag, created_at "
                           "FROM idempotency_keys WHERE key = ? AND created_at >= ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   int rc;
   memset(out, 0, sizeof *out);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 2, not_before);
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    const unsigned char *body = sqlite3_column_text(s, 2);
+  db_bind_text(s, 1, key);
+  db_bind_i64(s, 2, not_before);
+  rc = db_step(s);
+  if (rc == DB_ROW) {
+    const char *body = db_col_text(s, 2);
     store_col_text(s, 0, out->request_hash, sizeof out->request_hash);
-    out->status = sqlite3_column_int(s, 1);
-    out->body = body ? strdup((const char *)body) : NULL;
+    out->status = db_col_int(s, 1);
+    out->body = body ? strdup(body) : NULL;
     store_col_text(s, 3, out->etag, sizeof out->etag);
-    out->created_at = sqlite3_column_int64(s, 4);
-    sqlite3_reset(s);
+    out->created_at = db_col_i64(s, 4);
+    db_reset(s);
     return body && !out->body ? STORE_ERROR : STORE_OK;
   }
-  sqlite3_reset(s);
-  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
-  log_error("reading idempotency key: %s", sqlite3_errmsg(st->w.db));
+  db_reset(s);
+  if (rc == DB_DONE) return STORE_NOT_FOUND;
+  log_error("reading idempotency key: %s", db_errmsg(st->w));
   return STORE_ERROR;
 }
 
 enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
                                     int status, const char *body, const char *etag, int64_t now) {
-  static const char ins[] = "INSERT OR REPLACE INTO idempotency_keys "
+  static const char ins[] = "INSERT INTO idempotency_keys "
                             "(key, request_hash, status, body, etag, created_at) "
-                            "VALUES (?, ?, ?, ?, ?, ?)";
+                            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                            "request_hash = excluded.request_hash, status = excluded.status, "
+                            "body = excluded.body, etag = excluded.etag, "
+                            "created_at = excluded.created_at";
   static const char old[] = "DELETE FROM idempotency_keys WHERE created_at < ?";
   static const char over[] =
       "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
-      "ORDER BY created_at DESC LIMIT -1 OFFSET ?)";
-  sqlite3_stmt *s = store_stmt(&st->w, ins);
+      "ORDER BY created_at DESC LIMIT 9223372036854775807 OFFSET ?)";
+  struct db_stmt *s = db_prep(st->w, ins);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, request_hash, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, status);
-  if (body) sqlite3_bind_text(s, 4, body, -1, SQLITE_STATIC);
-  if (etag && *etag) sqlite3_bind_text(s, 5, etag, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 6, now);
-  if (store_step_done(&st->w, s, "storing idempotency key") < 0) return STORE_ERROR;
-  s = store_stmt(&st->w, old);
+  db_bind_text(s, 1, key);
+  db_bind_text(s, 2, request_hash);
+  db_bind_int(s, 3, status);
+  if (body) db_bind_text(s, 4, body);
+  if (etag && *etag) db_bind_text(s, 5, etag);
+  db_bind_i64(s, 6, now);
+  if (store_step_done(st->w, s, "storing idempotency key") < 0) return STORE_ERROR;
+  s = db_prep(st->w, old);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, now - STORE_IDEM_KEEP_MS);
-  if (store_step_done(&st->w, s, "pruning idempotency keys") < 0) return STORE_ERROR;
-  s = store_stmt(&st->w, over);
+  db_bind_i64(s, 1, now - STORE_IDEM_KEEP_MS);
+  if (store_step_done(st->w, s, "pruning idempotency keys") < 0) return STORE_ERROR;
+  s = db_prep(st->w, over);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int(s, 1, STORE_IDEM_MAX_ROWS);
-  if (store_step_done(&st->w, s, "capping idempotency keys") < 0) return STORE_ERROR;
+  db_bind_int(s, 1, STORE_IDEM_MAX_ROWS);
+  if (store_step_done(st->w, s, "capping idempotency keys") < 0) return STORE_ERROR;
   return STORE_OK;
 }
 
@@ -1161,32 +1145,31 @@ enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
   static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
-  q = store_stmt(&st->w, ins);
+  q = db_prep(st->w, ins);
   if (!q) goto fail;
-  sqlite3_bind_text(q, 1, n->name, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 2, now);
-  if (sqlite3_step(q) != SQLITE_DONE) {
+  db_bind_text(q, 1, n->name);
+  db_bind_i64(q, 2, now);
+  if (db_step(q) != DB_DONE) {
     int uniq = is_unique_violation(st);
-    st->w.last_err = sqlite3_errcode(st->w.db) & 0xff;
-    sqlite3_reset(q);
+    db_reset(q);
     if (uniq)
       rc = STORE_CONFLICT;
     else
-      log_error("inserting node: %s", sqlite3_errmsg(st->w.db));
+      log_error("inserting node: %s", db_errmsg(st->w));
     goto fail;
   }
-  sqlite3_reset(q);
-  n->id = sqlite3_last_insert_rowid(st->w.db);
+  db_reset(q);
+  n->id = db_last_id(st->w);
   n->created_at = now;
-  q = store_stmt(&st->w, tok);
+  q = db_prep(st->w, tok);
   if (!q) goto fail;
-  sqlite3_bind_text(q, 1, token_hash, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 2, n->id);
-  sqlite3_bind_int64(q, 3, now);
-  if (store_step_done(&st->w, q, "inserting node token") < 0) goto fail;
+  db_bind_text(q, 1, token_hash);
+  db_bind_i64(q, 2, n->id);
+  db_bind_i64(q, 3, now);
+  if (store_step_done(st->w, q, "inserting node token") < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -1200,44 +1183,44 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   static const char q[] =
       "SELECT id, name, created_at, last_seen_at, config_seq, version FROM nodes ORDER BY id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   struct node_rec *arr = NULL;
   int cnt = 0, cap = 0, rc;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while ((rc = db_step(s)) == DB_ROW) {
     struct node_rec *r;
     struct node_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
     if (!na) {
       free(arr);
-      sqlite3_reset(s);
+      db_reset(s);
       return STORE_ERROR;
     }
     arr = na;
     r = &arr[cnt++];
     memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(s, 0);
+    r->id = db_col_i64(s, 0);
     store_col_text(s, 1, r->name, sizeof r->name);
-    r->created_at = sqlite3_column_int64(s, 2);
-    r->last_seen_at = sqlite3_column_int64(s, 3);
-    r->config_seq = sqlite3_column_int64(s, 4);
+    r->created_at = db_col_i64(s, 2);
+    r->last_seen_at = db_col_i64(s, 3);
+    r->config_seq = db_col_i64(s, 4);
     store_col_text(s, 5, r->version, sizeof r->version);
   }
-  sqlite3_reset(s);
+  db_reset(s);
   *out = arr;
   *n = cnt;
-  return rc == SQLITE_DONE ? STORE_OK : STORE_ERROR;
+  return rc == DB_DONE ? STORE_OK : STORE_ERROR;
 }
 
 enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM nodes WHERE id = ?";
-  sqlite3_stmt *q = store_stmt(&st->w, del);
+  struct db_stmt *q = db_prep(st->w, del);
   if (!q) return STORE_ERROR;
-  sqlite3_bind_int64(q, 1, id);
-  if (store_step_done(&st->w, q, "deleting node") < 0) return STORE_ERROR;
-  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  db_bind_i64(q, 1, id);
+  if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
+  if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
   st->token_clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
 }
@@ -1248,20 +1231,20 @@ enum store_rc store_node_delete(struct store *st, int64_t id) {
 }
 
 enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
-  return store_site_load(&st->w, id, out);
+  return store_site_load(st->w, id, out);
 }
 
 enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n) {
   static const char q[] = "SELECT id FROM sites WHERE id > ? ORDER BY id LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   *n = 0;
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, after);
-  sqlite3_bind_int(s, 2, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < limit)
-    ids[(*n)++] = sqlite3_column_int64(s, 0);
-  sqlite3_reset(s);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? STORE_OK : STORE_ERROR;
+  db_bind_i64(s, 1, after);
+  db_bind_int(s, 2, limit);
+  while ((rc = db_step(s)) == DB_ROW && *n < limit)
+    ids[(*n)++] = db_col_i64(s, 0);
+  db_reset(s);
+  return rc == DB_DONE || rc == DB_ROW ? STORE_OK : STORE_ERROR;
 }

@@ -16,6 +16,7 @@ enum store_rc {
   STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
   STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
   STORE_FULL = 4,     /* the disk is full: nothing was written */
+  STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
   STORE_ERROR = -1,   /* logged where it happened */
 };
 
@@ -102,6 +103,9 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
 /* 1 while writes fail for lack of disk space (set by a write that failed with SQLITE_FULL, cleared
    by the next write that commits). */
 int store_storage_full(struct store *st);
+
+/* 0 while the last write found the database unreachable (PostgreSQL down or restarting), else 1. */
+int store_db_up(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);

@@ -8,8 +8,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "schema.h"
 #include "store.h"
+
+/* PostgreSQL: can we connect, and is the schema one this controld knows? A read transaction
+   only (the version table is read, never created, by a read-only check). */
+static int check_pg(const char *target, char *msg, size_t msglen) {
+  int known = schema_pg_migrations_count > 0
+                  ? schema_pg_migrations[schema_pg_migrations_count - 1].version
+                  : 0;
+  struct db_conn *c = db_open(target);
+  int version;
+  if (!c) {
+    snprintf(msg, msglen, "PostgreSQL database: cannot connect (see the log line above)");
+    return -1;
+  }
+  if (db_begin_read(c) < 0 || (version = db_schema_version(c)) < 0) {
+    snprintf(msg, msglen, "PostgreSQL database: reading the schema version: %s", db_errmsg(c));
+    db_close(c);
+    return -1;
+  }
+  db_rollback(c);
+  db_close(c);
+  if (version > known) {
+    snprintf(msg, msglen, "PostgreSQL database: schema version %d is newer than this controld knows (%d)",
+             version, known);
+    return -1;
+  }
+  if (version < known)
+    snprintf(msg, msglen, "PostgreSQL database: schema %d, migrated to %d at start", version, known);
+  else
+    snprintf(msg, msglen, "PostgreSQL database: schema %d", version);
+  return 0;
+}
 
 int store_check(const char *path, char *msg, size_t msglen) {
   struct stat st;
@@ -18,6 +50,7 @@ int store_check(const char *path, char *msg, size_t msglen) {
   int ret = -1, version = -1, known;
   char dir[1024];
 
+  if (db_kind_of(path) == DB_PG) return check_pg(path, msg, msglen);
   known = schema_migrations_count > 0 ? schema_migrations[schema_migrations_count - 1].version : 0;
   if (stat(path, &st) < 0) {
     if (errno != ENOENT) {

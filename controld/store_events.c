@@ -33,41 +33,41 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)";
-  sqlite3_stmt *q = store_stmt(&st->w, ins), *h;
+  struct db_stmt *q = db_prep(st->w, ins), *h;
   int64_t now = clock_wall_ms(), event_id;
   int rc;
   if (!q) return -1;
-  if (site_id) sqlite3_bind_int64(q, 1, site_id);
-  if (site_name) sqlite3_bind_text(q, 2, site_name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(q, 3, type, -1, SQLITE_STATIC);
-  sqlite3_bind_text(q, 4, title, -1, SQLITE_STATIC);
-  sqlite3_bind_text(q, 5, data_json ? data_json : "{}", -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 6, now);
-  if (store_step_done(&st->w, q, "inserting event") < 0) return -1;
-  event_id = sqlite3_last_insert_rowid(st->w.db);
+  if (site_id) db_bind_i64(q, 1, site_id);
+  if (site_name) db_bind_text(q, 2, site_name);
+  db_bind_text(q, 3, type);
+  db_bind_text(q, 4, title);
+  db_bind_text(q, 5, data_json ? data_json : "{}");
+  db_bind_i64(q, 6, now);
+  if (store_step_done(st->w, q, "inserting event") < 0) return -1;
+  event_id = db_last_id(st->w);
 
-  h = store_stmt(&st->w, hooks);
+  h = db_prep(st->w, hooks);
   if (!h) return -1;
   /* collect matching webhooks first: the outbox insert reuses the writer connection */
   {
     int64_t ids[256];
     int n = 0;
-    while ((rc = sqlite3_step(h)) == SQLITE_ROW && n < 256) {
-      const char *filter = (const char *)sqlite3_column_text(h, 1);
-      if (filter_matches(filter, type)) ids[n++] = sqlite3_column_int64(h, 0);
+    while ((rc = db_step(h)) == DB_ROW && n < 256) {
+      const char *filter = db_col_text(h, 1);
+      if (filter_matches(filter, type)) ids[n++] = db_col_i64(h, 0);
     }
-    sqlite3_reset(h);
+    db_reset(h);
     for (int i = 0; i < n; i++) {
       char uuid[40];
-      sqlite3_stmt *o = store_stmt(&st->w, outbox);
+      struct db_stmt *o = db_prep(st->w, outbox);
       if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-      sqlite3_bind_int64(o, 1, ids[i]);
-      sqlite3_bind_int64(o, 2, event_id);
-      sqlite3_bind_text(o, 3, uuid, -1, SQLITE_TRANSIENT);
-      if (site_id) sqlite3_bind_int64(o, 4, site_id);
-      sqlite3_bind_int64(o, 5, now);
-      sqlite3_bind_int64(o, 6, now);
-      if (store_step_done(&st->w, o, "queueing webhook delivery") < 0) return -1;
+      db_bind_i64(o, 1, ids[i]);
+      db_bind_i64(o, 2, event_id);
+      db_bind_text(o, 3, uuid);
+      if (site_id) db_bind_i64(o, 4, site_id);
+      db_bind_i64(o, 5, now);
+      db_bind_i64(o, 6, now);
+      if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
     }
   }
   st->event_pending = 1;
@@ -94,8 +94,8 @@ enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after,
   static const char one[] =
       "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
       "WHERE site_id = ? AND id > ? ORDER BY id LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, site_id ? one : all) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, site_id ? one : all) : NULL;
   struct event_rec *arr;
   int cnt = 0, rc, b = 1;
   *out = NULL;
@@ -103,21 +103,21 @@ enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after,
   if (!s) return STORE_ERROR;
   arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
   if (!arr) return STORE_ERROR;
-  if (site_id) sqlite3_bind_int64(s, b++, site_id);
-  sqlite3_bind_int64(s, b++, after);
-  sqlite3_bind_int(s, b, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW && cnt < limit) {
+  if (site_id) db_bind_i64(s, b++, site_id);
+  db_bind_i64(s, b++, after);
+  db_bind_int(s, b, limit);
+  while ((rc = db_step(s)) == DB_ROW && cnt < limit) {
     struct event_rec *e = &arr[cnt++];
-    const unsigned char *d = sqlite3_column_text(s, 5);
-    e->id = sqlite3_column_int64(s, 0);
-    e->site_id = sqlite3_column_int64(s, 1);
+    const char *d = db_col_text(s, 5);
+    e->id = db_col_i64(s, 0);
+    e->site_id = db_col_i64(s, 1);
     store_col_text(s, 2, e->site_name, sizeof e->site_name);
     store_col_text(s, 3, e->type, sizeof e->type);
     store_col_text(s, 4, e->title, sizeof e->title);
-    e->data = strdup(d ? (const char *)d : "{}");
-    e->created_at = sqlite3_column_int64(s, 6);
+    e->data = strdup(d ? d : "{}");
+    e->created_at = db_col_i64(s, 6);
   }
-  sqlite3_reset(s);
+  db_reset(s);
   *out = arr;
   *n = cnt;
   return STORE_OK;

@@ -9,20 +9,21 @@
 #include "store_int.h"
 
 int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
-  /* the row-value test skips rows already right: an unchanged site dirties no page */
+  /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,
+     so <> is exact) */
   static const char q[] =
       "UPDATE sites SET state_on_backup = ?1, state_all_down = ?2, "
       "state_failback_available = ?3, state_paused = ?4 WHERE id = ?5 AND "
-      "(state_on_backup, state_all_down, state_failback_available, state_paused) "
-      "IS NOT (?1, ?2, ?3, ?4)";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+      "(state_on_backup <> ?1 OR state_all_down <> ?2 OR state_failback_available <> ?3 OR "
+      "state_paused <> ?4)";
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);
-  sqlite3_bind_int(s, 2, (flags & FLEET_ALL_DOWN) != 0);
-  sqlite3_bind_int(s, 3, (flags & FLEET_FAILBACK_AVAILABLE) != 0);
-  sqlite3_bind_int(s, 4, (flags & FLEET_PAUSED) != 0);
-  sqlite3_bind_int64(s, 5, site_id);
-  return store_step_done(&st->w, s, "storing site fleet state");
+  db_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);
+  db_bind_int(s, 2, (flags & FLEET_ALL_DOWN) != 0);
+  db_bind_int(s, 3, (flags & FLEET_FAILBACK_AVAILABLE) != 0);
+  db_bind_int(s, 4, (flags & FLEET_PAUSED) != 0);
+  db_bind_i64(s, 5, site_id);
+  return store_step_done(st->w, s, "storing site fleet state");
 }
 
 int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_summary *out) {
@@ -35,26 +36,26 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
                           "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1), "
                           "(SELECT COUNT(*) FROM nodes WHERE last_seen_at >= ?1 AND config_seq < "
                           "(SELECT COALESCE(MAX(seq), 0) FROM publications))";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   memset(out, 0, sizeof *out);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, online_since);
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    out->sites = sqlite3_column_int64(s, 0);
-    out->on_backup = sqlite3_column_int64(s, 1);
-    out->all_down = sqlite3_column_int64(s, 2);
-    out->failback_available = sqlite3_column_int64(s, 3);
-    out->paused = sqlite3_column_int64(s, 4);
-    out->nodes_online = sqlite3_column_int64(s, 5);
-    out->nodes_lagging = sqlite3_column_int64(s, 6);
+  db_bind_i64(s, 1, online_since);
+  rc = db_step(s);
+  if (rc == DB_ROW) {
+    out->sites = db_col_i64(s, 0);
+    out->on_backup = db_col_i64(s, 1);
+    out->all_down = db_col_i64(s, 2);
+    out->failback_available = db_col_i64(s, 3);
+    out->paused = db_col_i64(s, 4);
+    out->nodes_online = db_col_i64(s, 5);
+    out->nodes_lagging = db_col_i64(s, 6);
     out->on_primary = out->sites - out->on_backup;
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_ROW) {
-    log_error("reading the fleet summary: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_ROW) {
+    log_error("reading the fleet summary: %s", db_errmsg(c));
     return -1;
   }
   return 0;
@@ -64,13 +65,13 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
    follows that state's partial index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
   "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                            \
-  "name LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                                 \
-  "WHERE h.site_id = sites.id AND h.hostname LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
+  "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                                 \
+  "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
 
 /* Without a state, q alone: two scans in id order merged (a full scan only when few match). */
 static const char sql_q_only[] =
-    "SELECT id FROM sites WHERE id > ?1 AND name LIKE ?2 ESCAPE '\\' UNION "
-    "SELECT site_id FROM hostnames WHERE site_id > ?1 AND hostname LIKE ?2 ESCAPE '\\' "
+    "SELECT id FROM sites WHERE id > ?1 AND LOWER(name) LIKE ?2 ESCAPE '\\' UNION "
+    "SELECT site_id FROM hostnames WHERE site_id > ?1 AND LOWER(hostname) LIKE ?2 ESCAPE '\\' "
     "ORDER BY 1 LIMIT ?3";
 
 /* The id query for a filter (one statement per state so each uses its partial index). */
@@ -94,7 +95,8 @@ static const char *list_sql(unsigned state, int has_q) {
   }
 }
 
-/* "%q%" with LIKE's own characters (%, _ and the escape \) escaped; malloc'd or NULL. */
+/* "%q%" in ASCII lower case (the statements compare LOWER(name), the same in both dialects),
+   with LIKE's own characters (%, _ and the escape \) escaped; malloc'd or NULL. */
 static char *like_pattern(const char *q) {
   size_t n = strlen(q);
   char *p = malloc(2 * n + 3), *w = p;
@@ -102,7 +104,7 @@ static char *like_pattern(const char *q) {
   *w++ = '%';
   for (const char *s = q; *s; s++) {
     if (*s == '%' || *s == '_' || *s == '\\') *w++ = '\\';
-    *w++ = *s;
+    *w++ = (*s >= 'A' && *s <= 'Z') ? (char)(*s - 'A' + 'a') : *s;
   }
   *w++ = '%';
   *w = '\0';
@@ -117,59 +119,61 @@ static const char sql_changed[] =
     "(SELECT updated_at, id FROM sites WHERE id = ?1)) "
     "AND (?4 = 0 OR state_on_backup = 1) AND (?5 = 0 OR state_all_down = 1) "
     "AND (?6 = 0 OR state_failback_available = 1) AND (?7 = 0 OR state_paused = 1) "
-    "AND (?2 IS NULL OR name LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "
-    "WHERE h.site_id = sites.id AND h.hostname LIKE ?2 ESCAPE '\\')) "
+    "AND (?2 IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "
+    "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) "
     "ORDER BY updated_at DESC, id DESC LIMIT ?3";
 
-static enum store_rc site_list(struct store *st, const char *sql, unsigned state, const char *q,
+static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
+                               const char *q,
                                int64_t after, int limit, struct site_rec **out, int *n);
 
 enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char *q, int64_t after,
                                     int limit, struct site_rec **out, int *n) {
-  return site_list(st, list_sql(state, q && *q), state, q, after, limit, out, n);
+  return site_list(st, list_sql(state, q && *q), 0, state, q, after, limit, out, n);
 }
 
 enum store_rc store_fleet_site_list_changed(struct store *st, unsigned state, const char *q,
                                             int64_t after, int limit, struct site_rec **out,
                                             int *n) {
-  return site_list(st, sql_changed, state, q, after, limit, out, n);
+  return site_list(st, sql_changed, 1, state, q, after, limit, out, n);
 }
 
-static enum store_rc site_list(struct store *st, const char *sql, unsigned state, const char *q,
+static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
+                               const char *q,
                                int64_t after, int limit, struct site_rec **out, int *n) {
   int has_q = q && *q;
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   struct site_rec *arr = NULL;
   int64_t *ids = NULL;
   char *lq = NULL;
-  int cnt = 0, rc = SQLITE_DONE, loaded = 0;
+  int cnt = 0, rc = DB_DONE, loaded = 0;
   enum store_rc ret = STORE_ERROR;
   *out = NULL;
   *n = 0;
   if (!s || limit < 1) return STORE_ERROR;
-  /* LIKE is ASCII case-insensitive: "Shop" finds "shop" and "SHOP.example.com" */
+  /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and "SHOP.example.com" */
   if (has_q && !(lq = like_pattern(q))) return STORE_ERROR;
   ids = calloc((size_t)limit, sizeof *ids);
   arr = calloc((size_t)limit, sizeof *arr);
   if (!ids || !arr || store_read_begin(c) < 0) goto out_nosnap;
-  sqlite3_bind_int64(s, 1, after);
+  db_bind_i64(s, 1, after);
   if (lq)
-    sqlite3_bind_text(s, 2, lq, -1, SQLITE_STATIC);
+    db_bind_text(s, 2, lq);
   else
-    sqlite3_bind_null(s, 2);
-  sqlite3_bind_int(s, 3, limit);
-  if (sqlite3_bind_parameter_count(s) >= 7) /* the statements with the state as parameters */
+    db_bind_null(s, 2);
+  db_bind_int(s, 3, limit);
+  if (bind_state) /* the statements with the state as parameters */
     for (int i = 0; i < 4; i++)
-      sqlite3_bind_int(s, 4 + i, (state & (1u << i)) != 0);
-  while (cnt < limit && (rc = sqlite3_step(s)) == SQLITE_ROW)
-    ids[cnt++] = sqlite3_column_int64(s, 0);
-  if (cnt < limit && rc != SQLITE_DONE) {
-    log_error("listing sites by state: %s", sqlite3_errmsg(c->db));
-    sqlite3_reset(s);
+      db_bind_int(s, 4 + i, (state & (1u << i)) != 0);
+  while (cnt < limit && (rc = db_step(s)) == DB_ROW)
+    ids[cnt++] = db_col_i64(s, 0);
+  if (cnt < limit && rc != DB_DONE) {
+    log_error("listing sites by state: %s", db_errmsg(c));
+    db_reset(s);
     goto out;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   for (loaded = 0; loaded < cnt; loaded++)
     if (store_site_load(c, ids[loaded], &arr[loaded]) != STORE_OK) goto out;
   *out = arr;
@@ -193,29 +197,29 @@ int store_fleet_each_site(struct store *st, int max,
                           int (*fn)(void *arg, const struct fleet_site_row *row), void *arg) {
   static const char q[] = "SELECT id, name, current_level, state_on_backup, state_all_down, "
                           "state_failback_available, state_paused FROM sites ORDER BY id LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   if (!s) return -1;
-  sqlite3_bind_int(s, 1, max);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_int(s, 1, max);
+  while ((rc = db_step(s)) == DB_ROW) {
     struct fleet_site_row row;
-    row.id = sqlite3_column_int64(s, 0);
-    row.name = (const char *)sqlite3_column_text(s, 1);
+    row.id = db_col_i64(s, 0);
+    row.name = db_col_text(s, 1);
     if (!row.name) row.name = "";
-    row.current_level = sqlite3_column_int(s, 2);
-    row.state = (sqlite3_column_int(s, 3) ? FLEET_ON_BACKUP : 0) |
-                (sqlite3_column_int(s, 4) ? FLEET_ALL_DOWN : 0) |
-                (sqlite3_column_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
-                (sqlite3_column_int(s, 6) ? FLEET_PAUSED : 0);
+    row.current_level = db_col_int(s, 2);
+    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) |
+                (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
+                (db_col_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
+                (db_col_int(s, 6) ? FLEET_PAUSED : 0);
     if (fn(arg, &row) != 0) {
-      rc = SQLITE_DONE;
+      rc = DB_DONE;
       break;
     }
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("walking sites: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("walking sites: %s", db_errmsg(c));
     return -1;
   }
   return 0;
@@ -226,27 +230,27 @@ int store_fleet_each_origin(struct store *st, int max,
   static const char q[] =
       "SELECT site_id, id, level, enabled, health FROM origins WHERE site_id IN "
       "(SELECT id FROM sites ORDER BY id LIMIT ?) ORDER BY site_id, level, id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   if (!s) return -1;
-  sqlite3_bind_int(s, 1, max);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_int(s, 1, max);
+  while ((rc = db_step(s)) == DB_ROW) {
     struct fleet_origin_row row;
-    row.site_id = sqlite3_column_int64(s, 0);
-    row.origin_id = sqlite3_column_int64(s, 1);
-    row.level = sqlite3_column_int(s, 2);
-    row.enabled = sqlite3_column_int(s, 3);
-    row.health = (const char *)sqlite3_column_text(s, 4);
+    row.site_id = db_col_i64(s, 0);
+    row.origin_id = db_col_i64(s, 1);
+    row.level = db_col_int(s, 2);
+    row.enabled = db_col_int(s, 3);
+    row.health = db_col_text(s, 4);
     if (!row.health) row.health = "unknown";
     if (fn(arg, &row) != 0) {
-      rc = SQLITE_DONE;
+      rc = DB_DONE;
       break;
     }
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("walking origins: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("walking origins: %s", db_errmsg(c));
     return -1;
   }
   return 0;

@@ -16,32 +16,32 @@ enum store_rc store_health_due_sites(struct store *st, int64_t due_before, int l
       "AND (s.next_probe_at IS NULL OR s.next_probe_at <= ?1) "
       "AND (SELECT COUNT(*) FROM origins o WHERE o.site_id = s.id AND o.enabled = 1) >= 2 "
       "ORDER BY s.last_probed_at IS NOT NULL, s.last_probed_at, s.id LIMIT ?2";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int64_t *arr = NULL;
   int cnt = 0, cap = 0, rc;
   enum store_rc ret = STORE_ERROR;
   *ids = NULL;
   *n = 0;
   if (!s) goto out;
-  sqlite3_bind_int64(s, 1, due_before);
-  sqlite3_bind_int(s, 2, limit);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_i64(s, 1, due_before);
+  db_bind_int(s, 2, limit);
+  while ((rc = db_step(s)) == DB_ROW) {
     if (cnt == cap) {
       int ncap = cap ? cap * 2 : 64;
       int64_t *na = realloc(arr, (size_t)ncap * sizeof *na);
       if (!na) {
-        sqlite3_reset(s);
+        db_reset(s);
         goto out;
       }
       arr = na;
       cap = ncap;
     }
-    arr[cnt++] = sqlite3_column_int64(s, 0);
+    arr[cnt++] = db_col_i64(s, 0);
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("selecting due sites: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("selecting due sites: %s", db_errmsg(c));
     goto out;
   }
   *ids = arr;
@@ -58,31 +58,31 @@ int store_health_own_interval_due(struct store *st, int64_t *due_at, int64_t *mi
       "SELECT MIN(COALESCE(s.next_probe_at, 0)), MIN(s.hc_interval_ms), COUNT(*) FROM sites s "
       "WHERE s.hc_interval_ms IS NOT NULL AND s.hc_enabled = 1 "
       "AND (SELECT COUNT(*) FROM origins o WHERE o.site_id = s.id AND o.enabled = 1) >= 2";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int ret = -1;
   if (!s) return -1;
-  if (sqlite3_step(s) == SQLITE_ROW) {
-    ret = sqlite3_column_int64(s, 2) > 0 ? 1 : 0;
+  if (db_step(s) == DB_ROW) {
+    ret = db_col_i64(s, 2) > 0 ? 1 : 0;
     if (ret) {
-      *due_at = sqlite3_column_int64(s, 0);
-      *min_interval = sqlite3_column_int64(s, 1);
+      *due_at = db_col_i64(s, 0);
+      *min_interval = db_col_i64(s, 1);
     }
   } else {
-    log_error("selecting the next site due: %s", sqlite3_errmsg(c->db));
+    log_error("selecting the next site due: %s", db_errmsg(c));
   }
-  sqlite3_reset(s);
+  db_reset(s);
   return ret;
 }
 
 int64_t store_health_next_round_id(struct store *st) {
   static const char q[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM probe_rounds";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int64_t v = -1;
   if (!s) return -1;
-  if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
-  sqlite3_reset(s);
+  if (db_step(s) == DB_ROW) v = db_col_i64(s, 0);
+  db_reset(s);
   return v;
 }
 
@@ -90,20 +90,20 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
                               int *n_ids, int *n_online) {
   static const char q[] = "SELECT id FROM nodes WHERE last_seen_at >= ? "
                           "ORDER BY last_seen_at DESC, id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc, cnt = 0, total = 0;
   *n_ids = 0;
   if (n_online) *n_online = 0;
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, seen_since);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    if (cnt < max) ids[cnt++] = sqlite3_column_int64(s, 0);
+  db_bind_i64(s, 1, seen_since);
+  while ((rc = db_step(s)) == DB_ROW) {
+    if (cnt < max) ids[cnt++] = db_col_i64(s, 0);
     total++;
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("selecting online nodes: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("selecting online nodes: %s", db_errmsg(c));
     return -1;
   }
   *n_ids = cnt;
@@ -111,29 +111,29 @@ int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int
   return 0;
 }
 
-static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since, int *online,
+static int propagation_on(struct db_conn *c, int64_t site_id, int64_t seen_since, int *online,
                           int *on_current, int64_t *seq) {
   static const char q[] =
-      "SELECT COUNT(*), COALESCE(SUM(config_seq >= "
-      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2)), 0), "
+      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN config_seq >= "
+      "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2) THEN 1 ELSE 0 END), 0), "
       "(SELECT COALESCE(MAX(seq), 0) FROM publications WHERE site_id = ?2) "
       "FROM nodes WHERE last_seen_at >= ?1";
-  sqlite3_stmt *s = store_stmt(c, q);
+  struct db_stmt *s = db_prep(c, q);
   int rc;
   *online = *on_current = 0;
   *seq = 0;
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, seen_since);
-  sqlite3_bind_int64(s, 2, site_id);
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    *online = sqlite3_column_int(s, 0);
-    *on_current = sqlite3_column_int(s, 1);
-    *seq = sqlite3_column_int64(s, 2);
+  db_bind_i64(s, 1, seen_since);
+  db_bind_i64(s, 2, site_id);
+  rc = db_step(s);
+  if (rc == DB_ROW) {
+    *online = db_col_int(s, 0);
+    *on_current = db_col_int(s, 1);
+    *seq = db_col_i64(s, 2);
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_ROW) {
-    log_error("reading propagation of site %lld: %s", (long long)site_id, sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_ROW) {
+    log_error("reading propagation of site %lld: %s", (long long)site_id, db_errmsg(c));
     return -1;
   }
   return 0;
@@ -141,47 +141,47 @@ static int propagation_on(struct dbconn *c, int64_t site_id, int64_t seen_since,
 
 int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_since, int *online,
                              int *on_current, int64_t *seq) {
-  struct dbconn *c = store_reader(st);
+  struct db_conn *c = store_reader(st);
   if (!c) return -1;
   return propagation_on(c, site_id, seen_since, online, on_current, seq);
 }
 
 int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
                                     int *online, int *on_current, int64_t *seq) {
-  return propagation_on(&st->w, site_id, seen_since, online, on_current, seq);
+  return propagation_on(st->w, site_id, seen_since, online, on_current, seq);
 }
 
-static enum store_rc observations_on(struct dbconn *c, int64_t site_id, struct origin_obs **out,
+static enum store_rc observations_on(struct db_conn *c, int64_t site_id, struct origin_obs **out,
                                      int *n) {
   static const char q[] = "SELECT origin_id, SUM(requests), SUM(failures) FROM node_observations "
                           "WHERE site_id = ? GROUP BY origin_id ORDER BY origin_id";
-  sqlite3_stmt *s = store_stmt(c, q);
+  struct db_stmt *s = db_prep(c, q);
   struct origin_obs *arr = NULL;
   int cnt = 0, cap = 0, rc;
   enum store_rc ret = STORE_ERROR;
   *out = NULL;
   *n = 0;
   if (!s) goto out;
-  sqlite3_bind_int64(s, 1, site_id);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_i64(s, 1, site_id);
+  while ((rc = db_step(s)) == DB_ROW) {
     if (cnt == cap) {
       int ncap = cap ? cap * 2 : 8;
       struct origin_obs *na = realloc(arr, (size_t)ncap * sizeof *na);
       if (!na) {
-        sqlite3_reset(s);
+        db_reset(s);
         goto out;
       }
       arr = na;
       cap = ncap;
     }
-    arr[cnt].origin_id = sqlite3_column_int64(s, 0);
-    arr[cnt].requests = sqlite3_column_int64(s, 1);
-    arr[cnt].failures = sqlite3_column_int64(s, 2);
+    arr[cnt].origin_id = db_col_i64(s, 0);
+    arr[cnt].requests = db_col_i64(s, 1);
+    arr[cnt].failures = db_col_i64(s, 2);
     cnt++;
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("reading observations of site %lld: %s", (long long)site_id, sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("reading observations of site %lld: %s", (long long)site_id, db_errmsg(c));
     goto out;
   }
   *out = arr;
@@ -195,22 +195,22 @@ out:
 
 enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
                                         int *n) {
-  struct dbconn *c = store_reader(st);
+  struct db_conn *c = store_reader(st);
   if (!c) return STORE_ERROR;
   return observations_on(c, site_id, out, n);
 }
 
 enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
                                                struct origin_obs **out, int *n) {
-  return observations_on(&st->w, site_id, out, n);
+  return observations_on(st->w, site_id, out, n);
 }
 
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
                                     struct verdict_rec **out, int *n) {
   static const char q[] = "SELECT id, round_id, round_at, source, verdict, state_after, votes "
                           "FROM verdicts WHERE origin_id = ? ORDER BY id DESC LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   struct verdict_rec *arr = NULL;
   int cnt = 0, rc;
   enum store_rc ret = STORE_ERROR;
@@ -219,30 +219,30 @@ enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int lim
   if (!s || limit < 1) goto out;
   arr = calloc((size_t)limit, sizeof *arr);
   if (!arr) goto out;
-  sqlite3_bind_int64(s, 1, origin_id);
-  sqlite3_bind_int(s, 2, limit);
-  while (cnt < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_i64(s, 1, origin_id);
+  db_bind_int(s, 2, limit);
+  while (cnt < limit && (rc = db_step(s)) == DB_ROW) {
     struct verdict_rec *v = &arr[cnt];
-    const unsigned char *votes = sqlite3_column_text(s, 6);
-    v->id = sqlite3_column_int64(s, 0);
-    v->round_id = sqlite3_column_int64(s, 1);
-    v->round_at = sqlite3_column_int64(s, 2);
+    const char *votes = db_col_text(s, 6);
+    v->id = db_col_i64(s, 0);
+    v->round_id = db_col_i64(s, 1);
+    v->round_at = db_col_i64(s, 2);
     store_col_text(s, 3, v->source, sizeof v->source);
     store_col_text(s, 4, v->verdict, sizeof v->verdict);
     store_col_text(s, 5, v->state_after, sizeof v->state_after);
-    v->votes = strdup(votes ? (const char *)votes : "[]");
+    v->votes = strdup(votes ? votes : "[]");
     cnt++;
     if (!v->votes) {
-      sqlite3_reset(s);
+      db_reset(s);
       goto out;
     }
   }
-  if (cnt < limit && rc != SQLITE_DONE) {
-    log_error("reading verdicts of origin %lld: %s", (long long)origin_id, sqlite3_errmsg(c->db));
-    sqlite3_reset(s);
+  if (cnt < limit && rc != DB_DONE) {
+    log_error("reading verdicts of origin %lld: %s", (long long)origin_id, db_errmsg(c));
+    db_reset(s);
     goto out;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   *out = arr;
   *n = cnt;
   arr = NULL;
@@ -276,23 +276,23 @@ void store_health_rollback(struct store *st) {
 
 enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
                                             struct site_rec *out) {
-  return store_site_load(&st->w, site_id, out);
+  return store_site_load(st->w, site_id, out);
 }
 
 /* Bind an integer, or NULL when v <= 0 (timestamps: 0 = unset). */
-static void bind_time(sqlite3_stmt *s, int col, int64_t v) {
+static void bind_time(struct db_stmt *s, int col, int64_t v) {
   if (v > 0)
-    sqlite3_bind_int64(s, col, v);
+    db_bind_i64(s, col, v);
   else
-    sqlite3_bind_null(s, col);
+    db_bind_null(s, col);
 }
 
 /* Bind text, or NULL when empty. */
-static void bind_text_or_null(sqlite3_stmt *s, int col, const char *v) {
+static void bind_text_or_null(struct db_stmt *s, int col, const char *v) {
   if (v && *v)
-    sqlite3_bind_text(s, col, v, -1, SQLITE_STATIC);
+    db_bind_text(s, col, v);
   else
-    sqlite3_bind_null(s, col);
+    db_bind_null(s, col);
 }
 
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o) {
@@ -301,21 +301,21 @@ int store_health_origin_save_locked(struct store *st, const struct origin_rec *o
       "health_changed_at = ?, healthy_since = ?, last_verdict = ?, last_source = ?, "
       "last_votes_success = ?, last_votes_failure = ?, last_checked_at = ?, last_error = ? "
       "WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_text(s, 1, o->health, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 2, o->success_streak);
-  sqlite3_bind_int(s, 3, o->failure_streak);
+  db_bind_text(s, 1, o->health);
+  db_bind_int(s, 2, o->success_streak);
+  db_bind_int(s, 3, o->failure_streak);
   bind_time(s, 4, o->health_changed_at);
   bind_time(s, 5, o->healthy_since);
   bind_text_or_null(s, 6, o->last_verdict);
   bind_text_or_null(s, 7, o->last_source);
-  sqlite3_bind_int(s, 8, o->votes_success);
-  sqlite3_bind_int(s, 9, o->votes_failure);
+  db_bind_int(s, 8, o->votes_success);
+  db_bind_int(s, 9, o->votes_failure);
   bind_time(s, 10, o->last_checked_at);
   bind_text_or_null(s, 11, o->last_error);
-  sqlite3_bind_int64(s, 12, o->id);
-  return store_step_done(&st->w, s, "saving origin health");
+  db_bind_i64(s, 12, o->id);
+  return store_step_done(st->w, s, "saving origin health");
 }
 
 int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
@@ -328,77 +328,78 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
   static const char prune[] =
       "DELETE FROM verdicts WHERE origin_id = ?1 AND (round_at < ?3 OR id <= "
       "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2))";
-  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  struct db_stmt *s = db_prep(st->w, ins);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, round_id);
-  sqlite3_bind_int64(s, 2, site_id);
-  sqlite3_bind_int64(s, 3, origin_id);
-  sqlite3_bind_int64(s, 4, round_at);
+  db_bind_i64(s, 1, round_id);
+  db_bind_i64(s, 2, site_id);
+  db_bind_i64(s, 3, origin_id);
+  db_bind_i64(s, 4, round_at);
   bind_text_or_null(s, 5, source);
   bind_text_or_null(s, 6, verdict);
-  sqlite3_bind_text(s, 7, state_after, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 8, votes_json ? votes_json : "[]", -1, SQLITE_STATIC);
-  if (store_step_done(&st->w, s, "inserting verdict") < 0) return -1;
-  s = store_stmt(&st->w, prune);
+  db_bind_text(s, 7, state_after);
+  db_bind_text(s, 8, votes_json ? votes_json : "[]");
+  if (store_step_done(st->w, s, "inserting verdict") < 0) return -1;
+  s = db_prep(st->w, prune);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, origin_id);
-  sqlite3_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
-  sqlite3_bind_int64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
-  return store_step_done(&st->w, s, "pruning verdicts");
+  db_bind_i64(s, 1, origin_id);
+  db_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
+  db_bind_i64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
+  return store_step_done(st->w, s, "pruning verdicts");
 }
 
 int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,
                                   int64_t finished_at, int sites, int origins) {
   static const char ins[] =
-      "INSERT OR REPLACE INTO probe_rounds (id, started_at, finished_at, sites, origins) "
-      "VALUES (?, ?, ?, ?, ?)";
+      "INSERT INTO probe_rounds (id, started_at, finished_at, sites, origins) "
+      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, "
+      "finished_at = excluded.finished_at, sites = excluded.sites, origins = excluded.origins";
   static const char prune[] = "DELETE FROM probe_rounds WHERE id <= ?";
-  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  struct db_stmt *s = db_prep(st->w, ins);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, round_id);
-  sqlite3_bind_int64(s, 2, started_at);
-  sqlite3_bind_int64(s, 3, finished_at);
-  sqlite3_bind_int(s, 4, sites);
-  sqlite3_bind_int(s, 5, origins);
-  if (store_step_done(&st->w, s, "recording probe round") < 0) return -1;
+  db_bind_i64(s, 1, round_id);
+  db_bind_i64(s, 2, started_at);
+  db_bind_i64(s, 3, finished_at);
+  db_bind_int(s, 4, sites);
+  db_bind_int(s, 5, origins);
+  if (store_step_done(st->w, s, "recording probe round") < 0) return -1;
   if (round_id <= STORE_HEALTH_ROUNDS_KEEP) return 0;
-  s = store_stmt(&st->w, prune);
+  s = db_prep(st->w, prune);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, round_id - STORE_HEALTH_ROUNDS_KEEP);
-  return store_step_done(&st->w, s, "pruning probe rounds");
+  db_bind_i64(s, 1, round_id - STORE_HEALTH_ROUNDS_KEEP);
+  return store_step_done(st->w, s, "pruning probe rounds");
 }
 
 int store_health_site_probed_locked(struct store *st, int64_t site_id, int64_t probed_at,
                                     int64_t next_probe_at) {
   static const char q[] = "UPDATE sites SET last_probed_at = ?, next_probe_at = ? WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_int64(s, 1, probed_at);
-  sqlite3_bind_int64(s, 2, next_probe_at);
-  sqlite3_bind_int64(s, 3, site_id);
-  return store_step_done(&st->w, s, "recording probe time");
+  db_bind_i64(s, 1, probed_at);
+  db_bind_i64(s, 2, next_probe_at);
+  db_bind_i64(s, 3, site_id);
+  return store_step_done(st->w, s, "recording probe time");
 }
 
 int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_unhealthy,
                                    int failback_notified) {
   static const char q[] = "UPDATE sites SET all_unhealthy = ?, failback_notified = ? WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_int(s, 1, all_unhealthy);
-  sqlite3_bind_int(s, 2, failback_notified);
-  sqlite3_bind_int64(s, 3, site_id);
-  return store_step_done(&st->w, s, "storing site health flags");
+  db_bind_int(s, 1, all_unhealthy);
+  db_bind_int(s, 2, failback_notified);
+  db_bind_i64(s, 3, site_id);
+  return store_step_done(st->w, s, "storing site health flags");
 }
 
 int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
                                        const char *reason, int manual_pin) {
   static const char q[] = "UPDATE sites SET current_level = ?, manual_pin = ? WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, q);
+  struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  sqlite3_bind_int(s, 1, level);
-  sqlite3_bind_int(s, 2, manual_pin);
-  sqlite3_bind_int64(s, 3, site_id);
-  if (store_step_done(&st->w, s, "switching level") < 0) return -1;
+  db_bind_int(s, 1, level);
+  db_bind_int(s, 2, manual_pin);
+  db_bind_i64(s, 3, site_id);
+  if (store_step_done(st->w, s, "switching level") < 0) return -1;
   return store_publish_locked(st, site_id, reason, 0);
 }
 

@@ -3,31 +3,20 @@
 #define CDNCA_STORE_INT_H
 
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "db.h"
 #include "store.h"
 #include "store_tokens.h"
 
-/* One connection with its cache of persistent prepared statements (keyed by SQL text pointer). */
-struct dbconn {
-  sqlite3 *db;
-  struct stmt_slot {
-    const char *sql;
-    sqlite3_stmt *stmt;
-  } * slots;
-  int nslots, capslots;
-  int last_err; /* primary SQLite result code of the last failed write statement (0 = none) */
-};
-
 struct store {
   char *path;
-  struct dbconn w; /* the one writer, under wmu */
+  struct db_conn *w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
   pthread_key_t rkey;  /* per-thread reader connection */
   pthread_mutex_t rmu; /* guards the readers list */
-  struct dbconn **readers;
+  struct db_conn **readers;
   int nreaders, capreaders;
   /* publication hook: called after a commit that recorded a publication (or an event) */
   void (*pub_hook)(void *arg, int64_t seq);
@@ -43,7 +32,8 @@ struct store {
   int ntcache, captcache;
   uint64_t tgen;              /* bumped by every clear (under tmu) */
   int token_clear_pending;    /* the open transaction removed tokens: clear the cache on commit */
-  int tx_changes;             /* sqlite3_total_changes of the writer when the transaction began */
+  int64_t tx_gen;             /* the ordered-write row's gen in the open transaction (0 = unordered) */
+  atomic_int db_down;         /* the last statement on the writer found the database unreachable */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
   int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
@@ -54,15 +44,17 @@ struct store {
   int event_pending;
 };
 
-/* The prepared statement for sql on c, reset and unbound; NULL on error (logged). sql must be a
- * string literal (its address is the key). */
-sqlite3_stmt *store_stmt(struct dbconn *c, const char *sql);
-
 /* The calling thread's reader connection (opened on first use); NULL on error. */
-struct dbconn *store_reader(struct store *st);
+struct db_conn *store_reader(struct store *st);
 
-/* Lock the writer and BEGIN IMMEDIATE; 0 or -1 (unlocked again on failure). */
+/* Lock the writer, begin a write transaction and take the ordered-write row (DESIGN §10: every
+   transaction that writes sites, origins, health, levels, publications, events, tokens, webhooks
+   or nodes); 0 or -1 (unlocked again on failure). */
 int store_tx_begin(struct store *st);
+
+/* The same without the ordered-write row, for writes that touch only their own rows and number
+   nothing (node heartbeats and last-seen batches, delivery attempts, pruning). */
+int store_tx_begin_unordered(struct store *st);
 
 /* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
 int store_tx_commit(struct store *st);
@@ -84,17 +76,17 @@ void store_token_cache_clear(struct store *st);
 
 /* Begin / end a read transaction on a reader connection, so several statements see one snapshot
    and take the WAL read lock once. 0 or -1. */
-int store_read_begin(struct dbconn *c);
-void store_read_end(struct dbconn *c);
+int store_read_begin(struct db_conn *c);
+void store_read_end(struct db_conn *c);
 
 /* Inside any connection: load a site with hostnames and origins. */
-enum store_rc store_site_load(struct dbconn *c, int64_t id, struct site_rec *out);
+enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out);
 
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
-int store_step_done(struct dbconn *c, sqlite3_stmt *s, const char *what);
+int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
 
 /* Copy a text column into a fixed buffer ("" for NULL). */
-void store_col_text(sqlite3_stmt *s, int col, char *out, size_t cap);
+void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
 /* Room for one more element in a list being read: arr holds *cap elements of elem bytes, cnt in
    use. Returns arr when there is room, a larger copy (first elements, then doubling; *cap
    updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */

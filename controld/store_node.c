@@ -9,16 +9,17 @@
 
 int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *seen_ms, int n) {
   static const char upd[] =
-      "UPDATE nodes SET last_seen_at = MAX(COALESCE(last_seen_at, 0), ?) WHERE id = ?";
+      "UPDATE nodes SET last_seen_at = CASE WHEN COALESCE(last_seen_at, 0) > ?1 THEN last_seen_at "
+      "ELSE ?1 END WHERE id = ?2";
   int rc = -1;
   if (n <= 0) return 0;
-  if (store_tx_begin(st) < 0) return -1;
+  if (store_tx_begin_unordered(st) < 0) return -1;
   for (int i = 0; i < n; i++) {
-    sqlite3_stmt *q = store_stmt(&st->w, upd);
+    struct db_stmt *q = db_prep(st->w, upd);
     if (!q) goto out;
-    sqlite3_bind_int64(q, 1, seen_ms[i]);
-    sqlite3_bind_int64(q, 2, ids[i]);
-    if (store_step_done(&st->w, q, "marking node seen") < 0) goto out;
+    db_bind_i64(q, 1, seen_ms[i]);
+    db_bind_i64(q, 2, ids[i]);
+    if (store_step_done(st->w, q, "marking node seen") < 0) goto out;
   }
   rc = 0;
 out:
@@ -30,42 +31,44 @@ out:
 enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char *version,
                                    int64_t config_seq, int64_t now, const struct node_obs *obs,
                                    int n_obs) {
-  static const char upd[] = "UPDATE nodes SET version = ?, config_seq = ?, "
-                            "last_seen_at = MAX(COALESCE(last_seen_at, 0), ?) WHERE id = ?";
+  static const char upd[] =
+      "UPDATE nodes SET version = ?1, config_seq = ?2, last_seen_at = CASE WHEN "
+      "COALESCE(last_seen_at, 0) > ?3 THEN last_seen_at ELSE ?3 END WHERE id = ?4";
   /* only for an enabled origin of that site (what every node is published): a node token cannot
      grow the table beyond one row per published origin with ids that do not exist */
   static const char ups[] =
       "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
-      "updated_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS "
+      "updated_at) SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), "
+      "CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), CAST(?7 AS BIGINT) WHERE EXISTS "
       "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2 AND enabled = 1) "
       "ON CONFLICT (node_id, origin_id) DO UPDATE SET "
       "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
       "skipped = excluded.skipped, updated_at = excluded.updated_at";
-  sqlite3_stmt *q;
+  struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  q = store_stmt(&st->w, upd);
+  if (store_tx_begin_unordered(st) < 0) return STORE_ERROR;
+  q = db_prep(st->w, upd);
   if (!q) goto fail;
-  sqlite3_bind_text(q, 1, version, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q, 2, config_seq);
-  sqlite3_bind_int64(q, 3, now);
-  sqlite3_bind_int64(q, 4, node_id);
-  if (store_step_done(&st->w, q, "recording heartbeat") < 0) goto fail;
-  if (sqlite3_changes(st->w.db) == 0) {
+  db_bind_text(q, 1, version);
+  db_bind_i64(q, 2, config_seq);
+  db_bind_i64(q, 3, now);
+  db_bind_i64(q, 4, node_id);
+  if (store_step_done(st->w, q, "recording heartbeat") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
   for (int i = 0; i < n_obs; i++) {
-    q = store_stmt(&st->w, ups);
+    q = db_prep(st->w, ups);
     if (!q) goto fail;
-    sqlite3_bind_int64(q, 1, node_id);
-    sqlite3_bind_int64(q, 2, obs[i].site_id);
-    sqlite3_bind_int64(q, 3, obs[i].origin_id);
-    sqlite3_bind_int64(q, 4, obs[i].requests);
-    sqlite3_bind_int64(q, 5, obs[i].failures);
-    sqlite3_bind_int(q, 6, obs[i].skipped ? 1 : 0);
-    sqlite3_bind_int64(q, 7, now);
-    if (store_step_done(&st->w, q, "storing observation") < 0) goto fail;
+    db_bind_i64(q, 1, node_id);
+    db_bind_i64(q, 2, obs[i].site_id);
+    db_bind_i64(q, 3, obs[i].origin_id);
+    db_bind_i64(q, 4, obs[i].requests);
+    db_bind_i64(q, 5, obs[i].failures);
+    db_bind_int(q, 6, obs[i].skipped ? 1 : 0);
+    db_bind_i64(q, 7, now);
+    if (store_step_done(st->w, q, "storing observation") < 0) goto fail;
   }
   if (store_tx_commit(st) < 0) return STORE_ERROR;
   return STORE_OK;
@@ -88,33 +91,25 @@ static int ids_push(int64_t **arr, int *n, int *cap, int64_t id) {
 }
 
 /* Run a query with one optional int64 parameter and collect column 0 of every row. */
-static int collect_ids(struct dbconn *c, const char *sql, int64_t param, int bind, int64_t **ids,
+static int collect_ids(struct db_conn *c, const char *sql, int64_t param, int bind, int64_t **ids,
                        int *n) {
-  sqlite3_stmt *s = store_stmt(c, sql);
+  struct db_stmt *s = db_prep(c, sql);
   int rc, cap = 0;
   *ids = NULL;
   *n = 0;
   if (!s) return -1;
-  if (bind) sqlite3_bind_int64(s, 1, param);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    if (ids_push(ids, n, &cap, sqlite3_column_int64(s, 0)) < 0) {
-      rc = SQLITE_NOMEM;
+  if (bind) db_bind_i64(s, 1, param);
+  while ((rc = db_step(s)) == DB_ROW)
+    if (ids_push(ids, n, &cap, db_col_i64(s, 0)) < 0) {
+      rc = DB_ERR;
       break;
     }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("listing ids for node config: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("listing ids for node config: %s", db_errmsg(c));
     free(*ids);
     *ids = NULL;
     *n = 0;
-    return -1;
-  }
-  return 0;
-}
-
-static int exec_r(struct dbconn *c, const char *sql) {
-  if (sqlite3_exec(c->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-    log_error("%s: %s", sql, sqlite3_errmsg(c->db));
     return -1;
   }
   return 0;
@@ -126,21 +121,21 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
   static const char all_ids[] = "SELECT id FROM sites ORDER BY id";
   static const char changed[] =
       "SELECT DISTINCT site_id FROM publications WHERE seq > ? ORDER BY site_id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s;
   int64_t max_seq = 0, min_seq = 0, *ids = NULL;
   int n_ids = 0, cap_del = 0;
   enum store_rc rc = STORE_ERROR;
 
   memset(out, 0, sizeof *out);
-  if (!c || exec_r(c, "BEGIN") < 0) return STORE_ERROR;
-  s = store_stmt(c, bounds);
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  s = db_prep(c, bounds);
   if (!s) goto out;
-  if (sqlite3_step(s) == SQLITE_ROW) {
-    max_seq = sqlite3_column_int64(s, 0);
-    min_seq = sqlite3_column_int64(s, 1);
+  if (db_step(s) == DB_ROW) {
+    max_seq = db_col_i64(s, 0);
+    min_seq = db_col_i64(s, 1);
   }
-  sqlite3_reset(s);
+  db_reset(s);
   out->seq = max_seq;
   if (since == max_seq) {
     rc = STORE_OK;
@@ -163,7 +158,7 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
   rc = STORE_OK;
 out:
   free(ids);
-  exec_r(c, "COMMIT");
+  store_read_end(c);
   return rc;
 }
 

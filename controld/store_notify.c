@@ -21,43 +21,43 @@ void delivery_job_fini(struct delivery_job *j) {
   token_wipe(j->secret, sizeof j->secret);
 }
 
-static void read_webhook(sqlite3_stmt *s, struct webhook_rec *w) {
-  const unsigned char *ev = sqlite3_column_text(s, 3);
-  w->id = sqlite3_column_int64(s, 0);
+static void read_webhook(struct db_stmt *s, struct webhook_rec *w) {
+  const char *ev = db_col_text(s, 3);
+  w->id = db_col_i64(s, 0);
   store_col_text(s, 1, w->url, sizeof w->url);
   store_col_text(s, 2, w->secret, sizeof w->secret);
-  w->events = ev ? strdup((const char *)ev) : NULL;
-  w->created_at = sqlite3_column_int64(s, 4);
+  w->events = ev ? strdup(ev) : NULL;
+  w->created_at = db_col_i64(s, 4);
 }
 
 enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w) {
   static const char count[] = "SELECT COUNT(*) FROM webhooks";
   static const char ins[] =
       "INSERT INTO webhooks (url, secret, events, created_at) VALUES (?, ?, ?, ?)";
-  sqlite3_stmt *s;
+  struct db_stmt *s;
   enum store_rc rc = STORE_ERROR;
-  s = store_stmt(&st->w, count);
+  s = db_prep(st->w, count);
   if (!s) goto fail;
-  if (sqlite3_step(s) != SQLITE_ROW) {
-    log_error("counting webhooks: %s", sqlite3_errmsg(st->w.db));
-    sqlite3_reset(s);
+  if (db_step(s) != DB_ROW) {
+    log_error("counting webhooks: %s", db_errmsg(st->w));
+    db_reset(s);
     goto fail;
   }
-  if (sqlite3_column_int64(s, 0) >= STORE_MAX_WEBHOOKS) {
-    sqlite3_reset(s);
+  if (db_col_i64(s, 0) >= STORE_MAX_WEBHOOKS) {
+    db_reset(s);
     rc = STORE_CONFLICT;
     goto fail;
   }
-  sqlite3_reset(s);
-  s = store_stmt(&st->w, ins);
+  db_reset(s);
+  s = db_prep(st->w, ins);
   if (!s) goto fail;
   w->created_at = clock_wall_ms();
-  sqlite3_bind_text(s, 1, w->url, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, w->secret, -1, SQLITE_STATIC);
-  if (w->events) sqlite3_bind_text(s, 3, w->events, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 4, w->created_at);
-  if (store_step_done(&st->w, s, "inserting webhook") < 0) goto fail;
-  w->id = sqlite3_last_insert_rowid(st->w.db);
+  db_bind_text(s, 1, w->url);
+  db_bind_text(s, 2, w->secret);
+  if (w->events) db_bind_text(s, 3, w->events);
+  db_bind_i64(s, 4, w->created_at);
+  if (store_step_done(st->w, s, "inserting webhook") < 0) goto fail;
+  w->id = db_last_id(st->w);
   return STORE_OK;
 fail:
   return rc;
@@ -70,36 +70,36 @@ enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
 
 enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out) {
   static const char sql[] = "SELECT id, url, secret, events, created_at FROM webhooks WHERE id = ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
   memset(out, 0, sizeof *out);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  step = sqlite3_step(s);
-  if (step == SQLITE_ROW) {
+  db_bind_i64(s, 1, id);
+  step = db_step(s);
+  if (step == DB_ROW) {
     read_webhook(s, out);
     rc = STORE_OK;
-  } else if (step != SQLITE_DONE) {
-    log_error("loading webhook %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  } else if (step != DB_DONE) {
+    log_error("loading webhook %lld: %s", (long long)id, db_errmsg(c));
     rc = STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   return rc;
 }
 
 enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int *n) {
   static const char sql[] = "SELECT id, url, secret, events, created_at FROM webhooks ORDER BY id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   struct webhook_rec *arr = NULL;
   int cnt = 0, cap = 0, step;
   enum store_rc rc = STORE_OK;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+  while ((step = db_step(s)) == DB_ROW) {
     struct webhook_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
     if (!na) {
       rc = STORE_ERROR;
@@ -109,11 +109,11 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
     memset(&arr[cnt], 0, sizeof arr[cnt]);
     read_webhook(s, &arr[cnt++]);
   }
-  if (rc == STORE_OK && step != SQLITE_DONE) {
-    log_error("listing webhooks: %s", sqlite3_errmsg(c->db));
+  if (rc == STORE_OK && step != DB_DONE) {
+    log_error("listing webhooks: %s", db_errmsg(c));
     rc = STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   if (rc != STORE_OK) {
     for (int i = 0; i < cnt; i++)
       webhook_rec_fini(&arr[i]);
@@ -127,11 +127,11 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
 
 enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM webhooks WHERE id = ?";
-  sqlite3_stmt *s = store_stmt(&st->w, del);
+  struct db_stmt *s = db_prep(st->w, del);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  if (store_step_done(&st->w, s, "deleting webhook") < 0) return STORE_ERROR;
-  return sqlite3_changes(st->w.db) ? STORE_OK : STORE_NOT_FOUND;
+  db_bind_i64(s, 1, id);
+  if (store_step_done(st->w, s, "deleting webhook") < 0) return STORE_ERROR;
+  return db_changes(st->w) ? STORE_OK : STORE_NOT_FOUND;
 }
 
 enum store_rc store_webhook_delete(struct store *st, int64_t id) {
@@ -143,21 +143,21 @@ enum store_rc store_webhook_delete(struct store *st, int64_t id) {
   "d.id, d.webhook_id, d.event_id, d.site_id, d.uuid, d.state, e.type, d.attempts, "               \
   "d.last_status, d.last_error, d.next_attempt_at, d.created_at, d.delivered_at "
 
-static void read_delivery(sqlite3_stmt *s, struct delivery_rec *d) {
+static void read_delivery(struct db_stmt *s, struct delivery_rec *d) {
   memset(d, 0, sizeof *d);
-  d->id = sqlite3_column_int64(s, 0);
-  d->webhook_id = sqlite3_column_int64(s, 1);
-  d->event_id = sqlite3_column_int64(s, 2);
-  d->site_id = sqlite3_column_int64(s, 3);
+  d->id = db_col_i64(s, 0);
+  d->webhook_id = db_col_i64(s, 1);
+  d->event_id = db_col_i64(s, 2);
+  d->site_id = db_col_i64(s, 3);
   store_col_text(s, 4, d->uuid, sizeof d->uuid);
   store_col_text(s, 5, d->state, sizeof d->state);
   store_col_text(s, 6, d->event_type, sizeof d->event_type);
-  d->attempts = sqlite3_column_int(s, 7);
-  d->last_status = sqlite3_column_int(s, 8);
+  d->attempts = db_col_int(s, 7);
+  d->last_status = db_col_int(s, 8);
   store_col_text(s, 9, d->last_error, sizeof d->last_error);
-  d->next_attempt_at = sqlite3_column_int64(s, 10);
-  d->created_at = sqlite3_column_int64(s, 11);
-  d->delivered_at = sqlite3_column_int64(s, 12);
+  d->next_attempt_at = db_col_i64(s, 10);
+  d->created_at = db_col_i64(s, 11);
+  d->delivered_at = db_col_i64(s, 12);
 }
 
 enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
@@ -165,61 +165,61 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
   static const char sql[] =
       "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id "
       "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   struct delivery_rec *arr;
-  int cnt = 0, step = SQLITE_DONE;
+  int cnt = 0, step = DB_DONE;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
   if (limit < 1) limit = 1;
   arr = calloc((size_t)limit, sizeof *arr);
   if (!arr) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, webhook_id);
-  sqlite3_bind_int64(s, 2, before > 0 ? before : INT64_MAX);
-  sqlite3_bind_int(s, 3, limit);
-  while (cnt < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
+  db_bind_i64(s, 1, webhook_id);
+  db_bind_i64(s, 2, before > 0 ? before : INT64_MAX);
+  db_bind_int(s, 3, limit);
+  while (cnt < limit && (step = db_step(s)) == DB_ROW)
     read_delivery(s, &arr[cnt++]);
-  if (cnt < limit && step != SQLITE_DONE) {
-    log_error("listing deliveries: %s", sqlite3_errmsg(c->db));
-    sqlite3_reset(s);
+  if (cnt < limit && step != DB_DONE) {
+    log_error("listing deliveries: %s", db_errmsg(c));
+    db_reset(s);
     free(arr);
     return STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   *out = arr;
   *n = cnt;
   return STORE_OK;
 }
 
-static enum store_rc delivery_get_on(struct dbconn *c, int64_t id, struct delivery_rec *out) {
+static enum store_rc delivery_get_on(struct db_conn *c, int64_t id, struct delivery_rec *out) {
   static const char sql[] =
       "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?";
-  sqlite3_stmt *s = store_stmt(c, sql);
+  struct db_stmt *s = db_prep(c, sql);
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  step = sqlite3_step(s);
-  if (step == SQLITE_ROW) {
+  db_bind_i64(s, 1, id);
+  step = db_step(s);
+  if (step == DB_ROW) {
     read_delivery(s, out);
     rc = STORE_OK;
-  } else if (step != SQLITE_DONE) {
-    log_error("loading delivery %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  } else if (step != DB_DONE) {
+    log_error("loading delivery %lld: %s", (long long)id, db_errmsg(c));
     rc = STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   return rc;
 }
 
 enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out) {
-  struct dbconn *c = store_reader(st);
+  struct db_conn *c = store_reader(st);
   if (!c) return STORE_ERROR;
   return delivery_get_on(c, id, out);
 }
 
 enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out) {
-  return delivery_get_on(&st->w, id, out);
+  return delivery_get_on(st->w, id, out);
 }
 
 enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,
@@ -232,42 +232,42 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)";
-  sqlite3_stmt *s;
+  struct db_stmt *s;
   int64_t now = clock_wall_ms(), event_id;
   char uuid[40];
   enum store_rc rc = STORE_ERROR;
   int step;
-  s = store_stmt(&st->w, hook);
+  s = db_prep(st->w, hook);
   if (!s) goto fail;
-  sqlite3_bind_int64(s, 1, webhook_id);
-  step = sqlite3_step(s);
-  sqlite3_reset(s);
-  if (step != SQLITE_ROW) {
-    if (step == SQLITE_DONE)
+  db_bind_i64(s, 1, webhook_id);
+  step = db_step(s);
+  db_reset(s);
+  if (step != DB_ROW) {
+    if (step == DB_DONE)
       rc = STORE_NOT_FOUND;
     else
-      log_error("looking up webhook %lld: %s", (long long)webhook_id, sqlite3_errmsg(st->w.db));
+      log_error("looking up webhook %lld: %s", (long long)webhook_id, db_errmsg(st->w));
     goto fail;
   }
-  s = store_stmt(&st->w, ins);
+  s = db_prep(st->w, ins);
   if (!s) goto fail;
-  if (site_id) sqlite3_bind_int64(s, 1, site_id);
-  if (site_name) sqlite3_bind_text(s, 2, site_name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, title, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 4, data_json ? data_json : "{}", -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 5, now);
-  if (store_step_done(&st->w, s, "inserting test event") < 0) goto fail;
-  event_id = sqlite3_last_insert_rowid(st->w.db);
-  s = store_stmt(&st->w, outbox);
+  if (site_id) db_bind_i64(s, 1, site_id);
+  if (site_name) db_bind_text(s, 2, site_name);
+  db_bind_text(s, 3, title);
+  db_bind_text(s, 4, data_json ? data_json : "{}");
+  db_bind_i64(s, 5, now);
+  if (store_step_done(st->w, s, "inserting test event") < 0) goto fail;
+  event_id = db_last_id(st->w);
+  s = db_prep(st->w, outbox);
   if (!s || token_random_hex(uuid, sizeof uuid, 16) < 0) goto fail;
-  sqlite3_bind_int64(s, 1, webhook_id);
-  sqlite3_bind_int64(s, 2, event_id);
-  sqlite3_bind_text(s, 3, uuid, -1, SQLITE_TRANSIENT);
-  if (site_id) sqlite3_bind_int64(s, 4, site_id);
-  sqlite3_bind_int64(s, 5, now);
-  sqlite3_bind_int64(s, 6, now);
-  if (store_step_done(&st->w, s, "queueing test delivery") < 0) goto fail;
-  *delivery_id = sqlite3_last_insert_rowid(st->w.db);
+  db_bind_i64(s, 1, webhook_id);
+  db_bind_i64(s, 2, event_id);
+  db_bind_text(s, 3, uuid);
+  if (site_id) db_bind_i64(s, 4, site_id);
+  db_bind_i64(s, 5, now);
+  db_bind_i64(s, 6, now);
+  if (store_step_done(st->w, s, "queueing test delivery") < 0) goto fail;
+  *delivery_id = db_last_id(st->w);
   st->event_pending = 1;
   return STORE_OK;
 fail:
@@ -283,18 +283,20 @@ enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t s
 }
 
 enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out, int *n) {
-  /* SQLite takes the bare columns of a MIN() aggregate from the row holding the minimum */
-  static const char sql[] = "SELECT MIN(id), webhook_id, site_id, next_attempt_at FROM deliveries "
-                            "WHERE state = 'pending' GROUP BY webhook_id, site_id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  /* the oldest pending delivery of each (webhook, site) queue */
+  static const char sql[] =
+      "SELECT id, webhook_id, site_id, next_attempt_at FROM (SELECT id, webhook_id, site_id, "
+      "next_attempt_at, ROW_NUMBER() OVER (PARTITION BY webhook_id, site_id ORDER BY id) AS rn "
+      "FROM deliveries WHERE state = 'pending') AS q WHERE rn = 1";
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   struct delivery_head *arr = NULL;
   int cnt = 0, cap = 0, step;
   enum store_rc rc = STORE_OK;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
-  while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+  while ((step = db_step(s)) == DB_ROW) {
     if (cnt == cap) {
       int ncap = cap ? cap * 2 : 64;
       struct delivery_head *na = realloc(arr, (size_t)ncap * sizeof *na);
@@ -305,17 +307,17 @@ enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out,
       arr = na;
       cap = ncap;
     }
-    arr[cnt].id = sqlite3_column_int64(s, 0);
-    arr[cnt].webhook_id = sqlite3_column_int64(s, 1);
-    arr[cnt].site_id = sqlite3_column_int64(s, 2);
-    arr[cnt].next_attempt_at = sqlite3_column_int64(s, 3);
+    arr[cnt].id = db_col_i64(s, 0);
+    arr[cnt].webhook_id = db_col_i64(s, 1);
+    arr[cnt].site_id = db_col_i64(s, 2);
+    arr[cnt].next_attempt_at = db_col_i64(s, 3);
     cnt++;
   }
-  if (rc == STORE_OK && step != SQLITE_DONE) {
-    log_error("finding due deliveries: %s", sqlite3_errmsg(c->db));
+  if (rc == STORE_OK && step != DB_DONE) {
+    log_error("finding due deliveries: %s", db_errmsg(c));
     rc = STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   if (rc != STORE_OK) {
     free(arr);
     return rc;
@@ -331,53 +333,53 @@ enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_
       "e.id, e.site_id, e.site_name, e.type, e.title, e.data, e.created_at "
       "FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON e.id = d.event_id "
       "WHERE d.id = ? AND d.state = 'pending'";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, sql) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
   memset(job, 0, sizeof *job);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  step = sqlite3_step(s);
-  if (step == SQLITE_ROW) {
-    const unsigned char *data = sqlite3_column_text(s, 13);
-    job->id = sqlite3_column_int64(s, 0);
-    job->webhook_id = sqlite3_column_int64(s, 1);
-    job->site_id = sqlite3_column_int64(s, 2);
+  db_bind_i64(s, 1, id);
+  step = db_step(s);
+  if (step == DB_ROW) {
+    const char *data = db_col_text(s, 13);
+    job->id = db_col_i64(s, 0);
+    job->webhook_id = db_col_i64(s, 1);
+    job->site_id = db_col_i64(s, 2);
     store_col_text(s, 3, job->uuid, sizeof job->uuid);
-    job->attempts = sqlite3_column_int(s, 4);
-    job->created_at = sqlite3_column_int64(s, 5);
+    job->attempts = db_col_int(s, 4);
+    job->created_at = db_col_i64(s, 5);
     store_col_text(s, 6, job->url, sizeof job->url);
     store_col_text(s, 7, job->secret, sizeof job->secret);
-    job->event.id = sqlite3_column_int64(s, 8);
-    job->event.site_id = sqlite3_column_int64(s, 9);
+    job->event.id = db_col_i64(s, 8);
+    job->event.site_id = db_col_i64(s, 9);
     store_col_text(s, 10, job->event.site_name, sizeof job->event.site_name);
     store_col_text(s, 11, job->event.type, sizeof job->event.type);
     store_col_text(s, 12, job->event.title, sizeof job->event.title);
-    job->event.data = strdup(data ? (const char *)data : "{}");
-    job->event.created_at = sqlite3_column_int64(s, 14);
+    job->event.data = strdup(data ? data : "{}");
+    job->event.created_at = db_col_i64(s, 14);
     rc = job->event.data ? STORE_OK : STORE_ERROR;
-  } else if (step != SQLITE_DONE) {
-    log_error("loading delivery %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  } else if (step != DB_DONE) {
+    log_error("loading delivery %lld: %s", (long long)id, db_errmsg(c));
     rc = STORE_ERROR;
   }
-  sqlite3_reset(s);
+  db_reset(s);
   if (rc != STORE_OK) delivery_job_fini(job);
   return rc;
 }
 
 int store_delivery_backlog(struct store *st, int64_t *n) {
   static const char q[] = "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   *n = 0;
   if (!s) return -1;
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) *n = sqlite3_column_int64(s, 0);
-  sqlite3_reset(s);
-  if (rc != SQLITE_ROW) {
-    log_error("counting the webhook backlog: %s", sqlite3_errmsg(c->db));
+  rc = db_step(s);
+  if (rc == DB_ROW) *n = db_col_i64(s, 0);
+  db_reset(s);
+  if (rc != DB_ROW) {
+    log_error("counting the webhook backlog: %s", db_errmsg(c));
     return -1;
   }
   return 0;
@@ -386,14 +388,14 @@ int store_delivery_backlog(struct store *st, int64_t *n) {
 int store_delivery_prune(struct store *st, int64_t before_ms) {
   static const char del[] =
       "DELETE FROM deliveries WHERE state IN ('delivered', 'failed') AND created_at < ?";
-  sqlite3_stmt *s;
+  struct db_stmt *s;
   int removed;
-  if (store_tx_begin(st) < 0) return -1;
-  s = store_stmt(&st->w, del);
+  if (store_tx_begin_unordered(st) < 0) return -1;
+  s = db_prep(st->w, del);
   if (!s) goto fail;
-  sqlite3_bind_int64(s, 1, before_ms);
-  if (store_step_done(&st->w, s, "pruning the webhook outbox") < 0) goto fail;
-  removed = sqlite3_changes(st->w.db);
+  db_bind_i64(s, 1, before_ms);
+  if (store_step_done(st->w, s, "pruning the webhook outbox") < 0) goto fail;
+  removed = db_changes(st->w);
   if (store_tx_commit(st) < 0) return -1;
   return removed;
 fail:
@@ -406,18 +408,18 @@ int store_delivery_record(struct store *st, const struct delivery_result *res, i
       "UPDATE deliveries SET state = ?, attempts = attempts + 1, last_status = ?, last_error = ?, "
       "next_attempt_at = ?, delivered_at = ? WHERE id = ? AND state = 'pending'";
   if (n <= 0) return 0;
-  if (store_tx_begin(st) < 0) return -1;
+  if (store_tx_begin_unordered(st) < 0) return -1;
   for (int i = 0; i < n; i++) {
     const struct delivery_result *r = &res[i];
-    sqlite3_stmt *s = store_stmt(&st->w, upd);
+    struct db_stmt *s = db_prep(st->w, upd);
     if (!s) goto fail;
-    sqlite3_bind_text(s, 1, r->state, -1, SQLITE_STATIC);
-    if (r->status > 0) sqlite3_bind_int(s, 2, r->status);
-    if (r->error && *r->error) sqlite3_bind_text(s, 3, r->error, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, strcmp(r->state, "pending") == 0 ? r->next_attempt_at : r->at);
-    if (strcmp(r->state, "delivered") == 0) sqlite3_bind_int64(s, 5, r->at);
-    sqlite3_bind_int64(s, 6, r->id);
-    if (store_step_done(&st->w, s, "recording a delivery attempt") < 0) goto fail;
+    db_bind_text(s, 1, r->state);
+    if (r->status > 0) db_bind_int(s, 2, r->status);
+    if (r->error && *r->error) db_bind_text(s, 3, r->error);
+    db_bind_i64(s, 4, strcmp(r->state, "pending") == 0 ? r->next_attempt_at : r->at);
+    if (strcmp(r->state, "delivered") == 0) db_bind_i64(s, 5, r->at);
+    db_bind_i64(s, 6, r->id);
+    if (store_step_done(st->w, s, "recording a delivery attempt") < 0) goto fail;
   }
   return store_tx_commit(st);
 fail:

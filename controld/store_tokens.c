@@ -76,34 +76,34 @@ static void token_cache_put(struct store *st, const char *hash, const struct tok
 int store_token_auth(struct store *st, const char *hash, int64_t now, struct token_auth *out) {
   static const char sql[] =
       "SELECT id, kind, node_id, name, role, expires_at FROM tokens WHERE hash = ?";
-  struct dbconn *c;
-  sqlite3_stmt *s;
+  struct db_conn *c;
+  struct db_stmt *s;
   int rc, cacheable = strlen(hash) == 64;
   uint64_t gen = 0;
   memset(out, 0, sizeof *out);
   if (cacheable && token_cache_get(st, hash, out, &gen) == 0)
     return out->expires_at && out->expires_at <= now ? 1 : 0;
   c = store_reader(st);
-  s = c ? store_stmt(c, sql) : NULL;
+  s = c ? db_prep(c, sql) : NULL;
   if (!s) return -1;
-  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-  rc = sqlite3_step(s);
-  if (rc != SQLITE_ROW) {
-    sqlite3_reset(s);
-    if (rc == SQLITE_DONE) return 1;
-    log_error("looking up a token: %s", sqlite3_errmsg(c->db));
+  db_bind_text(s, 1, hash);
+  rc = db_step(s);
+  if (rc != DB_ROW) {
+    db_reset(s);
+    if (rc == DB_DONE) return 1;
+    log_error("looking up a token: %s", db_errmsg(c));
     return -1;
   }
   {
-    const char *k = (const char *)sqlite3_column_text(s, 1);
-    out->token_id = sqlite3_column_int64(s, 0);
+    const char *k = db_col_text(s, 1);
+    out->token_id = db_col_i64(s, 0);
     out->kind = (k && strcmp(k, "admin") == 0) ? STORE_TOKEN_ADMIN : STORE_TOKEN_NODE;
-    out->node_id = sqlite3_column_int64(s, 2);
+    out->node_id = db_col_i64(s, 2);
     store_col_text(s, 3, out->name, sizeof out->name);
     store_col_text(s, 4, out->role, sizeof out->role);
-    out->expires_at = sqlite3_column_int64(s, 5);
+    out->expires_at = db_col_i64(s, 5);
   }
-  sqlite3_reset(s);
+  db_reset(s);
   /* an admin row from before roles (none is expected after migration 4) is an admin */
   if (out->kind == STORE_TOKEN_ADMIN && !out->role[0]) memcpy(out->role, "admin", 6);
   if (cacheable) token_cache_put(st, hash, out, gen);
@@ -131,18 +131,18 @@ int store_admin_token_set(struct store *st, const char *hash) {
       "INSERT INTO tokens (kind, hash, name, role, created_at) "
       "VALUES ('admin', ?, '" STORE_TOKEN_BOOTSTRAP "', 'admin', ?) "
       "ON CONFLICT (hash) DO UPDATE SET name = excluded.name, role = 'admin', expires_at = NULL "
-      "WHERE kind = 'admin'";
-  sqlite3_stmt *s;
+      "WHERE tokens.kind = 'admin'";
+  struct db_stmt *s;
   if (store_tx_begin(st) < 0) return -1;
-  s = store_stmt(&st->w, del);
+  s = db_prep(st->w, del);
   if (!s) goto fail;
-  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-  if (store_step_done(&st->w, s, "removing the old bootstrap token") < 0) goto fail;
-  s = store_stmt(&st->w, ins);
+  db_bind_text(s, 1, hash);
+  if (store_step_done(st->w, s, "removing the old bootstrap token") < 0) goto fail;
+  s = db_prep(st->w, ins);
   if (!s) goto fail;
-  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 2, clock_wall_ms());
-  if (store_step_done(&st->w, s, "storing the bootstrap token") < 0) goto fail;
+  db_bind_text(s, 1, hash);
+  db_bind_i64(s, 2, clock_wall_ms());
+  if (store_step_done(st->w, s, "storing the bootstrap token") < 0) goto fail;
   if (store_tx_commit(st) < 0) return -1;
   store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
   return 0;
@@ -154,26 +154,26 @@ fail:
 enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
   static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
                             "VALUES ('admin', ?, ?, ?, ?, ?)";
-  sqlite3_stmt *s = store_stmt(&st->w, ins);
+  struct db_stmt *s = db_prep(st->w, ins);
   int64_t now = clock_wall_ms();
   if (!s) return STORE_ERROR;
-  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, t->role, -1, SQLITE_STATIC);
+  db_bind_text(s, 1, hash);
+  db_bind_text(s, 2, t->name);
+  db_bind_text(s, 3, t->role);
   if (t->expires_at > 0)
-    sqlite3_bind_int64(s, 4, t->expires_at);
+    db_bind_i64(s, 4, t->expires_at);
   else
-    sqlite3_bind_null(s, 4);
-  sqlite3_bind_int64(s, 5, now);
-  if (sqlite3_step(s) != SQLITE_DONE) {
-    int ext = sqlite3_extended_errcode(st->w.db);
-    sqlite3_reset(s);
-    if (ext == SQLITE_CONSTRAINT_UNIQUE) return STORE_CONFLICT;
-    log_error("inserting token: %s", sqlite3_errmsg(st->w.db));
+    db_bind_null(s, 4);
+  db_bind_i64(s, 5, now);
+  if (db_step(s) != DB_DONE) {
+    enum db_err e = db_err(st->w);
+    db_reset(s);
+    if (e == DB_E_UNIQUE) return STORE_CONFLICT;
+    log_error("inserting token: %s", db_errmsg(st->w));
     return STORE_ERROR;
   }
-  sqlite3_reset(s);
-  t->id = sqlite3_last_insert_rowid(st->w.db);
+  db_reset(s);
+  t->id = db_last_id(st->w);
   t->created_at = now;
   return STORE_OK;
 }
@@ -197,34 +197,34 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
   static const char q[] =
       "SELECT id, name, role, created_at, expires_at FROM tokens WHERE kind = 'admin' "
       "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   struct token_rec *arr = NULL;
   int cnt = 0, cap = 0, rc;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, now);
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  db_bind_i64(s, 1, now);
+  while ((rc = db_step(s)) == DB_ROW) {
     struct token_rec *r;
     struct token_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
     if (!na) {
       free(arr);
-      sqlite3_reset(s);
+      db_reset(s);
       return STORE_ERROR;
     }
     arr = na;
     r = &arr[cnt++];
     memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(s, 0);
+    r->id = db_col_i64(s, 0);
     store_col_text(s, 1, r->name, sizeof r->name);
     store_col_text(s, 2, r->role, sizeof r->role);
-    r->created_at = sqlite3_column_int64(s, 3);
-    r->expires_at = sqlite3_column_int64(s, 4);
+    r->created_at = db_col_i64(s, 3);
+    r->expires_at = db_col_i64(s, 4);
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    log_error("listing tokens: %s", sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("listing tokens: %s", db_errmsg(c));
     free(arr);
     return STORE_ERROR;
   }
@@ -235,11 +235,11 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
 
 enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
-  sqlite3_stmt *s = store_stmt(&st->w, del);
+  struct db_stmt *s = db_prep(st->w, del);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  if (store_step_done(&st->w, s, "deleting token") < 0) return STORE_ERROR;
-  if (sqlite3_changes(st->w.db) == 0) return STORE_NOT_FOUND;
+  db_bind_i64(s, 1, id);
+  if (store_step_done(st->w, s, "deleting token") < 0) return STORE_ERROR;
+  if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
   st->token_clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
 }
@@ -255,23 +255,23 @@ enum store_rc store_token_delete(struct store *st, int64_t id) {
 enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out) {
   static const char q[] = "SELECT id, name, role, created_at, expires_at FROM tokens "
                           "WHERE id = ? AND kind = 'admin'";
-  struct dbconn *c = store_reader(st);
-  sqlite3_stmt *s = c ? store_stmt(c, q) : NULL;
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
   int rc;
   memset(out, 0, sizeof *out);
   if (!s) return STORE_ERROR;
-  sqlite3_bind_int64(s, 1, id);
-  rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) {
-    out->id = sqlite3_column_int64(s, 0);
+  db_bind_i64(s, 1, id);
+  rc = db_step(s);
+  if (rc == DB_ROW) {
+    out->id = db_col_i64(s, 0);
     store_col_text(s, 1, out->name, sizeof out->name);
     store_col_text(s, 2, out->role, sizeof out->role);
-    out->created_at = sqlite3_column_int64(s, 3);
-    out->expires_at = sqlite3_column_int64(s, 4);
+    out->created_at = db_col_i64(s, 3);
+    out->expires_at = db_col_i64(s, 4);
   }
-  sqlite3_reset(s);
-  if (rc == SQLITE_ROW) return STORE_OK;
-  if (rc == SQLITE_DONE) return STORE_NOT_FOUND;
-  log_error("reading token %lld: %s", (long long)id, sqlite3_errmsg(c->db));
+  db_reset(s);
+  if (rc == DB_ROW) return STORE_OK;
+  if (rc == DB_DONE) return STORE_NOT_FOUND;
+  log_error("reading token %lld: %s", (long long)id, db_errmsg(c));
   return STORE_ERROR;
 }

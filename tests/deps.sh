@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What the tests need beyond the build (deploy/deps.sh): the dashboard's browser test (Debian's
+# What the tests need beyond the build (deploy/deps.sh): the PostgreSQL server for the pg tests'
+# clusters, the dashboard's browser test (Debian's
 # chromium, Node.js and npm, playwright-core from npm in tests/integration/ui), promtool (Debian
 # package prometheus) for the alert rules, systemd-analyze (systemd) for the units, logrotate. Installs
 # what is missing with apt-get/npm when run as root, else prints the exact commands; never
@@ -15,6 +16,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 [ -x /usr/sbin/logrotate ] || command -v logrotate >/dev/null 2>&1 || missing+=(logrotate)
+# the PostgreSQL tests start their own cluster (tests/pg/pgctl.sh): initdb, pg_ctl, postgres
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 no_install="${CDNCA_NO_INSTALL:-0}"
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$no_install" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

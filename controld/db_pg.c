@@ -1,0 +1,649 @@
+/* db_pg — the PostgreSQL driver behind db.h, on libpq.
+
+   Statements are prepared server-side once per connection (PQprepare, parameter types left to
+   the server, names "s1", "s2", …) and cached by the SQL text's address. db_step executes on its
+   first call (PQexecPrepared, text parameters and results) and then walks the PGresult's rows,
+   so a statement's rows stay readable while other statements run (nested loops work as on
+   SQLite). A lost connection is marked down and re-established lazily by the next db_prep,
+   db_exec or db_begin_* with backoff; the server-side statements are then prepared again and
+   db_epoch is bumped. */
+#include "clock.h"
+#include "db.h"
+#include "db_driver.h"
+#include "log.h"
+
+#include <libpq-fe.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Statement cache buckets: the store has about 70 statements; a few per bucket at most. */
+#define PG_BUCKETS 128
+/* Reconnect backoff: the first attempt at once, then 100 ms doubling to 5 s between attempts,
+   so a restarted server is found within seconds and a dead one is not hammered. */
+#define PG_BACKOFF_MIN_MS 100
+#define PG_BACKOFF_MAX_MS 5000
+/* pg_advisory_xact_lock key of migrations: "cdnc" in ASCII, so it is recognisable in pg_locks. */
+#define PG_MIGRATE_LOCK_KEY "1667526243"
+
+struct pg_stmt {
+  struct db_stmt base;
+  const char *key; /* the SQL text's address (cache key) */
+  char *sql;       /* the text with $N placeholders */
+  char name[16];
+  uint64_t prepared_epoch; /* the connection epoch it was prepared in; 0 = never */
+  int nparams;
+  char **vals;   /* nparams bound values (owned copies), NULL entries bind SQL NULL */
+  int bind_bad;  /* a bind named a parameter the statement does not have */
+  PGresult *res; /* the rows of the current execution, or NULL */
+  int executed;
+  int row; /* current row of res */
+  struct pg_stmt *next;
+};
+
+struct pg_conn {
+  struct db_conn base;
+  PGconn *pg;
+  char *target;
+  struct pg_stmt *buckets[PG_BUCKETS];
+  unsigned next_name;
+  enum db_err err;
+  char errmsg[256];
+  int64_t changes;
+  uint64_t epoch;   /* starts at 1; bumped by every re-established connection */
+  int down;         /* the connection is lost */
+  int tx_open;      /* a transaction was begun and not yet committed or rolled back */
+  int64_t retry_at; /* clock_mono_ms of the next reconnect attempt */
+  int backoff_ms;
+};
+
+static struct pg_conn *pc_of(struct db_conn *c) {
+  return (struct pg_conn *)c;
+}
+static const struct pg_conn *cpc_of(const struct db_conn *c) {
+  return (const struct pg_conn *)c;
+}
+static struct pg_stmt *ps_of(struct db_stmt *s) {
+  return (struct pg_stmt *)s;
+}
+
+static void set_err(struct pg_conn *c, enum db_err e, const char *msg) {
+  c->err = e;
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", msg ? msg : "");
+  /* libpq messages end in a newline (sometimes with DETAIL lines): keep the first line */
+  char *nl = strchr(c->errmsg, '\n');
+  if (nl) *nl = '\0';
+}
+
+/* The connection is gone: later calls fail with DB_E_DOWN until a reconnect succeeds. */
+static void mark_down(struct pg_conn *c) {
+  if (c->down) return;
+  c->down = 1;
+  c->retry_at = clock_mono_ms(); /* the first reconnect attempt is immediate */
+  c->backoff_ms = PG_BACKOFF_MIN_MS;
+  log_warn("PostgreSQL connection lost: %s", c->errmsg);
+}
+
+/* Record why res (or the connection) failed; marks the connection down when it is gone. */
+static void fail_res(struct pg_conn *c, const PGresult *res) {
+  int bad = PQstatus(c->pg) == CONNECTION_BAD;
+  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  set_err(c, db_pg_err_of(state, bad), res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+  if (!c->errmsg[0]) set_err(c, c->err, PQerrorMessage(c->pg));
+  if (c->err == DB_E_DOWN) mark_down(c);
+}
+
+/* Rows written, as SQLite counts them: only INSERT, UPDATE, DELETE and MERGE change the count. */
+static void note_changes(struct pg_conn *c, PGresult *res) {
+  const char *cmd = PQcmdStatus(res);
+  if (!strncmp(cmd, "INSERT", 6) || !strncmp(cmd, "UPDATE", 6) || !strncmp(cmd, "DELETE", 6) ||
+      !strncmp(cmd, "MERGE", 5))
+    c->changes = strtoll(PQcmdTuples(res), NULL, 10);
+}
+
+/* Server notices (NOTICE, WARNING: "relation already exists, skipping") go to the debug log
+   instead of libpq's default, stderr. */
+static void on_notice(void *arg, const char *msg) {
+  (void)arg;
+  log_debug("PostgreSQL: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
+/* Open a libpq connection with the driver's defaults under the target's own settings, and the
+   session timeouts the server has no other value for. NULL on failure (logged). */
+static PGconn *pg_connect(const char *target, char *err, size_t errlen) {
+  /* earlier entries are overridden by the expanded dbname (the target), which comes last */
+  const char *keys[] = {"keepalives",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "connect_timeout",
+                        "application_name",
+                        "dbname",
+                        NULL};
+  const char *vals[] = {"1", "5", "2", "3", "5", "controld", target, NULL};
+  PGconn *pg = PQconnectdbParams(keys, vals, 1);
+  if (!pg || PQstatus(pg) != CONNECTION_OK) {
+    snprintf(err, errlen, "%s", pg ? PQerrorMessage(pg) : "out of memory");
+    char *nl = strchr(err, '\n');
+    if (nl) *nl = '\0';
+    PQfinish(pg);
+    return NULL;
+  }
+  PQsetNoticeProcessor(pg, on_notice, NULL);
+  /* A statement or lock wait longer than 30 s is a fault, not load (the store's longest
+     transaction, a probe round's writes, takes about a second); a session idle inside a
+     transaction for a minute is a stuck thread whose locks must be released. Settings the
+     operator made (postgresql.conf, ALTER ROLE, options= in the target) are kept. */
+  PGresult *r = PQexec(pg, "SELECT set_config(s.name, d.v, false)"
+                           " FROM (VALUES ('lock_timeout', '30s'), ('statement_timeout', '30s'),"
+                           " ('idle_in_transaction_session_timeout', '60s')) AS d(name, v)"
+                           " JOIN pg_settings s ON s.name = d.name WHERE s.source = 'default'");
+  int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+  if (!ok) {
+    snprintf(err, errlen, "session setup: %s", PQresultErrorMessage(r));
+    char *nl = strchr(err, '\n');
+    if (nl) *nl = '\0';
+  }
+  PQclear(r);
+  if (!ok) {
+    PQfinish(pg);
+    return NULL;
+  }
+  return pg;
+}
+
+/* Make the connection usable: re-establish a lost one when its backoff step is due (at most one
+   attempt per step). 0, or -1 with DB_E_DOWN. */
+static int ensure_up(struct pg_conn *c) {
+  if (!c->down) return 0;
+  if (c->tx_open) {
+    /* the transaction died with the connection; the caller must roll back first, so nothing
+       meant for it runs outside it */
+    set_err(c, DB_E_DOWN, "connection lost inside a transaction");
+    return -1;
+  }
+  int64_t now = clock_mono_ms();
+  if (now < c->retry_at) {
+    set_err(c, DB_E_DOWN, "database unavailable (reconnect pending)");
+    return -1;
+  }
+  char err[256];
+  PGconn *pg = pg_connect(c->target, err, sizeof err);
+  if (!pg) {
+    c->retry_at = now + c->backoff_ms;
+    log_warn("PostgreSQL reconnect failed (next attempt in %d ms): %s", c->backoff_ms, err);
+    c->backoff_ms = c->backoff_ms * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS : c->backoff_ms * 2;
+    set_err(c, DB_E_DOWN, err);
+    return -1;
+  }
+  PQfinish(c->pg);
+  c->pg = pg;
+  c->down = 0;
+  c->epoch++; /* server-side prepared statements are gone: each is prepared again on use */
+  log_info("PostgreSQL connection re-established (epoch %llu)", (unsigned long long)c->epoch);
+  return 0;
+}
+
+/* Run a parameterless command; returns the result (caller clears) or NULL with err set. */
+static PGresult *run(struct pg_conn *c, const char *sql, ExecStatusType want) {
+  PGresult *r = PQexec(c->pg, sql);
+  if (PQresultStatus(r) != want) {
+    fail_res(c, r);
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+static int run_ok(struct pg_conn *c, const char *sql) {
+  PGresult *r = run(c, sql, PGRES_COMMAND_OK);
+  PQclear(r);
+  return r ? 0 : -1;
+}
+
+static void stmt_clear_result(struct pg_stmt *s) {
+  PQclear(s->res);
+  s->res = NULL;
+  s->executed = 0;
+  s->row = -1;
+}
+
+static void stmt_clear_binds(struct pg_stmt *s) {
+  for (int i = 0; i < s->nparams; i++) {
+    free(s->vals[i]);
+    s->vals[i] = NULL;
+  }
+  s->bind_bad = 0;
+}
+
+static void stmt_free(struct pg_stmt *s) {
+  stmt_clear_result(s);
+  stmt_clear_binds(s);
+  free(s->vals);
+  free(s->sql);
+  free(s);
+}
+
+static void pg_close(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  for (int b = 0; b < PG_BUCKETS; b++) {
+    for (struct pg_stmt *s = c->buckets[b], *n; s; s = n) {
+      n = s->next;
+      stmt_free(s);
+    }
+  }
+  PQfinish(c->pg);
+  free(c->target);
+  free(c);
+}
+
+static unsigned bucket_of(const char *key) {
+  uintptr_t k = (uintptr_t)key;
+  return (unsigned)((k >> 3) ^ (k >> 11)) % PG_BUCKETS;
+}
+
+static struct db_stmt *pg_prep(struct db_conn *dc, const char *sql) {
+  struct pg_conn *c = pc_of(dc);
+  c->err = DB_E_NONE;
+  c->errmsg[0] = '\0';
+  if (ensure_up(c) < 0) return NULL;
+  unsigned b = bucket_of(sql);
+  struct pg_stmt *s = c->buckets[b];
+  while (s && s->key != sql)
+    s = s->next;
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) {
+      set_err(c, DB_E_OTHER, "out of memory");
+      return NULL;
+    }
+    s->base.conn = dc;
+    s->key = sql;
+    s->row = -1;
+    s->sql = db_placeholders_pg(sql, &s->nparams);
+    if (!s->sql || (s->nparams && !(s->vals = calloc((size_t)s->nparams, sizeof *s->vals)))) {
+      set_err(c, DB_E_OTHER, s->sql ? "out of memory" : "malformed placeholder");
+      log_error("cannot prepare %s: %s", sql, c->errmsg);
+      free(s->sql);
+      free(s);
+      return NULL;
+    }
+    snprintf(s->name, sizeof s->name, "s%u", ++c->next_name);
+    s->next = c->buckets[b];
+    c->buckets[b] = s;
+  }
+  stmt_clear_result(s);
+  stmt_clear_binds(s);
+  if (s->prepared_epoch != c->epoch) {
+    PGresult *r = PQprepare(c->pg, s->name, s->sql, 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      fail_res(c, r);
+      PQclear(r);
+      if (c->err != DB_E_DOWN) log_error("cannot prepare %s: %s", sql, c->errmsg);
+      return NULL;
+    }
+    PQclear(r);
+    s->prepared_epoch = c->epoch;
+  }
+  return &s->base;
+}
+
+/* Store v as parameter idx (takes ownership of v; NULL binds SQL NULL). */
+static void bind_take(struct pg_stmt *s, int idx, char *v) {
+  if (idx < 1 || idx > s->nparams) {
+    s->bind_bad = 1;
+    free(v);
+    return;
+  }
+  free(s->vals[idx - 1]);
+  s->vals[idx - 1] = v;
+}
+
+static void pg_bind_i64(struct db_stmt *ds, int idx, int64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  bind_take(ps_of(ds), idx, strdup(buf));
+}
+
+static void pg_bind_int(struct db_stmt *ds, int idx, int v) {
+  pg_bind_i64(ds, idx, v);
+}
+
+static void pg_bind_double(struct db_stmt *ds, int idx, double v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  bind_take(ps_of(ds), idx, strdup(buf));
+}
+
+static void pg_bind_textn(struct db_stmt *ds, int idx, const char *v, size_t n) {
+  char *copy = NULL;
+  if (v) {
+    copy = malloc(n + 1);
+    if (copy) {
+      memcpy(copy, v, n);
+      copy[n] = '\0';
+    } else {
+      ps_of(ds)->bind_bad = 1;
+    }
+  }
+  bind_take(ps_of(ds), idx, copy);
+}
+
+static void pg_bind_text(struct db_stmt *ds, int idx, const char *v) {
+  pg_bind_textn(ds, idx, v, v ? strlen(v) : 0);
+}
+
+static void pg_bind_null(struct db_stmt *ds, int idx) {
+  bind_take(ps_of(ds), idx, NULL);
+}
+
+static int pg_step(struct db_stmt *ds) {
+  struct pg_stmt *s = ps_of(ds);
+  struct pg_conn *c = pc_of(ds->conn);
+  if (s->executed) {
+    if (s->res && ++s->row < PQntuples(s->res)) return DB_ROW;
+    PQclear(s->res);
+    s->res = NULL;
+    return DB_DONE;
+  }
+  if (s->bind_bad) {
+    set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
+    log_error("%s: %s", s->key, c->errmsg);
+    stmt_clear_binds(s);
+    return DB_ERR;
+  }
+  if (c->down || s->prepared_epoch != c->epoch) {
+    set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
+    return DB_ERR;
+  }
+  PGresult *r =
+      PQexecPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL, 0);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    fail_res(c, r);
+    PQclear(r);
+    return DB_ERR;
+  }
+  note_changes(c, r);
+  s->executed = 1;
+  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+    s->res = r;
+    s->row = 0;
+    return DB_ROW;
+  }
+  PQclear(r);
+  return DB_DONE;
+}
+
+/* The current row's value of col, or NULL for SQL NULL or no such row or column. */
+static const char *cell(struct pg_stmt *s, int col) {
+  if (!s->res || s->row < 0 || s->row >= PQntuples(s->res) || col < 0 || col >= PQnfields(s->res))
+    return NULL;
+  if (PQgetisnull(s->res, s->row, col)) return NULL;
+  return PQgetvalue(s->res, s->row, col);
+}
+
+/* Booleans come back as "t"/"f" in text format; read them as 1/0 like SQLite's integers. */
+static int64_t pg_col_i64(struct db_stmt *ds, int col) {
+  const char *v = cell(ps_of(ds), col);
+  if (!v) return 0;
+  if (v[0] == 't' && !v[1]) return 1;
+  if (v[0] == 'f' && !v[1]) return 0;
+  return strtoll(v, NULL, 10);
+}
+
+static int pg_col_int(struct db_stmt *ds, int col) {
+  return (int)pg_col_i64(ds, col);
+}
+
+static double pg_col_double(struct db_stmt *ds, int col) {
+  const char *v = cell(ps_of(ds), col);
+  if (!v) return 0.0;
+  if (v[0] == 't' && !v[1]) return 1.0;
+  if (v[0] == 'f' && !v[1]) return 0.0;
+  return strtod(v, NULL);
+}
+
+static const char *pg_col_text(struct db_stmt *ds, int col) {
+  return cell(ps_of(ds), col);
+}
+
+static int pg_col_null(struct db_stmt *ds, int col) {
+  return cell(ps_of(ds), col) == NULL;
+}
+
+static void pg_reset(struct db_stmt *ds) {
+  stmt_clear_result(ps_of(ds));
+}
+
+static int64_t pg_changes(struct db_conn *dc) {
+  return pc_of(dc)->changes;
+}
+
+static int64_t pg_last_id(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  PGresult *r = run(c, "SELECT lastval()", PGRES_TUPLES_OK);
+  if (!r) return -1;
+  int64_t id = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+  PQclear(r);
+  return id;
+}
+
+static int pg_exec(struct db_conn *dc, const char *sql) {
+  struct pg_conn *c = pc_of(dc);
+  c->err = DB_E_NONE;
+  c->errmsg[0] = '\0';
+  if (ensure_up(c) < 0) return -1;
+  PGresult *r = PQexec(c->pg, sql);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    fail_res(c, r);
+    PQclear(r);
+    return -1;
+  }
+  note_changes(c, r);
+  PQclear(r);
+  return 0;
+}
+
+static int begin(struct pg_conn *c, const char *sql) {
+  c->err = DB_E_NONE;
+  c->errmsg[0] = '\0';
+  if (ensure_up(c) < 0) return -1;
+  if (run_ok(c, sql) < 0) return -1;
+  c->tx_open = 1;
+  return 0;
+}
+
+static int pg_begin_write(struct db_conn *dc) {
+  return begin(pc_of(dc), "BEGIN");
+}
+
+static int pg_begin_read(struct db_conn *dc) {
+  return begin(pc_of(dc), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+}
+
+static int pg_commit(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "connection lost inside a transaction");
+    return -1;
+  }
+  PGresult *r = run(c, "COMMIT", PGRES_COMMAND_OK);
+  if (!r) return -1;
+  /* COMMIT of a transaction that already failed answers ROLLBACK, not an error */
+  int rolled_back = !strcmp(PQcmdStatus(r), "ROLLBACK");
+  PQclear(r);
+  c->tx_open = 0;
+  if (rolled_back) {
+    set_err(c, DB_E_OTHER, "the transaction was aborted by an earlier error and rolled back");
+    return -1;
+  }
+  return 0;
+}
+
+static int pg_in_tx(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  switch (PQtransactionStatus(c->pg)) {
+  case PQTRANS_ACTIVE:
+  case PQTRANS_INTRANS:
+  case PQTRANS_INERROR:
+    return 1;
+  case PQTRANS_IDLE:
+    return 0;
+  default:
+    return c->tx_open; /* the connection is gone; the transaction is still the caller's */
+  }
+}
+
+static void pg_rollback(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (!c->down && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+    /* a failure here leaves the error the caller is rolling back for in place */
+    PQclear(PQexec(c->pg, "ROLLBACK"));
+    if (PQstatus(c->pg) == CONNECTION_BAD) mark_down(c);
+  }
+  c->tx_open = 0;
+}
+
+static int pg_migrate_lock(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  /* migrations may take long on a big database, and another replica may be migrating: no
+     statement limit, and the lock is waited for up to 5 minutes (this transaction only) */
+  if (run_ok(c, "SET LOCAL statement_timeout = 0") < 0 ||
+      run_ok(c, "SET LOCAL lock_timeout = '300s'") < 0)
+    return -1;
+  PGresult *r = run(c, "SELECT pg_advisory_xact_lock(" PG_MIGRATE_LOCK_KEY ")", PGRES_TUPLES_OK);
+  PQclear(r);
+  return r ? 0 : -1;
+}
+
+static int pg_schema_version(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  /* read-only: a database no controld has migrated has no table yet (version 0); the table is
+     created by the first schema_record, inside the migrating transaction */
+  PGresult *r = run(c, "SELECT to_regclass('schema_migrations') IS NOT NULL", PGRES_TUPLES_OK);
+  if (!r) return -1;
+  int exists = PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (!exists) return 0;
+  r = run(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PGRES_TUPLES_OK);
+  if (!r) return -1;
+  int v = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return v;
+}
+
+static int pg_schema_record(struct db_conn *dc, int version, const char *name) {
+  struct pg_conn *c = pc_of(dc);
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  char ver[16];
+  snprintf(ver, sizeof ver, "%d", version);
+  const char *vals[2] = {ver, name ? name : ""};
+  if (run_ok(c, "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
+                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())") < 0)
+    return -1;
+  PGresult *r = PQexecParams(c->pg, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                             2, NULL, vals, NULL, NULL, 0);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) fail_res(c, r);
+  PQclear(r);
+  return ok ? 0 : -1;
+}
+
+static enum db_err pg_err(const struct db_conn *dc) {
+  return cpc_of(dc)->err;
+}
+static const char *pg_errmsg(const struct db_conn *dc) {
+  return cpc_of(dc)->errmsg;
+}
+
+static void pg_clear_err(struct db_conn *dc) {
+  pc_of(dc)->err = DB_E_NONE;
+  pc_of(dc)->errmsg[0] = '\0';
+}
+
+static int pg_up(struct db_conn *dc) {
+  struct pg_conn *c = pc_of(dc);
+  if (!c->down && PQstatus(c->pg) == CONNECTION_BAD) {
+    set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+    mark_down(c);
+  }
+  return !c->down;
+}
+
+static uint64_t pg_epoch(const struct db_conn *dc) {
+  return cpc_of(dc)->epoch;
+}
+
+const struct db_ops db_pg_ops = {
+    .kind = DB_PG,
+    .close = pg_close,
+    .prep = pg_prep,
+    .bind_i64 = pg_bind_i64,
+    .bind_int = pg_bind_int,
+    .bind_double = pg_bind_double,
+    .bind_text = pg_bind_text,
+    .bind_textn = pg_bind_textn,
+    .bind_null = pg_bind_null,
+    .step = pg_step,
+    .col_i64 = pg_col_i64,
+    .col_int = pg_col_int,
+    .col_double = pg_col_double,
+    .col_text = pg_col_text,
+    .col_null = pg_col_null,
+    .reset = pg_reset,
+    .changes = pg_changes,
+    .last_id = pg_last_id,
+    .exec = pg_exec,
+    .begin_write = pg_begin_write,
+    .begin_read = pg_begin_read,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .in_tx = pg_in_tx,
+    .migrate_lock = pg_migrate_lock,
+    .schema_version = pg_schema_version,
+    .schema_record = pg_schema_record,
+    .err = pg_err,
+    .errmsg = pg_errmsg,
+    .clear_err = pg_clear_err,
+    .up = pg_up,
+    .epoch = pg_epoch,
+};
+
+struct db_conn *db_pg_open(const char *conninfo) {
+  char err[256];
+  PGconn *pg = pg_connect(conninfo, err, sizeof err);
+  if (!pg) {
+    log_error("cannot connect to PostgreSQL: %s", err);
+    return NULL;
+  }
+  struct pg_conn *c = calloc(1, sizeof *c);
+  if (!c || !(c->target = strdup(conninfo))) {
+    log_error("out of memory");
+    free(c);
+    PQfinish(pg);
+    return NULL;
+  }
+  c->base.ops = &db_pg_ops;
+  c->pg = pg;
+  c->epoch = 1;
+  c->backoff_ms = PG_BACKOFF_MIN_MS;
+  return &c->base;
+}

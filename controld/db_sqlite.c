@@ -1,0 +1,295 @@
+/* db_sqlite — the SQLite driver behind db.h: one sqlite3 handle with its cache of persistent
+   prepared statements (keyed by the SQL text's address), WAL, foreign keys, a busy timeout. */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_driver.h"
+#include "log.h"
+
+struct sq_stmt {
+  struct db_stmt base;
+  const char *sql; /* the cache key */
+  sqlite3_stmt *st;
+};
+
+struct sq_conn {
+  struct db_conn base;
+  sqlite3 *db;
+  struct sq_stmt **slots;
+  int nslots, capslots;
+  enum db_err err;
+  char errmsg[256];
+};
+
+#define SQ(c) ((struct sq_conn *)(c))
+#define SQS(s) ((struct sq_stmt *)(s))
+
+static enum db_err map_err(int rc, int ext) {
+  switch (rc & 0xff) {
+  case SQLITE_OK:
+  case SQLITE_ROW:
+  case SQLITE_DONE:
+    return DB_E_NONE;
+  case SQLITE_CONSTRAINT:
+    return (ext == SQLITE_CONSTRAINT_UNIQUE || ext == SQLITE_CONSTRAINT_PRIMARYKEY)
+               ? DB_E_UNIQUE
+               : DB_E_CONSTRAINT;
+  case SQLITE_FULL:
+    return DB_E_FULL;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED:
+    return DB_E_BUSY;
+  default:
+    return DB_E_OTHER;
+  }
+}
+
+/* Record the connection's last failure (rc is the failing call's result). */
+static void set_err(struct sq_conn *c, int rc) {
+  c->err = map_err(rc, sqlite3_extended_errcode(c->db));
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", sqlite3_errmsg(c->db));
+}
+
+static void sq_close(struct db_conn *bc) {
+  struct sq_conn *c = SQ(bc);
+  for (int i = 0; i < c->nslots; i++) {
+    sqlite3_finalize(c->slots[i]->st);
+    free(c->slots[i]);
+  }
+  free(c->slots);
+  if (c->db) sqlite3_close(c->db);
+  free(c);
+}
+
+static struct db_stmt *sq_prep(struct db_conn *bc, const char *sql) {
+  struct sq_conn *c = SQ(bc);
+  struct sq_stmt *s;
+  for (int i = 0; i < c->nslots; i++)
+    if (c->slots[i]->sql == sql) {
+      s = c->slots[i];
+      sqlite3_reset(s->st);
+      sqlite3_clear_bindings(s->st);
+      return &s->base;
+    }
+  s = calloc(1, sizeof *s);
+  if (!s) {
+    c->err = DB_E_OTHER;
+    snprintf(c->errmsg, sizeof c->errmsg, "out of memory");
+    return NULL;
+  }
+  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->st, NULL) != SQLITE_OK) {
+    set_err(c, sqlite3_errcode(c->db));
+    log_error("prepare failed: %s (sql: %.80s)", sqlite3_errmsg(c->db), sql);
+    free(s);
+    return NULL;
+  }
+  if (c->nslots == c->capslots) {
+    int ncap = c->capslots ? c->capslots * 2 : 32;
+    struct sq_stmt **ns = realloc(c->slots, (size_t)ncap * sizeof *ns);
+    if (!ns) {
+      sqlite3_finalize(s->st);
+      free(s);
+      c->err = DB_E_OTHER;
+      snprintf(c->errmsg, sizeof c->errmsg, "out of memory");
+      return NULL;
+    }
+    c->slots = ns;
+    c->capslots = ncap;
+  }
+  s->base.conn = bc;
+  s->sql = sql;
+  c->slots[c->nslots++] = s;
+  return &s->base;
+}
+
+static void sq_bind_i64(struct db_stmt *s, int idx, int64_t v) {
+  sqlite3_bind_int64(SQS(s)->st, idx, v);
+}
+static void sq_bind_int(struct db_stmt *s, int idx, int v) {
+  sqlite3_bind_int(SQS(s)->st, idx, v);
+}
+static void sq_bind_double(struct db_stmt *s, int idx, double v) {
+  sqlite3_bind_double(SQS(s)->st, idx, v);
+}
+static void sq_bind_text(struct db_stmt *s, int idx, const char *v) {
+  if (v)
+    sqlite3_bind_text(SQS(s)->st, idx, v, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(SQS(s)->st, idx);
+}
+static void sq_bind_textn(struct db_stmt *s, int idx, const char *v, size_t n) {
+  if (v)
+    sqlite3_bind_text64(SQS(s)->st, idx, v, (sqlite3_uint64)n, SQLITE_TRANSIENT, SQLITE_UTF8);
+  else
+    sqlite3_bind_null(SQS(s)->st, idx);
+}
+static void sq_bind_null(struct db_stmt *s, int idx) {
+  sqlite3_bind_null(SQS(s)->st, idx);
+}
+
+static int sq_step(struct db_stmt *bs) {
+  struct sq_stmt *s = SQS(bs);
+  int rc = sqlite3_step(s->st);
+  if (rc == SQLITE_ROW) return DB_ROW;
+  if (rc == SQLITE_DONE) return DB_DONE;
+  set_err(SQ(bs->conn), rc);
+  sqlite3_reset(s->st);
+  return DB_ERR;
+}
+
+static int64_t sq_col_i64(struct db_stmt *s, int col) {
+  return sqlite3_column_int64(SQS(s)->st, col);
+}
+static int sq_col_int(struct db_stmt *s, int col) {
+  return sqlite3_column_int(SQS(s)->st, col);
+}
+static double sq_col_double(struct db_stmt *s, int col) {
+  return sqlite3_column_double(SQS(s)->st, col);
+}
+static const char *sq_col_text(struct db_stmt *s, int col) {
+  return (const char *)sqlite3_column_text(SQS(s)->st, col);
+}
+static int sq_col_null(struct db_stmt *s, int col) {
+  return sqlite3_column_type(SQS(s)->st, col) == SQLITE_NULL;
+}
+static void sq_reset(struct db_stmt *s) {
+  sqlite3_reset(SQS(s)->st);
+}
+
+static int64_t sq_changes(struct db_conn *c) {
+  return sqlite3_changes64(SQ(c)->db);
+}
+static int64_t sq_last_id(struct db_conn *c) {
+  return sqlite3_last_insert_rowid(SQ(c)->db);
+}
+
+static int sq_exec(struct db_conn *bc, const char *sql) {
+  struct sq_conn *c = SQ(bc);
+  char *msg = NULL;
+  int rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+  if (rc != SQLITE_OK) {
+    c->err = map_err(rc, sqlite3_extended_errcode(c->db));
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", msg ? msg : sqlite3_errmsg(c->db));
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+static int sq_begin_write(struct db_conn *c) {
+  return sq_exec(c, "BEGIN IMMEDIATE");
+}
+static int sq_begin_read(struct db_conn *c) {
+  return sq_exec(c, "BEGIN");
+}
+static int sq_commit(struct db_conn *c) {
+  return sq_exec(c, "COMMIT");
+}
+static int sq_in_tx(struct db_conn *c) {
+  return !sqlite3_get_autocommit(SQ(c)->db);
+}
+static void sq_rollback(struct db_conn *bc) {
+  struct sq_conn *c = SQ(bc);
+  /* SQLite may have rolled back already (e.g. after SQLITE_FULL); keep the first error */
+  if (sq_in_tx(bc)) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* SQLite's BEGIN IMMEDIATE already excludes every other writer, migrations included. */
+static int sq_migrate_lock(struct db_conn *c) {
+  return 0;
+}
+
+static int sq_schema_version(struct db_conn *bc) {
+  static const char sql[] = "PRAGMA user_version";
+  struct db_stmt *s = sq_prep(bc, sql);
+  int v = -1;
+  if (!s) return -1;
+  if (sq_step(s) == DB_ROW) v = sq_col_int(s, 0);
+  sq_reset(s);
+  return v;
+}
+
+static int sq_schema_record(struct db_conn *c, int version, const char *name) {
+  char pragma[64];
+  snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", version);
+  return sq_exec(c, pragma);
+}
+
+static enum db_err sq_err(const struct db_conn *c) {
+  return ((const struct sq_conn *)c)->err;
+}
+static const char *sq_errmsg(const struct db_conn *c) {
+  return ((const struct sq_conn *)c)->errmsg;
+}
+static void sq_clear_err(struct db_conn *c) {
+  SQ(c)->err = DB_E_NONE;
+  SQ(c)->errmsg[0] = '\0';
+}
+static int sq_up(struct db_conn *c) {
+  return 1;
+}
+static uint64_t sq_epoch(const struct db_conn *c) {
+  return 0;
+}
+
+const struct db_ops db_sqlite_ops = {
+    .kind = DB_SQLITE,
+    .close = sq_close,
+    .prep = sq_prep,
+    .bind_i64 = sq_bind_i64,
+    .bind_int = sq_bind_int,
+    .bind_double = sq_bind_double,
+    .bind_text = sq_bind_text,
+    .bind_textn = sq_bind_textn,
+    .bind_null = sq_bind_null,
+    .step = sq_step,
+    .col_i64 = sq_col_i64,
+    .col_int = sq_col_int,
+    .col_double = sq_col_double,
+    .col_text = sq_col_text,
+    .col_null = sq_col_null,
+    .reset = sq_reset,
+    .changes = sq_changes,
+    .last_id = sq_last_id,
+    .exec = sq_exec,
+    .begin_write = sq_begin_write,
+    .begin_read = sq_begin_read,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .in_tx = sq_in_tx,
+    .migrate_lock = sq_migrate_lock,
+    .schema_version = sq_schema_version,
+    .schema_record = sq_schema_record,
+    .err = sq_err,
+    .errmsg = sq_errmsg,
+    .clear_err = sq_clear_err,
+    .up = sq_up,
+    .epoch = sq_epoch,
+};
+
+struct db_conn *db_sqlite_open(const char *path) {
+  static const char pragmas[] = "PRAGMA journal_mode=WAL;"
+                                "PRAGMA synchronous=FULL;"
+                                "PRAGMA foreign_keys=ON;"
+                                "PRAGMA busy_timeout=10000;"
+                                /* the WAL is truncated back to 64 MiB after a checkpoint */
+                                "PRAGMA journal_size_limit=67108864;";
+  struct sq_conn *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->base.ops = &db_sqlite_ops;
+  if (sqlite3_open_v2(path, &c->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK) {
+    log_error("cannot open database %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    sq_close(&c->base);
+    return NULL;
+  }
+  if (sq_exec(&c->base, pragmas) < 0) {
+    log_error("database %s: setting pragmas: %s", path, c->errmsg);
+    sq_close(&c->base);
+    return NULL;
+  }
+  return &c->base;
+}

@@ -1,0 +1,16 @@
+-- cdnca schema 3 (PostgreSQL): safe concurrent edits (DESIGN §4).
+-- revision: goes up on every change to a site's configuration or its origins (API writes);
+-- GET /v1/sites/{id} answers it as the ETag, and If-Match on writes compares against it.
+ALTER TABLE sites ADD COLUMN revision BIGINT NOT NULL DEFAULT 1;
+
+-- The first answer to a POST carrying an Idempotency-Key, replayed when the same key comes back
+-- with the same request (method, path and body, hashed); kept 24 hours, pruned on every insert.
+CREATE TABLE idempotency_keys (
+  key          TEXT PRIMARY KEY,
+  request_hash TEXT NOT NULL,      -- hex SHA-256 of method, path and body
+  status       BIGINT NOT NULL,
+  body         TEXT,               -- the answer's JSON text (NULL = no body)
+  etag         TEXT,               -- the answer's ETag header, if any
+  created_at   BIGINT NOT NULL
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
