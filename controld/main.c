@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "addr.h"
 #include "api.h"
@@ -24,6 +23,7 @@
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
+#include "store_export.h"
 #include "svc.h"
 #include "tasks.h"
 #include "token.h"
@@ -283,8 +283,7 @@ static int transfer(const struct cd_config *c, const char *export_path, const ch
   char msg[512];
   int rc;
   /* an export of a SQLite path must not create an empty database where a typo points */
-  if (export_path && strncmp(c->db, "postgres", 8) != 0 && !strchr(c->db, '=') &&
-      access(c->db, F_OK) != 0) {
+  if (export_path && store_export_source_missing(c->db)) {
     fprintf(stderr, "controld: option db: no database at %s\n", c->db);
     return 1;
   }

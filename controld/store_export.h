@@ -55,6 +55,10 @@ enum store_rc store_export_read(struct store *st, struct store_export *out);
 enum store_rc store_export_write(struct store *st, const struct store_export *x, char *what,
                                  size_t whatlen);
 
+/* 1 when target (a --db value) names a SQLite file that does not exist (store_open would create
+   it), else 0: an export must not create an empty database where a typo points. */
+int store_export_source_missing(const char *target);
+
 /* Free what x owns (webhook secrets wiped) and empty it. */
 void store_export_fini(struct store_export *x);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """test_export — moving an installation to another database: controld --export FILE from a
-populated controld, controld --import FILE into a fresh database, and a controld on the new
-database answers every API read as the old one did (same ids), a node keeps syncing with its old
-token, a webhook's signatures still verify, API tokens still authenticate. A document that is
+populated controld on SQLite, controld --import FILE into a fresh database (SQLite, or
+PostgreSQL on the PostgreSQL pass: the move the operations guide describes), and a controld on
+the new database answers every API read as the old one did (same ids), a node keeps syncing
+with its old token, a webhook's signatures still verify, API tokens still authenticate. A document that is
 corrupt in any of several ways is refused with the JSON path named and nothing stored; an import
 into a database that already holds a configuration is refused."""
 
@@ -13,7 +14,7 @@ import stat
 import subprocess
 
 import harness
-from harness import Controld, Noded, Origin, wait_until
+from harness import Controld, Noded, Origin, new_db, wait_until
 from receiver import Receiver, verify_signature
 
 SECRET = "webhook-secret-0123456789"
@@ -108,7 +109,10 @@ def node_site(n, site_id):
 def test_move_keeps_everything(tmp):
     rx = Receiver().start()
     origins = [Origin(x, tmpdir=tmp).start() for x in ("a", "b", "d")]
-    old = Controld(tmp, name="old", extra_args=QUIET).start()
+    old = Controld(tmp, name="old", extra_args=QUIET)
+    # the source is SQLite on both passes: moving off SQLite is what this test is about
+    old.db = os.path.join(tmp, "old.db")
+    old.start()
     sec = populate(old, origins, rx.url)
     n = Noded(old, sec["node"]["token"], tmp,
               extra_args=["--heartbeat-interval-ms", "500", "--config-wait-ms", "1000"]).start()
@@ -131,13 +135,13 @@ def test_move_keeps_everything(tmp):
         assert secret not in text
     assert SECRET in text  # the webhook's secret is: signatures must keep verifying
 
-    new_db = os.path.join(tmp, "new.db")
-    rc, out, err = cli(new_db, "--import", doc)
+    target = new_db(tmp, "new")
+    rc, out, err = cli(target, "--import", doc)
     assert rc == 0, (out, err)
     assert "imported from" in out and "2 sites, 4 origins" in out, out
 
     # the new controld takes the old one's address; the node is not touched
-    new = Controld(tmp, name="new", extra_args=QUIET, admin_token=old.admin_token, db=new_db)
+    new = Controld(tmp, name="new", extra_args=QUIET, admin_token=old.admin_token, db=target)
     new.port, new.url = old.port, old.url
     new.start()
     after = snapshot(new)
@@ -181,7 +185,9 @@ def corrupt(doc, fn):
 def test_bad_documents_change_nothing(tmp):
     rx = Receiver().start()
     origins = [Origin(x, tmpdir=tmp).start() for x in ("a", "b", "d")]
-    old = Controld(tmp, name="old", extra_args=QUIET).start()
+    old = Controld(tmp, name="old", extra_args=QUIET)
+    old.db = os.path.join(tmp, "old.db")  # documents from a SQLite installation, as in a move
+    old.start()
     populate(old, origins, rx.url)
     old.stop()
     good = os.path.join(tmp, "good.json")
@@ -214,7 +220,7 @@ def test_bad_documents_change_nothing(tmp):
         ("webhooks[0].url", set_(["webhooks", 0, "url"], "ftp://example.com/")),
         ("webhooks[0].secret", set_(["webhooks", 0, "secret"], "short")),
     ]
-    target = os.path.join(tmp, "target.db")
+    target = new_db(tmp, "target")
     for i, (path, fn) in enumerate(cases):
         f = os.path.join(tmp, "bad%d.json" % i)
         with open(f, "w") as fh:
