@@ -287,7 +287,7 @@ def test_catch_up_after_outage(tmp):
     print("catch-up after a %.1f s outage: %.2f s (the backoff had %d ms left when controld "
           "came back; back through the /healthz probe: %s)"
           % (t0 - down, took, left_ms, "answers /healthz again" in log))
-    assert took <= 1.5, (took, left_ms)
+    assert took <= 2.0, (took, left_ms)  # the step had >= 3 s left: not its end
     s = status_of(n)
     assert s["sync"]["state"] == "live", s["sync"]
 
