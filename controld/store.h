@@ -13,11 +13,11 @@ struct store;
 enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
-  STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
-  STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
-  STORE_FULL = 4,     /* the disk is full: nothing was written */
+  STORE_CONFLICT = 2,    /* a UNIQUE value is taken: see the conflict text */
+  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_FULL = 4,        /* the disk is full: nothing was written */
   STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
-  STORE_ERROR = -1,   /* logged where it happened */
+  STORE_ERROR = -1,      /* logged where it happened */
 };
 
 enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
