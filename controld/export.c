@@ -734,6 +734,8 @@ int export_read_file(struct store *st, const char *path, char *msg, size_t msgle
     snprintf(msg, msglen, "%s: refused at %s: already taken (nothing was imported)", path, what);
   else if (rc == STORE_FULL)
     snprintf(msg, msglen, "the disk is full (nothing was imported)");
+  else if (rc == STORE_UNAVAILABLE)
+    snprintf(msg, msglen, "the database cannot be reached (nothing was imported)");
   else if (rc != STORE_OK)
     snprintf(msg, msglen, "storage error, see the log (nothing was imported)");
   else {

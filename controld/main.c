@@ -288,7 +288,11 @@ static int transfer(const struct cd_config *c, const char *export_path, const ch
     return 1;
   }
   st = store_open(c->db);
-  if (!st) return 1;
+  if (!st) {
+    fprintf(stderr, "controld: %s: cannot open the database (see the log above)\n",
+            export_path ? "export failed" : "import refused");
+    return 1;
+  }
   if (export_path)
     rc = export_write_file(st, export_path, CDNCA_VERSION, msg, sizeof msg);
   else

@@ -276,6 +276,10 @@ def test_target_with_only_its_bootstrap_token(tmp):
     assert not os.path.exists(missing)
     rc, out, err = cli(src.db, "--export")
     assert rc == 2 and "needs a FILE" in err, err
+    # a database that cannot be reached: refused, said so
+    rc, out, err = cli("host=%s dbname=nowhere connect_timeout=2" % os.path.join(tmp, "no-pg"),
+                       "--import", doc)
+    assert rc == 1 and "cannot open the database" in err, err
 
 
 if __name__ == "__main__":
