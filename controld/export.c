@@ -17,6 +17,7 @@
 #include "json.h"
 #include "model.h"
 #include "notify.h"
+#include "store_notify.h"
 #include "token.h"
 
 /* Ids and millisecond times are written as JSON numbers: json_add_i64 is exact below 10^15. */
@@ -647,6 +648,15 @@ int export_write_file(struct store *st, const char *path, const char *version, c
   }
   if (write_whole(path, text, strlen(text), msg, msglen) < 0) goto out;
   summary(&x, "exported to", path, msg, msglen);
+  {
+    /* the outbox is runtime state: say what a move would leave behind */
+    int64_t pending = 0;
+    size_t used = strlen(msg);
+    if (store_delivery_backlog(st, &pending) == 0 && pending > 0 && used < msglen)
+      snprintf(msg + used, msglen - used,
+               " (%lld webhook deliveries still pending in the outbox are not exported)",
+               (long long)pending);
+  }
   ret = 0;
 out:
   if (text) token_wipe(text, strlen(text));
