@@ -219,6 +219,10 @@ def test_bad_documents_change_nothing(tmp):
         ("webhooks[0].events[0]", set_(["webhooks", 0, "events"], ["no.such.event"])),
         ("webhooks[0].url", set_(["webhooks", 0, "url"], "ftp://example.com/")),
         ("webhooks[0].secret", set_(["webhooks", 0, "secret"], "short")),
+        # what the API refuses as a target (cloud metadata) is refused here too
+        ("webhooks[0].url", set_(["webhooks", 0, "url"], "http://169.254.169.254/latest")),
+        ("sites[1].origins[0].address",
+         set_(["sites", 1, "origins", 0, "address"], "169.254.169.254")),
     ]
     target = new_db(tmp, "target")
     for i, (path, fn) in enumerate(cases):

@@ -204,6 +204,31 @@ static void test_node_token_webhook_refusals(void **state) {
   refused("\"events\":[\"level.switched\",\"level.switched\"],", "", "webhooks[0].events");
 }
 
+/* The API's target rule: metadata and link-local origins and webhook hosts, and --deny-targets. */
+static void test_targets_refused(void **state) {
+  struct store_export x;
+  struct export_err err;
+  struct targets t;
+  char e[128];
+  (void)state;
+  assert_int_equal(from_text(DOC, &x, &err), 0);
+  assert_int_equal(targets_init(&t, NULL, e, sizeof e), 0);
+  assert_int_equal(export_check_targets(&x, &t, &err), 0);
+  snprintf(x.webhooks[0].url, sizeof x.webhooks[0].url, "http://169.254.169.254/latest");
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "webhooks[0].url");
+  snprintf(x.sites[1].origins[0].address, sizeof x.sites[1].origins[0].address, "169.254.1.1");
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "sites[1].origins[0].address");
+  store_export_fini(&x);
+  /* an operator's list: 10.0.0.0/8 refuses sites[0]'s first origin */
+  assert_int_equal(from_text(DOC, &x, &err), 0);
+  assert_int_equal(targets_init(&t, "10.0.0.0/8", e, sizeof e), 0);
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "sites[0].origins[0].address");
+  store_export_fini(&x);
+}
+
 /* ---- the store side: store_export_read / store_export_write on two SQLite files ---- */
 
 struct two {
@@ -382,6 +407,7 @@ int main(void) {
       cmocka_unit_test(test_site_refusals),
       cmocka_unit_test(test_cross_document_refusals),
       cmocka_unit_test(test_node_token_webhook_refusals),
+      cmocka_unit_test(test_targets_refused),
       cmocka_unit_test(test_store_round_trip),
       cmocka_unit_test(test_store_refuses_non_empty),
       cmocka_unit_test(test_store_clash_rolls_back),
