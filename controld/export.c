@@ -660,14 +660,19 @@ int export_write_file(struct store *st, const char *path, const char *version, c
                       size_t msglen) {
   struct store_export x;
   cJSON *doc = NULL;
-  char *text = NULL;
+  char *text = NULL, done[512];
   int ret = -1;
   if (store_export_read(st, &x) != STORE_OK) {
     snprintf(msg, msglen, "could not read the database (see the log)");
     goto out;
   }
   doc = export_to_json(&x, clock_wall_ms(), version);
+  summary(&x, "exported to", path, done, sizeof done);
+  /* the records are in the tree now: free them before the text doubles the footprint */
+  store_export_fini(&x);
   text = doc ? cJSON_Print(doc) : NULL;
+  cJSON_Delete(doc);
+  doc = NULL;
   if (!text) {
     snprintf(msg, msglen, "out of memory");
     goto out;
@@ -683,15 +688,15 @@ int export_write_file(struct store *st, const char *path, const char *version, c
     memcpy(text + n, "\n", 2);
   }
   if (write_whole(path, text, strlen(text), msg, msglen) < 0) goto out;
-  summary(&x, "exported to", path, msg, msglen);
   {
     /* the outbox is runtime state: say what a move would leave behind */
     int64_t pending = 0;
-    size_t used = strlen(msg);
-    if (store_delivery_backlog(st, &pending) == 0 && pending > 0 && used < msglen)
-      snprintf(msg + used, msglen - used,
-               " (%lld webhook deliveries still pending in the outbox are not exported)",
+    if (store_delivery_backlog(st, &pending) == 0 && pending > 0)
+      snprintf(msg, msglen,
+               "%s (%lld webhook deliveries still pending in the outbox are not exported)", done,
                (long long)pending);
+    else
+      snprintf(msg, msglen, "%s", done);
   }
   ret = 0;
 out:
