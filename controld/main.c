@@ -280,19 +280,29 @@ static int enrol_admin_token(struct ctx *ctx) {
    then exit: 0 done, 1 refused or failed (nothing imported), 2 usage. */
 static int transfer(const struct cd_config *c, const char *export_path, const char *import_path) {
   struct store *st;
+  struct targets deny;
   char msg[512];
   int rc;
+  /* an import refuses the origins and webhooks the API would (link-local, --deny-targets) */
+  if (targets_init(&deny, c->deny_targets, msg, sizeof msg) < 0) {
+    fprintf(stderr, "controld: option deny-targets: %s\n", msg);
+    return 2;
+  }
   /* an export of a SQLite path must not create an empty database where a typo points */
   if (export_path && store_export_source_missing(c->db)) {
     fprintf(stderr, "controld: option db: no database at %s\n", c->db);
     return 1;
   }
   st = store_open(c->db);
-  if (!st) return 1;
+  if (!st) {
+    fprintf(stderr, "controld: %s: cannot open the database (see the log above)\n",
+            export_path ? "export failed" : "import refused");
+    return 1;
+  }
   if (export_path)
     rc = export_write_file(st, export_path, CDNCA_VERSION, msg, sizeof msg);
   else
-    rc = export_read_file(st, import_path, msg, sizeof msg);
+    rc = export_read_file(st, import_path, &deny, msg, sizeof msg);
   store_close(&st);
   if (rc < 0) {
     fprintf(stderr, "controld: %s %s\n", export_path ? "export failed:" : "import refused:", msg);
