@@ -100,8 +100,8 @@ struct lease {
   int started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int stop;           /* under mu */
-  int fenced_pending; /* under mu */
+  int stop;             /* under mu */
+  int fenced_pending;   /* under mu */
   struct lease_state s; /* the lease thread's */
   atomic_int engine;
   _Atomic int64_t epoch;

@@ -155,11 +155,7 @@ static int check_replica_name(const struct cd_config *c, char *err, size_t errle
 }
 
 static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
-    check_targets,
-    check_tls_pair,
-    check_listen,
-    check_checkpoint_url,
-    check_replica_name,
+    check_targets, check_tls_pair, check_listen, check_checkpoint_url, check_replica_name,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -331,7 +327,8 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
   notify_set_active(ctx->notify, 1);
-  if (prober_start(ctx->prober) < 0) log_error("engine epoch %lld: no probe rounds", (long long)epoch);
+  if (prober_start(ctx->prober) < 0)
+    log_error("engine epoch %lld: no probe rounds", (long long)epoch);
 }
 
 /* Cluster mode: the engine lease on the shared database, with its role changes. 0 or -1. */
@@ -496,7 +493,7 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
-  lease_free(&ctx.lease); /* stops the engine work (role lost), then releases the lease row */
+  lease_free(&ctx.lease);   /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);

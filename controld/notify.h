@@ -27,8 +27,8 @@ struct notify_policy {
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
   int64_t keep_ms; /* delivered and failed outbox rows are removed this long after their event */
   const struct targets *deny; /* addresses never connected to, also after DNS; NULL = none */
-  int start_inactive; /* notify_new only: start with delivery off (cluster mode: until this
-                         replica holds the engine lease, notify_set_active) */
+  int start_inactive;         /* notify_new only: start with delivery off (cluster mode: until this
+                                 replica holds the engine lease, notify_set_active) */
 };
 
 enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 };

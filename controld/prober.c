@@ -496,7 +496,9 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   rc = 0;
   goto out;
 cancelled:
-  log_info("probe round %lld cancelled (shutdown or the engine lease lost); its results are dropped", (long long)round_id);
+  log_info(
+      "probe round %lld cancelled (shutdown or the engine lease lost); its results are dropped",
+      (long long)round_id);
   rc = 0;
 out:
   if (stp) *stp = st;

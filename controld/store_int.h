@@ -43,10 +43,10 @@ struct store {
   void *event_arg;
   int event_pending;
   /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
-  atomic_int fence_on;                       /* cluster mode: engine transactions need a fence */
-  pthread_mutex_t fmu;                       /* guards fence_holder, fence_epoch */
+  atomic_int fence_on; /* cluster mode: engine transactions need a fence */
+  pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */
   char fence_holder[128];
-  int64_t fence_epoch;                       /* 0 = this process holds no lease */
+  int64_t fence_epoch; /* 0 = this process holds no lease */
   void (*fenced_hook)(void *arg);
   void *fenced_arg;
 };

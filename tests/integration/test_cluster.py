@@ -16,8 +16,11 @@ another replica's admin token.
 import os
 import re
 import secrets
+import json
 import signal
+import subprocess
 import sys
+import threading
 import time
 
 import harness
@@ -115,6 +118,61 @@ def current_level(r, sid):
     return body["current_level"]
 
 
+class NodePoller:
+    """A node long-polling GET /v1/node/config on one replica from since=0, in a thread; .answers
+    is the list of (since, body) it got."""
+
+    def __init__(self, replica, token):
+        self.r, self.token, self.answers, self.errors = replica, token, [], []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        since = 0
+        while not self.stop.is_set():
+            try:
+                st, body, _ = self.r.api("GET", "/v1/node/config?since=%d&wait_ms=1000" % since,
+                                         token=self.token, timeout=5)
+            except Exception as e:  # noqa: BLE001 - recorded, the test decides
+                self.errors.append(repr(e))
+                time.sleep(0.1)
+                continue
+            if st == 304:  # nothing new within wait_ms
+                continue
+            if st != 200:
+                self.errors.append((st, body))
+                time.sleep(0.1)
+                continue
+            self.answers.append((since, body))
+            since = body["seq"]
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(10)
+
+
+def check_no_gap(c, answers):
+    """Every publication is delivered: each answer's seq grows, and every publication between
+    its since and its seq names a site the answer carries (changed or deleted)."""
+    pubs = [(int(a), int(b)) for a, b in c.sql("SELECT seq, site_id FROM publications ORDER BY seq")]
+    last = 0
+    for since, body in answers:
+        assert body["seq"] >= since, (since, body["seq"])
+        if body["seq"] == since:
+            continue
+        assert since == last, (since, last)
+        carried = {s["id"] for s in body["sites"]} | set(body["deleted"])
+        for seq, site_id in pubs:
+            if since < seq <= body["seq"]:
+                assert site_id in carried, (seq, site_id, since, body["seq"], carried)
+        last = body["seq"]
+    assert last == pubs[-1][0], (last, pubs[-1])
+
+
 def test_roles_epoch_metrics_and_tokens(tmp):
     """One engine among three; the others are replicas with epoch 0; the lease row names the
     engine; metrics agree; a replica started with another CDNCA_ADMIN_TOKEN revokes nothing."""
@@ -161,6 +219,11 @@ def test_kill9_engine_mid_outage(tmp):
     eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
     site = make_site(eng, o1, o2, unhealthy_after=6)
     sid = site["id"]
+    st, node, _ = eng.api("POST", "/v1/nodes", {"name": "n1"})
+    assert st == 201, node
+    # the node long-polls a replica that is neither the engine nor killed
+    watched = next(r for r in c.replicas if r is not eng)
+    poller = NodePoller(watched, node["token"]).start()
     # the site is probed (healthy) by the engine before the outage
     wait_until(lambda: c.sql("SELECT count(*) FROM probe_rounds")[0][0] not in ("0",), 10,
                "a first probe round")
@@ -188,6 +251,13 @@ def test_kill9_engine_mid_outage(tmp):
         sw = events(r, sid, "level.switched")
         assert len(sw) == 1, sw
     assert c.engines(rest) == [new]
+    # the node saw the switch, with no publication skipped
+    wait_until(lambda: any(x["id"] == sid and x["current_level"] == 2
+                           for _, b in list(poller.answers) for x in b["sites"]), 5,
+               "the node sees level 2")
+    poller.finish()
+    assert not poller.errors, poller.errors[:5]
+    check_no_gap(c, poller.answers)
 
 
 def test_sigstop_engine_commits_nothing(tmp):
@@ -231,6 +301,43 @@ def test_sigstop_engine_commits_nothing(tmp):
     with open(eng.log_path, encoding="utf-8", errors="replace") as f:
         log = f.read()
     assert "engine lease lost" in log or "fenced" in log, log[-2000:]
+
+
+def test_lease_options(tmp):
+    """--replica-name, --lease-ttl-ms, --engine-eligible: flags, --config keys (a JSON boolean
+    for engine_eligible), --check-config, and clear errors naming the option."""
+    binary = os.path.join(harness.BUILD, "controld", "controld")
+    db = os.path.join(tmp, "c.db")
+
+    def run(*args):
+        return subprocess.run([binary] + list(args), capture_output=True, text=True, timeout=20)
+    r = run("--check-config", "--db", db, "--replica-name", "bad name#1")
+    assert r.returncode == 2 and "option replica-name" in r.stderr, r
+    r = run("--db", db, "--replica-name", "bad/name")
+    assert r.returncode == 2 and "option replica-name" in r.stderr, r
+    r = run("--db", db, "--lease-ttl-ms", "100")
+    assert r.returncode == 2 and "lease-ttl-ms" in r.stderr, r
+    r = run("--db", db, "--engine-eligible", "maybe")
+    assert r.returncode == 2 and "engine-eligible" in r.stderr, r
+    cfg = os.path.join(tmp, "c.json")
+    with open(cfg, "w") as f:
+        json.dump({"replica_name": "r-a.1", "lease_ttl_ms": 5000, "engine_eligible": False}, f)
+    r = run("--check-config", "--config", cfg, "--db", db)
+    assert r.returncode == 0 and "configuration OK" in r.stdout, r
+    with open(cfg, "w") as f:
+        json.dump({"engine_eligible": "no"}, f)
+    r = run("--check-config", "--config", cfg, "--db", db)
+    assert r.returncode == 2 and "engine-eligible" in r.stderr, r
+    r = run("--help")
+    for flag in ("--replica-name", "--lease-ttl-ms", "--engine-eligible"):
+        assert flag in r.stdout + r.stderr, flag
+    # with SQLite the one process is the engine, epoch 0, whatever the lease options say
+    c = Controld(tmp, extra_args=["--engine-eligible", "false", "--replica-name", "solo"],
+                 db=db).start()
+    st, h, _ = c.api("GET", "/healthz", token=None)
+    assert st == 200 and h["role"] == "engine" and h["epoch"] == 0, h
+    assert metric(c, "cdnca_engine_leader") == 1 and metric(c, "cdnca_lease_epoch") == 0
+    c.stop()
 
 
 if __name__ == "__main__":
