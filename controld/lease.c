@@ -215,6 +215,7 @@ struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int 
   atomic_init(&l->epoch, 0);
   store_lease_fence_set(st, l->holder, 0);
   store_lease_fence_enable(st);
+  store_lease_set_fenced_hook(st, lease_fenced_hook, l);
   return l;
 }
 
@@ -258,15 +259,16 @@ void lease_fenced_hook(void *arg) {
   pthread_mutex_unlock(&l->mu);
 }
 
-void lease_free(struct lease **lp) {
-  struct lease *l = *lp;
+void lease_stop(struct lease *l) {
   if (!l) return;
+  store_lease_set_fenced_hook(l->st, NULL, NULL); /* engine writes fail from here on, quietly */
   if (l->started) {
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
     pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thr, NULL);
+    l->started = 0;
   }
   if (atomic_load(&l->engine)) {
     int64_t epoch = atomic_load(&l->epoch);
@@ -274,6 +276,12 @@ void lease_free(struct lease **lp) {
     if (store_lease_release(l->st, l->holder, epoch) == 0)
       log_info("engine lease (epoch %lld) released", (long long)epoch);
   }
+}
+
+void lease_free(struct lease **lp) {
+  struct lease *l = *lp;
+  if (!l) return;
+  lease_stop(l);
   pthread_cond_destroy(&l->cv);
   pthread_mutex_destroy(&l->mu);
   free(l);

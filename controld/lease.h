@@ -85,7 +85,8 @@ typedef void (*lease_change_fn)(void *arg, int engine, int64_t epoch);
 
 /* A lease for this replica on st: holder "<name>#<8 hex digits of this process>" (a restarted
    replica takes a new epoch), ttl_ms, eligible 0 = never takes the lease (a replica far from the
-   primary). Turns the store's fencing on. NULL on failure (logged). */
+   primary). Turns the store's fencing on and sets its fenced hook (lease_fenced_hook). NULL on
+   failure (logged). */
 struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int eligible);
 
 /* Call fn on every role change (at most 4, before lease_start). 0 or -1. */
@@ -106,7 +107,11 @@ const char *lease_holder(const struct lease *l);
 void lease_fenced_hook(void *arg);
 
 /* Stop the thread; the engine reports LOST to the callbacks, then releases the row (another
-   replica takes over without waiting for the ttl). Frees; NULLs *l. NULL is a no-op. */
+   replica takes over without waiting for the ttl). Role and epoch stay readable (replica, 0).
+   NULL is a no-op. */
+void lease_stop(struct lease *l);
+
+/* lease_stop, then free (no reader of lease_is_engine/lease_epoch may remain); NULLs *l. */
 void lease_free(struct lease **l);
 
 #endif

@@ -26,7 +26,6 @@
 #include "store.h"
 #include "store_audit.h"
 #include "store_export.h"
-#include "store_lease.h"
 #include "svc.h"
 #include "tasks.h"
 #include "token.h"
@@ -343,7 +342,6 @@ static int lease_setup(struct ctx *ctx) {
   ctx->lease = lease_new(ctx->store, name, ctx->cfg.lease_ttl_ms,
                          strcmp(ctx->cfg.engine_eligible, "true") == 0);
   if (!ctx->lease || lease_on_change(ctx->lease, on_role, ctx) < 0) return -1;
-  store_lease_set_fenced_hook(ctx->store, lease_fenced_hook, ctx->lease);
   return lease_start(ctx->lease);
 }
 
@@ -493,12 +491,13 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
-  lease_free(&ctx.lease);   /* stops the engine work (role lost), then releases the lease row */
+  lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
+  lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */

@@ -114,7 +114,7 @@ static int tx_begin(struct store *st, int ordered, int engine) {
 fail:
   note_failure(st);
   pthread_mutex_unlock(&st->wmu);
-  if (fenced == 1 && st->fenced_hook) st->fenced_hook(st->fenced_arg);
+  if (fenced == 1) store_lease_fenced(st);
   return -1;
 }
 

@@ -115,8 +115,17 @@ void store_lease_fence_set(struct store *st, const char *holder, int64_t epoch) 
 }
 
 void store_lease_set_fenced_hook(struct store *st, void (*fn)(void *arg), void *arg) {
+  pthread_mutex_lock(&st->fmu);
   st->fenced_hook = fn;
   st->fenced_arg = arg;
+  pthread_mutex_unlock(&st->fmu);
+}
+
+void store_lease_fenced(struct store *st) {
+  /* under fmu: the hook's owner cannot be freed while it runs (it unsets the hook first) */
+  pthread_mutex_lock(&st->fmu);
+  if (st->fenced_hook) st->fenced_hook(st->fenced_arg);
+  pthread_mutex_unlock(&st->fmu);
 }
 
 int store_lease_fence_check_locked(struct store *st) {

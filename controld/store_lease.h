@@ -43,9 +43,13 @@ void store_lease_fence_enable(struct store *st);
    nothing: engine transactions are refused without a round trip). Any thread. */
 void store_lease_fence_set(struct store *st, const char *holder, int64_t epoch);
 
-/* Called (on the thread of the fenced transaction, after its rollback, with no store lock held)
-   when a fencing check found that the lease is no longer ours. Set once at start. */
+/* Called (on the thread of the fenced transaction, after its rollback, without the writer lock)
+   when a fencing check found that the lease is no longer ours. fn(NULL) unsets it: once that
+   returned, the hook is not running and will not run. fn must not call store_lease_fence_set. */
 void store_lease_set_fenced_hook(struct store *st, void (*fn)(void *arg), void *arg);
+
+/* Run the fenced hook (store.c, after a fenced transaction's rollback). */
+void store_lease_fenced(struct store *st);
 
 /* Inside a write transaction just begun (store_int.h's store_tx_begin_engine): the fencing check.
    0 = allowed, 1 = fenced (no lease), -1 = error. */

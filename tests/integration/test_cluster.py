@@ -201,8 +201,18 @@ def test_roles_epoch_metrics_and_tokens(tmp):
     assert r4.api("GET", "/v1/sites")[0] == 200
     assert c.replicas[0].api("GET", "/v1/sites")[0] == 200  # the first token still works
     assert r4.api("GET", "/v1/sites", token=c.token)[0] == 200
+    # a clean stop (SIGTERM) of the engine gives the lease up: the next engine does not wait
+    # for the row to expire (ttl), only for its next attempt (ttl/3)
+    t0 = time.monotonic()
+    eng.stop()
+    rest = [r for r in c.replicas if r is not eng]
+    new = c.wait_engine(10, among=rest, interval=0.02)
+    took = time.monotonic() - t0
+    print("engine after SIGTERM of the old one: %s in %.2f s" % (new.name, took))
+    assert took < c.ttl_ms / 1000 / 3 + 0.6, took
+    assert c.health(new)["epoch"] == epoch + 1
     # not eligible: never the engine, even when it is the only replica left
-    for r in c.replicas:
+    for r in rest:
         r.stop()
     time.sleep(c.ttl_ms / 1000 * 1.5)
     h4 = c.health(r4)
