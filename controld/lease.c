@@ -110,10 +110,20 @@ struct lease {
     void *arg;
   } cbs[LEASE_MAX_CALLBACKS];
   int ncbs;
+  /* the role thread runs the callbacks (a long start of the engine work never delays a renewal):
+     it moves the applied role to the wanted one */
+  pthread_t rthr;
+  int rstarted;
+  pthread_cond_t rcv;
+  int rstop;             /* under mu */
+  int want_engine;       /* under mu */
+  int64_t want_epoch;    /* under mu */
+  int applied_engine;    /* the role thread's */
+  int64_t applied_epoch; /* the role thread's */
 };
 
-/* Tell the store and the callbacks (mu not held: a callback may wait for a thread that is in a
-   fenced transaction, whose hook takes mu). */
+/* Tell the store at once, and the callbacks through the role thread (mu not held: the store's
+   fence lock is taken before mu by a fenced transaction's hook). */
 static void report(struct lease *l, int engine, int64_t epoch) {
   if (!engine) {
     /* the fence goes first: no engine write commits from here on */
@@ -127,8 +137,45 @@ static void report(struct lease *l, int engine, int64_t epoch) {
     atomic_store(&l->engine, 1);
     log_info("engine lease gained (epoch %lld): this replica is the engine", (long long)epoch);
   }
+  pthread_mutex_lock(&l->mu);
+  l->want_engine = engine;
+  l->want_epoch = engine ? epoch : 0;
+  pthread_cond_signal(&l->rcv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void call_all(struct lease *l, int engine, int64_t epoch) {
   for (int i = 0; i < l->ncbs; i++)
-    l->cbs[i].fn(l->cbs[i].arg, engine, engine ? epoch : 0);
+    l->cbs[i].fn(l->cbs[i].arg, engine, epoch);
+}
+
+/* The role thread: one change at a time, in order; a loss and a gain in between collapse (the
+   work is stopped for a new epoch before it starts again). */
+static void *role_run(void *arg) {
+  struct lease *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    int we = l->want_engine;
+    int64_t ep = l->want_epoch;
+    if (l->applied_engine == we && l->applied_epoch == ep) {
+      if (l->rstop) break;
+      pthread_cond_wait(&l->rcv, &l->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (l->applied_engine) {
+      call_all(l, 0, 0);
+      l->applied_engine = 0;
+      l->applied_epoch = 0;
+    } else {
+      call_all(l, 1, ep);
+      l->applied_engine = 1;
+      l->applied_epoch = ep;
+    }
+    pthread_mutex_lock(&l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
 }
 
 /* Apply a change decided under mu; returns with mu held again. */
@@ -211,6 +258,7 @@ struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int 
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&l->cv, &ca);
   pthread_condattr_destroy(&ca);
+  pthread_cond_init(&l->rcv, NULL);
   atomic_init(&l->engine, 0);
   atomic_init(&l->epoch, 0);
   store_lease_fence_set(st, l->holder, 0);
@@ -228,6 +276,11 @@ int lease_on_change(struct lease *l, lease_change_fn fn, void *arg) {
 }
 
 int lease_start(struct lease *l) {
+  if (pthread_create(&l->rthr, NULL, role_run, l) != 0) {
+    log_error("cannot start the engine role thread");
+    return -1;
+  }
+  l->rstarted = 1;
   if (pthread_create(&l->thr, NULL, run, l) != 0) {
     log_error("cannot start the engine lease thread");
     return -1;
@@ -260,6 +313,7 @@ void lease_fenced_hook(void *arg) {
 }
 
 void lease_stop(struct lease *l) {
+  int64_t epoch;
   if (!l) return;
   store_lease_set_fenced_hook(l->st, NULL, NULL); /* engine writes fail from here on, quietly */
   if (l->started) {
@@ -270,12 +324,18 @@ void lease_stop(struct lease *l) {
     pthread_join(l->thr, NULL);
     l->started = 0;
   }
-  if (atomic_load(&l->engine)) {
-    int64_t epoch = atomic_load(&l->epoch);
-    report(l, 0, 0);
-    if (store_lease_release(l->st, l->holder, epoch) == 0)
-      log_info("engine lease (epoch %lld) released", (long long)epoch);
+  epoch = atomic_load(&l->epoch);
+  if (atomic_load(&l->engine)) report(l, 0, 0);
+  if (l->rstarted) { /* the engine work stops (the callbacks of the loss) before the row goes */
+    pthread_mutex_lock(&l->mu);
+    l->rstop = 1;
+    pthread_cond_signal(&l->rcv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->rthr, NULL);
+    l->rstarted = 0;
   }
+  if (epoch > 0 && store_lease_release(l->st, l->holder, epoch) == 0)
+    log_info("engine lease (epoch %lld) released", (long long)epoch);
 }
 
 void lease_free(struct lease **lp) {
@@ -283,6 +343,7 @@ void lease_free(struct lease **lp) {
   if (!l) return;
   lease_stop(l);
   pthread_cond_destroy(&l->cv);
+  pthread_cond_destroy(&l->rcv);
   pthread_mutex_destroy(&l->mu);
   free(l);
   *lp = NULL;

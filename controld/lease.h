@@ -7,8 +7,9 @@
    The lease thread acquires or renews every ttl/3 (the database clock decides expiry). The holder
    that has not renewed successfully within ttl - margin (counted on its monotonic clock from the
    moment the last successful renewal was SENT) stops its engine work by itself; a fenced engine
-   transaction (store_lease.h) makes it step down at once. Role changes are reported to the
-   callbacks on the lease thread, one at a time, in order.
+   transaction (store_lease.h) makes it step down at once. The store's fence follows every change
+   at once (on the lease thread); the callbacks hear of them on a role thread of their own, one
+   at a time, in order (a slow start of the engine work never delays a renewal).
 
    With SQLite there is no lease and no thread: the one process is always the engine, epoch 0. */
 #ifndef CDNCA_LEASE_H
@@ -80,7 +81,7 @@ int64_t lease_wake_at(const struct lease_state *s);
 
 /* ---- the lease thread (cluster mode) ---- */
 
-/* A role change: engine = 1 with the epoch gained, 0 when lost. Runs on the lease thread. */
+/* A role change: engine = 1 with the epoch gained, 0 when lost. Runs on the role thread. */
 typedef void (*lease_change_fn)(void *arg, int engine, int64_t epoch);
 
 /* A lease for this replica on st: holder "<name>#<8 hex digits of this process>" (a restarted
@@ -92,7 +93,7 @@ struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int 
 /* Call fn on every role change (at most 4, before lease_start). 0 or -1. */
 int lease_on_change(struct lease *l, lease_change_fn fn, void *arg);
 
-/* Start the lease thread. 0 or -1. */
+/* Start the lease thread and the role thread. 0 or -1. */
 int lease_start(struct lease *l);
 
 /* The role and epoch as of now (any thread; a NULL lease is SQLite's: engine, epoch 0). */

@@ -312,7 +312,7 @@ static void prune_audit(struct ctx *ctx) {
     log_warn("could not prune the audit log");
 }
 
-/* The engine lease's role changes (cluster mode, on the lease thread): only the engine runs
+/* The engine lease's role changes (cluster mode, on the lease's role thread): only the engine runs
    probe rounds, switching, webhook delivery and pruning. The API and the hub never stop. */
 static void on_role(void *arg, int engine, int64_t epoch) {
   struct ctx *ctx = arg;
