@@ -1,6 +1,6 @@
-/* test_lease — the engine lease: the pure decision logic (when to renew, when to step down, what a
-   late or lost answer means) and, on SQLite, the lease row and the fencing check of engine write
-   transactions (store_lease.h). */
+/* test_lease — the engine lease: the pure decision logic (when to renew, when to step down, what
+   a late or lost answer means) and, on SQLite, the lease row and the fencing check of engine
+   write transactions (store_lease.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
