@@ -10,6 +10,7 @@
 #include "schema.h"
 #include "skip.h"
 #include "store_int.h"
+#include "store_lease.h"
 
 /* ---- connections ---- */
 
@@ -88,11 +89,16 @@ static void note_failure(struct store *st) {
    numbered; its gen is the cluster-wide write generation. */
 static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
 
-static int tx_begin(struct store *st, int ordered) {
+static int tx_begin(struct store *st, int ordered, int engine) {
+  int fenced = 0;
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
+  if (engine && (fenced = store_lease_fence_check_locked(st)) != 0) {
+    db_rollback(st->w);
+    goto fail;
+  }
   if (ordered) {
     struct db_stmt *s = db_prep(st->w, sql_ordered);
     if (!s || db_step(s) != DB_ROW) {
@@ -108,15 +114,20 @@ static int tx_begin(struct store *st, int ordered) {
 fail:
   note_failure(st);
   pthread_mutex_unlock(&st->wmu);
+  if (fenced == 1) store_lease_fenced(st);
   return -1;
 }
 
 int store_tx_begin(struct store *st) {
-  return tx_begin(st, 1);
+  return tx_begin(st, 1, 0);
 }
 
 int store_tx_begin_unordered(struct store *st) {
-  return tx_begin(st, 0);
+  return tx_begin(st, 0, 0);
+}
+
+int store_tx_begin_engine(struct store *st, int ordered) {
+  return tx_begin(st, ordered, 1);
 }
 
 int store_storage_full(struct store *st) {
@@ -224,7 +235,7 @@ static int migrate(struct store *st) {
   const struct schema_migration *list = pg ? schema_pg_migrations : schema_migrations;
   int count = pg ? schema_pg_migrations_count : schema_migrations_count;
   int cur, applied = 0;
-  if (tx_begin(st, 0) < 0) return -1;
+  if (tx_begin(st, 0, 0) < 0) return -1;
   if (db_migrate_lock(st->w) < 0 || (cur = db_schema_version(st->w)) < 0) {
     log_error("database %s: reading the schema version: %s", st->path, db_errmsg(st->w));
     store_tx_rollback(st);
@@ -293,6 +304,7 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->wmu, NULL);
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
+  pthread_mutex_init(&st->fmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
   if (!st->path || !(st->w = conn_open(path)) || migrate(st) < 0 || quick_check(st) < 0) {
@@ -323,6 +335,7 @@ void store_close(struct store **stp) {
   pthread_mutex_destroy(&st->wmu);
   pthread_mutex_destroy(&st->rmu);
   pthread_mutex_destroy(&st->tmu);
+  pthread_mutex_destroy(&st->fmu);
   free(st->tcache);
   free(st->path);
   free(st);
@@ -331,6 +344,10 @@ void store_close(struct store **stp) {
 
 int64_t store_generation(struct store *st) {
   return atomic_load(&st->generation);
+}
+
+int store_cluster(struct store *st) {
+  return db_kind(st->w) == DB_PG;
 }
 
 int store_schema_version(struct store *st) {

@@ -42,6 +42,13 @@ struct store {
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
+  /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
+  atomic_int fence_on; /* cluster mode: engine transactions need a fence */
+  pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */
+  char fence_holder[128];
+  int64_t fence_epoch; /* 0 = this process holds no lease */
+  void (*fenced_hook)(void *arg);
+  void *fenced_arg;
 };
 
 /* The calling thread's reader connection (opened on first use); NULL on error. */
@@ -55,6 +62,11 @@ int store_tx_begin(struct store *st);
 /* The same without the ordered-write row, for writes that touch only their own rows and number
    nothing (node heartbeats and last-seen batches, delivery attempts, pruning). */
 int store_tx_begin_unordered(struct store *st);
+
+/* The same for the engine's own writes (probe round commits, switching by the engine, webhook
+   delivery records, pruning): after BEGIN, the lease's fencing check comes first (store_lease.h);
+   a fenced transaction is rolled back, the fenced hook runs, and -1 is returned. */
+int store_tx_begin_engine(struct store *st, int ordered);
 
 /* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
 int store_tx_commit(struct store *st);
