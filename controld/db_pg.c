@@ -533,10 +533,14 @@ static int pg_schema_version(struct db_conn *dc) {
     set_err(c, DB_E_DOWN, "database unavailable");
     return -1;
   }
-  if (run_ok(c, "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
-                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())") < 0)
-    return -1;
-  PGresult *r = run(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PGRES_TUPLES_OK);
+  /* read-only: a database no controld has migrated has no table yet (version 0); the table is
+     created by the first schema_record, inside the migrating transaction */
+  PGresult *r = run(c, "SELECT to_regclass('schema_migrations') IS NOT NULL", PGRES_TUPLES_OK);
+  if (!r) return -1;
+  int exists = PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (!exists) return 0;
+  r = run(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PGRES_TUPLES_OK);
   if (!r) return -1;
   int v = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
@@ -552,6 +556,9 @@ static int pg_schema_record(struct db_conn *dc, int version, const char *name) {
   char ver[16];
   snprintf(ver, sizeof ver, "%d", version);
   const char *vals[2] = {ver, name ? name : ""};
+  if (run_ok(c, "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
+                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())") < 0)
+    return -1;
   PGresult *r = PQexecParams(c->pg, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
                              2, NULL, vals, NULL, NULL, 0);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;

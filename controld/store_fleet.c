@@ -9,12 +9,13 @@
 #include "store_int.h"
 
 int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
-  /* the row-value test skips rows already right: an unchanged site dirties no page */
+  /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,
+     so <> is exact) */
   static const char q[] =
       "UPDATE sites SET state_on_backup = ?1, state_all_down = ?2, "
       "state_failback_available = ?3, state_paused = ?4 WHERE id = ?5 AND "
-      "(state_on_backup, state_all_down, state_failback_available, state_paused) "
-      "IS NOT (?1, ?2, ?3, ?4)";
+      "(state_on_backup <> ?1 OR state_all_down <> ?2 OR state_failback_available <> ?3 OR "
+      "state_paused <> ?4)";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
   db_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);

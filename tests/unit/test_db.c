@@ -2,6 +2,7 @@
    temporary file) and on PostgreSQL (`test_db pg`, a database created for the run in the cluster
    CDNCA_TEST_PG names, dropped at the end), plus the pure parts of the seam (target detection,
    the placeholder rewrite, the SQLSTATE mapping). */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -471,6 +472,67 @@ static void test_pg_reconnect_backoff(void **state) {
   assert_int_equal(db_commit(c), 0);
 }
 
+/* One connection per thread, as the store uses them: concurrent write transactions from four
+   threads all commit (SQLite waits on its write lock, PostgreSQL on the row lock of the counter
+   row each transaction updates first, like the store's ordered-write row). */
+#define THREADS 4
+#define THREAD_TX 25
+
+static void *writer(void *arg) {
+  long id = (long)arg;
+  struct db_conn *c = db_open(g_target);
+  if (!c) return (void *)1;
+  static const char bump[] = "UPDATE t SET n = n + 1 WHERE name = 'counter'";
+  static const char ins[] = "INSERT INTO t (name, n) VALUES (?, ?)";
+  long bad = 0;
+  for (int i = 0; i < THREAD_TX && !bad; i++) {
+    if (db_begin_write(c) < 0) {
+      bad = 1;
+      break;
+    }
+    struct db_stmt *s = db_prep(c, bump);
+    if (!s || db_step(s) != DB_DONE) bad = 1;
+    if (s) db_reset(s);
+    s = db_prep(c, ins);
+    char name[32];
+    snprintf(name, sizeof name, "w%ld-%d", id, i);
+    if (s) {
+      db_bind_text(s, 1, name);
+      db_bind_i64(s, 2, id);
+      if (db_step(s) != DB_DONE) bad = 1;
+      db_reset(s);
+    } else {
+      bad = 1;
+    }
+    if (bad || db_commit(c) < 0) {
+      fprintf(stderr, "writer %ld: %s\n", id, db_errmsg(c));
+      db_rollback(c);
+      bad = 1;
+    }
+  }
+  db_close(c);
+  return (void *)bad;
+}
+
+static void test_threads(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(insert(c, "counter", 0), DB_DONE);
+  pthread_t th[THREADS];
+  for (long i = 0; i < THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, writer, (void *)i), 0);
+  for (int i = 0; i < THREADS; i++) {
+    void *bad = NULL;
+    pthread_join(th[i], &bad);
+    assert_null(bad);
+  }
+  assert_int_equal(count_rows(c), 1 + THREADS * THREAD_TX);
+  static const char sql[] = "SELECT n FROM t WHERE name = 'counter'";
+  struct db_stmt *s = db_prep(c, sql);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_int_equal(db_col_i64(s, 0), THREADS * THREAD_TX);
+  db_reset(s);
+}
+
 /* SQLite: always up, the epoch never moves. */
 static void test_sqlite_epoch(void **state) {
   struct db_conn *c = *state;
@@ -593,6 +655,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
   };
@@ -647,6 +710,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_threads),
       DRIVER_TEST(test_pg_migrate_lock),
       DRIVER_TEST(test_pg_commit_after_error),
       DRIVER_TEST(test_pg_reconnect),
