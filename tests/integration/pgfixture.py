@@ -15,6 +15,8 @@ One cluster per test process, started on first use and stopped when the process 
 - cdnca_tpl: schema/pg/*.sql applied in order, each in its own transaction with the row the
   PostgreSQL driver records (schema_migrations), so controld started on a copy migrates
   nothing. new_database() answers CREATE DATABASE t_<n> TEMPLATE cdnca_tpl (tens of ms).
+- Outages: cluster().server_stop("fast"|"immediate") and server_start() stop and start the
+  server on the same socket with the same data (PostgreSQL restarted under a running controld).
 - Binaries: $CDNCA_PG_BIN, else the newest /usr/lib/postgresql/*/bin, else PATH.
   available() says whether they are there (a test that needs them and finds none exits 77).
 """
@@ -131,6 +133,24 @@ class Cluster:
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _pg_ctl(self, args, timeout=90):
+        """pg_ctl on this cluster's data directory (as postgres when root)."""
+        argv = [os.path.join(self.bin, "pg_ctl"), "-D", os.path.join(self.dir, "data")] + args
+        if os.geteuid() == 0:
+            argv = ["runuser", "-u", "postgres", "--"] + argv
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+
+    def server_stop(self, mode="fast"):
+        """Stop the server, keeping its data (an outage: connections fail until server_start).
+        mode: fast (clients disconnected, clean shutdown) or immediate (like a crash)."""
+        self._pg_ctl(["-m", mode, "-w", "stop"])
+
+    def server_start(self):
+        """Start the server again after server_stop, on the same socket with the same data."""
+        opts = "-c listen_addresses='' -k %s -c fsync=off -c max_connections=300" % self.dir
+        self._pg_ctl(["-l", self.log, "-w", "-t", "60", "-o", opts, "start"])
 
     def log_tail(self, lines=40):
         try:
