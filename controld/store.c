@@ -1021,19 +1021,19 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
   /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
   static const char upd[] =
       "UPDATE origins SET "
-      "health = CASE WHEN enabled = 0 AND ?8 = 1 THEN 'unknown' ELSE health END, "
-      "success_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE success_streak END, "
-      "failure_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE failure_streak END, "
-      "healthy_since = CASE WHEN enabled = 0 AND ?8 = 1 THEN NULL ELSE healthy_since END, "
-      "level = ?2, address = ?3, port = ?4, scheme = ?5, host_header = ?6, weight = ?7, "
-      "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
+      "health = CASE WHEN enabled = 0 AND ?7 = 1 THEN 'unknown' ELSE health END, "
+      "success_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE success_streak END, "
+      "failure_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE failure_streak END, "
+      "healthy_since = CASE WHEN enabled = 0 AND ?7 = 1 THEN NULL ELSE healthy_since END, "
+      "level = ?1, address = ?2, port = ?3, scheme = ?4, host_header = ?5, weight = ?6, "
+      "enabled = ?7 WHERE id = ?8 AND site_id = ?9";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   q = db_prep(st->w, upd);
   if (!q) goto fail;
-  bind_origin_cfg(q, o, 2);
-  db_bind_i64(q, 9, o->id);
-  db_bind_i64(q, 10, o->site_id);
+  bind_origin_cfg(q, o, 1);
+  db_bind_i64(q, 8, o->id);
+  db_bind_i64(q, 9, o->site_id);
   if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;

@@ -112,10 +112,7 @@ class Cluster:
         try:
             self._server(["initdb", "--no-sync", "-A", "trust", "-U", self.user, "-E", "UTF8",
                           "--locale=C", "-D", self.data], timeout=120)
-            opts = ("-c listen_addresses='' -k %s -c fsync=off -c synchronous_commit=off "
-                    "-c full_page_writes=off -c max_connections=300" % self.dir)
-            self._server(["pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60",
-                          "-o", opts, "start"], timeout=90)
+            self.server_start()
         except subprocess.CalledProcessError as e:
             raise PgError("PostgreSQL did not start: %s\n%s\n%s" % (
                 " ".join(e.cmd), e.stdout.decode(errors="replace"), self.log_tail()))
@@ -136,6 +133,19 @@ class Cluster:
         subprocess.Popen(["sh", "-c", script, str(os.getpid()), self.data] + stop,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+    def server_stop(self, mode="fast"):
+        """Stop the server (pg_ctl -m mode) and keep its data: server_start() brings it back
+        with the same options (tests of a database outage)."""
+        self._server(["pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop"],
+                     timeout=90)
+
+    def server_start(self):
+        """Start the server on the cluster's data directory (also after server_stop())."""
+        opts = ("-c listen_addresses='' -k %s -c fsync=off -c synchronous_commit=off "
+                "-c full_page_writes=off -c max_connections=300" % self.dir)
+        self._server(["pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60",
+                      "-o", opts, "start"], timeout=90)
 
     def stop(self):
         if self.started:
