@@ -13,6 +13,7 @@
 #include "log.h"
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,12 +52,18 @@ struct pg_conn {
   enum db_err err;
   char errmsg[256];
   int64_t changes;
-  uint64_t epoch;   /* starts at 1; bumped by every re-established connection */
-  int down;         /* the connection is lost */
-  int tx_open;      /* a transaction was begun and not yet committed or rolled back */
-  int64_t retry_at; /* clock_mono_ms of the next reconnect attempt */
+  uint64_t epoch;    /* starts at 1; bumped by every re-established connection */
+  int down;          /* the connection is lost */
+  int tx_open;       /* a transaction was begun and not yet committed or rolled back */
+  int64_t retry_at;  /* clock_mono_ms of the next reconnect attempt */
+  int64_t failed_at; /* clock_mono_ms of the last failed reconnect attempt */
   int backoff_ms;
 };
+
+/* clock_mono_ms of the last (re)connect that succeeded on any connection of the process: once
+   one connection has found the server back, the others waiting out a backoff step retry at once
+   instead of answering "unavailable" for up to PG_BACKOFF_MAX_MS more. */
+static _Atomic int64_t g_pg_up_at;
 
 static struct pg_conn *pc_of(struct db_conn *c) {
   return (struct pg_conn *)c;
@@ -164,7 +171,7 @@ static int ensure_up(struct pg_conn *c) {
     return -1;
   }
   int64_t now = clock_mono_ms();
-  if (now < c->retry_at) {
+  if (now < c->retry_at && atomic_load(&g_pg_up_at) <= c->failed_at) {
     set_err(c, DB_E_DOWN, "database unavailable (reconnect pending)");
     return -1;
   }
@@ -172,6 +179,7 @@ static int ensure_up(struct pg_conn *c) {
   PGconn *pg = pg_connect(c->target, err, sizeof err);
   if (!pg) {
     c->retry_at = now + c->backoff_ms;
+    c->failed_at = now;
     log_warn("PostgreSQL reconnect failed (next attempt in %d ms): %s", c->backoff_ms, err);
     c->backoff_ms = c->backoff_ms * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS : c->backoff_ms * 2;
     set_err(c, DB_E_DOWN, err);
@@ -180,6 +188,7 @@ static int ensure_up(struct pg_conn *c) {
   PQfinish(c->pg);
   c->pg = pg;
   c->down = 0;
+  atomic_store(&g_pg_up_at, now);
   c->epoch++; /* server-side prepared statements are gone: each is prepared again on use */
   log_info("PostgreSQL connection re-established (epoch %llu)", (unsigned long long)c->epoch);
   return 0;

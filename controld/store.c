@@ -152,7 +152,8 @@ int store_tx_commit(struct store *st) {
   } else {
     atomic_fetch_add(&st->generation, 1);
     /* a transaction that committed shows there is space again */
-    if (atomic_exchange(&st->storage_full, 0)) log_info("database %s: writes succeed again", st->path);
+    if (atomic_exchange(&st->storage_full, 0))
+      log_info("database %s: writes succeed again", st->path);
   }
   note_db(st, st->w);
   st->pub_pending = 0;
@@ -239,8 +240,8 @@ static int migrate(struct store *st) {
     const struct schema_migration *m = &list[i];
     if (m->version <= cur) continue;
     if (db_exec(st->w, m->sql) < 0 || db_schema_record(st->w, m->version, m->name) < 0) {
-      log_error("migration %s failed (%s); database left at version %d", m->name,
-                db_errmsg(st->w), cur);
+      log_error("migration %s failed (%s); database left at version %d", m->name, db_errmsg(st->w),
+                cur);
       store_tx_rollback(st);
       return -1;
     }
@@ -438,9 +439,13 @@ out:
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
   static const char bump[] =
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
+  /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
+     at the same time, and a rolled-back transaction leaves no gap (PostgreSQL's identity would;
+     SQLite's AUTOINCREMENT rolls back with it). Publications are never deleted. */
   static const char ins[] =
-      "INSERT INTO publications (site_id, config_version, deleted, reason, created_at) "
-      "VALUES (?, COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?)";
+      "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
+      "VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), ?, "
+      "COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?) RETURNING seq";
   struct db_stmt *s;
   int64_t now = clock_wall_ms();
   if (!deleted) {
@@ -457,8 +462,13 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   db_bind_int(s, 3, deleted);
   db_bind_text(s, 4, reason);
   db_bind_i64(s, 5, now);
-  if (store_step_done(st->w, s, "recording publication") < 0) return -1;
-  st->pub_pending = db_last_id(st->w);
+  if (db_step(s) != DB_ROW) {
+    log_error("recording publication: %s", db_errmsg(st->w));
+    db_reset(s);
+    return -1;
+  }
+  st->pub_pending = db_col_i64(s, 0);
+  db_reset(s);
   return st->pub_pending;
 }
 
@@ -540,8 +550,7 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   o->updated_at = db_col_i64(s, 24);
   o->manual_pin = db_col_int(s, 25);
   o->nr_backup_levels = db_col_int(s, 26);
-  o->nr_failure_ratio =
-      db_col_null(s, 27) ? 0 : db_col_double(s, 27);
+  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
   o->nr_failure_min_volume = db_col_i64(s, 28);
   o->revision = db_col_i64(s, 29);
   /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
@@ -814,8 +823,8 @@ enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int6
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
   struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
-                                       "nr_failure_ratio = ?, nr_failure_min_volume = ? "
-                                       "WHERE id = ?");
+                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                     "WHERE id = ?");
   if (!q) return -1;
   db_bind_int(q, 1, s->nr_backup_levels);
   if (s->nr_failure_ratio > 0)

@@ -42,6 +42,9 @@ def site_writer(c, indices, acked, answers, stop):
             answers.append((-1, "transport"))
             time.sleep(0.05)
             continue
+        except Exception as e:  # noqa: BLE001 - e.g. an answer openapi.json does not allow
+            answers.append((-2, str(e)[:300]))
+            return
         code = j.get("error", {}).get("code") if isinstance(j, dict) else None
         answers.append((status, code))
         if status == 201:
@@ -136,7 +139,15 @@ def test_server_restart_under_write_load(tmp):
     assert down_health, "no /healthz answer while the server was down"
     for _, st, j in down_health:
         assert st == 503 and j["db"] == "down" and j["status"] == "down", (st, j)
-    assert health[-1][1] == 200 and health[-1][2]["db"] == "ok", health[-1]
+    # /healthz (read on the HTTP threads' own connections, each with its reconnect backoff)
+    # says ok again within a few seconds of the server's return too
+    back = [h for h in health if h[0] > up_at and h[1] == 200 and h[2]["db"] == "ok"]
+    if not back:
+        harness.wait_until(lambda: c.api("GET", "/healthz", token=None)[0] == 200,
+                           timeout=max(0.1, up_at + 6 - time.monotonic()),
+                           what="GET /healthz 200 within 6 s of the server's return")
+    else:
+        assert back[0][0] - up_at < 6, "healthz ok %.1f s after the server" % (back[0][0] - up_at)
     assert c.running()
     stored = check_present(c, dict(acked))
     for s in stored.values():
@@ -163,7 +174,7 @@ def ordered_writer(c, sites, k, errors):
             else:
                 st, j, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 1 + (n + k) % 2},
                                  timeout=30)
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - a transport error or an undocumented answer
             errors.append("writer %d: %s" % (k, e))
             return
         if st != 200:
@@ -240,8 +251,12 @@ def test_ordered_writes_seen_in_order_across_two_controlds(tmp):
 
     pubs = harness.db_query(a, "SELECT seq, site_id FROM publications ORDER BY seq")
     events = [r[0] for r in harness.db_query(a, "SELECT id FROM events ORDER BY id")]
-    writes = 2 * WRITERS_PER_CONTROLD * WRITES_PER_THREAD
-    assert len(pubs) >= N_SITES + writes, len(pubs)
+    renames = 2 * WRITERS_PER_CONTROLD * (WRITES_PER_THREAD // 3)  # each one publishes
+    assert len(pubs) >= N_SITES + renames, len(pubs)
+    # numbered without a gap (a rolled-back transaction gives its number back) and the same
+    # for event ids
+    assert [p[0] for p in pubs] == list(range(1, len(pubs) + 1)), pubs[:5]
+    assert events == list(range(1, len(events) + 1)), events[:5]
     # seqs read by the client: strictly increasing, ending at the last one committed
     seqs = [p[1] for p in polls]
     assert all(x < y for x, y in zip(seqs, seqs[1:])), seqs
@@ -255,7 +270,7 @@ def test_ordered_writes_seen_in_order_across_two_controlds(tmp):
             missed.append((seq, site, p[0], p[1]))
     assert not missed, "publications behind a seq the client had read: %s" % missed[:10]
     # events: every committed id read once, in increasing order
-    assert len(events) >= 10, events  # level switches happened on both controlds
+    assert len(events) >= 2, events  # level switches happened
     assert all(x < y for x, y in zip(seen_events, seen_events[1:])), seen_events
     assert seen_events == events, (len(seen_events), len(events),
                                    sorted(set(events) - set(seen_events))[:10])

@@ -342,9 +342,14 @@ static void test_conflicts_leave_nothing(void **state) {
   /* the rolled-back hostname new.com and name "new" are free: no half-written rows */
   make_site(&s, "new", "new.com", 0);
   assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
-  assert_int_equal(s.id, b + 1); /* rolled-back inserts used no id */
+  /* rolled-back inserts used no id on SQLite; a PostgreSQL identity is not rolled back (site ids
+     may have gaps; publication seqs may not, see test_store_op) */
+  if (g_pg)
+    assert_true(s.id > b);
+  else
+    assert_int_equal(s.id, b + 1);
   site_rec_fini(&s);
-  assert_int_equal(store_site_delete(f->st, b + 1), STORE_OK);
+  assert_int_equal(store_site_delete(f->st, s.id), STORE_OK);
   seq = store_pub_seq(f->st);
 
   /* update conflicts leave the site as it was */
