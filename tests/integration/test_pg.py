@@ -12,11 +12,13 @@
    as a node with two --controld URLs does) and GET /v1/notifications?after=. The seqs and
    event ids it reads only increase, every publication's site is in the answer that moved the
    client past its seq (none committed behind a seq already read), and every event id is read.
+4. --check-config with a conninfo (the SQLite file's check is test_ops' and SQLite only).
 
 Registered as pg.test_pg only (tests/CMakeLists.txt); run by hand with CDNCA_TEST_DB=pg.
 """
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -155,6 +157,26 @@ def test_server_restart_under_write_load(tmp):
     # the restart keeps everything: a fresh controld on the same database sees the same
     c.restart()
     assert set(all_sites(c)) == set(stored)
+
+
+def test_check_config_on_postgresql(tmp):
+    """--check-config with a conninfo: connects and reads the schema version without writing;
+    an unreachable server and a schema newer than this controld are configuration errors."""
+    c = Controld(tmp).start()
+    c.stop()
+    argv = [c.binary, "--check-config", "--db", c.db]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "configuration OK" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    newest = harness.db_query(c, "SELECT MAX(version) FROM schema_migrations")[0][0]
+    assert "schema %d" % newest in p.stdout, p.stdout
+    p = subprocess.run([c.binary, "--check-config", "--db",
+                        "host=%s dbname=no_such_db connect_timeout=5" % pgfixture.cluster().dir],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "PostgreSQL database" in p.stderr, (p.returncode, p.stderr)
+    harness.db_query(c, "INSERT INTO schema_migrations (version, name) VALUES (%d, 'future')"
+                     % (newest + 90))
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "newer than this controld" in p.stderr, (p.returncode, p.stderr)
 
 
 N_SITES = 12
