@@ -88,6 +88,12 @@ static void note_failure(struct store *st) {
    numbered; its gen is the cluster-wide write generation. */
 static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
 
+/* The writer's error as this thread's last write transaction left it (taken under the writer
+   lock: once the lock is released another thread's transaction may clear or replace it). */
+static _Thread_local enum db_err tl_werr;
+
+static void note_db(struct store *st, struct db_conn *c);
+
 static int tx_begin(struct store *st, int ordered) {
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
@@ -107,6 +113,9 @@ static int tx_begin(struct store *st, int ordered) {
   return 0;
 fail:
   note_failure(st);
+  /* a lost server is seen here first: /healthz and the 503 answers must know it */
+  note_db(st, st->w);
+  tl_werr = db_err(st->w);
   pthread_mutex_unlock(&st->wmu);
   return -1;
 }
@@ -148,6 +157,7 @@ int store_tx_commit(struct store *st) {
   int clear = st->token_clear_pending;
   if (rc < 0) {
     note_failure(st);
+    tl_werr = db_err(st->w);
     db_rollback(st->w);
   } else {
     atomic_fetch_add(&st->generation, 1);
@@ -177,9 +187,10 @@ void store_tx_rollback(struct store *st) {
   pthread_mutex_unlock(&st->wmu);
 }
 
-/* The store result for a failure on the writer: a full disk, a lost database, or an error. */
-static enum store_rc failure_rc(struct store *st) {
-  switch (db_err(st->w)) {
+/* The store result for this thread's failed write transaction (tl_werr): a full disk, a lost
+   database, or an error. */
+static enum store_rc failure_rc(void) {
+  switch (tl_werr) {
   case DB_E_FULL:
     return STORE_FULL;
   case DB_E_DOWN:
@@ -191,16 +202,17 @@ static enum store_rc failure_rc(struct store *st) {
 
 enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
   if (rc != STORE_OK) {
-    if (rc == STORE_ERROR) rc = failure_rc(st);
+    tl_werr = db_err(st->w);
+    if (rc == STORE_ERROR) rc = failure_rc();
     store_tx_rollback(st);
     return rc;
   }
   if (store_tx_commit(st) == 0) return STORE_OK;
-  return failure_rc(st);
+  return failure_rc();
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return failure_rc(st);
+  if (store_tx_begin(st) < 0) return failure_rc();
   return store_tx_end(st, fn(st, arg));
 }
 
