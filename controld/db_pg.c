@@ -13,6 +13,7 @@
 #include "log.h"
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,12 +52,18 @@ struct pg_conn {
   enum db_err err;
   char errmsg[256];
   int64_t changes;
-  uint64_t epoch;   /* starts at 1; bumped by every re-established connection */
-  int down;         /* the connection is lost */
-  int tx_open;      /* a transaction was begun and not yet committed or rolled back */
-  int64_t retry_at; /* clock_mono_ms of the next reconnect attempt */
+  uint64_t epoch;       /* starts at 1; bumped by every re-established connection */
+  int down;             /* the connection is lost */
+  int tx_open;          /* a transaction was begun and not yet committed or rolled back */
+  int64_t retry_at;     /* clock_mono_ms of the next reconnect attempt */
+  uint64_t ups_at_fail; /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
 };
+
+/* Connections of the process (re)established so far: once one connection has found the server
+   back, the others waiting out a backoff step retry at once instead of answering "unavailable"
+   for up to PG_BACKOFF_MAX_MS more. A count, not a time, so a frozen test clock holds. */
+static _Atomic uint64_t g_pg_ups;
 
 static struct pg_conn *pc_of(struct db_conn *c) {
   return (struct pg_conn *)c;
@@ -164,14 +171,16 @@ static int ensure_up(struct pg_conn *c) {
     return -1;
   }
   int64_t now = clock_mono_ms();
-  if (now < c->retry_at) {
+  if (now < c->retry_at && atomic_load(&g_pg_ups) == c->ups_at_fail) {
     set_err(c, DB_E_DOWN, "database unavailable (reconnect pending)");
     return -1;
   }
   char err[256];
+  uint64_t ups = atomic_load(&g_pg_ups); /* before the attempt: a success meanwhile counts */
   PGconn *pg = pg_connect(c->target, err, sizeof err);
   if (!pg) {
     c->retry_at = now + c->backoff_ms;
+    c->ups_at_fail = ups;
     log_warn("PostgreSQL reconnect failed (next attempt in %d ms): %s", c->backoff_ms, err);
     c->backoff_ms = c->backoff_ms * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS : c->backoff_ms * 2;
     set_err(c, DB_E_DOWN, err);
@@ -180,6 +189,7 @@ static int ensure_up(struct pg_conn *c) {
   PQfinish(c->pg);
   c->pg = pg;
   c->down = 0;
+  atomic_fetch_add(&g_pg_ups, 1);
   c->epoch++; /* server-side prepared statements are gone: each is prepared again on use */
   log_info("PostgreSQL connection re-established (epoch %llu)", (unsigned long long)c->epoch);
   return 0;
@@ -644,6 +654,7 @@ struct db_conn *db_pg_open(const char *conninfo) {
   c->base.ops = &db_pg_ops;
   c->pg = pg;
   c->epoch = 1;
+  atomic_fetch_add(&g_pg_ups, 1);
   c->backoff_ms = PG_BACKOFF_MIN_MS;
   return &c->base;
 }

@@ -201,7 +201,7 @@ void req_resume(struct req *r) {
 /* ---- auth ---- */
 
 /* Resolve the bearer token. 0 = known (r->auth, token id and name set), 1 = none presented,
-   2 = unknown, revoked or expired. */
+   2 = unknown, revoked or expired, 3 = the token store could not be read (database down). */
 static int authenticate(struct req *r) {
   const char *h = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
   char hash[65];
@@ -212,7 +212,14 @@ static int authenticate(struct req *r) {
     h++;
   if (!*h || strlen(h) > 256) return 2;
   token_sha256_hex(h, strlen(h), hash);
-  if (store_token_auth(r->ctx->store, hash, clock_wall_ms(), &a) != 0) return 2;
+  switch (store_token_auth(r->ctx->store, hash, clock_wall_ms(), &a)) {
+  case 0:
+    break;
+  case 1:
+    return 2;
+  default:
+    return 3;
+  }
   if (a.kind == STORE_TOKEN_NODE) {
     r->auth = AUTH_NODE;
   } else {
@@ -277,6 +284,16 @@ static int precheck(struct req *r) {
     }
     if (a == 2) {
       req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");
+      return -1;
+    }
+    if (a == 3) {
+      /* not the client's fault: a token that cannot be checked now is neither refused (401)
+         nor accepted */
+      if (!store_db_up(r->ctx->store))
+        req_error(r, 503, "db_unavailable", NULL,
+                  "the database cannot be reached: nothing was changed (retry shortly)");
+      else
+        req_error(r, 500, "internal", NULL, "storage error while checking the token");
       return -1;
     }
     switch (route_authorize(r->route->auth, r->auth)) {

@@ -351,6 +351,17 @@ out:
 void hub_shutdown(struct hub *h) {
   struct waiter **ws;
   int n;
+  /* the thread first: waiters it has taken off the list are resumed only after it has built
+     their answer (database reads, slower on PostgreSQL), and the daemon must not stop with one
+     of them still suspended */
+  if (h->thr_started) {
+    pthread_mutex_lock(&h->mu);
+    h->stop = 1;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thr, NULL);
+    h->thr_started = 0;
+  }
   pthread_mutex_lock(&h->mu);
   h->closed = 1;
   ws = take_waiters(h, pick_all, 0, &n);

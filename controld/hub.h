@@ -30,7 +30,8 @@ void hub_watch_nodes(struct hub *h, int64_t online_ms);
 /* Note that node_id made an authenticated call at wall ms now (written within about a second). */
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now);
 
-/* Answer every suspended waiter with 304 and answer later polls at once; call before http_stop. */
+/* Stop the timer thread (an answer it is building is sent first), answer every suspended waiter
+   with 304 and answer later polls at once; call before http_stop. */
 void hub_shutdown(struct hub *h);
 
 /* A node was deleted: answer its suspended config polls with 401 at once. */

@@ -89,6 +89,12 @@ static void note_failure(struct store *st) {
    numbered; its gen is the cluster-wide write generation. */
 static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
 
+/* The writer's error as this thread's last write transaction left it (taken under the writer
+   lock: once the lock is released another thread's transaction may clear or replace it). */
+static _Thread_local enum db_err tl_werr;
+
+static void note_db(struct store *st, struct db_conn *c);
+
 static int tx_begin(struct store *st, int ordered, int engine) {
   int fenced = 0;
   pthread_mutex_lock(&st->wmu);
@@ -113,6 +119,9 @@ static int tx_begin(struct store *st, int ordered, int engine) {
   return 0;
 fail:
   note_failure(st);
+  /* a lost server is seen here first: /healthz and the 503 answers must know it */
+  note_db(st, st->w);
+  tl_werr = db_err(st->w);
   pthread_mutex_unlock(&st->wmu);
   if (fenced == 1) store_lease_fenced(st);
   return -1;
@@ -159,6 +168,7 @@ int store_tx_commit(struct store *st) {
   int clear = st->token_clear_pending;
   if (rc < 0) {
     note_failure(st);
+    tl_werr = db_err(st->w);
     db_rollback(st->w);
   } else {
     atomic_fetch_add(&st->generation, 1);
@@ -188,9 +198,10 @@ void store_tx_rollback(struct store *st) {
   pthread_mutex_unlock(&st->wmu);
 }
 
-/* The store result for a failure on the writer: a full disk, a lost database, or an error. */
-static enum store_rc failure_rc(struct store *st) {
-  switch (db_err(st->w)) {
+/* The store result for this thread's failed write transaction (tl_werr): a full disk, a lost
+   database, or an error. */
+static enum store_rc failure_rc(void) {
+  switch (tl_werr) {
   case DB_E_FULL:
     return STORE_FULL;
   case DB_E_DOWN:
@@ -202,16 +213,17 @@ static enum store_rc failure_rc(struct store *st) {
 
 enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
   if (rc != STORE_OK) {
-    if (rc == STORE_ERROR) rc = failure_rc(st);
+    tl_werr = db_err(st->w);
+    if (rc == STORE_ERROR) rc = failure_rc();
     store_tx_rollback(st);
     return rc;
   }
   if (store_tx_commit(st) == 0) return STORE_OK;
-  return failure_rc(st);
+  return failure_rc();
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return failure_rc(st);
+  if (store_tx_begin(st) < 0) return failure_rc();
   return store_tx_end(st, fn(st, arg));
 }
 
@@ -456,9 +468,13 @@ out:
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
   static const char bump[] =
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
+  /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
+     at the same time, and a rolled-back transaction leaves no gap (PostgreSQL's identity would;
+     SQLite's AUTOINCREMENT rolls back with it). Publications are never deleted. */
   static const char ins[] =
-      "INSERT INTO publications (site_id, config_version, deleted, reason, created_at) "
-      "VALUES (?, COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?)";
+      "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
+      "VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), ?, "
+      "COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?) RETURNING seq";
   struct db_stmt *s;
   int64_t now = clock_wall_ms();
   if (!deleted) {
@@ -475,8 +491,13 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   db_bind_int(s, 3, deleted);
   db_bind_text(s, 4, reason);
   db_bind_i64(s, 5, now);
-  if (store_step_done(st->w, s, "recording publication") < 0) return -1;
-  st->pub_pending = db_last_id(st->w);
+  if (db_step(s) != DB_ROW) {
+    log_error("recording publication: %s", db_errmsg(st->w));
+    db_reset(s);
+    return -1;
+  }
+  st->pub_pending = db_col_i64(s, 0);
+  db_reset(s);
   return st->pub_pending;
 }
 
@@ -1038,19 +1059,19 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
   /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
   static const char upd[] =
       "UPDATE origins SET "
-      "health = CASE WHEN enabled = 0 AND ?8 = 1 THEN 'unknown' ELSE health END, "
-      "success_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE success_streak END, "
-      "failure_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE failure_streak END, "
-      "healthy_since = CASE WHEN enabled = 0 AND ?8 = 1 THEN NULL ELSE healthy_since END, "
-      "level = ?2, address = ?3, port = ?4, scheme = ?5, host_header = ?6, weight = ?7, "
-      "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
+      "health = CASE WHEN enabled = 0 AND ?7 = 1 THEN 'unknown' ELSE health END, "
+      "success_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE success_streak END, "
+      "failure_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE failure_streak END, "
+      "healthy_since = CASE WHEN enabled = 0 AND ?7 = 1 THEN NULL ELSE healthy_since END, "
+      "level = ?1, address = ?2, port = ?3, scheme = ?4, host_header = ?5, weight = ?6, "
+      "enabled = ?7 WHERE id = ?8 AND site_id = ?9";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   q = db_prep(st->w, upd);
   if (!q) goto fail;
-  bind_origin_cfg(q, o, 2);
-  db_bind_i64(q, 9, o->id);
-  db_bind_i64(q, 10, o->site_id);
+  bind_origin_cfg(q, o, 1);
+  db_bind_i64(q, 8, o->id);
+  db_bind_i64(q, 9, o->site_id);
   if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;

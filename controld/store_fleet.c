@@ -64,7 +64,7 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
 /* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL, ?3 = limit. With a state, the walk
    follows that state's partial index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
-  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                            \
+  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (CAST(?2 AS TEXT) IS NULL OR "              \
   "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                          \
   "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
 
@@ -76,7 +76,7 @@ static const char sql_q_only[] =
 
 /* The id query for a filter (one statement per state so each uses its partial index). */
 static const char *list_sql(unsigned state, int has_q) {
-  static const char any[] = FLEET_STATE_SQL("1");
+  static const char any[] = FLEET_STATE_SQL("1 = 1");
   static const char backup[] = FLEET_STATE_SQL("state_on_backup = 1");
   static const char down[] = FLEET_STATE_SQL("state_all_down = 1");
   static const char failback[] = FLEET_STATE_SQL("state_failback_available = 1");
@@ -119,7 +119,8 @@ static const char sql_changed[] =
     "(SELECT updated_at, id FROM sites WHERE id = ?1)) "
     "AND (?4 = 0 OR state_on_backup = 1) AND (?5 = 0 OR state_all_down = 1) "
     "AND (?6 = 0 OR state_failback_available = 1) AND (?7 = 0 OR state_paused = 1) "
-    "AND (?2 IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "
+    "AND (CAST(?2 AS TEXT) IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM "
+    "hostnames h "
     "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) "
     "ORDER BY updated_at DESC, id DESC LIMIT ?3";
 

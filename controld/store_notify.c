@@ -227,8 +227,9 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
                                         const char *data_json, int64_t *delivery_id) {
   static const char hook[] = "SELECT 1 FROM webhooks WHERE id = ?";
   static const char ins[] =
-      "INSERT INTO events (site_id, site_name, type, title, data, created_at) "
-      "VALUES (?, ?, 'webhook.test', ?, ?, ?)";
+      "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) "
+      "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM events), ?, ?, 'webhook.test', ?, ?, ?) "
+      "RETURNING id";
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)";
@@ -256,8 +257,13 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   db_bind_text(s, 3, title);
   db_bind_text(s, 4, data_json ? data_json : "{}");
   db_bind_i64(s, 5, now);
-  if (store_step_done(st->w, s, "inserting test event") < 0) goto fail;
-  event_id = db_last_id(st->w);
+  if (db_step(s) != DB_ROW) {
+    log_error("inserting test event: %s", db_errmsg(st->w));
+    db_reset(s);
+    goto fail;
+  }
+  event_id = db_col_i64(s, 0);
+  db_reset(s);
   s = db_prep(st->w, outbox);
   if (!s || token_random_hex(uuid, sizeof uuid, 16) < 0) goto fail;
   db_bind_i64(s, 1, webhook_id);
