@@ -527,16 +527,25 @@ static int pg_migrate_lock(struct db_conn *dc) {
   return r ? 0 : -1;
 }
 
+/* The migration record, created by the first db_schema_record (in the migration transaction). */
+static const char sql_migrations_table[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
+    " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+
+/* Read-only (it also runs in read transactions, e.g. for /healthz): a database without the
+   table is at version 0. */
 static int pg_schema_version(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
   if (c->down) {
     set_err(c, DB_E_DOWN, "database unavailable");
     return -1;
   }
-  if (run_ok(c, "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
-                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())") < 0)
-    return -1;
-  PGresult *r = run(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PGRES_TUPLES_OK);
+  PGresult *r = run(c, "SELECT to_regclass('schema_migrations') IS NOT NULL", PGRES_TUPLES_OK);
+  if (!r) return -1;
+  int exists = PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (!exists) return 0;
+  r = run(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PGRES_TUPLES_OK);
   if (!r) return -1;
   int v = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
@@ -549,6 +558,7 @@ static int pg_schema_record(struct db_conn *dc, int version, const char *name) {
     set_err(c, DB_E_DOWN, "database unavailable");
     return -1;
   }
+  if (run_ok(c, sql_migrations_table) < 0) return -1;
   char ver[16];
   snprintf(ver, sizeof ver, "%d", version);
   const char *vals[2] = {ver, name ? name : ""};
