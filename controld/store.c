@@ -152,7 +152,8 @@ int store_tx_commit(struct store *st) {
   } else {
     atomic_fetch_add(&st->generation, 1);
     /* a transaction that committed shows there is space again */
-    if (atomic_exchange(&st->storage_full, 0)) log_info("database %s: writes succeed again", st->path);
+    if (atomic_exchange(&st->storage_full, 0))
+      log_info("database %s: writes succeed again", st->path);
   }
   note_db(st, st->w);
   st->pub_pending = 0;
@@ -239,8 +240,8 @@ static int migrate(struct store *st) {
     const struct schema_migration *m = &list[i];
     if (m->version <= cur) continue;
     if (db_exec(st->w, m->sql) < 0 || db_schema_record(st->w, m->version, m->name) < 0) {
-      log_error("migration %s failed (%s); database left at version %d", m->name,
-                db_errmsg(st->w), cur);
+      log_error("migration %s failed (%s); database left at version %d", m->name, db_errmsg(st->w),
+                cur);
       store_tx_rollback(st);
       return -1;
     }
@@ -540,8 +541,7 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   o->updated_at = db_col_i64(s, 24);
   o->manual_pin = db_col_int(s, 25);
   o->nr_backup_levels = db_col_int(s, 26);
-  o->nr_failure_ratio =
-      db_col_null(s, 27) ? 0 : db_col_double(s, 27);
+  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
   o->nr_failure_min_volume = db_col_i64(s, 28);
   o->revision = db_col_i64(s, 29);
   /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
@@ -814,8 +814,8 @@ enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int6
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
   struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
-                                       "nr_failure_ratio = ?, nr_failure_min_volume = ? "
-                                       "WHERE id = ?");
+                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                     "WHERE id = ?");
   if (!q) return -1;
   db_bind_int(q, 1, s->nr_backup_levels);
   if (s->nr_failure_ratio > 0)
@@ -1021,19 +1021,19 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
   /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
   static const char upd[] =
       "UPDATE origins SET "
-      "health = CASE WHEN enabled = 0 AND ?8 = 1 THEN 'unknown' ELSE health END, "
-      "success_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE success_streak END, "
-      "failure_streak = CASE WHEN enabled = 0 AND ?8 = 1 THEN 0 ELSE failure_streak END, "
-      "healthy_since = CASE WHEN enabled = 0 AND ?8 = 1 THEN NULL ELSE healthy_since END, "
-      "level = ?2, address = ?3, port = ?4, scheme = ?5, host_header = ?6, weight = ?7, "
-      "enabled = ?8 WHERE id = ?9 AND site_id = ?10";
+      "health = CASE WHEN enabled = 0 AND ?7 = 1 THEN 'unknown' ELSE health END, "
+      "success_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE success_streak END, "
+      "failure_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE failure_streak END, "
+      "healthy_since = CASE WHEN enabled = 0 AND ?7 = 1 THEN NULL ELSE healthy_since END, "
+      "level = ?1, address = ?2, port = ?3, scheme = ?4, host_header = ?5, weight = ?6, "
+      "enabled = ?7 WHERE id = ?8 AND site_id = ?9";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   q = db_prep(st->w, upd);
   if (!q) goto fail;
-  bind_origin_cfg(q, o, 2);
-  db_bind_i64(q, 9, o->id);
-  db_bind_i64(q, 10, o->site_id);
+  bind_origin_cfg(q, o, 1); /* ?1..?7: PostgreSQL needs every number up to the highest used */
+  db_bind_i64(q, 8, o->id);
+  db_bind_i64(q, 9, o->site_id);
   if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;

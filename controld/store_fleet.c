@@ -9,12 +9,13 @@
 #include "store_int.h"
 
 int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
-  /* the row-value test skips rows already right: an unchanged site dirties no page */
+  /* the test skips rows already right: an unchanged site dirties no page (the columns are NOT
+     NULL, so plain equality is exact, and portable where a row-value IS NOT is not) */
   static const char q[] =
       "UPDATE sites SET state_on_backup = ?1, state_all_down = ?2, "
       "state_failback_available = ?3, state_paused = ?4 WHERE id = ?5 AND "
-      "(state_on_backup, state_all_down, state_failback_available, state_paused) "
-      "IS NOT (?1, ?2, ?3, ?4)";
+      "NOT (state_on_backup = ?1 AND state_all_down = ?2 AND state_failback_available = ?3 AND "
+      "state_paused = ?4)";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
   db_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);
@@ -60,11 +61,12 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
   return 0;
 }
 
-/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL, ?3 = limit. With a state, the walk
-   follows that state's partial index and tests each of its (few) sites. */
+/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL (its type spelled out: PostgreSQL
+   cannot infer it from IS NULL), ?3 = limit. With a state, the walk follows that state's partial
+   index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
-  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                            \
-  "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                                 \
+  "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (CAST(?2 AS TEXT) IS NULL OR "              \
+  "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                          \
   "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
 
 /* Without a state, q alone: two scans in id order merged (a full scan only when few match). */
@@ -75,7 +77,7 @@ static const char sql_q_only[] =
 
 /* The id query for a filter (one statement per state so each uses its partial index). */
 static const char *list_sql(unsigned state, int has_q) {
-  static const char any[] = FLEET_STATE_SQL("1");
+  static const char any[] = FLEET_STATE_SQL("1 = 1");
   static const char backup[] = FLEET_STATE_SQL("state_on_backup = 1");
   static const char down[] = FLEET_STATE_SQL("state_all_down = 1");
   static const char failback[] = FLEET_STATE_SQL("state_failback_available = 1");
@@ -114,17 +116,18 @@ static char *like_pattern(const char *q) {
    whose (updated_at, id) the page continues below. ?4..?7 = the state flags asked for (no partial
    index: this order reads every site, about 40 ms at 100,000). */
 static const char sql_changed[] =
-    "SELECT id FROM sites WHERE (?1 = 0 OR (updated_at, id) < "
+    "SELECT id FROM sites WHERE (CAST(?1 AS BIGINT) = 0 OR (updated_at, id) < "
     "(SELECT updated_at, id FROM sites WHERE id = ?1)) "
     "AND (?4 = 0 OR state_on_backup = 1) AND (?5 = 0 OR state_all_down = 1) "
     "AND (?6 = 0 OR state_failback_available = 1) AND (?7 = 0 OR state_paused = 1) "
-    "AND (?2 IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "
+    "AND (CAST(?2 AS TEXT) IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' "
+    "OR EXISTS (SELECT 1 FROM hostnames h "
     "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) "
     "ORDER BY updated_at DESC, id DESC LIMIT ?3";
 
 static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
-                               const char *q,
-                               int64_t after, int limit, struct site_rec **out, int *n);
+                               const char *q, int64_t after, int limit, struct site_rec **out,
+                               int *n);
 
 enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char *q, int64_t after,
                                     int limit, struct site_rec **out, int *n) {
@@ -138,8 +141,8 @@ enum store_rc store_fleet_site_list_changed(struct store *st, unsigned state, co
 }
 
 static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
-                               const char *q,
-                               int64_t after, int limit, struct site_rec **out, int *n) {
+                               const char *q, int64_t after, int limit, struct site_rec **out,
+                               int *n) {
   int has_q = q && *q;
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c ? db_prep(c, sql) : NULL;
@@ -151,7 +154,8 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
   *out = NULL;
   *n = 0;
   if (!s || limit < 1) return STORE_ERROR;
-  /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and "SHOP.example.com" */
+  /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and
+   * "SHOP.example.com" */
   if (has_q && !(lq = like_pattern(q))) return STORE_ERROR;
   ids = calloc((size_t)limit, sizeof *ids);
   arr = calloc((size_t)limit, sizeof *arr);
@@ -207,8 +211,7 @@ int store_fleet_each_site(struct store *st, int max,
     row.name = db_col_text(s, 1);
     if (!row.name) row.name = "";
     row.current_level = db_col_int(s, 2);
-    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) |
-                (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
+    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) | (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
                 (db_col_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
                 (db_col_int(s, 6) ? FLEET_PAUSED : 0);
     if (fn(arg, &row) != 0) {
