@@ -9,13 +9,13 @@
 #include "store_int.h"
 
 int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
-  /* the test skips rows already right: an unchanged site dirties no page (the columns are NOT
-     NULL, so plain equality is exact, and portable where a row-value IS NOT is not) */
+  /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,
+     so <> is exact) */
   static const char q[] =
       "UPDATE sites SET state_on_backup = ?1, state_all_down = ?2, "
       "state_failback_available = ?3, state_paused = ?4 WHERE id = ?5 AND "
-      "NOT (state_on_backup = ?1 AND state_all_down = ?2 AND state_failback_available = ?3 AND "
-      "state_paused = ?4)";
+      "(state_on_backup <> ?1 OR state_all_down <> ?2 OR state_failback_available <> ?3 OR "
+      "state_paused <> ?4)";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
   db_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);
@@ -61,9 +61,9 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
   return 0;
 }
 
-/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL (its type spelled out: PostgreSQL
-   cannot infer it from IS NULL), ?3 = limit. With a state, the walk follows that state's partial
-   index and tests each of its (few) sites. */
+/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL (typed: PostgreSQL cannot infer a
+   type from IS NULL), ?3 = limit. With a state, the walk
+   follows that state's partial index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
   "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (CAST(?2 AS TEXT) IS NULL OR "              \
   "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                          \

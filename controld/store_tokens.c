@@ -131,7 +131,7 @@ int store_admin_token_set(struct store *st, const char *hash) {
       "INSERT INTO tokens (kind, hash, name, role, created_at) "
       "VALUES ('admin', ?, '" STORE_TOKEN_BOOTSTRAP "', 'admin', ?) "
       "ON CONFLICT (hash) DO UPDATE SET name = excluded.name, role = 'admin', expires_at = NULL "
-      "WHERE tokens.kind = 'admin'"; /* qualified: "kind" alone is ambiguous with excluded's */
+      "WHERE tokens.kind = 'admin'";
   struct db_stmt *s;
   if (store_tx_begin(st) < 0) return -1;
   s = db_prep(st->w, del);

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "token.h"
 
@@ -14,22 +16,12 @@
 
 int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_file, char *err,
              size_t errlen) {
-  size_t n = strlen(url);
   memset(c, 0, sizeof *c);
+  pthread_mutex_init(&c->mu, NULL);
+  atomic_init(&c->cur_idx, 0);
   atomic_init(&c->revoked, 0);
   atomic_init(&c->stop, 0);
-  if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-    snprintf(err, errlen, "option controld: '%s' is not an http:// or https:// URL", url);
-    return -1;
-  }
-  while (n > 0 && url[n - 1] == '/')
-    n--;
-  if (n >= sizeof c->base || n <= 8) {
-    snprintf(err, errlen, "option controld: URL too long or empty");
-    return -1;
-  }
-  memcpy(c->base, url, n);
-  c->base[n] = '\0';
+  if (ctlset_parse(&c->set, url, err, errlen) < 0) return -1;
   if (!token || !*token || strlen(token) > 256 || strpbrk(token, "\r\n ")) {
     snprintf(err, errlen, "CDNCA_NODE_TOKEN must be set to the node token shown by POST /v1/nodes");
     return -1;
@@ -47,6 +39,7 @@ int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_f
 
 void ctl_fini(struct ctl *c) {
   token_wipe(c->auth, sizeof c->auth);
+  pthread_mutex_destroy(&c->mu);
 }
 
 CURL *ctl_handle(void) {
@@ -93,44 +86,93 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *arg) {
   return n;
 }
 
+/* What a transfer's progress callback checks: shutdown, and whether the node has moved away
+   from the replica the transfer went to. */
+struct xfer {
+  struct ctl *c;
+  int idx;   /* the replica this transfer went to */
+  int moved; /* aborted because the current replica is another one now */
+};
+
 static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d) {
-  struct ctl *c = arg;
-  return atomic_load(&c->stop) ? 1 : 0;
+  struct xfer *x = arg;
+  if (atomic_load(&x->c->stop)) return 1;
+  if (atomic_load(&x->c->cur_idx) != x->idx) {
+    x->moved = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static uint32_t jitter(void) {
+  uint32_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+    rnd = (uint32_t)clock_mono_ms();
+  return rnd;
+}
+
+/* The options every request to controld has. */
+static void easy_common(struct ctl *c, CURL *h, const char *url, long timeout_ms, struct xfer *x) {
+  curl_easy_reset(h);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "cdnca-noded/" CDNCA_VERSION);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (c->ca_file[0]) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+}
+
+/* Hand a call's outcome to the replica set; one log line when it moved to another replica. */
+static void report(struct ctl *c, int idx, uint64_t gen, int answered, long status,
+                   const char *why) {
+  enum ctlset_outcome o = ctlset_classify(answered, status);
+  char from[CTLSET_URL_MAX], to[CTLSET_URL_MAX];
+  int switched, now_idx, n;
+  pthread_mutex_lock(&c->mu);
+  switched = ctlset_report(&c->set, gen, o, clock_mono_ms(), jitter());
+  atomic_store(&c->cur_idx, c->set.cur);
+  n = c->set.n;
+  memcpy(from, c->set.url[idx], sizeof from);
+  memcpy(to, ctlset_current(&c->set, &now_idx, NULL), sizeof to);
+  pthread_mutex_unlock(&c->mu);
+  if (switched)
+    log_warn("controld %d/%d %s is away (%s); switching to controld %d/%d %s", idx + 1, n, from,
+             why, now_idx + 1, n, to);
 }
 
 int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const char *json_body,
              long timeout_ms, struct ctl_resp *out, char *err, size_t errlen) {
-  char url[1024];
+  char url[1024], base[CTLSET_URL_MAX], why[64];
   struct curl_slist *hdrs = NULL;
+  struct xfer x = {c, 0, 0};
   CURLcode cc;
-  int rc = -1;
+  uint64_t gen;
+  int rc = -1, idx;
   memset(out, 0, sizeof *out);
   buf_init(&out->body, CTL_BODY_MAX);
   if (atomic_load(&c->stop)) {
     snprintf(err, errlen, "stopping");
     return -1;
   }
-  snprintf(url, sizeof url, "%s%s", c->base, path);
-  curl_easy_reset(h);
+  pthread_mutex_lock(&c->mu);
+  memcpy(base, ctlset_current(&c->set, &idx, &gen), sizeof base);
+  pthread_mutex_unlock(&c->mu);
+  snprintf(url, sizeof url, "%s%s", base, path);
+  x.idx = idx;
+  easy_common(c, h, url, timeout_ms, &x);
   hdrs = curl_slist_append(hdrs, c->auth);
   hdrs = curl_slist_append(hdrs, "Accept: application/json");
   if (json_body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-  curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "cdnca-noded/" CDNCA_VERSION);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  if (c->ca_file[0]) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
   if (json_body) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, json_body);
@@ -138,11 +180,18 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
   }
   cc = curl_easy_perform(h);
   if (cc != CURLE_OK) {
-    snprintf(err, errlen, "%s %s: %s", method, path,
-             cc == CURLE_ABORTED_BY_CALLBACK ? "stopping" : curl_easy_strerror(cc));
+    if (cc == CURLE_ABORTED_BY_CALLBACK && x.moved)
+      snprintf(err, errlen, "%s %s%s: aborted, moved to another controld", method, base, path);
+    else
+      snprintf(err, errlen, "%s %s%s: %s", method, base, path,
+               cc == CURLE_ABORTED_BY_CALLBACK ? "stopping" : curl_easy_strerror(cc));
+    /* a transfer aborted by shutdown or by a switch says nothing more about the replica */
+    if (cc != CURLE_ABORTED_BY_CALLBACK) report(c, idx, gen, 0, 0, curl_easy_strerror(cc));
     goto out;
   }
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+  snprintf(why, sizeof why, "HTTP %ld", out->status);
+  report(c, idx, gen, 1, out->status, why);
   if (out->status == 401 && !atomic_exchange(&c->revoked, 1))
     log_error("controld refused the node token (401 on %s %s): the node was revoked or the token "
               "is wrong; syncing stops and the last config keeps being served",
@@ -152,4 +201,71 @@ out:
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(hdrs);
   return rc;
+}
+
+int ctl_away(int rc, long status) {
+  return ctlset_classify(rc == 0, status) != CTLSET_ANSWERED;
+}
+
+static size_t discard(char *p, size_t sz, size_t nm, void *arg) {
+  (void)p;
+  (void)arg;
+  return sz * nm;
+}
+
+/* GET /healthz on the current replica (no token: the route is public); 1 when it answered 200. */
+static int probe_healthz(struct ctl *c, CURL *h, const char *base, int idx) {
+  char url[CTLSET_URL_MAX + 16];
+  struct xfer x = {c, idx, 0};
+  long status = 0;
+  snprintf(url, sizeof url, "%s/healthz", base);
+  easy_common(c, h, url, 1000L, &x);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+  if (curl_easy_perform(h) != CURLE_OK) return 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  return status == 200;
+}
+
+int ctl_backoff(struct ctl *c, CURL *h) {
+  for (;;) {
+    char base[CTLSET_URL_MAX];
+    int64_t now = clock_mono_ms(), left;
+    int probe, idx = 0;
+    uint64_t gen;
+    if (atomic_load(&c->stop)) return 1;
+    pthread_mutex_lock(&c->mu);
+    left = ctlset_wait_ms(&c->set, now);
+    probe = left > 0 && ctlset_probe_claim(&c->set, now, jitter());
+    if (probe) memcpy(base, ctlset_current(&c->set, &idx, &gen), sizeof base);
+    pthread_mutex_unlock(&c->mu);
+    if (left <= 0) return 0;
+    if (probe && probe_healthz(c, h, base, idx)) {
+      pthread_mutex_lock(&c->mu);
+      ctlset_reachable(&c->set, gen, clock_mono_ms());
+      pthread_mutex_unlock(&c->mu);
+      log_info("controld %s answers /healthz again: retrying now", base);
+      continue;
+    }
+    if (ctl_sleep(c, left < 50 ? left : 50)) return 1;
+  }
+}
+
+int64_t ctl_backoff_left(struct ctl *c) {
+  int64_t left;
+  pthread_mutex_lock(&c->mu);
+  left = ctlset_wait_ms(&c->set, clock_mono_ms());
+  pthread_mutex_unlock(&c->mu);
+  return left;
+}
+
+void ctl_replica(struct ctl *c, char *url, size_t cap, int *idx, int *n, int64_t *switches) {
+  const char *cur;
+  int i;
+  pthread_mutex_lock(&c->mu);
+  cur = ctlset_current(&c->set, &i, NULL);
+  if (url && cap) snprintf(url, cap, "%s", cur);
+  if (idx) *idx = i;
+  if (n) *n = c->set.n;
+  if (switches) *switches = c->set.switches;
+  pthread_mutex_unlock(&c->mu);
 }

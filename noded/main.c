@@ -14,6 +14,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "ctl.h"
+#include "ctlset.h"
 #include "heartbeat.h"
 #include "json.h"
 #include "log.h"
@@ -27,7 +28,7 @@
 
 /* Options of the command line and the --config file. */
 struct node_cfg {
-  char controld[512];
+  char controld[CTLSET_MAX * CTLSET_URL_MAX]; /* one URL or URL1,URL2,… */
   char listen[128];
   char admin_listen[128];
   char state_dir[512];
@@ -66,7 +67,7 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 #define S(f) sizeof(((struct node_cfg *)0)->f)
 static const struct opt_def options[] = {
     {"controld", OPT_STR, O(controld), S(controld), 0, 0, NULL, NULL,
-     "controld base URL (required)"},
+     "controld base URL, or the replicas as URL1,URL2,... (up to 8; required)"},
     {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480",
      "address:port for visitor traffic"},
     {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401",
@@ -167,7 +168,17 @@ static int on_status(void *arg, cJSON *out) {
   cJSON_AddStringToObject(node, "name", n->cfg.name);
   cJSON_AddStringToObject(node, "version", CDNCA_VERSION);
   json_add_i64(node, "uptime_ms", clock_mono_ms() - n->started_ms);
-  cJSON_AddStringToObject(node, "controld", n->ctl.base);
+  {
+    char url[CTLSET_URL_MAX];
+    int idx, nurl;
+    int64_t switches;
+    ctl_replica(&n->ctl, url, sizeof url, &idx, &nurl, &switches);
+    cJSON_AddStringToObject(node, "controld", url);
+    cJSON_AddNumberToObject(node, "controld_index", idx);
+    cJSON_AddNumberToObject(node, "controld_count", nurl);
+    json_add_i64(node, "controld_switches", switches);
+    json_add_i64(node, "controld_retry_in_ms", ctl_backoff_left(&n->ctl));
+  }
   json_add_i64(out, "seq", si.seq);
   sy = cJSON_AddObjectToObject(out, "sync");
   cJSON_AddStringToObject(sy, "state", sync_state_name(si.state));
@@ -197,10 +208,12 @@ static int on_status(void *arg, cJSON *out) {
 static int on_metrics(void *arg, struct buf *out) {
   struct node *n = arg;
   struct sync_info si;
-  int64_t sent, failed, last_ok, rounds, probes, late;
+  int64_t sent, failed, last_ok, rounds, probes, late, switches;
+  int idx, nurl;
   sync_get_info(n->sync, &si);
   heartbeat_stats(n->hb, &sent, &failed, &last_ok);
   ntasks_stats(n->tasks, &rounds, &probes, &late);
+  ctl_replica(&n->ctl, NULL, 0, &idx, &nurl, &switches);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
   if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
   if (!n->proxy &&
@@ -223,9 +236,20 @@ static int on_metrics(void *arg, struct buf *out) {
                  "cdnca_node_probe_rounds_total %lld\n"
                  "# HELP cdnca_node_probes_total origin probes run for controld\n"
                  "# TYPE cdnca_node_probes_total counter\n"
-                 "cdnca_node_probes_total %lld\n",
+                 "cdnca_node_probes_total %lld\n"
+                 "# HELP cdnca_node_controld_index the controld in use: its 0-based index in "
+                 "--controld\n"
+                 "# TYPE cdnca_node_controld_index gauge\n"
+                 "cdnca_node_controld_index %d\n"
+                 "# HELP cdnca_node_controld_urls controld URLs listed in --controld\n"
+                 "# TYPE cdnca_node_controld_urls gauge\n"
+                 "cdnca_node_controld_urls %d\n"
+                 "# HELP cdnca_node_controld_switches_total moves to the next controld (one was "
+                 "away)\n"
+                 "# TYPE cdnca_node_controld_switches_total counter\n"
+                 "cdnca_node_controld_switches_total %lld\n",
                  sync_state_name(si.state), si.failures, (long long)sent, (long long)failed,
-                 (long long)rounds, (long long)probes) < 0)
+                 (long long)rounds, (long long)probes, idx, nurl, (long long)switches) < 0)
     return -1;
   return 0;
 }
@@ -235,11 +259,8 @@ static int on_metrics(void *arg, struct buf *out) {
 /* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
    naming the option. A start stops at the first failing one; --check-config reports each. */
 static int check_controld(const struct node_cfg *c, char *err, size_t errlen) {
-  if (!c->controld[0]) {
-    snprintf(err, errlen, "option controld: --controld URL is required");
-    return -1;
-  }
-  return 0;
+  struct ctlset set;
+  return ctlset_parse(&set, c->controld, err, errlen);
 }
 
 static int check_listen(const struct node_cfg *c, char *err, size_t errlen) {
@@ -308,7 +329,7 @@ static int check_config(const struct node_cfg *c) {
       errors++;
     }
   }
-  if (c->controld[0]) {
+  if (check_controld(c, err, sizeof err) == 0) {
     char *tok = getenv("CDNCA_NODE_TOKEN");
     if (ctl_init(&ctl, c->controld, tok, c->controld_ca_file, err, sizeof err) < 0) {
       fprintf(stderr, "noded: %s\n", err);
@@ -431,7 +452,7 @@ int main(int argc, char **argv) {
   switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
     opts_usage(options, "noded",
-               "--controld URL [--check-config] [options]  (token in CDNCA_NODE_TOKEN)");
+               "--controld URL[,URL...] [--check-config] [options]  (token in CDNCA_NODE_TOKEN)");
     return 0;
   case OPTS_VERSION:
     printf("noded %s\n", CDNCA_VERSION);
@@ -494,7 +515,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION, n.cfg.name,
-           n.ctl.base, n.cfg.listen, n.cfg.state_dir);
+           n.cfg.controld, n.cfg.listen, n.cfg.state_dir);
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
   {

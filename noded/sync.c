@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "ctl.h"
+#include "ctlset.h"
 #include "log.h"
 #include "sitecfg.h"
 
@@ -45,14 +46,6 @@ const char *sync_state_name(enum sync_state st) {
     return "revoked";
   }
   return "unknown";
-}
-
-int64_t sync_backoff_ms(int failures, uint32_t rnd) {
-  int64_t d = 500;
-  for (int i = 1; i < failures && d < 30000; i++)
-    d *= 2;
-  if (d > 30000) d = 30000;
-  return d / 2 + (int64_t)(rnd % (uint32_t)(d / 2 + 1));
 }
 
 int sync_write_atomic(const char *dir, const char *name, const char *text, size_t len, char *err,
@@ -229,14 +222,16 @@ static void *sync_thread(void *arg) {
   while (ctl_running(s->ctl)) {
     struct ctl_resp r;
     int64_t since;
-    int bad = 0;
+    int bad = 0, away = 0, rc;
     pthread_mutex_lock(&s->mu);
     since = s->info.seq;
     pthread_mutex_unlock(&s->mu);
     snprintf(path, sizeof path, "/v1/node/config?since=%lld&wait_ms=%lld", (long long)since,
              (long long)s->wait_ms);
-    if (ctl_call(s->ctl, h, "GET", path, NULL, (long)s->wait_ms + 15000, &r, err, sizeof err) < 0) {
-      bad = 1;
+    rc = ctl_call(s->ctl, h, "GET", path, NULL, (long)s->wait_ms + 15000, &r, err, sizeof err);
+    if (ctl_away(rc, r.status)) {
+      if (rc == 0) snprintf(err, sizeof err, "controld answered %ld to the config poll", r.status);
+      bad = away = 1;
     } else if (r.status == 200) {
       if (apply_body(s, &r.body, err, sizeof err) < 0)
         bad = 1;
@@ -258,12 +253,19 @@ static void *sync_thread(void *arg) {
     if (!ctl_running(s->ctl)) break;
     failures++;
     set_error(s, SYNC_RETRYING, err);
-    {
+    if (away) {
+      /* the replica is away: the shared backoff, which ends as soon as any call succeeds */
+      if (failures == 1 || failures % 10 == 0)
+        log_warn("config sync: %s (attempt %d, retrying within %lld ms; serving the last config)",
+                 err, failures, (long long)ctl_backoff_left(s->ctl));
+      if (ctl_backoff(s->ctl, h)) break;
+    } else {
+      /* controld answered but the answer was not usable: back off on this loop's own count */
       uint32_t rnd = 0;
       int64_t d;
       if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
         rnd = (uint32_t)clock_mono_ms();
-      d = sync_backoff_ms(failures, rnd);
+      d = ctlset_backoff_ms(failures, rnd);
       if (failures == 1 || failures % 10 == 0)
         log_warn("config sync: %s (attempt %d, retrying in %lld ms; serving the last config)", err,
                  failures, (long long)d);

@@ -58,10 +58,6 @@ void sync_get_info(struct sync *s, struct sync_info *out);
 /* "starting" | "cached" | "live" | "retrying" | "revoked". */
 const char *sync_state_name(enum sync_state st);
 
-/* Pure: delay before retry number `failures` (>= 1): 500 ms doubling, capped at 30 s, with
-   jitter from rnd so that it lies in [d/2, d]. */
-int64_t sync_backoff_ms(int failures, uint32_t rnd);
-
 /* Write text to dir/name atomically: temp file, fsync, rename, fsync of the directory. 0, or -1
    with err filled. */
 int sync_write_atomic(const char *dir, const char *name, const char *text, size_t len, char *err,

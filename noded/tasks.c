@@ -255,8 +255,11 @@ static void *ntasks_thread(void *arg) {
   snprintf(path, sizeof path, "/v1/node/tasks?wait_ms=%d", NTASKS_WAIT_MS);
   while (ctl_running(nt->ctl)) {
     struct ctl_resp r;
-    int bad = 0;
-    if (ctl_call(nt->ctl, h, "GET", path, NULL, NTASKS_WAIT_MS + 15000, &r, err, sizeof err) < 0) {
+    int bad = 0, away;
+    int rc = ctl_call(nt->ctl, h, "GET", path, NULL, NTASKS_WAIT_MS + 15000, &r, err, sizeof err);
+    away = ctl_away(rc, r.status);
+    if (away) {
+      if (rc == 0) snprintf(err, sizeof err, "controld answered %ld to the task poll", r.status);
       bad = 1;
     } else if (r.status == 200) {
       struct ntask_round rd;
@@ -278,7 +281,10 @@ static void *ntasks_thread(void *arg) {
       continue;
     }
     if (++failures == 1) log_debug("task poll: %s", err);
-    ctl_sleep(nt->ctl, failures < 6 ? 500LL << failures : 30000);
+    if (away)
+      ctl_backoff(nt->ctl, h); /* shared with the config sync: ends when any call succeeds */
+    else
+      ctl_sleep(nt->ctl, failures < 6 ? 500LL << failures : 30000);
   }
   curl_easy_cleanup(h);
   return NULL;

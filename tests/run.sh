@@ -3,6 +3,9 @@
 #   tests/run.sh            plain build in ./build
 #   tests/run.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
 #   tests/run.sh --tsan     ThreadSanitizer build in ./build-tsan (a race report fails the test)
+#   tests/run.sh --pg       plain build in ./build, only the PostgreSQL tests (label pg): the
+#                           integration suite again as pg.<name> on a temporary PostgreSQL
+#                           cluster (CDNCA_TEST_DB=pg, tests/integration/pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
 # It first installs what is missing (deploy/deps.sh: build; tests/deps.sh: chromium, Node.js and
 # playwright-core for the browser test, promtool, systemd-analyze); CDNCA_NO_INSTALL=1 installs
@@ -11,7 +14,13 @@ set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$top/build"
 cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-if [ "${1:-}" = "--asan" ]; then
+pg=OFF
+ctest_args=()
+if [ "${1:-}" = "--pg" ]; then
+  shift
+  pg=ON
+  ctest_args=(-L pg)
+elif [ "${1:-}" = "--asan" ]; then
   shift
   dir="$top/build-asan"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON)
@@ -25,7 +34,7 @@ elif [ "${1:-}" = "--tsan" ]; then
 fi
 "$top/deploy/deps.sh"
 "$top/tests/deps.sh"
-cmake -S "$top" -B "$dir" "${cmake_args[@]}" >/dev/null
+cmake -S "$top" -B "$dir" "${cmake_args[@]}" -DCDNCA_PG_TESTS="$pg" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 cd "$dir"
-ctest --output-on-failure --timeout 600 "$@"
+ctest --output-on-failure --timeout 600 "${ctest_args[@]}" "$@"

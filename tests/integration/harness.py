@@ -26,6 +26,15 @@ main thread: they are also tied to it with PR_SET_PDEATHSIG so none outlives a k
 
 Binaries come from $CDNCA_BUILD (default ../../build relative to this file).
 
+The database: a SQLite file in the test's directory, or with CDNCA_TEST_DB=pg a fresh database in
+a PostgreSQL cluster this process starts (pgfixture.py; Controld then passes a conninfo as --db).
+Tests that read or write the database themselves use db_query(c, sql), which works on both. A
+test that only makes sense on SQLite (it handles the database file) is listed after SQLITE_ONLY
+in its PostgreSQL registration in tests/CMakeLists.txt; the runner then reports it as SKIP on
+PostgreSQL (never as passed), and a listed name that matches no test fails the run. In
+PostgreSQL mode Controld(db=<a file>) fails the test, so an undeclared SQLite-only test cannot
+pass unnoticed on SQLite.
+
 Every answer from a controld started here (through Controld.api or http_call to its port) is
 checked against the OpenAPI document controld/openapi.json (python3-jsonschema): the route must
 be in it, the status must be listed for the operation, and a JSON body must match the status's
@@ -56,6 +65,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.abspath(os.environ.get("CDNCA_BUILD", os.path.join(HERE, "..", "..", "build")))
 HOST = "127.0.0.1"
 DEFAULT = object()  # "use the default admin token" marker for Controld.api
+
+DB_MODE = os.environ.get("CDNCA_TEST_DB", "sqlite")  # "sqlite" or "pg"
+if DB_MODE not in ("sqlite", "pg"):
+    raise SystemExit("harness: CDNCA_TEST_DB must be sqlite or pg, not %r" % DB_MODE)
+# test names declared SQLite-only for this file's PostgreSQL pass (tests/CMakeLists.txt)
+SQLITE_ONLY = [n for n in os.environ.get("CDNCA_TEST_SQLITE_ONLY", "").split(",") if n]
 
 _PROCS = []  # every _Proc started by this runner, in start order
 _CONTROLD_PORTS = set()  # ports of the controlds started here: their answers are validated
@@ -270,6 +285,51 @@ def _set_pdeathsig():
         pass
 
 
+# ---- the database (SQLite file or PostgreSQL) ----
+
+def pg_mode():
+    """True when the tests run on PostgreSQL (CDNCA_TEST_DB=pg)."""
+    return DB_MODE == "pg"
+
+
+def new_db(tmpdir, name="controld"):
+    """The --db value for a new controld: a file in tmpdir, or a fresh PostgreSQL database."""
+    if pg_mode():
+        import pgfixture  # noqa: PLC0415 - only the PostgreSQL pass needs it
+        return pgfixture.new_database()
+    return os.path.join(tmpdir, name + ".db")
+
+
+_PG_NULL = "\\N"  # how psql prints NULL for db_query
+
+
+def _pg_value(v):
+    if v == _PG_NULL:
+        return None
+    if v.lstrip("-").isdigit():
+        return int(v)
+    return v
+
+
+def db_query(c, sql):
+    """Run one SQL statement (no parameters: put literal values in it) on the database of
+    Controld c, SQLite file or PostgreSQL; returns the rows as tuples (integers as int, NULL as
+    None, the rest as text). A write is committed. Works while controld runs (SQLite: WAL)."""
+    if pg_mode():
+        import pgfixture  # noqa: PLC0415
+        cl = pgfixture.cluster()
+        rows = cl.psql(pgfixture.dbname_of(c.db), sql, null=_PG_NULL)
+        return [tuple(_pg_value(v) for v in r) for r in rows]
+    import sqlite3  # noqa: PLC0415
+    con = sqlite3.connect(c.db, timeout=30)
+    try:
+        with con:
+            rows = con.execute(sql).fetchall()
+    finally:
+        con.close()
+    return rows
+
+
 # ---- processes ----
 
 class _Proc:
@@ -361,7 +421,8 @@ class _Exited(StopWaiting):
 
 
 class Controld(_Proc):
-    """controld on a free loopback port with its database in tmpdir.
+    """controld on a free loopback port with its database in tmpdir (or, with CDNCA_TEST_DB=pg,
+    a fresh PostgreSQL database; .db is then its conninfo).
 
     admin_token (random by default) is passed as CDNCA_ADMIN_TOKEN while pass_admin_token is
     true; .url, .port, .db are fixed for the object's life, so a restart keeps the address."""
@@ -376,7 +437,10 @@ class Controld(_Proc):
         self.port = free_port()
         _CONTROLD_PORTS.add(self.port)
         self.url = "http://%s:%d" % (HOST, self.port)
-        self.db = db or os.path.join(tmpdir, name + ".db")
+        if db is not None and pg_mode() and not db.startswith(("host=", "postgres")):
+            raise AssertionError("Controld(db=%r) is a SQLite file but CDNCA_TEST_DB=pg: declare "
+                                 "this test SQLITE_ONLY in tests/CMakeLists.txt" % db)
+        self.db = db or new_db(tmpdir, name)
         self.binary = os.path.join(BUILD, "controld", "controld")
 
     def start(self, timeout=20.0):
@@ -538,8 +602,15 @@ def _kill_all():
 atexit.register(_kill_all)
 
 
+def _stop_pg():
+    mod = sys.modules.get("pgfixture")
+    if mod is not None:
+        mod.stop()
+
+
 def _on_signal(signum, frame):
     _kill_all()
+    _stop_pg()
     sys.stderr.write("harness: signal %d, children killed\n" % signum)
     os._exit(128 + signum)
 
@@ -568,13 +639,32 @@ def main(tests=None, argv=None):
     if tests is None:
         caller = inspect.stack()[1].frame.f_globals
         tests = [f for n, f in caller.items() if n.startswith("test_") and callable(f)]
+    skip = set()
+    if pg_mode():
+        import pgfixture  # noqa: PLC0415
+        if not pgfixture.available():
+            print("SKIP: CDNCA_TEST_DB=pg but no PostgreSQL server binaries "
+                  "(/usr/lib/postgresql/*/bin; deploy/deps.sh installs postgresql)")
+            sys.exit(77)
+    if pg_mode() and SQLITE_ONLY:
+        names = {t.__name__ for t in tests}
+        unknown = [n for n in SQLITE_ONLY if n not in names]
+        if unknown:
+            print("FAIL: SQLITE_ONLY names no test of this file: %s" % ", ".join(unknown))
+            sys.exit(1)
+        skip = set(SQLITE_ONLY)
     if argv:
         tests = [t for t in tests if any(a in t.__name__ for a in argv)]
     signal.signal(signal.SIGTERM, _on_signal)
     script = os.path.splitext(os.path.basename(sys.argv[0] or "tests"))[0]
     base = tempfile.mkdtemp(prefix="cdnca-%s-" % script)
-    passed = failed = 0
+    passed = failed = skipped = 0
     for t in tests:
+        if t.__name__ in skip:
+            skipped += 1
+            print("SKIP %s (SQLite only, declared in tests/CMakeLists.txt)" % t.__name__,
+                  flush=True)
+            continue
         tmp = os.path.join(base, t.__name__)
         os.makedirs(tmp)
         first = len(_PROCS)
@@ -602,9 +692,12 @@ def main(tests=None, argv=None):
                 print("---- %s log (%s), last %d lines ----\n%s"
                       % (p.name, p.log_path, _LOG_TAIL, p.log_tail()), flush=True)
     _kill_all()
+    _stop_pg()
     if failed == 0:
         shutil.rmtree(base, ignore_errors=True)
     else:
         print("logs kept in %s" % base)
-    print("%d passed, %d failed" % (passed, failed), flush=True)
+    print("%d passed, %d failed%s%s" % (passed, failed,
+                                         ", %d skipped (SQLite only)" % skipped if skipped else "",
+                                         " [PostgreSQL]" if pg_mode() else ""), flush=True)
     sys.exit(1 if failed or passed == 0 else 0)

@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import random
-import sqlite3
 import subprocess
 import threading
 import time
@@ -223,10 +222,7 @@ def test_start_repairs_a_site_stranded_by_an_older_controld(tmp):
     s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
     other = make_site(c, "fine", [{"address": "10.0.1.1"}, {"address": "10.0.1.2", "level": 2}])
     c.stop()
-    db = sqlite3.connect(c.db)
-    db.execute("UPDATE origins SET enabled = 0 WHERE id = ?", (s["origins"][0]["id"],))
-    db.commit()
-    db.close()
+    harness.db_query(c, "UPDATE origins SET enabled = 0 WHERE id = %d" % s["origins"][0]["id"])
     c.start()
     status, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
     assert j["current_level"] == 2, j
@@ -487,9 +483,7 @@ def test_idempotency_key_replays_the_first_answer(tmp):
     n2 = c.api("POST", "/v1/nodes", {"name": "edge-1"}, headers=nkey)
     assert n1[0] == n2[0] == 201 and n1[1]["id"] == n2[1]["id"], (n1, n2)
     assert n1[1]["token"] and n2[1]["token"] is None, n2
-    db = sqlite3.connect(c.db)
-    stored = " ".join(r[0] or "" for r in db.execute("SELECT body FROM idempotency_keys"))
-    db.close()
+    stored = " ".join(r[0] or "" for r in harness.db_query(c, "SELECT body FROM idempotency_keys"))
     assert n1[1]["token"] not in stored
     # malformed keys are refused
     s8, e, _ = c.api("POST", "/v1/sites", good, headers={"Idempotency-Key": "x" * 129})
@@ -506,10 +500,7 @@ def test_idempotency_keys_expire_after_a_day(tmp):
     body = {"name": "shop", "hostnames": ["shop.example.com"]}
     s1, j1, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
     c.stop()
-    db = sqlite3.connect(c.db)
-    db.execute("UPDATE idempotency_keys SET created_at = created_at - 86400001")
-    db.commit()
-    db.close()
+    harness.db_query(c, "UPDATE idempotency_keys SET created_at = created_at - 86400001")
     c.start()
     # expired: the key is free again (the name is taken now, so this answers 409)
     s2, e, _ = c.api("POST", "/v1/sites", body, headers={"Idempotency-Key": "old"})
@@ -517,9 +508,7 @@ def test_idempotency_keys_expire_after_a_day(tmp):
     # a new write prunes expired keys
     c.api("POST", "/v1/sites", {"name": "b", "hostnames": ["b.example.com"]},
           headers={"Idempotency-Key": "new"})
-    db = sqlite3.connect(c.db)
-    keys = [r[0] for r in db.execute("SELECT key FROM idempotency_keys")]
-    db.close()
+    keys = [r[0] for r in harness.db_query(c, "SELECT key FROM idempotency_keys")]
     assert keys == ["new"], keys
 
 
@@ -544,9 +533,7 @@ def test_junk_heartbeat_observations_are_not_stored(tmp):
         st, body, _ = c.api("POST", "/v1/node/heartbeat",
                             {"version": "t", "config_version": 0, "observations": obs}, token=tok)
         assert st == 204, body
-    db = sqlite3.connect(c.db)
-    rows = db.execute("SELECT site_id, origin_id, requests FROM node_observations").fetchall()
-    db.close()
+    rows = harness.db_query(c, "SELECT site_id, origin_id, requests FROM node_observations")
     assert rows == [(sid, o1, 14)], rows
     # the status card shows the real one
     st, card, _ = c.api("GET", "/v1/sites/%d/status" % sid)
@@ -555,9 +542,7 @@ def test_junk_heartbeat_observations_are_not_stored(tmp):
     # deleting the origin forgets its observations
     st, _, _ = c.api("DELETE", "/v1/sites/%d/origins/%d" % (sid, o1))
     assert st == 204
-    db = sqlite3.connect(c.db)
-    assert db.execute("SELECT COUNT(*) FROM node_observations").fetchone()[0] == 0
-    db.close()
+    assert harness.db_query(c, "SELECT COUNT(*) FROM node_observations") == [(0,)]
 
 
 # ---- a full disk: 507 storage_full, /healthz degraded, nothing half-written ----

@@ -20,7 +20,6 @@ import glob
 import json
 import os
 import re
-import sqlite3
 import time
 
 import harness
@@ -543,13 +542,14 @@ def test_audit_retention(tmp):
         assert status == 201
     c.stop()
     now = int(time.time() * 1000)
-    con = sqlite3.connect(c.db)
-    with con:
-        con.executemany("INSERT INTO audit (at, token_id, token_name, method, path, status, "
-                        "summary) VALUES (?, 1, 'bootstrap', 'POST', '/v1/nodes', 201, 'old')",
-                        [(now - 31 * 86400000 - i,) for i in range(2500)] +
-                        [(now - 29 * 86400000,)])
-    con.close()
+    # 2,500 rows older than 30 days (one statement, SQLite and PostgreSQL alike), 1 inside
+    harness.db_query(c, "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n "
+                        "WHERE i < 2499) INSERT INTO audit (at, token_id, token_name, method, "
+                        "path, status, summary) SELECT %d - i, 1, 'bootstrap', 'POST', "
+                        "'/v1/nodes', 201, 'old' FROM n" % (now - 31 * 86400000))
+    harness.db_query(c, "INSERT INTO audit (at, token_id, token_name, method, path, status, "
+                        "summary) VALUES (%d, 1, 'bootstrap', 'POST', '/v1/nodes', 201, 'old')"
+                        % (now - 29 * 86400000))
     c.start()
     rows = audit(c)
     assert len(rows) == 4, [r["summary"] for r in rows]  # 3 fresh, 1 inside 30 days

@@ -125,8 +125,13 @@ def main():
         clog = open(clog_path, "w")
         logs.append(clog)
         env = dict(os.environ, CDNCA_ADMIN_TOKEN=token)
+        if os.environ.get("CDNCA_TEST_DB") == "pg":  # the PostgreSQL pass (pgfixture.py)
+            import pgfixture
+            db = pgfixture.new_database()
+        else:
+            db = os.path.join(tmp, "c.db")
         cd = subprocess.Popen([controld, "--listen", "127.0.0.1:%d" % port,
-                               "--db", os.path.join(tmp, "c.db"), "--probe-interval-ms", "500"],
+                               "--db", db, "--probe-interval-ms", "500"],
                               env=env, stdin=subprocess.DEVNULL, stdout=clog, stderr=subprocess.STDOUT)
         procs.append(cd)
         wait_healthz(url, cd, clog_path)

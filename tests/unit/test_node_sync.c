@@ -1,4 +1,4 @@
-/* test_node_sync — noded's pure pieces: task answers and URLs, backoff, heartbeat body, the
+/* test_node_sync — noded's pure pieces: task answers and URLs, heartbeat body, the
    atomic cache write. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,23 +104,6 @@ static void test_parse_tasks(void **state) {
   assert_int_equal(ntasks_effective_timeout(5000, -10), 0);
 }
 
-static void test_backoff(void **state) {
-  (void)state;
-  for (uint32_t rnd = 0; rnd < 5000; rnd += 37) {
-    int64_t prev_hi = 0;
-    for (int f = 1; f < 40; f++) {
-      int64_t d = sync_backoff_ms(f, rnd), hi = 500;
-      for (int i = 1; i < f && hi < 30000; i++)
-        hi *= 2;
-      if (hi > 30000) hi = 30000;
-      assert_true(d >= hi / 2 && d <= hi);
-      assert_true(hi >= prev_hi);
-      prev_hi = hi;
-    }
-  }
-  assert_true(sync_backoff_ms(100, 12345) <= 30000);
-}
-
 static void test_heartbeat_body(void **state) {
   cJSON *obs = cJSON_CreateArray(), *x, *j, *arr;
   char *text;
@@ -175,8 +158,9 @@ static void test_atomic_write(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_url_target),   cmocka_unit_test(test_parse_tasks),
-      cmocka_unit_test(test_backoff),      cmocka_unit_test(test_heartbeat_body),
+      cmocka_unit_test(test_url_target),
+      cmocka_unit_test(test_parse_tasks),
+      cmocka_unit_test(test_heartbeat_body),
       cmocka_unit_test(test_atomic_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
