@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "db.h"
 #include "db_driver.h"
 
@@ -542,6 +543,70 @@ static void test_threads(void **state) {
   db_reset(s);
 }
 
+/* PostgreSQL: the backoff between reconnect attempts doubles from 100 ms to at most 5 s (the
+   clock is frozen so the steps are exact). */
+static void test_pg_backoff_doubling(void **state) {
+  struct db_conn *c = *state;
+  char sql[160];
+  int64_t t = 1000000;
+  clock_set_fake_ms(t);
+  snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
+  admin_exec(sql);
+  terminate(backend_pid(c));
+  struct db_stmt *s = db_prep(c, "SELECT 2");
+  if (s) assert_int_equal(db_step(s), DB_ERR);
+  assert_int_equal(db_up(c), 0);
+  assert_null(db_prep(c, "SELECT 2")); /* the immediate attempt */
+  assert_null(strstr(db_errmsg(c), "pending"));
+  int gap = 100;
+  for (int i = 0; i < 8; i++) {
+    clock_set_fake_ms(t + gap - 1);
+    assert_null(db_prep(c, "SELECT 2"));
+    assert_non_null(strstr(db_errmsg(c), "pending")); /* not yet: no attempt */
+    t += gap;
+    clock_set_fake_ms(t);
+    assert_null(db_prep(c, "SELECT 2"));
+    assert_null(strstr(db_errmsg(c), "pending")); /* attempted, refused */
+    gap = gap * 2 > 5000 ? 5000 : gap * 2;
+  }
+  assert_int_equal(gap, 5000);
+  snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS true", g_dbname);
+  admin_exec(sql);
+  clock_set_fake_ms(t + gap);
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(db_up(c), 1);
+  db_rollback(c);
+  clock_set_fake_ms(-1);
+}
+
+static void show(struct db_conn *c, const char *sql, const char *want) {
+  struct db_stmt *s = db_prep(c, sql);
+  assert_non_null(s);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_string_equal(db_col_text(s, 0), want);
+  db_reset(s);
+}
+
+/* PostgreSQL: the driver's session defaults apply unless the target sets its own. */
+static void test_pg_session_defaults(void **state) {
+  struct db_conn *c = *state;
+  show(c, "SHOW application_name", "controld");
+  show(c, "SHOW statement_timeout", "30s");
+  show(c, "SHOW lock_timeout", "30s");
+  show(c, "SHOW idle_in_transaction_session_timeout", "1min");
+  char target[700];
+  snprintf(target, sizeof target,
+           "%s application_name=other options='-c statement_timeout=5s -c lock_timeout=0'",
+           g_target);
+  struct db_conn *o = db_open(target);
+  assert_non_null(o);
+  show(o, "SHOW application_name", "other");
+  show(o, "SHOW statement_timeout", "5s");
+  show(o, "SHOW lock_timeout", "0");
+  show(o, "SHOW idle_in_transaction_session_timeout", "1min");
+  db_close(o);
+}
+
 /* SQLite: always up, the epoch never moves. */
 static void test_sqlite_epoch(void **state) {
   struct db_conn *c = *state;
@@ -726,6 +791,8 @@ static int run_pg(void) {
       DRIVER_TEST(test_pg_commit_after_error),
       DRIVER_TEST(test_pg_reconnect),
       DRIVER_TEST(test_pg_reconnect_backoff),
+      DRIVER_TEST(test_pg_backoff_doubling),
+      DRIVER_TEST(test_pg_session_defaults),
   };
   int rc = cmocka_run_group_tests_name("db pg", tests, NULL, NULL);
   snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", g_dbname);
