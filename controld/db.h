@@ -25,7 +25,8 @@ enum { DB_DONE = 0, DB_ROW = 1, DB_ERR = -1 };
 /* Why the last call failed, driver-neutral. */
 enum db_err {
   DB_E_NONE = 0,
-  DB_E_UNIQUE,     /* a UNIQUE or PRIMARY KEY constraint (SQLite CONSTRAINT_UNIQUE/PK, SQLSTATE 23505) */
+  DB_E_UNIQUE, /* a UNIQUE or PRIMARY KEY constraint (SQLite CONSTRAINT_UNIQUE/PK, SQLSTATE 23505)
+                */
   DB_E_CONSTRAINT, /* another constraint: foreign key, CHECK, NOT NULL (SQLSTATE class 23) */
   DB_E_FULL,       /* no space left (SQLITE_FULL, SQLSTATE 53100) */
   DB_E_BUSY,       /* a lock or serialization timeout (SQLITE_BUSY, SQLSTATE 40001/40P01/55P03) */
@@ -40,6 +41,11 @@ struct db_stmt; /* a prepared statement on one connection */
    ("host=… dbname=…", any '=' before the first '/') is PostgreSQL; anything else is a SQLite
    file path. */
 enum db_kind db_kind_of(const char *target);
+
+/* target fit for a log line: a password in it (a URI's user:password@ or password= parameter,
+   a conninfo's password=…) is replaced by "***"; anything else is copied. Writes at most cap
+   bytes into out (always terminated); returns out. Pure. */
+const char *db_target_redact(const char *target, char *out, size_t cap);
 
 /* Open a connection to target (see db_kind_of). NULL on failure (logged). For PostgreSQL the
    target's own settings win over the driver's defaults (TCP keepalives, connect timeout,

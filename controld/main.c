@@ -408,7 +408,7 @@ int main(int argc, char **argv) {
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
   if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;
-  log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
+  log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
   svc_ready("serving the API");

@@ -13,11 +13,11 @@ struct store;
 enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
-  STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
-  STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
-  STORE_FULL = 4,     /* the disk is full: nothing was written */
+  STORE_CONFLICT = 2,    /* a UNIQUE value is taken: see the conflict text */
+  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_FULL = 4,        /* the disk is full: nothing was written */
   STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
-  STORE_ERROR = -1,   /* logged where it happened */
+  STORE_ERROR = -1,      /* logged where it happened */
 };
 
 enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
@@ -109,6 +109,9 @@ int store_db_up(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
+
+/* The --db target for log lines and messages: a password in it is masked. Valid while st is. */
+const char *store_db_label(const struct store *st);
 
 /* Fill a site record with the defaults of DESIGN §2 (no origins). */
 void site_rec_defaults(struct site_rec *s);

@@ -11,7 +11,8 @@
 #include "store_tokens.h"
 
 struct store {
-  char *path;
+  char *path;        /* the --db target, passed to db_open */
+  char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
   pthread_key_t rkey;  /* per-thread reader connection */
@@ -30,13 +31,13 @@ struct store {
     struct token_auth auth;
   } * tcache;
   int ntcache, captcache;
-  uint64_t tgen;              /* bumped by every clear (under tmu) */
-  int token_clear_pending;    /* the open transaction removed tokens: clear the cache on commit */
-  int64_t tx_gen;             /* the ordered-write row's gen in the open transaction (0 = unordered) */
-  atomic_int db_down;         /* the last statement on the writer found the database unreachable */
-  atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
-                                 commits) */
-  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
+  uint64_t tgen;           /* bumped by every clear (under tmu) */
+  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+  int64_t tx_gen;          /* the ordered-write row's gen in the open transaction (0 = unordered) */
+  atomic_int db_down;      /* the last statement on the writer found the database unreachable */
+  atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
+                              commits) */
+  int64_t audit_keep_ms;   /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   void (*event_hook)(void *arg);

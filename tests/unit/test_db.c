@@ -631,6 +631,37 @@ static void test_kind_of(void **state) {
   assert_int_equal(db_kind_of("=x"), DB_SQLITE);
 }
 
+static void check_redact(const char *in, const char *want) {
+  char out[256];
+  assert_string_equal(db_target_redact(in, out, sizeof out), want);
+}
+
+static void test_redact(void **state) {
+  check_redact("./controld.db", "./controld.db");
+  check_redact("/var/lib/cdnca/pass word=x.db", "/var/lib/cdnca/pass word=x.db");
+  check_redact("postgresql://cdnca@db1/cdnca", "postgresql://cdnca@db1/cdnca");
+  check_redact("postgresql://cdnca:s3cret@db1:5432/cdnca?sslmode=require",
+               "postgresql://cdnca:***@db1:5432/cdnca?sslmode=require");
+  check_redact("postgres://u:p@h", "postgres://u:***@h");
+  check_redact("postgresql://db1/cdnca?user=u&password=s3cret&sslmode=verify-full",
+               "postgresql://db1/cdnca?user=u&password=***&sslmode=verify-full");
+  check_redact("postgresql://u:a%40b@[::1]:5432/d?password=x",
+               "postgresql://u:***@[::1]:5432/d?password=***");
+  check_redact("postgresql://[::1]:5432/d", "postgresql://[::1]:5432/d");
+  check_redact("host=/run/pg dbname=cdnca", "host=/run/pg dbname=cdnca");
+  check_redact("host=db1 password=s3cret dbname=cdnca", "host=db1 password=*** dbname=cdnca");
+  check_redact("host=db1 password = 's3 c\\'ret' dbname=cdnca",
+               "host=db1 password = *** dbname=cdnca");
+  check_redact("password=x", "password=***");
+  check_redact("host=db1 passwordx=y", "host=db1 passwordx=y");
+  check_redact("host=db1 options='-c password=x'", "host=db1 options='-c password=x'");
+  check_redact("dbname=x junk", "dbname=x junk");
+  char small[12];
+  assert_string_equal(db_target_redact("host=db1 password=secret", small, sizeof small),
+                      "host=db1 pa");
+  assert_string_equal(db_target_redact(NULL, small, sizeof small), "");
+}
+
 static void check_rewrite(const char *in, const char *want, int want_n) {
   int n = -1;
   char *out = db_placeholders_pg(in, &n);
@@ -716,6 +747,7 @@ static int run_sqlite(void) {
   const struct CMUnitTest pure[] = {
       cmocka_unit_test(test_kind_of),
       cmocka_unit_test(test_placeholders),
+      cmocka_unit_test(test_redact),
       cmocka_unit_test(test_sqlstate),
       cmocka_unit_test(test_pg_target_refused_without_driver),
   };
