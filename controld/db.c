@@ -20,6 +20,92 @@ enum db_kind db_kind_of(const char *target) {
   return DB_SQLITE;
 }
 
+/* Append n bytes of s to out at *o, keeping room for the terminator. */
+static void put(char *out, size_t cap, size_t *o, const char *s, size_t n) {
+  while (n-- && *o + 1 < cap)
+    out[(*o)++] = *s++;
+}
+
+/* A URI: postgresql://user:secret@host/db?password=secret&sslmode=… */
+static void redact_uri(const char *t, char *out, size_t cap, size_t *o) {
+  const char *auth = strstr(t, "://") + 3;
+  size_t alen = strcspn(auth, "/?#");
+  const char *at = memchr(auth, '@', alen);
+  const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+  if (colon) {
+    put(out, cap, o, t, (size_t)(colon - t) + 1);
+    put(out, cap, o, "***", 3);
+    t = at;
+  }
+  const char *q = strchr(t, '?');
+  if (!q) {
+    put(out, cap, o, t, strlen(t));
+    return;
+  }
+  put(out, cap, o, t, (size_t)(q - t) + 1);
+  for (const char *p = q + 1; *p;) {
+    size_t n = strcspn(p, "&#");
+    if (n >= 9 && !strncmp(p, "password=", 9)) {
+      put(out, cap, o, "password=***", 12);
+    } else {
+      put(out, cap, o, p, n);
+    }
+    p += n;
+    if (*p) put(out, cap, o, p++, 1);
+  }
+}
+
+/* A conninfo: keyword = value pairs, a value bare or in single quotes with \ escapes. */
+static void redact_conninfo(const char *t, char *out, size_t cap, size_t *o) {
+  const char *p = t;
+  while (*p) {
+    const char *start = p;
+    while (*p == ' ' || *p == '\t' || *p == '\n')
+      p++;
+    const char *key = p;
+    while (*p && *p != '=' && *p != ' ' && *p != '\t')
+      p++;
+    size_t klen = (size_t)(p - key);
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p != '=') { /* not a pair: copy the rest as it is */
+      put(out, cap, o, start, strlen(start));
+      return;
+    }
+    p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    const char *val = p;
+    if (*p == '\'') {
+      for (p++; *p && *p != '\''; p++)
+        if (*p == '\\' && p[1]) p++;
+      if (*p) p++;
+    } else {
+      while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+        p++;
+    }
+    put(out, cap, o, start, (size_t)(val - start));
+    if (klen == 8 && !strncmp(key, "password", 8))
+      put(out, cap, o, "***", 3);
+    else
+      put(out, cap, o, val, (size_t)(p - val));
+  }
+}
+
+const char *db_target_redact(const char *target, char *out, size_t cap) {
+  size_t o = 0;
+  if (!cap) return out;
+  if (!target) target = "";
+  if (db_kind_of(target) != DB_PG)
+    put(out, cap, &o, target, strlen(target));
+  else if (strstr(target, "://") && strstr(target, "://") == strchr(target, ':'))
+    redact_uri(target, out, cap, &o);
+  else
+    redact_conninfo(target, out, cap, &o);
+  out[o] = '\0';
+  return out;
+}
+
 struct db_conn *db_open(const char *target) {
   if (db_kind_of(target) == DB_SQLITE) return db_sqlite_open(target);
 #ifdef CDNCA_HAVE_PG

@@ -42,6 +42,11 @@ struct db_stmt; /* a prepared statement on one connection */
    file path. */
 enum db_kind db_kind_of(const char *target);
 
+/* target fit for a log line: a password in it (a URI's user:password@ or password= parameter,
+   a conninfo's password=…) is replaced by "***"; anything else is copied. Writes at most cap
+   bytes into out (always terminated); returns out. Pure. */
+const char *db_target_redact(const char *target, char *out, size_t cap);
+
 /* Open a connection to target (see db_kind_of). NULL on failure (logged). For PostgreSQL the
    target's own settings win over the driver's defaults (TCP keepalives, connect timeout,
    application_name). */

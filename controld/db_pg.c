@@ -537,14 +537,19 @@ static int pg_migrate_lock(struct db_conn *dc) {
   return r ? 0 : -1;
 }
 
+/* The migration record, created by the first db_schema_record (in the migration transaction). */
+static const char sql_migrations_table[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
+    " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+
+/* Read-only (it also runs in read transactions, e.g. for /healthz): a database without the
+   table is at version 0. */
 static int pg_schema_version(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
   if (c->down) {
     set_err(c, DB_E_DOWN, "database unavailable");
     return -1;
   }
-  /* read-only: a database no controld has migrated has no table yet (version 0); the table is
-     created by the first schema_record, inside the migrating transaction */
   PGresult *r = run(c, "SELECT to_regclass('schema_migrations') IS NOT NULL", PGRES_TUPLES_OK);
   if (!r) return -1;
   int exists = PQgetvalue(r, 0, 0)[0] == 't';
@@ -563,12 +568,10 @@ static int pg_schema_record(struct db_conn *dc, int version, const char *name) {
     set_err(c, DB_E_DOWN, "database unavailable");
     return -1;
   }
+  if (run_ok(c, sql_migrations_table) < 0) return -1;
   char ver[16];
   snprintf(ver, sizeof ver, "%d", version);
   const char *vals[2] = {ver, name ? name : ""};
-  if (run_ok(c, "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY,"
-                " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())") < 0)
-    return -1;
   PGresult *r = PQexecParams(c->pg, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
                              2, NULL, vals, NULL, NULL, 0);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;

@@ -489,7 +489,7 @@ int main(int argc, char **argv) {
   if (!ctx.prober) goto out;
   /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
   if (cluster ? lease_setup(&ctx) < 0 : prober_start(ctx.prober) < 0) goto out;
-  log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
+  log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
   svc_ready("serving the API");

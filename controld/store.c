@@ -80,7 +80,7 @@ void store_col_text(struct db_stmt *s, int col, char *out, size_t cap) {
 static void note_failure(struct store *st) {
   if (db_err(st->w) == DB_E_FULL) {
     if (!atomic_exchange(&st->storage_full, 1))
-      log_error("database %s: the disk is full; writes fail until space is freed", st->path);
+      log_error("database %s: the disk is full; writes fail until space is freed", st->label);
   }
 }
 
@@ -155,9 +155,9 @@ static void note_db(struct store *st, struct db_conn *c) {
   int down = db_err(c) == DB_E_DOWN;
   if (atomic_exchange(&st->db_down, down) != down) {
     if (down)
-      log_error("database %s is unavailable: %s", st->path, db_errmsg(c));
+      log_error("database %s is unavailable: %s", st->label, db_errmsg(c));
     else
-      log_info("database %s is reachable again", st->path);
+      log_info("database %s is reachable again", st->label);
   }
 }
 
@@ -174,7 +174,7 @@ int store_tx_commit(struct store *st) {
     atomic_fetch_add(&st->generation, 1);
     /* a transaction that committed shows there is space again */
     if (atomic_exchange(&st->storage_full, 0))
-      log_info("database %s: writes succeed again", st->path);
+      log_info("database %s: writes succeed again", st->label);
   }
   note_db(st, st->w);
   st->pub_pending = 0;
@@ -249,7 +249,7 @@ static int migrate(struct store *st) {
   int cur, applied = 0;
   if (tx_begin(st, 0, 0) < 0) return -1;
   if (db_migrate_lock(st->w) < 0 || (cur = db_schema_version(st->w)) < 0) {
-    log_error("database %s: reading the schema version: %s", st->path, db_errmsg(st->w));
+    log_error("database %s: reading the schema version: %s", st->label, db_errmsg(st->w));
     store_tx_rollback(st);
     return -1;
   }
@@ -272,7 +272,7 @@ static int migrate(struct store *st) {
     applied = m->version;
   }
   if (store_tx_commit(st) < 0) return -1;
-  if (applied) log_info("database %s at schema version %d", st->path, applied);
+  if (applied) log_info("database %s at schema version %d", st->label, applied);
   return 0;
 }
 
@@ -293,7 +293,7 @@ static int quick_check(struct store *st) {
   int rc = -1;
   if (db_kind(st->w) != DB_SQLITE) return 0;
   if (!(s = db_prep(st->w, sql))) {
-    log_error("database %s: quick_check: %s", st->path, db_errmsg(st->w));
+    log_error("database %s: quick_check: %s", st->label, db_errmsg(st->w));
     return -1;
   }
   if (db_step(s) == DB_ROW) {
@@ -301,9 +301,9 @@ static int quick_check(struct store *st) {
     if (res && strcmp(res, "ok") == 0)
       rc = 0;
     else
-      log_error("database %s fails its integrity check: %s", st->path, res ? res : "?");
+      log_error("database %s fails its integrity check: %s", st->label, res ? res : "?");
   } else {
-    log_error("database %s: quick_check: %s", st->path, db_errmsg(st->w));
+    log_error("database %s: quick_check: %s", st->label, db_errmsg(st->w));
   }
   db_reset(s);
   return rc;
@@ -313,13 +313,16 @@ struct store *store_open(const char *path) {
   struct store *st = calloc(1, sizeof *st);
   if (!st) return NULL;
   st->path = strdup(path);
+  char label[512];
+  st->label = strdup(db_target_redact(path, label, sizeof label));
   pthread_mutex_init(&st->wmu, NULL);
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
   pthread_mutex_init(&st->fmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
-  if (!st->path || !(st->w = conn_open(path)) || migrate(st) < 0 || quick_check(st) < 0) {
+  if (!st->path || !st->label || !(st->w = conn_open(path)) || migrate(st) < 0 ||
+      quick_check(st) < 0) {
     store_close(&st);
     return NULL;
   }
@@ -350,6 +353,7 @@ void store_close(struct store **stp) {
   pthread_mutex_destroy(&st->fmu);
   free(st->tcache);
   free(st->path);
+  free(st->label);
   free(st);
   *stp = NULL;
 }
@@ -360,6 +364,10 @@ int64_t store_generation(struct store *st) {
 
 int store_cluster(struct store *st) {
   return db_kind(st->w) == DB_PG;
+}
+
+const char *store_db_label(const struct store *st) {
+  return st->label;
 }
 
 int store_schema_version(struct store *st) {
@@ -1069,7 +1077,7 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
   enum store_rc rc = STORE_ERROR;
   q = db_prep(st->w, upd);
   if (!q) goto fail;
-  bind_origin_cfg(q, o, 1);
+  bind_origin_cfg(q, o, 1); /* ?1..?7: PostgreSQL needs every number up to the highest used */
   db_bind_i64(q, 8, o->id);
   db_bind_i64(q, 9, o->site_id);
   if (store_step_done(st->w, q, "updating origin") < 0) goto fail;

@@ -114,6 +114,9 @@ int store_cluster(struct store *st);
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
 
+/* The --db target for log lines and messages: a password in it is masked. Valid while st is. */
+const char *store_db_label(const struct store *st);
+
 /* Fill a site record with the defaults of DESIGN §2 (no origins). */
 void site_rec_defaults(struct site_rec *s);
 

@@ -61,7 +61,8 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
   return 0;
 }
 
-/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL, ?3 = limit. With a state, the walk
+/* ?1 = after, ?2 = a LIKE pattern ("%q%", escaped) or NULL (typed: PostgreSQL cannot infer a
+   type from IS NULL), ?3 = limit. With a state, the walk
    follows that state's partial index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
   "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (CAST(?2 AS TEXT) IS NULL OR "              \
@@ -115,12 +116,12 @@ static char *like_pattern(const char *q) {
    whose (updated_at, id) the page continues below. ?4..?7 = the state flags asked for (no partial
    index: this order reads every site, about 40 ms at 100,000). */
 static const char sql_changed[] =
-    "SELECT id FROM sites WHERE (?1 = 0 OR (updated_at, id) < "
+    "SELECT id FROM sites WHERE (CAST(?1 AS BIGINT) = 0 OR (updated_at, id) < "
     "(SELECT updated_at, id FROM sites WHERE id = ?1)) "
     "AND (?4 = 0 OR state_on_backup = 1) AND (?5 = 0 OR state_all_down = 1) "
     "AND (?6 = 0 OR state_failback_available = 1) AND (?7 = 0 OR state_paused = 1) "
-    "AND (CAST(?2 AS TEXT) IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM "
-    "hostnames h "
+    "AND (CAST(?2 AS TEXT) IS NULL OR LOWER(name) LIKE ?2 ESCAPE '\\' "
+    "OR EXISTS (SELECT 1 FROM hostnames h "
     "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) "
     "ORDER BY updated_at DESC, id DESC LIMIT ?3";
 

@@ -11,7 +11,8 @@
 #include "store_tokens.h"
 
 struct store {
-  char *path;
+  char *path;        /* the --db target, passed to db_open */
+  char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
   pthread_key_t rkey;  /* per-thread reader connection */

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "db.h"
 #include "db_driver.h"
 
@@ -335,8 +336,17 @@ static void test_migrations(void **state) {
   assert_int_equal(db_migrate_lock(c), 0);
   assert_int_equal(db_schema_record(c, v + 2, "second"), 0);
   db_rollback(c);
-  assert_int_equal(db_begin_write(c), 0);
+  /* the version is readable in a read transaction too (e.g. for /healthz) */
+  assert_int_equal(db_begin_read(c), 0);
   assert_int_equal(db_schema_version(c), v + 1);
+  assert_int_equal(db_commit(c), 0);
+}
+
+/* A new database reports version 0 from a read transaction, before any migration. */
+static void test_version_read_only(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(db_schema_version(c), 0);
   assert_int_equal(db_commit(c), 0);
 }
 
@@ -533,6 +543,70 @@ static void test_threads(void **state) {
   db_reset(s);
 }
 
+/* PostgreSQL: the backoff between reconnect attempts doubles from 100 ms to at most 5 s (the
+   clock is frozen so the steps are exact). */
+static void test_pg_backoff_doubling(void **state) {
+  struct db_conn *c = *state;
+  char sql[160];
+  int64_t t = 1000000;
+  clock_set_fake_ms(t);
+  snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
+  admin_exec(sql);
+  terminate(backend_pid(c));
+  struct db_stmt *s = db_prep(c, "SELECT 2");
+  if (s) assert_int_equal(db_step(s), DB_ERR);
+  assert_int_equal(db_up(c), 0);
+  assert_null(db_prep(c, "SELECT 2")); /* the immediate attempt */
+  assert_null(strstr(db_errmsg(c), "pending"));
+  int gap = 100;
+  for (int i = 0; i < 8; i++) {
+    clock_set_fake_ms(t + gap - 1);
+    assert_null(db_prep(c, "SELECT 2"));
+    assert_non_null(strstr(db_errmsg(c), "pending")); /* not yet: no attempt */
+    t += gap;
+    clock_set_fake_ms(t);
+    assert_null(db_prep(c, "SELECT 2"));
+    assert_null(strstr(db_errmsg(c), "pending")); /* attempted, refused */
+    gap = gap * 2 > 5000 ? 5000 : gap * 2;
+  }
+  assert_int_equal(gap, 5000);
+  snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS true", g_dbname);
+  admin_exec(sql);
+  clock_set_fake_ms(t + gap);
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(db_up(c), 1);
+  db_rollback(c);
+  clock_set_fake_ms(-1);
+}
+
+static void show(struct db_conn *c, const char *sql, const char *want) {
+  struct db_stmt *s = db_prep(c, sql);
+  assert_non_null(s);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_string_equal(db_col_text(s, 0), want);
+  db_reset(s);
+}
+
+/* PostgreSQL: the driver's session defaults apply unless the target sets its own. */
+static void test_pg_session_defaults(void **state) {
+  struct db_conn *c = *state;
+  show(c, "SHOW application_name", "controld");
+  show(c, "SHOW statement_timeout", "30s");
+  show(c, "SHOW lock_timeout", "30s");
+  show(c, "SHOW idle_in_transaction_session_timeout", "1min");
+  char target[700];
+  snprintf(target, sizeof target,
+           "%s application_name=other options='-c statement_timeout=5s -c lock_timeout=0'",
+           g_target);
+  struct db_conn *o = db_open(target);
+  assert_non_null(o);
+  show(o, "SHOW application_name", "other");
+  show(o, "SHOW statement_timeout", "5s");
+  show(o, "SHOW lock_timeout", "0");
+  show(o, "SHOW idle_in_transaction_session_timeout", "1min");
+  db_close(o);
+}
+
 /* SQLite: always up, the epoch never moves. */
 static void test_sqlite_epoch(void **state) {
   struct db_conn *c = *state;
@@ -555,6 +629,37 @@ static void test_kind_of(void **state) {
   assert_int_equal(db_kind_of("dbname=cdnca"), DB_PG);
   assert_int_equal(db_kind_of("service=cdnca"), DB_PG);
   assert_int_equal(db_kind_of("=x"), DB_SQLITE);
+}
+
+static void check_redact(const char *in, const char *want) {
+  char out[256];
+  assert_string_equal(db_target_redact(in, out, sizeof out), want);
+}
+
+static void test_redact(void **state) {
+  check_redact("./controld.db", "./controld.db");
+  check_redact("/var/lib/cdnca/pass word=x.db", "/var/lib/cdnca/pass word=x.db");
+  check_redact("postgresql://cdnca@db1/cdnca", "postgresql://cdnca@db1/cdnca");
+  check_redact("postgresql://cdnca:s3cret@db1:5432/cdnca?sslmode=require",
+               "postgresql://cdnca:***@db1:5432/cdnca?sslmode=require");
+  check_redact("postgres://u:p@h", "postgres://u:***@h");
+  check_redact("postgresql://db1/cdnca?user=u&password=s3cret&sslmode=verify-full",
+               "postgresql://db1/cdnca?user=u&password=***&sslmode=verify-full");
+  check_redact("postgresql://u:a%40b@[::1]:5432/d?password=x",
+               "postgresql://u:***@[::1]:5432/d?password=***");
+  check_redact("postgresql://[::1]:5432/d", "postgresql://[::1]:5432/d");
+  check_redact("host=/run/pg dbname=cdnca", "host=/run/pg dbname=cdnca");
+  check_redact("host=db1 password=s3cret dbname=cdnca", "host=db1 password=*** dbname=cdnca");
+  check_redact("host=db1 password = 's3 c\\'ret' dbname=cdnca",
+               "host=db1 password = *** dbname=cdnca");
+  check_redact("password=x", "password=***");
+  check_redact("host=db1 passwordx=y", "host=db1 passwordx=y");
+  check_redact("host=db1 options='-c password=x'", "host=db1 options='-c password=x'");
+  check_redact("dbname=x junk", "dbname=x junk");
+  char small[12];
+  assert_string_equal(db_target_redact("host=db1 password=secret", small, sizeof small),
+                      "host=db1 pa");
+  assert_string_equal(db_target_redact(NULL, small, sizeof small), "");
 }
 
 static void check_rewrite(const char *in, const char *want, int want_n) {
@@ -642,11 +747,13 @@ static int run_sqlite(void) {
   const struct CMUnitTest pure[] = {
       cmocka_unit_test(test_kind_of),
       cmocka_unit_test(test_placeholders),
+      cmocka_unit_test(test_redact),
       cmocka_unit_test(test_sqlstate),
       cmocka_unit_test(test_pg_target_refused_without_driver),
   };
   const struct CMUnitTest tests[] = {
       DRIVER_TEST(test_kind),
+      DRIVER_TEST(test_version_read_only),
       DRIVER_TEST(test_bind_step_columns),
       DRIVER_TEST(test_nulls),
       DRIVER_TEST(test_placeholder_forms),
@@ -701,6 +808,7 @@ static int run_pg(void) {
   g_kind = DB_PG;
   const struct CMUnitTest tests[] = {
       DRIVER_TEST(test_kind),
+      DRIVER_TEST(test_version_read_only),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_bind_step_columns),
       DRIVER_TEST(test_nulls),
@@ -715,6 +823,8 @@ static int run_pg(void) {
       DRIVER_TEST(test_pg_commit_after_error),
       DRIVER_TEST(test_pg_reconnect),
       DRIVER_TEST(test_pg_reconnect_backoff),
+      DRIVER_TEST(test_pg_backoff_doubling),
+      DRIVER_TEST(test_pg_session_defaults),
   };
   int rc = cmocka_run_group_tests_name("db pg", tests, NULL, NULL);
   snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", g_dbname);
