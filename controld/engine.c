@@ -355,13 +355,12 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
 
 /* One site's part of a round. 0 or -1. */
 static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64_t now,
-                      const struct engine_site_round *sr) {
-  struct site_rec s;
-  enum store_rc rc = store_health_site_load_locked(ctx->store, sr->site_id, &s);
+                      const struct engine_site_round *sr, struct site_rec *sp) {
+  struct site_rec s = *sp;
   int suspect = 0, ret = -1;
   int64_t next;
-  if (rc == STORE_NOT_FOUND) return 0;
-  if (rc != STORE_OK) return -1;
+  memset(sp, 0, sizeof *sp); /* s owns the origins now */
+  if (s.id == 0) return 0;   /* deleted meanwhile */
   if (hc_active(&s)) {
     for (int i = 0; i < sr->n; i++) {
       int k = origin_index(&s, sr->v[i].origin_id);
@@ -385,21 +384,43 @@ out:
   return ret;
 }
 
+/* Sites read per statement group in a round (bounds the memory of a large round). */
+#define ENGINE_LOAD_CHUNK 512
+
 int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
                        const struct engine_site_round *sites, int n_sites) {
-  int origins = 0;
-  if (store_health_begin(ctx->store) < 0) return -1;
-  for (int i = 0; i < n_sites; i++) {
-    origins += sites[i].n;
-    if (apply_site(ctx, round_id, started_at, finished_at, &sites[i]) < 0) goto fail;
+  int origins = 0, cap = n_sites < ENGINE_LOAD_CHUNK ? n_sites : ENGINE_LOAD_CHUNK;
+  struct site_rec *recs = calloc((size_t)(cap ? cap : 1), sizeof *recs);
+  int64_t *ids = calloc((size_t)(cap ? cap : 1), sizeof *ids);
+  if (!recs || !ids) goto fail_notx;
+  if (store_health_begin(ctx->store) < 0) goto fail_notx;
+  /* the round's sites are read in chunks, a few statements per chunk, not three per site */
+  for (int at = 0; at < n_sites; at += cap) {
+    int take = n_sites - at < cap ? n_sites - at : cap;
+    for (int i = 0; i < take; i++)
+      ids[i] = sites[at + i].site_id;
+    if (store_health_sites_load_locked(ctx->store, ids, take, recs) != STORE_OK) goto fail;
+    for (int i = 0; i < take; i++) {
+      origins += sites[at + i].n;
+      if (apply_site(ctx, round_id, started_at, finished_at, &sites[at + i], &recs[i]) < 0) {
+        for (int j = i + 1; j < take; j++)
+          site_rec_fini(&recs[j]);
+        goto fail;
+      }
+    }
   }
   if (store_health_round_add_locked(ctx->store, round_id, started_at, finished_at, n_sites,
                                     origins) < 0)
     goto fail;
+  free(recs);
+  free(ids);
   return store_health_commit(ctx->store);
 fail:
-  log_error("probe round %lld: results not stored", (long long)round_id);
   store_health_rollback(ctx->store);
+fail_notx:
+  log_error("probe round %lld: results not stored", (long long)round_id);
+  free(recs);
+  free(ids);
   return -1;
 }
 

@@ -279,6 +279,11 @@ enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
   return store_site_load(st->w, site_id, out);
 }
 
+enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+                                             struct site_rec *out) {
+  return store_sites_load(st->w, ids, n, out);
+}
+
 /* Bind an integer, or NULL when v <= 0 (timestamps: 0 = unset). */
 static void bind_time(struct db_stmt *s, int col, int64_t v) {
   if (v > 0)

@@ -90,6 +90,11 @@ void store_health_rollback(struct store *st);
 enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
                                             struct site_rec *out);
 
+/* Load the n distinct sites ids[0..n) on the writer into out[0..n), in that order, with a few
+   statements in all; a site not there leaves out[i].id == 0 (caller site_rec_fini's each). */
+enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+                                             struct site_rec *out);
+
 /* Store an origin's health fields (health, streaks, changed/healthy since, last verdict, source,
    votes, checked at, error) from o. 0 or -1. */
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
