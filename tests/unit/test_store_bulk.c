@@ -14,6 +14,7 @@
 #include "db.h"
 #include "log.h"
 #include "store.h"
+#include "store_health.h"
 #include "store_int.h"
 #include "store_node.h"
 
@@ -269,13 +270,60 @@ static void test_config_snapshot(void **state) {
   g_ids[12] = 0;
 }
 
+/* Verdict rows written in batches of 16 (and one by one for the rest) keep each origin's 100
+   newest rows and none older than the age limit, as the per-row prune does. */
+static void test_verdicts_batched(void **state) {
+  struct store *st = *state;
+  enum { NO = 20, ROUNDS = STORE_HEALTH_VERDICTS_KEEP + 5 };
+  struct verdict_row rows[NO];
+  int64_t origin[NO], site[NO], base = 1000000;
+  int no = 0;
+  for (int i = 0; i < N_SITES && no < NO; i++) {
+    struct site_rec s;
+    if (!g_ids[i] || store_site_get(st, g_ids[i], &s) != STORE_OK) continue;
+    for (int k = 0; k < s.n_origins && no < NO; k++) {
+      origin[no] = s.origins[k].id;
+      site[no++] = s.id;
+    }
+    site_rec_fini(&s);
+  }
+  assert_int_equal(no, NO);
+  for (int r = 1; r <= ROUNDS + 1; r++) {
+    /* the last round comes after the age limit: everything before it goes */
+    int64_t at = r <= ROUNDS ? base + r : base + ROUNDS + STORE_HEALTH_VERDICTS_MAX_AGE_MS + 1;
+    for (int i = 0; i < NO; i++) {
+      memset(&rows[i], 0, sizeof rows[i]);
+      rows[i] = (struct verdict_row){r, site[i], origin[i], at, "control", "success", "", "[]"};
+      snprintf(rows[i].state_after, sizeof rows[i].state_after, "healthy");
+    }
+    assert_int_equal(store_health_begin(st), 0);
+    assert_int_equal(store_health_verdicts_add_locked(st, rows, NO), 0);
+    assert_int_equal(store_health_commit(st), 0);
+    if (r == ROUNDS || r == ROUNDS + 1) {
+      for (int i = 0; i < NO; i++) {
+        struct verdict_rec *arr = NULL;
+        int n = 0;
+        assert_int_equal(store_health_verdicts(st, origin[i], 1000, &arr, &n), STORE_OK);
+        assert_int_equal(n, r == ROUNDS ? STORE_HEALTH_VERDICTS_KEEP : 1);
+        assert_int_equal(arr[0].round_id, r); /* newest first */
+        if (r == ROUNDS)
+          assert_int_equal(arr[n - 1].round_id, ROUNDS - STORE_HEALTH_VERDICTS_KEEP + 1);
+        assert_string_equal(arr[0].verdict, "success");
+        assert_string_equal(arr[0].state_after, "healthy");
+        store_health_verdicts_free(arr, n);
+      }
+    }
+  }
+}
+
 #define DB_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 static int run_db_tests(const char *name) {
   const struct CMUnitTest tests[] = {
-      DB_TEST(test_load_dense),    DB_TEST(test_load_sparse_any_order),
-      DB_TEST(test_load_shuffled), DB_TEST(test_load_duplicate_refused),
-      DB_TEST(test_list_pages),    DB_TEST(test_config_snapshot),
+      DB_TEST(test_load_dense),       DB_TEST(test_load_sparse_any_order),
+      DB_TEST(test_load_shuffled),    DB_TEST(test_load_duplicate_refused),
+      DB_TEST(test_list_pages),       DB_TEST(test_config_snapshot),
+      DB_TEST(test_verdicts_batched),
   };
   return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }
