@@ -28,7 +28,7 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
                                const char *type, const char *title, const char *data_json) {
   static const char ins[] =
       "INSERT INTO events (site_id, site_name, type, title, data, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?)";
+      "VALUES (?, ?, ?, ?, ?, ?) RETURNING id";
   static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
@@ -43,8 +43,13 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   db_bind_text(q, 4, title);
   db_bind_text(q, 5, data_json ? data_json : "{}");
   db_bind_i64(q, 6, now);
-  if (store_step_done(st->w, q, "inserting event") < 0) return -1;
-  event_id = db_last_id(st->w);
+  if (db_step(q) != DB_ROW) {
+    log_error("inserting event: %s", db_errmsg(st->w));
+    db_reset(q);
+    return -1;
+  }
+  event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
+  db_reset(q);
 
   h = db_prep(st->w, hooks);
   if (!h) return -1;
