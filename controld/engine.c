@@ -291,10 +291,32 @@ static char *votes_json(const struct engine_vote *votes, int n) {
   return txt;
 }
 
-/* Apply one verdict to origin o of s at now; writes the origin, the evidence and a
-   health_changed event. 0 or -1. */
+/* A round's verdict rows, written in batches (store_health_verdicts_add_locked); owns votes. */
+struct verdict_buf {
+  struct verdict_row *rows;
+  int n, cap;
+};
+
+static int verdict_buf_flush(struct ctx *ctx, struct verdict_buf *b) {
+  int rc = store_health_verdicts_add_locked(ctx->store, b->rows, b->n);
+  for (int i = 0; i < b->n; i++)
+    free((char *)b->rows[i].votes_json);
+  b->n = 0;
+  return rc;
+}
+
+static void verdict_buf_free(struct verdict_buf *b) {
+  for (int i = 0; i < b->n; i++)
+    free((char *)b->rows[i].votes_json);
+  free(b->rows);
+  memset(b, 0, sizeof *b);
+}
+
+/* Apply one verdict to origin o of s at now; writes the origin and a health_changed event, and
+   queues the evidence row in vb. 0 or -1. */
 static int apply_verdict(struct ctx *ctx, int64_t round_id, int64_t round_at, struct site_rec *s,
-                         struct origin_rec *o, const struct engine_verdict *v, int64_t now) {
+                         struct origin_rec *o, const struct engine_verdict *v, int64_t now,
+                         struct verdict_buf *vb) {
   struct health_origin m;
   enum health_state from = origin_state(o);
   const char *src = v->verdict != VERDICT_NONE ? health_source_to_string(v->source) : NULL;
@@ -322,9 +344,27 @@ static int apply_verdict(struct ctx *ctx, int64_t round_id, int64_t round_at, st
   if (store_health_origin_save_locked(ctx->store, o) < 0) goto out;
   vj = votes_json(v->votes, v->n_votes);
   if (!vj) goto out;
-  if (store_health_verdict_add_locked(ctx->store, round_id, s->id, o->id, round_at, src,
-                                      health_verdict_to_string(v->verdict), o->health, vj) < 0)
-    goto out;
+  {
+    struct verdict_row *r;
+    if (vb->n == vb->cap) {
+      int ncap = vb->cap ? vb->cap * 2 : 64;
+      struct verdict_row *nr = realloc(vb->rows, (size_t)ncap * sizeof *nr);
+      if (!nr) goto out;
+      vb->rows = nr;
+      vb->cap = ncap;
+    }
+    r = &vb->rows[vb->n++];
+    memset(r, 0, sizeof *r);
+    r->round_id = round_id;
+    r->site_id = s->id;
+    r->origin_id = o->id;
+    r->round_at = round_at;
+    r->source = src;
+    r->verdict = health_verdict_to_string(v->verdict);
+    snprintf(r->state_after, sizeof r->state_after, "%s", o->health);
+    r->votes_json = vj; /* the buffer owns it now */
+    vj = NULL;
+  }
   if (m.state != from) {
     cJSON *j = cJSON_CreateObject(), *vo;
     char title[48];
@@ -355,18 +395,19 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
 
 /* One site's part of a round. 0 or -1. */
 static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64_t now,
-                      const struct engine_site_round *sr) {
-  struct site_rec s;
-  enum store_rc rc = store_health_site_load_locked(ctx->store, sr->site_id, &s);
+                      const struct engine_site_round *sr, struct site_rec *sp,
+                      struct verdict_buf *vb) {
+  struct site_rec s = *sp;
   int suspect = 0, ret = -1;
   int64_t next;
-  if (rc == STORE_NOT_FOUND) return 0;
-  if (rc != STORE_OK) return -1;
+  memset(sp, 0, sizeof *sp); /* s owns the origins now */
+  if (s.id == 0) return 0;   /* deleted meanwhile */
   if (hc_active(&s)) {
     for (int i = 0; i < sr->n; i++) {
       int k = origin_index(&s, sr->v[i].origin_id);
       if (k < 0 || !s.origins[k].enabled) continue; /* deleted or disabled meanwhile */
-      if (apply_verdict(ctx, round_id, round_at, &s, &s.origins[k], &sr->v[i], now) < 0) goto out;
+      if (apply_verdict(ctx, round_id, round_at, &s, &s.origins[k], &sr->v[i], now, vb) < 0)
+        goto out;
     }
   }
   for (int i = 0; i < s.n_origins; i++) {
@@ -385,21 +426,47 @@ out:
   return ret;
 }
 
+/* Sites read per statement group in a round (bounds the memory of a large round). */
+#define ENGINE_LOAD_CHUNK 512
+
 int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
                        const struct engine_site_round *sites, int n_sites) {
-  int origins = 0;
-  if (store_health_begin(ctx->store) < 0) return -1;
-  for (int i = 0; i < n_sites; i++) {
-    origins += sites[i].n;
-    if (apply_site(ctx, round_id, started_at, finished_at, &sites[i]) < 0) goto fail;
+  int origins = 0, cap = n_sites < ENGINE_LOAD_CHUNK ? n_sites : ENGINE_LOAD_CHUNK;
+  struct verdict_buf vb = {NULL, 0, 0};
+  struct site_rec *recs = calloc((size_t)(cap ? cap : 1), sizeof *recs);
+  int64_t *ids = calloc((size_t)(cap ? cap : 1), sizeof *ids);
+  if (!recs || !ids) goto fail_notx;
+  if (store_health_begin(ctx->store) < 0) goto fail_notx;
+  /* the round's sites are read in chunks, a few statements per chunk, not three per site */
+  for (int at = 0; at < n_sites; at += cap) {
+    int take = n_sites - at < cap ? n_sites - at : cap;
+    for (int i = 0; i < take; i++)
+      ids[i] = sites[at + i].site_id;
+    if (store_health_sites_load_locked(ctx->store, ids, take, recs) != STORE_OK) goto fail;
+    for (int i = 0; i < take; i++) {
+      origins += sites[at + i].n;
+      if (apply_site(ctx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb) < 0) {
+        for (int j = i + 1; j < take; j++)
+          site_rec_fini(&recs[j]);
+        goto fail;
+      }
+    }
+    if (verdict_buf_flush(ctx, &vb) < 0) goto fail; /* the chunk's evidence rows */
   }
   if (store_health_round_add_locked(ctx->store, round_id, started_at, finished_at, n_sites,
                                     origins) < 0)
     goto fail;
+  free(recs);
+  free(ids);
+  verdict_buf_free(&vb);
   return store_health_commit(ctx->store);
 fail:
-  log_error("probe round %lld: results not stored", (long long)round_id);
   store_health_rollback(ctx->store);
+fail_notx:
+  log_error("probe round %lld: results not stored", (long long)round_id);
+  free(recs);
+  free(ids);
+  verdict_buf_free(&vb);
   return -1;
 }
 

@@ -129,19 +129,35 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
   return 0;
 }
 
+/* Due sites read per statement group (bounds the memory of a large round). */
+#define PROBER_LOAD_CHUNK 512
+
 /* Load the due sites and make one item per enabled origin, grouped by site in order. */
 static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct item **out, int *n,
                       int *n_sites) {
   struct item *items = NULL;
-  int cnt = 0, cap = 0, sites = 0, rc = -1;
+  struct site_rec *all = NULL;
+  int cnt = 0, cap = 0, sites = 0, rc = -1, i, db_failed = 0;
+  int chunk = n_ids < PROBER_LOAD_CHUNK ? n_ids : PROBER_LOAD_CHUNK;
   struct hcheck_opts *check;
   int owned;
   *out = NULL;
   *n = *n_sites = 0;
-  for (int i = 0; i < n_ids; i++) {
+  if (n_ids == 0) return 0;
+  all = calloc((size_t)chunk, sizeof *all);
+  if (!all) goto out;
+  for (i = 0; i < n_ids; i++) {
     struct site_rec s;
     const char *reason = NULL;
-    if (store_site_get(p->ctx->store, ids[i], &s) != STORE_OK) continue; /* deleted meanwhile */
+    if (i % chunk == 0 && /* the next chunk of sites, in a few statements */
+        store_sites_get(p->ctx->store, ids + i, n_ids - i < chunk ? n_ids - i : chunk, all) !=
+            STORE_OK) {
+      db_failed = 1;
+      goto out;
+    }
+    s = all[i % chunk];
+    memset(&all[i % chunk], 0, sizeof s); /* s owns the origins now */
+    if (s.id == 0) continue;              /* deleted meanwhile */
     if (strcmp(model_hc_state(&s, &reason), "active") != 0) {
       site_rec_fini(&s);
       continue;
@@ -186,8 +202,14 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
   }
   rc = 0;
 out:
+  if (all) { /* the sites of the chunk not yet taken */
+    for (int j = 0; j < chunk; j++)
+      site_rec_fini(&all[j]);
+    free(all);
+  }
   if (rc < 0) {
-    log_error("probe round: out of memory while loading sites");
+    log_error("probe round: %s while loading sites",
+              db_failed ? "a database error" : "out of memory");
     items_free(items, cnt);
     return -1;
   }

@@ -676,6 +676,204 @@ enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *ou
   return rc;
 }
 
+/* ---- bulk loads: a set of sites in a constant number of statements per table ----
+
+   The ids are read in spans: one id range `BETWEEN first AND last` when the ids are dense (the
+   range holds at most twice as many ids as asked for, plus a little), else IN lists of
+   BULK_IN ids. Rows come ordered by site, and each is placed by a binary search over the sorted
+   ids, so rows of sites not asked for (inside a range) are skipped. */
+#define BULK_IN 32
+#define BULK_Q4 "?,?,?,?"
+#define BULK_Q16 BULK_Q4 "," BULK_Q4 "," BULK_Q4 "," BULK_Q4
+#define BULK_Q32 BULK_Q16 "," BULK_Q16
+
+static const char bulk_sites_range[] =
+    "SELECT " SITE_COLS " FROM sites WHERE id BETWEEN ? AND ? ORDER BY id";
+static const char bulk_sites_in[] =
+    "SELECT " SITE_COLS " FROM sites WHERE id IN (" BULK_Q32 ") ORDER BY id";
+static const char bulk_hosts_range[] = "SELECT site_id, hostname FROM hostnames WHERE site_id "
+                                       "BETWEEN ? AND ? ORDER BY site_id, position";
+static const char bulk_hosts_in[] = "SELECT site_id, hostname FROM hostnames WHERE site_id IN "
+                                    "(" BULK_Q32 ") ORDER BY site_id, position";
+static const char bulk_origins_range[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id "
+                                         "BETWEEN ? AND ? ORDER BY site_id, level, id";
+static const char bulk_origins_in[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id IN "
+                                      "(" BULK_Q32 ") ORDER BY site_id, level, id";
+
+struct bulk {
+  const int64_t *ids; /* ascending, distinct */
+  int n;
+  struct site_rec *arr; /* arr[i] belongs to ids[i] */
+  int *cap;             /* origins capacity per site */
+  int nomem;
+};
+
+int store_bulk_dense(int64_t first, int64_t last, int n) {
+  return n > 0 && last >= first && last - first < 2 * (int64_t)n + 64;
+}
+
+static int bulk_find(const struct bulk *b, int64_t id) {
+  int lo = 0, hi = b->n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (b->ids[mid] == id) return mid;
+    if (b->ids[mid] < id)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+static void bulk_site_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 0));
+  if (i >= 0) site_from_row(s, &b->arr[i]);
+}
+
+static void bulk_host_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 0));
+  struct site_rec *r;
+  if (i < 0) return;
+  r = &b->arr[i];
+  if (r->id && r->n_hostnames < STORE_MAX_HOSTNAMES)
+    store_col_text(s, 1, r->hostnames[r->n_hostnames++], sizeof r->hostnames[0]);
+}
+
+static void bulk_origin_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 1));
+  struct site_rec *r;
+  struct origin_rec *no;
+  if (i < 0 || !b->arr[i].id) return;
+  r = &b->arr[i];
+  no = store_grow(r->origins, &b->cap[i], r->n_origins, sizeof *no, 4);
+  if (!no) {
+    b->nomem = 1;
+    return;
+  }
+  r->origins = no;
+  origin_from_row(s, &r->origins[r->n_origins++]);
+}
+
+/* Run the range or IN-list form of one query over every id of b, handing each row to fn. */
+static enum store_rc bulk_read(struct db_conn *c, struct bulk *b, int range, const char *q_range,
+                               const char *q_in, void (*fn)(struct bulk *, struct db_stmt *),
+                               const char *what) {
+  for (int at = 0; at < b->n;) {
+    struct db_stmt *s = db_prep(c, range ? q_range : q_in);
+    int rc, take;
+    if (!s) return STORE_ERROR;
+    if (range) {
+      db_bind_i64(s, 1, b->ids[0]);
+      db_bind_i64(s, 2, b->ids[b->n - 1]);
+      take = b->n;
+    } else {
+      take = b->n - at < BULK_IN ? b->n - at : BULK_IN;
+      for (int k = 0; k < BULK_IN; k++) /* a short last list repeats its last id */
+        db_bind_i64(s, k + 1, b->ids[at + (k < take ? k : take - 1)]);
+    }
+    while ((rc = db_step(s)) == DB_ROW && !b->nomem)
+      fn(b, s);
+    db_reset(s);
+    if (b->nomem || (rc != DB_DONE && rc != DB_ROW)) {
+      log_error("loading %s of %d sites: %s", what, b->n,
+                b->nomem ? "out of memory" : db_errmsg(c));
+      return STORE_ERROR;
+    }
+    at += take;
+  }
+  return STORE_OK;
+}
+
+/* Hostnames and origins of arr[0..n), whose rows are filled (id 0: not there, skipped) and whose
+   ids are ids[0..n), ascending. range: read one id range even when sparse (a page of the id
+   order has no other sites in between). */
+static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
+                                   struct site_rec *arr, int range) {
+  struct bulk b = {ids, n, arr, NULL, 0};
+  enum store_rc rc;
+  if (n == 0) return STORE_OK;
+  range = range || store_bulk_dense(ids[0], ids[n - 1], n);
+  b.cap = calloc((size_t)n, sizeof *b.cap);
+  if (!b.cap) return STORE_ERROR;
+  rc = bulk_read(c, &b, range, bulk_hosts_range, bulk_hosts_in, bulk_host_row, "hostnames");
+  if (rc == STORE_OK)
+    rc = bulk_read(c, &b, range, bulk_origins_range, bulk_origins_in, bulk_origin_row, "origins");
+  free(b.cap);
+  return rc;
+}
+
+struct id_at {
+  int64_t id;
+  int at; /* position in the caller's list */
+};
+
+static int id_at_cmp(const void *a, const void *b) {
+  int64_t x = ((const struct id_at *)a)->id, y = ((const struct id_at *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
+enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out) {
+  int64_t *sorted = NULL;
+  struct id_at *pairs = NULL;
+  int *ord = NULL, in_order = 1;
+  unsigned char *done = NULL;
+  struct bulk b;
+  enum store_rc rc = STORE_ERROR;
+  if (n <= 0) return n == 0 ? STORE_OK : STORE_ERROR;
+  memset(out, 0, (size_t)n * sizeof *out);
+  for (int i = 1; i < n; i++)
+    if (ids[i] <= ids[i - 1]) in_order = 0;
+  if (!in_order) {
+    sorted = malloc((size_t)n * sizeof *sorted);
+    pairs = malloc((size_t)n * sizeof *pairs);
+    ord = malloc((size_t)n * sizeof *ord);
+    done = calloc((size_t)n, 1);
+    if (!sorted || !pairs || !ord || !done) goto out;
+    for (int i = 0; i < n; i++)
+      pairs[i] = (struct id_at){ids[i], i};
+    qsort(pairs, (size_t)n, sizeof *pairs, id_at_cmp);
+    for (int k = 0; k < n; k++) {
+      sorted[k] = pairs[k].id;
+      ord[k] = pairs[k].at;
+      if (k > 0 && sorted[k] == sorted[k - 1]) {
+        log_error("loading sites: site %lld asked for twice", (long long)sorted[k]);
+        goto out;
+      }
+    }
+  }
+  b = (struct bulk){in_order ? ids : sorted, n, out, NULL, 0};
+  rc = bulk_read(c, &b, store_bulk_dense(b.ids[0], b.ids[n - 1], n), bulk_sites_range,
+                 bulk_sites_in, bulk_site_row, "sites");
+  if (rc == STORE_OK) rc = bulk_children(c, b.ids, n, out, 0);
+  if (rc != STORE_OK) {
+    for (int i = 0; i < n; i++)
+      site_rec_fini(&out[i]);
+    memset(out, 0, (size_t)n * sizeof *out);
+    goto out;
+  }
+  /* out[k] holds sorted[k]; move each to ord[k], the caller's position, one cycle at a time */
+  for (int k = 0; !in_order && k < n; k++) {
+    struct site_rec carry;
+    int pos;
+    if (done[k]) continue;
+    carry = out[k];
+    done[k] = 1;
+    for (pos = ord[k]; pos != k; pos = ord[pos]) {
+      struct site_rec t = out[pos];
+      out[pos] = carry;
+      carry = t;
+      done[pos] = 1;
+    }
+    out[k] = carry;
+  }
+out:
+  free(sorted);
+  free(pairs);
+  free(ord);
+  free(done);
+  return rc;
+}
+
 int store_read_begin(struct db_conn *c) {
   if (db_begin_read(c) < 0) {
     log_error("beginning a read: %s", db_errmsg(c));
@@ -697,12 +895,22 @@ enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out)
   return rc;
 }
 
+enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struct site_rec *out) {
+  struct db_conn *c = store_reader(st);
+  enum store_rc rc;
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  rc = store_sites_load(c, ids, n, out);
+  store_read_end(c);
+  return rc;
+}
+
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
                               int *n) {
   static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c ? db_prep(c, q) : NULL;
   struct site_rec *arr = NULL;
+  int64_t *ids;
   int cnt = 0, rc;
   *out = NULL;
   *n = 0;
@@ -717,15 +925,19 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   while ((rc = db_step(s)) == DB_ROW && cnt < limit)
     site_from_row(s, &arr[cnt++]);
   db_reset(s);
-  for (int i = 0; i < cnt; i++) {
-    if (site_load_children(c, &arr[i]) != STORE_OK) {
-      store_read_end(c);
-      for (int j = 0; j < cnt; j++)
-        site_rec_fini(&arr[j]);
-      free(arr);
-      return STORE_ERROR;
-    }
+  ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
+  for (int i = 0; ids && i < cnt; i++)
+    ids[i] = arr[i].id;
+  /* the page is every site from its first id to its last: one range holds all their children */
+  if (rc == DB_ERR || !ids || bulk_children(c, ids, cnt, arr, 1) != STORE_OK) {
+    store_read_end(c);
+    for (int j = 0; j < cnt; j++)
+      site_rec_fini(&arr[j]);
+    free(arr);
+    free(ids);
+    return STORE_ERROR;
   }
+  free(ids);
   store_read_end(c);
   *out = arr;
   *n = cnt;

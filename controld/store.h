@@ -159,6 +159,11 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
 /* Load one site into *out (caller site_rec_fini's it). */
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out);
 
+/* Load the n distinct sites ids[0..n) into out[0..n), in the caller's order, from one snapshot
+ * and with a few statements in all (not a few per site). A site that is not there leaves
+ * out[i].id == 0. The caller site_rec_fini's every entry. */
+enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struct site_rec *out);
+
 /* List up to limit sites with id > after, ascending; *out is a malloc'd array of *n records (caller
  * frees each with site_rec_fini and the array with free). */
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,

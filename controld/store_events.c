@@ -50,7 +50,7 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
     db_reset(q);
     return -1;
   }
-  event_id = db_col_i64(q, 0);
+  event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
   db_reset(q);
 
   h = db_prep(st->w, hooks);

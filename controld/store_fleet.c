@@ -177,8 +177,10 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
     goto out;
   }
   db_reset(s);
-  for (loaded = 0; loaded < cnt; loaded++)
-    if (store_site_load(c, ids[loaded], &arr[loaded]) != STORE_OK) goto out;
+  if (store_sites_load(c, ids, cnt, arr) != STORE_OK) goto out;
+  loaded = cnt;
+  for (int i = 0; i < cnt; i++)
+    if (arr[i].id == 0) goto out; /* listed and gone within one snapshot: cannot happen */
   *out = arr;
   *n = cnt;
   arr = NULL;

@@ -279,6 +279,11 @@ enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
   return store_site_load(st->w, site_id, out);
 }
 
+enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+                                             struct site_rec *out) {
+  return store_sites_load(st->w, ids, n, out);
+}
+
 /* Bind an integer, or NULL when v <= 0 (timestamps: 0 = unset). */
 static void bind_time(struct db_stmt *s, int col, int64_t v) {
   if (v > 0)
@@ -345,6 +350,57 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
   db_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
   db_bind_i64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
   return store_step_done(st->w, s, "pruning verdicts");
+}
+
+/* 16 rows of 8 parameters; the prune's 16 origin ids then KEEP and the cutoff. */
+#define VROW "(?, ?, ?, ?, ?, ?, ?, ?)"
+#define VROW4 VROW ", " VROW ", " VROW ", " VROW
+#define IN4 "?, ?, ?, ?"
+#define VBATCH 16
+
+int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n) {
+  static const char ins[] =
+      "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, "
+      "verdict, state_after, votes) VALUES " VROW4 ", " VROW4 ", " VROW4 ", " VROW4;
+  /* keeps each origin's KEEP newest rows (by id) not older than the cutoff, as the per-row prune */
+  static const char prune[] =
+      "DELETE FROM verdicts WHERE id IN (SELECT id FROM (SELECT id, round_at, ROW_NUMBER() "
+      "OVER (PARTITION BY origin_id ORDER BY id DESC) AS rn FROM verdicts WHERE origin_id IN "
+      "(" IN4 ", " IN4 ", " IN4 ", " IN4 ")) AS t WHERE rn > ? OR round_at < ?)";
+  int at = 0;
+  for (; n - at >= VBATCH; at += VBATCH) {
+    struct db_stmt *s = db_prep(st->w, ins);
+    int64_t oldest = rows[at].round_at;
+    if (!s) return -1;
+    for (int i = 0; i < VBATCH; i++) {
+      const struct verdict_row *r = &rows[at + i];
+      int b = i * 8;
+      db_bind_i64(s, b + 1, r->round_id);
+      db_bind_i64(s, b + 2, r->site_id);
+      db_bind_i64(s, b + 3, r->origin_id);
+      db_bind_i64(s, b + 4, r->round_at);
+      bind_text_or_null(s, b + 5, r->source);
+      bind_text_or_null(s, b + 6, r->verdict);
+      db_bind_text(s, b + 7, r->state_after);
+      db_bind_text(s, b + 8, r->votes_json ? r->votes_json : "[]");
+      if (r->round_at < oldest) oldest = r->round_at;
+    }
+    if (store_step_done(st->w, s, "inserting verdicts") < 0) return -1;
+    s = db_prep(st->w, prune);
+    if (!s) return -1;
+    for (int i = 0; i < VBATCH; i++)
+      db_bind_i64(s, i + 1, rows[at + i].origin_id);
+    db_bind_int(s, VBATCH + 1, STORE_HEALTH_VERDICTS_KEEP);
+    db_bind_i64(s, VBATCH + 2, oldest - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
+    if (store_step_done(st->w, s, "pruning verdicts") < 0) return -1;
+  }
+  for (; at < n; at++) { /* the rest one by one */
+    const struct verdict_row *r = &rows[at];
+    if (store_health_verdict_add_locked(st, r->round_id, r->site_id, r->origin_id, r->round_at,
+                                        r->source, r->verdict, r->state_after, r->votes_json) < 0)
+      return -1;
+  }
+  return 0;
 }
 
 int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,

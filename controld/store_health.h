@@ -91,9 +91,28 @@ void store_health_rollback(struct store *st);
 enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
                                             struct site_rec *out);
 
+/* Load the n distinct sites ids[0..n) on the writer into out[0..n), in that order, with a few
+   statements in all; a site not there leaves out[i].id == 0 (caller site_rec_fini's each). */
+enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+                                             struct site_rec *out);
+
 /* Store an origin's health fields (health, streaks, changed/healthy since, last verdict, source,
    votes, checked at, error) from o. 0 or -1. */
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
+
+/* One verdict row for store_health_verdicts_add_locked (the strings are the caller's). */
+struct verdict_row {
+  int64_t round_id, site_id, origin_id, round_at;
+  const char *source;     /* NULL or "" = none */
+  const char *verdict;    /* NULL or "" = none */
+  char state_after[12];   /* the origin's health after the verdict */
+  const char *votes_json; /* NULL = "[]" */
+};
+
+/* Add rows[0..n) and prune each of their origins as store_health_verdict_add_locked does (the
+   cutoff age from the earliest round_at among them), with two statements per 16 rows instead of
+   two per row. 0 or -1. */
+int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n);
 
 /* Add one verdict row (source/verdict NULL or "" = none; votes_json NULL = "[]") and prune the
    origin's rows beyond STORE_HEALTH_VERDICTS_KEEP or older than STORE_HEALTH_VERDICTS_MAX_AGE_MS

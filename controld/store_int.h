@@ -95,6 +95,14 @@ void store_read_end(struct db_conn *c);
 /* Inside any connection: load a site with hostnames and origins. */
 enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out);
 
+/* Inside any connection: load the n distinct sites ids[0..n) into out[0..n) (the caller's order)
+   in a few statements per table, not per site: id ranges when the ids are dense, else lists of
+   32. A site that is not there leaves out[i].id == 0. On error every out[i] is released. */
+enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out);
+
+/* Do ids first..last (n of them) fill that range densely enough to read it as one range? */
+int store_bulk_dense(int64_t first, int64_t last, int n);
+
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
 

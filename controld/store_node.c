@@ -146,14 +146,19 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
   if (collect_ids(c, out->full ? all_ids : changed, since, !out->full, &ids, &n_ids) < 0) goto out;
   out->sites = calloc((size_t)(n_ids ? n_ids : 1), sizeof *out->sites);
   if (!out->sites) goto out;
-  for (int i = 0; i < n_ids; i++) {
-    enum store_rc lr = store_site_load(c, ids[i], &out->sites[out->n_sites]);
-    if (lr == STORE_OK)
+  if (store_sites_load(c, ids, n_ids, out->sites) != STORE_OK) goto out;
+  for (int i = 0; i < n_ids; i++) { /* compact: the sites not there were deleted */
+    if (out->sites[i].id != 0) {
+      if (out->n_sites != i) {
+        out->sites[out->n_sites] = out->sites[i];
+        memset(&out->sites[i], 0, sizeof out->sites[i]);
+      }
       out->n_sites++;
-    else if (lr == STORE_NOT_FOUND) {
-      if (!out->full && ids_push(&out->deleted, &out->n_deleted, &cap_del, ids[i]) < 0) goto out;
-    } else
+    } else if (!out->full && ids_push(&out->deleted, &out->n_deleted, &cap_del, ids[i]) < 0) {
+      for (int j = i + 1; j < n_ids; j++)
+        site_rec_fini(&out->sites[j]);
       goto out;
+    }
   }
   rc = STORE_OK;
 out:
