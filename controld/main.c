@@ -19,6 +19,7 @@
 #include "opts.h"
 #include "prober.h"
 #include "rcache.h"
+#include "signals.h"
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
@@ -350,6 +351,10 @@ int main(int argc, char **argv) {
   ctx.tasks = tasks_new();
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
+  /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
+     signals_start below */
+  ctx.signals = signals_new(ctx.store, ctx.hub);
+  if (!ctx.signals) goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
@@ -361,6 +366,7 @@ int main(int argc, char **argv) {
   /* a site left on a level with no enabled origin (a database from an older controld) is
      switched before anything is served */
   if (engine_reevaluate_all(&ctx) < 0) log_warn("some sites could not be re-evaluated at start");
+  if (signals_start(ctx.signals) < 0) goto out;
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
   if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;
@@ -377,6 +383,7 @@ int main(int argc, char **argv) {
   ret = 0;
 out:
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
+  signals_free(&ctx.signals); /* its thread calls into the hub and the store */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
