@@ -278,8 +278,8 @@ static void *signals_thread(void *arg) {
         }
         continue;
       }
-      if (logged_down) log_info("signals: listening again after %d attempts; caches resynced",
-                                attempt);
+      if (logged_down)
+        log_info("signals: listening again (%d failed attempts); caches resynced", attempt);
       else
         log_info("signals: listening for other replicas' changes");
       attempt = 0;
