@@ -211,6 +211,30 @@ int opts_take_flag(int *argc, char **argv, const char *flag) {
   return found;
 }
 
+int opts_take_value(int *argc, char **argv, const char *flag, const char **value) {
+  size_t fl = strlen(flag);
+  int found = 0, j = 1;
+  *value = NULL;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], flag) == 0) {
+      if (i + 1 >= *argc) return -1;
+      *value = argv[++i];
+      found = 1;
+      continue;
+    }
+    if (strncmp(argv[i], flag, fl) == 0 && argv[i][fl] == '=') {
+      *value = argv[i] + fl + 1;
+      found = 1;
+      continue;
+    }
+    argv[j++] = argv[i];
+  }
+  argv[j] = NULL;
+  *argc = j;
+  if (found && !**value) return -1;
+  return found;
+}
+
 const char *opts_config_path(int argc, char **argv) {
   const char *path = NULL;
   for (int i = 1; i < argc; i++) {

@@ -44,6 +44,11 @@ int opts_load_file(const struct opt_def *defs, void *target, const char *path, c
    argv, shifting the rest down and updating *argc. Returns 1 when it was there, else 0. */
 int opts_take_flag(int *argc, char **argv, const char *flag);
 
+/* Remove every "flag VALUE" and "flag=VALUE" (e.g. "--export FILE") from argv like
+   opts_take_flag; *value points at the last value (into argv). Returns 1 when it was there, 0
+   when not, -1 when the flag ends argv without a value or the value is empty. */
+int opts_take_value(int *argc, char **argv, const char *flag, const char **value);
+
 /* The --config FILE given in argv (the last one), or NULL. Points into argv. */
 const char *opts_config_path(int argc, char **argv);
 

@@ -16,8 +16,8 @@
 
 #define SECRET_MIN 16
 
-/* 1 when url is an absolute http(s) URL with a host and no blanks or control characters. */
-static int valid_url(const char *url) {
+/* api_webhook_url_valid (api.h) */
+int api_webhook_url_valid(const char *url) {
   CURLU *u;
   char *scheme = NULL, *host = NULL;
   const char *auth;
@@ -132,7 +132,7 @@ static enum store_rc create_change(struct api_op *op) {
 static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
 
 static int valid_url_row(char *url) {
-  return valid_url(url);
+  return api_webhook_url_valid(url);
 }
 
 /* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "ctx.h"
 #include "engine.h"
+#include "export.h"
 #include "hub.h"
 #include "log.h"
 #include "metrics.h"
@@ -23,6 +24,7 @@
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
+#include "store_export.h"
 #include "svc.h"
 #include "tasks.h"
 #include "token.h"
@@ -275,6 +277,32 @@ static int enrol_admin_token(struct ctx *ctx) {
   return store_admin_token_set(ctx->store, hash);
 }
 
+/* controld --export FILE / --import FILE: move the configuration between databases (export.h),
+   then exit: 0 done, 1 refused or failed (nothing imported), 2 usage. */
+static int transfer(const struct cd_config *c, const char *export_path, const char *import_path) {
+  struct store *st;
+  char msg[512];
+  int rc;
+  /* an export of a SQLite path must not create an empty database where a typo points */
+  if (export_path && store_export_source_missing(c->db)) {
+    fprintf(stderr, "controld: option db: no database at %s\n", c->db);
+    return 1;
+  }
+  st = store_open(c->db);
+  if (!st) return 1;
+  if (export_path)
+    rc = export_write_file(st, export_path, CDNCA_VERSION, msg, sizeof msg);
+  else
+    rc = export_read_file(st, import_path, msg, sizeof msg);
+  store_close(&st);
+  if (rc < 0) {
+    fprintf(stderr, "controld: %s %s\n", export_path ? "export failed:" : "import refused:", msg);
+    return 1;
+  }
+  printf("%s\n", msg);
+  return 0;
+}
+
 struct reload_arg {
   struct ctx *ctx;
   struct cd_config *loaded;
@@ -292,14 +320,25 @@ int main(int argc, char **argv) {
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1, check;
+  int sig = 0, ret = 1, check, xr, ir;
+  const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
   check = opts_take_flag(&argc, argv, "--check-config");
+  xr = opts_take_value(&argc, argv, "--export", &export_path);
+  ir = opts_take_value(&argc, argv, "--import", &import_path);
+  if (xr < 0 || ir < 0) {
+    fprintf(stderr, "controld: --%s needs a FILE (see --help)\n", xr < 0 ? "export" : "import");
+    return 2;
+  }
+  if (xr + ir + check > 1) {
+    fprintf(stderr, "controld: --check-config, --export and --import go one at a time\n");
+    return 2;
+  }
   if (opts_defaults(options, &ctx.cfg) < 0) return 2;
   switch (opts_parse(options, &ctx.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(options, "controld", "[--check-config] [options]");
+    opts_usage(options, "controld", "[--check-config | --export FILE | --import FILE] [options]");
     return 0;
   case OPTS_VERSION:
     printf("controld %s\n", CDNCA_VERSION);
@@ -311,6 +350,11 @@ int main(int argc, char **argv) {
     break;
   }
   if (check) return check_config(&ctx.cfg);
+  if (export_path || import_path) {
+    log_init("controld", LOG_TEXT, LOG_INFO);
+    log_apply(&ctx.cfg);
+    return transfer(&ctx.cfg, export_path, import_path);
+  }
   if (config_valid(&ctx.cfg, err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
     return 2;

@@ -18,6 +18,7 @@ int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_f
              size_t errlen) {
   memset(c, 0, sizeof *c);
   pthread_mutex_init(&c->mu, NULL);
+  atomic_init(&c->cur_idx, 0);
   atomic_init(&c->revoked, 0);
   atomic_init(&c->stop, 0);
   if (ctlset_parse(&c->set, url, err, errlen) < 0) return -1;
@@ -85,9 +86,22 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *arg) {
   return n;
 }
 
+/* What a transfer's progress callback checks: shutdown, and whether the node has moved away
+   from the replica the transfer went to. */
+struct xfer {
+  struct ctl *c;
+  int idx;   /* the replica this transfer went to */
+  int moved; /* aborted because the current replica is another one now */
+};
+
 static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d) {
-  struct ctl *c = arg;
-  return atomic_load(&c->stop) ? 1 : 0;
+  struct xfer *x = arg;
+  if (atomic_load(&x->c->stop)) return 1;
+  if (atomic_load(&x->c->cur_idx) != x->idx) {
+    x->moved = 1;
+    return 1;
+  }
+  return 0;
 }
 
 static uint32_t jitter(void) {
@@ -98,7 +112,7 @@ static uint32_t jitter(void) {
 }
 
 /* The options every request to controld has. */
-static void easy_common(struct ctl *c, CURL *h, const char *url, long timeout_ms) {
+static void easy_common(struct ctl *c, CURL *h, const char *url, long timeout_ms, struct xfer *x) {
   curl_easy_reset(h);
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -108,7 +122,7 @@ static void easy_common(struct ctl *c, CURL *h, const char *url, long timeout_ms
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   if (c->ca_file[0]) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 }
@@ -121,6 +135,7 @@ static void report(struct ctl *c, int idx, uint64_t gen, int answered, long stat
   int switched, now_idx, n;
   pthread_mutex_lock(&c->mu);
   switched = ctlset_report(&c->set, gen, o, clock_mono_ms(), jitter());
+  atomic_store(&c->cur_idx, c->set.cur);
   n = c->set.n;
   memcpy(from, c->set.url[idx], sizeof from);
   memcpy(to, ctlset_current(&c->set, &now_idx, NULL), sizeof to);
@@ -134,6 +149,7 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
              long timeout_ms, struct ctl_resp *out, char *err, size_t errlen) {
   char url[1024], base[CTLSET_URL_MAX], why[64];
   struct curl_slist *hdrs = NULL;
+  struct xfer x = {c, 0, 0};
   CURLcode cc;
   uint64_t gen;
   int rc = -1, idx;
@@ -147,7 +163,8 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
   memcpy(base, ctlset_current(&c->set, &idx, &gen), sizeof base);
   pthread_mutex_unlock(&c->mu);
   snprintf(url, sizeof url, "%s%s", base, path);
-  easy_common(c, h, url, timeout_ms);
+  x.idx = idx;
+  easy_common(c, h, url, timeout_ms, &x);
   hdrs = curl_slist_append(hdrs, c->auth);
   hdrs = curl_slist_append(hdrs, "Accept: application/json");
   if (json_body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -163,9 +180,12 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
   }
   cc = curl_easy_perform(h);
   if (cc != CURLE_OK) {
-    snprintf(err, errlen, "%s %s%s: %s", method, base, path,
-             cc == CURLE_ABORTED_BY_CALLBACK ? "stopping" : curl_easy_strerror(cc));
-    /* a transfer aborted by shutdown says nothing about the replica */
+    if (cc == CURLE_ABORTED_BY_CALLBACK && x.moved)
+      snprintf(err, errlen, "%s %s%s: aborted, moved to another controld", method, base, path);
+    else
+      snprintf(err, errlen, "%s %s%s: %s", method, base, path,
+               cc == CURLE_ABORTED_BY_CALLBACK ? "stopping" : curl_easy_strerror(cc));
+    /* a transfer aborted by shutdown or by a switch says nothing more about the replica */
     if (cc != CURLE_ABORTED_BY_CALLBACK) report(c, idx, gen, 0, 0, curl_easy_strerror(cc));
     goto out;
   }
@@ -194,11 +214,12 @@ static size_t discard(char *p, size_t sz, size_t nm, void *arg) {
 }
 
 /* GET /healthz on the current replica (no token: the route is public); 1 when it answered 200. */
-static int probe_healthz(struct ctl *c, CURL *h, const char *base) {
+static int probe_healthz(struct ctl *c, CURL *h, const char *base, int idx) {
   char url[CTLSET_URL_MAX + 16];
+  struct xfer x = {c, idx, 0};
   long status = 0;
   snprintf(url, sizeof url, "%s/healthz", base);
-  easy_common(c, h, url, 1000L);
+  easy_common(c, h, url, 1000L, &x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
   if (curl_easy_perform(h) != CURLE_OK) return 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -209,16 +230,16 @@ int ctl_backoff(struct ctl *c, CURL *h) {
   for (;;) {
     char base[CTLSET_URL_MAX];
     int64_t now = clock_mono_ms(), left;
-    int probe;
+    int probe, idx = 0;
     uint64_t gen;
     if (atomic_load(&c->stop)) return 1;
     pthread_mutex_lock(&c->mu);
     left = ctlset_wait_ms(&c->set, now);
     probe = left > 0 && ctlset_probe_claim(&c->set, now, jitter());
-    if (probe) memcpy(base, ctlset_current(&c->set, NULL, &gen), sizeof base);
+    if (probe) memcpy(base, ctlset_current(&c->set, &idx, &gen), sizeof base);
     pthread_mutex_unlock(&c->mu);
     if (left <= 0) return 0;
-    if (probe && probe_healthz(c, h, base)) {
+    if (probe && probe_healthz(c, h, base, idx)) {
       pthread_mutex_lock(&c->mu);
       ctlset_reachable(&c->set, gen, clock_mono_ms());
       pthread_mutex_unlock(&c->mu);

@@ -18,6 +18,7 @@ struct ctl {
   struct ctlset set;  /* the controld URLs, the current one, the shared backoff */
   char auth[320];     /* "Authorization: Bearer <token>" (a secret: never logged) */
   char ca_file[512];  /* CA bundle for an https controld; "" = system CAs */
+  atomic_int cur_idx; /* set.cur, for transfer callbacks that do not take the mutex */
   atomic_int revoked; /* controld answered 401: the token is revoked or wrong */
   atomic_int stop;    /* shutting down: transfers abort within a second */
 };
@@ -44,7 +45,9 @@ CURL *ctl_handle(void);
    whole-transfer timeout. 0 when a response arrived (out->status set; a 401 also sets c->revoked
    and is logged once), -1 on a transport error or shutdown (err filled). The outcome is reported
    to the replica set: an answer ends the shared backoff, a transport error or 502/503/504 moves
-   to the next replica (logged once per switch). out is initialised here; caller ctl_resp_fini's
+   to the next replica (logged once per switch). A call still running when another loop moved
+   to the next replica is aborted (-1, "moved to …"), so a long-poll held by a stalled replica
+   does not outlast the switch. out is initialised here; caller ctl_resp_fini's
    it. */
 int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const char *json_body,
              long timeout_ms, struct ctl_resp *out, char *err, size_t errlen);

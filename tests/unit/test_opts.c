@@ -111,6 +111,28 @@ static void test_take_flag(void **state) {
   assert_int_equal(argc, 3);
 }
 
+/* A flag with a value is taken out in both spellings; the last one wins; a missing value is -1. */
+static void test_take_value(void **state) {
+  char *argv[] = {"x", "--export", "a.json", "--db", "d", "--export=b.json", NULL};
+  char *bare[] = {"x", "--db", "d", "--export", NULL};
+  char *empty[] = {"x", "--import=", NULL};
+  const char *v;
+  int argc = 6;
+  (void)state;
+  assert_int_equal(opts_take_value(&argc, argv, "--export", &v), 1);
+  assert_string_equal(v, "b.json");
+  assert_int_equal(argc, 3);
+  assert_string_equal(argv[1], "--db");
+  assert_string_equal(argv[2], "d");
+  assert_null(argv[3]);
+  assert_int_equal(opts_take_value(&argc, argv, "--export", &v), 0);
+  assert_null(v);
+  argc = 4;
+  assert_int_equal(opts_take_value(&argc, bare, "--export", &v), -1);
+  argc = 2;
+  assert_int_equal(opts_take_value(&argc, empty, "--import", &v), -1);
+}
+
 /* Reload: only options outside the reloadable list are named. */
 static void test_changed(void **state) {
   struct cfg a, b;
@@ -133,11 +155,9 @@ static void test_changed(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_defaults_and_flags),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_config_file),
-      cmocka_unit_test(test_take_flag),
-      cmocka_unit_test(test_changed),
+      cmocka_unit_test(test_defaults_and_flags), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_config_file),        cmocka_unit_test(test_take_flag),
+      cmocka_unit_test(test_take_value),         cmocka_unit_test(test_changed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,749 @@
+/* export — the cdnca-export document: records to JSON, and JSON validated field by field back
+   into records (see export.h). */
+#include "export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "clock.h"
+#include "fields.h"
+#include "json.h"
+#include "model.h"
+#include "notify.h"
+#include "token.h"
+
+/* Ids and millisecond times are written as JSON numbers: json_add_i64 is exact below 10^15. */
+#define EXPORT_INT_MAX 999999999999999LL
+/* The largest document --import reads (a 100,000-site installation is well under this). */
+#define EXPORT_FILE_MAX (1024L * 1024 * 1024)
+
+static int fail(struct export_err *err, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct export_err *err, const char *path, const char *fmt, ...) {
+  va_list ap;
+  snprintf(err->path, sizeof err->path, "%s", path);
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int from_fields(struct export_err *err, const struct field_err *fe) {
+  return fail(err, fe->field, "%s", fe->message);
+}
+
+/* ---- records to JSON ---- */
+
+static cJSON *origin_json(const struct origin_rec *o) {
+  cJSON *j = cJSON_CreateObject();
+  json_add_i64(j, "id", o->id);
+  json_add_i64(j, "level", o->level);
+  cJSON_AddStringToObject(j, "address", o->address);
+  json_add_i64(j, "port", o->port);
+  cJSON_AddStringToObject(j, "scheme", o->scheme);
+  json_add_str_or_null(j, "host_header", o->host_header[0] ? o->host_header : NULL);
+  json_add_i64(j, "weight", o->weight);
+  cJSON_AddBoolToObject(j, "enabled", o->enabled);
+  json_add_i64(j, "created_at_ms", o->created_at);
+  return j;
+}
+
+/* A site as the API's POST body takes it, plus what an import keeps (ids, level, pin, versions,
+   times). */
+static cJSON *site_json(const struct site_rec *s) {
+  cJSON *j = cJSON_CreateObject(), *a, *hc;
+  json_add_i64(j, "id", s->id);
+  cJSON_AddStringToObject(j, "name", s->name);
+  a = cJSON_AddArrayToObject(j, "hostnames");
+  for (int i = 0; i < s->n_hostnames; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]));
+  cJSON_AddStringToObject(j, "failback", s->failback);
+  json_add_i64(j, "failback_hold_ms", s->failback_hold_ms);
+  hc = cJSON_AddObjectToObject(j, "health_check");
+  cJSON_AddBoolToObject(hc, "enabled", s->hc_enabled);
+  cJSON_AddStringToObject(hc, "path", s->hc_path);
+  json_add_i64(hc, "timeout_ms", s->hc_timeout_ms);
+  json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
+  json_add_i64(hc, "healthy_after", s->hc_healthy_after);
+  cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
+  hcheck_add_json(hc, &s->hc, 1);
+  cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
+  json_add_i64(j, "current_level", s->current_level);
+  cJSON_AddBoolToObject(j, "manual_pin", s->manual_pin);
+  json_add_i64(j, "config_version", s->config_version);
+  json_add_i64(j, "revision", s->revision);
+  json_add_i64(j, "created_at_ms", s->created_at);
+  json_add_i64(j, "updated_at_ms", s->updated_at);
+  a = cJSON_AddArrayToObject(j, "origins");
+  for (int i = 0; i < s->n_origins; i++)
+    cJSON_AddItemToArray(a, origin_json(&s->origins[i]));
+  return j;
+}
+
+static cJSON *node_json(const struct export_node *n) {
+  cJSON *j = cJSON_CreateObject();
+  json_add_i64(j, "id", n->id);
+  cJSON_AddStringToObject(j, "name", n->name);
+  cJSON_AddStringToObject(j, "token_sha256", n->token_hash);
+  json_add_i64(j, "created_at_ms", n->created_at);
+  return j;
+}
+
+static cJSON *token_json(const struct export_token *t) {
+  cJSON *j = cJSON_CreateObject();
+  json_add_i64(j, "id", t->id);
+  cJSON_AddStringToObject(j, "name", t->name);
+  cJSON_AddStringToObject(j, "role", t->role);
+  cJSON_AddStringToObject(j, "token_sha256", t->hash);
+  json_add_i64(j, "created_at_ms", t->created_at);
+  json_add_i64(j, "expires_at_ms", t->expires_at);
+  return j;
+}
+
+static cJSON *webhook_json(const struct webhook_rec *w) {
+  cJSON *j = cJSON_CreateObject(), *ev = NULL;
+  json_add_i64(j, "id", w->id);
+  cJSON_AddStringToObject(j, "url", w->url);
+  cJSON_AddStringToObject(j, "secret", w->secret);
+  if (w->events) ev = json_parse(w->events, strlen(w->events));
+  if (cJSON_IsArray(ev))
+    cJSON_AddItemToObject(j, "events", ev);
+  else {
+    cJSON_Delete(ev);
+    cJSON_AddNullToObject(j, "events");
+  }
+  json_add_i64(j, "created_at_ms", w->created_at);
+  return j;
+}
+
+cJSON *export_to_json(const struct store_export *x, int64_t now, const char *version) {
+  cJSON *doc = cJSON_CreateObject(), *a;
+  if (!doc) return NULL;
+  cJSON_AddStringToObject(doc, "format", EXPORT_FORMAT);
+  json_add_i64(doc, "version", EXPORT_VERSION);
+  json_add_time(doc, "exported_at", now);
+  cJSON_AddStringToObject(doc, "controld_version", version ? version : "");
+  json_add_i64(doc, "publication_seq", x->pub_seq);
+  a = cJSON_AddArrayToObject(doc, "sites");
+  for (int i = 0; i < x->n_sites; i++)
+    cJSON_AddItemToArray(a, site_json(&x->sites[i]));
+  a = cJSON_AddArrayToObject(doc, "nodes");
+  for (int i = 0; i < x->n_nodes; i++)
+    cJSON_AddItemToArray(a, node_json(&x->nodes[i]));
+  a = cJSON_AddArrayToObject(doc, "tokens");
+  for (int i = 0; i < x->n_tokens; i++)
+    cJSON_AddItemToArray(a, token_json(&x->tokens[i]));
+  a = cJSON_AddArrayToObject(doc, "webhooks");
+  for (int i = 0; i < x->n_webhooks; i++)
+    cJSON_AddItemToArray(a, webhook_json(&x->webhooks[i]));
+  return doc;
+}
+
+/* ---- JSON to records ---- */
+
+/* Node and token names: 1-64 characters of letters, digits, '.', '_' or '-' (the API's rule). */
+static int valid_name(char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '_' || *s == '.'))
+      return 0;
+  return 1;
+}
+
+/* A SHA-256 as 64 lowercase hex digits (what the store keeps). */
+static int valid_hash(char *s) {
+  size_t n = 0;
+  for (; s[n]; n++)
+    if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))) return 0;
+  return n == 64;
+}
+
+static int valid_url(char *url) {
+  return api_webhook_url_valid(url);
+}
+
+#define NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
+#define HASH_WHAT "a SHA-256 as 64 lowercase hex digits (never the token itself)"
+
+#define S(m) FIELD_AT(struct site_rec, m)
+static const struct field_def site_meta[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0},
+    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"config_version", FIELD_INT, FIELD_REQUIRED, S(config_version), 1, EXPORT_INT_MAX, 1, NULL,
+     NULL, NULL, 0},
+    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, S(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {"updated_at_ms", FIELD_INT, FIELD_REQUIRED, S(updated_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef S
+
+#define O(m) FIELD_AT(struct origin_rec, m)
+static const struct field_def origin_meta[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, O(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef O
+
+#define N(m) FIELD_AT(struct export_node, m)
+static const struct field_def node_fields[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+    {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
+     HASH_WHAT, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, N(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef N
+
+static const char *const roles[] = {"admin", "operator", "read", NULL};
+
+#define T(m) FIELD_AT(struct export_token, m)
+static const struct field_def token_fields[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+    {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
+     "\"admin\", \"operator\" or \"read\"", 0},
+    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    /* 0 = never */
+    {"expires_at_ms", FIELD_INT, FIELD_REQUIRED, T(expires_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef T
+
+/* the API's minimum (api_webhooks.c): a shorter secret was never stored */
+#define WEBHOOK_SECRET_MIN 16
+
+#define W(m) FIELD_AT(struct webhook_rec, m)
+static const struct field_def webhook_fields[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
+     "an http:// or https:// URL with a host", 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+#undef W
+
+/* Every site and origin key of the API's POST body (model.c validates them). */
+static const char *const site_api_keys[] = {
+    "name",         "hostnames",  "failback", "failback_hold_ms",
+    "health_check", "node_retry", "origins",  NULL};
+static const char *const origin_api_keys[] = {"level",       "scheme", "address", "port",
+                                              "host_header", "weight", "enabled", NULL};
+
+/* The model's error as a path under prefix. */
+static int from_model(struct export_err *err, const char *prefix, const struct model_err *me) {
+  char path[sizeof err->path];
+  if (me->field[0])
+    snprintf(path, sizeof path, "%s.%s", prefix, me->field);
+  else
+    snprintf(path, sizeof path, "%s", prefix);
+  return fail(err, path, "%s", me->message);
+}
+
+/* The origins' ids and times (read by origin_meta) are taken out of body's origins, leaving the
+   API's keys; meta gets one entry per origin. */
+static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *meta,
+                            struct export_err *err) {
+  cJSON *origins = cJSON_GetObjectItemCaseSensitive(body, "origins"), *o;
+  struct field_err fe;
+  char path[64];
+  int j = 0;
+  if (!cJSON_IsArray(origins)) {
+    snprintf(path, sizeof path, "%s.origins", prefix);
+    return fail(err, path, "origins is required: an array");
+  }
+  if (cJSON_GetArraySize(origins) > STORE_MAX_ORIGINS) {
+    snprintf(path, sizeof path, "%s.origins", prefix);
+    return fail(err, path, "a site has at most %d origins", STORE_MAX_ORIGINS);
+  }
+  cJSON_ArrayForEach(o, origins) {
+    snprintf(path, sizeof path, "%s.origins[%d]", prefix, j);
+    if (!cJSON_IsObject(o)) return fail(err, path, "an origin must be a JSON object");
+    memset(&meta[j], 0, sizeof meta[j]);
+    if (fields_apply(o, origin_meta, origin_api_keys, path, FIELDS_CREATE, &meta[j], &fe) < 0)
+      return from_fields(err, &fe);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "created_at_ms");
+    j++;
+  }
+  return 0;
+}
+
+/* One site: what an import keeps is checked by site_meta, the rest is the API's POST body and
+   goes through model_site_create. health_check.enabled is read here (a stored site may have
+   checks on and paused, which a POST refuses). */
+static int read_site(const cJSON *obj, int i, struct site_rec *s, struct export_err *err) {
+  struct site_rec meta;
+  struct origin_rec ometa[STORE_MAX_ORIGINS];
+  struct field_err fe;
+  struct model_err me;
+  cJSON *body = NULL, *hc, *en;
+  char prefix[32], path[64];
+  int enabled, ret = -1;
+
+  snprintf(prefix, sizeof prefix, "sites[%d]", i);
+  site_rec_defaults(s);
+  if (!cJSON_IsObject(obj)) return fail(err, prefix, "a site must be a JSON object");
+  memset(&meta, 0, sizeof meta);
+  if (fields_apply(obj, site_meta, site_api_keys, prefix, FIELDS_CREATE, &meta, &fe) < 0)
+    return from_fields(err, &fe);
+  body = cJSON_Duplicate(obj, 1);
+  if (!body) return fail(err, prefix, "out of memory");
+  for (const struct field_def *d = site_meta; d->name; d++)
+    cJSON_DeleteItemFromObjectCaseSensitive(body, d->name);
+  hc = cJSON_GetObjectItemCaseSensitive(body, "health_check");
+  en = cJSON_IsObject(hc) ? cJSON_GetObjectItemCaseSensitive(hc, "enabled") : NULL;
+  if (!cJSON_IsBool(en)) {
+    snprintf(path, sizeof path, "%s.health_check.enabled", prefix);
+    fail(err, path, "health_check.enabled is required: true or false");
+    goto out;
+  }
+  enabled = cJSON_IsTrue(en);
+  cJSON_DeleteItemFromObjectCaseSensitive(hc, "enabled");
+  if (take_origin_meta(body, prefix, ometa, err) < 0) goto out;
+  if (model_site_create(body, s, &me) < 0) {
+    from_model(err, prefix, &me);
+    goto out;
+  }
+  s->hc_enabled = enabled;
+  s->id = meta.id;
+  s->current_level = meta.current_level;
+  s->manual_pin = meta.manual_pin;
+  s->config_version = meta.config_version;
+  s->revision = meta.revision;
+  s->created_at = meta.created_at;
+  s->updated_at = meta.updated_at;
+  for (int j = 0; j < s->n_origins; j++) {
+    s->origins[j].id = ometa[j].id;
+    s->origins[j].created_at = ometa[j].created_at;
+    s->origins[j].site_id = s->id;
+  }
+  ret = 0;
+out:
+  cJSON_Delete(body);
+  return ret;
+}
+
+/* The "events" filter: null (every type) or a non-empty array of known types, kept as JSON text
+   (NULL for every type). */
+static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec *w,
+                       struct export_err *err) {
+  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(obj, "events"), *it;
+  cJSON *clean;
+  char path[64];
+  int i = 0;
+  snprintf(path, sizeof path, "%s.events", prefix);
+  if (!ev) return fail(err, path, "events is required: null (every type) or an array of types");
+  if (cJSON_IsNull(ev)) return 0;
+  if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0)
+    return fail(err, path, "events must be null or a non-empty array of event types");
+  clean = cJSON_CreateArray();
+  if (!clean) return fail(err, path, "out of memory");
+  cJSON_ArrayForEach(it, ev) {
+    const cJSON *seen;
+    int dup = 0;
+    if (!cJSON_IsString(it) || !notify_known_type(it->valuestring)) {
+      snprintf(path, sizeof path, "%s.events[%d]", prefix, i);
+      cJSON_Delete(clean);
+      return fail(err, path, "unknown event type");
+    }
+    cJSON_ArrayForEach(seen, clean) if (strcmp(seen->valuestring, it->valuestring) == 0) dup = 1;
+    if (!dup) cJSON_AddItemToArray(clean, cJSON_CreateString(it->valuestring));
+    i++;
+  }
+  w->events = json_print(clean);
+  cJSON_Delete(clean);
+  return w->events ? 0 : fail(err, path, "out of memory");
+}
+
+/* A top-level array of objects each read by a field table into n elements of size elem. */
+static int read_table(const cJSON *doc, const char *key, const struct field_def *defs,
+                      const char *const *extra, size_t elem, int max, void **out, int *n,
+                      struct export_err *err) {
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, key), *it;
+  struct field_err fe;
+  char path[48];
+  if (!cJSON_IsArray(arr)) return fail(err, key, "%s is required: an array", key);
+  if (cJSON_GetArraySize(arr) > max) return fail(err, key, "%s holds at most %d entries", key, max);
+  *out = calloc((size_t)cJSON_GetArraySize(arr) + 1, elem);
+  if (!*out) return fail(err, key, "out of memory");
+  cJSON_ArrayForEach(it, arr) {
+    snprintf(path, sizeof path, "%s[%d]", key, *n);
+    if (!cJSON_IsObject(it)) return fail(err, path, "an entry must be a JSON object");
+    /* counted before it is read: a refused entry is freed (and wiped) with the rest */
+    (*n)++;
+    if (fields_apply(it, defs, extra, path, FIELDS_CREATE, (char *)*out + (size_t)(*n - 1) * elem,
+                     &fe) < 0)
+      return from_fields(err, &fe);
+  }
+  return 0;
+}
+
+/* ---- uniqueness across the document ---- */
+
+struct ukey {
+  const char *s; /* NULL: compare v */
+  int64_t v;
+  int order; /* insertion order: of two equal keys the later one is named */
+  char path[64];
+};
+
+struct ukeys {
+  struct ukey *k;
+  int n, cap;
+};
+
+static int ukey_cmp(const void *a, const void *b) {
+  const struct ukey *x = a, *y = b;
+  int c;
+  if (x->s && y->s && (c = strcmp(x->s, y->s)) != 0) return c;
+  if (!x->s && !y->s && x->v != y->v) return x->v < y->v ? -1 : 1;
+  return x->order - y->order; /* equal keys: the earlier first */
+}
+
+static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt, ...) {
+  va_list ap;
+  if (u->n == u->cap) {
+    int ncap = u->cap ? u->cap * 2 : 64;
+    struct ukey *nk = realloc(u->k, (size_t)ncap * sizeof *nk);
+    if (!nk) return -1;
+    u->k = nk;
+    u->cap = ncap;
+  }
+  u->k[u->n].s = s;
+  u->k[u->n].v = v;
+  u->k[u->n].order = u->n;
+  va_start(ap, fmt);
+  vsnprintf(u->k[u->n].path, sizeof u->k[u->n].path, fmt, ap);
+  va_end(ap);
+  u->n++;
+  return 0;
+}
+
+/* -1 with err naming the later of two equal keys; the set is emptied either way. */
+static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err) {
+  int ret = 0;
+  if (u->n > 1) qsort(u->k, (size_t)u->n, sizeof *u->k, ukey_cmp);
+  for (int i = 1; i < u->n && ret == 0; i++) {
+    const struct ukey *a = &u->k[i - 1], *b = &u->k[i];
+    if (a->s ? strcmp(a->s, b->s) == 0 : a->v == b->v)
+      ret = fail(err, b->path, "%s is also used by %s", what, a->path);
+  }
+  u->n = 0;
+  return ret;
+}
+
+/* One check per kind of key, run in turn on one scratch set. */
+static int check_unique(const struct store_export *x, struct export_err *err) {
+  struct ukeys u = {NULL, 0, 0};
+  int ret = -1, oom = 0;
+  for (int i = 0; i < x->n_sites; i++)
+    oom |= ukeys_add(&u, NULL, x->sites[i].id, "sites[%d].id", i);
+  if (oom || ukeys_check(&u, "the site id", err) < 0) goto out;
+  for (int i = 0; i < x->n_sites; i++)
+    oom |= ukeys_add(&u, x->sites[i].name, 0, "sites[%d].name", i);
+  if (oom || ukeys_check(&u, "the site name", err) < 0) goto out;
+  for (int i = 0; i < x->n_sites; i++)
+    for (int h = 0; h < x->sites[i].n_hostnames; h++)
+      oom |= ukeys_add(&u, x->sites[i].hostnames[h], 0, "sites[%d].hostnames[%d]", i, h);
+  if (oom || ukeys_check(&u, "the hostname", err) < 0) goto out;
+  for (int i = 0; i < x->n_sites; i++)
+    for (int o = 0; o < x->sites[i].n_origins; o++)
+      oom |= ukeys_add(&u, NULL, x->sites[i].origins[o].id, "sites[%d].origins[%d].id", i, o);
+  if (oom || ukeys_check(&u, "the origin id", err) < 0) goto out;
+  for (int i = 0; i < x->n_nodes; i++)
+    oom |= ukeys_add(&u, NULL, x->nodes[i].id, "nodes[%d].id", i);
+  if (oom || ukeys_check(&u, "the node id", err) < 0) goto out;
+  for (int i = 0; i < x->n_nodes; i++)
+    oom |= ukeys_add(&u, x->nodes[i].name, 0, "nodes[%d].name", i);
+  if (oom || ukeys_check(&u, "the node name", err) < 0) goto out;
+  for (int i = 0; i < x->n_tokens; i++)
+    oom |= ukeys_add(&u, NULL, x->tokens[i].id, "tokens[%d].id", i);
+  if (oom || ukeys_check(&u, "the token id", err) < 0) goto out;
+  for (int i = 0; i < x->n_tokens; i++)
+    oom |= ukeys_add(&u, x->tokens[i].name, 0, "tokens[%d].name", i);
+  if (oom || ukeys_check(&u, "the token name", err) < 0) goto out;
+  for (int i = 0; i < x->n_nodes; i++)
+    oom |= ukeys_add(&u, x->nodes[i].token_hash, 0, "nodes[%d].token_sha256", i);
+  for (int i = 0; i < x->n_tokens; i++)
+    oom |= ukeys_add(&u, x->tokens[i].hash, 0, "tokens[%d].token_sha256", i);
+  if (oom || ukeys_check(&u, "the token hash", err) < 0) goto out;
+  for (int i = 0; i < x->n_webhooks; i++)
+    oom |= ukeys_add(&u, NULL, x->webhooks[i].id, "webhooks[%d].id", i);
+  if (oom || ukeys_check(&u, "the webhook id", err) < 0) goto out;
+  ret = 0;
+out:
+  if (oom) ret = fail(err, "", "out of memory");
+  free(u.k);
+  return ret;
+}
+
+static int read_header(const cJSON *doc, struct store_export *out, struct export_err *err) {
+  static const char *const keys[] = {
+      "format", "version", "exported_at", "controld_version", "publication_seq",
+      "sites",  "nodes",   "tokens",      "webhooks",         NULL};
+  const char *bad = NULL, *s;
+  int64_t v;
+  if (!cJSON_IsObject(doc)) return fail(err, "", "the document must be a JSON object");
+  if (json_only_keys(doc, keys, &bad) < 0) return fail(err, bad, "unknown field '%s'", bad);
+  if (json_str(doc, "format", 64, &s) != 0 || strcmp(s, EXPORT_FORMAT) != 0)
+    return fail(err, "format", "format must be \"%s\": this is not a cdnca export", EXPORT_FORMAT);
+  if (json_int(doc, "version", 1, INT32_MAX, &v) != 0)
+    return fail(err, "version", "version is required: a positive integer");
+  if (v != EXPORT_VERSION)
+    return fail(err, "version", "version %lld is not one this controld reads (%d)", (long long)v,
+                EXPORT_VERSION);
+  if (json_int(doc, "publication_seq", 0, EXPORT_INT_MAX, &out->pub_seq) != 0)
+    return fail(err, "publication_seq", "publication_seq is required: an integer >= 0");
+  if (json_str(doc, "exported_at", 64, &s) < 0)
+    return fail(err, "exported_at", "exported_at must be a string");
+  if (json_str(doc, "controld_version", 64, &s) < 0)
+    return fail(err, "controld_version", "controld_version must be a string");
+  return 0;
+}
+
+int export_from_json(const cJSON *doc, struct store_export *out, struct export_err *err) {
+  static const char *const events_key[] = {"events", NULL};
+  const cJSON *arr, *it;
+  void *p;
+  int rc;
+  memset(out, 0, sizeof *out);
+  if (read_header(doc, out, err) < 0) return -1;
+  arr = cJSON_GetObjectItemCaseSensitive(doc, "sites");
+  if (!cJSON_IsArray(arr)) return fail(err, "sites", "sites is required: an array");
+  out->sites = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof *out->sites);
+  if (!out->sites) return fail(err, "sites", "out of memory");
+  cJSON_ArrayForEach(it, arr) {
+    /* counted first: the record owns its origins even when it is refused */
+    int i = out->n_sites++;
+    if (read_site(it, i, &out->sites[i], err) < 0) return -1;
+  }
+  p = NULL;
+  rc = read_table(doc, "nodes", node_fields, NULL, sizeof *out->nodes, 1000000, &p, &out->n_nodes,
+                  err);
+  out->nodes = p;
+  if (rc < 0) return -1;
+  p = NULL;
+  rc = read_table(doc, "tokens", token_fields, NULL, sizeof *out->tokens, 1000000, &p,
+                  &out->n_tokens, err);
+  out->tokens = p;
+  if (rc < 0) return -1;
+  p = NULL;
+  rc = read_table(doc, "webhooks", webhook_fields, events_key, sizeof *out->webhooks,
+                  STORE_MAX_WEBHOOKS, &p, &out->n_webhooks, err);
+  out->webhooks = p;
+  if (rc < 0) return -1;
+  arr = cJSON_GetObjectItemCaseSensitive(doc, "webhooks");
+  for (int i = 0; i < out->n_webhooks; i++) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "webhooks[%d]", i);
+    if (read_events(cJSON_GetArrayItem(arr, i), prefix, &out->webhooks[i], err) < 0) return -1;
+  }
+  return check_unique(out, err);
+}
+
+/* ---- files ---- */
+
+/* Write len bytes of text to path through path.tmp (mode 0600: the document holds secrets),
+   synced before the rename. 0, or -1 with msg. */
+static int write_whole(const char *path, const char *text, size_t len, char *msg, size_t msglen) {
+  char tmp[4096];
+  int fd, ret = -1;
+  size_t off = 0;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    snprintf(msg, msglen, "%s: path too long", path);
+    return -1;
+  }
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(msg, msglen, "%s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  if (fchmod(fd, 0600) < 0) goto io;
+  while (off < len) {
+    ssize_t w = write(fd, text + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) goto io;
+    off += (size_t)w;
+  }
+  if (fsync(fd) < 0) goto io;
+  if (close(fd) < 0) {
+    fd = -1;
+    goto io;
+  }
+  fd = -1;
+  if (rename(tmp, path) < 0) goto io;
+  return 0;
+io:
+  snprintf(msg, msglen, "%s: %s", fd >= 0 ? tmp : path, strerror(errno));
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  return ret;
+}
+
+static int count_origins(const struct store_export *x) {
+  int n = 0;
+  for (int i = 0; i < x->n_sites; i++)
+    n += x->sites[i].n_origins;
+  return n;
+}
+
+static void summary(const struct store_export *x, const char *verb, const char *path, char *msg,
+                    size_t msglen) {
+  snprintf(msg, msglen, "%s %s: %d sites, %d origins, %d nodes, %d API tokens, %d webhooks", verb,
+           path, x->n_sites, count_origins(x), x->n_nodes, x->n_tokens, x->n_webhooks);
+}
+
+int export_write_file(struct store *st, const char *path, const char *version, char *msg,
+                      size_t msglen) {
+  struct store_export x;
+  cJSON *doc = NULL;
+  char *text = NULL;
+  int ret = -1;
+  if (store_export_read(st, &x) != STORE_OK) {
+    snprintf(msg, msglen, "could not read the database (see the log)");
+    goto out;
+  }
+  doc = export_to_json(&x, clock_wall_ms(), version);
+  text = doc ? cJSON_Print(doc) : NULL;
+  if (!text) {
+    snprintf(msg, msglen, "out of memory");
+    goto out;
+  }
+  {
+    size_t n = strlen(text);
+    char *t = realloc(text, n + 2); /* the file ends with a newline */
+    if (!t) {
+      snprintf(msg, msglen, "out of memory");
+      goto out;
+    }
+    text = t;
+    memcpy(text + n, "\n", 2);
+  }
+  if (write_whole(path, text, strlen(text), msg, msglen) < 0) goto out;
+  summary(&x, "exported to", path, msg, msglen);
+  ret = 0;
+out:
+  if (text) token_wipe(text, strlen(text));
+  free(text);
+  cJSON_Delete(doc);
+  store_export_fini(&x);
+  return ret;
+}
+
+/* The whole file at path, NUL-terminated, into *buf (caller wipes and frees). 0 or -1 with msg. */
+static int read_whole(const char *path, char **buf, size_t *len, char *msg, size_t msglen) {
+  FILE *f = fopen(path, "rb");
+  size_t cap = 65536, n = 0;
+  char *b = NULL;
+  *buf = NULL;
+  if (!f) {
+    snprintf(msg, msglen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  for (;;) {
+    size_t r;
+    if (!b || n + 1 >= cap) {
+      char *nb;
+      if (b) cap *= 2;
+      if (cap > (size_t)EXPORT_FILE_MAX + 1) {
+        snprintf(msg, msglen, "%s: larger than %ld bytes", path, EXPORT_FILE_MAX);
+        goto fail;
+      }
+      nb = realloc(b, cap);
+      if (!nb) {
+        snprintf(msg, msglen, "%s: out of memory", path);
+        goto fail;
+      }
+      b = nb;
+    }
+    r = fread(b + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  if (ferror(f)) {
+    snprintf(msg, msglen, "%s: read error", path);
+    goto fail;
+  }
+  fclose(f);
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return 0;
+fail:
+  fclose(f);
+  if (b) token_wipe(b, n);
+  free(b);
+  return -1;
+}
+
+int export_read_file(struct store *st, const char *path, char *msg, size_t msglen) {
+  struct store_export x;
+  struct export_err err;
+  struct jsonstrict_err jerr;
+  cJSON *doc = NULL;
+  char *text = NULL, what[96];
+  size_t len = 0;
+  enum store_rc rc;
+  int ret = -1;
+  memset(&x, 0, sizeof x);
+  if (read_whole(path, &text, &len, msg, msglen) < 0) return -1;
+  doc = json_parse_strict(text, len, &jerr);
+  if (!doc) {
+    snprintf(msg, msglen, "%s: not valid JSON at byte %zu%s%s: %s", path, jerr.offset,
+             jerr.path[0] ? " in " : "", jerr.path, jsonstrict_message(jerr.rc));
+    goto out;
+  }
+  if (export_from_json(doc, &x, &err) < 0) {
+    snprintf(msg, msglen, "%s: refused at %s: %s (nothing was imported)", path,
+             err.path[0] ? err.path : "the top level", err.message);
+    goto out;
+  }
+  rc = store_export_write(st, &x, what, sizeof what);
+  if (rc == STORE_CONFLICT && !strchr(what, '['))
+    snprintf(msg, msglen,
+             "the database already holds %s: an import needs an empty database (nothing was "
+             "imported)",
+             what);
+  else if (rc == STORE_CONFLICT)
+    snprintf(msg, msglen, "%s: refused at %s: already taken (nothing was imported)", path, what);
+  else if (rc == STORE_FULL)
+    snprintf(msg, msglen, "the disk is full (nothing was imported)");
+  else if (rc != STORE_OK)
+    snprintf(msg, msglen, "storage error, see the log (nothing was imported)");
+  else {
+    summary(&x, "imported from", path, msg, msglen);
+    ret = 0;
+  }
+out:
+  cJSON_Delete(doc);
+  store_export_fini(&x);
+  token_wipe(text, len);
+  free(text);
+  return ret;
+}

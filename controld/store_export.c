@@ -1,0 +1,440 @@
+/* store_export — the SQL of controld --export / --import: one read snapshot of the
+   configuration, and one write transaction that stores it with its ids into an empty database. */
+#include "store_export.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "store_int.h"
+#include "token.h"
+
+/* ---- reading ---- */
+
+static enum store_rc read_sites(struct db_conn *c, struct store_export *x) {
+  static const char q[] = "SELECT id FROM sites ORDER BY id";
+  struct db_stmt *s = db_prep(c, q);
+  int64_t *ids = NULL;
+  int n = 0, cap = 0, step;
+  enum store_rc rc = STORE_ERROR;
+  if (!s) return STORE_ERROR;
+  while ((step = db_step(s)) == DB_ROW) {
+    int64_t *na = store_grow(ids, &cap, n, sizeof *ids, 64);
+    if (!na) break;
+    ids = na;
+    ids[n++] = db_col_i64(s, 0);
+  }
+  db_reset(s);
+  if (step != DB_DONE) goto out;
+  x->sites = calloc((size_t)(n ? n : 1), sizeof *x->sites);
+  if (!x->sites) goto out;
+  for (int i = 0; i < n; i++) {
+    if (store_site_load(c, ids[i], &x->sites[i]) != STORE_OK) goto out;
+    x->n_sites++;
+  }
+  rc = STORE_OK;
+out:
+  free(ids);
+  return rc;
+}
+
+static enum store_rc read_nodes(struct db_conn *c, struct store_export *x) {
+  /* a node has one token (enrolment); ordered so the first is kept if there ever were more */
+  static const char q[] = "SELECT n.id, n.name, n.created_at, t.hash FROM nodes n "
+                          "JOIN tokens t ON t.node_id = n.id AND t.kind = 'node' "
+                          "ORDER BY n.id, t.id";
+  struct db_stmt *s = db_prep(c, q);
+  int cap = 0, step;
+  if (!s) return STORE_ERROR;
+  while ((step = db_step(s)) == DB_ROW) {
+    struct export_node *na, *r;
+    int64_t id = db_col_i64(s, 0);
+    if (x->n_nodes > 0 && x->nodes[x->n_nodes - 1].id == id) continue;
+    na = store_grow(x->nodes, &cap, x->n_nodes, sizeof *na, 16);
+    if (!na) break;
+    x->nodes = na;
+    r = &x->nodes[x->n_nodes++];
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    store_col_text(s, 1, r->name, sizeof r->name);
+    r->created_at = db_col_i64(s, 2);
+    store_col_text(s, 3, r->token_hash, sizeof r->token_hash);
+  }
+  db_reset(s);
+  return step == DB_DONE ? STORE_OK : STORE_ERROR;
+}
+
+static enum store_rc read_tokens(struct db_conn *c, struct store_export *x) {
+  static const char q[] = "SELECT id, name, role, hash, created_at, expires_at FROM tokens "
+                          "WHERE kind = 'admin' ORDER BY id";
+  struct db_stmt *s = db_prep(c, q);
+  int cap = 0, step;
+  if (!s) return STORE_ERROR;
+  while ((step = db_step(s)) == DB_ROW) {
+    struct export_token *na = store_grow(x->tokens, &cap, x->n_tokens, sizeof *na, 16), *r;
+    if (!na) break;
+    x->tokens = na;
+    r = &x->tokens[x->n_tokens++];
+    memset(r, 0, sizeof *r);
+    r->id = db_col_i64(s, 0);
+    store_col_text(s, 1, r->name, sizeof r->name);
+    store_col_text(s, 2, r->role, sizeof r->role);
+    store_col_text(s, 3, r->hash, sizeof r->hash);
+    r->created_at = db_col_i64(s, 4);
+    r->expires_at = db_col_i64(s, 5);
+  }
+  db_reset(s);
+  return step == DB_DONE ? STORE_OK : STORE_ERROR;
+}
+
+static enum store_rc read_webhooks(struct db_conn *c, struct store_export *x) {
+  static const char q[] = "SELECT id, url, secret, events, created_at FROM webhooks ORDER BY id";
+  struct db_stmt *s = db_prep(c, q);
+  int cap = 0, step;
+  if (!s) return STORE_ERROR;
+  while ((step = db_step(s)) == DB_ROW) {
+    struct webhook_rec *na = store_grow(x->webhooks, &cap, x->n_webhooks, sizeof *na, 16), *w;
+    const char *ev = db_col_text(s, 3);
+    if (!na) break;
+    x->webhooks = na;
+    w = &x->webhooks[x->n_webhooks];
+    memset(w, 0, sizeof *w);
+    w->id = db_col_i64(s, 0);
+    store_col_text(s, 1, w->url, sizeof w->url);
+    store_col_text(s, 2, w->secret, sizeof w->secret);
+    w->created_at = db_col_i64(s, 4);
+    if (ev && !(w->events = strdup(ev))) {
+      token_wipe(w->secret, sizeof w->secret);
+      break;
+    }
+    x->n_webhooks++;
+  }
+  db_reset(s);
+  return step == DB_DONE ? STORE_OK : STORE_ERROR;
+}
+
+static enum store_rc read_pub_seq(struct db_conn *c, struct store_export *x) {
+  static const char q[] = "SELECT COALESCE(MAX(seq), 0) FROM publications";
+  struct db_stmt *s = db_prep(c, q);
+  int step;
+  if (!s) return STORE_ERROR;
+  step = db_step(s);
+  if (step == DB_ROW) x->pub_seq = db_col_i64(s, 0);
+  db_reset(s);
+  return step == DB_ROW ? STORE_OK : STORE_ERROR;
+}
+
+enum store_rc store_export_read(struct store *st, struct store_export *out) {
+  static enum store_rc (*const readers[])(struct db_conn *, struct store_export *) = {
+      read_pub_seq, read_sites, read_nodes, read_tokens, read_webhooks,
+  };
+  struct db_conn *c = store_reader(st);
+  enum store_rc rc = STORE_OK;
+  memset(out, 0, sizeof *out);
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  for (size_t i = 0; rc == STORE_OK && i < sizeof readers / sizeof *readers; i++)
+    rc = readers[i](c, out);
+  store_read_end(c);
+  if (rc != STORE_OK) {
+    log_error("reading the configuration for an export: %s", db_errmsg(c));
+    store_export_fini(out);
+  }
+  return rc;
+}
+
+int store_export_source_missing(const char *target) {
+  return db_kind_of(target) == DB_SQLITE && access(target, F_OK) != 0;
+}
+
+void store_export_fini(struct store_export *x) {
+  for (int i = 0; i < x->n_sites; i++)
+    site_rec_fini(&x->sites[i]);
+  free(x->sites);
+  free(x->nodes);
+  free(x->tokens);
+  for (int i = 0; i < x->n_webhooks; i++)
+    webhook_rec_fini(&x->webhooks[i]);
+  free(x->webhooks);
+  memset(x, 0, sizeof *x);
+}
+
+/* ---- writing ---- */
+
+/* Is the writer's last failure a UNIQUE or PRIMARY KEY clash? */
+static int unique_clash(struct store *st) {
+  return db_err(st->w) == DB_E_UNIQUE;
+}
+
+/* Step an INSERT of the import: STORE_OK, STORE_CONFLICT (what = path) or STORE_ERROR. */
+static enum store_rc step_insert(struct store *st, struct db_stmt *q, char *what, size_t whatlen,
+                                 const char *path) {
+  enum store_rc rc = STORE_OK;
+  if (db_step(q) != DB_DONE) {
+    if (unique_clash(st)) {
+      snprintf(what, whatlen, "%s", path);
+      rc = STORE_CONFLICT;
+    } else {
+      log_error("importing %s: %s", path, db_errmsg(st->w));
+      rc = STORE_ERROR;
+    }
+  }
+  db_reset(q);
+  return rc;
+}
+
+/* STORE_OK when the target holds nothing an import could clash with, else STORE_CONFLICT. */
+static enum store_rc check_empty(struct store *st, char *what, size_t whatlen) {
+  static const char q[] =
+      "SELECT (SELECT COUNT(*) FROM sites), (SELECT COUNT(*) FROM nodes), "
+      "(SELECT COUNT(*) FROM webhooks), (SELECT COUNT(*) FROM tokens WHERE NOT "
+      "(kind = 'admin' AND COALESCE(name, '') = 'bootstrap')), (SELECT COUNT(*) FROM publications)";
+  static const char *const kinds[] = {"sites", "nodes", "webhooks", "tokens", "publications"};
+  struct db_stmt *s = db_prep(st->w, q);
+  enum store_rc rc = STORE_ERROR;
+  if (!s) return STORE_ERROR;
+  if (db_step(s) == DB_ROW) {
+    rc = STORE_OK;
+    for (int i = 0; i < 5 && rc == STORE_OK; i++)
+      if (db_col_i64(s, i) > 0) {
+        snprintf(what, whatlen, "%s", kinds[i]);
+        rc = STORE_CONFLICT;
+      }
+  }
+  db_reset(s);
+  return rc;
+}
+
+static enum store_rc write_origins(struct store *st, const struct site_rec *s, int si, char *what,
+                                   size_t whatlen) {
+  static const char ins[] =
+      "INSERT INTO origins (id, site_id, level, address, port, scheme, host_header, weight, "
+      "enabled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  for (int i = 0; i < s->n_origins; i++) {
+    const struct origin_rec *o = &s->origins[i];
+    struct db_stmt *q = db_prep(st->w, ins);
+    char path[64];
+    enum store_rc rc;
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, o->id);
+    db_bind_i64(q, 2, s->id);
+    db_bind_int(q, 3, o->level);
+    db_bind_text(q, 4, o->address);
+    db_bind_int(q, 5, o->port);
+    db_bind_text(q, 6, o->scheme);
+    if (o->host_header[0])
+      db_bind_text(q, 7, o->host_header);
+    else
+      db_bind_null(q, 7);
+    db_bind_int(q, 8, o->weight);
+    db_bind_int(q, 9, o->enabled);
+    db_bind_i64(q, 10, o->created_at);
+    snprintf(path, sizeof path, "sites[%d].origins[%d].id", si, i);
+    rc = step_insert(st, q, what, whatlen, path);
+    if (rc != STORE_OK) return rc;
+  }
+  return STORE_OK;
+}
+
+/* One site: the row with its id, then its configuration and hostnames through the update the
+   API uses, its origins with their ids, and the kept level, pin, versions and times. */
+static enum store_rc write_site(struct store *st, const struct site_rec *src, int si, char *what,
+                                size_t whatlen) {
+  static const char ins[] =
+      "INSERT INTO sites (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)";
+  static const char fix[] =
+      "UPDATE sites SET current_level = ?, manual_pin = ?, config_version = ?, revision = ?, "
+      "created_at = ?, updated_at = ? WHERE id = ?";
+  struct site_rec s = *src; /* shallow: the update reads it, the origins stay src's */
+  char path[64], conflict[48] = "";
+  struct db_stmt *q = db_prep(st->w, ins);
+  enum store_rc rc;
+  if (!q) return STORE_ERROR;
+  db_bind_i64(q, 1, s.id);
+  db_bind_text(q, 2, s.name);
+  db_bind_i64(q, 3, s.created_at);
+  db_bind_i64(q, 4, s.updated_at);
+  snprintf(path, sizeof path, "sites[%d]", si);
+  rc = step_insert(st, q, what, whatlen, path);
+  if (rc != STORE_OK) return rc;
+  rc = store_site_update_locked(st, &s, conflict, sizeof conflict);
+  if (rc == STORE_CONFLICT) snprintf(what, whatlen, "sites[%d].%s", si, conflict);
+  if (rc != STORE_OK) return rc;
+  rc = write_origins(st, src, si, what, whatlen);
+  if (rc != STORE_OK) return rc;
+  q = db_prep(st->w, fix);
+  if (!q) return STORE_ERROR;
+  db_bind_int(q, 1, src->current_level);
+  db_bind_int(q, 2, src->manual_pin);
+  db_bind_i64(q, 3, src->config_version);
+  db_bind_i64(q, 4, src->revision);
+  db_bind_i64(q, 5, src->created_at);
+  db_bind_i64(q, 6, src->updated_at);
+  db_bind_i64(q, 7, src->id);
+  return store_step_done(st->w, q, "importing a site's level and versions") < 0 ? STORE_ERROR
+                                                                                : STORE_OK;
+}
+
+static enum store_rc write_tokens(struct store *st, const struct store_export *x, char *what,
+                                  size_t whatlen) {
+  static const char ins[] = "INSERT INTO tokens (id, kind, hash, name, role, expires_at, "
+                            "created_at) VALUES (?, 'admin', ?, ?, ?, ?, ?)";
+  for (int i = 0; i < x->n_tokens; i++) {
+    const struct export_token *t = &x->tokens[i];
+    struct db_stmt *q = db_prep(st->w, ins);
+    char path[32];
+    enum store_rc rc;
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, t->id);
+    db_bind_text(q, 2, t->hash);
+    db_bind_text(q, 3, t->name);
+    db_bind_text(q, 4, t->role);
+    if (t->expires_at > 0)
+      db_bind_i64(q, 5, t->expires_at);
+    else
+      db_bind_null(q, 5);
+    db_bind_i64(q, 6, t->created_at);
+    snprintf(path, sizeof path, "tokens[%d]", i);
+    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+  }
+  return STORE_OK;
+}
+
+/* Nodes after the API tokens; their token rows take ids after the API tokens' (explicitly: on
+   PostgreSQL an explicit id does not advance the identity a generated one would come from). */
+static enum store_rc write_nodes(struct store *st, const struct store_export *x, char *what,
+                                 size_t whatlen) {
+  static const char ins[] = "INSERT INTO nodes (id, name, created_at) VALUES (?, ?, ?)";
+  static const char tok[] =
+      "INSERT INTO tokens (id, kind, hash, node_id, created_at) VALUES (?, 'node', ?, ?, ?)";
+  int64_t next_id = 1;
+  for (int i = 0; i < x->n_tokens; i++)
+    if (x->tokens[i].id >= next_id) next_id = x->tokens[i].id + 1;
+  for (int i = 0; i < x->n_nodes; i++) {
+    const struct export_node *n = &x->nodes[i];
+    struct db_stmt *q = db_prep(st->w, ins);
+    char path[40];
+    enum store_rc rc;
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, n->id);
+    db_bind_text(q, 2, n->name);
+    db_bind_i64(q, 3, n->created_at);
+    snprintf(path, sizeof path, "nodes[%d]", i);
+    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+    if (!(q = db_prep(st->w, tok))) return STORE_ERROR;
+    db_bind_i64(q, 1, next_id++);
+    db_bind_text(q, 2, n->token_hash);
+    db_bind_i64(q, 3, n->id);
+    db_bind_i64(q, 4, n->created_at);
+    snprintf(path, sizeof path, "nodes[%d].token_sha256", i);
+    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+  }
+  return STORE_OK;
+}
+
+static enum store_rc write_webhooks(struct store *st, const struct store_export *x, char *what,
+                                    size_t whatlen) {
+  static const char ins[] =
+      "INSERT INTO webhooks (id, url, secret, events, created_at) VALUES (?, ?, ?, ?, ?)";
+  for (int i = 0; i < x->n_webhooks; i++) {
+    const struct webhook_rec *w = &x->webhooks[i];
+    struct db_stmt *q = db_prep(st->w, ins);
+    char path[32];
+    enum store_rc rc;
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, w->id);
+    db_bind_text(q, 2, w->url);
+    db_bind_text(q, 3, w->secret);
+    if (w->events)
+      db_bind_text(q, 4, w->events);
+    else
+      db_bind_null(q, 4);
+    db_bind_i64(q, 5, w->created_at);
+    snprintf(path, sizeof path, "webhooks[%d]", i);
+    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+  }
+  return STORE_OK;
+}
+
+/* Replace the publications the site writes recorded by one per site numbered from pub_seq + 1:
+   a node holding any seq of the source lies before the kept history and takes the full set. */
+static enum store_rc renumber_publications(struct store *st, const struct store_export *x) {
+  static const char del[] = "DELETE FROM publications";
+  static const char ins[] =
+      "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
+      "VALUES (?, ?, ?, 0, 'imported', ?)";
+  struct db_stmt *q = db_prep(st->w, del);
+  int64_t now = clock_wall_ms();
+  if (!q || store_step_done(st->w, q, "clearing publications") < 0) return STORE_ERROR;
+  st->pub_pending = 0;
+  for (int i = 0; i < x->n_sites; i++) {
+    if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
+    db_bind_i64(q, 1, x->pub_seq + 1 + i);
+    db_bind_i64(q, 2, x->sites[i].id);
+    db_bind_i64(q, 3, x->sites[i].config_version);
+    db_bind_i64(q, 4, now);
+    if (store_step_done(st->w, q, "recording an imported publication") < 0) return STORE_ERROR;
+    st->pub_pending = x->pub_seq + 1 + i;
+  }
+  return STORE_OK;
+}
+
+/* PostgreSQL: an explicit id does not advance the identity the next generated id comes from, so
+   each identity the import wrote moves past the largest id (SQLite takes MAX + 1 by itself, and
+   AUTOINCREMENT's record follows explicit rowids). */
+static enum store_rc advance_identities(struct store *st) {
+  static const char *const sql[] = {
+      "SELECT setval(pg_get_serial_sequence('sites', 'id'), "
+      "(SELECT COALESCE(MAX(id), 0) + 1 FROM sites), false)",
+      "SELECT setval(pg_get_serial_sequence('origins', 'id'), "
+      "(SELECT COALESCE(MAX(id), 0) + 1 FROM origins), false)",
+      "SELECT setval(pg_get_serial_sequence('nodes', 'id'), "
+      "(SELECT COALESCE(MAX(id), 0) + 1 FROM nodes), false)",
+      "SELECT setval(pg_get_serial_sequence('tokens', 'id'), "
+      "(SELECT COALESCE(MAX(id), 0) + 1 FROM tokens), false)",
+      "SELECT setval(pg_get_serial_sequence('webhooks', 'id'), "
+      "(SELECT COALESCE(MAX(id), 0) + 1 FROM webhooks), false)",
+      "SELECT setval(pg_get_serial_sequence('publications', 'seq'), "
+      "(SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), false)",
+  };
+  if (db_kind(st->w) != DB_PG) return STORE_OK;
+  for (size_t i = 0; i < sizeof sql / sizeof *sql; i++) {
+    struct db_stmt *q = db_prep(st->w, sql[i]);
+    int step = q ? db_step(q) : DB_ERR;
+    if (q) db_reset(q);
+    if (step != DB_ROW) {
+      log_error("moving an identity past the imported ids: %s", db_errmsg(st->w));
+      return STORE_ERROR;
+    }
+  }
+  return STORE_OK;
+}
+
+static enum store_rc write_all(struct store *st, const struct store_export *x, char *what,
+                               size_t whatlen) {
+  static const char drop_bootstrap[] =
+      "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP "'";
+  struct db_stmt *q;
+  enum store_rc rc = check_empty(st, what, whatlen);
+  if (rc != STORE_OK) return rc;
+  if (!(q = db_prep(st->w, drop_bootstrap)) ||
+      store_step_done(st->w, q, "replacing the bootstrap token") < 0)
+    return STORE_ERROR;
+  st->token_clear_pending = 1;
+  for (int i = 0; i < x->n_sites; i++)
+    if ((rc = write_site(st, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
+  if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;
+  if ((rc = write_nodes(st, x, what, whatlen)) != STORE_OK) return rc;
+  if ((rc = write_webhooks(st, x, what, whatlen)) != STORE_OK) return rc;
+  if ((rc = renumber_publications(st, x)) != STORE_OK) return rc;
+  return advance_identities(st);
+}
+
+enum store_rc store_export_write(struct store *st, const struct store_export *x, char *what,
+                                 size_t whatlen) {
+  if (whatlen) what[0] = '\0';
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, write_all(st, x, what, whatlen));
+}
