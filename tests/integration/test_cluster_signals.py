@@ -167,7 +167,7 @@ def test_concurrent_writes_reach_a_third_replica(tmp):
 
 def test_revocation_holds_on_every_replica(tmp):
     """Case 4: a node long-polling B is deleted on A: its poll on B is answered 401 within 1 s and
-    its token is refused on B and C at once (their token caches held it)."""
+    its token is refused on B and C (whose token caches held it) within 1 s."""
     a, b, c = replicas(tmp, 3)
     nid, tok = enrol(a, "edge")
     st, body, _ = a.api("POST", "/v1/sites", site_body("shop", "shop.test"))
@@ -192,18 +192,22 @@ def test_revocation_holds_on_every_replica(tmp):
     st, _, _ = a.api("DELETE", "/v1/nodes/%d" % nid)
     assert st == 204
     t1 = time.monotonic()
-    # refused on C right away (well inside the 1 s a cache entry could otherwise live)
-    st_c, body_c, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq, token=tok)
+    # refused on C within the contract's 1 s (its cache held the token; the notification, not
+    # the cache entry's own 1 s life, must do it: measured below)
+    wait_until(lambda: c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq,
+                             token=tok)[0] == 401, 1.0, "the token refused on C", interval=0.005)
+    refused_c_ms = (time.monotonic() - t1) * 1000.0
     t.join(5)
     assert not t.is_alive(), "the poll on B was not cut"
     st_b, body_b, _ = out["r"]
     cut_ms = (out["t"] - t1) * 1000.0
     print("revocation on A -> 401 on the poll suspended on B: %.1f ms after the DELETE "
-          "answered (%.1f ms after it was sent)" % (cut_ms, (out["t"] - t0) * 1000.0),
-          flush=True)
+          "answered (%.1f ms after it was sent); refused on C after %.1f ms"
+          % (cut_ms, (out["t"] - t0) * 1000.0, refused_c_ms), flush=True)
     assert st_b == 401, (st_b, body_b)
     assert cut_ms < 1000, cut_ms
-    assert st_c == 401, (st_c, body_c)
+    # a cache entry lives up to 1 s by itself: far less shows the notification cleared it
+    assert refused_c_ms < 500, refused_c_ms
     for rep in (a, b, c):
         st, body, _ = rep.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)
         assert st == 401, (rep.name, st, body)
