@@ -426,7 +426,7 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
-  prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
+  prober_free(&ctx.prober);   /* cancels a round in flight; before the task board and store go */
   signals_free(&ctx.signals); /* its thread calls into the hub and the store */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);

@@ -177,8 +177,7 @@ struct signals *signals_new(struct store *st, struct hub *hub) {
 }
 
 int signal_on(struct signals *s, enum signal_kind kind, signal_fn fn, void *arg) {
-  if ((int)kind < 0 || kind >= SIGNAL_KINDS || !fn || s->started ||
-      s->nsubs[kind] == SIGNAL_SUBS)
+  if ((int)kind < 0 || kind >= SIGNAL_KINDS || !fn || s->started || s->nsubs[kind] == SIGNAL_SUBS)
     return -1;
   s->subs[kind][s->nsubs[kind]++] = (struct sub){fn, arg};
   return 0;

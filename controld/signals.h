@@ -13,11 +13,10 @@
                                               the reply cache's generation moves, config long-polls
                                               behind S wake (hub_on_publication)
      cdnca_inval   "tokens"                   tokens were removed: the token cache is cleared
-                   "node:<id>"                node id was deleted: the token cache is cleared and its
-                                              suspended config poll is answered 401 (hub_node_revoked)
-                   "webhooks"                 webhooks changed (for subscribers)
-     cdnca_tasks   free text (a round id)     for subscribers (probe task polls)
-     cdnca_votes   free text (a round id)     for subscribers (the leader's vote wait)
+                   "node:<id>"                node id was deleted: the token cache is cleared and
+   its suspended config poll is answered 401 (hub_node_revoked) "webhooks"                 webhooks
+   changed (for subscribers) cdnca_tasks   free text (a round id)     for subscribers (probe task
+   polls) cdnca_votes   free text (a round id)     for subscribers (the leader's vote wait)
 
    Missed notifications: every SIGNAL_POLL_MS the listener reads MAX(seq) and cdnca_meta.gen; a
    newer seq wakes the hub at once, and a gen that notifications have not caught up with within
@@ -63,8 +62,12 @@ int sigmsg_pub_format(char *out, size_t cap, int64_t seq, int64_t gen);
 int sigmsg_pub_parse(const char *payload, int64_t *seq, int64_t *gen);
 
 /* A cdnca_inval payload. */
-enum sigmsg_inval { SIGMSG_INVAL_BAD = -1, SIGMSG_INVAL_TOKENS = 0, SIGMSG_INVAL_NODE,
-                    SIGMSG_INVAL_WEBHOOKS };
+enum sigmsg_inval {
+  SIGMSG_INVAL_BAD = -1,
+  SIGMSG_INVAL_TOKENS = 0,
+  SIGMSG_INVAL_NODE,
+  SIGMSG_INVAL_WEBHOOKS
+};
 
 /* "node:<id>" into out; the length or -1 (id < 1, or it does not fit). */
 int sigmsg_node_format(char *out, size_t cap, int64_t node_id);
@@ -85,10 +88,10 @@ struct signal_view {
 
 /* Actions of signal_poll_decide / signal_resync_decide (bits). */
 enum {
-  SIGNAL_ACT_WAKE = 1,    /* tell the hub about the seq read (hub_on_publication) */
-  SIGNAL_ACT_GEN = 2,     /* move the reply cache's generation */
-  SIGNAL_ACT_CLEAR = 4,   /* clear the token cache */
-  SIGNAL_ACT_NOTIFY = 8,  /* call every subscriber with payload NULL (something may be missed) */
+  SIGNAL_ACT_WAKE = 1,   /* tell the hub about the seq read (hub_on_publication) */
+  SIGNAL_ACT_GEN = 2,    /* move the reply cache's generation */
+  SIGNAL_ACT_CLEAR = 4,  /* clear the token cache */
+  SIGNAL_ACT_NOTIFY = 8, /* call every subscriber with payload NULL (something may be missed) */
 };
 
 /* A fallback poll read seq and gen while the listener is connected: WAKE when seq > v->seq (a

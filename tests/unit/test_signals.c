@@ -22,7 +22,7 @@ static void test_channels(void **state) {
   assert_string_equal(sigmsg_channel(SIGNAL_TASKS), "cdnca_tasks");
   assert_string_equal(sigmsg_channel(SIGNAL_VOTES), "cdnca_votes");
   assert_null(sigmsg_channel(SIGNAL_KINDS));
-  assert_null(sigmsg_channel((enum signal_kind)-1));
+  assert_null(sigmsg_channel((enum signal_kind) - 1));
   for (int k = 0; k < SIGNAL_KINDS; k++)
     assert_int_equal(sigmsg_kind(sigmsg_channel((enum signal_kind)k)), k);
   assert_int_equal(sigmsg_kind("cdnca_other"), -1);
@@ -47,10 +47,24 @@ static void test_pub_payload(void **state) {
   assert_int_equal(sigmsg_pub_format(buf, sizeof buf, 1, -3), -1);
 
   static const char *const bad[] = {
-      "", "seq=", "seq=1", "seq=1 gen=", "seq=1 gen=2 ", " seq=1 gen=2", "seq=1  gen=2",
-      "seq=-1 gen=2", "seq=+1 gen=2", "seq=1 gen=-2", "seq=1 gen=2x", "seq=x gen=2",
-      "gen=2 seq=1", "seq=9223372036854775808 gen=1", "seq=1 gen=99999999999999999999",
-      "SEQ=1 GEN=2", "seq=1\tgen=2", "tokens",
+      "",
+      "seq=",
+      "seq=1",
+      "seq=1 gen=",
+      "seq=1 gen=2 ",
+      " seq=1 gen=2",
+      "seq=1  gen=2",
+      "seq=-1 gen=2",
+      "seq=+1 gen=2",
+      "seq=1 gen=-2",
+      "seq=1 gen=2x",
+      "seq=x gen=2",
+      "gen=2 seq=1",
+      "seq=9223372036854775808 gen=1",
+      "seq=1 gen=99999999999999999999",
+      "SEQ=1 GEN=2",
+      "seq=1\tgen=2",
+      "tokens",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     seq = gen = -7;
@@ -76,9 +90,10 @@ static void test_inval_payload(void **state) {
   assert_int_equal(sigmsg_node_format(buf, sizeof buf, 0), -1);
   assert_int_equal(sigmsg_node_format(buf, sizeof buf, -5), -1);
   assert_int_equal(sigmsg_node_format(buf, 4, 42), -1);
-  static const char *const bad[] = {"", "token", "tokens ", "node:", "node:0", "node:-1",
-                                    "node:1x", "node: 1", "node:99999999999999999999",
-                                    "NODE:1", "seq=1 gen=2"};
+  static const char *const bad[] = {"",        "token",      "tokens ",
+                                    "node:",   "node:0",     "node:-1",
+                                    "node:1x", "node: 1",    "node:99999999999999999999",
+                                    "NODE:1",  "seq=1 gen=2"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     id = -1;
     assert_int_equal(sigmsg_inval_parse(bad[i], &id), SIGMSG_INVAL_BAD);
@@ -202,10 +217,10 @@ static void test_sqlite_mode(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_channels),     cmocka_unit_test(test_pub_payload),
+      cmocka_unit_test(test_channels),      cmocka_unit_test(test_pub_payload),
       cmocka_unit_test(test_inval_payload), cmocka_unit_test(test_pub_decide),
-      cmocka_unit_test(test_poll_decide),  cmocka_unit_test(test_resync_decide),
-      cmocka_unit_test(test_backoff),      cmocka_unit_test(test_sqlite_mode),
+      cmocka_unit_test(test_poll_decide),   cmocka_unit_test(test_resync_decide),
+      cmocka_unit_test(test_backoff),       cmocka_unit_test(test_sqlite_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
