@@ -38,9 +38,11 @@ struct store {
                                  commits) */
   int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
-  _Atomic int64_t generation; /* bumped after every committed write and every newer cluster_gen */
-  _Atomic int64_t cluster_gen; /* the newest cdnca_meta.gen seen (local commits, notifications) */
-  atomic_int caches_on;        /* 0: token cache and reply generation off (store_signal.h) */
+  _Atomic int64_t generation; /* bumped after every committed write */
+  /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer
+     one bumps generation too (store_signal.h) */
+  _Atomic int64_t cluster_gen;
+  atomic_int caches_on; /* 0: no token cache, a new generation per call (store_signal.h) */
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
