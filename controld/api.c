@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "ctx.h"
 #include "metrics.h"
+#include "signals.h"
 #include "sitemetrics.h"
 
 void api_model_error(struct req *r, const struct model_err *err) {
@@ -61,6 +62,11 @@ static enum http_rc get_healthz(struct req *r) {
 static enum http_rc get_metrics(struct req *r) {
   struct buf b;
   buf_init(&b, 0);
+  if (r->ctx->signals) {
+    metrics_set(r->ctx->metrics, "cdnca_signals_listening", "", signals_connected(r->ctx->signals));
+    metrics_set(r->ctx->metrics, "cdnca_signals_received_total", "",
+                (double)signals_received(r->ctx->signals));
+  }
   if (metrics_render(r->ctx->metrics, &b) < 0 ||
       (r->ctx->sitemetrics &&
        sitemetrics_render(r->ctx->sitemetrics, clock_mono_ms(), clock_wall_ms(), &b) < 0)) {

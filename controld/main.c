@@ -256,6 +256,10 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_nodes_online", "gauge", "nodes seen within node_online_ms");
   metrics_declare(m, "cdnca_webhook_deliveries_total", "counter",
                   "webhook delivery attempts by result");
+  metrics_declare(m, "cdnca_signals_listening", "gauge",
+                  "1 while this replica hears the others' changes (always 1 on SQLite)");
+  metrics_declare(m, "cdnca_signals_received_total", "counter",
+                  "notifications from the database handled (cluster mode)");
 }
 
 /* Make the token from the environment the admin token (hashed; earlier ones are revoked), then wipe

@@ -332,6 +332,11 @@ def test_listener_reconnects_and_resyncs(tmp):
     st, body, _ = out["r"]
     assert st == 200 and [s["name"] for s in body["sites"]] == ["after"], body
     assert (out["t"] - t1) < 0.8, out["t"] - t1
+    st, text, _ = c.api("GET", "/metrics", token=None)
+    assert st == 200
+    lines = dict(ln.rsplit(" ", 1) for ln in text.splitlines() if ln.startswith("cdnca_signals"))
+    assert lines.get("cdnca_signals_listening") == "1", lines
+    assert int(float(lines["cdnca_signals_received_total"])) >= 1, lines
 
 
 if __name__ == "__main__":
