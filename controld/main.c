@@ -430,12 +430,13 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
-  prober_free(&ctx.prober);   /* cancels a round in flight; before the task board and store go */
-  signals_free(&ctx.signals); /* its thread calls into the hub and the store */
+  prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
+  /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
+  signals_free(&ctx.signals);
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */
