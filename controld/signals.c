@@ -82,6 +82,7 @@ enum sigmsg_inval sigmsg_inval_parse(const char *payload, int64_t *node_id) {
   if (!p) return SIGMSG_INVAL_BAD;
   if (strcmp(p, "tokens") == 0) return SIGMSG_INVAL_TOKENS;
   if (strcmp(p, "webhooks") == 0) return SIGMSG_INVAL_WEBHOOKS;
+  if (strcmp(p, "events") == 0) return SIGMSG_INVAL_EVENTS;
   if (strncmp(p, "node:", 5) != 0) return SIGMSG_INVAL_BAD;
   p += 5;
   if (parse_u63(&p, &id) < 0 || *p || id < 1) return SIGMSG_INVAL_BAD;
@@ -217,6 +218,9 @@ static void on_notification(struct signals *s, const char *channel, const char *
       break;
     case SIGMSG_INVAL_TOKENS:
       store_caches_clear_tokens(s->st);
+      break;
+    case SIGMSG_INVAL_EVENTS:
+      store_events_arrived(s->st);
       break;
     case SIGMSG_INVAL_WEBHOOKS:
       break;

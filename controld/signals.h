@@ -7,16 +7,17 @@
    and every replica runs one listener thread on its own connection that LISTENs on the four
    channels below and turns each notification into local work:
 
-     channel       payload                    what the listener does
-     cdnca_pub     "seq=<S> gen=<G>"          an ordered write committed (S: the newest publication
-                                              seq it recorded, 0 for none; G: cdnca_meta.gen):
-                                              the reply cache's generation moves, config long-polls
-                                              behind S wake (hub_on_publication)
-     cdnca_inval   "tokens"                   tokens were removed: the token cache is cleared
-                   "node:<id>"                node id was deleted: the token cache is cleared and
-   its suspended config poll is answered 401 (hub_node_revoked) "webhooks"                 webhooks
-   changed (for subscribers) cdnca_tasks   free text (a round id)     for subscribers (probe task
-   polls) cdnca_votes   free text (a round id)     for subscribers (the leader's vote wait)
+   - cdnca_pub, payload "seq=<S> gen=<G>": an ordered write committed (S: the newest publication
+     seq it recorded, 0 for none; G: its cdnca_meta.gen). The reply cache's generation moves;
+     config long-polls behind S wake (hub_on_publication).
+   - cdnca_inval, payload "tokens": tokens were removed; the token cache is cleared.
+   - cdnca_inval, payload "node:<id>": node id was deleted; the token cache is cleared and its
+     suspended config poll is answered 401 (hub_node_revoked).
+   - cdnca_inval, payload "events": events were recorded; the store's event hook runs, which wakes
+     the webhook delivery worker at once instead of at its next rescan.
+   - cdnca_inval, payload "webhooks": webhooks changed (for subscribers).
+   - cdnca_tasks, cdnca_votes, free text (a round id): for subscribers (probe task polls, the
+     leader's wait for votes).
 
    Missed notifications: every SIGNAL_POLL_MS the listener reads MAX(seq) and cdnca_meta.gen; a
    newer seq wakes the hub at once, and a gen that notifications have not caught up with within
@@ -66,14 +67,15 @@ enum sigmsg_inval {
   SIGMSG_INVAL_BAD = -1,
   SIGMSG_INVAL_TOKENS = 0,
   SIGMSG_INVAL_NODE,
-  SIGMSG_INVAL_WEBHOOKS
+  SIGMSG_INVAL_WEBHOOKS,
+  SIGMSG_INVAL_EVENTS
 };
 
 /* "node:<id>" into out; the length or -1 (id < 1, or it does not fit). */
 int sigmsg_node_format(char *out, size_t cap, int64_t node_id);
 
-/* Parse a cdnca_inval payload: "tokens", "webhooks" or "node:<id>" (id 1..INT64_MAX, digits
-   only; *node_id set). Anything else is SIGMSG_INVAL_BAD. */
+/* Parse a cdnca_inval payload: "tokens", "webhooks", "events" or "node:<id>" (id 1..INT64_MAX,
+   digits only; *node_id set). Anything else is SIGMSG_INVAL_BAD. */
 enum sigmsg_inval sigmsg_inval_parse(const char *payload, int64_t *node_id);
 
 /* ---- decisions (pure) ---- */

@@ -82,7 +82,7 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
 
 /* Inside a write transaction, just before COMMIT: the notifications every committing transaction
    owes (signals.h): cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens
-   were removed. 0 or -1. */
+   were removed and "events" when events were recorded. 0 or -1. */
 int store_signal_commit_locked(struct store *st);
 
 /* Forget every cached token (call after deleting tokens, inside or outside a transaction). */

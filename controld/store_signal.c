@@ -30,6 +30,11 @@ int store_caches_on(struct store *st) {
   return atomic_load(&st->caches_on);
 }
 
+void store_events_arrived(struct store *st) {
+  void (*fn)(void *) = st->event_hook;
+  if (fn) fn(st->event_arg);
+}
+
 void store_caches_clear_tokens(struct store *st) {
   store_token_cache_clear(st);
 }
@@ -66,6 +71,8 @@ int store_signal_commit_locked(struct store *st) {
   }
   if (st->token_clear_pending &&
       store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
+    return -1;
+  if (st->event_pending && store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
     return -1;
   return 0;
 }

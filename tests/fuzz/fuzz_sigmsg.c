@@ -36,6 +36,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   case SIGMSG_INVAL_WEBHOOKS:
     FUZZ_CHECK(strcmp(in, "webhooks") == 0);
     break;
+  case SIGMSG_INVAL_EVENTS:
+    FUZZ_CHECK(strcmp(in, "events") == 0);
+    break;
   case SIGMSG_INVAL_BAD:
     FUZZ_CHECK(id == -1);
     break;

@@ -82,6 +82,7 @@ static void test_inval_payload(void **state) {
   int64_t id = -1;
   assert_int_equal(sigmsg_inval_parse("tokens", &id), SIGMSG_INVAL_TOKENS);
   assert_int_equal(sigmsg_inval_parse("webhooks", &id), SIGMSG_INVAL_WEBHOOKS);
+  assert_int_equal(sigmsg_inval_parse("events", &id), SIGMSG_INVAL_EVENTS);
   assert_int_equal(id, -1);
   assert_int_equal(sigmsg_node_format(buf, sizeof buf, 42), 7);
   assert_string_equal(buf, "node:42");
@@ -90,10 +91,11 @@ static void test_inval_payload(void **state) {
   assert_int_equal(sigmsg_node_format(buf, sizeof buf, 0), -1);
   assert_int_equal(sigmsg_node_format(buf, sizeof buf, -5), -1);
   assert_int_equal(sigmsg_node_format(buf, 4, 42), -1);
-  static const char *const bad[] = {"",        "token",      "tokens ",
-                                    "node:",   "node:0",     "node:-1",
-                                    "node:1x", "node: 1",    "node:99999999999999999999",
-                                    "NODE:1",  "seq=1 gen=2"};
+  static const char *const bad[] = {"",        "token",       "tokens ",
+                                    "node:",   "node:0",      "node:-1",
+                                    "node:1x", "node: 1",     "node:99999999999999999999",
+                                    "NODE:1",  "seq=1 gen=2", "event",
+                                    "events:1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     id = -1;
     assert_int_equal(sigmsg_inval_parse(bad[i], &id), SIGMSG_INVAL_BAD);
