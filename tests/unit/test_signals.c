@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "db.h"
 #include "signals.h"
 #include "store.h"
 #include "store_signal.h"
@@ -217,7 +218,112 @@ static void test_sqlite_mode(void **state) {
   assert_int_equal(system(path), 0);
 }
 
-int main(void) {
+/* ---- PostgreSQL (`test_signals pg`): the store's NOTIFYs at commit ---- */
+
+static char g_pg[600]; /* conninfo of this run's database */
+
+struct note {
+  char ch[64], pl[SIGNAL_PAYLOAD_MAX];
+};
+
+/* Every notification that arrives on l within ms (at most cap). */
+static int drain(struct store_listener *l, struct note *out, int cap, int ms) {
+  int n = 0;
+  while (n < cap &&
+         store_listener_wait(l, ms, out[n].ch, sizeof out[n].ch, out[n].pl, sizeof out[n].pl) == 1)
+    n++;
+  return n;
+}
+
+static int has(const struct note *ns, int n, const char *ch, const char *pl) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ns[i].ch, ch) && (!pl || !strcmp(ns[i].pl, pl))) return 1;
+  return 0;
+}
+
+static enum store_rc delete_then_fail(struct store *st, void *arg) {
+  assert_int_equal(store_node_delete_locked(st, *(int64_t *)arg), STORE_OK);
+  return STORE_CONFLICT; /* rolled back */
+}
+
+static void test_pg_notify_at_commit(void **state) {
+  struct store *st = store_open(g_pg);
+  assert_non_null(st);
+  assert_int_equal(store_cluster_mode(st), 1);
+  assert_int_equal(store_caches_on(st), 0); /* nothing listens yet */
+  struct store_listener *l = store_listener_open(st);
+  assert_non_null(l);
+  assert_int_equal(store_listener_listen(l, "cdnca_pub"), 0);
+  assert_int_equal(store_listener_listen(l, "cdnca_inval"), 0);
+  struct note ns[16];
+  int64_t seq0, gen0, seq, gen;
+  assert_int_equal(store_listener_state(l, &seq0, &gen0), 0);
+
+  /* an ordered write without a publication: cdnca_pub with seq 0 and the row's gen */
+  struct node_rec n = {0};
+  snprintf(n.name, sizeof n.name, "edge");
+  assert_int_equal(
+      store_node_create(st, &n, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"),
+      STORE_OK);
+  int k = drain(l, ns, 16, 2000);
+  char want[64];
+  snprintf(want, sizeof want, "seq=0 gen=%lld", (long long)(gen0 + 1));
+  assert_int_equal(k, 1);
+  assert_string_equal(ns[0].ch, "cdnca_pub");
+  assert_string_equal(ns[0].pl, want);
+  assert_int_equal(store_listener_state(l, &seq, &gen), 0);
+  assert_int_equal(gen, gen0 + 1);
+  assert_int_equal(seq, seq0);
+
+  /* rolled back: nothing at all */
+  int64_t id = n.id;
+  assert_int_equal(store_op(st, delete_then_fail, &id), STORE_CONFLICT);
+  assert_int_equal(drain(l, ns, 16, 300), 0);
+
+  /* a deleted node: the gen, the token cache and the node's poll, delivered at commit */
+  assert_int_equal(store_node_delete(st, id), STORE_OK);
+  k = drain(l, ns, 16, 500);
+  snprintf(want, sizeof want, "node:%lld", (long long)id);
+  assert_true(has(ns, k, "cdnca_inval", want));
+  assert_true(has(ns, k, "cdnca_inval", "tokens"));
+  assert_true(has(ns, k, "cdnca_pub", NULL));
+  assert_int_equal(k, 3);
+
+  store_listener_close(&l);
+  assert_null(l);
+  store_close(&st);
+}
+
+static int run_pg(void) {
+  const char *base = getenv("CDNCA_TEST_PG");
+  char sql[200], name[64];
+  if (!base || !*base) {
+    fprintf(stderr, "test_signals pg: CDNCA_TEST_PG (a conninfo) is not set; run it through "
+                    "ctest (fixture pg)\n");
+    return 1;
+  }
+  snprintf(name, sizeof name, "t_signals_%ld", (long)getpid());
+  struct db_conn *a = db_open(base);
+  if (!a) return 1;
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
+  int bad = db_exec(a, sql) < 0;
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  if (bad || db_exec(a, sql) < 0) {
+    fprintf(stderr, "test_signals pg: %s\n", db_errmsg(a));
+    db_close(a);
+    return 1;
+  }
+  snprintf(g_pg, sizeof g_pg, "%s dbname=%s", base, name);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_pg_notify_at_commit)};
+  int rc = cmocka_run_group_tests_name("signals pg", tests, NULL, NULL);
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+  db_exec(a, sql);
+  db_close(a);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "pg")) return run_pg();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_channels),      cmocka_unit_test(test_pub_payload),
       cmocka_unit_test(test_inval_payload), cmocka_unit_test(test_pub_decide),
