@@ -255,9 +255,10 @@ def test_reply_cache_follows_other_replicas(tmp):
 
 
 def test_missed_notification_is_caught_by_the_poll(tmp):
-    """Changes committed without a notification (written straight into the database): a newer
-    gen that no notification brought resyncs C's reply cache within two fallback polls, and a
-    publication wakes a poll on C within one (1 s)."""
+    """Changes committed without a notification (written straight into the database): C's reply
+    cache stops serving the old body within two fallback polls (a newer gen that no notification
+    brought), and a publication wakes a poll on C within one (1 s): only the poll of MAX(seq)
+    can, since nothing else tells C's hub about another replica's seq."""
     a, c = replicas(tmp, 2)
     st, body, _ = a.api("POST", "/v1/sites", site_body("shop", "shop.test"))
     assert st == 201, body
@@ -270,7 +271,8 @@ def test_missed_notification_is_caught_by_the_poll(tmp):
     wait_until(lambda: c.api("GET", "/v1/sites/%d" % sid)[1]["name"] == "quiet", 3.0,
                "C's reply cache resynced", interval=0.02)
     fresh_ms = (time.monotonic() - t0) * 1000.0
-    assert "without its notification" in open(c.log_path).read()
+    # (the poll logs "without its notification" when no later write moved the generation first;
+    # with an engine lease renewing in the background one may, so the log line is not asserted)
 
     _, tok = enrol(a, "edge")
     seq = current_seq(c, tok)
