@@ -133,7 +133,8 @@ def test_concurrent_writes_reach_a_third_replica(tmp):
     # the publications are numbered in commit order without a gap (the ordered-write row)
     rows = pgfixture.psql(a.db, "SELECT seq FROM publications ORDER BY seq")
     seqs = [int(r[0]) for r in rows]
-    assert len(seqs) == 4 * per_writer, len(seqs)
+    # every write published once (a probe round may add its own publications)
+    assert len(seqs) >= 4 * per_writer, len(seqs)
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
     assert state["seq"] == seqs[-1], (state["seq"], seqs[-1])
 
@@ -172,10 +173,9 @@ def test_revocation_holds_on_every_replica(tmp):
     its token is refused on B and C (whose token caches held it) within 1 s."""
     a, b, c = replicas(tmp, 3)
     nid, tok = enrol(a, "edge")
-    st, body, _ = a.api("POST", "/v1/sites", site_body("shop", "shop.test"))
-    assert st == 201, body
+    # no site: nothing (a probe round's publication either) can answer the poll but the revocation
     seq = current_seq(b, tok)
-    assert seq >= 1
+    assert seq == 0
     # the token is in B's and C's caches now
     for rep in (b, c):
         assert rep.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq, token=tok)[0] == 304
