@@ -122,6 +122,9 @@ int opts_load_file(const struct opt_def *defs, void *target, const char *path, c
         goto out;
       }
       snprintf(text, sizeof text, "%lld", (long long)it->valuedouble);
+    } else if (d->type == OPT_ENUM && cJSON_IsBool(it)) {
+      /* a true|false option may be written as a JSON boolean */
+      value = cJSON_IsTrue(it) ? "true" : "false";
     } else {
       if (!cJSON_IsString(it)) {
         snprintf(err, errlen, "config %s: key '%s' must be a string", path, it->string);

@@ -7,6 +7,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "ctx.h"
+#include "lease.h"
 #include "metrics.h"
 #include "signals.h"
 #include "sitemetrics.h"
@@ -55,12 +56,20 @@ static enum http_rc get_healthz(struct req *r) {
   cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
   cJSON_AddNumberToObject(j, "schema_version", version);
+  /* DESIGN §10: the engine runs probe rounds, switching, webhook delivery and pruning (with
+     SQLite the one process, epoch 0) */
+  cJSON_AddStringToObject(j, "role", lease_is_engine(r->ctx->lease) ? "engine" : "replica");
+  cJSON_AddNumberToObject(j, "epoch", (double)lease_epoch(r->ctx->lease));
   req_json(r, down ? 503 : 200, j);
   return HTTP_DONE;
 }
 
 static enum http_rc get_metrics(struct req *r) {
   struct buf b;
+  int up = store_schema_version(r->ctx->store) >= 0 && store_db_up(r->ctx->store);
+  metrics_set(r->ctx->metrics, "cdnca_db_up", "", up);
+  metrics_set(r->ctx->metrics, "cdnca_engine_leader", "", lease_is_engine(r->ctx->lease));
+  metrics_set(r->ctx->metrics, "cdnca_lease_epoch", "", (double)lease_epoch(r->ctx->lease));
   buf_init(&b, 0);
   if (r->ctx->signals) {
     metrics_set(r->ctx->metrics, "cdnca_signals_listening", "", signals_connected(r->ctx->signals));

@@ -191,7 +191,8 @@ int api_op_run(struct req *r, const struct api_op_def *def, void *arg) {
   /* a step that refused set its own 4xx reply; otherwise (no reply, a success reply set inside
      the transaction that then failed to commit, a storage failure) the answer comes from the
      code: a full disk is 507 wherever it struck */
-  if (rc == STORE_FULL || rc == STORE_UNAVAILABLE || !r->done || r->status < 400 || r->status >= 500)
+  if (rc == STORE_FULL || rc == STORE_UNAVAILABLE || !r->done || r->status < 400 ||
+      r->status >= 500)
     api_store_error(r, rc, def->what, NULL);
   return -1;
 }

@@ -17,6 +17,7 @@ struct notify;
 struct prober;
 struct sitemetrics;
 struct signals;
+struct lease;
 
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
@@ -39,6 +40,9 @@ struct cd_config {
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
   int64_t audit_retention_days;
   int64_t metrics_max_sites;
+  char replica_name[64];   /* cluster mode: this replica's name in the lease ("" = hostname) */
+  int64_t lease_ttl_ms;    /* cluster mode: the engine lease's ttl */
+  char engine_eligible[8]; /* cluster mode: "true" | "false" */
 };
 
 struct ctx {
@@ -54,6 +58,7 @@ struct ctx {
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
   struct signals *signals;         /* notifications from other replicas (signals.h) */
+  struct lease *lease;             /* the engine lease (lease.h); NULL with SQLite: the engine */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */
 };

@@ -25,7 +25,8 @@ enum { DB_DONE = 0, DB_ROW = 1, DB_ERR = -1 };
 /* Why the last call failed, driver-neutral. */
 enum db_err {
   DB_E_NONE = 0,
-  DB_E_UNIQUE,     /* a UNIQUE or PRIMARY KEY constraint (SQLite CONSTRAINT_UNIQUE/PK, SQLSTATE 23505) */
+  DB_E_UNIQUE, /* a UNIQUE or PRIMARY KEY constraint (SQLite CONSTRAINT_UNIQUE/PK, SQLSTATE 23505)
+                */
   DB_E_CONSTRAINT, /* another constraint: foreign key, CHECK, NOT NULL (SQLSTATE class 23) */
   DB_E_FULL,       /* no space left (SQLITE_FULL, SQLSTATE 53100) */
   DB_E_BUSY,       /* a lock or serialization timeout (SQLITE_BUSY, SQLSTATE 40001/40P01/55P03) */

@@ -2,6 +2,7 @@
    into records (see export.h). */
 #include "export.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "json.h"
 #include "model.h"
 #include "notify.h"
+#include "store_notify.h"
 #include "token.h"
 
 /* Ids and millisecond times are written as JSON numbers: json_add_i64 is exact below 10^15. */
@@ -567,6 +569,41 @@ int export_from_json(const cJSON *doc, struct store_export *out, struct export_e
   return check_unique(out, err);
 }
 
+/* ---- targets ---- */
+
+/* The host of an http(s) URL (curl frees it), or NULL. */
+static char *url_host(const char *url) {
+  CURLU *u = curl_url();
+  char *host = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK)
+    (void)curl_url_get(u, CURLUPART_HOST, &host, 0);
+  curl_url_cleanup(u);
+  return host;
+}
+
+int export_check_targets(const struct store_export *x, const struct targets *t,
+                         struct export_err *err) {
+  const char *why = NULL;
+  char path[64];
+  for (int i = 0; i < x->n_sites; i++)
+    for (int o = 0; o < x->sites[i].n_origins; o++)
+      if (targets_refused(t, x->sites[i].origins[o].address, &why)) {
+        snprintf(path, sizeof path, "sites[%d].origins[%d].address", i, o);
+        return fail(err, path, "%s is %s: origins may not point there (see --deny-targets)",
+                    x->sites[i].origins[o].address, why);
+      }
+  for (int i = 0; i < x->n_webhooks; i++) {
+    char *host = url_host(x->webhooks[i].url);
+    int refused = host && targets_refused(t, host, &why);
+    snprintf(path, sizeof path, "webhooks[%d].url", i);
+    if (refused)
+      fail(err, path, "%s is %s: webhooks may not point there (see --deny-targets)", host, why);
+    curl_free(host);
+    if (refused) return -1;
+  }
+  return 0;
+}
+
 /* ---- files ---- */
 
 /* Write len bytes of text to path through path.tmp (mode 0600: the document holds secrets),
@@ -623,14 +660,19 @@ int export_write_file(struct store *st, const char *path, const char *version, c
                       size_t msglen) {
   struct store_export x;
   cJSON *doc = NULL;
-  char *text = NULL;
+  char *text = NULL, done[512];
   int ret = -1;
   if (store_export_read(st, &x) != STORE_OK) {
     snprintf(msg, msglen, "could not read the database (see the log)");
     goto out;
   }
   doc = export_to_json(&x, clock_wall_ms(), version);
+  summary(&x, "exported to", path, done, sizeof done);
+  /* the records are in the tree now: free them before the text doubles the footprint */
+  store_export_fini(&x);
   text = doc ? cJSON_Print(doc) : NULL;
+  cJSON_Delete(doc);
+  doc = NULL;
   if (!text) {
     snprintf(msg, msglen, "out of memory");
     goto out;
@@ -646,7 +688,16 @@ int export_write_file(struct store *st, const char *path, const char *version, c
     memcpy(text + n, "\n", 2);
   }
   if (write_whole(path, text, strlen(text), msg, msglen) < 0) goto out;
-  summary(&x, "exported to", path, msg, msglen);
+  {
+    /* the outbox is runtime state: say what a move would leave behind */
+    int64_t pending = 0;
+    if (store_delivery_backlog(st, &pending) == 0 && pending > 0)
+      snprintf(msg, msglen,
+               "%s (%lld webhook deliveries still pending in the outbox are not exported)", done,
+               (long long)pending);
+    else
+      snprintf(msg, msglen, "%s", done);
+  }
   ret = 0;
 out:
   if (text) token_wipe(text, strlen(text));
@@ -702,7 +753,8 @@ fail:
   return -1;
 }
 
-int export_read_file(struct store *st, const char *path, char *msg, size_t msglen) {
+int export_read_file(struct store *st, const char *path, const struct targets *deny, char *msg,
+                     size_t msglen) {
   struct store_export x;
   struct export_err err;
   struct jsonstrict_err jerr;
@@ -719,7 +771,7 @@ int export_read_file(struct store *st, const char *path, char *msg, size_t msgle
              jerr.path[0] ? " in " : "", jerr.path, jsonstrict_message(jerr.rc));
     goto out;
   }
-  if (export_from_json(doc, &x, &err) < 0) {
+  if (export_from_json(doc, &x, &err) < 0 || export_check_targets(&x, deny, &err) < 0) {
     snprintf(msg, msglen, "%s: refused at %s: %s (nothing was imported)", path,
              err.path[0] ? err.path : "the top level", err.message);
     goto out;
@@ -734,6 +786,8 @@ int export_read_file(struct store *st, const char *path, char *msg, size_t msgle
     snprintf(msg, msglen, "%s: refused at %s: already taken (nothing was imported)", path, what);
   else if (rc == STORE_FULL)
     snprintf(msg, msglen, "the disk is full (nothing was imported)");
+  else if (rc == STORE_UNAVAILABLE)
+    snprintf(msg, msglen, "the database cannot be reached (nothing was imported)");
   else if (rc != STORE_OK)
     snprintf(msg, msglen, "storage error, see the log (nothing was imported)");
   else {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "addr.h"
 #include "api.h"
@@ -14,6 +15,7 @@
 #include "engine.h"
 #include "export.h"
 #include "hub.h"
+#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -31,6 +33,7 @@
 
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const bools[] = {"true", "false", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
@@ -78,6 +81,15 @@ static const struct opt_def options[] = {
      "timeout of one webhook delivery attempt"},
     {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400",
      "audit log records older than this are deleted"},
+    {"replica-name", OPT_STR, O(replica_name), S(replica_name), 0, 0, NULL, NULL,
+     "cluster mode (PostgreSQL --db): this replica's name in the engine lease (empty = the host "
+     "name)"},
+    {"lease-ttl-ms", OPT_INT, O(lease_ttl_ms), 0, 300, 3600000, NULL, "15000",
+     "cluster mode: the engine lease's lifetime; renewed every ttl/3, another replica takes over "
+     "within ttl + ttl/3 of the engine's death"},
+    {"engine-eligible", OPT_ENUM, O(engine_eligible), S(engine_eligible), 0, 0, bools, "true",
+     "cluster mode: false = this replica never runs the engine (probe rounds, switching, "
+     "webhook delivery, pruning)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -130,11 +142,20 @@ static int check_checkpoint_url(const struct cd_config *c, char *err, size_t err
   return 0;
 }
 
+static int check_replica_name(const struct cd_config *c, char *err, size_t errlen) {
+  for (const char *p = c->replica_name; *p; p++) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+          *p == '.' || *p == '-' || *p == '_')) {
+      snprintf(err, errlen, "option replica-name: '%s' may use only letters, digits, '.', '-', '_'",
+               c->replica_name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
-    check_targets,
-    check_tls_pair,
-    check_listen,
-    check_checkpoint_url,
+    check_targets, check_tls_pair, check_listen, check_checkpoint_url, check_replica_name,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -260,9 +281,15 @@ static void declare_metrics(struct metrics *m) {
                   "1 while this replica hears the others' changes (always 1 on SQLite)");
   metrics_declare(m, "cdnca_signals_received_total", "counter",
                   "notifications from the database handled (cluster mode)");
+  metrics_declare(m, "cdnca_engine_leader", "gauge",
+                  "1 while this replica holds the engine lease (always 1 with SQLite)");
+  metrics_declare(m, "cdnca_db_up", "gauge", "1 while the database answers");
+  metrics_declare(m, "cdnca_lease_epoch", "gauge",
+                  "the engine lease's fencing epoch held by this replica (0 = none, SQLite)");
 }
 
-/* Make the token from the environment the admin token (hashed; earlier ones are revoked), then wipe
+/* Make the token from the environment the admin token (hashed; earlier ones are revoked; in
+ * cluster mode it is only made sure to exist: replicas must not revoke each other's), then wipe
  * it from the environment. Without it, the stored admin token stays. */
 static int enrol_admin_token(struct ctx *ctx) {
   char *tok = getenv("CDNCA_ADMIN_TOKEN");
@@ -278,26 +305,78 @@ static int enrol_admin_token(struct ctx *ctx) {
   token_sha256_hex(tok, strlen(tok), hash);
   token_wipe(tok, strlen(tok));
   unsetenv("CDNCA_ADMIN_TOKEN");
-  return store_admin_token_set(ctx->store, hash);
+  return store_cluster(ctx->store) ? store_admin_token_ensure(ctx->store, hash)
+                                   : store_admin_token_set(ctx->store, hash);
+}
+
+/* Audit records past their retention go (at start, and in cluster mode when the lease is
+   gained: pruning is the engine's). */
+static void prune_audit(struct ctx *ctx) {
+  int64_t keep = ctx->cfg.audit_retention_days * 86400000LL;
+  if (store_audit_prune(ctx->store, clock_wall_ms() - keep) < 0)
+    log_warn("could not prune the audit log");
+}
+
+/* The engine lease's role changes (cluster mode, on the lease's role thread): only the engine runs
+   probe rounds, switching, webhook delivery and pruning. The API and the hub never stop. */
+static void on_role(void *arg, int engine, int64_t epoch) {
+  struct ctx *ctx = arg;
+  if (!engine) {
+    prober_stop(ctx->prober); /* cancels a round in flight */
+    notify_set_active(ctx->notify, 0);
+    return;
+  }
+  /* a site left on a level with no enabled origin is switched first, then the work starts */
+  if (engine_reevaluate_all(ctx) < 0)
+    log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
+  prune_audit(ctx);
+  notify_set_active(ctx->notify, 1);
+  if (prober_start(ctx->prober) < 0)
+    log_error("engine epoch %lld: no probe rounds", (long long)epoch);
+}
+
+/* Cluster mode: the engine lease on the shared database, with its role changes. 0 or -1. */
+static int lease_setup(struct ctx *ctx) {
+  char name[256];
+  if (ctx->cfg.replica_name[0]) {
+    snprintf(name, sizeof name, "%s", ctx->cfg.replica_name);
+  } else if (gethostname(name, sizeof name) < 0 || !name[0]) {
+    snprintf(name, sizeof name, "controld");
+  }
+  name[sizeof name - 1] = '\0';
+  ctx->lease = lease_new(ctx->store, name, ctx->cfg.lease_ttl_ms,
+                         strcmp(ctx->cfg.engine_eligible, "true") == 0);
+  if (!ctx->lease || lease_on_change(ctx->lease, on_role, ctx) < 0) return -1;
+  return lease_start(ctx->lease);
 }
 
 /* controld --export FILE / --import FILE: move the configuration between databases (export.h),
    then exit: 0 done, 1 refused or failed (nothing imported), 2 usage. */
 static int transfer(const struct cd_config *c, const char *export_path, const char *import_path) {
   struct store *st;
+  struct targets deny;
   char msg[512];
   int rc;
+  /* an import refuses the origins and webhooks the API would (link-local, --deny-targets) */
+  if (targets_init(&deny, c->deny_targets, msg, sizeof msg) < 0) {
+    fprintf(stderr, "controld: option deny-targets: %s\n", msg);
+    return 2;
+  }
   /* an export of a SQLite path must not create an empty database where a typo points */
   if (export_path && store_export_source_missing(c->db)) {
     fprintf(stderr, "controld: option db: no database at %s\n", c->db);
     return 1;
   }
   st = store_open(c->db);
-  if (!st) return 1;
+  if (!st) {
+    fprintf(stderr, "controld: %s: cannot open the database (see the log above)\n",
+            export_path ? "export failed" : "import refused");
+    return 1;
+  }
   if (export_path)
     rc = export_write_file(st, export_path, CDNCA_VERSION, msg, sizeof msg);
   else
-    rc = export_read_file(st, import_path, msg, sizeof msg);
+    rc = export_read_file(st, import_path, &deny, msg, sizeof msg);
   store_close(&st);
   if (rc < 0) {
     fprintf(stderr, "controld: %s %s\n", export_path ? "export failed:" : "import refused:", msg);
@@ -324,7 +403,7 @@ int main(int argc, char **argv) {
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1, check, xr, ir;
+  int sig = 0, ret = 1, check, xr, ir, cluster = 0;
   const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
@@ -381,14 +460,12 @@ int main(int argc, char **argv) {
   declare_metrics(ctx.metrics);
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
+  cluster = store_cluster(ctx.store);
   if (enrol_admin_token(&ctx) < 0) goto out;
-  {
-    /* the audit log keeps its retention: what is older goes now, the rest as writes come */
-    int64_t keep = ctx.cfg.audit_retention_days * 86400000LL;
-    store_audit_set_retention(ctx.store, keep);
-    if (store_audit_prune(ctx.store, clock_wall_ms() - keep) < 0)
-      log_warn("could not prune the audit log");
-  }
+  /* the audit log keeps its retention: what is older goes now (cluster mode: when this replica
+     becomes the engine), the rest as writes come */
+  store_audit_set_retention(ctx.store, ctx.cfg.audit_retention_days * 86400000LL);
+  if (!cluster) prune_audit(&ctx);
   ctx.sitemetrics =
       sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
   if (!ctx.sitemetrics) goto out;
@@ -407,17 +484,21 @@ int main(int argc, char **argv) {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
     np.deny = &ctx.targets;
+    np.start_inactive = cluster; /* until this replica holds the engine lease */
     ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
   }
   /* a site left on a level with no enabled origin (a database from an older controld) is
      switched before anything is served */
-  if (engine_reevaluate_all(&ctx) < 0) log_warn("some sites could not be re-evaluated at start");
+  if (!cluster && engine_reevaluate_all(&ctx) < 0)
+    log_warn("some sites could not be re-evaluated at start");
   if (signals_start(ctx.signals) < 0) goto out;
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
-  if (!ctx.prober || prober_start(ctx.prober) < 0) goto out;
+  if (!ctx.prober) goto out;
+  /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
+  if (cluster ? lease_setup(&ctx) < 0 : prober_start(ctx.prober) < 0) goto out;
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, ctx.cfg.db,
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
@@ -430,11 +511,13 @@ int main(int argc, char **argv) {
   http_quiesce(&ctx);
   ret = 0;
 out:
+  lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
+  lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
   /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
   signals_free(&ctx.signals);
   tasks_free(&ctx.tasks);

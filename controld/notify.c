@@ -55,6 +55,7 @@ struct notify {
   int started, curl_inited;
   atomic_int wake;
   atomic_int stop;
+  atomic_int active; /* delivery on (the engine); off on a replica in cluster mode */
   struct xfer *slots[NOTIFY_MAX_INFLIGHT];
   int ninflight;
   uint64_t rng;
@@ -74,6 +75,7 @@ void notify_policy_defaults(struct notify_policy *p) {
   p->timeout_ms = 10000;
   p->shutdown_grace_ms = 5000;
   p->keep_ms = 7LL * 86400000;
+  p->start_inactive = 0;
 }
 
 int notify_known_type(const char *type) {
@@ -350,6 +352,18 @@ static int collect(struct notify *n) {
   return nd;
 }
 
+/* Delivery went off: attempts in flight are dropped, their rows stay pending. */
+static void drop_inflight(struct notify *n, const char *why) {
+  for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++) {
+    if (!n->slots[i]) continue;
+    log_info("delivery %" PRId64 " still in flight %s: left pending", n->slots[i]->id, why);
+    curl_multi_remove_handle(n->multi, n->slots[i]->easy);
+    xfer_free(n->slots[i]);
+    n->slots[i] = NULL;
+  }
+  n->ninflight = 0;
+}
+
 static void *worker(void *arg) {
   struct notify *n = arg;
   int64_t next_due = 0, grace_end = 0, next_prune = 0;
@@ -357,6 +371,15 @@ static void *worker(void *arg) {
   for (;;) {
     int64_t now = clock_wall_ms();
     int running = 0, got, timeout;
+    if (!atomic_load(&n->active) && !atomic_load(&n->stop)) {
+      /* not the engine: nothing is sent or pruned here (notify_set_active wakes us) */
+      if (n->ninflight) drop_inflight(n, "when the engine lease was lost");
+      atomic_store(&n->wake, 0);
+      curl_multi_poll(n->multi, NULL, 0, IDLE_RESCAN_MS, NULL);
+      rescan = 1;
+      next_prune = 0;
+      continue;
+    }
     if (clock_mono_ms() >= next_prune) { /* finished outbox rows are history: keep keep_ms of it */
       store_delivery_prune(n->st, now - n->p.keep_ms);
       next_prune = clock_mono_ms() + PRUNE_EVERY_MS;
@@ -391,14 +414,7 @@ static void *worker(void *arg) {
     if (timeout > 0) curl_multi_poll(n->multi, NULL, 0, timeout, NULL);
   }
   /* unfinished attempts stay pending in the outbox and are sent again after a restart */
-  for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++) {
-    if (!n->slots[i]) continue;
-    log_info("delivery %" PRId64 " still in flight at shutdown: left pending", n->slots[i]->id);
-    curl_multi_remove_handle(n->multi, n->slots[i]->easy);
-    xfer_free(n->slots[i]);
-    n->slots[i] = NULL;
-  }
-  n->ninflight = 0;
+  drop_inflight(n, "at shutdown");
   return NULL;
 }
 
@@ -412,6 +428,7 @@ struct notify *notify_new(struct store *st, struct metrics *m, const struct noti
   if (!n->rng) n->rng = 1;
   atomic_init(&n->wake, 0);
   atomic_init(&n->stop, 0);
+  atomic_init(&n->active, !p->start_inactive);
   atomic_init(&n->policy_pending, 0);
   pthread_mutex_init(&n->pmu, NULL);
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -439,6 +456,13 @@ fail:
 void notify_wake(void *arg) {
   struct notify *n = arg;
   if (!n) return;
+  atomic_store(&n->wake, 1);
+  curl_multi_wakeup(n->multi);
+}
+
+void notify_set_active(struct notify *n, int active) {
+  if (!n) return;
+  atomic_store(&n->active, active ? 1 : 0);
   atomic_store(&n->wake, 1);
   curl_multi_wakeup(n->multi);
 }

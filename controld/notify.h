@@ -27,6 +27,8 @@ struct notify_policy {
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
   int64_t keep_ms; /* delivered and failed outbox rows are removed this long after their event */
   const struct targets *deny; /* addresses never connected to, also after DNS; NULL = none */
+  int start_inactive;         /* notify_new only: start with delivery off (cluster mode: until this
+                                 replica holds the engine lease, notify_set_active) */
 };
 
 enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 };
@@ -64,6 +66,12 @@ struct notify *notify_new(struct store *st, struct metrics *m, const struct noti
 
 /* Wake the worker to look for new deliveries (event hook: any thread, arg = struct notify *). */
 void notify_wake(void *arg);
+
+/* Turn delivery on or off (the engine lease's role changes; any thread). Off: attempts in flight
+   are dropped (their rows stay pending: the next engine sends them again with the same
+   X-Cdnca-Delivery), nothing new starts and the outbox is not pruned. On: the outbox is
+   rescanned at once. */
+void notify_set_active(struct notify *n, int active);
 
 /* Replace the retry/give-up/timeout policy (SIGHUP reload); the worker takes it on its next pass
    and applies it to attempts started or judged from then on. Any thread. */

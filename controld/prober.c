@@ -496,7 +496,9 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   rc = 0;
   goto out;
 cancelled:
-  log_info("probe round %lld cancelled by shutdown; its results are dropped", (long long)round_id);
+  log_info(
+      "probe round %lld cancelled (shutdown or the engine lease lost); its results are dropped",
+      (long long)round_id);
   rc = 0;
 out:
   if (stp) *stp = st;
@@ -623,24 +625,43 @@ void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch) {
 }
 
 int prober_start(struct prober *p) {
-  if (pthread_create(&p->thr, NULL, run, p) != 0) {
-    log_error("cannot start the probe round thread");
-    return -1;
+  int rc = 0;
+  pthread_mutex_lock(&p->mu);
+  if (!p->thr_started) {
+    p->stop = 0;
+    if (pthread_create(&p->thr, NULL, run, p) != 0) {
+      log_error("cannot start the probe round thread");
+      rc = -1;
+    } else {
+      p->thr_started = 1;
+    }
   }
-  p->thr_started = 1;
-  return 0;
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+void prober_stop(struct prober *p) {
+  pthread_t thr;
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  if (!p->thr_started) {
+    pthread_mutex_unlock(&p->mu);
+    return;
+  }
+  p->stop = 1;
+  thr = p->thr;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(thr, NULL);
+  pthread_mutex_lock(&p->mu);
+  p->thr_started = 0;
+  pthread_mutex_unlock(&p->mu);
 }
 
 void prober_free(struct prober **pp) {
   struct prober *p = *pp;
   if (!p) return;
-  if (p->thr_started) {
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thr, NULL);
-  }
+  prober_stop(p);
   checkpoint_free(&p->cp);
   probe_free(&p->probe);
   pthread_cond_destroy(&p->cv);

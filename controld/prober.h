@@ -26,7 +26,7 @@ struct prober *prober_new(struct ctx *ctx);
 
 /* Start the round thread: a round every probe_interval_ms (every min(probe_interval_ms,
    suspect_interval_ms) with fast re-probes on), and in between as soon as a site with its own
-   health_check.interval_ms is due; rounds never overlap. 0 or -1. */
+   health_check.interval_ms is due; rounds never overlap. 0 or -1 (0 when it runs already). */
 int prober_start(struct prober *p);
 
 /* Change the probe interval and batch (SIGHUP reload): the round thread takes them before its
@@ -36,6 +36,11 @@ void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch);
 /* Run one round on the calling thread (not while the thread runs); *st (may be NULL) gets its
    figures. 0 (also when nothing was due or the round was cancelled), -1 on failure. */
 int prober_run_once(struct prober *p, struct prober_stats *st);
+
+/* Stop the round thread (an ongoing round is cancelled within about 100 ms, its results
+   dropped) and keep the prober: prober_start runs it again (the engine lease's role changes).
+   A no-op when the thread is not running. */
+void prober_stop(struct prober *p);
 
 /* Stop the thread (an ongoing round is cancelled within about 100 ms, its results dropped) and
    free; NULLs *p. NULL is a no-op. */

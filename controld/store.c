@@ -11,6 +11,7 @@
 #include "signals.h"
 #include "skip.h"
 #include "store_int.h"
+#include "store_lease.h"
 #include "store_signal.h"
 
 /* ---- connections ---- */
@@ -90,11 +91,16 @@ static void note_failure(struct store *st) {
    numbered; its gen is the cluster-wide write generation. */
 static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
 
-static int tx_begin(struct store *st, int ordered) {
+static int tx_begin(struct store *st, int ordered, int engine) {
+  int fenced = 0;
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
+  if (engine && (fenced = store_lease_fence_check_locked(st)) != 0) {
+    db_rollback(st->w);
+    goto fail;
+  }
   if (ordered) {
     struct db_stmt *s = db_prep(st->w, sql_ordered);
     if (!s || db_step(s) != DB_ROW) {
@@ -110,15 +116,20 @@ static int tx_begin(struct store *st, int ordered) {
 fail:
   note_failure(st);
   pthread_mutex_unlock(&st->wmu);
+  if (fenced == 1) store_lease_fenced(st);
   return -1;
 }
 
 int store_tx_begin(struct store *st) {
-  return tx_begin(st, 1);
+  return tx_begin(st, 1, 0);
 }
 
 int store_tx_begin_unordered(struct store *st) {
-  return tx_begin(st, 0);
+  return tx_begin(st, 0, 0);
+}
+
+int store_tx_begin_engine(struct store *st, int ordered) {
+  return tx_begin(st, ordered, 1);
 }
 
 int store_storage_full(struct store *st) {
@@ -156,7 +167,8 @@ int store_tx_commit(struct store *st) {
     atomic_fetch_add(&st->generation, 1);
     if (st->tx_gen > 0) store_gen_observe(st, st->tx_gen);
     /* a transaction that committed shows there is space again */
-    if (atomic_exchange(&st->storage_full, 0)) log_info("database %s: writes succeed again", st->path);
+    if (atomic_exchange(&st->storage_full, 0))
+      log_info("database %s: writes succeed again", st->path);
   }
   note_db(st, st->w);
   st->pub_pending = 0;
@@ -227,7 +239,7 @@ static int migrate(struct store *st) {
   const struct schema_migration *list = pg ? schema_pg_migrations : schema_migrations;
   int count = pg ? schema_pg_migrations_count : schema_migrations_count;
   int cur, applied = 0;
-  if (tx_begin(st, 0) < 0) return -1;
+  if (tx_begin(st, 0, 0) < 0) return -1;
   if (db_migrate_lock(st->w) < 0 || (cur = db_schema_version(st->w)) < 0) {
     log_error("database %s: reading the schema version: %s", st->path, db_errmsg(st->w));
     store_tx_rollback(st);
@@ -243,8 +255,8 @@ static int migrate(struct store *st) {
     const struct schema_migration *m = &list[i];
     if (m->version <= cur) continue;
     if (db_exec(st->w, m->sql) < 0 || db_schema_record(st->w, m->version, m->name) < 0) {
-      log_error("migration %s failed (%s); database left at version %d", m->name,
-                db_errmsg(st->w), cur);
+      log_error("migration %s failed (%s); database left at version %d", m->name, db_errmsg(st->w),
+                cur);
       store_tx_rollback(st);
       return -1;
     }
@@ -296,6 +308,7 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->wmu, NULL);
   pthread_mutex_init(&st->rmu, NULL);
   pthread_mutex_init(&st->tmu, NULL);
+  pthread_mutex_init(&st->fmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
   /* on PostgreSQL other replicas write too: the caches wait for the listener (signals.h) */
@@ -328,6 +341,7 @@ void store_close(struct store **stp) {
   pthread_mutex_destroy(&st->wmu);
   pthread_mutex_destroy(&st->rmu);
   pthread_mutex_destroy(&st->tmu);
+  pthread_mutex_destroy(&st->fmu);
   free(st->tcache);
   free(st->path);
   free(st);
@@ -339,6 +353,10 @@ int64_t store_generation(struct store *st) {
      rendered before is reused */
   if (!atomic_load(&st->caches_on)) return atomic_fetch_add(&st->generation, 1) + 1;
   return atomic_load(&st->generation);
+}
+
+int store_cluster(struct store *st) {
+  return db_kind(st->w) == DB_PG;
 }
 
 int store_schema_version(struct store *st) {
@@ -549,8 +567,7 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   o->updated_at = db_col_i64(s, 24);
   o->manual_pin = db_col_int(s, 25);
   o->nr_backup_levels = db_col_int(s, 26);
-  o->nr_failure_ratio =
-      db_col_null(s, 27) ? 0 : db_col_double(s, 27);
+  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
   o->nr_failure_min_volume = db_col_i64(s, 28);
   o->revision = db_col_i64(s, 29);
   /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
@@ -823,8 +840,8 @@ enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int6
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
   struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
-                                       "nr_failure_ratio = ?, nr_failure_min_volume = ? "
-                                       "WHERE id = ?");
+                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                     "WHERE id = ?");
   if (!q) return -1;
   db_bind_int(q, 1, s->nr_backup_levels);
   if (s->nr_failure_ratio > 0)

@@ -13,11 +13,11 @@ struct store;
 enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
-  STORE_CONFLICT = 2, /* a UNIQUE value is taken: see the conflict text */
-  STORE_LIMIT = 3,    /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
-  STORE_FULL = 4,     /* the disk is full: nothing was written */
+  STORE_CONFLICT = 2,    /* a UNIQUE value is taken: see the conflict text */
+  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_FULL = 4,        /* the disk is full: nothing was written */
   STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
-  STORE_ERROR = -1,   /* logged where it happened */
+  STORE_ERROR = -1,      /* logged where it happened */
 };
 
 enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
@@ -107,6 +107,10 @@ int store_storage_full(struct store *st);
 /* 0 while the last write found the database unreachable (PostgreSQL down or restarting), else 1. */
 int store_db_up(struct store *st);
 
+/* 1 when the database is shared by several controld replicas (PostgreSQL: cluster mode, DESIGN
+   §10), 0 for SQLite (one process). */
+int store_cluster(struct store *st);
+
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
 
@@ -132,6 +136,12 @@ int store_token_put(struct store *st, int kind, const char *hash, int64_t node_i
 /* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
    (rotation by restart); API tokens stay. 0 or -1. (store_tokens.c) */
 int store_admin_token_set(struct store *st, const char *hash);
+
+/* Cluster mode: make sure hash is an admin token, revoking nothing (replicas started with
+   different tokens must not revoke each other's; rotation is explicit through the API). Stored
+   as "bootstrap", or "bootstrap-<12 hex digits of the hash>" when that name is taken. 0 or -1.
+   (store_tokens.c) */
+int store_admin_token_ensure(struct store *st, const char *hash);
 
 /* Look up a live token hash: 0 with kind/node_id set, 1 unknown or expired, -1 error.
    (store_tokens.c; store_token_auth there also gives the name and role) */

@@ -62,7 +62,7 @@ int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int6
 int64_t store_audit_prune(struct store *st, int64_t before_ms) {
   int64_t total = 0, n;
   do {
-    if (store_tx_begin(st) < 0) return -1;
+    if (store_tx_begin_engine(st, 1) < 0) return -1;
     n = prune_batch_locked(st, before_ms);
     if (n < 0) {
       store_tx_rollback(st);

@@ -33,7 +33,8 @@ void store_audit_set_retention(struct store *st, int64_t keep_ms);
    retention. Returns the new row's id or -1. */
 int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t now);
 
-/* Delete every row older than before_ms (its own transactions, in batches); rows deleted or -1. */
+/* Delete every row older than before_ms (its own transactions, in batches); rows deleted or -1.
+   An engine write: fenced by the lease in cluster mode (store_lease.h). */
 int64_t store_audit_prune(struct store *st, int64_t before_ms);
 
 /* Rows with id > after, of site_id (0 = all), oldest first, at most limit; *out malloc'd (caller

@@ -32,12 +32,14 @@ static int check_pg(const char *target, char *msg, size_t msglen) {
   db_rollback(c);
   db_close(c);
   if (version > known) {
-    snprintf(msg, msglen, "PostgreSQL database: schema version %d is newer than this controld knows (%d)",
+    snprintf(msg, msglen,
+             "PostgreSQL database: schema version %d is newer than this controld knows (%d)",
              version, known);
     return -1;
   }
   if (version < known)
-    snprintf(msg, msglen, "PostgreSQL database: schema %d, migrated to %d at start", version, known);
+    snprintf(msg, msglen, "PostgreSQL database: schema %d, migrated to %d at start", version,
+             known);
   else
     snprintf(msg, msglen, "PostgreSQL database: schema %d", version);
   return 0;

@@ -65,7 +65,7 @@ int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_sum
    follows that state's partial index and tests each of its (few) sites. */
 #define FLEET_STATE_SQL(cond)                                                                      \
   "SELECT id FROM sites WHERE " cond " AND id > ?1 AND (?2 IS NULL OR "                            \
-  "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                                 \
+  "LOWER(name) LIKE ?2 ESCAPE '\\' OR EXISTS (SELECT 1 FROM hostnames h "                          \
   "WHERE h.site_id = sites.id AND LOWER(h.hostname) LIKE ?2 ESCAPE '\\')) ORDER BY id LIMIT ?3"
 
 /* Without a state, q alone: two scans in id order merged (a full scan only when few match). */
@@ -124,8 +124,8 @@ static const char sql_changed[] =
     "ORDER BY updated_at DESC, id DESC LIMIT ?3";
 
 static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
-                               const char *q,
-                               int64_t after, int limit, struct site_rec **out, int *n);
+                               const char *q, int64_t after, int limit, struct site_rec **out,
+                               int *n);
 
 enum store_rc store_fleet_site_list(struct store *st, unsigned state, const char *q, int64_t after,
                                     int limit, struct site_rec **out, int *n) {
@@ -139,8 +139,8 @@ enum store_rc store_fleet_site_list_changed(struct store *st, unsigned state, co
 }
 
 static enum store_rc site_list(struct store *st, const char *sql, int bind_state, unsigned state,
-                               const char *q,
-                               int64_t after, int limit, struct site_rec **out, int *n) {
+                               const char *q, int64_t after, int limit, struct site_rec **out,
+                               int *n) {
   int has_q = q && *q;
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c ? db_prep(c, sql) : NULL;
@@ -152,7 +152,8 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
   *out = NULL;
   *n = 0;
   if (!s || limit < 1) return STORE_ERROR;
-  /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and "SHOP.example.com" */
+  /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and
+   * "SHOP.example.com" */
   if (has_q && !(lq = like_pattern(q))) return STORE_ERROR;
   ids = calloc((size_t)limit, sizeof *ids);
   arr = calloc((size_t)limit, sizeof *arr);
@@ -208,8 +209,7 @@ int store_fleet_each_site(struct store *st, int max,
     row.name = db_col_text(s, 1);
     if (!row.name) row.name = "";
     row.current_level = db_col_int(s, 2);
-    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) |
-                (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
+    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) | (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
                 (db_col_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
                 (db_col_int(s, 6) ? FLEET_PAUSED : 0);
     if (fn(arg, &row) != 0) {

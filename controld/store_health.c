@@ -263,7 +263,7 @@ void store_health_verdicts_free(struct verdict_rec *arr, int n) {
 /* ---- writes ---- */
 
 int store_health_begin(struct store *st) {
-  return store_tx_begin(st);
+  return store_tx_begin_engine(st, 1);
 }
 
 int store_health_commit(struct store *st) {

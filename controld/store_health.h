@@ -77,7 +77,8 @@ void store_health_verdicts_free(struct verdict_rec *arr, int n);
 
 /* ---- writes: only between store_health_begin and store_health_commit/rollback ---- */
 
-/* Open the write transaction (takes the writer lock); 0 or -1. */
+/* Open the engine's write transaction (takes the writer lock; in cluster mode the lease's fencing
+   check comes first, store_lease.h); 0 or -1 (also when fenced). */
 int store_health_begin(struct store *st);
 
 /* Commit and release (publication/event hooks run after); 0 or -1 (rolled back). */

@@ -30,13 +30,13 @@ struct store {
     struct token_auth auth;
   } * tcache;
   int ntcache, captcache;
-  uint64_t tgen;              /* bumped by every clear (under tmu) */
-  int token_clear_pending;    /* the open transaction removed tokens: clear the cache on commit */
-  int64_t tx_gen;             /* the ordered-write row's gen in the open transaction (0 = unordered) */
-  atomic_int db_down;         /* the last statement on the writer found the database unreachable */
-  atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
-                                 commits) */
-  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
+  uint64_t tgen;           /* bumped by every clear (under tmu) */
+  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+  int64_t tx_gen;          /* the ordered-write row's gen in the open transaction (0 = unordered) */
+  atomic_int db_down;      /* the last statement on the writer found the database unreachable */
+  atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
+                              commits) */
+  int64_t audit_keep_ms;   /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer
@@ -46,6 +46,13 @@ struct store {
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
+  /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
+  atomic_int fence_on; /* cluster mode: engine transactions need a fence */
+  pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */
+  char fence_holder[128];
+  int64_t fence_epoch; /* 0 = this process holds no lease */
+  void (*fenced_hook)(void *arg);
+  void *fenced_arg;
 };
 
 /* The calling thread's reader connection (opened on first use); NULL on error. */
@@ -59,6 +66,11 @@ int store_tx_begin(struct store *st);
 /* The same without the ordered-write row, for writes that touch only their own rows and number
    nothing (node heartbeats and last-seen batches, delivery attempts, pruning). */
 int store_tx_begin_unordered(struct store *st);
+
+/* The same for the engine's own writes (probe round commits, switching by the engine, webhook
+   delivery records, pruning): after BEGIN, the lease's fencing check comes first (store_lease.h);
+   a fenced transaction is rolled back, the fenced hook runs, and -1 is returned. */
+int store_tx_begin_engine(struct store *st, int ordered);
 
 /* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
 int store_tx_commit(struct store *st);

@@ -390,7 +390,7 @@ int store_delivery_prune(struct store *st, int64_t before_ms) {
       "DELETE FROM deliveries WHERE state IN ('delivered', 'failed') AND created_at < ?";
   struct db_stmt *s;
   int removed;
-  if (store_tx_begin_unordered(st) < 0) return -1;
+  if (store_tx_begin_engine(st, 0) < 0) return -1;
   s = db_prep(st->w, del);
   if (!s) goto fail;
   db_bind_i64(s, 1, before_ms);
@@ -408,7 +408,7 @@ int store_delivery_record(struct store *st, const struct delivery_result *res, i
       "UPDATE deliveries SET state = ?, attempts = attempts + 1, last_status = ?, last_error = ?, "
       "next_attempt_at = ?, delivered_at = ? WHERE id = ? AND state = 'pending'";
   if (n <= 0) return 0;
-  if (store_tx_begin_unordered(st) < 0) return -1;
+  if (store_tx_begin_engine(st, 0) < 0) return -1;
   for (int i = 0; i < n; i++) {
     const struct delivery_result *r = &res[i];
     struct db_stmt *s = db_prep(st->w, upd);

@@ -65,7 +65,7 @@ struct delivery_result {
 int store_delivery_backlog(struct store *st, int64_t *n);
 
 /* Remove delivered and failed deliveries created before before_ms (pending ones stay). Number
- * removed, or -1. */
+ * removed, or -1. An engine write: fenced by the lease in cluster mode (store_lease.h). */
 int store_delivery_prune(struct store *st, int64_t before_ms);
 
 /* Free what a webhook record owns (the events text) and wipe its secret. */
@@ -119,7 +119,7 @@ enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out,
 enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_job *job);
 
 /* Write n attempt results in one transaction (attempts + 1 each); rows deleted meanwhile are
- * skipped. 0 or -1. */
+ * skipped. 0 or -1 (also when fenced by the lease in cluster mode: the rows stay pending). */
 int store_delivery_record(struct store *st, const struct delivery_result *res, int n);
 
 #endif

@@ -153,6 +153,42 @@ fail:
   return -1;
 }
 
+int store_admin_token_ensure(struct store *st, const char *hash) {
+  /* ON CONFLICT DO NOTHING: a hash already stored, or the name taken (tokens_api_name) */
+  static const char ins[] =
+      "INSERT INTO tokens (kind, hash, name, role, created_at) "
+      "VALUES ('admin', ?, '" STORE_TOKEN_BOOTSTRAP "', 'admin', ?) ON CONFLICT DO NOTHING";
+  static const char ins_named[] =
+      "INSERT INTO tokens (kind, hash, name, role, created_at) "
+      "VALUES ('admin', ?1, '" STORE_TOKEN_BOOTSTRAP "-' || substr(?1, 1, 12), 'admin', ?2) "
+      "ON CONFLICT DO NOTHING";
+  static const char has[] = "SELECT 1 FROM tokens WHERE hash = ? AND kind = 'admin'";
+  const char *const steps[] = {ins, ins_named};
+  struct db_stmt *s;
+  int found = 0;
+  if (store_tx_begin(st) < 0) return -1;
+  for (size_t i = 0; i < sizeof steps / sizeof *steps && !found; i++) {
+    s = db_prep(st->w, steps[i]);
+    if (!s) goto fail;
+    db_bind_text(s, 1, hash);
+    db_bind_i64(s, 2, clock_wall_ms());
+    if (store_step_done(st->w, s, "storing the admin token") < 0) goto fail;
+    s = db_prep(st->w, has);
+    if (!s) goto fail;
+    db_bind_text(s, 1, hash);
+    found = db_step(s) == DB_ROW;
+    db_reset(s);
+  }
+  if (!found) {
+    log_error("the admin token could not be stored (its hash belongs to a node token?)");
+    goto fail;
+  }
+  return store_tx_commit(st);
+fail:
+  store_tx_rollback(st);
+  return -1;
+}
+
 enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
   static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
                             "VALUES ('admin', ?, ?, ?, ?, ?)";

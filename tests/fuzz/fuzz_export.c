@@ -1,7 +1,7 @@
 /* fuzz_export — libFuzzer target: cdnca-export documents (controld --import) through json_parse
- * and export_from_json. Any return is fine; a crash, a leak, undefined behaviour, an error
- * without a message, or an accepted document that does not come back unchanged through
- * export_to_json and export_from_json again is a bug. */
+ * and export_from_json, then the target rule. Any return is fine; a crash, a leak, undefined
+ * behaviour, an error without a message, or an accepted document that does not come back unchanged
+ * through export_to_json and export_from_json again is a bug. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,7 +51,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   if (!doc) return 0;
   memset(&err, 0, sizeof err);
   if (export_from_json(doc, &x, &err) == 0) {
+    struct targets t;
+    char terr[128];
+    int r;
     check_accepted(&x);
+    FUZZ_CHECK(targets_init(&t, NULL, terr, sizeof terr) == 0);
+    memset(&err, 0, sizeof err);
+    r = export_check_targets(&x, &t, &err);
+    FUZZ_CHECK(r == 0 || (r == -1 && err.message[0] != '\0' && err.path[0] != '\0'));
   } else {
     FUZZ_CHECK(FUZZ_TERMINATED(err.path) && FUZZ_TERMINATED(err.message));
     FUZZ_CHECK(err.message[0] != '\0');

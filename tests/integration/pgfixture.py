@@ -7,21 +7,21 @@ One cluster per test process, started on first use and stopped when the process 
     conninfo = pgfixture.new_database()      # "host=<dir> dbname=t_<n>", a copy of cdnca_tpl
     rows = pgfixture.psql(conninfo, "SELECT count(*) FROM sites")
 
-- initdb --no-sync -A trust into a temp directory; the server listens on a Unix socket in that
-  directory only (listen_addresses='', so no TCP port and no collision between runs), with
-  fsync=off and max_connections=300.
-- As root every server binary runs as the `postgres` user (`runuser -u postgres --`) with the
-  directory chowned to it; as another user the binaries run directly. The cluster's superuser
-  is named after the user running the tests, so a conninfo needs no user=.
+- tests/pg/pgctl.sh (the same recipe as the ctest fixture) in a temp directory: initdb
+  --no-sync -A trust, the server on a Unix socket in that directory only (listen_addresses='',
+  so no TCP port and no collision between runs), fsync=off, max_connections=300; as root the
+  server binaries run as the `postgres` user with the directory chowned to it. The cluster's
+  superuser is named after the user running the tests, so a conninfo needs no user=.
 - cdnca_tpl: schema/pg/*.sql applied in order, each in its own transaction with the row the
   PostgreSQL driver records (schema_migrations), so controld started on a copy migrates
   nothing. new_database() answers CREATE DATABASE t_<n> TEMPLATE cdnca_tpl (tens of ms).
+- Outages: cluster().server_stop("fast"|"immediate") and server_start() stop and start the
+  server on the same socket with the same data (PostgreSQL restarted under a running controld).
 - Binaries: $CDNCA_PG_BIN, else the newest /usr/lib/postgresql/*/bin, else PATH.
   available() says whether they are there (a test that needs them and finds none exits 77).
 """
 
 import atexit
-import getpass
 import glob
 import os
 import pwd
@@ -32,6 +32,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_PG = os.path.abspath(os.path.join(HERE, "..", "..", "schema", "pg"))
+PGCTL = os.path.abspath(os.path.join(HERE, "..", "pg", "pgctl.sh"))
 TEMPLATE = "cdnca_tpl"
 
 # the table the PostgreSQL driver keeps its applied migrations in (controld/db.h)
@@ -90,35 +91,23 @@ class Cluster:
         if self.bin is None:
             raise PgError("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin)")
         self.dir = tempfile.mkdtemp(prefix="cdnca-pg-")
-        self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "server.log")
-        self.user = getpass.getuser()
-        self.root = os.geteuid() == 0
         self.started = False
         self._n = 0
 
-    def _server(self, argv, **kw):
-        """Run a server binary (as postgres when root); CalledProcessError on failure."""
-        argv = [os.path.join(self.bin, argv[0])] + argv[1:]
-        if self.root:
-            argv = ["runuser", "-u", "postgres", "--"] + argv
-        return subprocess.run(argv, check=True, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+    def _pgctl(self, cmd, timeout):
+        """tests/pg/pgctl.sh start|stop on this directory (the recipe the ctest fixture uses)."""
+        return subprocess.run([PGCTL, cmd, self.dir], check=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
 
     def start(self):
-        if self.root:
-            pw = pwd.getpwnam("postgres")
-            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         try:
-            self._server(["initdb", "--no-sync", "-A", "trust", "-U", self.user, "-E", "UTF8",
-                          "--locale=C", "-D", self.data], timeout=120)
-            opts = ("-c listen_addresses='' -k %s -c fsync=off -c synchronous_commit=off "
-                    "-c full_page_writes=off -c max_connections=300" % self.dir)
-            self._server(["pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60",
-                          "-o", opts, "start"], timeout=90)
-        except subprocess.CalledProcessError as e:
-            raise PgError("PostgreSQL did not start: %s\n%s\n%s" % (
-                " ".join(e.cmd), e.stdout.decode(errors="replace"), self.log_tail()))
+            self._pgctl("start", 180)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            out = e.stdout.decode(errors="replace") if e.stdout else ""
+            self.stop()
+            raise PgError("PostgreSQL did not start (tests/pg/pgctl.sh start %s):\n%s"
+                          % (self.dir, out))
         self.started = True
         self._watchdog()
         self._make_template()
@@ -126,26 +115,42 @@ class Cluster:
 
     def _watchdog(self):
         """A detached shell that stops the server and removes the directory once this process
-        is gone, even when it was killed (atexit does not run on SIGKILL or a ctest timeout)."""
-        stop = [os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", "immediate", "stop"]
-        if self.root:
-            stop = ["runuser", "-u", "postgres", "--"] + stop
-        script = ('while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
-                  'if [ -d "$1" ]; then shift; "$@" >/dev/null 2>&1; fi; rm -rf "$0.dir"')
-        script = script.replace('"$0.dir"', "'%s'" % self.dir)
-        subprocess.Popen(["sh", "-c", script, str(os.getpid()), self.data] + stop,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        is gone, even when it was killed (atexit does not run on SIGKILL). It is started twice
+        removed (its parent exits at once), so it is no descendant of this process: ctest kills
+        a timed-out test's whole process tree, and the watchdog must outlive it."""
+        script = ('( while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
+                  '"$1" stop "$2"; rm -rf "$2" ) >/dev/null 2>&1 </dev/null &')
+        subprocess.run(["sh", "-c", script, str(os.getpid()), PGCTL, self.dir],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                       check=True, timeout=30)
 
     def stop(self):
         if self.started:
             self.started = False
             try:
-                self._server(["pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"],
-                             timeout=60)
+                self._pgctl("stop", 90)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _pg_ctl(self, args, timeout=90):
+        """pg_ctl on this cluster's data directory (as postgres when root)."""
+        argv = [os.path.join(self.bin, "pg_ctl"), "-D", os.path.join(self.dir, "data")] + args
+        if os.geteuid() == 0:
+            argv = ["runuser", "-u", "postgres", "--"] + argv
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+
+    def server_stop(self, mode="fast"):
+        """Stop the server, keeping its data (an outage: connections fail until server_start).
+        mode: fast (clients disconnected, clean shutdown) or immediate (like a crash)."""
+        self._pg_ctl(["-m", mode, "-w", "stop"])
+
+    def server_start(self):
+        """Start the server again after server_stop, on the same socket with the same data."""
+        opts = "-c listen_addresses='' -k %s -c fsync=off -c max_connections=300" % self.dir
+        self._pg_ctl(["-l", self.log, "-w", "-t", "60", "-o", opts, "start"])
 
     def log_tail(self, lines=40):
         try:

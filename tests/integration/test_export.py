@@ -219,6 +219,10 @@ def test_bad_documents_change_nothing(tmp):
         ("webhooks[0].events[0]", set_(["webhooks", 0, "events"], ["no.such.event"])),
         ("webhooks[0].url", set_(["webhooks", 0, "url"], "ftp://example.com/")),
         ("webhooks[0].secret", set_(["webhooks", 0, "secret"], "short")),
+        # what the API refuses as a target (cloud metadata) is refused here too
+        ("webhooks[0].url", set_(["webhooks", 0, "url"], "http://169.254.169.254/latest")),
+        ("sites[1].origins[0].address",
+         set_(["sites", 1, "origins", 0, "address"], "169.254.169.254")),
     ]
     target = new_db(tmp, "target")
     for i, (path, fn) in enumerate(cases):
@@ -250,11 +254,18 @@ def test_bad_documents_change_nothing(tmp):
 def test_target_with_only_its_bootstrap_token(tmp):
     """A database a controld has started on once (it holds the bootstrap admin token and nothing
     else) takes an import; one with a site does not; --export of a missing file creates none."""
-    src = Controld(tmp, name="src", extra_args=QUIET).start()
+    src = Controld(tmp, name="src", extra_args=QUIET + ["--webhook-retry-ms", "3600000"]).start()
     ok(src.api("POST", "/v1/sites", {"name": "one", "hostnames": ["one.test"]}), 201)
+    # a delivery that cannot be made (nothing listens there) stays pending in the outbox
+    hook = ok(src.api("POST", "/v1/webhooks", {"url": "http://127.0.0.1:1/none",
+                                               "secret": SECRET}), 201)
+    ok(src.api("POST", "/v1/webhooks/%d/test" % hook["id"]), 202)
     src.stop()
     doc = os.path.join(tmp, "x.json")
-    assert cli(src.db, "--export", doc)[0] == 0
+    rc, out, err = cli(src.db, "--export", doc)
+    assert rc == 0, err
+    # the export says what it leaves behind
+    assert "1 webhook deliveries still pending in the outbox are not exported" in out, out
     fresh = Controld(tmp, name="fresh", extra_args=QUIET).start()
     fresh.stop()
     rc, out, err = cli(fresh.db, "--import", doc)
@@ -276,6 +287,10 @@ def test_target_with_only_its_bootstrap_token(tmp):
     assert not os.path.exists(missing)
     rc, out, err = cli(src.db, "--export")
     assert rc == 2 and "needs a FILE" in err, err
+    # a database that cannot be reached: refused, said so
+    rc, out, err = cli("host=%s dbname=nowhere connect_timeout=2" % os.path.join(tmp, "no-pg"),
+                       "--import", doc)
+    assert rc == 1 and "cannot open the database" in err, err
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ index_list / index_info / foreign_key_list against information_schema, pg_index 
 pg_constraint): tables, columns (name, type class integer/text/real, NOT NULL, default),
 primary keys, UNIQUE constraints, indexes by name (columns, unique, partial) and foreign keys.
 On PostgreSQL every integer column must be BIGINT (INTEGER is 32-bit; times are int64 ms).
-A missing or different column, index or key on either side fails the test. (CHECK constraints
-are not compared: their text differs between engines.)
+A missing or different column, index or key on either side fails the test. CHECK constraints
+are compared by behaviour (the same bad rows refused by both), and 0004's data-moving UPDATEs by
+their result on the same rows.
 """
 
 import os
@@ -256,6 +257,123 @@ def test_a_missing_column_is_found_on_either_side(tmp):
     lite2 = _sqlite_describe(con)
     con.close()
     assert "nodes.version: only in PostgreSQL" in differences(lite2, pg), differences(lite2, pg)
+
+
+# ---- behaviour: data-moving migrations and CHECK constraints ----
+
+# rows written before 0004 (the fleet flags and token roles it derives), in both engines
+SEED = [
+    "INSERT INTO sites (name, hc_enabled, current_level, all_unhealthy, failback_notified, "
+    "created_at, updated_at) VALUES ('a', 1, 2, 1, 0, 1, 1), ('b', 1, 1, 1, 2, 1, 1), "
+    "('c', 0, 1, 0, 0, 1, 1), ('d', 1, 1, 1, 0, 1, 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, enabled, created_at) VALUES "
+    "(1, 1, 'x', 80, 'http', 1, 1), (1, 2, 'y', 80, 'http', 1, 1), (2, 1, 'z', 80, 'http', 1, 1), "
+    "(4, 1, 'p', 80, 'http', 1, 1), (4, 2, 'q', 80, 'http', 1, 1), (4, 3, 'r', 80, 'http', 0, 1)",
+    "INSERT INTO tokens (kind, hash, created_at) VALUES ('admin', 'h1', 1), ('admin', 'h2', 1), "
+    "('node', 'h3', 1)",
+]
+AFTER = [
+    "SELECT id, name, state_paused, state_on_backup, state_all_down, state_failback_available "
+    "FROM sites ORDER BY id",
+    "SELECT id, kind, COALESCE(name, '-'), COALESCE(role, '-') FROM tokens ORDER BY id",
+    "SELECT id, gen FROM cdnca_meta",
+]
+
+
+def test_data_moving_migrations_give_the_same_rows(tmp):
+    """0001-0003, the same rows, then the rest: 0004's derived flags and token names/roles and
+    0007's row come out the same on both engines."""
+    lite_files, pg_files = migration_files("sqlite"), migration_files("pg")
+    split = [i for i, f in enumerate(lite_files) if os.path.basename(f).startswith("0004")][0]
+    con = sqlite3.connect(os.path.join(tmp, "data.db"))
+    cl = pgfixture.cluster()
+    cl.psql("postgres", "CREATE DATABASE schema_data")
+    for f in lite_files[:split]:
+        with open(f, encoding="utf-8") as fh:
+            con.executescript(fh.read())
+    for f in pg_files[:split]:
+        cl.psql("schema_data", file=f)
+    for sql in SEED:
+        con.execute(sql)
+        cl.psql("schema_data", sql)
+    con.commit()
+    for f in lite_files[split:]:
+        with open(f, encoding="utf-8") as fh:
+            con.executescript(fh.read())
+    for f in pg_files[split:]:
+        cl.psql("schema_data", file=f)
+    for sql in AFTER:
+        lite = [[str(v) for v in r] for r in con.execute(sql)]
+        pg = cl.psql("schema_data", sql)
+        assert lite and lite == pg, (sql, lite, pg)
+    con.close()
+    # the flags as 0004 defines them: a on backup and down; b paused with failback noted; c off
+    flags = cl.psql("schema_data", AFTER[0])
+    assert flags[0][2:] == ["0", "1", "1", "0"] and flags[1][2:] == ["1", "0", "0", "1"], flags
+    assert flags[2][2:] == ["0", "0", "0", "0"] and flags[3][2:] == ["0", "0", "1", "0"], flags
+
+
+# rows each CHECK or NOT NULL must refuse, on both engines (a good row first, then bad ones)
+REFUSED = [
+    "INSERT INTO sites (name, failback, created_at, updated_at) VALUES ('x', 'sometimes', 1, 1)",
+    "INSERT INTO sites (name, created_at) VALUES ('x', 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, created_at) "
+    "VALUES (1, 17, 'a', 80, 'http', 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, created_at) "
+    "VALUES (1, 1, 'a', 65536, 'http', 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, created_at) "
+    "VALUES (1, 1, 'a', 80, 'ftp', 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, health, created_at) "
+    "VALUES (1, 1, 'a', 80, 'http', 'sick', 1)",
+    "INSERT INTO tokens (kind, hash, created_at) VALUES ('root', 'h9', 1)",
+    "INSERT INTO tokens (kind, hash, role, created_at) VALUES ('admin', 'h9', 'owner', 1)",
+    "INSERT INTO tokens (kind, hash, name, created_at) VALUES ('admin', 'h9', 'dup', 1)",
+    "INSERT INTO deliveries (webhook_id, event_id, uuid, state, next_attempt_at, created_at) "
+    "VALUES (1, 1, 'u2', 'lost', 1, 1)",
+    "INSERT INTO cdnca_meta (id, gen) VALUES (2, 0)",
+    "INSERT INTO hostnames (hostname, site_id, position) VALUES ('h.example', 999, 0)",
+]
+ACCEPTED = [
+    "INSERT INTO sites (name, created_at, updated_at) VALUES ('good', 1, 1)",
+    "INSERT INTO origins (site_id, level, address, port, scheme, created_at) "
+    "VALUES (1, 16, 'a', 65535, 'https', 1)",
+    "INSERT INTO tokens (kind, hash, name, role, created_at) VALUES ('admin', 'h8', 'dup', 'read', 1)",
+    "INSERT INTO tokens (kind, hash, name, created_at) VALUES ('node', 'h7', 'dup', 1)",
+    "INSERT INTO webhooks (url, secret, created_at) VALUES ('http://x', 's', 1)",
+    "INSERT INTO events (type, title, created_at) VALUES ('t', 't', 1)",
+    "INSERT INTO deliveries (webhook_id, event_id, uuid, next_attempt_at, created_at) "
+    "VALUES (1, 1, 'u1', 1, 1)",
+]
+
+
+def test_constraints_refuse_the_same_rows(tmp):
+    con = sqlite3.connect(os.path.join(tmp, "checks.db"))
+    con.execute("PRAGMA foreign_keys = ON")  # as controld opens it
+    for f in migration_files("sqlite"):
+        with open(f, encoding="utf-8") as fh:
+            con.executescript(fh.read())
+    cl = pgfixture.cluster()
+    cl.psql("postgres", "CREATE DATABASE schema_checks")
+    for f in migration_files("pg"):
+        cl.psql("schema_checks", file=f)
+    for sql in ACCEPTED:
+        con.execute(sql)
+        con.commit()
+        cl.psql("schema_checks", sql)
+    for sql in REFUSED:
+        try:
+            con.execute(sql)
+            con.commit()
+            lite = "accepted"
+        except sqlite3.IntegrityError:
+            lite = "refused"
+        try:
+            cl.psql("schema_checks", sql)
+            pg = "accepted"
+        except pgfixture.PgError:
+            pg = "refused"
+        assert lite == pg == "refused", (sql, "SQLite " + lite, "PostgreSQL " + pg)
+    con.close()
 
 
 if __name__ == "__main__":

@@ -8,12 +8,15 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "export.h"
 #include "json.h"
+#include "store_node.h"
 
 #define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define HASH_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define HASH_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 
 /* A document with one of everything; a paused site (checks on, one enabled origin) included,
    which a POST would refuse but a stored installation may hold. */
@@ -201,6 +204,201 @@ static void test_node_token_webhook_refusals(void **state) {
   refused("\"events\":[\"level.switched\",\"level.switched\"],", "", "webhooks[0].events");
 }
 
+/* The API's target rule: metadata and link-local origins and webhook hosts, and --deny-targets. */
+static void test_targets_refused(void **state) {
+  struct store_export x;
+  struct export_err err;
+  struct targets t;
+  char e[128];
+  (void)state;
+  assert_int_equal(from_text(DOC, &x, &err), 0);
+  assert_int_equal(targets_init(&t, NULL, e, sizeof e), 0);
+  assert_int_equal(export_check_targets(&x, &t, &err), 0);
+  snprintf(x.webhooks[0].url, sizeof x.webhooks[0].url, "http://169.254.169.254/latest");
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "webhooks[0].url");
+  snprintf(x.sites[1].origins[0].address, sizeof x.sites[1].origins[0].address, "169.254.1.1");
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "sites[1].origins[0].address");
+  store_export_fini(&x);
+  /* an operator's list: 10.0.0.0/8 refuses sites[0]'s first origin */
+  assert_int_equal(from_text(DOC, &x, &err), 0);
+  assert_int_equal(targets_init(&t, "10.0.0.0/8", e, sizeof e), 0);
+  assert_int_equal(export_check_targets(&x, &t, &err), -1);
+  assert_string_equal(err.path, "sites[0].origins[0].address");
+  store_export_fini(&x);
+}
+
+/* ---- the store side: store_export_read / store_export_write on two SQLite files ---- */
+
+struct two {
+  char dir[64], a[96], b[96];
+  struct store *src, *dst;
+};
+
+static void two_open(struct two *t) {
+  snprintf(t->dir, sizeof t->dir, "/tmp/cdnca-test-export-XXXXXX");
+  assert_non_null(mkdtemp(t->dir));
+  snprintf(t->a, sizeof t->a, "%s/a.db", t->dir);
+  snprintf(t->b, sizeof t->b, "%s/b.db", t->dir);
+  t->src = store_open(t->a);
+  t->dst = store_open(t->b);
+  assert_non_null(t->src);
+  assert_non_null(t->dst);
+}
+
+static void two_close(struct two *t) {
+  static const char *const sfx[] = {"", "-wal", "-shm"};
+  char p[128];
+  store_close(&t->src);
+  store_close(&t->dst);
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", t->a, sfx[i]);
+    unlink(p);
+    snprintf(p, sizeof p, "%s%s", t->b, sfx[i]);
+    unlink(p);
+  }
+  rmdir(t->dir);
+}
+
+/* A site named name on hostname with two origins, through the store's API. */
+static int64_t mk_site(struct store *st, const char *name, const char *hostname) {
+  struct site_rec s;
+  char conflict[64];
+  site_rec_defaults(&s);
+  snprintf(s.name, sizeof s.name, "%s", name);
+  s.n_hostnames = 1;
+  snprintf(s.hostnames[0], sizeof s.hostnames[0], "%s", hostname);
+  s.origins = calloc(2, sizeof *s.origins);
+  assert_non_null(s.origins);
+  s.n_origins = 2;
+  for (int i = 0; i < 2; i++) {
+    s.origins[i].level = i + 1;
+    s.origins[i].port = 443;
+    s.origins[i].weight = 1;
+    s.origins[i].enabled = 1;
+    snprintf(s.origins[i].address, sizeof s.origins[i].address, "10.0.0.%d", i + 1);
+    memcpy(s.origins[i].scheme, "https", 6);
+  }
+  assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
+  site_rec_fini(&s);
+  return s.id;
+}
+
+static void fill(struct store *st) {
+  struct node_rec n;
+  struct token_rec t;
+  struct webhook_rec w;
+  int64_t gone;
+  mk_site(st, "one", "one.test");
+  gone = mk_site(st, "gone", "gone.test");
+  mk_site(st, "three", "three.test");
+  assert_int_equal(store_site_delete(st, gone), STORE_OK);
+  memset(&n, 0, sizeof n);
+  snprintf(n.name, sizeof n.name, "edge");
+  assert_int_equal(store_node_create(st, &n, HASH_A), STORE_OK);
+  memset(&t, 0, sizeof t);
+  snprintf(t.name, sizeof t.name, "ci");
+  snprintf(t.role, sizeof t.role, "read");
+  assert_int_equal(store_token_create(st, &t, HASH_B), STORE_OK);
+  memset(&w, 0, sizeof w);
+  snprintf(w.url, sizeof w.url, "https://hooks.example/x");
+  snprintf(w.secret, sizeof w.secret, "0123456789abcdef");
+  assert_int_equal(store_webhook_create(st, &w), STORE_OK);
+}
+
+static char *doc_text(struct store *st) {
+  struct store_export x;
+  cJSON *j;
+  char *txt;
+  assert_int_equal(store_export_read(st, &x), STORE_OK);
+  j = export_to_json(&x, 1, "test");
+  txt = json_print(j);
+  cJSON_Delete(j);
+  store_export_fini(&x);
+  assert_non_null(txt);
+  return txt;
+}
+
+/* What is read from one store and written into another reads back the same, ids included;
+   publications continue after the source's; the token hashes authenticate. */
+static void test_store_round_trip(void **state) {
+  struct two t;
+  struct store_export x;
+  struct token_auth auth;
+  char what[96], *a, *b, *pa, *pb;
+  int64_t seq;
+  (void)state;
+  two_open(&t);
+  fill(t.src);
+  assert_int_equal(store_export_read(t.src, &x), STORE_OK);
+  assert_int_equal(x.n_sites, 2);
+  assert_int_equal(x.sites[1].id, 3);
+  seq = x.pub_seq;
+  assert_true(seq >= 4);
+  assert_int_equal(store_export_write(t.dst, &x, what, sizeof what), STORE_OK);
+  store_export_fini(&x);
+  assert_int_equal(store_pub_seq(t.dst), seq + 2);
+  a = doc_text(t.src);
+  b = doc_text(t.dst);
+  /* equal but for the publication seq */
+  pa = strstr(a, "\"sites\"");
+  pb = strstr(b, "\"sites\"");
+  assert_non_null(pa);
+  assert_non_null(pb);
+  assert_string_equal(pa, pb);
+  assert_int_equal(store_token_auth(t.dst, HASH_A, 1, &auth), 0);
+  assert_int_equal(auth.kind, STORE_TOKEN_NODE);
+  assert_int_equal(store_token_auth(t.dst, HASH_B, 1, &auth), 0);
+  assert_string_equal(auth.role, "read");
+  free(a);
+  free(b);
+  two_close(&t);
+}
+
+/* A target holding a site is refused; one holding only the bootstrap token is not. */
+static void test_store_refuses_non_empty(void **state) {
+  struct two t;
+  struct store_export x;
+  char what[96];
+  (void)state;
+  two_open(&t);
+  fill(t.src);
+  assert_int_equal(store_export_read(t.src, &x), STORE_OK);
+  mk_site(t.dst, "mine", "mine.test");
+  assert_int_equal(store_export_write(t.dst, &x, what, sizeof what), STORE_CONFLICT);
+  assert_string_equal(what, "sites");
+  store_close(&t.dst);
+  unlink(t.b);
+  t.dst = store_open(t.b);
+  assert_non_null(t.dst);
+  assert_int_equal(store_admin_token_set(t.dst, HASH_C), 0);
+  assert_int_equal(store_export_write(t.dst, &x, what, sizeof what), STORE_OK);
+  store_export_fini(&x);
+  two_close(&t);
+}
+
+/* A clash only the database sees (a document not checked by export_from_json) after earlier
+   rows were written: STORE_CONFLICT naming the path, and the target stays empty. */
+static void test_store_clash_rolls_back(void **state) {
+  struct two t;
+  struct store_export x, y;
+  char what[96];
+  (void)state;
+  two_open(&t);
+  fill(t.src);
+  assert_int_equal(store_export_read(t.src, &x), STORE_OK);
+  memcpy(x.sites[1].hostnames[0], "one.test", sizeof "one.test");
+  assert_int_equal(store_export_write(t.dst, &x, what, sizeof what), STORE_CONFLICT);
+  assert_string_equal(what, "sites[1].hostnames[0]");
+  assert_int_equal(store_export_read(t.dst, &y), STORE_OK);
+  assert_int_equal(y.n_sites + y.n_nodes + y.n_webhooks, 0);
+  assert_int_equal(store_pub_seq(t.dst), 0);
+  store_export_fini(&y);
+  store_export_fini(&x);
+  two_close(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_every_field),
@@ -209,6 +407,10 @@ int main(void) {
       cmocka_unit_test(test_site_refusals),
       cmocka_unit_test(test_cross_document_refusals),
       cmocka_unit_test(test_node_token_webhook_refusals),
+      cmocka_unit_test(test_targets_refused),
+      cmocka_unit_test(test_store_round_trip),
+      cmocka_unit_test(test_store_refuses_non_empty),
+      cmocka_unit_test(test_store_clash_rolls_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""test_cluster — cluster mode (DESIGN §10): several controld replicas on one PostgreSQL database
+(pgfixture.py, a throwaway cluster on a Unix socket), one engine at a time by the lease.
+
+`Cluster` starts N replicas on one fresh database with a short lease (ttl 2 s) and 500 ms probe
+rounds; every replica serves the API. Cases:
+  1. kill -9 of the engine while an origin is failing: another replica is the engine within
+     ttl + ttl/3, the site switches to level 2 once, with exactly one level.switched event.
+  2. SIGSTOP of the engine past the ttl while a round is in flight: another replica takes over;
+     after SIGCONT the stopped one commits nothing (no round started before the stop is stored)
+     and reports role "replica", and there is one engine.
+Also: the role, epoch and lease metrics of each replica, and CDNCA_ADMIN_TOKEN not revoking
+another replica's admin token.
+"""
+
+import os
+import re
+import secrets
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import harness
+import pgfixture
+from harness import Controld, Origin, wait_until
+
+TTL_MS = 2000
+PROBE_MS = 500
+
+
+class Cluster:
+    """n controld replicas (r0..r{n-1}) on one fresh PostgreSQL database, sharing an admin
+    token. .replicas, .db (conninfo); sql(q) runs a query on the database."""
+
+    def __init__(self, tmp, n=3, ttl_ms=TTL_MS, probe_ms=PROBE_MS, extra_args=None, token=None):
+        self.db = pgfixture.new_database()
+        self.ttl_ms = ttl_ms
+        self.token = token or ("adm-" + secrets.token_hex(16))
+        self.replicas = []
+        for i in range(n):
+            args = ["--replica-name", "r%d" % i, "--lease-ttl-ms", str(ttl_ms),
+                    "--probe-interval-ms", str(probe_ms)] + list(extra_args or [])
+            self.replicas.append(Controld(tmp, extra_args=args, name="r%d" % i,
+                                          admin_token=self.token, db=self.db))
+
+    def start(self):
+        for r in self.replicas:
+            r.start()
+        return self
+
+    def sql(self, q):
+        return pgfixture.psql(self.db, q)
+
+    @staticmethod
+    def health(r):
+        """A replica's /healthz body, or None when it does not answer."""
+        try:
+            st, body, _ = r.api("GET", "/healthz", token=None, timeout=1)
+        except Exception:  # noqa: BLE001 - a stopped or dead replica
+            return None
+        return body if st == 200 else None
+
+    def engines(self, among=None):
+        """The replicas whose /healthz says role engine."""
+        out = []
+        for r in among if among is not None else self.replicas:
+            h = self.health(r)
+            if h and h.get("role") == "engine":
+                out.append(r)
+        return out
+
+    def wait_engine(self, timeout, among=None, interval=0.05):
+        """The one engine among the replicas (waits until exactly one says so)."""
+        found = []
+
+        def one():
+            found[:] = self.engines(among)
+            return len(found) == 1
+        wait_until(one, timeout, "exactly one engine", interval=interval)
+        return found[0]
+
+    def lease_row(self):
+        rows = self.sql("SELECT holder, epoch FROM leases WHERE name = 'engine'")
+        return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+
+
+def metric(r, name):
+    st, text, _ = r.api("GET", "/metrics", token=None, timeout=5)
+    assert st == 200, text
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    assert m, "%s not in /metrics" % name
+    return float(m.group(1))
+
+
+def make_site(r, o1, o2, name="shop", unhealthy_after=3, timeout_ms=2000):
+    st, body, _ = r.api("POST", "/v1/sites", {
+        "name": name, "hostnames": [name + ".example.com"],
+        "health_check": {"enabled": True, "path": "/hc", "timeout_ms": timeout_ms,
+                         "unhealthy_after": unhealthy_after},
+        "origins": [{"level": 1, "address": o1.address, "port": o1.port, "scheme": "http"},
+                    {"level": 2, "address": o2.address, "port": o2.port, "scheme": "http"}]})
+    assert st == 201, (st, body)
+    return body
+
+
+def events(r, sid, etype):
+    st, body, _ = r.api("GET", "/v1/sites/%d/messages?limit=1000" % sid)
+    assert st == 200, (st, body)
+    return [e for e in body["events"] if e["type"] == etype]
+
+
+def current_level(r, sid):
+    st, body, _ = r.api("GET", "/v1/sites/%d" % sid)
+    assert st == 200, (st, body)
+    return body["current_level"]
+
+
+class NodePoller:
+    """A node long-polling GET /v1/node/config on one replica from since=0, in a thread; .answers
+    is the list of (since, body) it got."""
+
+    def __init__(self, replica, token):
+        self.r, self.token, self.answers, self.errors = replica, token, [], []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        since = 0
+        while not self.stop.is_set():
+            try:
+                st, body, _ = self.r.api("GET", "/v1/node/config?since=%d&wait_ms=1000" % since,
+                                         token=self.token, timeout=5)
+            except Exception as e:  # noqa: BLE001 - recorded, the test decides
+                self.errors.append(repr(e))
+                time.sleep(0.1)
+                continue
+            if st == 304:  # nothing new within wait_ms
+                continue
+            if st != 200:
+                self.errors.append((st, body))
+                time.sleep(0.1)
+                continue
+            self.answers.append((since, body))
+            since = body["seq"]
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(10)
+
+
+def check_no_gap(c, answers):
+    """Every publication is delivered: each answer's seq grows, and every publication between
+    its since and its seq names a site the answer carries (changed or deleted)."""
+    pubs = [(int(a), int(b)) for a, b in c.sql("SELECT seq, site_id FROM publications ORDER BY seq")]
+    last = 0
+    for since, body in answers:
+        assert body["seq"] >= since, (since, body["seq"])
+        if body["seq"] == since:
+            continue
+        assert since == last, (since, last)
+        carried = {s["id"] for s in body["sites"]} | set(body["deleted"])
+        for seq, site_id in pubs:
+            if since < seq <= body["seq"]:
+                assert site_id in carried, (seq, site_id, since, body["seq"], carried)
+        last = body["seq"]
+    assert last == pubs[-1][0], (last, pubs[-1])
+
+
+def test_roles_epoch_metrics_and_tokens(tmp):
+    """One engine among three; the others are replicas with epoch 0; the lease row names the
+    engine; metrics agree; a replica started with another CDNCA_ADMIN_TOKEN revokes nothing."""
+    c = Cluster(tmp, n=3).start()
+    eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+    h = c.health(eng)
+    holder, epoch = c.lease_row()
+    assert h["epoch"] == epoch >= 1, (h, holder, epoch)
+    assert holder.startswith(eng.name + "#"), (holder, eng.name)
+    for r in c.replicas:
+        hr = c.health(r)
+        assert hr["status"] == "ok" and hr["db"] == "ok", hr
+        assert metric(r, "cdnca_db_up") == 1
+        if r is eng:
+            assert metric(r, "cdnca_engine_leader") == 1
+            assert metric(r, "cdnca_lease_epoch") == epoch
+        else:
+            assert hr["role"] == "replica" and hr["epoch"] == 0, hr
+            assert metric(r, "cdnca_engine_leader") == 0
+            assert metric(r, "cdnca_lease_epoch") == 0
+    # a fourth replica with its own admin token: both tokens work afterwards
+    other = "adm-" + secrets.token_hex(16)
+    r4 = Controld(tmp, extra_args=["--replica-name", "r3", "--lease-ttl-ms", str(c.ttl_ms),
+                                   "--engine-eligible", "false"],
+                  name="r3", admin_token=other, db=c.db).start()
+    assert r4.api("GET", "/v1/sites")[0] == 200
+    assert c.replicas[0].api("GET", "/v1/sites")[0] == 200  # the first token still works
+    assert r4.api("GET", "/v1/sites", token=c.token)[0] == 200
+    # a clean stop (SIGTERM) of the engine gives the lease up: the next engine does not wait
+    # for the row to expire (ttl), only for its next attempt (ttl/3)
+    t0 = time.monotonic()
+    eng.stop()
+    rest = [r for r in c.replicas if r is not eng]
+    new = c.wait_engine(10, among=rest, interval=0.02)
+    took = time.monotonic() - t0
+    print("engine after SIGTERM of the old one: %s in %.2f s" % (new.name, took))
+    assert took < c.ttl_ms / 1000 / 3 + 0.6, took
+    assert c.health(new)["epoch"] == epoch + 1
+    # not eligible: never the engine, even when it is the only replica left
+    for r in rest:
+        r.stop()
+    time.sleep(c.ttl_ms / 1000 * 1.5)
+    h4 = c.health(r4)
+    assert h4["role"] == "replica" and h4["epoch"] == 0, h4
+    r4.stop()
+
+
+def test_kill9_engine_mid_outage(tmp):
+    """Case 1: the engine is killed while the level-1 origin fails; a new engine within
+    ttl + ttl/3 finishes the failover: one switch to level 2, one level.switched event."""
+    o1 = Origin("o1", tmpdir=tmp).start()
+    o2 = Origin("o2", tmpdir=tmp).start()
+    c = Cluster(tmp, n=3).start()
+    eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+    site = make_site(eng, o1, o2, unhealthy_after=6)
+    sid = site["id"]
+    st, node, _ = eng.api("POST", "/v1/nodes", {"name": "n1"})
+    assert st == 201, node
+    # the node long-polls a replica that is neither the engine nor killed
+    watched = next(r for r in c.replicas if r is not eng)
+    poller = NodePoller(watched, node["token"]).start()
+    # the site is probed (healthy) by the engine before the outage
+    wait_until(lambda: c.sql("SELECT count(*) FROM probe_rounds")[0][0] not in ("0",), 10,
+               "a first probe round")
+    o1.set(status=503)
+    # mid-outage: some failures counted, the switch (6 failures at 500 ms) not reached
+    wait_until(lambda: int(c.sql("SELECT failure_streak FROM origins WHERE site_id = %d AND "
+                                 "level = 1" % sid)[0][0]) >= 2, 10, "failures counted")
+    assert current_level(eng, sid) == 1
+    old_epoch = c.health(eng)["epoch"]
+    killed = time.monotonic()
+    eng.kill9()
+    rest = [r for r in c.replicas if r is not eng]
+    new = c.wait_engine(10, among=rest, interval=0.02)
+    took = time.monotonic() - killed
+    new_epoch = c.health(new)["epoch"]
+    print("new engine %s (epoch %d -> %d) %.2f s after kill -9 (ttl %.1f s, bound %.2f s)"
+          % (new.name, old_epoch, new_epoch, took, c.ttl_ms / 1000, c.ttl_ms / 1000 * 4 / 3))
+    assert new_epoch > old_epoch, (old_epoch, new_epoch)
+    # ttl + ttl/3, plus what /healthz polling on a loaded 2-core machine adds
+    assert took <= c.ttl_ms / 1000 * 4 / 3 + 0.4, took
+    wait_until(lambda: current_level(new, sid) == 2, 20, "the switch to level 2")
+    time.sleep(PROBE_MS / 1000 * 6)  # rounds go on: still one switch
+    for r in rest:
+        assert current_level(r, sid) == 2
+        sw = events(r, sid, "level.switched")
+        assert len(sw) == 1, sw
+    assert c.engines(rest) == [new]
+    # the node saw the switch, with no publication skipped
+    wait_until(lambda: any(x["id"] == sid and x["current_level"] == 2
+                           for _, b in list(poller.answers) for x in b["sites"]), 5,
+               "the node sees level 2")
+    poller.finish()
+    assert not poller.errors, poller.errors[:5]
+    check_no_gap(c, poller.answers)
+
+
+def test_sigstop_engine_commits_nothing(tmp):
+    """Case 2: the engine is stopped mid-round (slow origins keep a round in flight) past the
+    ttl; another replica takes over; after SIGCONT the old engine commits nothing and says
+    replica."""
+    o1 = Origin("o1", tmpdir=tmp).start()
+    o2 = Origin("o2", tmpdir=tmp).start()
+    for o in (o1, o2):
+        o.set(delay_ms=1500)  # every probe takes 1.5 s: a round is nearly always in flight
+    c = Cluster(tmp, n=2).start()
+    eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+    make_site(eng, o1, o2, timeout_ms=5000)
+    wait_until(lambda: c.sql("SELECT count(*) FROM probe_rounds")[0][0] != "0", 15,
+               "a first probe round")
+    time.sleep(0.5)  # the next round has started
+    old_epoch = c.health(eng)["epoch"]
+    stopped_wall = int(time.time() * 1000)
+    os.kill(eng.proc.pid, signal.SIGSTOP)
+    try:
+        other = [r for r in c.replicas if r is not eng]
+        new = c.wait_engine(10, among=other)
+        holder, epoch = c.lease_row()
+        assert holder.startswith(new.name + "#") and epoch > old_epoch, (holder, epoch)
+        time.sleep(c.ttl_ms / 1000)  # well past the ttl
+    finally:
+        cont_wall = int(time.time() * 1000)
+        os.kill(eng.proc.pid, signal.SIGCONT)
+    wait_until(lambda: (c.health(eng) or {}).get("role") == "replica", 3,
+               "the old engine says replica")
+    h = c.health(eng)
+    assert h["epoch"] == 0, h
+    # rounds keep going on the new engine; give the old one time to try to commit its round
+    time.sleep(3)
+    late = c.sql("SELECT id, started_at, finished_at FROM probe_rounds WHERE started_at <= %d "
+                 "AND finished_at >= %d" % (stopped_wall, cont_wall))
+    assert late == [], late
+    assert c.engines() == [new]
+    assert c.health(new)["epoch"] == epoch
+    assert metric(eng, "cdnca_engine_leader") == 0
+    with open(eng.log_path, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    assert "engine lease lost" in log or "fenced" in log, log[-2000:]
+
+
+def test_lease_options(tmp):
+    """--replica-name, --lease-ttl-ms, --engine-eligible: flags, --config keys (a JSON boolean
+    for engine_eligible), --check-config, and clear errors naming the option."""
+    binary = os.path.join(harness.BUILD, "controld", "controld")
+    db = os.path.join(tmp, "c.db")
+
+    def run(*args):
+        return subprocess.run([binary] + list(args), capture_output=True, text=True, timeout=20)
+    r = run("--check-config", "--db", db, "--replica-name", "bad name#1")
+    assert r.returncode == 2 and "option replica-name" in r.stderr, r
+    r = run("--db", db, "--replica-name", "bad/name")
+    assert r.returncode == 2 and "option replica-name" in r.stderr, r
+    r = run("--db", db, "--lease-ttl-ms", "100")
+    assert r.returncode == 2 and "lease-ttl-ms" in r.stderr, r
+    r = run("--db", db, "--engine-eligible", "maybe")
+    assert r.returncode == 2 and "engine-eligible" in r.stderr, r
+    cfg = os.path.join(tmp, "c.json")
+    with open(cfg, "w") as f:
+        json.dump({"replica_name": "r-a.1", "lease_ttl_ms": 5000, "engine_eligible": False}, f)
+    r = run("--check-config", "--config", cfg, "--db", db)
+    assert r.returncode == 0 and "configuration OK" in r.stdout, r
+    with open(cfg, "w") as f:
+        json.dump({"engine_eligible": "no"}, f)
+    r = run("--check-config", "--config", cfg, "--db", db)
+    assert r.returncode == 2 and "engine-eligible" in r.stderr, r
+    r = run("--help")
+    for flag in ("--replica-name", "--lease-ttl-ms", "--engine-eligible"):
+        assert flag in r.stdout + r.stderr, flag
+    # with SQLite the one process is the engine, epoch 0, whatever the lease options say
+    c = Controld(tmp, extra_args=["--engine-eligible", "false", "--replica-name", "solo"],
+                 db=db).start()
+    st, h, _ = c.api("GET", "/healthz", token=None)
+    assert st == 200 and h["role"] == "engine" and h["epoch"] == 0, h
+    assert metric(c, "cdnca_engine_leader") == 1 and metric(c, "cdnca_lease_epoch") == 0
+    c.stop()
+
+
+if __name__ == "__main__":
+    if not pgfixture.available():
+        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; deploy/deps.sh "
+              "installs postgresql)")
+        sys.exit(77)
+    harness.main()
