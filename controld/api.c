@@ -9,6 +9,7 @@
 #include "ctx.h"
 #include "lease.h"
 #include "metrics.h"
+#include "signals.h"
 #include "sitemetrics.h"
 
 void api_model_error(struct req *r, const struct model_err *err) {
@@ -70,6 +71,11 @@ static enum http_rc get_metrics(struct req *r) {
   metrics_set(r->ctx->metrics, "cdnca_engine_leader", "", lease_is_engine(r->ctx->lease));
   metrics_set(r->ctx->metrics, "cdnca_lease_epoch", "", (double)lease_epoch(r->ctx->lease));
   buf_init(&b, 0);
+  if (r->ctx->signals) {
+    metrics_set(r->ctx->metrics, "cdnca_signals_listening", "", signals_connected(r->ctx->signals));
+    metrics_set(r->ctx->metrics, "cdnca_signals_received_total", "",
+                (double)signals_received(r->ctx->signals));
+  }
   if (metrics_render(r->ctx->metrics, &b) < 0 ||
       (r->ctx->sitemetrics &&
        sitemetrics_render(r->ctx->sitemetrics, clock_mono_ms(), clock_wall_ms(), &b) < 0)) {

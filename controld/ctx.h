@@ -16,6 +16,7 @@ struct task_board;
 struct notify;
 struct prober;
 struct sitemetrics;
+struct signals;
 struct lease;
 
 /* Options of the command line and the --config file (see options table in main.c). */
@@ -56,6 +57,7 @@ struct ctx {
   struct notify *notify;           /* webhook delivery worker (notify.h) */
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
+  struct signals *signals;         /* notifications from other replicas (signals.h) */
   struct lease *lease;             /* the engine lease (lease.h); NULL with SQLite: the engine */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */

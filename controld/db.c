@@ -220,6 +220,13 @@ int db_up(struct db_conn *c) {
 uint64_t db_epoch(const struct db_conn *c) {
   return c->ops->epoch(c);
 }
+int db_listen(struct db_conn *c, const char *channel) {
+  return c->ops->listen(c, channel);
+}
+int db_wait_notify(struct db_conn *c, int timeout_ms, char *channel, size_t chcap, char *payload,
+                   size_t plcap) {
+  return c->ops->wait_notify(c, timeout_ms, channel, chcap, payload, plcap);
+}
 
 /* PostgreSQL accepts at most 65535 parameters per statement; SQLite's default limit is 32766. */
 #define DB_PARAM_MAX 32767

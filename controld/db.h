@@ -121,4 +121,18 @@ int db_up(struct db_conn *c);
 /* Bumped every time the connection was re-established (prepared statements were lost). */
 uint64_t db_epoch(const struct db_conn *c);
 
+/* Notifications (PostgreSQL LISTEN/NOTIFY), for a connection given to one listening thread.
+   db_listen subscribes c to channel (a lower-case identifier: [a-z_][a-z0-9_]*, at most 63
+   bytes); 0, or -1 (SQLite: DB_E_OTHER "not supported"; a lost connection: DB_E_DOWN). A lost
+   listening connection is not re-established by the driver: close it and open another, then
+   LISTEN again. */
+int db_listen(struct db_conn *c, const char *channel);
+
+/* Wait up to timeout_ms for the next notification on c: 1 with its channel and payload copied
+   (truncated to their caps, NUL-terminated), 0 when none came in time, -1 on error (DB_E_DOWN
+   when the connection is lost; SQLite: DB_E_OTHER "not supported"). Notifications that arrived
+   together are returned one per call without waiting. */
+int db_wait_notify(struct db_conn *c, int timeout_ms, char *channel, size_t chcap, char *payload,
+                   size_t plcap);
+
 #endif

@@ -59,6 +59,9 @@ struct db_ops {
   void (*clear_err)(struct db_conn *c);
   int (*up)(struct db_conn *c);
   uint64_t (*epoch)(const struct db_conn *c);
+  int (*listen)(struct db_conn *c, const char *channel);
+  int (*wait_notify)(struct db_conn *c, int timeout_ms, char *channel, size_t chcap, char *payload,
+                     size_t plcap);
 };
 
 /* The SQLite driver (db_sqlite.c): open the file at path (created when missing), with its

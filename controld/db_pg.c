@@ -12,7 +12,9 @@
 #include "db_driver.h"
 #include "log.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -605,6 +607,80 @@ static uint64_t pg_epoch(const struct db_conn *dc) {
   return cpc_of(dc)->epoch;
 }
 
+/* A channel name that needs no quoting: [a-z_][a-z0-9_]*, at most 63 bytes (NAMEDATALEN - 1). */
+static int channel_ok(const char *ch) {
+  size_t n = ch ? strlen(ch) : 0;
+  if (n == 0 || n > 63 || (ch[0] >= '0' && ch[0] <= '9')) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((ch[i] >= 'a' && ch[i] <= 'z') || (ch[i] >= '0' && ch[i] <= '9') || ch[i] == '_'))
+      return 0;
+  return 1;
+}
+
+static int pg_listen(struct db_conn *dc, const char *channel) {
+  struct pg_conn *c = pc_of(dc);
+  char sql[80];
+  c->err = DB_E_NONE;
+  c->errmsg[0] = '\0';
+  if (!channel_ok(channel)) {
+    set_err(c, DB_E_OTHER, "invalid channel name");
+    return -1;
+  }
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  snprintf(sql, sizeof sql, "LISTEN %s", channel);
+  return run_ok(c, sql);
+}
+
+static void copy_out(char *dst, size_t cap, const char *src) {
+  if (cap) snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* Lost connection while listening: recorded, marked down (the caller reopens). */
+static int listen_lost(struct pg_conn *c, const char *what) {
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: %s", what, PQerrorMessage(c->pg));
+  set_err(c, DB_E_DOWN, msg);
+  mark_down(c);
+  return -1;
+}
+
+static int pg_wait_notify(struct db_conn *dc, int timeout_ms, char *channel, size_t chcap,
+                          char *payload, size_t plcap) {
+  struct pg_conn *c = pc_of(dc);
+  int64_t end = clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+  c->err = DB_E_NONE;
+  c->errmsg[0] = '\0';
+  if (c->down) {
+    set_err(c, DB_E_DOWN, "database unavailable");
+    return -1;
+  }
+  for (;;) {
+    PGnotify *n = PQnotifies(c->pg);
+    if (n) {
+      copy_out(channel, chcap, n->relname);
+      copy_out(payload, plcap, n->extra);
+      PQfreemem(n);
+      return 1;
+    }
+    int64_t left = end - clock_mono_ms();
+    if (left <= 0) return 0;
+    int fd = PQsocket(c->pg);
+    if (fd < 0) return listen_lost(c, "no socket");
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, (int)left);
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return listen_lost(c, "poll");
+    }
+    if (pr == 0) return 0;
+    if (!PQconsumeInput(c->pg) || PQstatus(c->pg) == CONNECTION_BAD)
+      return listen_lost(c, "reading notifications");
+  }
+}
+
 const struct db_ops db_pg_ops = {
     .kind = DB_PG,
     .close = pg_close,
@@ -638,6 +714,8 @@ const struct db_ops db_pg_ops = {
     .clear_err = pg_clear_err,
     .up = pg_up,
     .epoch = pg_epoch,
+    .listen = pg_listen,
+    .wait_notify = pg_wait_notify,
 };
 
 struct db_conn *db_pg_open(const char *conninfo) {

@@ -234,6 +234,22 @@ static uint64_t sq_epoch(const struct db_conn *c) {
   return 0;
 }
 
+/* One process owns a SQLite database: there is nobody to notify, so no LISTEN. */
+static int not_supported(struct db_conn *c) {
+  SQ(c)->err = DB_E_OTHER;
+  snprintf(SQ(c)->errmsg, sizeof SQ(c)->errmsg, "not supported by the SQLite driver");
+  return -1;
+}
+static int sq_listen(struct db_conn *c, const char *channel) {
+  (void)channel;
+  return not_supported(c);
+}
+static int sq_wait_notify(struct db_conn *c, int timeout_ms, char *channel, size_t chcap,
+                          char *payload, size_t plcap) {
+  (void)timeout_ms, (void)channel, (void)chcap, (void)payload, (void)plcap;
+  return not_supported(c);
+}
+
 const struct db_ops db_sqlite_ops = {
     .kind = DB_SQLITE,
     .close = sq_close,
@@ -267,6 +283,8 @@ const struct db_ops db_sqlite_ops = {
     .clear_err = sq_clear_err,
     .up = sq_up,
     .epoch = sq_epoch,
+    .listen = sq_listen,
+    .wait_notify = sq_wait_notify,
 };
 
 struct db_conn *db_sqlite_open(const char *path) {

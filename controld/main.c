@@ -22,6 +22,7 @@
 #include "opts.h"
 #include "prober.h"
 #include "rcache.h"
+#include "signals.h"
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
@@ -276,6 +277,10 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_nodes_online", "gauge", "nodes seen within node_online_ms");
   metrics_declare(m, "cdnca_webhook_deliveries_total", "counter",
                   "webhook delivery attempts by result");
+  metrics_declare(m, "cdnca_signals_listening", "gauge",
+                  "1 while this replica hears the others' changes (always 1 on SQLite)");
+  metrics_declare(m, "cdnca_signals_received_total", "counter",
+                  "notifications from the database handled (cluster mode)");
   metrics_declare(m, "cdnca_engine_leader", "gauge",
                   "1 while this replica holds the engine lease (always 1 with SQLite)");
   metrics_declare(m, "cdnca_db_up", "gauge", "1 while the database answers");
@@ -471,6 +476,10 @@ int main(int argc, char **argv) {
   ctx.tasks = tasks_new();
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
+  /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
+     signals_start below */
+  ctx.signals = signals_new(ctx.store, ctx.hub);
+  if (!ctx.signals) goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
@@ -484,6 +493,7 @@ int main(int argc, char **argv) {
      switched before anything is served */
   if (!cluster && engine_reevaluate_all(&ctx) < 0)
     log_warn("some sites could not be re-evaluated at start");
+  if (signals_start(ctx.signals) < 0) goto out;
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
   if (!ctx.prober) goto out;
@@ -508,6 +518,8 @@ out:
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx);
   lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
+  /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
+  signals_free(&ctx.signals);
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */

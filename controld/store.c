@@ -8,9 +8,11 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
+#include "signals.h"
 #include "skip.h"
 #include "store_int.h"
 #include "store_lease.h"
+#include "store_signal.h"
 
 /* ---- connections ---- */
 
@@ -162,7 +164,8 @@ static void note_db(struct store *st, struct db_conn *c) {
 }
 
 int store_tx_commit(struct store *st) {
-  int rc = db_commit(st->w);
+  /* the notifications go out with the commit, or not at all */
+  int rc = store_signal_commit_locked(st) < 0 ? -1 : db_commit(st->w);
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
@@ -172,6 +175,7 @@ int store_tx_commit(struct store *st) {
     db_rollback(st->w);
   } else {
     atomic_fetch_add(&st->generation, 1);
+    if (st->tx_gen > 0) store_gen_observe(st, st->tx_gen);
     /* a transaction that committed shows there is space again */
     if (atomic_exchange(&st->storage_full, 0))
       log_info("database %s: writes succeed again", st->label);
@@ -321,6 +325,8 @@ struct store *store_open(const char *path) {
   pthread_mutex_init(&st->fmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
+  /* on PostgreSQL other replicas write too: the caches wait for the listener (signals.h) */
+  atomic_store(&st->caches_on, db_kind_of(path) == DB_SQLITE);
   if (!st->path || !st->label || !(st->w = conn_open(path)) || migrate(st) < 0 ||
       quick_check(st) < 0) {
     store_close(&st);
@@ -359,6 +365,9 @@ void store_close(struct store **stp) {
 }
 
 int64_t store_generation(struct store *st) {
+  /* caches off (a replica that cannot hear the others): a new value every time, so nothing
+     rendered before is reused */
+  if (!atomic_load(&st->caches_on)) return atomic_fetch_add(&st->generation, 1) + 1;
   return atomic_load(&st->generation);
 }
 
@@ -1480,6 +1489,13 @@ enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
   if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
   if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
   st->token_clear_pending = 1; /* the token cache is cleared once this commits */
+  {
+    /* the other replicas cut the node's suspended poll too */
+    char payload[SIGNAL_PAYLOAD_MAX];
+    if (sigmsg_node_format(payload, sizeof payload, id) < 0 ||
+        store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), payload) < 0)
+      return STORE_ERROR;
+  }
   return STORE_OK;
 }
 

@@ -40,6 +40,10 @@ struct store {
   int64_t audit_keep_ms;   /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
+  /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer
+     one bumps generation too (store_signal.h) */
+  _Atomic int64_t cluster_gen;
+  atomic_int caches_on; /* 0: no token cache, a new generation per call (store_signal.h) */
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
@@ -83,6 +87,16 @@ enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a
  * publication. Returns the new seq or -1. */
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
+
+/* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
+   payload, delivered to every listening replica when the transaction commits, never if it rolls
+   back. 0 or -1 (the transaction has failed). */
+int store_signal_locked(struct store *st, const char *channel, const char *payload);
+
+/* Inside a write transaction, just before COMMIT: the notifications every committing transaction
+   owes (signals.h): cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens
+   were removed and "events" when events were recorded. 0 or -1. */
+int store_signal_commit_locked(struct store *st);
 
 /* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
 void store_token_cache_clear(struct store *st);

@@ -2,6 +2,7 @@
    store_tokens.h). */
 #include "store_tokens.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,7 @@ int store_token_auth(struct store *st, const char *hash, int64_t now, struct tok
       "SELECT id, kind, node_id, name, role, expires_at FROM tokens WHERE hash = ?";
   struct db_conn *c;
   struct db_stmt *s;
-  int rc, cacheable = strlen(hash) == 64;
+  int rc, cacheable = strlen(hash) == 64 && atomic_load(&st->caches_on);
   uint64_t gen = 0;
   memset(out, 0, sizeof *out);
   if (cacheable && token_cache_get(st, hash, out, &gen) == 0)
@@ -143,6 +144,7 @@ int store_admin_token_set(struct store *st, const char *hash) {
   db_bind_text(s, 1, hash);
   db_bind_i64(s, 2, clock_wall_ms());
   if (store_step_done(st->w, s, "storing the bootstrap token") < 0) goto fail;
+  st->token_clear_pending = 1; /* other replicas clear their token caches too */
   if (store_tx_commit(st) < 0) return -1;
   store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
   return 0;

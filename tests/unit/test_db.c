@@ -737,6 +737,73 @@ static void test_pg_target_refused_without_driver(void **state) {
 #endif
 }
 
+/* LISTEN/NOTIFY: SQLite says "not supported"; on PostgreSQL a notification sent inside a
+   transaction arrives at commit (not before, never after a rollback), in order, and a lost
+   listening connection is an error the caller sees. */
+static void test_listen(void **state) {
+  struct db_conn *c = *state;
+  char ch[64], pl[64];
+  if (g_kind == DB_SQLITE) {
+    assert_int_equal(db_listen(c, "cdnca_t"), -1);
+    assert_int_equal(db_err(c), DB_E_OTHER);
+    assert_non_null(strstr(db_errmsg(c), "not supported"));
+    assert_int_equal(db_wait_notify(c, 10, ch, sizeof ch, pl, sizeof pl), -1);
+    return;
+  }
+  static const char notify[] = "SELECT pg_notify(?, ?)";
+  struct db_conn *w = db_open(g_target);
+  assert_non_null(w);
+  assert_int_equal(db_listen(c, "bad-name"), -1);
+  assert_int_equal(db_listen(c, "Upper"), -1);
+  assert_int_equal(db_listen(c, "cdnca_t"), 0);
+  assert_int_equal(db_wait_notify(c, 20, ch, sizeof ch, pl, sizeof pl), 0);
+
+  assert_int_equal(db_begin_write(w), 0);
+  struct db_stmt *s = db_prep(w, notify);
+  db_bind_text(s, 1, "cdnca_t");
+  db_bind_text(s, 2, "one");
+  assert_int_equal(db_step(s), DB_ROW);
+  db_reset(s);
+  assert_int_equal(db_wait_notify(c, 50, ch, sizeof ch, pl, sizeof pl), 0); /* not yet */
+  db_rollback(w);
+  assert_int_equal(db_wait_notify(c, 50, ch, sizeof ch, pl, sizeof pl), 0); /* never */
+
+  assert_int_equal(db_begin_write(w), 0);
+  const char *vals[] = {"two", "three"};
+  for (int i = 0; i < 2; i++) {
+    s = db_prep(w, notify);
+    db_bind_text(s, 1, "cdnca_t");
+    db_bind_text(s, 2, vals[i]);
+    assert_int_equal(db_step(s), DB_ROW);
+    db_reset(s);
+  }
+  assert_int_equal(db_commit(w), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(db_wait_notify(c, 2000, ch, sizeof ch, pl, sizeof pl), 1);
+    assert_string_equal(ch, "cdnca_t");
+    assert_string_equal(pl, vals[i]);
+  }
+  /* truncated to the caller's buffer, NUL-terminated */
+  s = db_prep(w, notify);
+  db_bind_text(s, 1, "cdnca_t");
+  db_bind_text(s, 2, "a-long-payload");
+  assert_int_equal(db_step(s), DB_ROW);
+  db_reset(s);
+  char small[5];
+  assert_int_equal(db_wait_notify(c, 2000, ch, sizeof ch, small, sizeof small), 1);
+  assert_string_equal(small, "a-lo");
+
+  terminate(backend_pid(c));
+  int rc = 0;
+  for (int i = 0; i < 50 && rc == 0; i++)
+    rc = db_wait_notify(c, 100, ch, sizeof ch, pl, sizeof pl);
+  assert_int_equal(rc, -1);
+  assert_int_equal(db_err(c), DB_E_DOWN);
+  assert_int_equal(db_up(c), 0);
+  assert_int_equal(db_listen(c, "cdnca_t"), -1); /* the caller opens another connection */
+  db_close(w);
+}
+
 #define DRIVER_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 static int run_sqlite(void) {
@@ -765,6 +832,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
+      DRIVER_TEST(test_listen),
   };
   int rc = cmocka_run_group_tests_name("db pure", pure, NULL, NULL);
   rc |= cmocka_run_group_tests_name("db sqlite", tests, NULL, NULL);
@@ -825,6 +893,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_pg_reconnect_backoff),
       DRIVER_TEST(test_pg_backoff_doubling),
       DRIVER_TEST(test_pg_session_defaults),
+      DRIVER_TEST(test_listen),
   };
   int rc = cmocka_run_group_tests_name("db pg", tests, NULL, NULL);
   snprintf(drop, sizeof drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", g_dbname);

@@ -1,0 +1,358 @@
+/* signals — the listener thread of a replica and the pure rules it follows (see signals.h). */
+#include "signals.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "hub.h"
+#include "log.h"
+#include "store.h"
+#include "store_signal.h"
+
+/* ---- payloads ---- */
+
+static const char *const channels[SIGNAL_KINDS] = {"cdnca_pub", "cdnca_inval", "cdnca_tasks",
+                                                   "cdnca_votes"};
+
+const char *sigmsg_channel(enum signal_kind kind) {
+  if ((int)kind < 0 || kind >= SIGNAL_KINDS) return NULL;
+  return channels[kind];
+}
+
+int sigmsg_kind(const char *channel) {
+  for (int k = 0; channel && k < SIGNAL_KINDS; k++)
+    if (strcmp(channel, channels[k]) == 0) return k;
+  return -1;
+}
+
+int sigmsg_pub_format(char *out, size_t cap, int64_t seq, int64_t gen) {
+  int n;
+  if (seq < 0 || gen < 0) return -1;
+  n = snprintf(out, cap, "seq=%" PRId64 " gen=%" PRId64, seq, gen);
+  return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* Digits at *p up to a byte not a digit: 0..INT64_MAX, at least one digit, no sign; advances *p.
+   0 or -1. */
+static int parse_u63(const char **p, int64_t *out) {
+  const char *s = *p;
+  int64_t v = 0;
+  if (*s < '0' || *s > '9') return -1;
+  while (*s >= '0' && *s <= '9') {
+    int d = *s - '0';
+    if (v > (INT64_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+    s++;
+  }
+  *p = s;
+  *out = v;
+  return 0;
+}
+
+int sigmsg_pub_parse(const char *payload, int64_t *seq, int64_t *gen) {
+  const char *p = payload;
+  int64_t s, g;
+  if (!p || strncmp(p, "seq=", 4) != 0) return -1;
+  p += 4;
+  if (parse_u63(&p, &s) < 0 || strncmp(p, " gen=", 5) != 0) return -1;
+  p += 5;
+  if (parse_u63(&p, &g) < 0 || *p) return -1;
+  *seq = s;
+  *gen = g;
+  return 0;
+}
+
+int sigmsg_node_format(char *out, size_t cap, int64_t node_id) {
+  int n;
+  if (node_id < 1) return -1;
+  n = snprintf(out, cap, "node:%" PRId64, node_id);
+  return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+enum sigmsg_inval sigmsg_inval_parse(const char *payload, int64_t *node_id) {
+  const char *p = payload;
+  int64_t id;
+  if (!p) return SIGMSG_INVAL_BAD;
+  if (strcmp(p, "tokens") == 0) return SIGMSG_INVAL_TOKENS;
+  if (strcmp(p, "webhooks") == 0) return SIGMSG_INVAL_WEBHOOKS;
+  if (strcmp(p, "events") == 0) return SIGMSG_INVAL_EVENTS;
+  if (strncmp(p, "node:", 5) != 0) return SIGMSG_INVAL_BAD;
+  p += 5;
+  if (parse_u63(&p, &id) < 0 || *p || id < 1) return SIGMSG_INVAL_BAD;
+  *node_id = id;
+  return SIGMSG_INVAL_NODE;
+}
+
+/* ---- decisions ---- */
+
+unsigned signal_pub_decide(struct signal_view *v, int64_t seq, int64_t gen) {
+  unsigned act = 0;
+  if (seq > v->seq) {
+    v->seq = seq;
+    act |= SIGNAL_ACT_WAKE;
+  }
+  if (gen > v->gen) {
+    v->gen = gen;
+    act |= SIGNAL_ACT_GEN;
+  }
+  return act;
+}
+
+unsigned signal_poll_decide(struct signal_view *v, int64_t seq, int64_t gen) {
+  unsigned act = 0;
+  if (seq > v->seq) {
+    v->seq = seq;
+    act |= SIGNAL_ACT_WAKE;
+  }
+  /* gen of the previous poll still ahead: a notification that should have come did not */
+  if (v->polled_gen >= 0 && v->polled_gen > v->gen) {
+    if (gen > v->gen) v->gen = gen;
+    act |= SIGNAL_ACT_GEN | SIGNAL_ACT_CLEAR | SIGNAL_ACT_NOTIFY;
+  }
+  v->polled_gen = gen;
+  return act;
+}
+
+unsigned signal_resync_decide(struct signal_view *v, int64_t seq, int64_t gen) {
+  if (seq > v->seq) v->seq = seq;
+  v->gen = gen;
+  v->polled_gen = gen;
+  return SIGNAL_ACT_WAKE | SIGNAL_ACT_GEN | SIGNAL_ACT_CLEAR | SIGNAL_ACT_NOTIFY;
+}
+
+int64_t signal_backoff_ms(int attempt) {
+  int64_t d = SIGNAL_BACKOFF_MIN_MS;
+  for (int i = 0; i < attempt && d < SIGNAL_BACKOFF_MAX_MS; i++)
+    d *= 2;
+  return d > SIGNAL_BACKOFF_MAX_MS ? SIGNAL_BACKOFF_MAX_MS : d;
+}
+
+/* ---- the listener ---- */
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+#define SIGNAL_SUBS 8
+/* The thread checks for stop at least this often. */
+#define SIGNAL_TICK_MS 100
+
+struct sub {
+  signal_fn fn;
+  void *arg;
+};
+
+struct signals {
+  struct store *st;
+  struct hub *hub;
+  struct sub subs[SIGNAL_KINDS][SIGNAL_SUBS];
+  int nsubs[SIGNAL_KINDS];
+  pthread_t thr;
+  int started;
+  atomic_int stop;
+  atomic_int connected;
+  atomic_uint_fast64_t received;
+  struct signal_view view;
+};
+
+struct signals *signals_new(struct store *st, struct hub *hub) {
+  struct signals *s = calloc(1, sizeof *s);
+  if (!s) {
+    log_error("out of memory");
+    return NULL;
+  }
+  s->st = st;
+  s->hub = hub;
+  s->view.polled_gen = -1;
+  atomic_store(&s->connected, !store_cluster_mode(st));
+  return s;
+}
+
+int signal_on(struct signals *s, enum signal_kind kind, signal_fn fn, void *arg) {
+  if ((int)kind < 0 || kind >= SIGNAL_KINDS || !fn || s->started || s->nsubs[kind] == SIGNAL_SUBS)
+    return -1;
+  s->subs[kind][s->nsubs[kind]++] = (struct sub){fn, arg};
+  return 0;
+}
+
+static void tell(struct signals *s, enum signal_kind kind, const char *payload) {
+  for (int i = 0; i < s->nsubs[kind]; i++)
+    s->subs[kind][i].fn(s->subs[kind][i].arg, kind, payload);
+}
+
+static void act(struct signals *s, unsigned a) {
+  if (a & SIGNAL_ACT_GEN) store_gen_observe(s->st, s->view.gen);
+  if (a & SIGNAL_ACT_CLEAR) store_caches_clear_tokens(s->st);
+  if ((a & SIGNAL_ACT_WAKE) && s->hub) hub_on_publication(s->hub, s->view.seq);
+  if (a & SIGNAL_ACT_NOTIFY)
+    for (int k = 0; k < SIGNAL_KINDS; k++)
+      tell(s, (enum signal_kind)k, NULL);
+}
+
+static void on_notification(struct signals *s, const char *channel, const char *payload) {
+  int kind = sigmsg_kind(channel);
+  int64_t seq, gen, node;
+  atomic_fetch_add(&s->received, 1);
+  switch (kind) {
+  case SIGNAL_PUB:
+    if (sigmsg_pub_parse(payload, &seq, &gen) < 0) {
+      log_warn("ignoring a malformed %s notification: \"%.64s\"", channel, payload);
+      return;
+    }
+    act(s, signal_pub_decide(&s->view, seq, gen));
+    break;
+  case SIGNAL_INVAL:
+    switch (sigmsg_inval_parse(payload, &node)) {
+    case SIGMSG_INVAL_NODE:
+      store_caches_clear_tokens(s->st);
+      if (s->hub) hub_node_revoked(s->hub, node);
+      break;
+    case SIGMSG_INVAL_TOKENS:
+      store_caches_clear_tokens(s->st);
+      break;
+    case SIGMSG_INVAL_EVENTS:
+      store_events_arrived(s->st);
+      break;
+    case SIGMSG_INVAL_WEBHOOKS:
+      break;
+    default:
+      log_warn("ignoring a malformed %s notification: \"%.64s\"", channel, payload);
+      return;
+    }
+    break;
+  case SIGNAL_TASKS:
+  case SIGNAL_VOTES:
+    break;
+  default:
+    return; /* a channel this replica did not LISTEN on */
+  }
+  tell(s, (enum signal_kind)kind, payload);
+}
+
+/* Connect, LISTEN on every channel, then resync. NULL on failure (the caller backs off). */
+static struct store_listener *connect_and_resync(struct signals *s) {
+  struct store_listener *l = store_listener_open(s->st);
+  int64_t seq, gen;
+  if (!l) return NULL;
+  for (int k = 0; k < SIGNAL_KINDS; k++)
+    if (store_listener_listen(l, channels[k]) < 0) goto fail;
+  /* read after LISTEN: whatever commits later is notified, whatever committed before is read */
+  if (store_listener_state(l, &seq, &gen) < 0) goto fail;
+  act(s, signal_resync_decide(&s->view, seq, gen));
+  store_caches_set(s->st, 1);
+  atomic_store(&s->connected, 1);
+  return l;
+fail:
+  log_debug("signals: %s", store_listener_errmsg(l));
+  store_listener_close(&l);
+  return NULL;
+}
+
+static void *signals_thread(void *arg) {
+  struct signals *s = arg;
+  struct store_listener *l = NULL;
+  int attempt = 0, logged_down = 0;
+  int64_t retry_at = 0, next_poll = 0;
+  char channel[64], payload[SIGNAL_PAYLOAD_MAX];
+  while (!atomic_load(&s->stop)) {
+    int64_t now = clock_mono_ms();
+    if (!l) {
+      if (now < retry_at) {
+        int64_t d = retry_at - now;
+        sleep_ms(d < SIGNAL_TICK_MS ? d : SIGNAL_TICK_MS);
+        continue;
+      }
+      l = connect_and_resync(s);
+      if (!l) {
+        retry_at = clock_mono_ms() + signal_backoff_ms(attempt++);
+        if (!logged_down) {
+          log_warn("signals: cannot listen for other replicas' changes (retrying with backoff); "
+                   "token and reply caches are off meanwhile");
+          logged_down = 1;
+        }
+        continue;
+      }
+      if (logged_down)
+        log_info("signals: listening again (%d failed attempts); caches resynced", attempt);
+      else
+        log_info("signals: listening for other replicas' changes");
+      attempt = 0;
+      logged_down = 0;
+      next_poll = clock_mono_ms() + SIGNAL_POLL_MS;
+      continue;
+    }
+    int64_t wait = next_poll - now;
+    if (wait > SIGNAL_TICK_MS) wait = SIGNAL_TICK_MS;
+    int rc = wait > 0 ? store_listener_wait(l, (int)wait, channel, sizeof channel, payload,
+                                            sizeof payload)
+                      : 0;
+    if (rc > 0) {
+      on_notification(s, channel, payload);
+      continue;
+    }
+    if (rc == 0 && clock_mono_ms() >= next_poll) {
+      int64_t seq, gen;
+      next_poll = clock_mono_ms() + SIGNAL_POLL_MS;
+      if (store_listener_state(l, &seq, &gen) == 0) {
+        unsigned a = signal_poll_decide(&s->view, seq, gen);
+        if (a & SIGNAL_ACT_CLEAR)
+          log_warn("signals: a change arrived without its notification; caches resynced");
+        act(s, a);
+        continue;
+      }
+      rc = -1;
+    }
+    if (rc < 0) {
+      /* off first: from now on every lookup reads the database */
+      atomic_store(&s->connected, 0);
+      store_caches_set(s->st, 0);
+      log_warn("signals: listening connection lost (%s); caches off until it is back",
+               store_listener_errmsg(l));
+      store_listener_close(&l);
+      logged_down = 1;
+      retry_at = clock_mono_ms();
+      attempt = 0;
+    }
+  }
+  store_listener_close(&l);
+  return NULL;
+}
+
+int signals_start(struct signals *s) {
+  if (!store_cluster_mode(s->st)) return 0;
+  if (s->started) return 0;
+  if (pthread_create(&s->thr, NULL, signals_thread, s) != 0) {
+    log_error("cannot start the signals thread: %s", strerror(errno));
+    return -1;
+  }
+  s->started = 1;
+  return 0;
+}
+
+int signals_connected(struct signals *s) {
+  return atomic_load(&s->connected);
+}
+
+uint64_t signals_received(struct signals *s) {
+  return atomic_load(&s->received);
+}
+
+void signals_free(struct signals **sp) {
+  struct signals *s = *sp;
+  if (!s) return;
+  if (s->started) {
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thr, NULL);
+  }
+  free(s);
+  *sp = NULL;
+}

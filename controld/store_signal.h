@@ -1,0 +1,53 @@
+/* store_signal — the store's side of the signals between replicas (signals.h): the caches a
+   notification invalidates, and the dedicated listening connection. Only signals.c uses the
+   listener; NOTIFY is sent by the store itself inside the transactions (store_int.h
+   store_signal_locked). */
+#ifndef CDNCA_STORE_SIGNAL_H
+#define CDNCA_STORE_SIGNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+struct store_listener;
+
+/* 1 when the store is on PostgreSQL, where several replicas may share the database. */
+int store_cluster_mode(struct store *st);
+
+/* Turn the store's caches on or off. Off: every token lookup reads the database and
+   store_generation() answers a new value on every call (so no rendered reply is reused); the
+   token cache is emptied. On PostgreSQL they start off (nothing listens yet); on SQLite on. */
+void store_caches_set(struct store *st, int on);
+int store_caches_on(struct store *st);
+
+/* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
+   with events does. */
+void store_events_arrived(struct store *st);
+
+/* Forget every cached token (another replica removed tokens). */
+void store_caches_clear_tokens(struct store *st);
+
+/* Another replica committed an ordered write with cdnca_meta.gen = gen (or a poll read it): when
+   gen is newer than any seen, store_generation() moves. Thread-safe. */
+void store_gen_observe(struct store *st, int64_t gen);
+
+/* A connection of its own for LISTEN (PostgreSQL); NULL on failure (logged at debug: the caller
+   retries with backoff). */
+struct store_listener *store_listener_open(struct store *st);
+void store_listener_close(struct store_listener **l);
+
+/* LISTEN on channel; 0 or -1. */
+int store_listener_listen(struct store_listener *l, const char *channel);
+
+/* The next notification within timeout_ms: 1 (channel, payload copied), 0 (none), -1 (the
+   connection is lost or failed: close it and open another). */
+int store_listener_wait(struct store_listener *l, int timeout_ms, char *channel, size_t chcap,
+                        char *payload, size_t plcap);
+
+/* On the listener's connection: the newest publication seq and cdnca_meta.gen; 0 or -1. */
+int store_listener_state(struct store_listener *l, int64_t *seq, int64_t *gen);
+
+/* The reason of the listener's last failure. */
+const char *store_listener_errmsg(struct store_listener *l);
+
+#endif
