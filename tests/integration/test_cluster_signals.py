@@ -288,8 +288,9 @@ def test_missed_notification_is_caught_by_the_poll(tmp):
     t0 = time.monotonic()
     pgfixture.psql(a.db, "BEGIN; UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1; "
                          "UPDATE sites SET name = 'silent', config_version = config_version + 1 "
-                         "WHERE id = %d; INSERT INTO publications (site_id, config_version, "
-                         "deleted, reason, created_at) SELECT id, config_version, 0, 'test', 0 "
+                         "WHERE id = %d; INSERT INTO publications (seq, site_id, config_version, "
+                         "deleted, reason, created_at) SELECT (SELECT MAX(seq) + 1 FROM "
+                         "publications), id, config_version, 0, 'test', 0 "
                          "FROM sites WHERE id = %d; COMMIT" % (sid, sid))
     t.join(5)
     assert not t.is_alive()
