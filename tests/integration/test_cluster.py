@@ -9,6 +9,9 @@ rounds; every replica serves the API. Cases:
   2. SIGSTOP of the engine past the ttl while a round is in flight: another replica takes over;
      after SIGCONT the stopped one commits nothing (no round started before the stop is stored)
      and reports role "replica", and there is one engine.
+  7. a noded given every replica (--controld URL1,URL2,URL3) serves visitors; the replica it
+     uses is killed (kill -9): visitors keep getting 200 throughout, and a change made through a
+     third replica reaches the node within a few seconds.
 Also: the role, epoch and lease metrics of each replica, and CDNCA_ADMIN_TOKEN not revoking
 another replica's admin token.
 """
@@ -25,7 +28,7 @@ import time
 
 import harness
 import pgfixture
-from harness import Controld, Origin, wait_until
+from harness import Controld, Noded, Origin, wait_until
 
 TTL_MS = 2000
 PROBE_MS = 500
@@ -348,6 +351,98 @@ def test_lease_options(tmp):
     assert st == 200 and h["role"] == "engine" and h["epoch"] == 0, h
     assert metric(c, "cdnca_engine_leader") == 1 and metric(c, "cdnca_lease_epoch") == 0
     c.stop()
+
+
+def node_status(n):
+    st, body, _ = n.admin("GET", "/status", timeout=5)
+    assert st == 200, body
+    return body
+
+
+def node_site_name(n, sid):
+    for s in node_status(n).get("sites", []):
+        if s.get("id") == sid:
+            return s.get("name")
+    return None
+
+
+def test_node_keeps_serving_while_its_replica_is_killed(tmp):
+    """Case 7: noded lists every replica; the one it uses is killed with kill -9 while visitors
+    are served; every visitor request is answered 200, and a change made through a replica the
+    node does not use reaches it within a few seconds."""
+    o = Origin("demo", tmpdir=tmp).start()
+    c = Cluster(tmp, n=3).start()
+    r0 = c.replicas[0]
+    st, site, _ = r0.api("POST", "/v1/sites", {
+        "name": "demo", "hostnames": ["demo.example.com"],
+        "origins": [{"level": 1, "address": o.address, "port": o.port, "scheme": "http"}]})
+    assert st == 201, (st, site)
+    sid = site["id"]
+    st, node, _ = r0.api("POST", "/v1/nodes", {"name": "edge"})
+    assert st == 201, node
+    urls = [r.url for r in c.replicas]
+    n = Noded(",".join(urls), node["token"], tmp,
+              extra_args=["--heartbeat-interval-ms", "500", "--config-wait-ms", "3000"]).start()
+    wait_until(lambda: node_site_name(n, sid) == "demo", 20, "the node's first config")
+    s = node_status(n)
+    assert s["node"]["controld_count"] == 3 and s["node"]["controld"] in urls, s["node"]
+    used = urls.index(s["node"]["controld"])
+    assert s["node"]["controld_index"] == used, s["node"]
+    victim = c.replicas[used]
+    # a replica the node neither uses now nor moves to next: the change reaches the node only
+    # through the database and the signals between replicas
+    writer = c.replicas[(used + 2) % 3]
+
+    statuses = []
+    stop = threading.Event()
+
+    def visit():
+        end = time.monotonic() + 60  # bounded
+        i = 0
+        while not stop.is_set() and time.monotonic() < end:
+            try:
+                vst, _, _ = n.visit("GET", "/p%d" % i, "demo.example.com", timeout=5)
+            except OSError as e:
+                vst = "error: %s" % e
+            statuses.append(vst)
+            i += 1
+            time.sleep(0.05)
+    t = threading.Thread(target=visit, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        victim.kill9()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        st, body, _ = writer.api("PATCH", "/v1/sites/%d" % sid, {"name": "demo-after-kill"})
+        assert st == 200, (st, body)
+        wait_until(lambda: node_site_name(n, sid) == "demo-after-kill", 10,
+                   "the change made through %s reaches the node" % writer.name)
+        took = time.monotonic() - t0
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(10)
+    s = node_status(n)
+    print("node on %s (index %d) killed; change through %s reached the node %.2f s after it "
+          "was made, now on %s; %d visitor requests, non-200: %d"
+          % (victim.name, used, writer.name, took, s["node"]["controld"], len(statuses),
+             sum(1 for x in statuses if x != 200)))
+    assert took <= 5, took
+    assert len(statuses) >= 10, statuses
+    assert all(x == 200 for x in statuses), [x for x in statuses if x != 200][:5]
+    assert s["node"]["controld"] != victim.url and s["node"]["controld"] in urls, s["node"]
+    assert s["node"]["controld_switches"] >= 1, s["node"]
+    assert s["sync"]["state"] == "live", s["sync"]
+    # the served config is the new one too: the node's /status seq is the last publication
+    last = int(c.sql("SELECT MAX(seq) FROM publications")[0][0])
+    assert s["seq"] == last, (s["seq"], last)
+    # heartbeats reach a live replica: the node is online there with that seq
+    def current():
+        st, body, _ = writer.api("GET", "/v1/nodes")
+        return st == 200 and body["nodes"][0]["online"] and body["nodes"][0]["config_seq"] == last
+    wait_until(current, 10, "the node's heartbeat with the new seq")
+    n.stop()
 
 
 if __name__ == "__main__":
