@@ -335,7 +335,9 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_error("engine epoch %lld: no probe rounds", (long long)epoch);
 }
 
-/* Cluster mode: the engine lease on the shared database, with its role changes. 0 or -1. */
+/* Cluster mode: the engine lease on the shared database, with its role changes (started later
+   by lease_start, once the prober exists). Made before the HTTP threads start, which read it
+   for /healthz and /metrics. 0 or -1. */
 static int lease_setup(struct ctx *ctx) {
   char name[256];
   if (ctx->cfg.replica_name[0]) {
@@ -347,7 +349,7 @@ static int lease_setup(struct ctx *ctx) {
   ctx->lease = lease_new(ctx->store, name, ctx->cfg.lease_ttl_ms,
                          strcmp(ctx->cfg.engine_eligible, "true") == 0);
   if (!ctx->lease || lease_on_change(ctx->lease, on_role, ctx) < 0) return -1;
-  return lease_start(ctx->lease);
+  return 0;
 }
 
 /* controld --export FILE / --import FILE: move the configuration between databases (export.h),
@@ -494,11 +496,12 @@ int main(int argc, char **argv) {
   if (!cluster && engine_reevaluate_all(&ctx) < 0)
     log_warn("some sites could not be re-evaluated at start");
   if (signals_start(ctx.signals) < 0) goto out;
+  if (cluster && lease_setup(&ctx) < 0) goto out;
   if (http_start(&ctx, api_tables) < 0) goto out;
   ctx.prober = prober_new(&ctx);
   if (!ctx.prober) goto out;
   /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
-  if (cluster ? lease_setup(&ctx) < 0 : prober_start(ctx.prober) < 0) goto out;
+  if (cluster ? lease_start(ctx.lease) < 0 : prober_start(ctx.prober) < 0) goto out;
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
