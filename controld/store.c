@@ -16,15 +16,10 @@
 
 /* ---- connections ---- */
 
-/* The writer connection in SQLite's case needs the test hook for a full disk. */
-static struct db_conn *conn_open(const char *target) {
-  return db_open(target);
-}
-
 struct db_conn *store_reader(struct store *st) {
   struct db_conn *c = pthread_getspecific(st->rkey);
   if (c) return c;
-  c = conn_open(st->path);
+  c = db_open(st->path);
   if (!c) return NULL;
   pthread_mutex_lock(&st->rmu);
   if (st->nreaders == st->capreaders) {
@@ -327,7 +322,7 @@ struct store *store_open(const char *path) {
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
   /* on PostgreSQL other replicas write too: the caches wait for the listener (signals.h) */
   atomic_store(&st->caches_on, db_kind_of(path) == DB_SQLITE);
-  if (!st->path || !st->label || !(st->w = conn_open(path)) || migrate(st) < 0 ||
+  if (!st->path || !st->label || !(st->w = db_open(path)) || migrate(st) < 0 ||
       quick_check(st) < 0) {
     store_close(&st);
     return NULL;
