@@ -173,7 +173,7 @@ frontend cdnca
     bind 127.0.0.1:$lb_port
     default_backend controld
 backend controld
-    balance roundrobin
+    balance leastconn
     option httpchk GET /healthz
     http-check expect status 200
     # which replica answered, for the demo
