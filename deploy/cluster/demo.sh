@@ -74,28 +74,41 @@ pgctl="$top/tests/pg/pgctl.sh"
 # --- cleanup: every process started here, then PostgreSQL, then the directory ---------------
 dir=""
 pg_started=0
+pg_pid=""
 pids=()
 stopping=0
 cleanup() {
   [ "$stopping" = 1 ] && return
   stopping=1
   trap '' INT TERM
-  local p live=()
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && live+=("$p"); done
-  if [ ${#live[@]} -gt 0 ]; then
-    # bounded: whatever has not stopped 10 s after SIGTERM (e.g. a SIGSTOPped replica) gets SIGKILL
-    (
-      sleep 10
-      kill -CONT "${live[@]}" 2>/dev/null
-      kill -KILL "${live[@]}" 2>/dev/null
-    ) >/dev/null 2>&1 &
-    local killer=$!
-    for p in "${live[@]}"; do wait "$p" 2>/dev/null || true; done
-    kill "$killer" 2>/dev/null || true
-    wait "$killer" 2>/dev/null || true
-  fi
+  local p left deadline
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # bounded: whatever has not stopped 10 s after SIGTERM (e.g. a SIGSTOPped replica) gets SIGKILL
+  deadline=$((SECONDS + 10))
+  while :; do
+    left=()
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && left+=("$p"); done
+    [ ${#left[@]} -eq 0 ] && break
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      say "SIGKILL to ${left[*]} (still running 10 s after SIGTERM)"
+      kill -CONT "${left[@]}" 2>/dev/null || true
+      kill -KILL "${left[@]}" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ "$pg_started" = 1 ]; then
-    "$pgctl" stop "$dir/pg" >/dev/null 2>&1 || say "PostgreSQL did not stop cleanly (see above)"
+    "$pgctl" stop "$dir/pg" >/dev/null 2>&1 || true
+    # pg_ctl detaches the server: wait (bounded) until its postmaster is really gone
+    deadline=$((SECONDS + 60))
+    while [ -n "$pg_pid" ] && kill -0 "$pg_pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+      sleep 0.1
+    done
+    if [ -n "$pg_pid" ] && kill -0 "$pg_pid" 2>/dev/null; then
+      say "PostgreSQL (pid $pg_pid) did not stop; SIGKILL"
+      kill -KILL "$pg_pid" 2>/dev/null || true
+    fi
   fi
   [ -n "$dir" ] && rm -rf "$dir"
 }
@@ -108,9 +121,9 @@ dir="$(mktemp -d "${TMPDIR:-/tmp}/cdnca-cluster.XXXXXX")"
 chmod 755 "$dir"
 [ "${#dir}" -le 80 ] || die "$dir is too long for PostgreSQL's Unix socket; set TMPDIR shorter"
 
-wait_http() { # url what [tries of 0.1 s]
-  local i
-  for ((i = 0; i < ${3:-300}; i++)); do
+wait_http() { # url what: until it answers 200, for 90 s at most
+  local deadline=$((SECONDS + 90))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1")" = 200 ] && return 0
     sleep 0.1
   done
@@ -122,6 +135,7 @@ jget() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 say "starting PostgreSQL in $dir/pg"
 "$pgctl" start "$dir/pg" >/dev/null || die "PostgreSQL did not start"
 pg_started=1
+pg_pid="$(head -1 "$dir/pg/data/postmaster.pid" 2>/dev/null || true)"
 pgbin="$(command -v pg_config >/dev/null 2>&1 && pg_config --bindir || true)"
 [ -x "$pgbin/psql" ] || pgbin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 "$pgbin/psql" -X -q -h "$dir/pg" -d postgres -c "CREATE DATABASE cdnca" || die "CREATE DATABASE failed"
@@ -242,7 +256,8 @@ if [ "$mode" = check ]; then
     die "check: the API through HAProxy does not list the demo site"
   for i in 0 1; do
     ok=0
-    for _ in $(seq 1 300); do
+    deadline=$((SECONDS + 90))
+    while [ "$SECONDS" -lt "$deadline" ]; do
       if curl -s --max-time 2 -H 'Host: demo.cdnca.test' "http://127.0.0.1:${node_ports[$i]}/" |
         grep -q '"origin": *"primary"'; then
         ok=1

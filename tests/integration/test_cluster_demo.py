@@ -32,7 +32,7 @@ from test_quickstart import alive, descendants, port_open
 TOP = os.path.abspath(os.path.join(harness.HERE, "..", ".."))
 SCRIPT = os.path.join(TOP, "deploy", "cluster", "demo.sh")
 TTL_MS = 2000
-START_TIMEOUT = 180.0  # PostgreSQL's initdb, 3 replicas, HAProxy, 2 nodes on a loaded machine
+START_TIMEOUT = 240.0  # PostgreSQL's initdb, 3 replicas, HAProxy, 2 nodes on a loaded machine
 WAIT = 60.0
 PORTS = ("LB", "STATS", "CP1", "CP2", "CP3", "NODE1", "NODE2", "NODE1_ADMIN", "NODE2_ADMIN",
          "ORIGIN1", "ORIGIN2")
