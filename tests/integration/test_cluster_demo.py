@@ -5,7 +5,8 @@ The script starts PostgreSQL in a temp dir, 3 controld replicas on its database,
 of them (checking GET /healthz), 2 nodes given every replica, two demo origins and a demo site.
 Every port is a free loopback port (CDNCA_CLUSTER_DEMO_*_PORT), the lease ttl is 2 s.
   - --check: it checks the API through HAProxy and a visitor request through each node itself,
-    exits 0 and leaves nothing behind; a bad argument is a usage error (2) that starts nothing.
+    exits 0 and leaves nothing behind; a bad argument is a usage error (2) and a port already
+    in use an error (1), and neither starts anything.
   - run (--duration, stopped with SIGINT as Ctrl-C would): the API answers through HAProxy, a
     visitor request through each node reaches the primary origin; kill -9 of the engine replica
     → another replica becomes the engine (and the script says so), the API still answers through
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,9 +51,9 @@ def _term_on_parent_death():
 class Demo:
     """demo.sh ARGS as a process in its own session, stdout and stderr in files under tmp."""
 
-    def __init__(self, tmp, args):
+    def __init__(self, tmp, args, **ports):
         self.tmp = tmp
-        self.ports = {k: free_port() for k in PORTS}
+        self.ports = {k: ports.get(k) or free_port() for k in PORTS}
         env = dict(os.environ, CDNCA_CLUSTER_DEMO_TTL_MS=str(TTL_MS),
                    CDNCA_CLUSTER_DEMO_PROBE_MS="1000")
         for k, p in self.ports.items():
@@ -181,6 +183,26 @@ def test_bad_argument_is_a_usage_error(tmp):
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         assert b"usage:" in r.stderr, (args, r.stderr)
         assert b"starting" not in r.stderr, (args, r.stderr)
+
+
+def test_port_in_use_is_refused(tmp):
+    """A port of the demo already served by someone else: exit 1 naming it, before PostgreSQL or
+    anything else is started."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        busy = s.getsockname()[1]
+        d = Demo(tmp, ["--check"], CP2=busy)
+        try:
+            try:
+                d.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                d.fail("demo.sh did not give up on a busy port within 60 s")
+            assert d.proc.returncode == 1, (d.proc.returncode, d.errors())
+            assert "127.0.0.1:%d is in use" % busy in d.errors(), d.errors()
+            assert "starting" not in d.errors(), d.errors()
+        finally:
+            d.kill()
 
 
 def test_check_mode_then_nothing_left(tmp):
