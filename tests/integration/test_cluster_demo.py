@@ -253,6 +253,9 @@ def test_engine_killed_api_through_haproxy_and_nodes_follow(tmp):
         st, site, _ = api(lb, "GET", "/v1/sites/%d" % sid, token)
         assert st == 200 and sorted(o["level"] for o in site["origins"]) == [1, 2], site
         assert hdrs.get("x-cdnca-replica") in cps, hdrs  # HAProxy names the replica
+        # the dashboard through HAProxy
+        st, page, hdrs = http_call("127.0.0.1", lb, "GET", "/ui/", timeout=10)
+        assert st == 200 and hdrs.get("content-type", "").startswith("text/html"), (st, hdrs)
         # the printed status line works as printed
         status_cmd = [ln.strip() for ln in text.splitlines()
                       if ln.strip().startswith("curl ") and "/status" in ln]
