@@ -52,6 +52,7 @@ struct task_board {
   pthread_mutex_t mu;
   pthread_cond_t votes_cv; /* a vote arrived */
   pthread_cond_t timer_cv; /* a waiter was added, or stop */
+  pthread_cond_t idle_cv;  /* the timer thread finished a hand-out from the table */
   pthread_t thr;
   int thr_started, stop, closed;
   struct round *rounds;
@@ -60,6 +61,7 @@ struct task_board {
   struct store *st;
   struct dbround *dbrounds;
   int kick;            /* a cdnca_tasks notification: the timer thread re-reads the table */
+  int handing;         /* the timer thread holds waiters off the list (db_hand_out) */
   uint64_t wake_gen;   /* bumped by every cdnca_tasks notification or local round open */
   uint64_t votes_gen;  /* bumped by every cdnca_votes notification */
   int64_t next_check;  /* monotonic ms of the next re-read while polls wait */
@@ -283,9 +285,12 @@ static void *timer_thread(void *arg) {
     if (b->st && b->head && !b->closed && (b->kick || now >= b->next_check)) {
       b->kick = 0;
       b->next_check = now + TASKS_DB_RECHECK_MS;
+      b->handing = 1;
       pthread_mutex_unlock(&b->mu);
       db_hand_out(b);
       pthread_mutex_lock(&b->mu);
+      b->handing = 0;
+      pthread_cond_broadcast(&b->idle_cv);
       continue;
     }
     if (b->st && b->head && b->next_check < wake) wake = b->next_check;
@@ -305,6 +310,7 @@ struct task_board *tasks_new(void) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&b->votes_cv, &ca);
   pthread_cond_init(&b->timer_cv, &ca);
+  pthread_cond_init(&b->idle_cv, &ca);
   pthread_condattr_destroy(&ca);
   if (pthread_create(&b->thr, NULL, timer_thread, b) != 0) {
     log_error("cannot start the task board timer");
@@ -337,6 +343,7 @@ void tasks_free(struct task_board **bp) {
   }
   pthread_cond_destroy(&b->votes_cv);
   pthread_cond_destroy(&b->timer_cv);
+  pthread_cond_destroy(&b->idle_cv);
   pthread_mutex_destroy(&b->mu);
   free(b);
   *bp = NULL;
@@ -680,6 +687,10 @@ void tasks_shutdown(struct task_board *b) {
     w->next = done;
     done = w;
   }
+  /* waiters the timer thread took off the list are answered by it (304 once closed): wait, so
+     no suspended request outlives this call */
+  while (b->handing)
+    pthread_cond_wait(&b->idle_cv, &b->mu);
   pthread_mutex_unlock(&b->mu);
   resume_all(done);
 }
