@@ -367,6 +367,7 @@ static void log_apply(const struct node_cfg *c) {
 
 struct reload_arg {
   struct node_cfg *loaded; /* the configuration last applied (main thread only) */
+  struct proxy *proxy;     /* its buffered access lines go to the old file first */
   int argc;
   char **argv;
 };
@@ -380,6 +381,7 @@ static void on_sighup(void *arg) {
   const char *path = opts_config_path(ra->argc, ra->argv), *fixed;
 
   if (ra->loaded->log_file[0]) {
+    proxy_flush_log(ra->proxy);
     if (log_open_file(ra->loaded->log_file, err, sizeof err) < 0)
       log_error("SIGHUP: %s; logging goes on where it went", err);
     else
@@ -519,7 +521,7 @@ int main(int argc, char **argv) {
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
   {
-    struct reload_arg ra = {&loaded, argc, argv};
+    struct reload_arg ra = {&loaded, n.proxy, argc, argv};
     sig = svc_loop(&sigs, "serving visitors", on_sighup, &ra);
   }
   log_info("signal %d: shutting down", sig);
