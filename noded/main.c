@@ -46,6 +46,7 @@ struct node_cfg {
   int64_t keepalive_timeout_ms;
   int64_t body_timeout_ms;
   int64_t max_connections;
+  int64_t origin_keepalive;
 };
 
 /* The node's one context. */
@@ -102,6 +103,8 @@ static const struct opt_def options[] = {
      "a visitor silent this long while its request body is read is closed"},
     {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000",
      "open visitor connections at most (accepting pauses at the cap)"},
+    {"origin-keepalive", OPT_INT, O(origin_keepalive), 0, 0, 100000, NULL, "32",
+     "idle origin connections kept per origin and proxy thread (0 = none)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -495,6 +498,7 @@ int main(int argc, char **argv) {
   po.keepalive_timeout_ms = (int)n.cfg.keepalive_timeout_ms;
   po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
   po.max_connections = (int)n.cfg.max_connections;
+  po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);

@@ -200,6 +200,21 @@ static void test_local_answer(void **state) {
   assert_string_equal(rewrite_reason(299), "Unknown");
 }
 
+static void test_json_escape(void **state) {
+  struct buf b;
+  (void)state;
+  buf_init(&b, 0);
+  assert_int_equal(rewrite_json_escape(&b, ""), 0);
+  assert_int_equal(b.len, 0);
+  assert_int_equal(rewrite_json_escape(&b, "plain/path?x=1"), 0);
+  assert_int_equal(rewrite_json_escape(&b, "|a\"b\\c\x01\x7f\td\xc3\xa9\""), 0);
+  assert_string_equal(b.data, "plain/path?x=1|a\\\"b\\\\c\\u0001\\u007f\\u0009d\xc3\xa9\\\"");
+  buf_fini(&b);
+  buf_init(&b, 4); /* bounded: -1 when it does not fit */
+  assert_int_equal(rewrite_json_escape(&b, "abcdef"), -1);
+  buf_fini(&b);
+}
+
 static void test_tls_name(void **state) {
   char tmp[64];
   (void)state;
@@ -214,7 +229,7 @@ int main(void) {
       cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
       cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
       cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
-      cmocka_unit_test(test_tls_name),
+      cmocka_unit_test(test_tls_name),    cmocka_unit_test(test_json_escape),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
