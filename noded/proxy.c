@@ -413,6 +413,13 @@ static int discard_buffered_body(struct vconn *c) {
   return 0;
 }
 
+/* The Connection header of the response head: "close" when the connection closes after it,
+ * "keep-alive" for an HTTP/1.0 visitor whose connection stays open (it asked for that). */
+static int conn_header(const struct vconn *c) {
+  if (c->close_after) return RW_CONN_CLOSE;
+  return c->r.rq.minor == 0 && c->r.rq.keepalive ? RW_CONN_KEEPALIVE : RW_CONN_NONE;
+}
+
 /* Queue a JSON error (or any small local) response. The visitor connection closes after it when
  * close_after is set, or when the request body is not complete in what was read (DESIGN §11: a
  * local answer ends the body; its bytes are never parsed as a request). */
@@ -425,7 +432,7 @@ static void local_error(struct vconn *c, int status, const char *code, const cha
   }
   if (!close_after && (discard_buffered_body(c) < 0 || !r->vbody.done)) close_after = 1;
   if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
-  if (rewrite_local_answer(status, code, msg, c->close_after, &c->oh) < 0) c->close_after = 1;
+  if (rewrite_local_answer(status, code, msg, conn_header(c), &c->oh) < 0) c->close_after = 1;
   r->status = status;
   r->resp_started = 1;
   c->phase = V_LOCAL;
@@ -708,7 +715,7 @@ static void got_response_head(struct vconn *c, size_t hl) {
       w->stopping)
     c->close_after = 1;
   r->status = m->status;
-  if (rewrite_response_head(m, &rs, r->rencode, c->close_after, &c->oh) < 0) {
+  if (rewrite_response_head(m, &rs, r->rencode, conn_header(c), &c->oh) < 0) {
     r->status = 502;
     r->up_keepalive = 0;
     v_close(c);

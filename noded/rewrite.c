@@ -191,6 +191,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
       if (http1_list_has(h->value, h->value_len, "upgrade")) conn_upgrade = 1;
+      /* an HTTP/1.0 visitor asks to keep its connection (as nginx honours it) */
+      if (http1_list_has(h->value, h->value_len, "keep-alive")) rq->keepalive = 1;
     } else if (http1_name_is(h, "expect")) {
       if (ieq(h->value, h->value_len, "100-continue")) expect = 1;
     } else if (http1_name_is(h, "upgrade")) {
@@ -310,7 +312,7 @@ void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_res
 }
 
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
-                          int reframe_chunked, int close, struct buf *o) {
+                          int reframe_chunked, int conn, struct buf *o) {
   int upgrade = m->status == 101, opts = connection_options(m);
   if (buf_append(o, "HTTP/1.1 ", 9) || buf_put_u64(o, (uint64_t)m->status) ||
       buf_append(o, " ", 1) || buf_append(o, m->reason, m->reason_len) ||
@@ -333,7 +335,9 @@ int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *
   }
   if (upgrade && buf_puts(o, "Connection: upgrade\r\n")) return -1;
   if (reframe_chunked && buf_puts(o, "Transfer-Encoding: chunked\r\n")) return -1;
-  if (close && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
+  if (conn == RW_CONN_CLOSE && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
+  if (conn == RW_CONN_KEEPALIVE && !upgrade && buf_puts(o, "Connection: keep-alive\r\n"))
+    return -1;
   return buf_puts(o, "\r\n");
 }
 
@@ -383,7 +387,7 @@ int rewrite_json_escape(struct buf *b, const char *s) {
   return 0;
 }
 
-int rewrite_local_answer(int status, const char *code, const char *msg, int close,
+int rewrite_local_answer(int status, const char *code, const char *msg, int conn,
                          struct buf *out) {
   struct buf body;
   int rc = -1;
@@ -395,7 +399,10 @@ int rewrite_local_answer(int status, const char *code, const char *msg, int clos
   if (buf_printf(out,
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                  "Via: 1.1 cdnca-node\r\n%s\r\n",
-                 status, rewrite_reason(status), body.len, close ? "Connection: close\r\n" : "") ||
+                 status, rewrite_reason(status), body.len,
+                 conn == RW_CONN_CLOSE       ? "Connection: close\r\n"
+                 : conn == RW_CONN_KEEPALIVE ? "Connection: keep-alive\r\n"
+                                             : "") ||
       buf_append(out, body.data ? body.data : "", body.len))
     goto out;
   rc = 0;
