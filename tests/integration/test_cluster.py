@@ -14,6 +14,8 @@ rounds; every replica serves the API. Cases:
      node ids). A vote posted to the follower after the round's stored deadline is 409 and not
      kept. A new engine (the old one killed with a round open) aborts the old epoch's round,
      which then refuses votes, and goes on with rounds of its own epoch.
+  a node's suspended task poll on one replica is answered 401 when the node is deleted
+     through another.
   webhook outbox (DESIGN §10, notes §5.5): the engine is killed with kill -9 while a delivery
      is in flight (the receiver holds it); the next engine sends it again with the same
      X-Cdnca-Delivery, then the site's later events, in order.
@@ -455,6 +457,36 @@ def test_new_engine_aborts_old_epoch_round(tmp):
                != [["0"]], 40, "a round of the new engine")
     assert c.sql("SELECT count(*) FROM probe_round_open WHERE state = 'open' AND epoch < %d"
                  % new_epoch) == [["0"]]
+
+
+def test_task_poll_cut_when_node_deleted_elsewhere(tmp):
+    """A node's suspended task poll on one replica is answered 401 soon after the node is
+    deleted through another (cdnca_inval node:<id>), not at the end of its wait."""
+    c = Cluster(tmp, n=2, probe_ms=86400000).start()
+    a, b = c.replicas
+    node = make_node(a, "gone")
+    # a round of polls first: the node is known to b (its token cached there)
+    st, _, _ = b.api("GET", "/v1/node/tasks?wait_ms=0", token=node["token"])
+    assert st == 304, st
+    out = {}
+
+    def poll():
+        t0 = time.monotonic()
+        st, body, _ = b.api("GET", "/v1/node/tasks?wait_ms=20000", token=node["token"],
+                            timeout=30)
+        out["answer"] = (st, body, time.monotonic() - t0)
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    time.sleep(0.5)  # suspended on b
+    deleted = time.monotonic()
+    st, body, _ = a.api("DELETE", "/v1/nodes/%d" % node["id"])
+    assert st == 204, (st, body)
+    t.join(30)
+    st, body, took = out["answer"]
+    cut = time.monotonic() - deleted
+    print("task poll on %s answered %d %.3f s after the DELETE on %s" % (b.name, st, cut, a.name))
+    assert st == 401, (st, body)
+    assert took < 15, took  # well before its 20 s wait
 
 
 def test_webhook_in_flight_repeated_by_next_engine(tmp):
