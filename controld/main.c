@@ -514,7 +514,6 @@ int main(int argc, char **argv) {
     sig = svc_loop(&sigs, "serving the API", on_sighup, &ra);
   }
   log_info("signal %d: shutting down", sig);
-  http_quiesce(&ctx);
   ret = 0;
 out:
   lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
