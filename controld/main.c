@@ -31,8 +31,6 @@
 #include "tasks.h"
 #include "token.h"
 
-static const char *const log_formats[] = {"text", "json", NULL};
-static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const bools[] = {"true", "false", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
@@ -60,12 +58,7 @@ static const struct opt_def options[] = {
      "serve the API over TLS with this certificate (PEM)"},
     {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL,
      "private key for --tls-cert (PEM)"},
-    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text",
-     "text or json"},
-    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info",
-     "error, warn, info or debug"},
-    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL,
-     "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
+    OPTS_LOG_ROWS(struct cd_config),
     {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384",
      "HTTP connection limit (long-polling nodes count)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
