@@ -50,10 +50,8 @@ static enum http_rc get_healthz(struct req *r) {
   /* a read of the schema version is the database probe: it fails when the server is gone */
   int version = store_schema_version(r->ctx->store);
   int down = version < 0 || !store_db_up(r->ctx->store);
-  /* a replica that is stopping is down for load balancers, whatever its database */
-  int stopping = http_closing(r->ctx);
   /* reads still work while the disk is full: degraded, not down */
-  cJSON_AddStringToObject(j, "status", down || stopping ? "down" : full ? "degraded" : "ok");
+  cJSON_AddStringToObject(j, "status", down ? "down" : full ? "degraded" : "ok");
   cJSON_AddStringToObject(j, "db", down ? "down" : "ok");
   cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
@@ -62,7 +60,7 @@ static enum http_rc get_healthz(struct req *r) {
      SQLite the one process, epoch 0) */
   cJSON_AddStringToObject(j, "role", lease_is_engine(r->ctx->lease) ? "engine" : "replica");
   cJSON_AddNumberToObject(j, "epoch", (double)lease_epoch(r->ctx->lease));
-  req_json(r, down || stopping ? 503 : 200, j);
+  req_json(r, down ? 503 : 200, j);
   return HTTP_DONE;
 }
 

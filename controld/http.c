@@ -6,7 +6,6 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +29,6 @@ struct http_srv {
   struct ctx *ctx;
   const struct route *const *tables;
   char *tls_cert, *tls_key;
-  atomic_int closing; /* http_quiesce was called: new requests get 503 shutting_down */
 };
 
 static struct http_srv *srv_of(struct ctx *ctx);
@@ -270,14 +268,6 @@ static int precheck(struct req *r) {
   }
   memcpy(path, r->url, pl);
   path[pl] = '\0';
-  if (http_closing(r->ctx) && strcmp(path, "/healthz") != 0) {
-    /* stopping: no new work; the client retries here after a restart or on another replica
-       (GET /healthz answers 503 "status": "down" itself) */
-    r->route = route_find(srv_of(r->ctx)->tables, r->method, path, r->params, &r->nparams, &known);
-    req_add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-    req_error(r, 503, "shutting_down", NULL, "controld is shutting down: retry shortly");
-    return -1;
-  }
   r->route = route_find(srv_of(r->ctx)->tables, r->method, path, r->params, &r->nparams, &known);
   if (!r->route) {
     if (known)
@@ -525,20 +515,8 @@ fail:
   return -1;
 }
 
-/* Not MHD_quiesce_daemon: with libmicrohttpd 0.9.75's epoll thread pool it removes the listen
-   socket from each worker's epoll set from this thread while the workers, seeing was_quiesced,
-   remove it too; neither side holds a lock and the loser's epoll_ctl fails with ENOENT, which
-   MHD answers with MHD_PANIC ("Failed to remove listen FD from epoll set": an abort at shutdown,
-   now and then). So connections are still accepted until http_stop, and every request read
-   from now on is answered 503 shutting_down with Connection: close. */
 void http_quiesce(struct ctx *ctx) {
-  struct http_srv *srv = ctx->http;
-  if (srv) atomic_store(&srv->closing, 1);
-}
-
-int http_closing(struct ctx *ctx) {
-  struct http_srv *srv = ctx->http;
-  return srv && atomic_load(&srv->closing);
+  if (ctx->mhd) MHD_quiesce_daemon(ctx->mhd);
 }
 
 void http_stop(struct ctx *ctx) {

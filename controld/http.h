@@ -82,12 +82,8 @@ struct req {
  * (logged). */
 int http_start(struct ctx *ctx, const struct route *const *tables);
 
-/* Stop taking new requests: from now on each one is answered 503 shutting_down (Connection:
-   close); requests already read, and suspended ones, go on. */
+/* Stop accepting new connections (in-flight ones go on). */
 void http_quiesce(struct ctx *ctx);
-
-/* 1 once http_quiesce was called (controld is stopping), else 0. */
-int http_closing(struct ctx *ctx);
 
 /* Stop accepting and shut the daemon down (callers must have resumed every suspended request). */
 void http_stop(struct ctx *ctx);
