@@ -319,6 +319,10 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     notify_set_active(ctx->notify, 0);
     return;
   }
+  /* rounds a former engine left open take no more votes (DESIGN §10) */
+  if (tasks_abort_older(ctx->tasks, epoch) < 0)
+    log_warn("engine epoch %lld: open probe rounds of older epochs could not be aborted",
+             (long long)epoch);
   /* a site left on a level with no enabled origin is switched first, then the work starts */
   if (engine_reevaluate_all(ctx) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
@@ -491,6 +495,11 @@ int main(int argc, char **argv) {
      signals_start below */
   ctx.signals = signals_new(ctx.store, ctx.hub);
   if (!ctx.signals) goto out;
+  if (cluster && /* the task board in the database: any replica takes task polls and votes */
+      (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
+       signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
+       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0))
+    goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
@@ -520,7 +529,6 @@ int main(int argc, char **argv) {
     sig = svc_loop(&sigs, "serving the API", on_sighup, &ra);
   }
   log_info("signal %d: shutting down", sig);
-  http_quiesce(&ctx);
   ret = 0;
 out:
   lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
