@@ -57,6 +57,7 @@ struct pg_conn {
   uint64_t epoch;       /* starts at 1; bumped by every re-established connection */
   int down;             /* the connection is lost */
   int tx_open;          /* a transaction was begun and not yet committed or rolled back */
+  int listening;        /* a LISTEN succeeded on it: never re-established by the driver */
   int64_t retry_at;     /* clock_mono_ms of the next reconnect attempt */
   uint64_t ups_at_fail; /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
@@ -94,10 +95,17 @@ static void mark_down(struct pg_conn *c) {
   log_warn("PostgreSQL connection lost: %s", c->errmsg);
 }
 
-/* Record why res (or the connection) failed; marks the connection down when it is gone. */
+/* Record why res (or the connection) failed; marks the connection down when it is gone.
+
+   A server that crashed while the connection was idle is not always reported as CONNECTION_BAD:
+   libpq answers the next command with "server closed the connection unexpectedly" (no SQLSTATE)
+   and may leave the status CONNECTION_OK (seen with PQprepare after pg_ctl stop -m immediate).
+   An error result without a SQLSTATE comes from libpq itself, never from the server, so it is a
+   connection failure too: the connection is re-established rather than reused. */
 static void fail_res(struct pg_conn *c, const PGresult *res) {
-  int bad = PQstatus(c->pg) == CONNECTION_BAD;
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  int bad = PQstatus(c->pg) == CONNECTION_BAD || PQsocket(c->pg) < 0 ||
+            (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state);
   set_err(c, db_pg_err_of(state, bad), res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
   if (!c->errmsg[0]) set_err(c, c->err, PQerrorMessage(c->pg));
   if (c->err == DB_E_DOWN) mark_down(c);
@@ -162,10 +170,41 @@ static PGconn *pg_connect(const char *target, char *err, size_t errlen) {
   return pg;
 }
 
+/* 1 when an idle connection is known to be gone: the server closed it (a crash, a restart, a
+   failover to a standby promoted elsewhere) while nothing was sent. Without this check the next
+   statement on it would fail ("server closed the connection unexpectedly") although a new
+   connection would work at once. Reads only what the server already sent (no round trip):
+   buffered messages (notices, parameter changes) stay libpq's to process as usual. */
+static int idle_conn_gone(struct pg_conn *c) {
+  for (int i = 0; i < 4; i++) {
+    int fd = PQsocket(c->pg);
+    if (fd < 0 || PQstatus(c->pg) == CONNECTION_BAD) return 1;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, 0);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) return 0; /* nothing to read: alive as far as can be told */
+    /* readable: data, or the end of the stream (read until libpq sees which) */
+    if (!PQconsumeInput(c->pg) || PQstatus(c->pg) == CONNECTION_BAD) return 1;
+  }
+  return 0;
+}
+
 /* Make the connection usable: re-establish a lost one when its backoff step is due (at most one
-   attempt per step). 0, or -1 with DB_E_DOWN. */
+   attempt per step); an idle connection the server has closed is found lost first (so the
+   statement goes to a new connection, e.g. to a promoted standby, instead of failing). A
+   listening connection is never re-established here (it would come back without its LISTENs):
+   it fails with DB_E_DOWN for its owner to reopen. 0, or -1 with DB_E_DOWN. */
 static int ensure_up(struct pg_conn *c) {
+  if (!c->down && !c->tx_open && idle_conn_gone(c)) {
+    set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+    if (!c->errmsg[0]) set_err(c, DB_E_DOWN, "the server closed the connection");
+    mark_down(c);
+  }
   if (!c->down) return 0;
+  if (c->listening) {
+    set_err(c, DB_E_DOWN, "listening connection lost");
+    return -1;
+  }
   if (c->tx_open) {
     /* the transaction died with the connection; the caller must roll back first, so nothing
        meant for it runs outside it */
@@ -517,8 +556,15 @@ static void pg_rollback(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
   if (!c->down && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* a failure here leaves the error the caller is rolling back for in place */
-    PQclear(PQexec(c->pg, "ROLLBACK"));
-    if (PQstatus(c->pg) == CONNECTION_BAD) mark_down(c);
+    PGresult *r = PQexec(c->pg, "ROLLBACK");
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    /* a failed ROLLBACK without a SQLSTATE is libpq's: the connection is gone (see fail_res) */
+    if (PQstatus(c->pg) == CONNECTION_BAD || PQsocket(c->pg) < 0 ||
+        (PQresultStatus(r) == PGRES_FATAL_ERROR && !state)) {
+      if (!c->errmsg[0]) set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+      mark_down(c);
+    }
+    PQclear(r);
   }
   c->tx_open = 0;
 }
@@ -631,7 +677,9 @@ static int pg_listen(struct db_conn *dc, const char *channel) {
     return -1;
   }
   snprintf(sql, sizeof sql, "LISTEN %s", channel);
-  return run_ok(c, sql);
+  if (run_ok(c, sql) < 0) return -1;
+  c->listening = 1;
+  return 0;
 }
 
 static void copy_out(char *dst, size_t cap, const char *src) {
