@@ -58,6 +58,8 @@ struct pg_conn {
   int down;             /* the connection is lost */
   int tx_open;          /* a transaction was begun and not yet committed or rolled back */
   int listening;        /* a LISTEN succeeded on it: never re-established by the driver */
+  int want_rw;          /* the target says target_session_attrs=read-write (or primary) */
+  uint64_t ro_lost_seen; /* g_pg_ro_lost when this connection was established */
   int64_t retry_at;     /* clock_mono_ms of the next reconnect attempt */
   uint64_t ups_at_fail; /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
@@ -67,6 +69,13 @@ struct pg_conn {
    back, the others waiting out a backoff step retry at once instead of answering "unavailable"
    for up to PG_BACKOFF_MAX_MS more. A count, not a time, so a frozen test clock holds. */
 static _Atomic uint64_t g_pg_ups;
+
+/* Times a connection of the process found its server read-only (SQLSTATE 25006, or the server's
+   reported read-only state) and left it. The other connections to that server are idle
+   elsewhere and would read stale data from it once before noticing: each one established
+   before the latest such event is re-established before its next statement instead (through
+   target_session_attrs, so it lands on the current primary, or fails while there is none). */
+static _Atomic uint64_t g_pg_ro_lost;
 
 static struct pg_conn *pc_of(struct db_conn *c) {
   return (struct pg_conn *)c;
@@ -95,6 +104,26 @@ static void mark_down(struct pg_conn *c) {
   log_warn("PostgreSQL connection lost: %s", c->errmsg);
 }
 
+/* 1 when the server says it is read-only: a hot standby, or default_transaction_read_only on
+   (both reported by PostgreSQL 14 and later with every change, so no round trip). */
+static int server_read_only(const PGconn *pg) {
+  const char *hs = PQparameterStatus(pg, "in_hot_standby");
+  const char *ro = PQparameterStatus(pg, "default_transaction_read_only");
+  return (hs && !strcmp(hs, "on")) || (ro && !strcmp(ro, "on"));
+}
+
+/* 1 when target asks libpq for a read-write server (target_session_attrs read-write or
+   primary): then a connection whose server turns read-only is left for a new one. */
+static int target_wants_rw(const char *target) {
+  int rw = 0;
+  PQconninfoOption *opts = PQconninfoParse(target, NULL);
+  for (PQconninfoOption *o = opts; o && o->keyword; o++)
+    if (!strcmp(o->keyword, "target_session_attrs") && o->val)
+      rw = !strcmp(o->val, "read-write") || !strcmp(o->val, "primary");
+  PQconninfoFree(opts);
+  return rw;
+}
+
 /* Record why res (or the connection) failed; marks the connection down when it is gone.
 
    A server that crashed while the connection was idle is not always reported as CONNECTION_BAD:
@@ -108,7 +137,12 @@ static void fail_res(struct pg_conn *c, const PGresult *res) {
             (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state);
   set_err(c, db_pg_err_of(state, bad), res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
   if (!c->errmsg[0]) set_err(c, c->err, PQerrorMessage(c->pg));
-  if (c->err == DB_E_DOWN) mark_down(c);
+  if (c->err == DB_E_DOWN) {
+    /* a read-only server where a read-write one was chosen: the others leave it too */
+    if (state && !strcmp(state, "25006") && !c->down && c->want_rw && server_read_only(c->pg))
+      atomic_fetch_add(&g_pg_ro_lost, 1);
+    mark_down(c);
+  }
 }
 
 /* Rows written, as SQLite counts them: only INSERT, UPDATE, DELETE and MERGE change the count. */
@@ -200,6 +234,18 @@ static int ensure_up(struct pg_conn *c) {
     if (!c->errmsg[0]) set_err(c, DB_E_DOWN, "the server closed the connection");
     mark_down(c);
   }
+  if (!c->down && !c->tx_open && c->want_rw && server_read_only(c->pg)) {
+    /* the server this connection chose as read-write no longer is (its primary was fenced
+       read-only, or it was demoted): leave it, as a new connection would */
+    set_err(c, DB_E_DOWN, "the server became read-only (a standby, or a primary fenced before a "
+                          "switchover)");
+    atomic_fetch_add(&g_pg_ro_lost, 1);
+    mark_down(c);
+  }
+  if (!c->down && !c->tx_open && c->want_rw && atomic_load(&g_pg_ro_lost) != c->ro_lost_seen) {
+    set_err(c, DB_E_DOWN, "another connection found the server read-only");
+    mark_down(c);
+  }
   if (!c->down) return 0;
   if (c->listening) {
     set_err(c, DB_E_DOWN, "listening connection lost");
@@ -218,6 +264,7 @@ static int ensure_up(struct pg_conn *c) {
   }
   char err[256];
   uint64_t ups = atomic_load(&g_pg_ups); /* before the attempt: a success meanwhile counts */
+  uint64_t ro_seen = atomic_load(&g_pg_ro_lost); /* likewise: an event meanwhile counts */
   PGconn *pg = pg_connect(c->target, err, sizeof err);
   if (!pg) {
     c->retry_at = now + c->backoff_ms;
@@ -230,6 +277,7 @@ static int ensure_up(struct pg_conn *c) {
   PQfinish(c->pg);
   c->pg = pg;
   c->down = 0;
+  c->ro_lost_seen = ro_seen;
   atomic_fetch_add(&g_pg_ups, 1);
   c->epoch++; /* server-side prepared statements are gone: each is prepared again on use */
   log_info("PostgreSQL connection re-established (epoch %llu)", (unsigned long long)c->epoch);
@@ -782,6 +830,8 @@ struct db_conn *db_pg_open(const char *conninfo) {
   }
   c->base.ops = &db_pg_ops;
   c->pg = pg;
+  c->want_rw = target_wants_rw(conninfo);
+  c->ro_lost_seen = atomic_load(&g_pg_ro_lost);
   c->epoch = 1;
   atomic_fetch_add(&g_pg_ups, 1);
   c->backoff_ms = PG_BACKOFF_MIN_MS;

@@ -118,6 +118,12 @@ class Pair:
     def psql(self, cluster, sql):
         return cluster.psql(self.dbname, sql)
 
+    def print_logs(self, lines=40):
+        """The servers' log tails (for a failed test)."""
+        for name, c in (("primary", self.primary), ("standby", self.standby)):
+            print("---- PostgreSQL %s log (last %d lines) ----\n%s" % (name, lines,
+                                                                     c.log_tail(lines)))
+
     def stop(self):
         for c in (self.standby, self.primary):
             try:

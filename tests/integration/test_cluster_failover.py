@@ -246,6 +246,9 @@ def test_primary_crash_standby_promoted(tmp):
     assert pair.replication() == [(pgstandby.STANDBY_NAME, "streaming", "sync")]
     try:
         _crash_and_promote(pair, tmp)
+    except BaseException:
+        pair.print_logs()
+        raise
     finally:
         pair.stop()
 
@@ -353,6 +356,96 @@ def _crash_and_promote(pair, tmp):
     pubs = [(int(a), int(b)) for a, b in pair.psql(
         pair.standby, "SELECT seq, site_id FROM publications ORDER BY seq")]
     check_no_gap(pubs, poller.answers)
+    for r in rs:
+        r.stop()
+
+
+def test_switchover_old_primary_fenced_read_only(tmp):
+    """Case 6, a planned switchover: the old primary stays up but is fenced read-only
+    (default_transaction_read_only=on and a reload, as an operator does before promoting the
+    standby). controld's writes on it fail with SQLSTATE 25006, answered 503 db_unavailable,
+    and every connection — the listening one too — leaves it for the promoted standby."""
+    pair = pgstandby.Pair(sync=True).start()
+    try:
+        _fenced_switchover(pair, tmp)
+    except BaseException:
+        pair.print_logs()
+        raise
+    finally:
+        pair.stop()
+
+
+def _fenced_switchover(pair, tmp):
+    rs = replicas_on(pair, 2, tmp)
+    r0, r1 = rs
+    wait_until(lambda: len(engines(rs)) == 1, 30, "one engine")
+    st, node, _ = r0.api("POST", "/v1/nodes", {"name": "n1"})
+    assert st == 201, node
+    poller = ConfigPoller(r1, node["token"]).begin()
+    acked, answers = {}, []
+    writers = [Writer(r, i, 2, acked, answers).begin() for i, r in enumerate(rs)]
+    try:
+        wait_until(lambda: len(acked) >= 20, 60, "20 acknowledged writes before the fence")
+        pair.psql(pair.primary, "ALTER SYSTEM SET default_transaction_read_only = on")
+        pair.psql(pair.primary, "SELECT pg_reload_conf()")
+        fenced = time.monotonic()
+        # writes stop being acknowledged (every replica's write connection hits 25006 or
+        # cannot find a read-write server)
+        wait_until(lambda: [a for a in list(answers) if a[0] > fenced and a[1] == 503], 30,
+                   "writes refused after the fence")
+        refused = time.monotonic()
+        time.sleep(1.0)
+        for r in rs:
+            assert r.running(), "%s exited while the primary was read-only" % r.name
+        # the standby has every commit (synchronous replication): promote it
+        pair.promote()
+        promoted = time.monotonic()
+        promoted_at_server = pair.psql(pair.primary, "SELECT now()")[0][0]
+        wait_until(lambda: sum(1 for _, t in list(acked.values()) if t > promoted) >= 20, 60,
+                   "writes acknowledged after the promotion")
+        wait_until(lambda: all(health(r)[0] == 200 for r in rs), 30,
+                   "/healthz 200 on every replica after the promotion")
+    finally:
+        for w in writers:
+            w.finish()
+    late_acks = [t for _, t in acked.values() if refused + 0.5 < t < promoted]
+    print("  fence -> first refusal %.2f s; %d writes acknowledged, none between the refusals and "
+          "the promotion (%d); first write %.2f s after the promotion"
+          % (refused - fenced, len(acked), len(late_acks),
+             min(t for _, t in acked.values() if t > promoted) - promoted))
+    assert not late_acks, late_acks[:5]
+    bad = [(st, code) for _, st, code in answers if (st, code) not in ((201, None),
+                                                                       (503, "db_unavailable"))]
+    assert not bad, "answers other than 201 and 503 db_unavailable: %s" % bad[:10]
+    # nothing of controld runs on the read-only server after the promotion, the listening
+    # connections (which read the last seq every second) included: each connection left it at
+    # its first statement after one of them found it read-only. (Connections idle since then
+    # stay open there until their thread next needs the database.)
+    ran = pair.psql(pair.primary, "SELECT state, left(query, 80) FROM pg_stat_activity WHERE "
+                                  "application_name = 'controld' AND state_change > '%s'"
+                    % promoted_at_server)
+    assert not ran, "controld statements on the fenced primary after the promotion: %s" % ran
+    for r in rs:
+        wait_until(lambda r=r: metric(r, "cdnca_signals_listening") == 1, 30,
+                   "%s listening on the promoted server" % r.name)
+    assert controld_backends(pair, pair.standby) >= 4
+    # every acknowledged write is on the promoted server, unaltered
+    stored = all_sites(r1)
+    for i, (s, _) in acked.items():
+        assert stored.get(s["id"]) == s, "site %d lost or differs: %s" % (i, stored.get(s["id"]))
+    # a change on r0 reaches the node polling r1, through the promoted server's notifications
+    sid = next(iter(acked.values()))[0]["id"]
+    st, body, _ = r0.api("PATCH", "/v1/sites/%d" % sid, {"name": "after-switchover"})
+    assert st == 200, (st, body)
+    wait_until(lambda: poller.sees(sid, "after-switchover"), 10,
+               "the change on r0 reaches the node polling r1")
+    poller.finish()
+    odd = [e for e in poller.errors if e != (503, "db_unavailable")]
+    assert not odd, odd[:5]
+    pubs = [(int(a), int(b)) for a, b in pair.psql(
+        pair.standby, "SELECT seq, site_id FROM publications ORDER BY seq")]
+    check_no_gap(pubs, poller.answers)
+    wait_until(lambda: len(engines(rs)) == 1, 30, "one engine after the switchover")
     for r in rs:
         r.stop()
 
