@@ -54,14 +54,14 @@ struct pg_conn {
   enum db_err err;
   char errmsg[256];
   int64_t changes;
-  uint64_t epoch;       /* starts at 1; bumped by every re-established connection */
-  int down;             /* the connection is lost */
-  int tx_open;          /* a transaction was begun and not yet committed or rolled back */
-  int listening;        /* a LISTEN succeeded on it: never re-established by the driver */
-  int want_rw;          /* the target says target_session_attrs=read-write (or primary) */
+  uint64_t epoch;        /* starts at 1; bumped by every re-established connection */
+  int down;              /* the connection is lost */
+  int tx_open;           /* a transaction was begun and not yet committed or rolled back */
+  int listening;         /* a LISTEN succeeded on it: never re-established by the driver */
+  int want_rw;           /* the target says target_session_attrs=read-write (or primary) */
   uint64_t ro_lost_seen; /* g_pg_ro_lost when this connection was established */
-  int64_t retry_at;     /* clock_mono_ms of the next reconnect attempt */
-  uint64_t ups_at_fail; /* g_pg_ups when the last reconnect attempt failed */
+  int64_t retry_at;      /* clock_mono_ms of the next reconnect attempt */
+  uint64_t ups_at_fail;  /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
 };
 
@@ -237,8 +237,9 @@ static int ensure_up(struct pg_conn *c) {
   if (!c->down && !c->tx_open && c->want_rw && server_read_only(c->pg)) {
     /* the server this connection chose as read-write no longer is (its primary was fenced
        read-only, or it was demoted): leave it, as a new connection would */
-    set_err(c, DB_E_DOWN, "the server became read-only (a standby, or a primary fenced before a "
-                          "switchover)");
+    set_err(c, DB_E_DOWN,
+            "the server became read-only (a standby, or a primary fenced before a "
+            "switchover)");
     atomic_fetch_add(&g_pg_ro_lost, 1);
     mark_down(c);
   }
