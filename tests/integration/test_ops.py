@@ -6,6 +6,7 @@ WATCHDOG=1 pings, RELOADING=1/READY=1 around a SIGHUP, STOPPING=1) seen on a NOT
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -172,6 +173,48 @@ def test_sighup_under_load(tmp):
     assert not load.errors, "failed requests during SIGHUPs: %s" % load.errors[:5]
     # SIGTERM still stops both cleanly (exit 0, checked by stop)
     n.stop()
+    c.stop()
+
+
+def access_paths(text, prefix):
+    """The paths of the access lines in text that start with prefix, as a list (repeats kept)."""
+    return re.findall(r'"type":"access".*?"path":"(%s[^"]*)"' % re.escape(prefix), text)
+
+
+def test_access_lines_kept_on_sighup_and_sigterm(tmp):
+    # noded writes access lines in batches (at most 100 ms late): a SIGHUP reopen writes the
+    # buffered ones into the old file first, a SIGTERM writes them out before exiting; every
+    # request has its line, once.
+    nlog = os.path.join(tmp, "noded-file.log")
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    st, site, _ = c.api("POST", "/v1/sites", {
+        "name": "shop", "hostnames": ["shop.test"],
+        "origins": [{"level": 1, "address": o.address, "port": o.port, "scheme": "http"}]})
+    assert st == 201, site
+    n = Noded(c, enrol(c, "edge"), tmp,
+              extra_args=["--log-file", nlog, "--log-level", "info"]).start()
+    wait_until(lambda: n.visit("GET", "/warm", "shop.test", timeout=5)[0] == 200, 20,
+               "the site served by noded")
+    count = 150
+    for i in range(count):
+        st, body, _ = n.visit("GET", "/a/%d" % i, "shop.test", timeout=10)
+        assert st == 200, body
+    # logrotate right after the last answer: the lines still buffered belong to the old file
+    os.rename(nlog, nlog + ".1")
+    n.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "log file %s reopened" % nlog in read(nlog), 20, "noded's new log")
+    old, new = access_paths(read(nlog + ".1"), "/a/"), access_paths(read(nlog), "/a/")
+    assert sorted(old + new) == sorted("/a/%d" % i for i in range(count)), (len(old), len(new))
+    # the worker may still be between its answer and the line for the very last requests
+    assert len(old) >= count - 2, "%d of %d lines in the rotated file" % (len(old), count)
+    for i in range(count):
+        st, body, _ = n.visit("GET", "/b/%d" % i, "shop.test", timeout=10)
+        assert st == 200, body
+    n.stop()  # SIGTERM right after the last answer, exit status 0
+    got = access_paths(read(nlog), "/b/") + access_paths(read(nlog + ".1"), "/b/")
+    assert sorted(got) == sorted("/b/%d" % i for i in range(count)), \
+        "%d of %d lines after SIGTERM" % (len(got), count)
     c.stop()
 
 
