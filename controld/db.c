@@ -179,10 +179,21 @@ int db_exec(struct db_conn *c, const char *sql) {
   return c->ops->exec(c, sql);
 }
 
+/* A transaction left open by an earlier caller: rolled back, loudly (see db.h). */
+static void end_leftover(struct db_conn *c, const char *beginning) {
+  if (!c->ops->in_tx(c)) return;
+  log_error("database: a transaction was still open when a %s transaction began; rolled back "
+            "(a store function did not end its transaction)",
+            beginning);
+  c->ops->rollback(c);
+}
+
 int db_begin_write(struct db_conn *c) {
+  end_leftover(c, "write");
   return c->ops->begin_write(c);
 }
 int db_begin_read(struct db_conn *c) {
+  end_leftover(c, "read");
   return c->ops->begin_read(c);
 }
 int db_commit(struct db_conn *c) {

@@ -93,7 +93,10 @@ int db_exec(struct db_conn *c, const char *sql);
 
 /* Transactions. A write transaction takes the database's write lock at once (SQLite BEGIN
    IMMEDIATE; PostgreSQL BEGIN, serialized by the store's ordered-write row). A read transaction
-   is one consistent snapshot (SQLite BEGIN; PostgreSQL REPEATABLE READ READ ONLY). 0 or -1. */
+   is one consistent snapshot (SQLite BEGIN; PostgreSQL REPEATABLE READ READ ONLY). 0 or -1.
+   Beginning on a connection still inside a transaction is a caller's bug: that transaction is
+   logged and rolled back first, so a leaked read can never keep a later read on an old snapshot
+   (PostgreSQL would only warn and go on in the old transaction). */
 int db_begin_write(struct db_conn *c);
 int db_begin_read(struct db_conn *c);
 int db_commit(struct db_conn *c);

@@ -316,6 +316,32 @@ static void test_read_snapshot(void **state) {
   db_close(w);
 }
 
+/* A read left open by a careless caller does not hold the next read on its old snapshot: the
+   next begin rolls it back and starts a fresh one (PostgreSQL alone would warn and go on in the
+   old transaction). */
+static void test_begin_inside_a_transaction(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(insert(c, "a", 1), DB_DONE);
+  struct db_conn *w = db_open(g_target);
+  assert_non_null(w);
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(count_rows(c), 1); /* the snapshot is taken, and the read never ended */
+  assert_int_equal(db_begin_write(w), 0);
+  assert_int_equal(insert(w, "b", 2), DB_DONE);
+  assert_int_equal(db_commit(w), 0);
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(count_rows(c), 2);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(db_in_tx(c), 0);
+  /* a write begun over a leftover read as well */
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(insert(c, "c", 3), DB_DONE);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(count_rows(w), 3);
+  db_close(w);
+}
+
 static void test_migrations(void **state) {
   struct db_conn *c = *state;
   assert_int_equal(db_begin_write(c), 0);
@@ -846,6 +872,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_begin_inside_a_transaction),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
@@ -903,6 +930,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_begin_inside_a_transaction),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_pg_migrate_lock),
       DRIVER_TEST(test_pg_commit_after_error),
