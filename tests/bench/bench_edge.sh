@@ -129,9 +129,14 @@ api() {  # METHOD PATH JSON
 }
 api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT,\"scheme\":\"http\"}]}" >/dev/null
 NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+# the same idle origin connections as nginx's keepalive 256 (older builds: their fixed 32)
+NODE_KEEPALIVE=""
+if "$BUILD/noded/noded" --help 2>&1 | grep -q -- --origin-keepalive; then
+  NODE_KEEPALIVE="--origin-keepalive 256"
+fi
 CDNCA_NODE_TOKEN="$NODE_TOKEN" $ON_PROXY "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" --origin-keepalive 256 \
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" $NODE_KEEPALIVE \
   --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
