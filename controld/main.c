@@ -482,7 +482,8 @@ int main(int argc, char **argv) {
   if (cluster && /* the task board in the database: any replica takes task polls and votes */
       (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
        signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0))
+       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0 ||
+       signal_on(ctx.signals, SIGNAL_INVAL, tasks_signal, ctx.tasks) < 0))
     goto out;
   {
     struct notify_policy np;
