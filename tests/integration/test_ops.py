@@ -332,6 +332,41 @@ def test_check_config_controld(tmp):
     assert rc == 2 and "junk.db" in err, (rc, out, err)
 
 
+def test_migrate_only(tmp):
+    """controld --migrate: applies every migration to an empty database (SQLite file, or on
+    PostgreSQL an empty database) and exits 0 without serving; again it applies nothing; a
+    start on the result migrates nothing; with another mode it is a usage error."""
+    dialect = "pg" if harness.pg_mode() else "sqlite"
+    newest = max(int(f[:4]) for f in os.listdir(os.path.join(harness.HERE, "..", "..", "schema",
+                                                            dialect)) if f[:4].isdigit())
+    if harness.pg_mode():
+        import pgfixture  # noqa: PLC0415
+        cl = pgfixture.cluster()
+        db = cl.conninfo(cl.new_database("mig", template=None))  # empty, dropped after the test
+    else:
+        db = os.path.join(tmp, "m.db")
+    for i in range(2):
+        rc, out, err = run([CONTROLD, "--migrate", "--db", db])
+        assert rc == 0 and "at schema %d" % newest in out, (rc, out, err)
+        assert ("applying migration" in err) == (i == 0), err  # the second run applies nothing
+    c = Controld(tmp, db=db)
+    if harness.pg_mode():
+        rows = harness.db_query(c, "SELECT version FROM schema_migrations ORDER BY version")
+        assert [r[0] for r in rows] == list(range(1, newest + 1)), rows
+    else:
+        assert harness.db_query(c, "PRAGMA user_version") == [(newest,)]
+    c.start()
+    assert "applying migration" not in read(c.log_path), read(c.log_path)
+    c.stop()
+    rc, out, err = run([CONTROLD, "--migrate", "--export", os.path.join(tmp, "x.json"), "--db", db])
+    assert rc == 2 and "one at a time" in err, (rc, out, err)
+    # a database that cannot be opened: exit 1, said on stderr
+    bad = ("host=%s dbname=no_such_db connect_timeout=5" % pgfixture.cluster().dir
+           if harness.pg_mode() else "/nonexistent-dir/m.db")
+    rc, out, err = run([CONTROLD, "--migrate", "--db", bad])
+    assert rc == 1 and "migration failed" in err, (rc, out, err)
+
+
 def test_check_config_noded(tmp):
     state = os.path.join(tmp, "state")
     rc, out, err = run([NODED, "--check-config", "--controld", "http://127.0.0.1:7400",
