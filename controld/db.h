@@ -116,7 +116,9 @@ enum db_err db_err(const struct db_conn *c);
 const char *db_errmsg(const struct db_conn *c);
 void db_clear_err(struct db_conn *c);
 
-/* 1 while the connection is usable (always 1 for SQLite). A PostgreSQL connection that was lost
+/* 1 while the connection is usable (always 1 for SQLite; PostgreSQL: not lost, and, outside a
+   transaction, not closed by the server meanwhile, which is read without waiting and marks the
+   connection lost). A PostgreSQL connection that was lost
    is re-established by db_prep/db_begin_* with backoff (at most one attempt per backoff step,
    100 ms doubling to 5 s); until then they fail with DB_E_DOWN. */
 int db_up(struct db_conn *c);

@@ -691,8 +691,9 @@ static void pg_clear_err(struct db_conn *dc) {
 
 static int pg_up(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
-  if (!c->down && PQstatus(c->pg) == CONNECTION_BAD) {
+  if (!c->down && (PQstatus(c->pg) == CONNECTION_BAD || (!c->tx_open && idle_conn_gone(c)))) {
     set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+    if (!c->errmsg[0]) set_err(c, DB_E_DOWN, "the server closed the connection");
     mark_down(c);
   }
   return !c->down;

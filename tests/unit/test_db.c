@@ -432,6 +432,19 @@ static void terminate(int pid) {
   db_close(a);
 }
 
+/* Kill c's server process and wait until c has seen its connection close (pg_terminate_backend
+   returns once the process left the server's process array, possibly before its socket closed):
+   c is then lost, with no reconnect attempted yet. */
+static void lose(struct db_conn *c) {
+  terminate(backend_pid(c));
+  for (int i = 0; i < 1000 && db_up(c); i++) {
+    struct timespec ts = {0, 10 * 1000000L}; /* real time: the clock may be frozen */
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(db_up(c), 0);
+  assert_int_equal(db_err(c), DB_E_DOWN);
+}
+
 static void admin_exec(const char *sql) {
   struct db_conn *a = db_open(g_admin);
   assert_non_null(a);
@@ -445,9 +458,9 @@ static void test_pg_reconnect(void **state) {
   struct db_conn *c = *state;
   assert_int_equal(insert(c, "a", 1), DB_DONE);
   uint64_t e0 = db_epoch(c);
-  /* the server closed the idle connection (a crash, a failover): found before the next
-     statement, which runs on a new connection */
-  terminate(backend_pid(c));
+  /* the server closed the idle connection (a crash, a failover): the next statement runs on a
+     new connection */
+  lose(c);
   assert_int_equal(count_rows(c), 1);
   assert_int_equal(db_up(c), 1);
   assert_int_equal(db_epoch(c), e0 + 1);
@@ -481,6 +494,33 @@ static void test_pg_reconnect(void **state) {
   assert_int_equal(db_epoch(c), e0 + 3);
 }
 
+/* PostgreSQL: a read-only server is a database that cannot be written (DB_E_DOWN, SQLSTATE 25006)
+   and the connection is re-established; with target_session_attrs=read-write a connection whose
+   server reports itself read-only is left before its next statement, without a failed write. The
+   session setting stands in for a fenced primary (the same ParameterStatus reaches libpq). */
+static void test_pg_read_only_server(void **state) {
+  struct db_conn *c = *state;
+  uint64_t e0 = db_epoch(c);
+  assert_int_equal(db_exec(c, "SET default_transaction_read_only = on"), 0);
+  assert_int_equal(insert(c, "ro", 1), DB_ERR);
+  assert_int_equal(db_err(c), DB_E_DOWN);
+  assert_int_equal(db_up(c), 0);
+  assert_int_equal(insert(c, "rw", 2), DB_DONE); /* a new session: read-write again */
+  assert_int_equal(db_epoch(c), e0 + 1);
+  assert_int_equal(count_rows(c), 1);
+
+  char target[600];
+  snprintf(target, sizeof target, "%s target_session_attrs=read-write", g_target);
+  struct db_conn *rw = db_open(target);
+  assert_non_null(rw);
+  uint64_t e1 = db_epoch(rw);
+  assert_int_equal(db_exec(rw, "SET default_transaction_read_only = on"), 0);
+  assert_int_equal(count_rows(rw), 1); /* left before the statement, which ran on a new one */
+  assert_int_equal(db_epoch(rw), e1 + 1);
+  assert_int_equal(insert(rw, "rw2", 3), DB_DONE);
+  db_close(rw);
+}
+
 /* After a test that refused connections to the database: accept them again and unfreeze the
    clock, even when the test failed half way (the next tests connect to the same database). */
 static int teardown_refusing(void **state) {
@@ -503,8 +543,8 @@ static void test_pg_reconnect_backoff(void **state) {
   clock_set_fake_ms(t);
   snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
   admin_exec(sql);
-  terminate(backend_pid(c));
-  assert_null(db_prep(c, "SELECT 1")); /* found lost; the immediate attempt, refused */
+  lose(c);
+  assert_null(db_prep(c, "SELECT 1")); /* the immediate attempt, refused */
   assert_int_equal(db_err(c), DB_E_DOWN);
   assert_null(strstr(db_errmsg(c), "pending"));
   assert_null(db_prep(c, "SELECT 1")); /* within 100 ms of it: no attempt */
@@ -590,8 +630,8 @@ static void test_pg_backoff_doubling(void **state) {
   clock_set_fake_ms(t);
   snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
   admin_exec(sql);
-  terminate(backend_pid(c));
-  assert_null(db_prep(c, "SELECT 2")); /* found lost; the immediate attempt, refused */
+  lose(c);
+  assert_null(db_prep(c, "SELECT 2")); /* the immediate attempt, refused */
   assert_int_equal(db_up(c), 0);
   assert_null(strstr(db_errmsg(c), "pending"));
   int gap = 100;
@@ -936,6 +976,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_pg_commit_after_error),
       DRIVER_TEST(test_pg_reconnect),
       cmocka_unit_test_setup_teardown(test_pg_reconnect_backoff, setup, teardown_refusing),
+      DRIVER_TEST(test_pg_read_only_server),
       cmocka_unit_test_setup_teardown(test_pg_backoff_doubling, setup, teardown_refusing),
       DRIVER_TEST(test_pg_session_defaults),
       DRIVER_TEST(test_listen),
