@@ -96,6 +96,7 @@ static int tx_begin(struct store *st, int ordered, int engine) {
   int fenced = 0;
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
+  store_events_tx_reset(st);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
   if (engine && (fenced = store_lease_fence_check_locked(st)) != 0) {
@@ -159,8 +160,10 @@ static void note_db(struct store *st, struct db_conn *c) {
 }
 
 int store_tx_commit(struct store *st) {
-  /* the notifications go out with the commit, or not at all */
-  int rc = store_signal_commit_locked(st) < 0 ? -1 : db_commit(st->w);
+  /* the queued events are written, and the notifications go out, with the commit or not at all */
+  int rc = store_events_flush_locked(st) < 0 || store_signal_commit_locked(st) < 0
+               ? -1
+               : db_commit(st->w);
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
@@ -179,6 +182,7 @@ int store_tx_commit(struct store *st) {
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
+  store_events_tx_reset(st);
   /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
   if (rc == 0 && clear) store_token_cache_clear(st);
   pthread_mutex_unlock(&st->wmu);
@@ -194,6 +198,7 @@ void store_tx_rollback(struct store *st) {
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
+  store_events_tx_reset(st);
   pthread_mutex_unlock(&st->wmu);
 }
 
