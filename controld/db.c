@@ -150,6 +150,9 @@ void db_bind_null(struct db_stmt *s, int idx) {
 int db_step(struct db_stmt *s) {
   return s->conn->ops->step(s);
 }
+int db_defer(struct db_stmt *s) {
+  return s->conn->ops->defer(s);
+}
 int64_t db_col_i64(struct db_stmt *s, int col) {
   return s->conn->ops->col_i64(s, col);
 }

@@ -95,6 +95,17 @@ void db_bind_arr(struct db_stmt *s, int idx, struct db_arr *a);
    the statement is reset). */
 int db_step(struct db_stmt *s);
 
+/* Run a statement whose result the caller does not need (no rows, no db_changes), inside a
+   write transaction: SQLite runs it at once (db_step to the end); PostgreSQL sends it without
+   waiting for the answer, and it goes to the server in one round trip with the next statement
+   whose answer is needed (db_step, db_commit, db_exec, …), which reads its result first (BEGIN is
+   queued the same way). 0, or -1 when it failed at once (SQLite: any error; PostgreSQL: a bad bind
+   or a lost connection), err set. A deferred statement that fails on the server makes that next
+   call fail with its error (DB_ERR / -1; db_err tells which, e.g. DB_E_UNIQUE) and the transaction
+   with it: use it for statements whose failure the caller treats as the transaction's, not for
+   one whose error it must tell apart from the others'. The statement is reset afterwards. */
+int db_defer(struct db_stmt *s);
+
 /* Columns of the current row (0-based). SQL NULL reads as 0, 0.0 and NULL text. Text stays valid
    until the next step or reset of s. */
 int64_t db_col_i64(struct db_stmt *s, int col);

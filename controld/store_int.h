@@ -140,6 +140,9 @@ int store_bulk_dense(int64_t first, int64_t last, int n);
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
 
+/* Run a statement whose result is not needed with db_defer (db.h): at once on SQLite; on
+   PostgreSQL with the next statement or the COMMIT, which fails if it does. 0 or -1 (logged). */
+int store_defer(struct db_conn *c, struct db_stmt *s, const char *what);
 /* Copy a text column into a fixed buffer ("" for NULL). */
 void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
 /* Room for one more element in a list being read: arr holds *cap elements of elem bytes, cnt in

@@ -728,6 +728,94 @@ static void test_sqlstate(void **state) {
   assert_int_equal(db_pg_err_of(NULL, 1), DB_E_DOWN);
 }
 
+/* Queue an insert of (name, n) with db_defer; its result. */
+static int defer_insert(struct db_conn *c, const char *name, int64_t n) {
+  static const char sql[] = "INSERT INTO t (name, n) VALUES (?, ?)";
+  struct db_stmt *s = db_prep(c, sql);
+  assert_non_null(s);
+  db_bind_text(s, 1, name);
+  db_bind_i64(s, 2, n);
+  return db_defer(s);
+}
+
+/* db_defer: deferred statements take effect in order before the next answer and with the commit;
+   one that fails fails the next call with its error and the transaction with it; an empty
+   transaction (BEGIN queued, nothing sent) commits and rolls back cleanly. */
+static void test_defer(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(db_in_tx(c), 1);
+  assert_int_equal(db_commit(c), 0); /* empty */
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(db_begin_read(c), 0);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+
+  /* read back by the next statement, in order, in the same transaction */
+  assert_int_equal(db_begin_write(c), 0);
+  for (int i = 0; i < 3; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "d%d", i);
+    assert_int_equal(defer_insert(c, name, i), 0);
+  }
+  static const char upd[] = "UPDATE t SET n = n + 10 WHERE name = 'd2'";
+  struct db_stmt *s = db_prep(c, upd);
+  assert_int_equal(db_defer(s), 0); /* after the insert it follows */
+  assert_int_equal(count_rows(c), 3);
+  /* the commit carries the last ones */
+  assert_int_equal(defer_insert(c, "d3", 3), 0);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(count_rows(c), 4);
+  static const char sel[] = "SELECT n FROM t WHERE name = 'd2'";
+  s = db_prep(c, sel);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_int_equal(db_col_i64(s, 0), 12);
+  db_reset(s);
+
+  /* a failing one (a duplicate name): SQLite says so at once, PostgreSQL on the next answer */
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(defer_insert(c, "d4", 4), 0);
+  int d = defer_insert(c, "d1", 1);
+  if (d == 0) {
+    assert_int_equal(db_kind(c), DB_PG);
+    s = db_prep(c, sel);
+    assert_non_null(s);
+    assert_int_equal(db_step(s), DB_ERR);
+    db_reset(s);
+  } else {
+    assert_int_equal(db_kind(c), DB_SQLITE);
+  }
+  assert_int_equal(db_err(c), DB_E_UNIQUE);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(count_rows(c), 4); /* d4 went with the transaction */
+
+  /* failing, then straight to COMMIT: the commit fails and nothing stays */
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(defer_insert(c, "d5", 5), 0);
+  if (defer_insert(c, "d0", 0) == 0) assert_int_equal(db_commit(c), -1);
+  assert_int_equal(db_err(c), DB_E_UNIQUE);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(count_rows(c), 4);
+
+  /* the connection is fine afterwards, in and out of transactions */
+  assert_int_equal(insert(c, "d6", 6), DB_DONE);
+  assert_int_equal(count_rows(c), 5);
+
+  if (db_kind(c) == DB_PG) { /* the server gone with statements queued: the commit says so */
+    assert_int_equal(db_begin_write(c), 0);
+    int pid = backend_pid(c);
+    assert_int_equal(defer_insert(c, "d7", 7), 0);
+    terminate(pid);
+    assert_int_equal(db_commit(c), -1);
+    assert_int_equal(db_err(c), DB_E_DOWN);
+    db_rollback(c);
+    assert_int_equal(db_in_tx(c), 0);
+    assert_int_equal(count_rows(c), 5); /* reconnected; d7 is not there */
+  }
+}
+
 /* The array literal db_arr builds: numbers bare, text double-quoted with " and \ escaped, NULL
    bare, "{}" when empty; clearing starts over. */
 static void test_arr_literal(void **state) {
@@ -936,6 +1024,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_defer),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
@@ -993,6 +1082,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_defer),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_pg_migrate_lock),
       DRIVER_TEST(test_pg_commit_after_error),
