@@ -11,6 +11,9 @@
 
 #include "json.h"
 
+const char *const opts_log_formats[] = {"text", "json", NULL};
+const char *const opts_log_levels[] = {"error", "warn", "info", "debug", NULL};
+
 /* Compare a flag or JSON name with a table name, treating '_' and '-' alike. */
 static int name_eq(const char *table, const char *given) {
   for (; *table && *given; table++, given++) {

@@ -22,6 +22,22 @@ struct opt_def {
   const char *help;
 };
 
+/* The choices of the logging options both daemons share. */
+extern const char *const opts_log_formats[]; /* "text", "json" */
+extern const char *const opts_log_levels[];  /* "error", "warn", "info", "debug" */
+
+/* The three logging rows (--log-format, --log-level, --log-file) of a daemon's table, for a config
+   struct T with char arrays log_format, log_level and log_file. */
+#define OPTS_LOG_ROWS(T)                                                                           \
+  {"log-format",     OPT_ENUM, offsetof(T, log_format), sizeof(((T *)0)->log_format), 0, 0,        \
+   opts_log_formats, "text",   "text or json"},                                                    \
+      {"log-level",     OPT_ENUM, offsetof(T, log_level),      sizeof(((T *)0)->log_level), 0, 0,  \
+       opts_log_levels, "info",   "error, warn, info or debug"},                                   \
+  {                                                                                                \
+    "log-file", OPT_STR, offsetof(T, log_file), sizeof(((T *)0)->log_file), 0, 0, NULL, NULL,      \
+        "append log lines to this file, reopened on SIGHUP (empty = stderr)"                       \
+  }
+
 enum opts_result { OPTS_OK = 0, OPTS_ERROR = -1, OPTS_HELP = 1, OPTS_VERSION = 2 };
 
 /* Apply every default of the table (terminated by a NULL name) to target. 0 or -1 (bad default). */

@@ -235,6 +235,10 @@ static enum http_rc post_votes(struct req *r) {
               "round %lld is closed, unknown or past its deadline: votes ignored",
               (long long)round_id);
     break;
+  case TASKS_VOTE_ERROR:
+    req_error(r, 503, "db_unavailable", NULL,
+              "the votes could not be recorded: nothing was kept (retry shortly)");
+    break;
   case TASKS_VOTE_NOT_YOURS:
     snprintf(field, sizeof field, "results[%d].task_id", badi);
     req_error(r, 422, "invalid_value", field, "task %lld of round %lld was not given to this node",

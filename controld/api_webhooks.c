@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "fields.h"
 #include "json.h"
+#include "model.h"
 #include "notify.h"
 #include "store_notify.h"
 #include "token.h"
@@ -44,16 +45,10 @@ int api_webhook_url_valid(const char *url) {
 }
 
 static cJSON *webhook_json(const struct webhook_rec *w) {
-  cJSON *j = cJSON_CreateObject(), *ev = NULL;
+  cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", w->id);
   cJSON_AddStringToObject(j, "url", w->url);
-  if (w->events) ev = json_parse(w->events, strlen(w->events));
-  if (cJSON_IsArray(ev))
-    cJSON_AddItemToObject(j, "events", ev);
-  else {
-    cJSON_Delete(ev);
-    cJSON_AddNullToObject(j, "events");
-  }
+  model_webhook_events_add(j, w->events);
   json_add_time(j, "created_at", w->created_at);
   return j;
 }

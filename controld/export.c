@@ -61,23 +61,8 @@ static cJSON *origin_json(const struct origin_rec *o) {
 /* A site as the API's POST body takes it, plus what an import keeps (ids, level, pin, versions,
    times). */
 static cJSON *site_json(const struct site_rec *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *hc;
-  json_add_i64(j, "id", s->id);
-  cJSON_AddStringToObject(j, "name", s->name);
-  a = cJSON_AddArrayToObject(j, "hostnames");
-  for (int i = 0; i < s->n_hostnames; i++)
-    cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]));
-  cJSON_AddStringToObject(j, "failback", s->failback);
-  json_add_i64(j, "failback_hold_ms", s->failback_hold_ms);
-  hc = cJSON_AddObjectToObject(j, "health_check");
-  cJSON_AddBoolToObject(hc, "enabled", s->hc_enabled);
-  cJSON_AddStringToObject(hc, "path", s->hc_path);
-  json_add_i64(hc, "timeout_ms", s->hc_timeout_ms);
-  json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
-  json_add_i64(hc, "healthy_after", s->hc_healthy_after);
-  cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
-  hcheck_add_json(hc, &s->hc, 1);
-  cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
+  cJSON *j = cJSON_CreateObject(), *a;
+  model_site_settings_add(j, s, 0);
   json_add_i64(j, "current_level", s->current_level);
   cJSON_AddBoolToObject(j, "manual_pin", s->manual_pin);
   json_add_i64(j, "config_version", s->config_version);
@@ -111,17 +96,11 @@ static cJSON *token_json(const struct export_token *t) {
 }
 
 static cJSON *webhook_json(const struct webhook_rec *w) {
-  cJSON *j = cJSON_CreateObject(), *ev = NULL;
+  cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", w->id);
   cJSON_AddStringToObject(j, "url", w->url);
   cJSON_AddStringToObject(j, "secret", w->secret);
-  if (w->events) ev = json_parse(w->events, strlen(w->events));
-  if (cJSON_IsArray(ev))
-    cJSON_AddItemToObject(j, "events", ev);
-  else {
-    cJSON_Delete(ev);
-    cJSON_AddNullToObject(j, "events");
-  }
+  model_webhook_events_add(j, w->events);
   json_add_i64(j, "created_at_ms", w->created_at);
   return j;
 }

@@ -515,10 +515,6 @@ fail:
   return -1;
 }
 
-void http_quiesce(struct ctx *ctx) {
-  if (ctx->mhd) MHD_quiesce_daemon(ctx->mhd);
-}
-
 void http_stop(struct ctx *ctx) {
   struct http_srv *srv = ctx->http;
   if (ctx->mhd) MHD_stop_daemon(ctx->mhd);

@@ -82,10 +82,11 @@ struct req {
  * (logged). */
 int http_start(struct ctx *ctx, const struct route *const *tables);
 
-/* Stop accepting new connections (in-flight ones go on). */
-void http_quiesce(struct ctx *ctx);
-
-/* Stop accepting and shut the daemon down (callers must have resumed every suspended request). */
+/* Stop accepting and shut the daemon down (callers must have resumed every suspended request).
+   There is no separate "stop accepting" step: libmicrohttpd 0.9.75's MHD_quiesce_daemon races
+   its own epoll threads (both remove the listen socket; the loser aborts the process with "Failed
+   to remove listen FD from epoll set"). Requests that arrive while controld shuts down are
+   answered as usual; the config hub and the task board answer long-polls at once once closed. */
 void http_stop(struct ctx *ctx);
 
 /* Query-string parameter or NULL. */

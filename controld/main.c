@@ -31,8 +31,6 @@
 #include "tasks.h"
 #include "token.h"
 
-static const char *const log_formats[] = {"text", "json", NULL};
-static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const bools[] = {"true", "false", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
@@ -60,12 +58,7 @@ static const struct opt_def options[] = {
      "serve the API over TLS with this certificate (PEM)"},
     {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL,
      "private key for --tls-cert (PEM)"},
-    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text",
-     "text or json"},
-    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info",
-     "error, warn, info or debug"},
-    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL,
-     "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
+    OPTS_LOG_ROWS(struct cd_config),
     {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384",
      "HTTP connection limit (long-polling nodes count)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
@@ -326,6 +319,10 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     notify_set_active(ctx->notify, 0);
     return;
   }
+  /* rounds a former engine left open take no more votes (DESIGN §10) */
+  if (tasks_abort_older(ctx->tasks, epoch) < 0)
+    log_warn("engine epoch %lld: open probe rounds of older epochs could not be aborted",
+             (long long)epoch);
   /* a site left on a level with no enabled origin is switched first, then the work starts */
   if (engine_reevaluate_all(ctx) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
@@ -482,6 +479,11 @@ int main(int argc, char **argv) {
      signals_start below */
   ctx.signals = signals_new(ctx.store, ctx.hub);
   if (!ctx.signals) goto out;
+  if (cluster && /* the task board in the database: any replica takes task polls and votes */
+      (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
+       signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
+       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0))
+    goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
@@ -511,7 +513,6 @@ int main(int argc, char **argv) {
     sig = svc_loop(&sigs, "serving the API", on_sighup, &ra);
   }
   log_info("signal %d: shutting down", sig);
-  http_quiesce(&ctx);
   ret = 0;
 out:
   lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */

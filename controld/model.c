@@ -296,8 +296,8 @@ cJSON *model_node_retry_json(const struct site_rec *s) {
   return noderetry_json(&p);
 }
 
-cJSON *model_site_json(const struct site_rec *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *hc;
+void model_site_settings_add(cJSON *j, const struct site_rec *s, int with_state) {
+  cJSON *a, *hc;
   const char *reason;
   json_add_i64(j, "id", s->id);
   cJSON_AddStringToObject(j, "name", s->name);
@@ -308,7 +308,7 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_i64(j, "failback_hold_ms", s->failback_hold_ms);
   hc = cJSON_AddObjectToObject(j, "health_check");
   cJSON_AddBoolToObject(hc, "enabled", s->hc_enabled);
-  cJSON_AddStringToObject(hc, "state", model_hc_state(s, &reason));
+  if (with_state) cJSON_AddStringToObject(hc, "state", model_hc_state(s, &reason));
   cJSON_AddStringToObject(hc, "path", s->hc_path);
   json_add_i64(hc, "timeout_ms", s->hc_timeout_ms);
   json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
@@ -316,6 +316,21 @@ cJSON *model_site_json(const struct site_rec *s) {
   cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
   hcheck_add_json(hc, &s->hc, 1);
   cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
+}
+
+void model_webhook_events_add(cJSON *j, const char *events) {
+  cJSON *ev = events ? json_parse(events, strlen(events)) : NULL;
+  if (cJSON_IsArray(ev))
+    cJSON_AddItemToObject(j, "events", ev);
+  else {
+    cJSON_Delete(ev);
+    cJSON_AddNullToObject(j, "events");
+  }
+}
+
+cJSON *model_site_json(const struct site_rec *s) {
+  cJSON *j = cJSON_CreateObject(), *a;
+  model_site_settings_add(j, s, 1);
   json_add_i64(j, "current_level", s->current_level);
   json_add_i64(j, "config_version", s->config_version);
   json_add_i64(j, "revision", s->revision);

@@ -36,6 +36,13 @@ int model_enabled_origins(const struct site_rec *s);
 /* "active" | "paused" | "disabled" for the site's health checks, and a reason in words. */
 const char *model_hc_state(const struct site_rec *s, const char **reason);
 
+/* The settings every view of a site shares, added to j: id, name, hostnames, failback,
+   failback_hold_ms, health_check (its options, with "state" when with_state) and node_retry. */
+void model_site_settings_add(cJSON *j, const struct site_rec *s, int with_state);
+
+/* A webhook's "events", added to j: its stored JSON array, or null (every event). */
+void model_webhook_events_add(cJSON *j, const char *events);
+
 /* JSON of a site as the API returns it (caller cJSON_Delete's it). */
 cJSON *model_site_json(const struct site_rec *s);
 

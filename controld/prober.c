@@ -482,6 +482,10 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   }
   round_id = store_health_next_round_id(ctx->store);
   if (round_id < p->next_round_id) round_id = p->next_round_id;
+  if (ctx->tasks && round_id >= 1) { /* cluster mode: past an aborted round of another engine */
+    int64_t free_id = tasks_next_round_id(ctx->tasks);
+    round_id = free_id < 0 ? -1 : free_id > round_id ? free_id : round_id;
+  }
   if (round_id < 1) goto out;
   p->next_round_id = round_id + 1;
   st.round_id = round_id;

@@ -12,8 +12,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
-
-#define TASKS_TICK_MS 100
+#include "store_tasks.h"
 
 /* One node's share of a round. */
 struct assign {
@@ -41,14 +40,32 @@ struct twaiter {
   struct twaiter *prev, *next;
 };
 
+/* Cluster mode: a round this process opened in the table, for the engine's wait. */
+struct dbround {
+  int64_t id;
+  int expected;
+  int64_t deadline; /* monotonic ms */
+  struct dbround *next;
+};
+
 struct task_board {
   pthread_mutex_t mu;
   pthread_cond_t votes_cv; /* a vote arrived */
   pthread_cond_t timer_cv; /* a waiter was added, or stop */
+  pthread_cond_t idle_cv;  /* the timer thread finished a hand-out from the table */
   pthread_t thr;
   int thr_started, stop, closed;
   struct round *rounds;
   struct twaiter *head;
+  /* cluster mode (st != NULL): the board is in the database */
+  struct store *st;
+  struct dbround *dbrounds;
+  int kick;            /* a cdnca_tasks notification: the timer thread re-reads the table */
+  int handing;         /* the timer thread holds waiters off the list (db_hand_out) */
+  uint64_t wake_gen;   /* bumped by every cdnca_tasks notification or local round open */
+  uint64_t votes_gen;  /* bumped by every cdnca_votes notification */
+  int64_t next_check;  /* monotonic ms of the next re-read while polls wait */
+  int64_t next_prune;  /* monotonic ms of the next prune of old rounds (engine) */
 };
 
 static void timespec_in(struct timespec *ts, int64_t ms) {
@@ -151,6 +168,95 @@ static void resume_all(struct twaiter *list) {
   }
 }
 
+/* ---- cluster mode: the board in the database ---- */
+
+/* Set r's reply to the tasks taken from the table. */
+static void reply_db_tasks(struct req *r, int64_t round_id, int64_t deadline_ms,
+                           const struct store_task *t, int n) {
+  cJSON *j = cJSON_CreateObject(), *arr;
+  json_add_i64(j, "round_id", round_id);
+  json_add_i64(j, "deadline_ms", deadline_ms);
+  arr = cJSON_AddArrayToObject(j, "tasks");
+  for (int i = 0; i < n; i++) {
+    cJSON *o = cJSON_CreateObject(), *chk = cJSON_Parse(t[i].check);
+    if (!o) {
+      cJSON_Delete(chk);
+      continue;
+    }
+    json_add_i64(o, "task_id", t[i].task_id);
+    json_add_i64(o, "origin_id", t[i].origin_id);
+    cJSON_AddStringToObject(o, "url", t[i].url);
+    cJSON_AddStringToObject(o, "host", t[i].host);
+    cJSON_AddNumberToObject(o, "timeout_ms", t[i].timeout_ms);
+    if (chk)
+      cJSON_AddItemToObject(o, "check", chk);
+    else
+      add_check(o, NULL);
+    cJSON_AddItemToArray(arr, o);
+  }
+  req_json(r, 200, j);
+}
+
+/* Try to hand node_id's tasks from the table to r: 1 replied (tasks), 0 none, -1 error. */
+static int db_take(struct task_board *b, struct req *r, int64_t node_id) {
+  struct store_task *t = NULL;
+  int64_t round_id = 0, left = 0;
+  int n = 0, rc = store_tasks_take(b->st, node_id, &round_id, &left, &t, &n);
+  if (rc == 1) reply_db_tasks(r, round_id, left, t, n);
+  store_tasks_free(t, n);
+  return rc;
+}
+
+static int id_in(const int64_t *ids, int n, int64_t id) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] == id) return 1;
+  return 0;
+}
+
+/* The timer thread, without the lock: the waiters whose node has tasks in an open round get them.
+   Waiters taken off the list meanwhile belong to this thread; those left without tasks go back
+   (or get 304 when the board closed). */
+static void db_hand_out(struct task_board *b) {
+  int64_t *ids = NULL;
+  int n = 0;
+  struct twaiter *mine = NULL, *done = NULL, *w, *next;
+  if (store_tasks_pending_nodes(b->st, &ids, &n) < 0 || n == 0) {
+    free(ids);
+    return;
+  }
+  pthread_mutex_lock(&b->mu);
+  for (w = b->head; w; w = next) {
+    next = w->next;
+    if (!id_in(ids, n, w->node_id)) continue;
+    waiter_unlink(b, w);
+    w->next = mine;
+    mine = w;
+  }
+  pthread_mutex_unlock(&b->mu);
+  free(ids);
+  for (w = mine; w; w = next) {
+    next = w->next;
+    if (db_take(b, w->r, w->node_id) == 1) {
+      w->next = done;
+      done = w;
+      continue;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (b->closed) {
+      req_json(w->r, 304, NULL);
+      w->next = done;
+      done = w;
+    } else {
+      w->prev = NULL;
+      w->next = b->head;
+      if (b->head) b->head->prev = w;
+      b->head = w;
+    }
+    pthread_mutex_unlock(&b->mu);
+  }
+  resume_all(done);
+}
+
 static void *timer_thread(void *arg) {
   struct task_board *b = arg;
   pthread_mutex_lock(&b->mu);
@@ -175,6 +281,19 @@ static void *timer_thread(void *arg) {
       pthread_mutex_lock(&b->mu);
       continue;
     }
+    if (b->st && !b->head) b->kick = 0; /* nobody waits: the next poll reads the table itself */
+    if (b->st && b->head && !b->closed && (b->kick || now >= b->next_check)) {
+      b->kick = 0;
+      b->next_check = now + TASKS_DB_RECHECK_MS;
+      b->handing = 1;
+      pthread_mutex_unlock(&b->mu);
+      db_hand_out(b);
+      pthread_mutex_lock(&b->mu);
+      b->handing = 0;
+      pthread_cond_broadcast(&b->idle_cv);
+      continue;
+    }
+    if (b->st && b->head && b->next_check < wake) wake = b->next_check;
     timespec_in(&ts, wake - now > 0 ? wake - now : 1);
     pthread_cond_timedwait(&b->timer_cv, &b->mu, &ts);
   }
@@ -191,6 +310,7 @@ struct task_board *tasks_new(void) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&b->votes_cv, &ca);
   pthread_cond_init(&b->timer_cv, &ca);
+  pthread_cond_init(&b->idle_cv, &ca);
   pthread_condattr_destroy(&ca);
   if (pthread_create(&b->thr, NULL, timer_thread, b) != 0) {
     log_error("cannot start the task board timer");
@@ -216,20 +336,113 @@ void tasks_free(struct task_board **bp) {
     b->rounds = rd->next;
     round_free(rd);
   }
+  while (b->dbrounds) {
+    struct dbround *d = b->dbrounds;
+    b->dbrounds = d->next;
+    free(d);
+  }
   pthread_cond_destroy(&b->votes_cv);
   pthread_cond_destroy(&b->timer_cv);
+  pthread_cond_destroy(&b->idle_cv);
   pthread_mutex_destroy(&b->mu);
   free(b);
   *bp = NULL;
 }
 
+int tasks_use_store(struct task_board *b, struct store *st) {
+  pthread_mutex_lock(&b->mu);
+  b->st = st;
+  b->next_check = clock_mono_ms();
+  pthread_mutex_unlock(&b->mu);
+  return 0;
+}
+
+void tasks_signal(void *arg, enum signal_kind kind, const char *payload) {
+  struct task_board *b = arg;
+  pthread_mutex_lock(&b->mu);
+  if (kind == SIGNAL_TASKS || !payload) {
+    b->kick = 1;
+    b->wake_gen++;
+    pthread_cond_signal(&b->timer_cv);
+  }
+  if (kind == SIGNAL_VOTES || !payload) {
+    b->votes_gen++;
+    pthread_cond_broadcast(&b->votes_cv);
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
+int tasks_abort_older(struct task_board *b, int64_t epoch) {
+  int n;
+  if (!b->st) return 0;
+  n = store_tasks_abort_older(b->st, epoch);
+  if (n > 0) log_info("engine epoch %lld: %d probe round(s) of older epochs aborted",
+                      (long long)epoch, n);
+  return n;
+}
+
+int64_t tasks_next_round_id(struct task_board *b) {
+  return b->st ? store_tasks_next_round_id(b->st) : 1;
+}
+
+/* Cluster mode: tasks_round_open into the table. */
+static int db_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wall_ms,
+                         int n_nodes, const int64_t *node_ids, const struct task_spec *const *tasks,
+                         const int *n_tasks) {
+  cJSON *arr = cJSON_CreateArray();
+  struct dbround *d = calloc(1, sizeof *d);
+  char *json = NULL;
+  int64_t in_ms = deadline_wall_ms - clock_wall_ms();
+  int expected = 0, rc = -1;
+  enum store_rc src;
+  if (!arr || !d) goto out;
+  for (int i = 0; i < n_nodes; i++)
+    for (int k = 0; k < n_tasks[i]; k++) {
+      cJSON *o = tasks_spec_json(&tasks[i][k]);
+      if (!o) goto out;
+      json_add_i64(o, "node_id", node_ids[i]);
+      cJSON_AddItemToArray(arr, o);
+      expected++;
+    }
+  json = cJSON_PrintUnformatted(arr);
+  if (!json) goto out;
+  if (in_ms < 1) in_ms = 1;
+  d->id = round_id;
+  d->expected = expected;
+  d->deadline = clock_mono_ms() + in_ms;
+  src = store_tasks_round_open(b->st, round_id, in_ms, json);
+  if (src != STORE_OK) {
+    log_error("probe round %lld: %s", (long long)round_id,
+              src == STORE_CONFLICT ? "the round id is taken in the task table"
+                                    : "the tasks could not be stored");
+    goto out;
+  }
+  pthread_mutex_lock(&b->mu);
+  d->next = b->dbrounds;
+  b->dbrounds = d;
+  d = NULL;
+  b->kick = 1; /* this replica's waiters need not wait for the notification to come back */
+  b->wake_gen++;
+  pthread_cond_signal(&b->timer_cv);
+  pthread_mutex_unlock(&b->mu);
+  rc = 0;
+out:
+  free(d);
+  free(json);
+  cJSON_Delete(arr);
+  return rc;
+}
+
 int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wall_ms, int n_nodes,
                      const int64_t *node_ids, const struct task_spec *const *tasks,
                      const int *n_tasks) {
-  struct round *rd = calloc(1, sizeof *rd);
+  struct round *rd;
   struct twaiter *done = NULL, *w, *next;
   int64_t now = clock_wall_ms();
-  if (!rd || n_nodes < 0) goto fail;
+  if (n_nodes < 0) return -1;
+  if (b->st) return db_round_open(b, round_id, deadline_wall_ms, n_nodes, node_ids, tasks, n_tasks);
+  rd = calloc(1, sizeof *rd);
+  if (!rd) goto fail;
   rd->id = round_id;
   rd->deadline = deadline_wall_ms;
   rd->a = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *rd->a);
@@ -277,7 +490,41 @@ fail:
   return -1;
 }
 
+static struct dbround *dbround_find(struct task_board *b, int64_t id) {
+  for (struct dbround *d = b->dbrounds; d; d = d->next)
+    if (d->id == id) return d;
+  return NULL;
+}
+
+/* Cluster mode: tasks_round_wait on the vote count, woken by cdnca_votes or every tick. */
+static void db_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop) {
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    struct dbround *d = dbround_find(b, round_id);
+    int64_t left, got, expected, deadline;
+    uint64_t seen = b->votes_gen;
+    struct timespec ts;
+    if (!d || (stop && *stop)) break;
+    expected = d->expected;
+    deadline = d->deadline;
+    pthread_mutex_unlock(&b->mu);
+    got = store_tasks_vote_count(b->st, round_id);
+    pthread_mutex_lock(&b->mu);
+    if (got >= expected) break;
+    left = deadline - clock_mono_ms();
+    if (left <= 0) break;
+    if (b->votes_gen != seen) continue; /* votes came while counting */
+    timespec_in(&ts, left < TASKS_TICK_MS ? left : TASKS_TICK_MS);
+    pthread_cond_timedwait(&b->votes_cv, &b->mu, &ts);
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
 void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop) {
+  if (b->st) {
+    db_round_wait(b, round_id, stop);
+    return;
+  }
   pthread_mutex_lock(&b->mu);
   for (;;) {
     struct round *rd = round_find(b, round_id);
@@ -292,10 +539,37 @@ void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop) 
   pthread_mutex_unlock(&b->mu);
 }
 
+/* Cluster mode: tasks_round_close in the table, then (at most every TASKS_PRUNE_EVERY_MS) the
+   rounds older than the keep time go. */
+static int db_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes,
+                          int *n) {
+  struct dbround **pp, *d = NULL;
+  int prune = 0, rc;
+  int64_t now = clock_mono_ms();
+  pthread_mutex_lock(&b->mu);
+  for (pp = &b->dbrounds; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == round_id) {
+      d = *pp;
+      *pp = d->next;
+      break;
+    }
+  if (now >= b->next_prune) {
+    prune = 1;
+    b->next_prune = now + TASKS_PRUNE_EVERY_MS;
+  }
+  pthread_mutex_unlock(&b->mu);
+  free(d);
+  rc = store_tasks_round_close(b->st, round_id, votes, n);
+  if (prune && store_tasks_prune(b->st, STORE_TASKS_KEEP_MS) < 0)
+    log_warn("could not prune old probe rounds; retrying later");
+  return rc;
+}
+
 int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote **votes, int *n) {
   struct round **pp, *rd = NULL;
   *votes = NULL;
   *n = 0;
+  if (b->st) return db_round_close(b, round_id, votes, n);
   pthread_mutex_lock(&b->mu);
   for (pp = &b->rounds; *pp; pp = &(*pp)->next)
     if ((*pp)->id == round_id) {
@@ -324,6 +598,7 @@ enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t rou
   enum tasks_vote_rc rc = TASKS_VOTE_OK;
   struct round *rd;
   struct assign *a;
+  if (b->st) return store_tasks_vote(b->st, node_id, round_id, v, n, bad);
   pthread_mutex_lock(&b->mu);
   rd = round_find(b, round_id);
   if (!rd || now > rd->deadline) {
@@ -354,13 +629,27 @@ out:
 int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms) {
   struct twaiter *w = calloc(1, sizeof *w);
   struct round *rd = NULL;
-  struct assign *a;
+  struct assign *a = NULL;
+  uint64_t gen = 0;
   if (!w) {
     req_error(r, 500, "internal", NULL, "out of memory");
     return HTTP_DONE;
   }
+  if (b->st) { /* cluster mode: the table first, then wait for a notification */
+    int got;
+    pthread_mutex_lock(&b->mu);
+    gen = b->wake_gen;
+    pthread_mutex_unlock(&b->mu);
+    got = db_take(b, r, r->node_id);
+    if (got != 0) {
+      if (got < 0) req_error(r, 503, "db_unavailable", NULL,
+                              "the database cannot be reached (retry shortly)");
+      free(w);
+      return HTTP_DONE;
+    }
+  }
   pthread_mutex_lock(&b->mu);
-  a = pending_for(b, r->node_id, clock_wall_ms(), &rd);
+  if (!b->st) a = pending_for(b, r->node_id, clock_wall_ms(), &rd);
   if (a) {
     reply_tasks(r, rd, a, clock_wall_ms());
     pthread_mutex_unlock(&b->mu);
@@ -382,6 +671,7 @@ int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms) {
   w->next = b->head;
   if (b->head) b->head->prev = w;
   b->head = w;
+  if (b->st && b->wake_gen != gen) b->kick = 1; /* a round opened while the table was read */
   pthread_cond_signal(&b->timer_cv);
   pthread_mutex_unlock(&b->mu);
   return HTTP_SUSPENDED;
@@ -397,6 +687,10 @@ void tasks_shutdown(struct task_board *b) {
     w->next = done;
     done = w;
   }
+  /* waiters the timer thread took off the list are answered by it (304 once closed): wait, so
+     no suspended request outlives this call */
+  while (b->handing)
+    pthread_cond_wait(&b->idle_cv, &b->mu);
   pthread_mutex_unlock(&b->mu);
   resume_all(done);
 }

@@ -1,5 +1,14 @@
 /* tasks — the board of probe tasks handed to nodes each round and the votes they send back
- * (thread-safe). */
+   (thread-safe).
+
+   Two homes for the board, one contract. With SQLite (one process) rounds, tasks and votes live
+   in this process's memory. In cluster mode (tasks_use_store) they live in the database
+   (store_tasks.h), so a node may poll tasks and post votes on any replica: the engine's
+   tasks_round_open inserts the round and NOTIFYs cdnca_tasks; every replica's suspended task polls
+   re-read the table when a cdnca_tasks notification arrives (tasks_signal) and at least every
+   TASKS_DB_RECHECK_MS; votes are inserted under the open round's row lock and 409 once the round
+   is closed, aborted or past its deadline by the DATABASE clock; the engine waits for votes on
+   cdnca_votes notifications or TASKS_TICK_MS polls of the vote count. */
 #ifndef CDNCA_TASKS_H
 #define CDNCA_TASKS_H
 
@@ -8,9 +17,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "signals.h"
+
 struct ctx;
 struct hcheck_opts;
 struct task_board;
+struct store;
+
+/* The engine's vote wait looks again at least this often (ms). */
+#define TASKS_TICK_MS 100
+/* Cluster mode: suspended task polls re-read the table at least this often (ms), so a missed
+   notification delays tasks by at most this much. */
+#define TASKS_DB_RECHECK_MS 1000
+/* Cluster mode: old rounds are pruned at most this often (ms) by the engine. */
+#define TASKS_PRUNE_EVERY_MS 60000
 
 /* One probe for one node: GET url with Host/SNI = host, within timeout_ms. */
 struct task_spec {
@@ -40,11 +60,30 @@ cJSON *tasks_spec_json(const struct task_spec *t);
 /* New empty board; NULL on OOM. */
 struct task_board *tasks_new(void);
 
+/* Cluster mode: keep the board in st's tables from now on (call before any round or poll; st
+   must outlive the board). 0. */
+int tasks_use_store(struct task_board *b, struct store *st);
+
+/* A signal_fn (signals.h) for SIGNAL_TASKS and SIGNAL_VOTES, arg = the board: a cdnca_tasks
+   notification makes suspended polls re-read the table, a cdnca_votes one wakes the engine's
+   vote wait; payload NULL (a resync) does both. Returns at once. */
+void tasks_signal(void *arg, enum signal_kind kind, const char *payload);
+
+/* Cluster mode, on gaining the lease with epoch: rounds still open from older epochs are aborted
+   (votes to them are 409). The number aborted, or -1; 0 in memory. */
+int tasks_abort_older(struct task_board *b, int64_t epoch);
+
+/* The lowest round id the board has not used (cluster mode: MAX(round_id) + 1 of the table, so a
+   new engine does not reuse an aborted round's id); 1 in memory, -1 on error. */
+int64_t tasks_next_round_id(struct task_board *b);
+
 /* Free the board (after every waiter was resumed). NULLs *b. */
 void tasks_free(struct task_board **b);
 
 /* Open a round: node node_ids[i] gets the n_tasks[i] tasks in tasks[i] (copied), to answer by
-   deadline_wall_ms. Nodes long-polling GET /v1/node/tasks are woken at once. 0 or -1. */
+   deadline_wall_ms. Nodes long-polling GET /v1/node/tasks are woken at once. Cluster mode: the
+   round is stored with deadline = the database's now + (deadline_wall_ms - this host's now), in
+   one fenced engine transaction. 0 or -1 (cluster mode: also when fenced or the id is taken). */
 int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wall_ms, int n_nodes,
                      const int64_t *node_ids, const struct task_spec *const *tasks,
                      const int *n_tasks);
@@ -65,6 +104,7 @@ enum tasks_vote_rc {
   TASKS_VOTE_OK = 0,        /* recorded (repeats of a vote already counted are ignored) */
   TASKS_VOTE_LATE = 1,      /* unknown or closed round, or past its deadline: 409, nothing kept */
   TASKS_VOTE_NOT_YOURS = 2, /* a task_id not handed to this node in the round: nothing kept */
+  TASKS_VOTE_ERROR = 3,     /* cluster mode: the database failed; nothing kept (503) */
 };
 
 /* GET /v1/node/tasks for node r->node_id: hands out at once the node's tasks of an open round it
@@ -73,7 +113,8 @@ enum tasks_vote_rc {
    Returns an enum http_rc (HTTP_DONE or HTTP_SUSPENDED). */
 int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms);
 
-/* Record node_id's votes v[0..n) for round_id at wall ms now, all or nothing (v[i].node_id is
+/* Record node_id's votes v[0..n) for round_id at wall ms now (cluster mode: the database's now),
+   all or nothing (v[i].node_id is
    set from node_id). On TASKS_VOTE_NOT_YOURS *bad (may be NULL) is the offending index. */
 enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t round_id,
                               const struct task_vote *v, int n, int64_t now, int *bad);

@@ -200,6 +200,7 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
 out:
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(hdrs);
+  if (rc < 0) ctl_resp_fini(out); /* part of a body may have come before the transfer failed */
   return rc;
 }
 

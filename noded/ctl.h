@@ -47,8 +47,8 @@ CURL *ctl_handle(void);
    to the replica set: an answer ends the shared backoff, a transport error or 502/503/504 moves
    to the next replica (logged once per switch). A call still running when another loop moved
    to the next replica is aborted (-1, "moved to …"), so a long-poll held by a stalled replica
-   does not outlast the switch. out is initialised here; caller ctl_resp_fini's
-   it. */
+   does not outlast the switch. out is initialised here; after 0 the caller ctl_resp_fini's
+   it, after -1 there is nothing to free (a partial body is released here). */
 int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const char *json_body,
              long timeout_ms, struct ctl_resp *out, char *err, size_t errlen);
 

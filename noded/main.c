@@ -60,9 +60,6 @@ struct node {
   int64_t started_ms;
 };
 
-static const char *const log_formats[] = {"text", "json", NULL};
-static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
-
 #define O(f) offsetof(struct node_cfg, f)
 #define S(f) sizeof(((struct node_cfg *)0)->f)
 static const struct opt_def options[] = {
@@ -80,12 +77,7 @@ static const struct opt_def options[] = {
      "CA bundle for HTTPS origins (empty = system)"},
     {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL,
      "CA bundle for an https controld (empty = system)"},
-    {"log-format", OPT_ENUM, O(log_format), S(log_format), 0, 0, log_formats, "text",
-     "text or json"},
-    {"log-level", OPT_ENUM, O(log_level), S(log_level), 0, 0, log_levels, "info",
-     "error, warn, info or debug"},
-    {"log-file", OPT_STR, O(log_file), S(log_file), 0, 0, NULL, NULL,
-     "append log lines to this file, reopened on SIGHUP (empty = stderr)"},
+    OPTS_LOG_ROWS(struct node_cfg),
     {"heartbeat-interval-ms", OPT_INT, O(heartbeat_interval_ms), 0, 100, 3600000, NULL, "10000",
      "time between heartbeats"},
     {"config-wait-ms", OPT_INT, O(config_wait_ms), 0, 0, 60000, NULL, "25000",

@@ -9,6 +9,11 @@ rounds; every replica serves the API. Cases:
   2. SIGSTOP of the engine past the ttl while a round is in flight: another replica takes over;
      after SIGCONT the stopped one commits nothing (no round started before the stop is stored)
      and reports role "replica", and there is one engine.
+  5. votes posted to a follower count: two nodes whose only replica is a follower take their
+     tasks there and vote; the round's verdict is decided by those votes (source "nodes", their
+     node ids). A vote posted to the follower after the round's stored deadline is 409 and not
+     kept. A new engine (the old one killed with a round open) aborts the old epoch's round,
+     which then refuses votes, and goes on with rounds of its own epoch.
   7. a noded given every replica (--controld URL1,URL2,URL3) serves visitors; the replica it
      uses is killed (kill -9): visitors keep getting 200 throughout, and a change made through a
      third replica reaches the node within a few seconds.
@@ -314,6 +319,138 @@ def test_sigstop_engine_commits_nothing(tmp):
     with open(eng.log_path, encoding="utf-8", errors="replace") as f:
         log = f.read()
     assert "engine lease lost" in log or "fenced" in log, log[-2000:]
+
+
+def take_tasks(r, token, timeout):
+    """GET /v1/node/tasks on replica r until a round hands tasks out: (body, monotonic time)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st, body, _ = r.api("GET", "/v1/node/tasks?wait_ms=1000", token=token, timeout=10)
+        if st == 200:
+            return body, time.monotonic()
+        assert st == 304, (st, body)
+    raise AssertionError("no probe tasks from %s within %s s" % (r.name, timeout))
+
+
+def ok_results(body, status):
+    return [{"task_id": t["task_id"], "ok": True, "status": status, "latency_ms": 3}
+            for t in body["tasks"]]
+
+
+def make_node(r, name):
+    st, node, _ = r.api("POST", "/v1/nodes", {"name": name})
+    assert st == 201, node
+    return node
+
+
+def test_votes_on_a_follower_count_and_late_votes_409(tmp):
+    """Case 5: two nodes poll tasks and post votes on a follower only; the engine's round is
+    decided by their votes. A vote after the round's stored deadline is 409 there."""
+    o1 = Origin("o1", tmpdir=tmp).start()
+    o2 = Origin("o2", tmpdir=tmp).start()
+    # 4 s rounds: nodes get min(timeout + 2 s, interval / 2) = 2 s to answer
+    c = Cluster(tmp, n=2, probe_ms=4000).start()
+    eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+    fol = next(r for r in c.replicas if r is not eng)
+    site = make_site(eng, o1, o2)
+    sid = site["id"]
+    oid = next(o["id"] for o in site["origins"] if o["level"] == 1)
+    nodes = [make_node(eng, "n%d" % i) for i in range(2)]
+    # a round in which both nodes got their tasks from the follower and voted there in time
+    # (on a loaded machine a round may be missed: the next one is tried)
+    voted = {}
+    for _attempt in range(6):
+        got = [None, None]
+
+        def vote(i):
+            body, _ = take_tasks(fol, nodes[i]["token"], 30)
+            st, b, _ = fol.api("POST", "/v1/node/votes", {"round_id": body["round_id"],
+                                                          "results": ok_results(body, 299)},
+                               token=nodes[i]["token"], timeout=10)
+            got[i] = (body["round_id"], st, b, body["deadline_ms"])
+        ts = [threading.Thread(target=vote, args=(i,), daemon=True) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert all(g is not None for g in got), got
+        rounds = {g[0] for g in got}
+        if len(rounds) == 1 and all(g[1] == 204 for g in got):
+            voted = {"round_id": got[0][0]}
+            # the round's deadline is 2000 ms after it opened: what is left measures how long
+            # the tasks took from the engine's insert to the nodes through the follower
+            print("round %d: tasks handed out by the follower with %s ms of 2000 left"
+                  % (got[0][0], [g[3] for g in got]))
+            break
+        for g in got:
+            assert g[1] in (204, 409), g
+    assert voted, "no round with both nodes' votes in time"
+    rid = voted["round_id"]
+    # the votes are in the table the engine tallies, and the verdict is theirs
+    rows = c.sql("SELECT node_id, status FROM probe_votes WHERE round_id = %d" % rid)
+    assert {int(n) for n, _ in rows} == {n["id"] for n in nodes}, rows
+
+    def verdict():
+        st, body, _ = fol.api("GET", "/v1/sites/%d/origins/%d/verdicts?limit=100" % (sid, oid))
+        assert st == 200, body
+        return next((v for v in body["verdicts"] if v["round_id"] == rid), None)
+    wait_until(lambda: verdict() is not None, 20, "the verdict of round %d" % rid)
+    v = verdict()
+    assert v["source"] == "nodes" and v["verdict"] == "success", v
+    by_nodes = {x["node_id"] for x in v["votes"] if x["source"] == "nodes" and x["status"] == 299}
+    assert by_nodes == {n["id"] for n in nodes}, v
+    assert c.sql("SELECT state FROM probe_round_open WHERE round_id = %d" % rid) == [["closed"]]
+
+    # late: the next round's tasks, a vote only after the stored deadline (database clock)
+    body, got_at = take_tasks(fol, nodes[0]["token"], 30)
+    late = body["round_id"]
+    assert late > rid and 0 < body["deadline_ms"] <= 2000, body
+    time.sleep(body["deadline_ms"] / 1000 + 0.5)
+    past = c.sql("SELECT deadline_at < (extract(epoch from clock_timestamp()) * 1000)::bigint "
+                 "FROM probe_round_open WHERE round_id = %d" % late)
+    assert past == [["t"]], past
+    st, b, _ = fol.api("POST", "/v1/node/votes", {"round_id": late,
+                                                  "results": ok_results(body, 299)},
+                       token=nodes[0]["token"])
+    assert st == 409 and b["error"]["code"] == "round_closed", (st, b)
+    kept = c.sql("SELECT count(*) FROM probe_votes WHERE round_id = %d AND node_id = %d"
+                 % (late, nodes[0]["id"]))
+    assert kept == [["0"]], kept
+
+
+def test_new_engine_aborts_old_epoch_round(tmp):
+    """Case 5, leader change: the engine is killed while its round waits for votes; the next
+    engine aborts that round (older epoch), votes to it are 409, and its own rounds go on."""
+    o1 = Origin("o1", tmpdir=tmp).start()
+    o2 = Origin("o2", tmpdir=tmp).start()
+    # 8 s rounds: a round waits up to min(2 s timeout + 2 s, 4 s) = 4 s for votes
+    c = Cluster(tmp, n=2, probe_ms=8000).start()
+    eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+    fol = next(r for r in c.replicas if r is not eng)
+    make_site(eng, o1, o2)
+    node = make_node(eng, "n1")
+    # take a round's tasks and do not vote: the round stays open until its deadline
+    body, _ = take_tasks(fol, node["token"], 40)
+    eng.kill9()
+    rid = body["round_id"]
+    rows = c.sql("SELECT epoch, state FROM probe_round_open WHERE round_id = %d" % rid)
+    assert rows and rows[0][1] == "open", rows  # still open: the engine died waiting
+    old_epoch = int(rows[0][0])
+    new = c.wait_engine(15, among=[fol])
+    new_epoch = c.health(new)["epoch"]
+    assert new_epoch > old_epoch, (old_epoch, new_epoch)
+    wait_until(lambda: c.sql("SELECT state FROM probe_round_open WHERE round_id = %d" % rid)
+               == [["aborted"]], 10, "round %d aborted" % rid)
+    st, b, _ = fol.api("POST", "/v1/node/votes", {"round_id": rid,
+                                                  "results": ok_results(body, 200)},
+                       token=node["token"])
+    assert st == 409 and b["error"]["code"] == "round_closed", (st, b)
+    # the new engine's own rounds: its epoch, past the aborted id, closed after their wait
+    wait_until(lambda: c.sql("SELECT count(*) FROM probe_round_open WHERE epoch = %d AND "
+                             "state = 'closed' AND round_id > %d" % (new_epoch, rid))
+               != [["0"]], 40, "a round of the new engine")
+    assert c.sql("SELECT count(*) FROM probe_round_open WHERE state = 'open' AND epoch < %d"
+                 % new_epoch) == [["0"]]
 
 
 def test_lease_options(tmp):

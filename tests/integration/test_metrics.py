@@ -54,12 +54,14 @@ def test_fleet_in_mixed_states(tmp):
     up1, up2, down1, down2, back1, back2, p1 = (Origin(n, tmpdir=tmp).start() for n in
                                                ("up1", "up2", "down1", "down2", "back1", "back2",
                                                 "p1"))
+    # failing before the sites exist: both of 'dead's levels fail in its first round, so it stays
+    # on level 1 (all down, not on backup) instead of first moving to a level still unknown
+    for o in (down1, down2, back1):
+        o.set(status=500)
     fine = site(c, "fine", [(1, up1), (2, up2)])
     moved = site(c, "moved", [(1, back1), (2, back2)], failback="manual")
     dead = site(c, "dead", [(1, down1), (2, down2)])
     paused = site(c, "paused", [(1, p1), (2, up2)])
-    for o in (down1, down2, back1):
-        o.set(status=500)
     # paused: health checks on, then its second origin disabled
     po = paused["origins"][1]["id"]
     st, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (paused["id"], po), {"enabled": False})

@@ -72,7 +72,11 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             wait_health(c, sid, oa, "healthy")
             o = card_origin(card(c, sid), oa)
             assert o["source"] == "nodes" and o["votes"] == {"success": 3, "failure": 0}, o
-            assert set(p for p, _, _ in a.answers) <= set(pid.values()), (c.pid(), pid, a.answers)
+            # every probe whose sender could be told came from a node; a probe the node gave up
+            # on (a timeout on a loaded machine) has closed its socket before the origin looks
+            # up the owner, and counts as unknown (None), not as controld
+            seen = set(p for p, _, _ in a.answers) - {None}
+            assert seen <= set(pid.values()), (c.pid(), pid, a.answers)
             assert "control" not in [x["source"] for x in v["votes"]], v
             uas = {r["headers"].get("User-Agent") for r in b.stats()["recent"][-6:]}
             assert uas == {"cdnca-node/origin-probe"}, uas

@@ -185,10 +185,17 @@ async function main() {
   ok('timeline marks the state change to unhealthy');
   await page.locator(`[data-testid^="tl-switch-${oid1}-"]`).first().waitFor({ state: 'attached' });
   ok('timeline marks the level switch');
-  await page.locator(`[data-testid="tl-mark-${oid1}"][data-verdict="failure"]`).last().hover();
-  await byId('timeline-tip').waitFor({ state: 'visible' });
-  const tip = await byId('timeline-tip').innerText();
-  check(/failure via control/.test(tip) && /HTTP 503/.test(tip) && /\d+ ms/.test(tip),
+  // the timeline is redrawn on every refresh, which can replace the hovered mark (and empty the
+  // tip) between the hover and the read on a slow machine: hover again until the tip is read
+  const tipOk = (t) => /failure via control/.test(t) && /HTTP 503/.test(t) && /\d+ ms/.test(t);
+  let tip = '';
+  for (let i = 0; i < 20 && !tipOk(tip); i++) {
+    if (i > 0) await page.waitForTimeout(250);
+    await page.locator(`[data-testid="tl-mark-${oid1}"][data-verdict="failure"]`).last().hover();
+    await byId('timeline-tip').waitFor({ state: 'visible' });
+    tip = await byId('timeline-tip').innerText();
+  }
+  check(tipOk(tip),
     `hover shows source, votes, status and latency: ${JSON.stringify(tip.slice(0, 160))}`);
   await screenshot('site-failed-over');
 
