@@ -502,6 +502,26 @@ fail_notx:
   return -1;
 }
 
+int engine_site_changed_keep_locked(struct ctx *ctx, int64_t site_id, struct site_rec *out) {
+  struct site_rec s;
+  int level;
+  enum store_rc lrc = store_health_site_load_locked(ctx->store, site_id, &s);
+  if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
+  level = s.current_level;
+  if (evaluate_locked(ctx, &s, clock_wall_ms(), NULL) < 0) {
+    site_rec_fini(&s);
+    return -1;
+  }
+  /* without a switch only the incident flags (kept in s) and the fleet columns (not in a
+     site_rec) were written; a switch republishes, bumping config_version and updated_at */
+  if (s.current_level != level) {
+    site_rec_fini(&s);
+    return 0;
+  }
+  *out = s;
+  return 1;
+}
+
 int engine_site_changed_locked(struct ctx *ctx, int64_t site_id) {
   struct site_rec s;
   int rc;
