@@ -2,6 +2,7 @@
 #include "buf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,15 +44,44 @@ int buf_puts(struct buf *b, const char *s) {
 int buf_printf(struct buf *b, const char *fmt, ...) {
   va_list ap;
   int n;
+  size_t room = b->cap > b->len ? b->cap - b->len : 0;
+  /* one pass when the text fits in the room left (the usual case), a second after growing */
   va_start(ap, fmt);
-  n = vsnprintf(NULL, 0, fmt, ap);
+  n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap);
   va_end(ap);
-  if (n < 0 || buf_reserve(b, (size_t)n) < 0) return -1;
+  if (n < 0) {
+    if (room) b->data[b->len] = '\0';
+    return -1;
+  }
+  if ((size_t)n < room && !(b->max && b->len + (size_t)n > b->max)) {
+    b->len += (size_t)n;
+    return 0;
+  }
+  if (room) b->data[b->len] = '\0';
+  if (buf_reserve(b, (size_t)n) < 0) return -1;
   va_start(ap, fmt);
   vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
   va_end(ap);
   b->len += (size_t)n;
   return 0;
+}
+
+int buf_put_u64(struct buf *b, uint64_t v) {
+  char d[20];
+  size_t n = 0;
+  do {
+    d[sizeof d - 1 - n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return buf_append(b, d + sizeof d - n, n);
+}
+
+int buf_put_i64(struct buf *b, int64_t v) {
+  if (v < 0) {
+    if (buf_append(b, "-", 1)) return -1;
+    return buf_put_u64(b, (uint64_t)0 - (uint64_t)v);
+  }
+  return buf_put_u64(b, (uint64_t)v);
 }
 
 char *buf_take(struct buf *b) {

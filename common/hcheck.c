@@ -391,3 +391,24 @@ out:
 #undef EVIDENCE
   return ok;
 }
+
+int hcheck_rejudge(const struct hcheck_opts *o, int ok, int status, const char *error,
+                   char *evidence, size_t cap) {
+  const char *err = error && error[0] ? error : "failed";
+  if (cap == 0) evidence = NULL;
+  if (o->type == HCHECK_TCP || status < 100 || status > 999) {
+    ok = ok ? 1 : 0;
+  } else if (!hcheck_status_ok(o, status)) {
+    if (evidence && o->n_codes == 0)
+      snprintf(evidence, cap, "status %d", status);
+    else if (evidence)
+      snprintf(evidence, cap, "unexpected status %d", status);
+    return 0;
+  } else if (!o->expected_body[0]) {
+    ok = 1;
+  } else {
+    ok = ok ? 1 : 0;
+  }
+  if (evidence) snprintf(evidence, cap, "%s", ok ? "" : err);
+  return ok;
+}

@@ -106,6 +106,19 @@ struct hcheck_outcome {
 int hcheck_judge(const struct hcheck_opts *o, const struct hcheck_outcome *out, char *evidence,
                  size_t cap);
 
+/* Re-judge a vote reported by someone else (a checkpoint plugin) against o: ok, status (0 =
+ * none) and error are what the vote said. Returns the verdict; evidence (cap bytes, NUL
+ * included) gets "" on success, else which rule failed. The rule:
+ * - no status (0, or outside 100..999), or a tcp check: the vote's ok stands (no response to
+ *   judge; a tcp check sends no request); evidence = its error ("failed" when it gave none);
+ * - a status o rejects (expected_codes, else >= 500): failure, whatever the vote's ok, with the
+ *   evidence hcheck_judge gives ("status 503", "unexpected status 403");
+ * - a status o accepts and an expected_body: the vote's ok stands (only the voter saw the body);
+ * - a status o accepts and no expected_body: success, whatever the vote's ok (the status is the
+ *   whole rule, as for controld's own probes). */
+int hcheck_rejudge(const struct hcheck_opts *o, int ok, int status, const char *error,
+                   char *evidence, size_t cap);
+
 /* "http" | "tcp", "GET" | "HEAD". Static. */
 const char *hcheck_type_to_string(enum hcheck_type t);
 const char *hcheck_method_to_string(enum hcheck_method m);

@@ -69,24 +69,6 @@ int log_enabled(enum log_level lvl) {
   return (int)lvl <= atomic_load(&log_max);
 }
 
-/* Append s to out as a JSON string body (no quotes), bounded by cap. */
-static size_t json_escape(char *out, size_t cap, const char *s) {
-  size_t n = 0;
-  for (; *s && n + 7 < cap; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      out[n++] = '\\';
-      out[n++] = (char)c;
-    } else if (c < 0x20) {
-      n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
-    } else {
-      out[n++] = (char)c;
-    }
-  }
-  out[n] = '\0';
-  return n;
-}
-
 /* The line's timestamp, e.g. 2026-12-03T07:01:56.123Z. */
 static void timestamp(char *ts, size_t n) {
   struct timespec now;
@@ -204,36 +186,96 @@ void log_event(enum log_level lvl, const char *event, const cJSON *fields) {
   }
 }
 
-void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
-  char msg[2048], line[4608], ts[64];
+/* Append n bytes of p at out[*len] if they fit below cap. */
+static int app(char *out, size_t cap, size_t *len, const char *p, size_t n) {
+  if (n > cap - *len) return -1;
+  memcpy(out + *len, p, n);
+  *len += n;
+  return 0;
+}
+
+/* Append msg[0, n) JSON-escaped, at most ESC_MAX bytes of escaped text (as json_escape). */
+#define ESC_MAX 4200
+static int app_escaped(char *out, size_t cap, size_t *len, const char *msg, size_t n) {
+  size_t k = 0, start = *len;
+  for (size_t i = 0; i < n && msg[i] && k + 7 < ESC_MAX; i++) {
+    unsigned char c = (unsigned char)msg[i];
+    char e[8];
+    size_t el = 1;
+    if (c == '"' || c == '\\') {
+      e[0] = '\\';
+      e[1] = (char)c;
+      el = 2;
+    } else if (c < 0x20) {
+      el = (size_t)snprintf(e, sizeof e, "\\u%04x", c);
+    } else {
+      e[0] = (char)c;
+    }
+    if (app(out, cap, len, e, el) < 0) {
+      *len = start;
+      return -1;
+    }
+    k += el;
+  }
+  return 0;
+}
+
+int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc,
+                    enum log_level lvl, const char *func, const char *msg, size_t msglen) {
   struct timespec now;
-  struct tm tm;
+  char ms[8];
+  size_t n = *len;
+  const char *lv = level_names[lvl];
+  clock_gettime(CLOCK_REALTIME, &now);
+  if (tc->sec != (long long)now.tv_sec) {
+    struct tm tm;
+    time_t sec = now.tv_sec;
+    gmtime_r(&sec, &tm);
+    snprintf(tc->text, sizeof tc->text, "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    tc->sec = (long long)now.tv_sec;
+  }
+  {
+    long m = now.tv_nsec / 1000000;
+    ms[0] = (char)('0' + m / 100);
+    ms[1] = (char)('0' + m / 10 % 10);
+    ms[2] = (char)('0' + m % 10);
+    ms[3] = 'Z';
+  }
+  if (msglen > 2047) msglen = 2047;
+  if (atomic_load(&log_fmt) == LOG_JSON) {
+    if (app(out, cap, &n, "{\"ts\":\"", 7) || app(out, cap, &n, tc->text, strlen(tc->text)) ||
+        app(out, cap, &n, ms, 4) || app(out, cap, &n, "\",\"level\":\"", 11) ||
+        app(out, cap, &n, lv, strlen(lv)) || app(out, cap, &n, "\",\"prog\":\"", 10) ||
+        app(out, cap, &n, log_prog, strlen(log_prog)) || app(out, cap, &n, "\",\"func\":\"", 10) ||
+        app(out, cap, &n, func, strlen(func)) || app(out, cap, &n, "\",\"msg\":\"", 9) ||
+        app_escaped(out, cap, &n, msg, msglen) || app(out, cap, &n, "\"}\n", 3))
+      return -1;
+  } else {
+    if (app(out, cap, &n, tc->text, strlen(tc->text)) || app(out, cap, &n, ms, 4) ||
+        app(out, cap, &n, " ", 1) || app(out, cap, &n, log_prog, strlen(log_prog)) ||
+        app(out, cap, &n, " ", 1) || app(out, cap, &n, lv, strlen(lv)) ||
+        app(out, cap, &n, ": ", 2) || app(out, cap, &n, func, strlen(func)) ||
+        app(out, cap, &n, ": ", 2) || app(out, cap, &n, msg, strnlen(msg, msglen)) ||
+        app(out, cap, &n, "\n", 1))
+      return -1;
+  }
+  *len = n;
+  return 0;
+}
+
+void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
+  char msg[2048], line[4608];
+  struct log_tscache tc = {.sec = -1};
+  size_t n = 0;
   va_list ap;
-  int n;
 
   if (!log_enabled(lvl)) return;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-
-  clock_gettime(CLOCK_REALTIME, &now);
-  gmtime_r(&now.tv_sec, &tm);
-  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000);
-  if (atomic_load(&log_fmt) == LOG_JSON) {
-    char esc[4200];
-    json_escape(esc, sizeof esc, msg);
-    n = snprintf(line, sizeof line,
-                 "{\"ts\":\"%s\",\"level\":\"%s\",\"prog\":\"%s\",\"func\":\"%s\","
-                 "\"msg\":\"%s\"}\n",
-                 ts, level_names[lvl], log_prog, func, esc);
-  } else {
-    n = snprintf(line, sizeof line, "%s %s %s: %s: %s\n", ts, log_prog, level_names[lvl], func,
-                 msg);
-  }
-  if (n < 0) return;
-  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
-  if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+  if (log_format_line(line, sizeof line, &n, &tc, lvl, func, msg, strlen(msg)) < 0) return;
+  if (write(STDERR_FILENO, line, n) < 0) {
     /* nothing sensible left to do */
   }
 }

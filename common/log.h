@@ -40,6 +40,18 @@ int log_enabled(enum log_level lvl);
 void log_write(enum log_level lvl, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The date and time of day of a log line, formatted once per second (one cache per thread). */
+struct log_tscache {
+  long long sec; /* the second text holds; -1: none yet */
+  char text[64]; /* "2026-12-03T07:01:56." */
+};
+
+/* Append one line exactly as log_write writes it (timestamp, program, level, func, msg, in the
+   current format; msg cut at 2047 bytes) to out[*len, cap), using and refreshing tc. No check of
+   the level (log_enabled). 0, or -1 when the line does not fit (nothing appended). */
+int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc,
+                    enum log_level lvl, const char *func, const char *msg, size_t msglen);
+
 #define log_error(...) log_write(LOG_ERROR, __func__, __VA_ARGS__)
 #define log_warn(...)                                                                              \
   do {                                                                                             \

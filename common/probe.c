@@ -23,17 +23,26 @@
 /* Events taken from epoll per wake-up; more ready sockets are simply served on the next turn. */
 #define PROBE_EVENTS 256
 
-/* One reusable transfer: an easy handle and the state of the probe it currently runs. */
+/* How long libcurl may keep the CA store it built from the CA file before reading it again. */
+#define PROBE_CA_CACHE_S 600L
+
+/* One reusable transfer: an easy handle and the state of the probe it currently runs. The easy
+ * handle keeps its fixed options across probes; only a probe's own options are set per probe. */
 struct probe_slot {
   CURL *easy;                      /* created on first use, kept across runs */
-  struct curl_slist *connect_to;   /* this probe's CONNECT_TO entry; freed when it ends */
-  struct curl_slist *headers;      /* this probe's request headers; freed when it ends */
+  int busy;                        /* 1 while a probe runs on this slot */
+  int fixed_set;                   /* 1 when easy carries the fixed options (slot_setup_fixed) */
+  int connect_only;                /* 1 when the last probe was a tcp check (CONNECT_ONLY) */
+  struct curl_slist connect_to;    /* this probe's CONNECT_TO entry, data = conn */
+  struct curl_slist *own_headers;  /* request headers of a check with extra headers; freed when
+                                      the probe ends (others share probe.headers) */
   const struct hcheck_opts *check; /* the target's options (never NULL while running) */
   size_t idx;                      /* index of the target/result */
   size_t body_bytes;               /* body bytes seen so far */
   char *body;                      /* the first HCHECK_BODY_MAX bytes, only with expected_body */
   int headers_done;                /* 1 once a final (>= 200) header block is complete */
   char errbuf[CURL_ERROR_SIZE];
+  char conn[PROBE_NAME_MAX + 16]; /* "::address:port" */
 };
 
 struct probe {
@@ -44,6 +53,8 @@ struct probe {
   int64_t timer_at; /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
   char *user_agent;
   char *ca_file;
+  int ca_cacheable; /* 1 = CAPATH cleared so that libcurl builds the CA store once (probe_new) */
+  struct curl_slist *headers; /* "Connection: close": the headers of a check without its own */
   int max_conc;
   const struct targets *deny;
   struct probe_slot *slots; /* max_conc entries */
@@ -284,38 +295,32 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
 }
 
-/* Set every option of one probe on s->easy; 0 or -1. */
-static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_target *t,
-                      const char *url) {
+/* Set the options every probe shares on s->easy (after init or reset); 0 or -1. They stay set
+ * across probes: libcurl keeps options until curl_easy_reset. */
+static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   CURL *e = s->easy;
-  long timeout = t->timeout_ms > 0 ? t->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS;
-  long ctimeout = timeout < PROBE_CONNECT_TIMEOUT_CAP_MS ? timeout : PROBE_CONNECT_TIMEOUT_CAP_MS;
   CURLcode rc = CURLE_OK;
 
   /* Checked together: a failure here means a libcurl built without a feature we need. */
-  rc |= curl_easy_setopt(e, CURLOPT_URL, url);
-  rc |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, s->connect_to);
   rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, s);
   rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
-  if (s->check->type == HCHECK_TCP) rc |= curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-  if (s->check->method == HCHECK_HEAD)
-    rc |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-  else
-    rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, p->user_agent);
-  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
   rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
-  rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ctimeout);
   rc |= curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, p->tls_reuse ? 1L : 0L);
   if (p->ca_file) rc |= curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
+  /* libcurl reuses the CA store it built (kept in the multi handle) only when the CAs come from
+     a CA file alone; with a CA directory too it reads the file again for every connection. */
+  if (p->ca_cacheable) {
+    rc |= curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    rc |= curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, PROBE_CA_CACHE_S);
+  }
   rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
   rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -325,20 +330,46 @@ static int slot_setup(struct probe *p, struct probe_slot *s, const struct probe_
   return rc == CURLE_OK ? 0 : -1;
 }
 
+/* Set the options of this probe (each of them, every time, so none leaks from the previous
+ * probe on the slot); 0 or -1. */
+static int slot_setup(struct probe_slot *s, const struct probe_target *t, const char *url) {
+  CURL *e = s->easy;
+  long timeout = t->timeout_ms > 0 ? t->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS;
+  long ctimeout = timeout < PROBE_CONNECT_TIMEOUT_CAP_MS ? timeout : PROBE_CONNECT_TIMEOUT_CAP_MS;
+  CURLcode rc = CURLE_OK;
+
+  rc |= curl_easy_setopt(e, CURLOPT_URL, url);
+  rc |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, &s->connect_to);
+  if (s->check->type == HCHECK_TCP) rc |= curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  if (s->check->method == HCHECK_HEAD)
+    rc |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  else
+    rc |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  rc |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->own_headers);
+  rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+  rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ctimeout);
+  return rc == CURLE_OK ? 0 : -1;
+}
+
 /* Free what one probe held on its slot. */
-static void slot_clear(struct probe_slot *s) {
-  curl_slist_free_all(s->connect_to);
-  s->connect_to = NULL;
-  curl_slist_free_all(s->headers);
-  s->headers = NULL;
+static void slot_clear(struct probe *p, struct probe_slot *s) {
+  if (s->own_headers != p->headers) curl_slist_free_all(s->own_headers);
+  s->own_headers = NULL;
+  s->busy = 0;
   free(s->body);
   s->body = NULL;
 }
 
-/* Build the slot's request headers: Connection: close and the check's own. 0 or -1. */
-static int slot_headers(struct probe_slot *s) {
-  struct curl_slist *l = curl_slist_append(NULL, "Connection: close"), *n;
+/* The slot's request headers: Connection: close and the check's own; a check without its own
+ * shares the prober's list. 0 or -1. */
+static int slot_headers(struct probe *p, struct probe_slot *s) {
+  struct curl_slist *l, *n;
   char line[HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4];
+  if (s->check->n_headers == 0) {
+    s->own_headers = p->headers;
+    return 0;
+  }
+  l = curl_slist_append(NULL, "Connection: close");
   if (!l) return -1;
   for (int i = 0; i < s->check->n_headers; i++) {
     snprintf(line, sizeof line, "%s: %s", s->check->headers[i].name, s->check->headers[i].value);
@@ -349,7 +380,7 @@ static int slot_headers(struct probe_slot *s) {
     }
     l = n;
   }
-  s->headers = l;
+  s->own_headers = l;
   return 0;
 }
 
@@ -357,11 +388,11 @@ static int slot_headers(struct probe_slot *s) {
 static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
                        struct probe_result *r) {
   char url[PROBE_URL_MAX];
-  char conn[PROBE_NAME_MAX + 16];
   char why[64];
   struct probe_slot *s = &p->slots[p->idle[p->nidle - 1]];
+  int tcp;
 
-  if (target_prepare(t, url, sizeof url, conn, sizeof conn, why, sizeof why) != 0) {
+  if (target_prepare(t, url, sizeof url, s->conn, sizeof s->conn, why, sizeof why) != 0) {
     result_fail(r, "invalid target: %s", why);
     return 0;
   }
@@ -371,20 +402,36 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
       result_fail(r, "internal: curl_easy_init failed");
       return 0;
     }
-  } else {
-    curl_easy_reset(s->easy);
+    s->fixed_set = 0;
   }
   s->idx = i;
   s->check = t->check ? t->check : &default_check;
+  tcp = s->check->type == HCHECK_TCP;
+  /* CONNECT_ONLY is the one per-probe option that cannot be switched off again by setting it:
+     a slot goes back to a clean handle after a tcp check (and before one, so it starts clean). */
+  if (s->fixed_set && (s->connect_only || tcp)) {
+    curl_easy_reset(s->easy);
+    s->fixed_set = 0;
+  }
+  s->connect_only = tcp;
   s->body_bytes = 0;
   s->headers_done = 0;
   s->errbuf[0] = '\0';
-  s->connect_to = curl_slist_append(NULL, conn);
-  if (!s->connect_to || slot_headers(s) < 0) {
+  s->connect_to.data = s->conn;
+  s->connect_to.next = NULL;
+  s->busy = 1;
+  if (slot_headers(p, s) < 0) {
     result_fail(r, "internal: out of memory");
     goto fail;
   }
-  if (slot_setup(p, s, t, url) != 0) {
+  if (!s->fixed_set) {
+    if (slot_setup_fixed(p, s) != 0) {
+      result_fail(r, "internal: curl option rejected");
+      goto fail;
+    }
+    s->fixed_set = 1;
+  }
+  if (slot_setup(s, t, url) != 0) {
     result_fail(r, "internal: curl option rejected");
     goto fail;
   }
@@ -395,14 +442,14 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   p->nidle--;
   return 1;
 fail:
-  slot_clear(s);
+  slot_clear(p, s);
   return 0;
 }
 
 /* Detach a slot from the multi handle and return it to the idle stack. */
 static void slot_release(struct probe *p, struct probe_slot *s) {
   curl_multi_remove_handle(p->multi, s->easy);
-  slot_clear(s);
+  slot_clear(p, s);
   p->idle[p->nidle++] = (size_t)(s - p->slots);
 }
 
@@ -524,6 +571,24 @@ static int poll_turn(struct probe *p, const struct probe_target *targets,
   return 0;
 }
 
+/* 1 when the CAs can come from one CA file (ca_file, else libcurl's built-in bundle) without
+ * the CA directory, so that libcurl builds the store once and caches it. A libcurl without a
+ * built-in bundle keeps its directory (and builds a store per connection). */
+static int ca_store_cacheable(const char *ca_file) {
+  int ok = 0;
+  if (ca_file) return 1;
+#if LIBCURL_VERSION_NUM >= 0x075400 /* CURLINFO_CAINFO: 7.84.0 */
+  {
+    CURL *e = curl_easy_init();
+    char *bundle = NULL;
+    if (e && curl_easy_getinfo(e, CURLINFO_CAINFO, &bundle) == CURLE_OK && bundle && bundle[0])
+      ok = 1;
+    if (e) curl_easy_cleanup(e);
+  }
+#endif
+  return ok;
+}
+
 struct probe *probe_new(const struct probe_opts *opts) {
   struct probe *p = NULL;
   struct probe_opts o = {0};
@@ -548,6 +613,9 @@ struct probe *probe_new(const struct probe_opts *opts) {
     p->ca_file = strdup(o.ca_file);
     if (!p->ca_file) goto out;
   }
+  p->ca_cacheable = ca_store_cacheable(p->ca_file);
+  p->headers = curl_slist_append(NULL, "Connection: close");
+  if (!p->headers) goto out;
   p->slots = calloc((size_t)p->max_conc, sizeof *p->slots);
   p->idle = calloc((size_t)p->max_conc, sizeof *p->idle);
   if (!p->slots || !p->idle) goto out;
@@ -587,11 +655,12 @@ void probe_free(struct probe **pp) {
   if (p->slots) {
     for (int i = 0; i < p->max_conc; i++) {
       if (p->slots[i].easy) curl_easy_cleanup(p->slots[i].easy);
-      slot_clear(&p->slots[i]);
+      slot_clear(p, &p->slots[i]);
     }
   }
   if (p->multi) curl_multi_cleanup(p->multi);
   if (p->epfd >= 0) close(p->epfd);
+  curl_slist_free_all(p->headers);
   free(p->slots);
   free(p->idle);
   free(p->user_agent);
@@ -642,7 +711,7 @@ out:
   /* Abandon whatever is still in flight (cancel or libcurl failure). */
   for (int i = 0; i < p->max_conc; i++) {
     struct probe_slot *s = &p->slots[i];
-    if (!s->connect_to) continue;
+    if (!s->busy) continue;
     snprintf(results[s->idx].error, sizeof results[s->idx].error,
              cancelled ? "cancelled" : "internal: libcurl failure");
     slot_release(p, s);

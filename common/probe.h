@@ -22,6 +22,9 @@ struct hcheck_opts;
  *
  * Every probe opens a fresh connection that is closed when it ends (no reuse across probes or
  * rounds, no TLS session resumption), so each result reflects the origin as it is right now.
+ * Every HTTPS probe verifies the certificate chain and host name in full; what is reused is the
+ * trusted CA store, built once from the CA file (ca_file, else libcurl's built-in bundle; the CA
+ * directory is then not read) and read again after 10 minutes, so CA updates are seen then.
  * The status is known once the header block is complete: the body is read up to PROBE_BODY_MAX
  * bytes and the transfer is then cut; its first HCHECK_BODY_MAX bytes are kept only when the
  * check has an expected_body. Errors while reading the body do not change the verdict. Proxy

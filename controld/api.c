@@ -76,9 +76,12 @@ static enum http_rc get_metrics(struct req *r) {
     metrics_set(r->ctx->metrics, "cdnca_signals_received_total", "",
                 (double)signals_received(r->ctx->signals));
   }
+  /* without the database the per-site block may have nothing to serve: the process's own
+     metrics still go out (cdnca_db_up 0 says why the block is missing) */
   if (metrics_render(r->ctx->metrics, &b) < 0 ||
       (r->ctx->sitemetrics &&
-       sitemetrics_render(r->ctx->sitemetrics, clock_mono_ms(), clock_wall_ms(), &b) < 0)) {
+       sitemetrics_render(r->ctx->sitemetrics, clock_mono_ms(), clock_wall_ms(), &b) < 0 &&
+       store_db_up(r->ctx->store))) {
     buf_fini(&b);
     req_error(r, 500, "internal", NULL, "cannot render metrics");
     return HTTP_DONE;

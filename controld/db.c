@@ -392,7 +392,7 @@ enum db_err db_pg_err_of(const char *sqlstate, int conn_bad) {
   if (conn_bad) return DB_E_DOWN;
   if (!sqlstate || strlen(sqlstate) != 5) return DB_E_OTHER;
   if (!strncmp(sqlstate, "08", 2) || !strcmp(sqlstate, "57P01") || !strcmp(sqlstate, "57P02") ||
-      !strcmp(sqlstate, "57P03"))
+      !strcmp(sqlstate, "57P03") || !strcmp(sqlstate, "25006"))
     return DB_E_DOWN;
   if (!strcmp(sqlstate, "23505")) return DB_E_UNIQUE;
   if (!strncmp(sqlstate, "23", 2)) return DB_E_CONSTRAINT;

@@ -85,7 +85,11 @@ struct db_conn *db_pg_open(const char *conninfo);
 char *db_placeholders_pg(const char *sql, int *nparams);
 
 /* The db_err for a PostgreSQL failure: conn_bad (the connection is gone) or SQLSTATE class 08
-   (connection exception) or 57P01-57P03 (server shutting down or not accepting) → DB_E_DOWN;
+   (connection exception) or 57P01-57P03 (server shutting down or not accepting) or 25006
+   (read_only_sql_transaction: the server is a standby, or a primary fenced read-only before a
+   switchover; for the store's writes that is a database that cannot be written, and a
+   reconnection through a target_session_attrs=read-write conninfo finds the new primary)
+   → DB_E_DOWN;
    23505 → DB_E_UNIQUE; other class 23 → DB_E_CONSTRAINT; 53100 → DB_E_FULL; 40001, 40P01,
    55P03 → DB_E_BUSY; anything else (or no SQLSTATE) → DB_E_OTHER. Pure. */
 enum db_err db_pg_err_of(const char *sqlstate, int conn_bad);

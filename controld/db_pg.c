@@ -59,11 +59,14 @@ struct pg_conn {
   enum db_err err;
   char errmsg[256];
   int64_t changes;
-  uint64_t epoch;       /* starts at 1; bumped by every re-established connection */
-  int down;             /* the connection is lost */
-  int tx_open;          /* a transaction was begun and not yet committed or rolled back */
-  int64_t retry_at;     /* clock_mono_ms of the next reconnect attempt */
-  uint64_t ups_at_fail; /* g_pg_ups when the last reconnect attempt failed */
+  uint64_t epoch;        /* starts at 1; bumped by every re-established connection */
+  int down;              /* the connection is lost */
+  int tx_open;           /* a transaction was begun and not yet committed or rolled back */
+  int listening;         /* a LISTEN succeeded on it: never re-established by the driver */
+  int want_rw;           /* the target says target_session_attrs=read-write (or primary) */
+  uint64_t ro_lost_seen; /* g_pg_ro_lost when this connection was established */
+  int64_t retry_at;      /* clock_mono_ms of the next reconnect attempt */
+  uint64_t ups_at_fail;  /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
   int pipe_on; /* in pipeline mode, with pipe_n queued results to read before the next answer */
   int pipe_n;
@@ -73,6 +76,13 @@ struct pg_conn {
    back, the others waiting out a backoff step retry at once instead of answering "unavailable"
    for up to PG_BACKOFF_MAX_MS more. A count, not a time, so a frozen test clock holds. */
 static _Atomic uint64_t g_pg_ups;
+
+/* Times a connection of the process found its server read-only (SQLSTATE 25006, or the server's
+   reported read-only state) and left it. The other connections to that server are idle
+   elsewhere and would read stale data from it once before noticing: each one established
+   before the latest such event is re-established before its next statement instead (through
+   target_session_attrs, so it lands on the current primary, or fails while there is none). */
+static _Atomic uint64_t g_pg_ro_lost;
 
 static struct pg_conn *pc_of(struct db_conn *c) {
   return (struct pg_conn *)c;
@@ -101,13 +111,45 @@ static void mark_down(struct pg_conn *c) {
   log_warn("PostgreSQL connection lost: %s", c->errmsg);
 }
 
-/* Record why res (or the connection) failed; marks the connection down when it is gone. */
+/* 1 when the server says it is read-only: a hot standby, or default_transaction_read_only on
+   (both reported by PostgreSQL 14 and later with every change, so no round trip). */
+static int server_read_only(const PGconn *pg) {
+  const char *hs = PQparameterStatus(pg, "in_hot_standby");
+  const char *ro = PQparameterStatus(pg, "default_transaction_read_only");
+  return (hs && !strcmp(hs, "on")) || (ro && !strcmp(ro, "on"));
+}
+
+/* 1 when target asks libpq for a read-write server (target_session_attrs read-write or
+   primary): then a connection whose server turns read-only is left for a new one. */
+static int target_wants_rw(const char *target) {
+  int rw = 0;
+  PQconninfoOption *opts = PQconninfoParse(target, NULL);
+  for (PQconninfoOption *o = opts; o && o->keyword; o++)
+    if (!strcmp(o->keyword, "target_session_attrs") && o->val)
+      rw = !strcmp(o->val, "read-write") || !strcmp(o->val, "primary");
+  PQconninfoFree(opts);
+  return rw;
+}
+
+/* Record why res (or the connection) failed; marks the connection down when it is gone.
+
+   A server that crashed while the connection was idle is not always reported as CONNECTION_BAD:
+   libpq answers the next command with "server closed the connection unexpectedly" (no SQLSTATE)
+   and may leave the status CONNECTION_OK (seen with PQprepare after pg_ctl stop -m immediate).
+   An error result without a SQLSTATE comes from libpq itself, never from the server, so it is a
+   connection failure too: the connection is re-established rather than reused. */
 static void fail_res(struct pg_conn *c, const PGresult *res) {
-  int bad = PQstatus(c->pg) == CONNECTION_BAD;
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  int bad = PQstatus(c->pg) == CONNECTION_BAD || PQsocket(c->pg) < 0 ||
+            (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !state);
   set_err(c, db_pg_err_of(state, bad), res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
   if (!c->errmsg[0]) set_err(c, c->err, PQerrorMessage(c->pg));
-  if (c->err == DB_E_DOWN) mark_down(c);
+  if (c->err == DB_E_DOWN) {
+    /* a read-only server where a read-write one was chosen: the others leave it too */
+    if (state && !strcmp(state, "25006") && !c->down && c->want_rw && server_read_only(c->pg))
+      atomic_fetch_add(&g_pg_ro_lost, 1);
+    mark_down(c);
+  }
 }
 
 /* Rows written, as SQLite counts them: only INSERT, UPDATE, DELETE and MERGE change the count. */
@@ -169,10 +211,54 @@ static PGconn *pg_connect(const char *target, char *err, size_t errlen) {
   return pg;
 }
 
+/* 1 when an idle connection is known to be gone: the server closed it (a crash, a restart, a
+   failover to a standby promoted elsewhere) while nothing was sent. Without this check the next
+   statement on it would fail ("server closed the connection unexpectedly") although a new
+   connection would work at once. Reads only what the server already sent (no round trip):
+   buffered messages (notices, parameter changes) stay libpq's to process as usual. */
+static int idle_conn_gone(struct pg_conn *c) {
+  for (int i = 0; i < 4; i++) {
+    int fd = PQsocket(c->pg);
+    if (fd < 0 || PQstatus(c->pg) == CONNECTION_BAD) return 1;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, 0);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) return 0; /* nothing to read: alive as far as can be told */
+    /* readable: data, or the end of the stream (read until libpq sees which) */
+    if (!PQconsumeInput(c->pg) || PQstatus(c->pg) == CONNECTION_BAD) return 1;
+  }
+  return 0;
+}
+
 /* Make the connection usable: re-establish a lost one when its backoff step is due (at most one
-   attempt per step). 0, or -1 with DB_E_DOWN. */
+   attempt per step); an idle connection the server has closed is found lost first (so the
+   statement goes to a new connection, e.g. to a promoted standby, instead of failing). A
+   listening connection is never re-established here (it would come back without its LISTENs):
+   it fails with DB_E_DOWN for its owner to reopen. 0, or -1 with DB_E_DOWN. */
 static int ensure_up(struct pg_conn *c) {
+  if (!c->down && !c->tx_open && idle_conn_gone(c)) {
+    set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+    if (!c->errmsg[0]) set_err(c, DB_E_DOWN, "the server closed the connection");
+    mark_down(c);
+  }
+  if (!c->down && !c->tx_open && c->want_rw && server_read_only(c->pg)) {
+    /* the server this connection chose as read-write no longer is (its primary was fenced
+       read-only, or it was demoted): leave it, as a new connection would */
+    set_err(c, DB_E_DOWN,
+            "the server became read-only (a standby, or a primary fenced before a "
+            "switchover)");
+    atomic_fetch_add(&g_pg_ro_lost, 1);
+    mark_down(c);
+  }
+  if (!c->down && !c->tx_open && c->want_rw && atomic_load(&g_pg_ro_lost) != c->ro_lost_seen) {
+    set_err(c, DB_E_DOWN, "another connection found the server read-only");
+    mark_down(c);
+  }
   if (!c->down) return 0;
+  if (c->listening) {
+    set_err(c, DB_E_DOWN, "listening connection lost");
+    return -1;
+  }
   if (c->tx_open) {
     /* the transaction died with the connection; the caller must roll back first, so nothing
        meant for it runs outside it */
@@ -186,6 +272,7 @@ static int ensure_up(struct pg_conn *c) {
   }
   char err[256];
   uint64_t ups = atomic_load(&g_pg_ups); /* before the attempt: a success meanwhile counts */
+  uint64_t ro_seen = atomic_load(&g_pg_ro_lost); /* likewise: an event meanwhile counts */
   PGconn *pg = pg_connect(c->target, err, sizeof err);
   if (!pg) {
     c->retry_at = now + c->backoff_ms;
@@ -198,6 +285,7 @@ static int ensure_up(struct pg_conn *c) {
   PQfinish(c->pg);
   c->pg = pg;
   c->down = 0;
+  c->ro_lost_seen = ro_seen;
   atomic_fetch_add(&g_pg_ups, 1);
   c->epoch++; /* server-side prepared statements are gone: each is prepared again on use */
   log_info("PostgreSQL connection re-established (epoch %llu)", (unsigned long long)c->epoch);
@@ -693,8 +781,15 @@ static void pg_rollback(struct db_conn *dc) {
   }
   if (!c->down && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* a failure here leaves the error the caller is rolling back for in place */
-    PQclear(PQexec(c->pg, "ROLLBACK"));
-    if (PQstatus(c->pg) == CONNECTION_BAD) mark_down(c);
+    PGresult *r = PQexec(c->pg, "ROLLBACK");
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    /* a failed ROLLBACK without a SQLSTATE is libpq's: the connection is gone (see fail_res) */
+    if (PQstatus(c->pg) == CONNECTION_BAD || PQsocket(c->pg) < 0 ||
+        (PQresultStatus(r) == PGRES_FATAL_ERROR && !state)) {
+      if (!c->errmsg[0]) set_err(c, DB_E_DOWN, PQerrorMessage(c->pg));
+      mark_down(c);
+    }
+    PQclear(r);
   }
   c->tx_open = 0;
 }
@@ -807,7 +902,9 @@ static int pg_listen(struct db_conn *dc, const char *channel) {
     return -1;
   }
   snprintf(sql, sizeof sql, "LISTEN %s", channel);
-  return run_ok(c, sql);
+  if (run_ok(c, sql) < 0) return -1;
+  c->listening = 1;
+  return 0;
 }
 
 static void copy_out(char *dst, size_t cap, const char *src) {
@@ -911,6 +1008,8 @@ struct db_conn *db_pg_open(const char *conninfo) {
   }
   c->base.ops = &db_pg_ops;
   c->pg = pg;
+  c->want_rw = target_wants_rw(conninfo);
+  c->ro_lost_seen = atomic_load(&g_pg_ro_lost);
   c->epoch = 1;
   atomic_fetch_add(&g_pg_ups, 1);
   c->backoff_ms = PG_BACKOFF_MIN_MS;

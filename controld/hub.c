@@ -94,6 +94,15 @@ static int pick_node(const struct waiter *w, int64_t node_id) {
   return w->r->node_id == node_id;
 }
 
+/* The answer when publish_get built nothing: the database is unreachable (a failover, a
+   restart: the node retries, or moves to another replica) or something else failed. */
+static void answer_unbuilt(struct hub *h, struct req *r) {
+  if (!store_db_up(h->st))
+    req_error(r, 503, "db_unavailable", NULL, "the database cannot be reached (retry shortly)");
+  else
+    req_error(r, 500, "internal", NULL, "cannot build the node config");
+}
+
 /* Answer waiters (off the list, so owned by the caller now) and resume them. */
 static void answer_new(struct hub *h, struct waiter **ws, int n) {
   struct pub_blob *b = NULL;
@@ -108,7 +117,7 @@ static void answer_new(struct hub *h, struct waiter **ws, int n) {
     if (b)
       publish_reply(r, b);
     else
-      req_error(r, 500, "internal", NULL, "cannot build the node config");
+      answer_unbuilt(h, r);
     req_resume(r);
   }
   pub_blob_unref(b);
@@ -257,7 +266,7 @@ void hub_on_publication(void *arg, int64_t seq) {
 static void answer_now(struct hub *h, struct req *r, int64_t since) {
   struct pub_blob *b = publish_get(h->pub, since);
   if (!b) {
-    req_error(r, 500, "internal", NULL, "cannot build the node config");
+    answer_unbuilt(h, r);
     return;
   }
   publish_reply(r, b);

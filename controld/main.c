@@ -385,6 +385,19 @@ static int transfer(const struct cd_config *c, const char *export_path, const ch
   return 0;
 }
 
+/* controld --migrate: open the database, apply the schema migrations a start would apply (under
+   the migration lock), then exit: 0 with the schema version printed, 1 when it cannot. */
+static int migrate_only(const struct cd_config *c) {
+  struct store *st = store_open(c->db);
+  if (!st) {
+    fprintf(stderr, "controld: migration failed: cannot open the database (see the log above)\n");
+    return 1;
+  }
+  printf("database %s at schema %d\n", store_db_label(st), store_schema_version(st));
+  store_close(&st);
+  return 0;
+}
+
 struct reload_arg {
   struct ctx *ctx;
   struct cd_config *loaded;
@@ -402,25 +415,28 @@ int main(int argc, char **argv) {
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1, check, xr, ir, cluster = 0;
+  int sig = 0, ret = 1, check, xr, ir, mig, cluster = 0;
   const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
   check = opts_take_flag(&argc, argv, "--check-config");
+  mig = opts_take_flag(&argc, argv, "--migrate");
   xr = opts_take_value(&argc, argv, "--export", &export_path);
   ir = opts_take_value(&argc, argv, "--import", &import_path);
   if (xr < 0 || ir < 0) {
     fprintf(stderr, "controld: --%s needs a FILE (see --help)\n", xr < 0 ? "export" : "import");
     return 2;
   }
-  if (xr + ir + check > 1) {
-    fprintf(stderr, "controld: --check-config, --export and --import go one at a time\n");
+  if (xr + ir + check + mig > 1) {
+    fprintf(stderr,
+            "controld: --check-config, --migrate, --export and --import go one at a time\n");
     return 2;
   }
   if (opts_defaults(options, &ctx.cfg) < 0) return 2;
   switch (opts_parse(options, &ctx.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(options, "controld", "[--check-config | --export FILE | --import FILE] [options]");
+    opts_usage(options, "controld",
+               "[--check-config | --migrate | --export FILE | --import FILE] [options]");
     return 0;
   case OPTS_VERSION:
     printf("controld %s\n", CDNCA_VERSION);
@@ -432,10 +448,10 @@ int main(int argc, char **argv) {
     break;
   }
   if (check) return check_config(&ctx.cfg);
-  if (export_path || import_path) {
+  if (export_path || import_path || mig) {
     log_init("controld", LOG_TEXT, LOG_INFO);
     log_apply(&ctx.cfg);
-    return transfer(&ctx.cfg, export_path, import_path);
+    return mig ? migrate_only(&ctx.cfg) : transfer(&ctx.cfg, export_path, import_path);
   }
   if (config_valid(&ctx.cfg, err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
@@ -482,7 +498,8 @@ int main(int argc, char **argv) {
   if (cluster && /* the task board in the database: any replica takes task polls and votes */
       (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
        signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0))
+       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0 ||
+       signal_on(ctx.signals, SIGNAL_INVAL, tasks_signal, ctx.tasks) < 0))
     goto out;
   {
     struct notify_policy np;

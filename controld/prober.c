@@ -287,8 +287,10 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
   struct checkpoint_query *q = NULL;
   struct checkpoint_answer *a = NULL;
   int *map = NULL, nq = 0, rc = -1;
+  struct hcheck_opts defaults;
   *errors = 0;
   if (!p->cp) return 0;
+  hcheck_defaults(&defaults);
   for (int i = 0; i < n; i++)
     if (items[i].checkpoints && items[i].v.verdict == VERDICT_NONE) nq++;
   if (nq == 0) return 0;
@@ -322,10 +324,11 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
       memset(&ev, 0, sizeof ev);
       ev.source = SOURCE_CHECKPOINTS;
       snprintf(ev.checkpoint, sizeof ev.checkpoint, "%s", a[k].votes[j].name);
-      ev.ok = a[k].votes[j].ok;
+      /* the plugin reports what it saw; the site's options judge it (hcheck_rejudge) */
+      ev.ok = hcheck_rejudge(it->check ? it->check : &defaults, a[k].votes[j].ok,
+                             a[k].votes[j].status, a[k].votes[j].error, ev.error, sizeof ev.error);
       ev.status = a[k].votes[j].status;
       ev.latency_ms = a[k].votes[j].latency_ms;
-      snprintf(ev.error, sizeof ev.error, "%s", a[k].votes[j].error);
       if (item_vote(it, &ev) < 0) goto out;
     }
     item_tally(it);

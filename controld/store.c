@@ -392,7 +392,7 @@ int store_schema_version(struct store *st) {
   int v;
   if (!c || db_begin_read(c) < 0) return -1;
   v = db_schema_version(c);
-  db_commit(c);
+  store_read_end(c);
   return v;
 }
 
@@ -900,7 +900,9 @@ int store_read_begin(struct db_conn *c) {
 }
 
 void store_read_end(struct db_conn *c) {
-  if (db_in_tx(c)) db_commit(c);
+  /* a read transaction whose connection was lost cannot commit; until it is rolled back the
+     connection refuses everything (db.h), so this thread's reads would fail for good */
+  if (db_in_tx(c) && db_commit(c) < 0) db_rollback(c);
 }
 
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {

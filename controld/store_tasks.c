@@ -25,9 +25,10 @@ static const char sql_open_sl[] =
 
 static const char sql_tasks_pg[] =
     "INSERT INTO probe_tasks (round_id, node_id, task_id, origin_id, url, host, timeout_ms, "
-    "check_opts) SELECT CAST(?1 AS BIGINT), (e->>'node_id')::bigint, (e->>'task_id')::bigint, "
-    "(e->>'origin_id')::bigint, e->>'url', e->>'host', (e->>'timeout_ms')::bigint, "
-    "COALESCE((e->'check')::text, '{}') FROM json_array_elements(CAST(?2 AS json)) AS e";
+    "check_opts) SELECT CAST(?1 AS BIGINT), e.node_id, e.task_id, e.origin_id, e.url, e.host, "
+    "e.timeout_ms, COALESCE(e.\"check\"::text, '{}') FROM json_to_recordset(CAST(?2 AS json)) AS "
+    "e(node_id bigint, task_id bigint, origin_id bigint, url text, host text, timeout_ms bigint, "
+    "\"check\" json)";
 static const char sql_tasks_sl[] =
     "INSERT INTO probe_tasks (round_id, node_id, task_id, origin_id, url, host, timeout_ms, "
     "check_opts) SELECT ?1, json_extract(e.value, '$.node_id'), json_extract(e.value, "
@@ -70,9 +71,9 @@ static const char sql_node_tasks[] =
     "SELECT task_id FROM probe_tasks WHERE round_id = ? AND node_id = ? ORDER BY task_id";
 static const char sql_votes_pg[] =
     "INSERT INTO probe_votes (round_id, node_id, task_id, ok, status, error, latency_ms) "
-    "SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), (e->>'task_id')::bigint, (e->>'ok')::bigint, "
-    "(e->>'status')::bigint, e->>'error', (e->>'latency_ms')::bigint "
-    "FROM json_array_elements(CAST(?3 AS json)) AS e WHERE 1 = 1 ON CONFLICT DO NOTHING";
+    "SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), e.task_id, e.ok, e.status, e.error, "
+    "e.latency_ms FROM json_to_recordset(CAST(?3 AS json)) AS e(task_id bigint, ok bigint, "
+    "status bigint, error text, latency_ms bigint) WHERE 1 = 1 ON CONFLICT DO NOTHING";
 static const char sql_votes_sl[] =
     "INSERT INTO probe_votes (round_id, node_id, task_id, ok, status, error, latency_ms) "
     "SELECT ?1, ?2, json_extract(e.value, '$.task_id'), json_extract(e.value, '$.ok'), "
@@ -214,8 +215,16 @@ int store_tasks_take(struct store *st, int64_t node_id, int64_t *round_id, int64
   struct store_task *out = NULL;
   int cnt = 0, cap = 0, rc = -1, step;
   int64_t rid = 0, left = 0;
+  struct db_conn *c = store_reader(st);
   *tasks = NULL;
   *n = 0;
+  /* most polls find nothing: a read first, without the writer */
+  s = c ? db_prep(c, DIALECT(c, sql_take_round)) : NULL;
+  if (!s) return -1;
+  db_bind_i64(s, 1, node_id);
+  step = db_step(s);
+  db_reset(s);
+  if (step != DB_ROW) return step == DB_DONE ? 0 : -1;
   if (store_tx_begin_unordered(st) < 0) return -1;
   s = db_prep(st->w, DIALECT(st->w, sql_take_round));
   if (!s) goto out;

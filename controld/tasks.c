@@ -359,6 +359,12 @@ int tasks_use_store(struct task_board *b, struct store *st) {
 
 void tasks_signal(void *arg, enum signal_kind kind, const char *payload) {
   struct task_board *b = arg;
+  int64_t node;
+  if (kind == SIGNAL_INVAL) { /* a node deleted on another replica: its polls here end too */
+    if (payload && sigmsg_inval_parse(payload, &node) == SIGMSG_INVAL_NODE)
+      tasks_node_revoked(b, node);
+    return;
+  }
   pthread_mutex_lock(&b->mu);
   if (kind == SIGNAL_TASKS || !payload) {
     b->kick = 1;

@@ -64,9 +64,10 @@ struct task_board *tasks_new(void);
    must outlive the board). 0. */
 int tasks_use_store(struct task_board *b, struct store *st);
 
-/* A signal_fn (signals.h) for SIGNAL_TASKS and SIGNAL_VOTES, arg = the board: a cdnca_tasks
-   notification makes suspended polls re-read the table, a cdnca_votes one wakes the engine's
-   vote wait; payload NULL (a resync) does both. Returns at once. */
+/* A signal_fn (signals.h) for SIGNAL_TASKS, SIGNAL_VOTES and SIGNAL_INVAL, arg = the board: a
+   cdnca_tasks notification makes suspended polls re-read the table, a cdnca_votes one wakes the
+   engine's vote wait, payload NULL (a resync) does both; a cdnca_inval "node:<id>" answers that
+   node's suspended polls 401 (tasks_node_revoked). Returns at once. */
 void tasks_signal(void *arg, enum signal_kind kind, const char *payload);
 
 /* Cluster mode, on gaining the lease with epoch: rounds still open from older epochs are aborted

@@ -46,6 +46,7 @@ struct node_cfg {
   int64_t keepalive_timeout_ms;
   int64_t body_timeout_ms;
   int64_t max_connections;
+  int64_t origin_keepalive;
 };
 
 /* The node's one context. */
@@ -94,6 +95,8 @@ static const struct opt_def options[] = {
      "a visitor silent this long while its request body is read is closed"},
     {"max-connections", OPT_INT, O(max_connections), 0, 1, 1000000, NULL, "10000",
      "open visitor connections at most (accepting pauses at the cap)"},
+    {"origin-keepalive", OPT_INT, O(origin_keepalive), 0, 0, 100000, NULL, "32",
+     "idle origin connections kept per origin and proxy thread (0 = none)"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -359,6 +362,7 @@ static void log_apply(const struct node_cfg *c) {
 
 struct reload_arg {
   struct node_cfg *loaded; /* the configuration last applied (main thread only) */
+  struct proxy *proxy;     /* its buffered access lines go to the old file first */
   int argc;
   char **argv;
 };
@@ -372,6 +376,7 @@ static void on_sighup(void *arg) {
   const char *path = opts_config_path(ra->argc, ra->argv), *fixed;
 
   if (ra->loaded->log_file[0]) {
+    proxy_flush_log(ra->proxy);
     if (log_open_file(ra->loaded->log_file, err, sizeof err) < 0)
       log_error("SIGHUP: %s; logging goes on where it went", err);
     else
@@ -485,6 +490,7 @@ int main(int argc, char **argv) {
   po.keepalive_timeout_ms = (int)n.cfg.keepalive_timeout_ms;
   po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
   po.max_connections = (int)n.cfg.max_connections;
+  po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
@@ -511,7 +517,7 @@ int main(int argc, char **argv) {
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
   {
-    struct reload_arg ra = {&loaded, argc, argv};
+    struct reload_arg ra = {&loaded, n.proxy, argc, argv};
     sig = svc_loop(&sigs, "serving visitors", on_sighup, &ra);
   }
   log_info("signal %d: shutting down", sig);

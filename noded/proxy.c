@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "alog.h"
 #include "clock.h"
 #include "http1.h"
 #include "json.h"
@@ -52,6 +53,10 @@
  * hold little memory) while a busy one keeps reusing them. */
 #define IDLE_RELEASE_MS 1000
 #define MAX_EVENTS 256
+/* Access lines are buffered per worker and written in batches: at most this many bytes, and
+ * at most ALOG_FLUSH_MS after the oldest line (SIGHUP and stop write them out at once). */
+#define ALOG_CAP 65536
+#define ALOG_FLUSH_MS 100
 /* File descriptors kept out of the visitor cap for origins' pools, the admin listener, controld
  * and the log: each visitor connection counts for two (itself and its origin connection). */
 #define FD_RESERVE_MIN 64
@@ -176,6 +181,7 @@ struct worker {
   struct upstream *ups; /* origin connections and pools of this worker */
   struct http1_msg msg; /* the head being parsed (request or response), one at a time */
   struct buf logbuf;    /* the access line being formatted */
+  struct alog *alog;    /* access lines waiting to be written */
   struct counters ctr;
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
@@ -307,21 +313,23 @@ static void worker_refresh_cfg(struct worker *w) {
 }
 /* ---------- access log ---------- */
 
-/* One JSON access line via log_info, formatted in the worker's reused buffer b. */
-static void access_default(struct buf *b, const struct proxy_access *a) {
+/* One JSON access line as a log_info line from this function, formatted in the worker's reused
+ * buffer and batched in its access-log buffer. */
+static void access_default(struct worker *w, const struct proxy_access *a) {
+  struct buf *b = &w->logbuf;
   if (!log_enabled(LOG_INFO)) return;
   b->len = 0;
-  if (buf_printf(b, "{\"type\":\"access\",\"site_id\":%lld,\"site\":\"", (long long)a->site_id) ||
-      rewrite_json_escape(b, a->site) || buf_puts(b, "\",\"host\":\"") ||
-      rewrite_json_escape(b, a->host) || buf_puts(b, "\",\"method\":\"") ||
-      rewrite_json_escape(b, a->method) || buf_puts(b, "\",\"path\":\"") ||
-      rewrite_json_escape(b, a->path) ||
-      buf_printf(b,
-                 "\",\"origin_id\":%lld,\"level\":%d,\"attempts\":%d,\"status\":%d,"
-                 "\"duration_ms\":%lld,\"bytes\":%llu}",
-                 (long long)a->origin_id, a->level, a->attempts, a->status,
-                 (long long)a->duration_ms, (unsigned long long)a->bytes) == 0)
-    log_info("%s", b->data);
+  if (!(buf_puts(b, "{\"type\":\"access\",\"site_id\":") || buf_put_i64(b, a->site_id) ||
+      buf_puts(b, ",\"site\":\"") || rewrite_json_escape(b, a->site) ||
+      buf_puts(b, "\",\"host\":\"") || rewrite_json_escape(b, a->host) ||
+      buf_puts(b, "\",\"method\":\"") || rewrite_json_escape(b, a->method) ||
+      buf_puts(b, "\",\"path\":\"") || rewrite_json_escape(b, a->path) ||
+      buf_puts(b, "\",\"origin_id\":") || buf_put_i64(b, a->origin_id) ||
+      buf_puts(b, ",\"level\":") || buf_put_i64(b, a->level) || buf_puts(b, ",\"attempts\":") ||
+      buf_put_i64(b, a->attempts) || buf_puts(b, ",\"status\":") || buf_put_i64(b, a->status) ||
+      buf_puts(b, ",\"duration_ms\":") || buf_put_i64(b, a->duration_ms) ||
+      buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) || buf_puts(b, "}")))
+    (void)alog_line(w->alog, LOG_INFO, __func__, b->data, b->len, w->now);
 }
 
 static void finish_request(struct vconn *c, int status) {
@@ -346,7 +354,7 @@ static void finish_request(struct vconn *c, int status) {
   if (w->p->o.access_log)
     w->p->o.access_log(w->p->o.access_arg, &a);
   else
-    access_default(&w->logbuf, &a);
+    access_default(w, &a);
   if (r->have_pick && r->site) proxy_state_release(w->p->state, r->site, r->oidx);
   r->have_pick = 0;
   sitecfg_site_unref(r->site);
@@ -405,6 +413,13 @@ static int discard_buffered_body(struct vconn *c) {
   return 0;
 }
 
+/* The Connection header of the response head: "close" when the connection closes after it,
+ * "keep-alive" for an HTTP/1.0 visitor whose connection stays open (it asked for that). */
+static int conn_header(const struct vconn *c) {
+  if (c->close_after) return RW_CONN_CLOSE;
+  return c->r.rq.minor == 0 && c->r.rq.keepalive ? RW_CONN_KEEPALIVE : RW_CONN_NONE;
+}
+
 /* Queue a JSON error (or any small local) response. The visitor connection closes after it when
  * close_after is set, or when the request body is not complete in what was read (DESIGN §11: a
  * local answer ends the body; its bytes are never parsed as a request). */
@@ -417,7 +432,7 @@ static void local_error(struct vconn *c, int status, const char *code, const cha
   }
   if (!close_after && (discard_buffered_body(c) < 0 || !r->vbody.done)) close_after = 1;
   if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
-  if (rewrite_local_answer(status, code, msg, c->close_after, &c->oh) < 0) c->close_after = 1;
+  if (rewrite_local_answer(status, code, msg, conn_header(c), &c->oh) < 0) c->close_after = 1;
   r->status = status;
   r->resp_started = 1;
   c->phase = V_LOCAL;
@@ -700,7 +715,7 @@ static void got_response_head(struct vconn *c, size_t hl) {
       w->stopping)
     c->close_after = 1;
   r->status = m->status;
-  if (rewrite_response_head(m, &rs, r->rencode, c->close_after, &c->oh) < 0) {
+  if (rewrite_response_head(m, &rs, r->rencode, conn_header(c), &c->oh) < 0) {
     r->status = 502;
     r->up_keepalive = 0;
     v_close(c);
@@ -1377,6 +1392,10 @@ static void *worker_main(void *arg) {
       int64_t left = w->resume_at - clock_mono_ms();
       if (left < timeout) timeout = left > 0 ? (int)left : 0;
     }
+    if (timeout > 0) {
+      int64_t due = alog_due_in(w->alog, clock_mono_ms());
+      if (due >= 0 && due < timeout) timeout = (int)due;
+    }
     n = epoll_wait(w->epfd, evs, MAX_EVENTS, timeout);
     if (n < 0 && errno != EINTR) {
       log_error("epoll_wait: %s", strerror(errno));
@@ -1426,6 +1445,7 @@ static void *worker_main(void *arg) {
     }
     free_graves(w);
     accept_maybe_resume(w);
+    alog_tick(w->alog, w->now);
     if (w->stopping) {
       if (w->n_conns == 0) break;
       if (w->now >= w->stop_deadline) {
@@ -1443,6 +1463,7 @@ static void *worker_main(void *arg) {
   upstream_reap(w->ups);
   sitecfg_set_unref(w->cfg);
   w->cfg = NULL;
+  alog_flush(w->alog);
   return NULL;
 }
 
@@ -1535,6 +1556,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
     w->idx = i;
     w->lfd = w->wfd = w->epfd = -1;
     buf_init(&w->logbuf, 8192); /* a longer access line is not logged */
+    if (!(w->alog = alog_new(STDERR_FILENO, ALOG_CAP, ALOG_FLUSH_MS))) goto fail;
   }
   for (int i = 0; i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
@@ -1632,6 +1654,7 @@ void proxy_free(struct proxy **pp) {
     if (w->wfd >= 0) close(w->wfd);
     upstream_free(&w->ups);
     buf_fini(&w->logbuf);
+    alog_free(&w->alog);
     if (w->epfd >= 0) close(w->epfd);
     sitecfg_set_unref(w->cfg);
   }
@@ -1644,6 +1667,11 @@ void proxy_free(struct proxy **pp) {
   free(p->ca_file);
   free(p);
   *pp = NULL;
+}
+
+void proxy_flush_log(struct proxy *p) {
+  for (int i = 0; p && p->w && i < p->nthreads; i++)
+    alog_flush(p->w[i].alog);
 }
 
 /* ---------- observability ---------- */

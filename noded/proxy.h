@@ -50,7 +50,8 @@ struct proxy_opts {
   int stop_grace_ms;          /* [10000] proxy_stop waits this long for in-flight requests */
   int origin_idle_ms;         /* [30000] idle origin connections are closed after this */
   int max_idle_per_origin;    /* [32] idle origin connections kept per origin and thread */
-  proxy_access_fn access_log; /* NULL: one JSON line per request via log_info */
+  proxy_access_fn access_log; /* NULL: one JSON line per request, formatted as a log_info line
+                                 and written in batches (proxy_flush_log) */
   void *access_arg;
 };
 
@@ -77,6 +78,11 @@ int proxy_start(struct proxy *p);
 /* Graceful stop: stop accepting, let in-flight requests finish within stop_grace_ms, close the
  * rest, join the workers. Safe to call twice or without proxy_start. */
 void proxy_stop(struct proxy *p);
+
+/* Write out the access lines the workers buffer (they are written in batches, at most 100 ms
+ * late): before the log file is reopened (SIGHUP), so they land in the file they belong to.
+ * Thread-safe. */
+void proxy_flush_log(struct proxy *p);
 
 /* Stop if needed and free everything; sets *p to NULL. */
 void proxy_free(struct proxy **p);

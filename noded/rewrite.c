@@ -112,12 +112,14 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
                           const char *client_ip, const struct rewrite_req *rq, struct buf *ub) {
   int opts = connection_options(m);
   ub->len = 0;
+  /* appended piece by piece (no printf on the per-request path) */
+  if (buf_append(ub, m->method, m->method_len) || buf_append(ub, " ", 1)) return -1;
   if (t->form == HTTP1_TARGET_ASTERISK) {
-    if (buf_printf(ub, "%.*s * HTTP/1.1\r\n", (int)m->method_len, m->method)) return -1;
-  } else if (buf_printf(ub, "%.*s %s%.*s HTTP/1.1\r\n", (int)m->method_len, m->method,
-                        t->need_slash ? "/" : "", (int)t->path_len, t->path)) {
+    if (buf_append(ub, "*", 1)) return -1;
+  } else if ((t->need_slash && buf_append(ub, "/", 1)) || buf_append(ub, t->path, t->path_len)) {
     return -1;
   }
+  if (buf_append(ub, " HTTP/1.1\r\n", 11)) return -1;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     if ((rewrite_header_flags(h->name, h->name_len) & RW_DROP_REQ) ||
@@ -131,7 +133,7 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
       if (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", "))
         return -1;
     }
-  if (buf_printf(ub, "%s\r\nX-Forwarded-Proto: http\r\nVia: ", client_ip)) return -1;
+  if (buf_puts(ub, client_ip) || buf_puts(ub, "\r\nX-Forwarded-Proto: http\r\nVia: ")) return -1;
   for (int i = 0; i < m->n_headers; i++)
     if (http1_name_is(&m->headers[i], "via") &&
         (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", ")))
@@ -146,7 +148,8 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
   }
   if (rq->body == HTTP1_BODY_CHUNKED && buf_puts(ub, "Transfer-Encoding: chunked\r\n")) return -1;
   if (rq->body == HTTP1_BODY_LENGTH &&
-      buf_printf(ub, "Content-Length: %llu\r\n", (unsigned long long)rq->body_len))
+      (buf_puts(ub, "Content-Length: ") || buf_put_u64(ub, rq->body_len) ||
+       buf_append(ub, "\r\n", 2)))
     return -1;
   return 0;
 }
@@ -188,6 +191,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     } else if (http1_name_is(h, "connection")) {
       if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
       if (http1_list_has(h->value, h->value_len, "upgrade")) conn_upgrade = 1;
+      /* an HTTP/1.0 visitor asks to keep its connection (as nginx honours it) */
+      if (http1_list_has(h->value, h->value_len, "keep-alive")) rq->keepalive = 1;
     } else if (http1_name_is(h, "expect")) {
       if (ieq(h->value, h->value_len, "100-continue")) expect = 1;
     } else if (http1_name_is(h, "upgrade")) {
@@ -267,7 +272,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
 int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out) {
   out->len = 0;
   if (buf_append(out, ubase->data ? ubase->data : "", ubase->len) ||
-      buf_printf(out, "Host: %s\r\n\r\n", host))
+      buf_append(out, "Host: ", 6) || buf_puts(out, host) || buf_append(out, "\r\n\r\n", 4))
     return -1;
   return 0;
 }
@@ -307,9 +312,12 @@ void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_res
 }
 
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
-                          int reframe_chunked, int close, struct buf *o) {
+                          int reframe_chunked, int conn, struct buf *o) {
   int upgrade = m->status == 101, opts = connection_options(m);
-  if (buf_printf(o, "HTTP/1.1 %d %.*s\r\n", m->status, (int)m->reason_len, m->reason)) return -1;
+  if (buf_append(o, "HTTP/1.1 ", 9) || buf_put_u64(o, (uint64_t)m->status) ||
+      buf_append(o, " ", 1) || buf_append(o, m->reason, m->reason_len) ||
+      buf_append(o, "\r\n", 2))
+    return -1;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
     unsigned f = rewrite_header_flags(h->name, h->name_len);
@@ -327,7 +335,9 @@ int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *
   }
   if (upgrade && buf_puts(o, "Connection: upgrade\r\n")) return -1;
   if (reframe_chunked && buf_puts(o, "Transfer-Encoding: chunked\r\n")) return -1;
-  if (close && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
+  if (conn == RW_CONN_CLOSE && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
+  if (conn == RW_CONN_KEEPALIVE && !upgrade && buf_puts(o, "Connection: keep-alive\r\n"))
+    return -1;
   return buf_puts(o, "\r\n");
 }
 
@@ -355,23 +365,29 @@ const char *rewrite_reason(int status) {
 
 int rewrite_json_escape(struct buf *b, const char *s) {
   char tmp[8];
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
+  while (*s) {
+    size_t run = 0;
+    unsigned char ch;
+    /* bytes that need no escape go in one append */
+    while ((ch = (unsigned char)s[run]) && ch != '"' && ch != '\\' && ch >= 0x20 && ch != 0x7f)
+      run++;
+    if (run && buf_append(b, s, run) < 0) return -1;
+    s += run;
+    if (!*s) break;
+    ch = (unsigned char)*s++;
     if (ch == '"' || ch == '\\') {
       tmp[0] = '\\';
       tmp[1] = (char)ch;
       if (buf_append(b, tmp, 2) < 0) return -1;
-    } else if (ch < 0x20 || ch == 0x7f) {
+    } else {
       snprintf(tmp, sizeof tmp, "\\u%04x", ch);
       if (buf_puts(b, tmp) < 0) return -1;
-    } else if (buf_append(b, s, 1) < 0) {
-      return -1;
     }
   }
   return 0;
 }
 
-int rewrite_local_answer(int status, const char *code, const char *msg, int close,
+int rewrite_local_answer(int status, const char *code, const char *msg, int conn,
                          struct buf *out) {
   struct buf body;
   int rc = -1;
@@ -383,7 +399,10 @@ int rewrite_local_answer(int status, const char *code, const char *msg, int clos
   if (buf_printf(out,
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                  "Via: 1.1 cdnca-node\r\n%s\r\n",
-                 status, rewrite_reason(status), body.len, close ? "Connection: close\r\n" : "") ||
+                 status, rewrite_reason(status), body.len,
+                 conn == RW_CONN_CLOSE       ? "Connection: close\r\n"
+                 : conn == RW_CONN_KEEPALIVE ? "Connection: keep-alive\r\n"
+                                             : "") ||
       buf_append(out, body.data ? body.data : "", body.len))
     goto out;
   rc = 0;

@@ -28,7 +28,8 @@ struct rewrite_req {
   const char *msg;
   char method[33];
   int idempotent, is_head, minor;
-  int keepalive;             /* the visitor connection may carry another request */
+  int keepalive;             /* the visitor connection may carry another request (HTTP/1.1
+                                without "Connection: close", HTTP/1.0 with "keep-alive") */
   int expect_continue;       /* "Expect: 100-continue" on an HTTP/1.1 request with a body */
   enum http1_body_kind body; /* HTTP1_BODY_NONE, _LENGTH (also 0) or _CHUNKED */
   uint64_t body_len;         /* _LENGTH */
@@ -60,11 +61,15 @@ struct rewrite_resp {
 /* Plan the response to the visitor's request (is_head) from the origin head m (a 1xx: no body). */
 void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_resp *rs);
 
+/* The Connection header noded writes on a response head: none, "close", or "keep-alive" (an
+ * HTTP/1.0 visitor that asked to keep its connection and keeps it). */
+enum rw_conn { RW_CONN_NONE = 0, RW_CONN_CLOSE = 1, RW_CONN_KEEPALIVE = 2 };
+
 /* Write the visitor's response head for m into out: status line, passed headers, framing
- * ("Transfer-Encoding: chunked" when reframe_chunked), "Connection: close" when close; a 101
- * keeps its Upgrade header and gets "Connection: upgrade". 0 or -1. */
+ * ("Transfer-Encoding: chunked" when reframe_chunked), the Connection header of conn (enum
+ * rw_conn); a 101 keeps its Upgrade header and gets "Connection: upgrade". 0 or -1. */
 int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *rs,
-                          int reframe_chunked, int close, struct buf *out);
+                          int reframe_chunked, int conn, struct buf *out);
 
 /* The reason phrase of the statuses the proxy answers itself ("Unknown" for others). */
 const char *rewrite_reason(int status);
@@ -72,8 +77,9 @@ const char *rewrite_reason(int status);
 /* Append s JSON-escaped (without the quotes) to b. 0 or -1. */
 int rewrite_json_escape(struct buf *b, const char *s);
 
-/* Write a local JSON error answer {"error":{"code","message"}} into out. 0 or -1. */
-int rewrite_local_answer(int status, const char *code, const char *msg, int close, struct buf *out);
+/* Write a local JSON error answer {"error":{"code","message"}} into out, with the Connection
+ * header of conn (enum rw_conn). 0 or -1. */
+int rewrite_local_answer(int status, const char *code, const char *msg, int conn, struct buf *out);
 
 /* The TLS name (SNI, certificate check) of an attempt: host_header when the origin has one, else
  * the visitor's host without port and brackets, copied into tmp[cap]. */

@@ -4,8 +4,9 @@
 #   tests/run.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
 #   tests/run.sh --tsan     ThreadSanitizer build in ./build-tsan (a race report fails the test)
 #   tests/run.sh --pg       plain build in ./build, only the PostgreSQL tests (label pg): the
-#                           integration suite again as pg.<name> on a temporary PostgreSQL
-#                           cluster (CDNCA_TEST_DB=pg, tests/integration/pgfixture.py)
+#                           integration suite again as pg.<name> on the run's one temporary
+#                           PostgreSQL cluster (ctest fixture pg, tests/pg/pgctl.sh), each test
+#                           on databases of its own (CDNCA_TEST_DB=pg, pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
 # Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 4 at a
 # time plainly and on PostgreSQL, 3 under ASan, 2 under TSan; CDNCA_TEST_JOBS=N overrides. A test

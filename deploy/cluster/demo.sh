@@ -70,6 +70,13 @@ noded_bin="$build/noded/noded"
 haproxy_bin="$(command -v haproxy || echo /usr/sbin/haproxy)"
 [ -x "$haproxy_bin" ] || die "HAProxy is needed (Debian package haproxy; deploy/deps.sh installs it)"
 pgctl="$top/tests/pg/pgctl.sh"
+# every port must be free: another server answering there would be taken for ours
+for port in "$lb_port" "$stats_port" "${cp_ports[@]}" "${node_ports[@]}" "${node_admin_ports[@]}" \
+  "$o1_port" "$o2_port"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "127.0.0.1:$port is in use (another demo?); choose ports with CDNCA_CLUSTER_DEMO_*_PORT"
+  fi
+done
 
 # --- cleanup: every process started here, then PostgreSQL, then the directory ---------------
 dir=""
@@ -121,9 +128,10 @@ dir="$(mktemp -d "${TMPDIR:-/tmp}/cdnca-cluster.XXXXXX")"
 chmod 755 "$dir"
 [ "${#dir}" -le 80 ] || die "$dir is too long for PostgreSQL's Unix socket; set TMPDIR shorter"
 
-wait_http() { # url what: until it answers 200, for 90 s at most
+wait_http() { # url what [pid]: until it answers 200 (while pid runs), for 90 s at most
   local deadline=$((SECONDS + 90))
   while [ "$SECONDS" -lt "$deadline" ]; do
+    [ -z "${3:-}" ] || kill -0 "$3" 2>/dev/null || die "$2 exited; see $dir/$2.log"
     [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1")" = 200 ] && return 0
     sleep 0.1
   done
@@ -147,9 +155,11 @@ token_file="$dir/admin-token"
 api="http://127.0.0.1:$lb_port"
 
 # --- demo origins (the same as quickstart.sh) --------------------------------------------
-python3 "$top/tests/integration/origin.py" --port "$o1_port" --name primary >"$dir/origin1.log" 2>&1 &
+python3 "$top/tests/integration/origin.py" --port "$o1_port" --name primary >"$dir/origin-1.log" 2>&1 &
+o1_pid=$!
 pids+=($!)
-python3 "$top/tests/integration/origin.py" --port "$o2_port" --name backup >"$dir/origin2.log" 2>&1 &
+python3 "$top/tests/integration/origin.py" --port "$o2_port" --name backup >"$dir/origin-2.log" 2>&1 &
+o2_pid=$!
 pids+=($!)
 
 # --- 3 controld replicas on one database -----------------------------------------------------
@@ -165,11 +175,11 @@ start_replica() { # index 0..2
 }
 say "starting 3 controld replicas"
 start_replica 0 # the first one migrates the new database; the others find it done
-wait_http "http://127.0.0.1:${cp_ports[0]}/healthz" cp1
+wait_http "http://127.0.0.1:${cp_ports[0]}/healthz" cp1 "${cp_pids[0]}"
 start_replica 1
 start_replica 2
-wait_http "http://127.0.0.1:${cp_ports[1]}/healthz" cp2
-wait_http "http://127.0.0.1:${cp_ports[2]}/healthz" cp3
+wait_http "http://127.0.0.1:${cp_ports[1]}/healthz" cp2 "${cp_pids[1]}"
+wait_http "http://127.0.0.1:${cp_ports[2]}/healthz" cp3 "${cp_pids[2]}"
 
 # --- HAProxy in front of the replicas -------------------------------------------------------
 cat >"$dir/haproxy.cfg" <<CFG
@@ -205,7 +215,7 @@ CFG
 "$haproxy_bin" -c -q -f "$dir/haproxy.cfg" || die "HAProxy refused $dir/haproxy.cfg"
 "$haproxy_bin" -db -f "$dir/haproxy.cfg" >"$dir/haproxy.log" 2>&1 &
 pids+=($!)
-wait_http "$api/healthz" "HAProxy"
+wait_http "$api/healthz" haproxy $!
 
 call() { # method path [json]: the API through HAProxy
   if [ $# -ge 3 ]; then
@@ -217,8 +227,8 @@ call() { # method path [json]: the API through HAProxy
 }
 
 # --- the demo site and 2 nodes, each given every replica ---------------------------------------
-wait_http "http://127.0.0.1:$o1_port/__stats" "origin 1"
-wait_http "http://127.0.0.1:$o2_port/__stats" "origin 2"
+wait_http "http://127.0.0.1:$o1_port/__stats" origin-1 "$o1_pid"
+wait_http "http://127.0.0.1:$o2_port/__stats" origin-2 "$o2_pid"
 site_id="$(call POST /v1/sites "{\"name\":\"demo\",\"hostnames\":[\"demo.cdnca.test\"],\"failback\":\"auto\",
   \"health_check\":{\"enabled\":true,\"path\":\"/healthz\",\"timeout_ms\":1000},
   \"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$o1_port,\"scheme\":\"http\"},
@@ -234,8 +244,8 @@ for i in 0 1; do
   pids+=($!)
   echo "$!" >"$dir/$name.pid"
 done
-wait_http "http://127.0.0.1:${node_admin_ports[0]}/healthz" edge-1
-wait_http "http://127.0.0.1:${node_admin_ports[1]}/healthz" edge-2
+wait_http "http://127.0.0.1:${node_admin_ports[0]}/healthz" edge-1 "$(cat "$dir/edge-1.pid")"
+wait_http "http://127.0.0.1:${node_admin_ports[1]}/healthz" edge-2 "$(cat "$dir/edge-2.pid")"
 
 # role of each replica, from its own /healthz: "engine", "replica" or "down"
 role() {

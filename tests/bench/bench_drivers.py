@@ -132,6 +132,7 @@ def main():
         sys.exit("bench_drivers: wrk is needed")
     if not pgfixture.available():
         sys.exit("bench_drivers: the PostgreSQL server binaries are needed (pgfixture)")
+    os.environ["CDNCA_BUILD"] = os.path.abspath(args.build)  # its controld migrates the template
     want = args.nodes * 2 + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < want:

@@ -1,18 +1,32 @@
 #!/bin/sh
 # bench_edge.sh — the real noded binary (enrolled with controld, one site) vs nginx proxy_pass,
-# same origin, same run: req/s and p99 medians over alternating wrk rounds, then RSS of both
-# while they hold IDLE idle visitor connections.
+# same origin, same run: req/s, p99 and CPU per request as medians over interleaved wrk rounds,
+# then RSS of both while they hold IDLE idle visitor connections.
 # usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx, wrk)
-# Env: ROUNDS [5], DURATION [10s], CONNS [64], THREADS [2], IDLE [10000], ACCESS_LOG [off]
-# (on: both write one access line per request to a file; off: neither does -- noded runs with
-# --log-level warn). Builds nothing; runtime about ROUNDS * 2 * DURATION + 40 s.
+# Env: PIN [on]: each proxy under test runs alone on core PROXY_CPU [1] (taskset; nginx with
+# worker_processes THREADS, noded with --proxy-threads THREADS, THREADS [1]), wrk (WRK_THREADS
+# [1]), the origin and controld on core LOAD_CPU [0]; PIN=off: nothing pinned, THREADS [2] and
+# WRK_THREADS [2] (the older mode, everything shares all cores).
+# ROUNDS [5], DURATION [10s], CONNS [64], IDLE [10000] (0: skip that part), ACCESS_LOG [off] (on: both write one
+# access line per request to a file; off: neither does -- noded runs with --log-level warn).
+# Builds nothing; runtime about ROUNDS * 2 * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
-THREADS=${THREADS:-2}
+PIN=${PIN:-on}
+PROXY_CPU=${PROXY_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+if [ "$PIN" = on ]; then
+  THREADS=${THREADS:-1}; WRK_THREADS=${WRK_THREADS:-1}
+  command -v taskset >/dev/null || { echo "taskset not found (util-linux)" >&2; exit 2; }
+  ON_PROXY="taskset -c $PROXY_CPU"; ON_LOAD="taskset -c $LOAD_CPU"
+else
+  THREADS=${THREADS:-2}; WRK_THREADS=${WRK_THREADS:-2}
+  ON_PROXY=""; ON_LOAD=""
+fi
 IDLE=${IDLE:-10000}
 ACCESS_LOG=${ACCESS_LOG:-off}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
@@ -76,6 +90,7 @@ http {
   client_body_temp_path $TMP/proxy; proxy_temp_path $TMP/proxy;
   fastcgi_temp_path $TMP/proxy; uwsgi_temp_path $TMP/proxy; scgi_temp_path $TMP/proxy;
   keepalive_requests 1000000;
+  # idle origin connections: 256 per worker here, --origin-keepalive 256 per thread for noded
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$NGX_PORT backlog=4096;
@@ -91,12 +106,12 @@ http {
 }
 CONF
 
-"$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
+$ON_LOAD "$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
 PIDS="$PIDS $!"
-"$NGINX" -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" 2>"$TMP/proxy/stderr" &
+$ON_PROXY "$NGINX" -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" 2>"$TMP/proxy/stderr" &
 NGX_PID=$!
 PIDS="$PIDS $NGX_PID"
-CDNCA_ADMIN_TOKEN="$TOKEN" "$BUILD/controld/controld" --listen "127.0.0.1:$CTL_PORT" \
+CDNCA_ADMIN_TOKEN="$TOKEN" $ON_LOAD "$BUILD/controld/controld" --listen "127.0.0.1:$CTL_PORT" \
   --db "$TMP/controld.db" >"$TMP/controld.log" 2>&1 &
 PIDS="$PIDS $!"
 
@@ -114,9 +129,9 @@ api() {  # METHOD PATH JSON
 }
 api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT,\"scheme\":\"http\"}]}" >/dev/null
 NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-CDNCA_NODE_TOKEN="$NODE_TOKEN" "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
+CDNCA_NODE_TOKEN="$NODE_TOKEN" $ON_PROXY "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" \
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" --origin-keepalive 256 \
   --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
@@ -138,22 +153,26 @@ cpu_ticks() {
   echo "$t"
 }
 HZ=$(getconf CLK_TCK)
-run() {  # PORT PID -> "req/s p99_us cpu_us_per_request"
-  c0=$(cpu_ticks "$2")
-  wrk -t2 -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
-  c1=$(cpu_ticks "$2")
+run() {  # PORT PID -> "req/s p99_us cpu_us_per_request core_busy_percent"
+  c0=$(cpu_ticks "$2"); t0=$(date +%s%N)
+  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
+  c1=$(cpu_ticks "$2"); t1=$(date +%s%N)
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
   p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
   n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
   cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1000000 / hz / n}')
+  # the proxy's CPU time over the wall time of the round: 100 = one core kept busy
+  busy=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN {printf "%.0f", (b - a) / hz * 1e11 / t}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
-  echo "$rps $p99 $cpu"
+  echo "$rps $p99 $cpu $busy"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-wrk -t2 -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NGX_PORT/" >/dev/null 2>&1
-wrk -t2 -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NODE_PORT/" >/dev/null 2>&1
+echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+$ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NGX_PORT/" >/dev/null 2>&1
+$ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NODE_PORT/" >/dev/null 2>&1
 
 : >"$TMP/ngx.txt"; : >"$TMP/node.txt"
 r=1
@@ -163,7 +182,7 @@ while [ $r -le "$ROUNDS" ]; do
   for p in $order; do
     if [ "$p" = "$NGX_PORT" ]; then set -- $(run "$p" "$NGX_PID"); else set -- $(run "$p" "$NODE_PID"); fi
     if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2 $3" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2 $3" >>"$TMP/node.txt"; who=noded; fi
-    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request"
+    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request, proxy busy $4% of a core (load $(cut -d' ' -f1 /proc/loadavg))"
   done
   r=$((r + 1))
 done
@@ -175,6 +194,7 @@ echo "median noded: $NODE_RPS req/s, p99 $NODE_P99 us, $NODE_CPU us CPU per requ
 awk -v a="$NODE_RPS" -v b="$NGX_RPS" -v c="$NODE_P99" -v d="$NGX_P99" -v e="$NODE_CPU" -v f="$NGX_CPU" 'BEGIN {
   printf "req/s ratio noded/nginx: %.2f (goal >= 1.0)\np99 ratio noded/nginx:   %.2f (goal <= 1.0)\n", a/b, c/d
   printf "CPU per request noded/nginx: %.2f (less sensitive to other load on the machine)\n", e/f }'
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # RSS (kB) of a process and its children (nginx: master + workers)
 rss_tree() {
@@ -226,6 +246,7 @@ for s in socks:
     s.close()
 PY
 }
+[ "$IDLE" -gt 0 ] || exit 0  # IDLE=0: no idle-connection part
 hold_idle "$NGX_PORT" "$NGX_PID" nginx
 sleep 1
 hold_idle "$NODE_PORT" "$NODE_PID" noded

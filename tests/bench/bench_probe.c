@@ -2,14 +2,16 @@
  * in-process loopback origins (HTTP or HTTPS), N sites x 3 origins per batch.
  *
  * usage: bench_probe [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]
- *                    [--delay-ms D] [--https] [--tls-resume]
+ *                    [--delay-ms D] [--https] [--system-cas] [--tls-resume]
  *   For each batch size, each engine runs one probe_run of sites x 3 probes (alternating, so
  *   both see the same machine load). Per run: wall time, probes/s, the CPU time of the probing
  *   thread (getrusage RUSAGE_THREAD) and probes per prober CPU-second, the whole process's CPU
  *   (prober + responder), failures. --delay-ms makes every origin answer D ms after the request
  *   (so up to --conc probes are in flight at once, as with real origins). --https: the origins
  *   speak TLS (ECDSA P-256 certificate for *.bench.test from a throwaway CA made with
- *   tests/integration/certs.py), a full handshake with verification per probe. --tls-resume
+ *   tests/integration/certs.py), a full handshake with verification per probe. --system-cas: the
+ *   probers' CA file is the system bundle (/etc/ssl/certs/ca-certificates.crt) plus the test CA,
+ *   a CA store of the size controld and noded load in production. --tls-resume
  *   lets each transfer slot resume its previous TLS session (measurement only; the daemons
  *   never do this, see tests/bench/README.md).
  */
@@ -282,12 +284,15 @@ static void responder_stop(struct responder *r, pthread_t th) {
 
 /* ---- TLS test PKI (throwaway, in a temp dir) ---- */
 
+#define SYSTEM_CAS "/etc/ssl/certs/ca-certificates.crt"
+
 struct pki {
   char dir[64];
   char ca[128], cert[128], key[128];
 };
 
-static int make_pki(struct pki *k) {
+/* system_cas: ca names the test CA followed by the system bundle. */
+static int make_pki(struct pki *k, int system_cas) {
   char cmd[512];
   snprintf(k->dir, sizeof k->dir, "/tmp/cdnca-bench-probe-XXXXXX");
   if (!mkdtemp(k->dir)) return -1;
@@ -299,6 +304,11 @@ static int make_pki(struct pki *k) {
   snprintf(k->ca, sizeof k->ca, "%s/ca.pem", k->dir);
   snprintf(k->cert, sizeof k->cert, "%s/server.pem", k->dir);
   snprintf(k->key, sizeof k->key, "%s/server.key", k->dir);
+  if (system_cas) {
+    snprintf(cmd, sizeof cmd, "cat '%s' '%s' > '%s/bundle.pem'", k->ca, SYSTEM_CAS, k->dir);
+    if (system(cmd) != 0) return -1;
+    snprintf(k->ca, sizeof k->ca, "%s/bundle.pem", k->dir);
+  }
   return 0;
 }
 
@@ -398,7 +408,7 @@ static int parse_sizes(const char *s, int *out, int max) {
 static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]\n"
-          "          [--delay-ms D] [--https] [--tls-resume]\n",
+          "          [--delay-ms D] [--https] [--system-cas] [--tls-resume]\n",
           argv0);
 }
 
@@ -406,6 +416,7 @@ int main(int argc, char **argv) {
   int sizes[MAX_SIZES] = {1000, 10000, 30000, 100000}, nsizes = 4;
   enum probe_engine engines[2] = {PROBE_ENGINE_EPOLL, PROBE_ENGINE_POLL};
   int nengines = 2, conc = PROBE_DEFAULT_CONCURRENCY, delay_ms = 0, https = 0, resume = 0;
+  int system_cas = 0;
   double budget = 30.0;
   struct rlimit rl;
   struct responder r;
@@ -424,6 +435,8 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--https") == 0) {
       https = 1;
+    } else if (strcmp(a, "--system-cas") == 0) {
+      system_cas = 1;
     } else if (strcmp(a, "--tls-resume") == 0) {
       resume = 1;
     } else if (v && strcmp(a, "--sites") == 0) {
@@ -472,7 +485,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (https) {
-    if (make_pki(&pki) != 0 || !(tls = server_ctx(&pki))) {
+    if (make_pki(&pki, system_cas) != 0 || !(tls = server_ctx(&pki))) {
       fprintf(stderr, "cannot make the TLS test PKI (python3, openssl)\n");
       goto out;
     }
@@ -492,9 +505,10 @@ int main(int argc, char **argv) {
     if (!p[e]) goto out;
   }
 
-  printf("probe throughput: %s, %d origins per site, concurrency %d, origin delay %d ms%s, "
+  printf("probe throughput: %s%s, %d origins per site, concurrency %d, origin delay %d ms%s, "
          "nofile %lu\n",
-         https ? "HTTPS (full handshake, ECDSA P-256, verified)" : "HTTP", ORIGINS, conc, delay_ms,
+         https ? "HTTPS (full handshake, ECDSA P-256, verified)" : "HTTP",
+         https && system_cas ? ", CA file = system bundle + test CA" : "", ORIGINS, conc, delay_ms,
          resume ? ", TLS session reuse ON and one host name (best case; measurement only)" : "",
          (unsigned long)rl.rlim_cur);
   printf("| engine | sites | probes | wall s | probes/s | prober CPU s | probes per prober "

@@ -578,9 +578,10 @@ class EdgeEnv:
     """controld, one noded, site DEMO on a RawOrigin and site DEAD on a refused port."""
 
     def __init__(self, tmp, noded_args=None, responder=None, dead_port=None, env=None,
-                 node_retry=None, wrap=None, extra_sites=None):
+                 node_retry=None, wrap=None, extra_sites=None, extra_specs=None):
         """wrap: argv prefix noded is started under, e.g. ["prlimit", "--nofile=64:64", "--"]
-        (it must exec noded, so the pid stays noded's)."""
+        (it must exec noded, so the pid stays noded's). extra_specs: more sites, as full
+        POST /v1/sites bodies."""
         self.tmp = tmp
         self.origin = RawOrigin(responder)
         self.c = Controld(tmp).start()
@@ -589,6 +590,9 @@ class EdgeEnv:
         self._site("dead", DEAD, self.dead_port, node_retry)
         for i, (host, port) in enumerate(sorted((extra_sites or {}).items())):
             self._site("extra%d" % i, host, port, node_retry)
+        for spec in extra_specs or []:
+            st, body, _ = self.c.api("POST", "/v1/sites", spec)
+            assert st == 201, body
         st, body, _ = self.c.api("POST", "/v1/nodes", {"name": "edge"})
         assert st == 201, body
         self.n = Noded(self.c, body["token"], tmp, extra_args=list(noded_args or []), env=env)

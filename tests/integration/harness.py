@@ -26,8 +26,10 @@ main thread: they are also tied to it with PR_SET_PDEATHSIG so none outlives a k
 
 Binaries come from $CDNCA_BUILD (default ../../build relative to this file).
 
-The database: a SQLite file in the test's directory, or with CDNCA_TEST_DB=pg a fresh database in
-a PostgreSQL cluster this process starts (pgfixture.py; Controld then passes a conninfo as --db).
+The database: a SQLite file in the test's directory, or with CDNCA_TEST_DB=pg a fresh database (a
+copy of the migrated template) in the ctest run's PostgreSQL cluster, or in one this process starts
+when run by hand (pgfixture.py; Controld then passes a conninfo as --db); a test's databases are
+dropped when it ends.
 Tests that read or write the database themselves use db_query(c, sql), which works on both. A
 test that only makes sense on SQLite (it handles the database file) is listed after SQLITE_ONLY
 in its PostgreSQL registration in tests/CMakeLists.txt; the runner then reports it as SKIP on
@@ -317,8 +319,7 @@ def db_query(c, sql):
     None, the rest as text). A write is committed. Works while controld runs (SQLite: WAL)."""
     if pg_mode():
         import pgfixture  # noqa: PLC0415
-        cl = pgfixture.cluster()
-        rows = cl.psql(pgfixture.dbname_of(c.db), sql, null=_PG_NULL)
+        rows = pgfixture.psql(c.db, sql, null=_PG_NULL)
         return [tuple(_pg_value(v) for v in r) for r in rows]
     import sqlite3  # noqa: PLC0415
     con = sqlite3.connect(c.db, timeout=30)
@@ -608,6 +609,13 @@ def _stop_pg():
         mod.stop()
 
 
+def _drop_pg_databases():
+    """The databases a test made (pgfixture.new_database) go when it ends."""
+    mod = sys.modules.get("pgfixture")
+    if mod is not None:
+        mod.drop_databases()
+
+
 def _on_signal(signum, frame):
     _kill_all()
     _stop_pg()
@@ -679,6 +687,7 @@ def main(tests=None, argv=None):
             err = traceback.format_exc()
         mine = _PROCS[first:]
         leftovers = _cleanup_after(mine)
+        _drop_pg_databases()
         if err is None and leftovers:
             err = "after the test:\n" + "\n".join(leftovers)
         dur = time.monotonic() - started

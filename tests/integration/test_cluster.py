@@ -14,6 +14,11 @@ rounds; every replica serves the API. Cases:
      node ids). A vote posted to the follower after the round's stored deadline is 409 and not
      kept. A new engine (the old one killed with a round open) aborts the old epoch's round,
      which then refuses votes, and goes on with rounds of its own epoch.
+  a node's suspended task poll on one replica is answered 401 when the node is deleted
+     through another.
+  webhook outbox (DESIGN §10, notes §5.5): the engine is killed with kill -9 while a delivery
+     is in flight (the receiver holds it); the next engine sends it again with the same
+     X-Cdnca-Delivery, then the site's later events, in order.
   7. a noded given every replica (--controld URL1,URL2,URL3) serves visitors; the replica it
      uses is killed (kill -9): visitors keep getting 200 throughout, and a change made through a
      third replica reaches the node within a few seconds.
@@ -34,6 +39,7 @@ import time
 import harness
 import pgfixture
 from harness import Controld, Noded, Origin, wait_until
+from receiver import Receiver
 
 TTL_MS = 2000
 PROBE_MS = 500
@@ -451,6 +457,85 @@ def test_new_engine_aborts_old_epoch_round(tmp):
                != [["0"]], 40, "a round of the new engine")
     assert c.sql("SELECT count(*) FROM probe_round_open WHERE state = 'open' AND epoch < %d"
                  % new_epoch) == [["0"]]
+
+
+def test_task_poll_cut_when_node_deleted_elsewhere(tmp):
+    """A node's suspended task poll on one replica is answered 401 soon after the node is
+    deleted through another (cdnca_inval node:<id>), not at the end of its wait."""
+    c = Cluster(tmp, n=2, probe_ms=86400000).start()
+    a, b = c.replicas
+    node = make_node(a, "gone")
+    # a round of polls first: the node is known to b (its token cached there)
+    st, _, _ = b.api("GET", "/v1/node/tasks?wait_ms=0", token=node["token"])
+    assert st == 304, st
+    out = {}
+
+    def poll():
+        t0 = time.monotonic()
+        st, body, _ = b.api("GET", "/v1/node/tasks?wait_ms=20000", token=node["token"],
+                            timeout=30)
+        out["answer"] = (st, body, time.monotonic() - t0)
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    time.sleep(0.5)  # suspended on b
+    deleted = time.monotonic()
+    st, body, _ = a.api("DELETE", "/v1/nodes/%d" % node["id"])
+    assert st == 204, (st, body)
+    t.join(30)
+    st, body, took = out["answer"]
+    cut = time.monotonic() - deleted
+    print("task poll on %s answered %d %.3f s after the DELETE on %s" % (b.name, st, cut, a.name))
+    assert st == 401, (st, body)
+    assert took < 15, took  # well before its 20 s wait
+
+
+def test_webhook_in_flight_repeated_by_next_engine(tmp):
+    """The engine dies mid-delivery: the next engine repeats that delivery with the same
+    X-Cdnca-Delivery (at least once), and the site's later events follow in order."""
+    rx = Receiver().start()
+    rx.hold.clear()  # every answer waits: the first delivery stays in flight
+    try:
+        c = Cluster(tmp, n=2, probe_ms=86400000,
+                    extra_args=["--webhook-retry-ms", "50", "--webhook-retry-max-ms", "300"])
+        c.start()
+        eng = c.wait_engine(c.ttl_ms / 1000 * 2 + 5)
+        fol = next(r for r in c.replicas if r is not eng)
+        st, site, _ = fol.api("POST", "/v1/sites", {"name": "hooked",
+                                                    "hostnames": ["hooked.example.com"]})
+        assert st == 201, site
+        st, hook, _ = fol.api("POST", "/v1/webhooks", {"url": rx.url + "/hook",
+                                                       "secret": "s" * 24})
+        assert st == 201, hook
+        # three events of one site, queued through the follower
+        sent = []
+        for _ in range(3):
+            st, d, _ = fol.api("POST", "/v1/webhooks/%d/test" % hook["id"],
+                               {"site_id": site["id"]})
+            assert st == 202, d
+            sent.append(d["uuid"])
+        wait_until(lambda: len(rx.snapshot("/hook")) >= 1, 20, "the first delivery in flight")
+        first = rx.snapshot("/hook")[0].header("x-cdnca-delivery")
+        assert first == sent[0], (first, sent)
+        time.sleep(0.3)
+        assert len(rx.snapshot("/hook")) == 1  # the head holds the site's queue
+        eng.kill9()
+        rx.hold.set()
+        new = c.wait_engine(15, among=[fol])
+
+        def states():
+            st, body, _ = new.api("GET", "/v1/webhooks/%d/deliveries?limit=50" % hook["id"])
+            assert st == 200, body
+            return {d["uuid"]: d["state"] for d in body["deliveries"]}
+        wait_until(lambda: all(states().get(u) == "delivered" for u in sent), 30,
+                   "every delivery delivered by %s" % new.name)
+        seq = [r.header("x-cdnca-delivery") for r in rx.snapshot("/hook")]
+        collapsed = [u for i, u in enumerate(seq) if i == 0 or seq[i - 1] != u]
+        print("deliveries as received across the leader change: %s" %
+              [sent.index(u) + 1 for u in seq])
+        assert seq.count(sent[0]) >= 2, seq  # repeated, with the same delivery id
+        assert collapsed == sent, (seq, sent)  # per-site order kept, each later one once
+    finally:
+        rx.stop()
 
 
 def test_lease_options(tmp):

@@ -311,8 +311,10 @@ def test_listener_reconnects_and_resyncs(tmp):
     assert st == 201, body
     sid = body["id"]
     seq = current_seq(c, tok)
+    # only this test's database: the cluster is shared with the tests running beside it
     killed = pgfixture.psql(a.db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                   "WHERE pid <> pg_backend_pid() AND "
+                                  "datname = current_database() AND "
                                   "(query LIKE 'LISTEN%' OR query LIKE '%MAX(seq)%')")
     assert killed, "no listening connection found"
     wait_until(lambda: "listening connection lost" in open(c.log_path).read(), 10,

@@ -6,6 +6,7 @@ stray bytes, the header / keep-alive / body timeouts and the connection cap, acc
 file-descriptor limit, the admin listener under a visitor flood, 1xx forwarding, the Upgrade
 tunnel and response transfer codings. Raw sockets on loopback against a recording origin."""
 
+import json
 import os
 import random
 import socket
@@ -102,6 +103,132 @@ def test_local_504_never_runs_the_body(tmp):
             e.origin.targets())
     finally:
         hole.close()
+
+
+def node_metric(e, prefix):
+    """The sum of the samples of noded's /metrics whose line starts with prefix."""
+    st, text, _ = e.n.admin("GET", "/metrics")
+    assert st == 200, text
+    return sum(float(l.split()[1]) for l in text.splitlines() if l.startswith(prefix))
+
+
+def one_local_answer(e, host, want_status, what):
+    """POST with a request as its body to host: exactly want_status comes back (one answer,
+    JSON error), and the body never reaches any origin as a request. -> the error object."""
+    data = b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+        host.encode(), len(SMUGGLE), SMUGGLE)
+    resp, left, closed, raw = e.send(data, timeout=15, want=1, quiet=0.5)
+    st = L.statuses(resp)
+    assert st == [want_status], "%s: one request answered %r: %r" % (what, st, raw[:600])
+    time.sleep(0.1)
+    assert not smuggled(e), "%s: the body reached the origin as a request: %r" % (
+        what, e.origin.targets())
+    return json.loads(resp[0].body)["error"]
+
+
+def test_retry_budget_and_retries_spent(tmp):
+    # an origin that takes the request, waits 0.4 s and closes without an answer
+    slow = L.RawOrigin(lambda req: ([0.4], "close"))
+    dead2 = harness.free_port()
+    budget, spent = "budget.example.test", "spent.example.test"
+    try:
+        e = EdgeEnv(tmp, extra_specs=[
+            {"name": "budget", "hostnames": [budget],
+             "node_retry": {"retries": 2, "retry_budget_ms": 100},
+             "origins": [{"level": 1, "address": "127.0.0.1", "port": slow.port,
+                          "scheme": "http"}]},
+            {"name": "spent", "hostnames": [spent],
+             "node_retry": {"retries": 1, "retry_budget_ms": 60000},
+             "origins": [{"level": 1, "address": "127.0.0.1", "port": e_port, "scheme": "http"}
+                         for e_port in (harness.free_port(), dead2)]}])
+        # the attempt fails after the budget ran out: 504, no second attempt
+        err = one_local_answer(e, budget, 504, "budget")
+        assert err["message"] == "the retry budget ran out", err
+        assert [r.target for r in slow.requests] == ["/upload"], slow.requests
+        # an idempotent GET too: one attempt, then 504 (the budget, not the retries, ran out)
+        slow.reset()
+        resp, _, _, raw = e.send(b"GET /g HTTP/1.1\r\nHost: %s\r\n\r\n" % budget.encode(),
+                                 timeout=15, want=1, quiet=0.5)
+        assert L.statuses(resp) == [504], raw[:400]
+        assert len(slow.requests) == 1, slow.requests
+        # both origins refuse: the retry is spent on the second, then 502
+        retries = node_metric(e, "cdnca_node_retries_total")
+        err = one_local_answer(e, spent, 502, "retries spent")
+        assert err["code"] == "origin_unreachable", err
+        assert node_metric(e, "cdnca_node_retries_total") == retries + 1
+    finally:
+        slow.close()
+
+
+def test_tls_failure_502(tmp):
+    # an https origin that speaks plain HTTP: the handshake fails, 502, the body is not run
+    plain = L.RawOrigin()
+    tls = "tls.example.test"
+    try:
+        e = EdgeEnv(tmp, extra_specs=[
+            {"name": "tlsfail", "hostnames": [tls], "node_retry": {"retries": 0},
+             "origins": [{"level": 1, "address": "127.0.0.1", "port": plain.port,
+                          "scheme": "https"}]}])
+        before = node_metric(e, 'cdnca_node_origin_attempts_total{result="tls_error"}')
+        err = one_local_answer(e, tls, 502, "tls failure")
+        assert err["code"] == "origin_unreachable", err
+        assert node_metric(e, 'cdnca_node_origin_attempts_total{result="tls_error"}') == before + 1
+        assert not plain.requests, "the origin got an HTTP request: %r" % plain.requests
+        # the visitor connection stays usable: the body was read whole and dropped
+        resp, _, _, raw = e.send(
+            b"POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 3\r\n\r\nabc" % tls.encode()
+            + demo_get(b"/after-tls"), timeout=15, want=2, quiet=0.5)
+        assert L.statuses(resp) == [502, 200], raw[:600]
+        assert resp[1].body == b"GET /after-tls 0\n", resp[1].body
+    finally:
+        plain.close()
+
+
+# ---- HTTP/1.0 keep-alive, as nginx honours it ----
+
+def test_http10_keepalive(tmp):
+    e = EdgeEnv(tmp)
+    get10 = b"GET /%s HTTP/1.0\r\nHost: %s\r\nConnection: keep-alive\r\n\r\n"
+    # two requests on one connection, each answered with "Connection: keep-alive"
+    s = socket.create_connection((harness.HOST, e.port), timeout=10)
+    try:
+        for path in (b"k1", b"k2"):
+            s.sendall(get10 % (path, DEMO.encode()))
+            got = b""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                resp, _ = L.split_responses(got, eof=False)
+                if resp:
+                    break
+                b = s.recv(65536)
+                assert b, "closed after %r: %r" % (path, got)
+                got += b
+            assert resp and resp[0].status == 200, got
+            assert resp[0].get("connection") == "keep-alive", resp[0].headers
+            assert resp[0].body == b"GET /%s 0\n" % path, resp[0].body
+        # a local answer keeps it too
+        s.sendall(b"GET /x HTTP/1.0\r\nHost: nosuch.example.test\r\nConnection: keep-alive\r\n\r\n")
+        got = b""
+        while not L.split_responses(got, eof=False)[0]:
+            b = s.recv(65536)
+            assert b, "closed after the 404: %r" % got
+            got += b
+        resp = L.split_responses(got, eof=False)[0]
+        assert resp[0].status == 404 and resp[0].get("connection") == "keep-alive", resp
+    finally:
+        s.close()
+    # without keep-alive (or with close) an HTTP/1.0 connection closes after the answer
+    for extra in (b"", b"Connection: keep-alive, close\r\n"):
+        resp, _, closed, raw = e.send(
+            b"GET /c HTTP/1.0\r\nHost: %s\r\n%s\r\n" % (DEMO.encode(), extra), timeout=5)
+        assert L.statuses(resp) == [200] and closed, raw[:400]
+        assert resp[0].get("connection") == "close", resp[0].headers
+    # a chunked origin response cannot be framed for HTTP/1.0: the close ends it
+    e2_origin_chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    e.origin.responder = lambda req: e2_origin_chunked
+    resp, _, closed, raw = e.send(get10 % (b"ch", DEMO.encode()), timeout=5)
+    assert closed and raw.endswith(b"abc"), raw[:400]
+    assert b"connection: close" in raw.lower(), raw[:400]
 
 
 # ---- 2. strict chunked framing, re-framed ----

@@ -78,10 +78,12 @@ class SilentListener:
 
 
 class Plugin:
-    """A checkpoint plugin that records each request and votes ok for every origin."""
+    """A checkpoint plugin that records each request and votes (two checkpoints) per origin URL:
+    vote(url) -> (ok, status, error); by default ok with status 200 for every origin."""
 
     def __init__(self):
         self.requests = []
+        self.vote = lambda url: (True, 200, None)
         plugin = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -90,9 +92,11 @@ class Plugin:
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", "0"))
-                plugin.requests.append(json.loads(self.rfile.read(n) or b"{}"))
-                data = json.dumps({"votes": [{"checkpoint": "cp-%d" % i, "ok": True,
-                                              "status": 200, "error": None}
+                req = json.loads(self.rfile.read(n) or b"{}")
+                plugin.requests.append(req)
+                ok, status, error = plugin.vote(req.get("url", ""))
+                data = json.dumps({"votes": [{"checkpoint": "cp-%d" % i, "ok": ok,
+                                              "status": status, "error": error}
                                              for i in (1, 2)]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -429,6 +433,41 @@ def test_checkpoint_requests_carry_the_options(tmp):
                                 "expected_codes": ["200", "204"], "expected_body": "ok",
                                 "port": a.port}, req
         assert set(req) >= {"url", "host", "timeout_ms", "user_agent", "check"}, req
+    finally:
+        plugin.close()
+
+
+def test_checkpoint_votes_rejudged_by_the_options(tmp):
+    """A vote with a status is judged by the site's options, not by the plugin's "ok"."""
+    a, b = start_origins(tmp, "a", "b")
+    plugin = Plugin()
+    try:
+        c = Controld(tmp, extra_args=FAST + ["--checkpoint-url",
+                                             "http://127.0.0.1:%d/votes" % plugin.port]).start()
+        site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hc={
+            "checkpoints": True, "expected_codes": ["200-299"]})
+        sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
+        wait_health(c, sid, oa, "healthy")
+        wait_health(c, sid, ob, "healthy")
+        a_url = ":%d/" % a.port
+        # the plugin calls a WAF's 403 "ok": the site expects 2xx, so a fails over
+        plugin.vote = lambda url: (True, 403, None) if a_url in url else (True, 200, None)
+        wait_level(c, sid, 2)
+        o = card_origin(card(c, sid), oa)
+        assert o["health"] == "unhealthy" and o["source"] == "checkpoints", o
+        assert o["votes"] == {"success": 0, "failure": 2}, o
+        assert o["last_error"] == "checkpoint cp-1: unexpected status 403", o
+        v = verdicts(c, sid, oa, limit=1)[0]
+        assert v["source"] == "checkpoints", v
+        assert all(x["status"] == 403 and x["error"] == "unexpected status 403"
+                   for x in v["votes"]), v
+        # a plugin failing a 200 with no expected_body: the status is the whole rule, a is healthy
+        plugin.vote = lambda url: (False, 200, "slow") if a_url in url else (True, 200, None)
+        wait_health(c, sid, oa, "healthy")
+        wait_level(c, sid, 1)  # auto failback
+        o = card_origin(card(c, sid), oa)
+        assert o["source"] == "checkpoints" and o["votes"] == {"success": 2, "failure": 0}, o
+        assert a.stats()["paths"].get("/", 0) == 0, a.stats()  # controld never probed a itself
     finally:
         plugin.close()
 

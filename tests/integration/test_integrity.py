@@ -224,10 +224,10 @@ def test_start_repairs_a_site_stranded_by_an_older_controld(tmp):
     c.stop()
     harness.db_query(c, "UPDATE origins SET enabled = 0 WHERE id = %d" % s["origins"][0]["id"])
     c.start()
-    # on PostgreSQL (cluster mode) the re-evaluation runs once the engine lease is taken, after
-    # the API is up: wait for it
+    # with SQLite the sites are re-evaluated before controld serves; on PostgreSQL (cluster
+    # mode) when this replica gains the engine lease, just after it starts serving
     harness.wait_until(lambda: c.api("GET", "/v1/sites/%d" % s["id"])[1]["current_level"] == 2,
-                       timeout=30, what="the start's re-evaluation")
+                       timeout=30, what="the stranded site switched to level 2")
     status, j, _ = c.api("GET", "/v1/sites/%d" % s["id"])
     assert j["current_level"] == 2, j
     assert j["config_version"] > s["config_version"], (j["config_version"], s["config_version"])

@@ -6,6 +6,7 @@ WATCHDOG=1 pings, RELOADING=1/READY=1 around a SIGHUP, STOPPING=1) seen on a NOT
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -175,6 +176,48 @@ def test_sighup_under_load(tmp):
     c.stop()
 
 
+def access_paths(text, prefix):
+    """The paths of the access lines in text that start with prefix, as a list (repeats kept)."""
+    return re.findall(r'"type":"access".*?"path":"(%s[^"]*)"' % re.escape(prefix), text)
+
+
+def test_access_lines_kept_on_sighup_and_sigterm(tmp):
+    # noded writes access lines in batches (at most 100 ms late): a SIGHUP reopen writes the
+    # buffered ones into the old file first, a SIGTERM writes them out before exiting; every
+    # request has its line, once.
+    nlog = os.path.join(tmp, "noded-file.log")
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    st, site, _ = c.api("POST", "/v1/sites", {
+        "name": "shop", "hostnames": ["shop.test"],
+        "origins": [{"level": 1, "address": o.address, "port": o.port, "scheme": "http"}]})
+    assert st == 201, site
+    n = Noded(c, enrol(c, "edge"), tmp,
+              extra_args=["--log-file", nlog, "--log-level", "info"]).start()
+    wait_until(lambda: n.visit("GET", "/warm", "shop.test", timeout=5)[0] == 200, 20,
+               "the site served by noded")
+    count = 150
+    for i in range(count):
+        st, body, _ = n.visit("GET", "/a/%d" % i, "shop.test", timeout=10)
+        assert st == 200, body
+    # logrotate right after the last answer: the lines still buffered belong to the old file
+    os.rename(nlog, nlog + ".1")
+    n.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "log file %s reopened" % nlog in read(nlog), 20, "noded's new log")
+    old, new = access_paths(read(nlog + ".1"), "/a/"), access_paths(read(nlog), "/a/")
+    assert sorted(old + new) == sorted("/a/%d" % i for i in range(count)), (len(old), len(new))
+    # the worker may still be between its answer and the line for the very last requests
+    assert len(old) >= count - 2, "%d of %d lines in the rotated file" % (len(old), count)
+    for i in range(count):
+        st, body, _ = n.visit("GET", "/b/%d" % i, "shop.test", timeout=10)
+        assert st == 200, body
+    n.stop()  # SIGTERM right after the last answer, exit status 0
+    got = access_paths(read(nlog), "/b/") + access_paths(read(nlog + ".1"), "/b/")
+    assert sorted(got) == sorted("/b/%d" % i for i in range(count)), \
+        "%d of %d lines after SIGTERM" % (len(got), count)
+    c.stop()
+
+
 def test_state_changes_are_structured_log_lines(tmp):
     c = Controld(tmp, extra_args=["--probe-interval-ms", "300", "--log-format", "json"]).start()
     o1, o2 = Origin("a", tmpdir=tmp).start(), Origin("b", tmpdir=tmp).start()
@@ -281,6 +324,41 @@ def test_check_config_controld(tmp):
         f.write(b"this is not a database" * 100)
     rc, out, err = run([CONTROLD, "--check-config", "--db", junk])
     assert rc == 2 and "junk.db" in err, (rc, out, err)
+
+
+def test_migrate_only(tmp):
+    """controld --migrate: applies every migration to an empty database (SQLite file, or on
+    PostgreSQL an empty database) and exits 0 without serving; again it applies nothing; a
+    start on the result migrates nothing; with another mode it is a usage error."""
+    dialect = "pg" if harness.pg_mode() else "sqlite"
+    newest = max(int(f[:4]) for f in os.listdir(os.path.join(harness.HERE, "..", "..", "schema",
+                                                            dialect)) if f[:4].isdigit())
+    if harness.pg_mode():
+        import pgfixture  # noqa: PLC0415
+        cl = pgfixture.cluster()
+        db = cl.conninfo(cl.new_database("mig", template=None))  # empty, dropped after the test
+    else:
+        db = os.path.join(tmp, "m.db")
+    for i in range(2):
+        rc, out, err = run([CONTROLD, "--migrate", "--db", db])
+        assert rc == 0 and "at schema %d" % newest in out, (rc, out, err)
+        assert ("applying migration" in err) == (i == 0), err  # the second run applies nothing
+    c = Controld(tmp, db=db)
+    if harness.pg_mode():
+        rows = harness.db_query(c, "SELECT version FROM schema_migrations ORDER BY version")
+        assert [r[0] for r in rows] == list(range(1, newest + 1)), rows
+    else:
+        assert harness.db_query(c, "PRAGMA user_version") == [(newest,)]
+    c.start()
+    assert "applying migration" not in read(c.log_path), read(c.log_path)
+    c.stop()
+    rc, out, err = run([CONTROLD, "--migrate", "--export", os.path.join(tmp, "x.json"), "--db", db])
+    assert rc == 2 and "one at a time" in err, (rc, out, err)
+    # a database that cannot be opened: exit 1, said on stderr
+    bad = ("host=%s dbname=no_such_db connect_timeout=5" % pgfixture.cluster().dir
+           if harness.pg_mode() else "/nonexistent-dir/m.db")
+    rc, out, err = run([CONTROLD, "--migrate", "--db", bad])
+    assert rc == 1 and "migration failed" in err, (rc, out, err)
 
 
 def test_check_config_noded(tmp):

@@ -83,8 +83,9 @@ def test_kill9_during_1000_acknowledged_writes(tmp):
 
 
 def test_server_restart_under_write_load(tmp):
-    cl = pgfixture.cluster()
-    c = Controld(tmp).start()
+    # a cluster of its own: the run's cluster is shared with the tests running beside this one
+    cl = pgfixture.private_cluster()
+    c = Controld(tmp, db=cl.conninfo(cl.new_database())).start()
     acked, answers = {}, []
     stop = threading.Event()
     health = []  # (monotonic, status, body)

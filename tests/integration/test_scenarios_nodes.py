@@ -85,8 +85,12 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             liar = ids[0]
             a.bad_pids = {pid[liar]}
             for _ in range(3):  # three rounds: enough to make it unhealthy if the lie counted
+                # (a round where an honest node's probe timed out on a loaded machine is not
+                # the question, as above)
                 v = wait_verdict(c, sid, oa, lambda v: v["source"] == "nodes"
-                                 and len(votes_by_node(v)) == 3, "a 3-vote verdict")
+                                 and len(votes_by_node(v)) == 3 and
+                                 not any(x.get("error") == "timeout" for x in v["votes"]),
+                                 "a 3-vote verdict without probe timeouts")
                 by = votes_by_node(v)
                 assert by[liar]["ok"] is False and by[liar]["status"] == 503, v
                 assert all(by[n]["ok"] for n in ids[1:]), v

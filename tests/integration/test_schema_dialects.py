@@ -120,7 +120,7 @@ def _sqlite_describe(con):
 # ---- PostgreSQL side ----
 
 def pg_schema(cluster, dbname):
-    cluster.psql("postgres", "CREATE DATABASE %s" % dbname)
+    """schema/pg applied file by file to dbname (an empty database), then described."""
     for f in migration_files("pg"):
         cluster.psql(dbname, file=f)
     return _pg_describe(cluster, dbname), cluster.psql(
@@ -221,7 +221,8 @@ def test_both_dialects_have_the_same_migration_numbers():
 def test_sqlite_and_postgresql_end_with_the_same_schema(tmp):
     lite = sqlite_schema(os.path.join(tmp, "schema.db"))
     cl = pgfixture.cluster()
-    pg, narrow = pg_schema(cl, "schema_check")
+    check = cl.new_database("schema_check", template=None)
+    pg, narrow = pg_schema(cl, check)
     assert "sites" in lite and "cdnca_meta" in lite, sorted(lite)
     ncols = sum(len(t["columns"]) for t in lite.values())
     nidx = sum(len(t["indexes"]) for t in lite.values())
@@ -234,7 +235,7 @@ def test_sqlite_and_postgresql_end_with_the_same_schema(tmp):
     rows = con.execute("SELECT id, gen FROM cdnca_meta").fetchall()
     con.close()
     assert rows == [(1, 0)], rows
-    assert cl.psql("schema_check", "SELECT id, gen FROM cdnca_meta") == [["1", "0"]]
+    assert cl.psql(check, "SELECT id, gen FROM cdnca_meta") == [["1", "0"]]
 
 
 def test_a_missing_column_is_found_on_either_side(tmp):
@@ -242,12 +243,13 @@ def test_a_missing_column_is_found_on_either_side(tmp):
     and an integer narrowed are each reported."""
     lite = sqlite_schema(os.path.join(tmp, "schema.db"))
     cl = pgfixture.cluster()
-    pg, _ = pg_schema(cl, "schema_check2")
+    check2 = cl.new_database("schema_check2", template=None)
+    pg, _ = pg_schema(cl, check2)
     assert differences(lite, pg) == []
-    cl.psql("schema_check2", "ALTER TABLE sites DROP COLUMN nr_failure_min_volume")
-    cl.psql("schema_check2", "ALTER INDEX audit_at RENAME TO audit_when")
-    cl.psql("schema_check2", "ALTER TABLE events ALTER COLUMN title DROP NOT NULL")
-    pg2 = _pg_describe(cl, "schema_check2")
+    cl.psql(check2, "ALTER TABLE sites DROP COLUMN nr_failure_min_volume")
+    cl.psql(check2, "ALTER INDEX audit_at RENAME TO audit_when")
+    cl.psql(check2, "ALTER TABLE events ALTER COLUMN title DROP NOT NULL")
+    pg2 = _pg_describe(cl, check2)
     d = differences(lite, pg2)
     assert any(x.startswith("sites.nr_failure_min_volume: only in SQLite") for x in d), d
     assert any("index audit_at" in x for x in d) and any("index audit_when" in x for x in d), d
@@ -287,28 +289,28 @@ def test_data_moving_migrations_give_the_same_rows(tmp):
     split = [i for i, f in enumerate(lite_files) if os.path.basename(f).startswith("0004")][0]
     con = sqlite3.connect(os.path.join(tmp, "data.db"))
     cl = pgfixture.cluster()
-    cl.psql("postgres", "CREATE DATABASE schema_data")
+    data = cl.new_database("schema_data", template=None)
     for f in lite_files[:split]:
         with open(f, encoding="utf-8") as fh:
             con.executescript(fh.read())
     for f in pg_files[:split]:
-        cl.psql("schema_data", file=f)
+        cl.psql(data, file=f)
     for sql in SEED:
         con.execute(sql)
-        cl.psql("schema_data", sql)
+        cl.psql(data, sql)
     con.commit()
     for f in lite_files[split:]:
         with open(f, encoding="utf-8") as fh:
             con.executescript(fh.read())
     for f in pg_files[split:]:
-        cl.psql("schema_data", file=f)
+        cl.psql(data, file=f)
     for sql in AFTER:
         lite = [[str(v) for v in r] for r in con.execute(sql)]
-        pg = cl.psql("schema_data", sql)
+        pg = cl.psql(data, sql)
         assert lite and lite == pg, (sql, lite, pg)
     con.close()
     # the flags as 0004 defines them: a on backup and down; b paused with failback noted; c off
-    flags = cl.psql("schema_data", AFTER[0])
+    flags = cl.psql(data, AFTER[0])
     assert flags[0][2:] == ["0", "1", "1", "0"] and flags[1][2:] == ["1", "0", "0", "1"], flags
     assert flags[2][2:] == ["0", "0", "0", "0"] and flags[3][2:] == ["0", "0", "1", "0"], flags
 
@@ -353,13 +355,13 @@ def test_constraints_refuse_the_same_rows(tmp):
         with open(f, encoding="utf-8") as fh:
             con.executescript(fh.read())
     cl = pgfixture.cluster()
-    cl.psql("postgres", "CREATE DATABASE schema_checks")
+    checks = cl.new_database("schema_checks", template=None)
     for f in migration_files("pg"):
-        cl.psql("schema_checks", file=f)
+        cl.psql(checks, file=f)
     for sql in ACCEPTED:
         con.execute(sql)
         con.commit()
-        cl.psql("schema_checks", sql)
+        cl.psql(checks, sql)
     for sql in REFUSED:
         try:
             con.execute(sql)
@@ -368,7 +370,7 @@ def test_constraints_refuse_the_same_rows(tmp):
         except sqlite3.IntegrityError:
             lite = "refused"
         try:
-            cl.psql("schema_checks", sql)
+            cl.psql(checks, sql)
             pg = "accepted"
         except pgfixture.PgError:
             pg = "refused"

@@ -419,18 +419,24 @@ static void test_pg_reconnect(void **state) {
   struct db_conn *c = *state;
   assert_int_equal(insert(c, "a", 1), DB_DONE);
   uint64_t e0 = db_epoch(c);
+  /* the server closed the idle connection (a crash, a failover): found before the next
+     statement, which runs on a new connection */
   terminate(backend_pid(c));
-  /* the loss shows on the prepare (a statement new to c) or the step */
+  assert_int_equal(count_rows(c), 1);
+  assert_int_equal(db_up(c), 1);
+  assert_int_equal(db_epoch(c), e0 + 1);
+  /* lost between the prepare and the step: the step fails, the next statement reconnects */
+  int pid = backend_pid(c);
   struct db_stmt *s = db_prep(c, "SELECT COUNT(*) FROM t");
-  if (s) {
-    assert_int_equal(db_step(s), DB_ERR);
-    db_reset(s);
-  }
+  assert_non_null(s);
+  terminate(pid);
+  assert_int_equal(db_step(s), DB_ERR);
+  db_reset(s);
   assert_int_equal(db_err(c), DB_E_DOWN);
   assert_int_equal(db_up(c), 0);
   assert_int_equal(count_rows(c), 1); /* reconnected on db_prep */
   assert_int_equal(db_up(c), 1);
-  assert_int_equal(db_epoch(c), e0 + 1);
+  assert_int_equal(db_epoch(c), e0 + 2);
   assert_int_equal(insert(c, "b", 2), DB_DONE); /* a statement cached before is prepared again */
   assert_int_equal(count_rows(c), 2);
 
@@ -446,7 +452,7 @@ static void test_pg_reconnect(void **state) {
   db_rollback(c);
   assert_int_equal(db_in_tx(c), 0);
   assert_int_equal(count_rows(c), 2); /* the transaction's insert is gone */
-  assert_int_equal(db_epoch(c), e0 + 2);
+  assert_int_equal(db_epoch(c), e0 + 3);
 }
 
 /* After a test that refused connections to the database: accept them again and unfreeze the
@@ -472,10 +478,7 @@ static void test_pg_reconnect_backoff(void **state) {
   snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
   admin_exec(sql);
   terminate(backend_pid(c));
-  struct db_stmt *s = db_prep(c, "SELECT 1");
-  if (s) assert_int_equal(db_step(s), DB_ERR);
-  assert_int_equal(db_err(c), DB_E_DOWN);
-  assert_null(db_prep(c, "SELECT 1")); /* the immediate attempt, refused */
+  assert_null(db_prep(c, "SELECT 1")); /* found lost; the immediate attempt, refused */
   assert_int_equal(db_err(c), DB_E_DOWN);
   assert_null(strstr(db_errmsg(c), "pending"));
   assert_null(db_prep(c, "SELECT 1")); /* within 100 ms of it: no attempt */
@@ -562,10 +565,8 @@ static void test_pg_backoff_doubling(void **state) {
   snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false", g_dbname);
   admin_exec(sql);
   terminate(backend_pid(c));
-  struct db_stmt *s = db_prep(c, "SELECT 2");
-  if (s) assert_int_equal(db_step(s), DB_ERR);
+  assert_null(db_prep(c, "SELECT 2")); /* found lost; the immediate attempt, refused */
   assert_int_equal(db_up(c), 0);
-  assert_null(db_prep(c, "SELECT 2")); /* the immediate attempt */
   assert_null(strstr(db_errmsg(c), "pending"));
   int gap = 100;
   for (int i = 0; i < 8; i++) {
@@ -729,6 +730,8 @@ static void test_sqlstate(void **state) {
   assert_int_equal(db_pg_err_of("57P01", 0), DB_E_DOWN);
   assert_int_equal(db_pg_err_of("57P02", 0), DB_E_DOWN);
   assert_int_equal(db_pg_err_of("57P03", 0), DB_E_DOWN);
+  assert_int_equal(db_pg_err_of("25006", 0), DB_E_DOWN); /* read-only server */
+  assert_int_equal(db_pg_err_of("25001", 0), DB_E_OTHER);
   assert_int_equal(db_pg_err_of("57014", 0), DB_E_OTHER); /* statement timeout */
   assert_int_equal(db_pg_err_of("42P01", 0), DB_E_OTHER);
   assert_int_equal(db_pg_err_of(NULL, 0), DB_E_OTHER);
@@ -1004,6 +1007,11 @@ static void test_listen(void **state) {
   assert_int_equal(db_err(c), DB_E_DOWN);
   assert_int_equal(db_up(c), 0);
   assert_int_equal(db_listen(c, "cdnca_t"), -1); /* the caller opens another connection */
+  /* a statement does not re-establish it either (it would come back without its LISTENs) */
+  uint64_t e = db_epoch(c);
+  assert_null(db_prep(c, "SELECT 1"));
+  assert_int_equal(db_err(c), DB_E_DOWN);
+  assert_int_equal(db_epoch(c), e);
   db_close(w);
 }
 

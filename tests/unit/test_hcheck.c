@@ -119,6 +119,72 @@ static void test_judge_rows(void **state) {
   }
 }
 
+/* A checkpoint vote re-judged against the site's options: {opts, vote ok, status, error} ->
+ * {ok, evidence}. */
+struct rejudge_row {
+  const char *opts;
+  int ok, status;
+  const char *error;
+  int want_ok;
+  const char *want_evidence;
+};
+
+static const struct rejudge_row rejudge_rows[] = {
+    /* default rule: the status decides, both ways */
+    {"{}", 1, 200, NULL, 1, ""},
+    {"{}", 1, 404, NULL, 1, ""},
+    {"{}", 1, 503, NULL, 0, "status 503"}, /* a plugin calling a 503 ok is overruled */
+    {"{}", 0, 200, "slow", 1, ""},         /* the status is the whole rule */
+    {"{}", 0, 503, "status 503", 0, "status 503"},
+    /* expected_codes */
+    {"{\"expected_codes\": [\"200-299\"]}", 1, 403, NULL, 0, "unexpected status 403"},
+    {"{\"expected_codes\": [\"200-299\"]}", 1, 302, "", 0, "unexpected status 302"},
+    {"{\"expected_codes\": [\"200-299\"]}", 1, 204, NULL, 1, ""},
+    {"{\"expected_codes\": [\"200-299\"]}", 0, 204, "x", 1, ""},
+    {"{\"expected_codes\": [503]}", 0, 503, "status 503", 1, ""}, /* 5xx may be expected */
+    /* expected_body: only the voter saw the body, so its ok stands once the status passes */
+    {"{\"expected_body\": \"up\"}", 1, 200, NULL, 1, ""},
+    {"{\"expected_body\": \"up\"}", 0, 200, "body mismatch", 0, "body mismatch"},
+    {"{\"expected_body\": \"up\"}", 0, 200, NULL, 0, "failed"},
+    {"{\"expected_body\": \"up\"}", 1, 500, NULL, 0, "status 500"},
+    {"{\"expected_codes\": [\"200\"], \"expected_body\": \"up\"}", 1, 201, NULL, 0,
+     "unexpected status 201"},
+    /* no status: nothing to re-judge, the vote stands */
+    {"{}", 1, 0, NULL, 1, ""},
+    {"{}", 0, 0, "connect timeout", 0, "connect timeout"},
+    {"{}", 0, 0, NULL, 0, "failed"},
+    {"{\"expected_codes\": [\"200\"]}", 1, 0, NULL, 1, ""},
+    {"{}", 1, 99, NULL, 1, ""}, /* not an HTTP status: ignored */
+    {"{}", 1, 1000, NULL, 1, ""},
+    /* tcp: no request is sent, a status means nothing */
+    {"{\"type\": \"tcp\"}", 1, 503, NULL, 1, ""},
+    {"{\"type\": \"tcp\"}", 0, 200, "connect failed: Connection refused", 0,
+     "connect failed: Connection refused"},
+};
+
+static void test_rejudge_rows(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof rejudge_rows / sizeof rejudge_rows[0]; i++) {
+    const struct rejudge_row *r = &rejudge_rows[i];
+    struct hcheck_opts o = opts_of(r->opts);
+    char ev[HCHECK_EVIDENCE_MAX];
+    int ok;
+    memset(ev, 'x', sizeof ev);
+    ok = hcheck_rejudge(&o, r->ok, r->status, r->error, ev, sizeof ev);
+    if (ok != r->want_ok || strcmp(ev, r->want_evidence) != 0)
+      fail_msg("row %zu (%s, ok %d, status %d): got %d \"%s\", want %d \"%s\"", i, r->opts, r->ok,
+               r->status, ok, ev, r->want_ok, r->want_evidence);
+  }
+  /* evidence is bounded and optional */
+  {
+    struct hcheck_opts o = opts_of("{\"expected_codes\": [\"200\"]}");
+    char small[8];
+    assert_int_equal(hcheck_rejudge(&o, 1, 403, NULL, small, sizeof small), 0);
+    assert_string_equal(small, "unexpec");
+    assert_int_equal(hcheck_rejudge(&o, 1, 200, NULL, NULL, 0), 1);
+  }
+}
+
 /* The default rule over every status equals the seed's: success iff 100 <= status < 500. */
 static void test_judge_default_every_status(void **state) {
   struct hcheck_opts o;
@@ -366,6 +432,7 @@ static void test_status_ok(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_judge_rows),
+      cmocka_unit_test(test_rejudge_rows),
       cmocka_unit_test(test_judge_default_every_status),
       cmocka_unit_test(test_judge_body_window),
       cmocka_unit_test(test_judge_small_evidence_buffer),

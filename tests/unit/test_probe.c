@@ -690,6 +690,86 @@ static void test_https_unknown_ca(void **state) {
   assert_int_equal(r.ok, 0);
 }
 
+/* One slot runs probes of different kinds one after the other (max_concurrency 1): none of a
+ * probe's own options (method, extra headers, tcp) leaks into the next, and every probe opens
+ * its own connection. */
+static void test_slot_reuse_options(void **state) {
+  struct env *e = *state;
+  struct hcheck_opts head = check_of("{\"method\": \"HEAD\", \"headers\": {\"X-Probe\": \"one\"}}");
+  struct hcheck_opts tcp = check_of("{\"type\": \"tcp\"}");
+  struct hcheck_opts other = check_of("{\"headers\": {\"X-Other\": \"two\"}}");
+  const struct hcheck_opts *checks[6] = {&head, NULL, &tcp, &other, NULL, &head};
+  struct probe_target t[6];
+  struct probe_result r[6];
+  struct probe *p = new_probe(NULL, 1);
+  cJSON *s, *recent;
+  int c0, c1, base;
+  static const char *methods[5] = {"HEAD", "GET", "GET", "GET", "HEAD"};
+  for (int i = 0; i < 6; i++) {
+    t[i] = http_target(&e->a, "origin.test", "/reuse", 5000);
+    t[i].check = checks[i];
+  }
+  s = origin_stats(e, &e->a);
+  c0 = stats_int(s, "connections");
+  cJSON_Delete(s);
+  s = origin_stats(e, &e->a);
+  base = stats_int(s, "connections") - c0; /* what one stats call adds */
+  c0 = stats_int(s, "connections");
+  cJSON_Delete(s);
+  for (int round = 0; round < 2; round++) {
+    origin_ctl(e, &e->a, "{\"reset_stats\": true}");
+    s = origin_stats(e, &e->a);
+    c0 = stats_int(s, "connections");
+    cJSON_Delete(s);
+    assert_int_equal(probe_run(p, t, 6, r, NULL), 0);
+    for (int i = 0; i < 6; i++) {
+      if (!r[i].ok) fail_msg("round %d probe %d: %s", round, i, r[i].error);
+      assert_int_equal(r[i].status, i == 2 ? 0 : 200);
+    }
+    s = origin_stats(e, &e->a);
+    c1 = stats_int(s, "connections");
+    /* 6 probes, 6 connections (the tcp check's included), plus the stats call itself */
+    assert_int_equal(c1 - c0, 6 + base);
+    assert_int_equal(stats_int(s, "total"), 5);
+    recent = cJSON_GetObjectItem(s, "recent");
+    assert_int_equal(cJSON_GetArraySize(recent), 5);
+    for (int i = 0; i < 5; i++) {
+      cJSON *x = cJSON_GetArrayItem(recent, i);
+      cJSON *h = cJSON_GetObjectItem(x, "headers");
+      assert_string_equal(cJSON_GetObjectItem(x, "method")->valuestring, methods[i]);
+      assert_int_equal(cJSON_GetObjectItem(h, "X-Probe") != NULL, i == 0 || i == 4);
+      assert_int_equal(cJSON_GetObjectItem(h, "X-Other") != NULL,
+                       i == 2); /* probe 3: the tcp check sent no request */
+    }
+    cJSON_Delete(s);
+  }
+  probe_free(&p);
+}
+
+/* One prober, one slot: certificate verification happens on every HTTPS probe, also with the CA
+ * store built once and reused (a good probe does not let a later bad one through). */
+static void test_https_verified_every_probe(void **state) {
+  struct env *e = *state;
+  struct probe_target t[5];
+  struct probe_result r[5];
+  struct probe *p = new_probe(e->ca, 1);
+  for (int round = 0; round < 2; round++) {
+    t[0] = http_target(&e->t, "origin.test", "/v", 5000);
+    t[1] = http_target(&e->t, "wrong.test", "/v", 5000);  /* name mismatch */
+    t[2] = http_target(&e->u, "origin.test", "/v", 5000); /* other CA */
+    t[3] = http_target(&e->t, "origin.test", "/v", 5000);
+    t[4] = http_target(&e->u, "origin.test", "/v", 5000);
+    assert_int_equal(probe_run(p, t, 5, r, NULL), 0);
+    for (int i = 0; i < 5; i++) {
+      int good = i == 0 || i == 3;
+      if (r[i].ok != good)
+        fail_msg("round %d probe %d: ok %d error %s", round, i, r[i].ok, r[i].error);
+      if (!good) assert_memory_equal(r[i].error, "tls: ", 5);
+    }
+  }
+  probe_free(&p);
+}
+
 static void test_ipv6_literal(void **state) {
   struct env *e = *state;
   struct probe_target t = http_target(&e->v6, "origin.test", "/v6", 5000);
@@ -890,6 +970,8 @@ int main(void) {
       cmocka_unit_test_setup(test_https_ok, test_setup),
       cmocka_unit_test_setup(test_https_wrong_name, test_setup),
       cmocka_unit_test_setup(test_https_unknown_ca, test_setup),
+      cmocka_unit_test_setup(test_slot_reuse_options, test_setup),
+      cmocka_unit_test_setup(test_https_verified_every_probe, test_setup),
       cmocka_unit_test_setup(test_ipv6_literal, test_setup),
       cmocka_unit_test_setup(test_many_concurrent, test_setup),
       cmocka_unit_test_setup(test_queue_and_reuse, test_setup),

@@ -200,6 +200,64 @@ static void test_local_answer(void **state) {
   assert_string_equal(rewrite_reason(299), "Unknown");
 }
 
+/* HTTP/1.1 keeps the connection unless "close"; HTTP/1.0 only with "keep-alive" (as nginx);
+   the Connection header written on the answers says which */
+static void test_keepalive(void **state) {
+  static const struct {
+    const char *head;
+    int keepalive;
+  } rows[] = {
+      {"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 1},
+      {"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n", 0},
+      {"GET / HTTP/1.0\r\nHost: a.test\r\n\r\n", 0},
+      {"GET / HTTP/1.0\r\nHost: a.test\r\nConnection: keep-alive\r\n\r\n", 1},
+      {"GET / HTTP/1.0\r\nHost: a.test\r\nConnection: Keep-Alive\r\n\r\n", 1},
+      {"GET / HTTP/1.0\r\nHost: a.test\r\nConnection: keep-alive, close\r\n\r\n", 0},
+      {"GET / HTTP/1.0\r\nHost: a.test\r\nKeep-Alive: timeout=5\r\n\r\n", 0},
+  };
+  static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nKeep-Alive: x\r\n\r\n";
+  struct http1_msg m;
+  struct rewrite_resp rs;
+  struct rewrite_req rq;
+  struct buf ub, o;
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    assert_int_equal(plan(rows[i].head, &rq, &ub), 0);
+    if (rq.keepalive != rows[i].keepalive)
+      fail_msg("%s: keepalive %d, want %d", rows[i].head, rq.keepalive, rows[i].keepalive);
+    assert_null(strstr(ub.data, "eep-")); /* never forwarded to the origin */
+    buf_fini(&ub);
+  }
+  assert_int_equal(http1_parse_response(resp, strlen(resp), &m), HTTP1_OK);
+  rewrite_response(&m, 0, &rs);
+  buf_init(&o, 0);
+  assert_int_equal(rewrite_response_head(&m, &rs, 0, RW_CONN_KEEPALIVE, &o), 0);
+  assert_string_equal(o.data, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n");
+  o.len = 0;
+  assert_int_equal(rewrite_response_head(&m, &rs, 0, RW_CONN_NONE, &o), 0);
+  assert_string_equal(o.data, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  o.len = 0;
+  assert_int_equal(rewrite_local_answer(404, "c", "m", RW_CONN_KEEPALIVE, &o), 0);
+  assert_non_null(strstr(o.data, "\r\nConnection: keep-alive\r\n\r\n{"));
+  assert_null(strstr(o.data, "close"));
+  buf_fini(&o);
+}
+
+static void test_json_escape(void **state) {
+  struct buf b;
+  (void)state;
+  buf_init(&b, 0);
+  assert_int_equal(rewrite_json_escape(&b, ""), 0);
+  assert_int_equal(b.len, 0);
+  assert_int_equal(rewrite_json_escape(&b, "plain/path?x=1"), 0);
+  assert_int_equal(rewrite_json_escape(&b, "|a\"b\\c\x01\x7f\td\xc3\xa9\""), 0);
+  assert_string_equal(b.data, "plain/path?x=1|a\\\"b\\\\c\\u0001\\u007f\\u0009d\xc3\xa9\\\"");
+  buf_fini(&b);
+  buf_init(&b, 4); /* bounded: -1 when it does not fit */
+  assert_int_equal(rewrite_json_escape(&b, "abcdef"), -1);
+  buf_fini(&b);
+}
+
 static void test_tls_name(void **state) {
   char tmp[64];
   (void)state;
@@ -214,7 +272,8 @@ int main(void) {
       cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
       cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
       cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
-      cmocka_unit_test(test_tls_name),
+      cmocka_unit_test(test_tls_name),    cmocka_unit_test(test_json_escape),
+      cmocka_unit_test(test_keepalive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -193,6 +193,67 @@ static void test_prune(void **state) {
   assert_int_equal(store_tasks_prune(st, STORE_TASKS_KEEP_MS), 0);
 }
 
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A large round (notes §5.4: 500 sites x 3 origins x 3 nodes = 4,500 tasks): one insert, every
+   task handed out, every vote recorded and tallied. Prints the times (no bound asserted). */
+static void test_volume(void **state) {
+  struct store *st = *state;
+  enum { PER_NODE = 1500, NODES = 3 };
+  size_t cap = (size_t)PER_NODE * NODES * 256 + 16, len = 0;
+  char *json = malloc(cap);
+  struct task_vote *v = calloc(PER_NODE, sizeof *v), *got = NULL;
+  struct store_task *t = NULL;
+  int64_t id = store_tasks_next_round_id(st), rid, left;
+  int n = 0, bad;
+  double t0, t_open, t_take = 0, t_vote = 0, t_close;
+  assert_non_null(json);
+  assert_non_null(v);
+  len += (size_t)snprintf(json + len, cap - len, "[");
+  for (int k = 0; k < NODES; k++)
+    for (int i = 0; i < PER_NODE; i++)
+      len += (size_t)snprintf(json + len, cap - len,
+                              "%s{\"node_id\":%d,\"task_id\":%d,\"origin_id\":%d,\"url\":"
+                              "\"http://10.1.%d.%d:80/hc\",\"host\":\"s%d.example\","
+                              "\"timeout_ms\":5000,\"check\":{\"type\":\"http\"}}",
+                              k || i ? "," : "", 100 + k, k * PER_NODE + i + 1, i + 1,
+                              i / 250, i % 250, i / 3);
+  snprintf(json + len, cap - len, "]");
+  t0 = mono_ms();
+  assert_int_equal(store_tasks_round_open(st, id, 600000, json), STORE_OK);
+  t_open = mono_ms() - t0;
+  for (int k = 0; k < NODES; k++) {
+    t0 = mono_ms();
+    assert_int_equal(store_tasks_take(st, 100 + k, &rid, &left, &t, &n), 1);
+    t_take += mono_ms() - t0;
+    assert_int_equal(rid, id);
+    assert_int_equal(n, PER_NODE);
+    assert_int_equal(t[0].task_id, k * PER_NODE + 1);
+    assert_int_equal(t[PER_NODE - 1].task_id, (k + 1) * PER_NODE);
+    store_tasks_free(t, n);
+    for (int i = 0; i < PER_NODE; i++)
+      v[i] = vote(k * PER_NODE + i + 1, i % 2, 200, i % 2 ? "" : "status 503");
+    t0 = mono_ms();
+    assert_int_equal(store_tasks_vote(st, 100 + k, id, v, PER_NODE, &bad), TASKS_VOTE_OK);
+    t_vote += mono_ms() - t0;
+  }
+  assert_int_equal(store_tasks_vote_count(st, id), PER_NODE * NODES);
+  t0 = mono_ms();
+  assert_int_equal(store_tasks_round_close(st, id, &got, &n), 0);
+  t_close = mono_ms() - t0;
+  assert_int_equal(n, PER_NODE * NODES);
+  free(got);
+  print_message("%d tasks: open (one insert) %.1f ms, hand-out %.1f ms per node, %d votes %.1f "
+                "ms per node, close + read %.1f ms\n",
+                PER_NODE * NODES, t_open, t_take / NODES, PER_NODE, t_vote / NODES, t_close);
+  free(json);
+  free(v);
+}
+
 /* The board in database mode (no HTTP: the engine's side and votes). */
 static void test_board_db_mode(void **state) {
   struct store *st = *state;
@@ -264,7 +325,8 @@ static int run_db_tests(const char *name) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open_take_vote_close), cmocka_unit_test(test_late_by_database_clock),
       cmocka_unit_test(test_abort_older_epochs),   cmocka_unit_test(test_prune),
-      cmocka_unit_test(test_board_db_mode),        cmocka_unit_test(test_fenced),
+      cmocka_unit_test(test_board_db_mode),        cmocka_unit_test(test_volume),
+      cmocka_unit_test(test_fenced),
   };
   return cmocka_run_group_tests_name(name, tests, setup, teardown);
 }
