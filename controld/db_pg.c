@@ -7,11 +7,12 @@
    SQLite).
 
    Round trips are saved with libpq's pipeline mode: BEGIN is not sent on its own but queued, as
-   are statements run with db_defer; the queue goes out with the next statement whose answer is needed (db_step, COMMIT, …), all
-   in one round trip, and their results are read in order before that answer. A queued
-   statement that fails fails the one sent with it (and the transaction). A lost connection is marked down and re-established lazily by the next db_prep,
-   db_exec or db_begin_* with backoff; the server-side statements are then prepared again and
-   db_epoch is bumped. */
+   are statements run with db_defer; the queue goes out with the next statement whose answer is
+   needed (db_step, COMMIT, …), all in one round trip, and their results are read in order before
+   that answer. A queued statement that fails fails the one sent with it (and the transaction). A
+   lost connection is marked down and re-established lazily by the next db_prep, db_exec or
+   db_begin_* with backoff; the server-side statements are then prepared again and db_epoch is
+   bumped. */
 #include "clock.h"
 #include "db.h"
 #include "db_driver.h"

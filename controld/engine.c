@@ -448,9 +448,9 @@ static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64
   row = &vb->sites[vb->ns];
   row->site_id = s->id;
   row->probed_at = round_at;
-  row->next_probe_at = round_at + engine_next_probe_ms(s->hc.interval_ms,
-                                                       ctx->cfg.probe_interval_ms,
-                                                       ctx->cfg.suspect_interval_ms, suspect);
+  row->next_probe_at =
+      round_at + engine_next_probe_ms(s->hc.interval_ms, ctx->cfg.probe_interval_ms,
+                                      ctx->cfg.suspect_interval_ms, suspect);
   if (evaluate_locked(ctx, s, now, &row->fleet) < 0) return -1;
   vb->ns++;
   return 0;

@@ -865,7 +865,8 @@ static void test_arr_literal(void **state) {
    order, NULLs, quotes, backslashes, empty strings, non-ASCII), and drive set-based writes. */
 static void test_pg_arrays(void **state) {
   struct db_conn *c = *state;
-  static const char *texts[] = {"plain", "", NULL, "NULL", "a\"b\\c,{d} e", "caf\xc3\xa9 \xe2\x9c\x93"};
+  static const char *texts[] = {
+      "plain", "", NULL, "NULL", "a\"b\\c,{d} e", "caf\xc3\xa9 \xe2\x9c\x93"};
   enum { NT = sizeof texts / sizeof texts[0] };
   struct db_arr ids, names;
   memset(&ids, 0, sizeof ids);
@@ -905,8 +906,9 @@ static void test_pg_arrays(void **state) {
   db_reset(s);
 
   /* a set-based update: every row from its own element, in one statement */
-  static const char upd[] = "UPDATE t SET n = v.n FROM unnest(?::bigint[], ?::bigint[]) AS v(id, n) "
-                            "WHERE t.id = v.id";
+  static const char upd[] =
+      "UPDATE t SET n = v.n FROM unnest(?::bigint[], ?::bigint[]) AS v(id, n) "
+      "WHERE t.id = v.id";
   db_arr_clear(&ns);
   for (int i = 0; i < NT; i++)
     db_arr_i64(&ns, 1000 + i);
@@ -1023,12 +1025,9 @@ static int run_sqlite(void) {
   snprintf(g_target, sizeof g_target, "%s/t.db", dir);
   g_kind = DB_SQLITE;
   const struct CMUnitTest pure[] = {
-      cmocka_unit_test(test_kind_of),
-      cmocka_unit_test(test_placeholders),
-      cmocka_unit_test(test_redact),
-      cmocka_unit_test(test_sqlstate),
-      cmocka_unit_test(test_arr_literal),
-      cmocka_unit_test(test_pg_target_refused_without_driver),
+      cmocka_unit_test(test_kind_of),     cmocka_unit_test(test_placeholders),
+      cmocka_unit_test(test_redact),      cmocka_unit_test(test_sqlstate),
+      cmocka_unit_test(test_arr_literal), cmocka_unit_test(test_pg_target_refused_without_driver),
   };
   const struct CMUnitTest tests[] = {
       DRIVER_TEST(test_kind),

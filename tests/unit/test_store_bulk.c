@@ -12,9 +12,9 @@
 #include <cmocka.h>
 
 #include "db.h"
+#include "fleet.h"
 #include "log.h"
 #include "store.h"
-#include "fleet.h"
 #include "store_fleet.h"
 #include "store_health.h"
 #include "store_int.h"
@@ -341,7 +341,10 @@ static void test_round_writes_batched(void **state) {
     for (int k = 0; k < s[i].n_origins && k < 3; k++) {
       struct origin_rec *o = &s[i].origins[k];
       int v = i * 3 + k;
-      snprintf(o->health, sizeof o->health, "%s", v % 3 == 0 ? "healthy" : v % 3 == 1 ? "unhealthy" : "unknown");
+      snprintf(o->health, sizeof o->health, "%s",
+               v % 3 == 0   ? "healthy"
+               : v % 3 == 1 ? "unhealthy"
+                            : "unknown");
       o->success_streak = v;
       o->failure_streak = 100 + v;
       o->health_changed_at = v % 2 ? 5000 + v : 0;
