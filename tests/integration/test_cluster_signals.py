@@ -310,7 +310,9 @@ def test_listener_reconnects_and_resyncs(tmp):
     st, body, _ = a.api("POST", "/v1/sites", site_body("shop", "shop.test"))
     assert st == 201, body
     sid = body["id"]
-    seq = current_seq(c, tok)
+    # C answers from what it has heard: wait until the create's publication reached it (else the
+    # poll below starts at since=0 and answers at once with the create)
+    seq = wait_until(lambda: current_seq(c, tok), 10, "C sees the new site's publication")
     # only this test's database: the cluster is shared with the tests running beside it
     killed = pgfixture.psql(a.db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                   "WHERE pid <> pg_backend_pid() AND "
@@ -336,7 +338,9 @@ def test_listener_reconnects_and_resyncs(tmp):
     assert not t.is_alive()
     st, body, _ = out["r"]
     assert st == 200 and [s["name"] for s in body["sites"]] == ["after"], body
-    assert (out["t"] - t1) < 0.8, out["t"] - t1
+    # woken, not left to its 10 s wait (the listener itself is checked in the metrics below; the
+    # bound leaves room for a loaded machine)
+    assert (out["t"] - t1) < 3.0, out["t"] - t1
     st, text, _ = c.api("GET", "/metrics", token=None)
     assert st == 200
     lines = dict(ln.rsplit(" ", 1) for ln in text.splitlines() if ln.startswith("cdnca_signals"))
