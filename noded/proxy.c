@@ -128,6 +128,7 @@ struct req {
   int sent_continue; /* noded answered "100 Continue" itself (the origin's is not forwarded) */
   struct proxy_pick pick;
   struct upconn *up;
+  char ukey[320];          /* the pool key of the current attempt's origin */
   int64_t up_last;         /* last progress with the origin (connect and origin timeouts) */
   size_t uscan;            /* http1_head_end position in uin */
   struct http1_body ubody; /* framing of the origin's response body */
@@ -555,7 +556,7 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   const struct sitecfg_origin *o = &r->site->origins[r->oidx];
-  char tmp[256], key[320];
+  char tmp[256];
   struct upconn *u = NULL;
   enum up_fail fail = UP_FAIL_CONNECT;
   r->uhead_off = 0;
@@ -568,8 +569,8 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
     return;
   }
   sbuf_reset(&c->uin);
-  attempt_key(r, key, sizeof key);
-  if (allow_pool) u = upstream_pool_get(w->ups, key);
+  attempt_key(r, r->ukey, sizeof r->ukey); /* kept for the pool_put at the end */
+  if (allow_pool) u = upstream_pool_get(w->ups, r->ukey);
   if (!u && r->pick.resolved)
     u = upstream_connect(w->ups, (const struct sockaddr *)&r->pick.sa, r->pick.salen, o->https,
                          attempt_tls_name(r, tmp, sizeof tmp), &fail);
@@ -736,9 +737,7 @@ static void proxy_done(struct vconn *c) {
               r->uhead_off == r->uhead.len && !r->up_werr;
   if (r->up) {
     if (reuse) {
-      char key[320];
-      attempt_key(r, key, sizeof key);
-      upstream_pool_put(w->ups, r->up, key, w->now, w->stopping);
+      upstream_pool_put(w->ups, r->up, r->ukey, w->now, w->stopping);
     } else {
       upstream_close(r->up);
     }

@@ -271,6 +271,7 @@ def _crash_and_promote(pair, tmp):
     writers = [Writer(r, i, 2, acked, answers).begin() for i, r in enumerate(rs)]
     try:
         wait_until(lambda: len(acked) >= 40, 60, "40 acknowledged writes before the crash")
+        crash_sent = time.monotonic()
         pair.crash_primary()
         crashed = time.monotonic()
         # the last write acknowledged before the crash (sync replication must have kept it)
@@ -299,10 +300,11 @@ def _crash_and_promote(pair, tmp):
         assert r.running(), "%s exited" % r.name
     first_after = min(t for _, t in acked.values() if t > crashed)
     last_before = before[last_i][1]
-    print("  %d writes acknowledged, %d before the crash (the last %.0f ms before it), %d "
-          "after; no write acknowledged for %.2f s (crash to promotion %.2f s, promotion to the "
-          "first write %.2f s)"
-          % (len(acked), len(before), (crashed - last_before) * 1000,
+    print("  %d writes acknowledged, %d before the crash (%d of them while pg_ctl stop -m "
+          "immediate ran, the last %.0f ms before it returned), %d after; no write acknowledged "
+          "for %.2f s (crash to promotion %.2f s, promotion to the first write %.2f s)"
+          % (len(acked), len(before), sum(1 for _, t in before.values() if t > crash_sent),
+             (crashed - last_before) * 1000,
              len(acked) - acked_at_promote, first_after - last_before, promoted - crashed,
              first_after - promoted))
     # answers: 201 or 503 db_unavailable only (never 500, never a dropped connection)
