@@ -577,8 +577,8 @@ static int poll_turn(struct probe *p, const struct probe_target *targets,
 }
 
 /* 1 when the CAs can come from one CA file (ca_file, else libcurl's built-in bundle) without
- * the CA directory, so that libcurl builds the store once and caches it. A libcurl without a
- * built-in bundle keeps its directory (and builds a store per connection). */
+ * the CA directory, so that libcurl builds the store once and caches it. Without a readable
+ * built-in bundle libcurl keeps its directory (and builds a store per connection). */
 static int ca_store_cacheable(const char *ca_file) {
   int ok = 0;
   if (ca_file) return 1;
@@ -586,7 +586,8 @@ static int ca_store_cacheable(const char *ca_file) {
   {
     CURL *e = curl_easy_init();
     char *bundle = NULL;
-    if (e && curl_easy_getinfo(e, CURLINFO_CAINFO, &bundle) == CURLE_OK && bundle && bundle[0])
+    if (e && curl_easy_getinfo(e, CURLINFO_CAINFO, &bundle) == CURLE_OK && bundle && bundle[0] &&
+        access(bundle, R_OK) == 0)
       ok = 1;
     if (e) curl_easy_cleanup(e);
   }
