@@ -220,8 +220,8 @@ static int app_escaped(char *out, size_t cap, size_t *len, const char *msg, size
   return 0;
 }
 
-int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc,
-                    enum log_level lvl, const char *func, const char *msg, size_t msglen) {
+int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc, enum log_level lvl,
+                    const char *func, const char *msg, size_t msglen) {
   struct timespec now;
   char ms[8];
   size_t n = *len;

@@ -49,8 +49,8 @@ struct log_tscache {
 /* Append one line exactly as log_write writes it (timestamp, program, level, func, msg, in the
    current format; msg cut at 2047 bytes) to out[*len, cap), using and refreshing tc. No check of
    the level (log_enabled). 0, or -1 when the line does not fit (nothing appended). */
-int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc,
-                    enum log_level lvl, const char *func, const char *msg, size_t msglen);
+int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc, enum log_level lvl,
+                    const char *func, const char *msg, size_t msglen);
 
 #define log_error(...) log_write(LOG_ERROR, __func__, __VA_ARGS__)
 #define log_warn(...)                                                                              \

@@ -25,6 +25,7 @@ struct hcheck_opts;
  * Every HTTPS probe verifies the certificate chain and host name in full; what is reused is the
  * trusted CA store, built once from the CA file (ca_file, else libcurl's built-in bundle; the CA
  * directory is then not read) and read again after 10 minutes, so CA updates are seen then.
+ * There is no DNS cache: an address that is a DNS name is resolved for every probe.
  * The status is known once the header block is complete: the body is read up to PROBE_BODY_MAX
  * bytes and the transfer is then cut; its first HCHECK_BODY_MAX bytes are kept only when the
  * check has an expected_body. Errors while reading the body do not change the verdict. Proxy

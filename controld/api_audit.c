@@ -23,7 +23,6 @@ int api_audit_locked(struct req *r, int status) {
   struct audit_rec a;
   cJSON *body = NULL, *reply = NULL;
   size_t pl = strcspn(r->url, "?");
-  int64_t id;
   memset(&a, 0, sizeof a);
   if (r->body.len) body = json_parse(r->body.data, r->body.len);
   if (r->done && r->resp_body && r->resp_len && r->resp_type &&
@@ -40,8 +39,7 @@ int api_audit_locked(struct req *r, int status) {
   audit_summary(a.method, a.path, body, reply, a.summary, sizeof a.summary);
   cJSON_Delete(body);
   cJSON_Delete(reply);
-  id = store_audit_add_locked(r->ctx->store, &a, clock_wall_ms());
-  return id < 0 ? -1 : 0;
+  return store_audit_add_locked(r->ctx->store, &a, clock_wall_ms());
 }
 
 static cJSON *audit_json(const struct audit_rec *a) {

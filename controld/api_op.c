@@ -108,6 +108,13 @@ static enum store_rc idem_store(struct api_op *op) {
   return rc;
 }
 
+int api_op_site_after(struct api_op *op, struct site_rec *out) {
+  if (!op->has_after) return 0;
+  *out = op->after;
+  op->has_after = 0;
+  return 1;
+}
+
 struct run {
   struct api_op op;
   int replayed;
@@ -128,15 +135,27 @@ static enum store_rc run_locked(struct store *st, void *arg) {
   if (rc != STORE_OK) return rc;
   if (test_fault("crash_after_change")) _exit(70);
   /* the re-evaluation is part of the change: a failure here undoes the change too */
-  if (op->site_id > 0 &&
-      (test_fault("fail_reevaluate") || engine_site_changed_locked(op->ctx, op->site_id) < 0)) {
-    log_error("site %lld: level re-evaluation failed; %s change rolled back",
-              (long long)op->site_id, def->what);
-    return STORE_ERROR;
+  if (op->site_id > 0) {
+    int kept = test_fault("fail_reevaluate")
+                   ? -1
+                   : engine_site_changed_keep_locked(op->ctx, op->site_id, &op->after);
+    if (kept < 0) {
+      log_error("site %lld: level re-evaluation failed; %s change rolled back",
+                (long long)op->site_id, def->what);
+      return STORE_ERROR;
+    }
+    op->has_after = kept;
   }
   if (def->answer) {
     rc = def->answer(op);
+    if (op->has_after) {
+      site_rec_fini(&op->after);
+      op->has_after = 0;
+    }
     if (rc != STORE_OK) return rc;
+  } else if (op->has_after) {
+    site_rec_fini(&op->after);
+    op->has_after = 0;
   }
   /* the record of an accepted write commits with it, or neither does */
   if (api_audit_locked(op->r, op->status) < 0) return STORE_ERROR;

@@ -27,6 +27,9 @@ struct api_op {
   int status;      /* a step of a route that answers after the commit sets its success status
                       here, for the audit record written in the transaction (0: the reply set
                       inside, else 201/204/200 by method) */
+  /* the site as stored after the re-evaluation, when it could be kept (api_op_site_after) */
+  struct site_rec after;
+  int has_after;
   /* private to api_op.c */
   const char *idem_key;
   char idem_hash[65];
@@ -45,6 +48,11 @@ struct api_op_def {
   const char *secret; /* a top-level answer member never stored for an Idempotency-Key replay
                          (it is replayed as null), e.g. a node's token; NULL = none */
 };
+
+/* For an answer step: move the site re-evaluated in this operation into *out (the caller releases
+   it) when it is known to be what is stored now; 0 when it is not (read it: store_site_get_locked),
+   1 when *out is set. */
+int api_op_site_after(struct api_op *op, struct site_rec *out);
 
 /* Run def for r as one transaction: [Idempotency-Key lookup], change, re-evaluation of
    op->site_id, answer, the audit record (api_audit.h), [the answer stored under the key], commit.

@@ -20,7 +20,9 @@ struct site_op {
 /* Set the answer: the site as now stored, after the re-evaluation. */
 static enum store_rc answer_site(struct api_op *op, unsigned status) {
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
+  /* the record the re-evaluation read, unless it switched the level: no second read */
+  enum store_rc rc =
+      api_op_site_after(op, &s) ? STORE_OK : store_site_get_locked(op->ctx->store, op->site_id, &s);
   if (rc != STORE_OK) return rc;
   req_json(op->r, status, model_site_json(&s));
   req_set_etag(op->r, s.revision);

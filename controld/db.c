@@ -150,6 +150,9 @@ void db_bind_null(struct db_stmt *s, int idx) {
 int db_step(struct db_stmt *s) {
   return s->conn->ops->step(s);
 }
+int db_defer(struct db_stmt *s) {
+  return s->conn->ops->defer(s);
+}
 int64_t db_col_i64(struct db_stmt *s, int col) {
   return s->conn->ops->col_i64(s, col);
 }
@@ -179,10 +182,21 @@ int db_exec(struct db_conn *c, const char *sql) {
   return c->ops->exec(c, sql);
 }
 
+/* A transaction left open by an earlier caller: rolled back, loudly (see db.h). */
+static void end_leftover(struct db_conn *c, const char *beginning) {
+  if (!c->ops->in_tx(c)) return;
+  log_error("database: a transaction was still open when a %s transaction began; rolled back "
+            "(a store function did not end its transaction)",
+            beginning);
+  c->ops->rollback(c);
+}
+
 int db_begin_write(struct db_conn *c) {
+  end_leftover(c, "write");
   return c->ops->begin_write(c);
 }
 int db_begin_read(struct db_conn *c) {
+  end_leftover(c, "read");
   return c->ops->begin_read(c);
 }
 int db_commit(struct db_conn *c) {
@@ -226,6 +240,97 @@ int db_listen(struct db_conn *c, const char *channel) {
 int db_wait_notify(struct db_conn *c, int timeout_ms, char *channel, size_t chcap, char *payload,
                    size_t plcap) {
   return c->ops->wait_notify(c, timeout_ms, channel, chcap, payload, plcap);
+}
+
+/* ---- array literals (db_arr) ---- */
+
+/* Room for n more bytes plus the terminator and the closing brace. */
+static int arr_room(struct db_arr *a, size_t n) {
+  if (a->oom) return -1;
+  if (a->len + n + 2 > a->cap) {
+    size_t ncap = a->cap ? a->cap : 256;
+    while (a->len + n + 2 > ncap)
+      ncap *= 2;
+    char *nb = realloc(a->buf, ncap);
+    if (!nb) {
+      a->oom = 1;
+      return -1;
+    }
+    a->buf = nb;
+    a->cap = ncap;
+  }
+  return 0;
+}
+
+/* Start the next element: '{' before the first, ',' before the others. */
+static void arr_sep(struct db_arr *a) {
+  a->buf[a->len++] = a->n++ ? ',' : '{';
+}
+
+void db_arr_i64(struct db_arr *a, int64_t v) {
+  char num[24];
+  int k = snprintf(num, sizeof num, "%lld", (long long)v);
+  if (arr_room(a, (size_t)k + 1) < 0) return;
+  arr_sep(a);
+  memcpy(a->buf + a->len, num, (size_t)k);
+  a->len += (size_t)k;
+  a->buf[a->len] = '\0';
+}
+
+void db_arr_null(struct db_arr *a) {
+  if (arr_room(a, 5) < 0) return;
+  arr_sep(a);
+  memcpy(a->buf + a->len, "NULL", 4);
+  a->len += 4;
+  a->buf[a->len] = '\0';
+}
+
+void db_arr_text(struct db_arr *a, const char *v) {
+  if (!v) {
+    db_arr_null(a);
+    return;
+  }
+  size_t n = strlen(v), esc = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i] == '"' || v[i] == '\\') esc++;
+  if (arr_room(a, n + esc + 3) < 0) return;
+  arr_sep(a);
+  a->buf[a->len++] = '"';
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == '"' || v[i] == '\\') a->buf[a->len++] = '\\';
+    a->buf[a->len++] = v[i];
+  }
+  a->buf[a->len++] = '"';
+  a->buf[a->len] = '\0';
+}
+
+const char *db_arr_str(struct db_arr *a) {
+  if (a->oom) return NULL;
+  if (!a->n) return "{}";
+  /* the closing brace goes after the terminator's place; arr_room kept room for it */
+  a->buf[a->len] = '}';
+  a->buf[a->len + 1] = '\0';
+  return a->buf;
+}
+
+void db_arr_clear(struct db_arr *a) {
+  a->len = 0;
+  a->n = 0;
+  a->oom = 0;
+  if (a->buf) a->buf[0] = '\0';
+}
+
+void db_arr_free(struct db_arr *a) {
+  free(a->buf);
+  memset(a, 0, sizeof *a);
+}
+
+void db_bind_arr(struct db_stmt *s, int idx, struct db_arr *a) {
+  const char *lit = db_arr_str(a);
+  if (lit)
+    db_bind_text(s, idx, lit);
+  else
+    db_bind_null(s, 0); /* no parameter 0: the PostgreSQL driver fails the step */
 }
 
 /* PostgreSQL accepts at most 65535 parameters per statement; SQLite's default limit is 32766. */

@@ -66,9 +66,45 @@ void db_bind_text(struct db_stmt *s, int idx, const char *v);
 void db_bind_textn(struct db_stmt *s, int idx, const char *v, size_t n);
 void db_bind_null(struct db_stmt *s, int idx);
 
+/* Array parameters, for set-based statements on PostgreSQL: one statement writes a whole batch
+   of rows (`UPDATE t SET … FROM unnest(?::bigint[], ?::text[]) AS v(id, x) WHERE t.id = v.id`,
+   `… WHERE id = ANY(?::bigint[])`) instead of one round trip per row. An array is built element by
+   element into PostgreSQL's array literal text (`{1,NULL,"a\"b"}`: every text element
+   double-quoted with `"` and `\` backslash-escaped, SQL NULL as an unquoted NULL) and bound as text
+   with db_bind_arr. SQLite has no array type: the store issues such statements only when db_kind is
+   DB_PG, and writes row by row on SQLite. A zeroed struct is an empty array. Pure (no
+   connection). */
+struct db_arr {
+  char *buf; /* the literal, NUL-terminated once an element was added */
+  size_t len, cap;
+  int n;   /* elements */
+  int oom; /* an allocation failed: the array is unusable (db_bind_arr fails the statement) */
+};
+void db_arr_i64(struct db_arr *a, int64_t v);
+void db_arr_text(struct db_arr *a, const char *v); /* NULL adds SQL NULL */
+void db_arr_null(struct db_arr *a);
+/* The literal ("{}" when empty), or NULL when out of memory. Valid until the next change. */
+const char *db_arr_str(struct db_arr *a);
+void db_arr_clear(struct db_arr *a); /* empty again, keeping the buffer */
+void db_arr_free(struct db_arr *a);  /* release the buffer; the struct is empty again */
+/* Bind a's literal as text parameter idx; on PostgreSQL an array that ran out of memory makes the
+   statement's db_step fail (DB_ERR) instead of binding a wrong value. */
+void db_bind_arr(struct db_stmt *s, int idx, struct db_arr *a);
+
 /* Run or advance: DB_ROW (a row is readable), DB_DONE, or DB_ERR (db_err/db_errmsg tell why;
    the statement is reset). */
 int db_step(struct db_stmt *s);
+
+/* Run a statement whose result the caller does not need (no rows, no db_changes), inside a
+   write transaction: SQLite runs it at once (db_step to the end); PostgreSQL sends it without
+   waiting for the answer, and it goes to the server in one round trip with the next statement
+   whose answer is needed (db_step, db_commit, db_exec, …), which reads its result first (BEGIN is
+   queued the same way). 0, or -1 when it failed at once (SQLite: any error; PostgreSQL: a bad bind
+   or a lost connection), err set. A deferred statement that fails on the server makes that next
+   call fail with its error (DB_ERR / -1; db_err tells which, e.g. DB_E_UNIQUE) and the transaction
+   with it: use it for statements whose failure the caller treats as the transaction's, not for
+   one whose error it must tell apart from the others'. The statement is reset afterwards. */
+int db_defer(struct db_stmt *s);
 
 /* Columns of the current row (0-based). SQL NULL reads as 0, 0.0 and NULL text. Text stays valid
    until the next step or reset of s. */
@@ -93,7 +129,10 @@ int db_exec(struct db_conn *c, const char *sql);
 
 /* Transactions. A write transaction takes the database's write lock at once (SQLite BEGIN
    IMMEDIATE; PostgreSQL BEGIN, serialized by the store's ordered-write row). A read transaction
-   is one consistent snapshot (SQLite BEGIN; PostgreSQL REPEATABLE READ READ ONLY). 0 or -1. */
+   is one consistent snapshot (SQLite BEGIN; PostgreSQL REPEATABLE READ READ ONLY). 0 or -1.
+   Beginning on a connection still inside a transaction is a caller's bug: that transaction is
+   logged and rolled back first, so a leaked read can never keep a later read on an old snapshot
+   (PostgreSQL would only warn and go on in the old transaction). */
 int db_begin_write(struct db_conn *c);
 int db_begin_read(struct db_conn *c);
 int db_commit(struct db_conn *c);

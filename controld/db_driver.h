@@ -37,6 +37,7 @@ struct db_ops {
   void (*bind_textn)(struct db_stmt *s, int idx, const char *v, size_t n);
   void (*bind_null)(struct db_stmt *s, int idx);
   int (*step)(struct db_stmt *s);
+  int (*defer)(struct db_stmt *s);
   int64_t (*col_i64)(struct db_stmt *s, int col);
   int (*col_int)(struct db_stmt *s, int col);
   double (*col_double)(struct db_stmt *s, int col);

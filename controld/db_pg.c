@@ -4,9 +4,15 @@
    the server, names "s1", "s2", …) and cached by the SQL text's address. db_step executes on its
    first call (PQexecPrepared, text parameters and results) and then walks the PGresult's rows,
    so a statement's rows stay readable while other statements run (nested loops work as on
-   SQLite). A lost connection is marked down and re-established lazily by the next db_prep,
-   db_exec or db_begin_* with backoff; the server-side statements are then prepared again and
-   db_epoch is bumped. */
+   SQLite).
+
+   Round trips are saved with libpq's pipeline mode: BEGIN is not sent on its own but queued, as
+   are statements run with db_defer; the queue goes out with the next statement whose answer is
+   needed (db_step, COMMIT, …), all in one round trip, and their results are read in order before
+   that answer. A queued statement that fails fails the one sent with it (and the transaction). A
+   lost connection is marked down and re-established lazily by the next db_prep, db_exec or
+   db_begin_* with backoff; the server-side statements are then prepared again and db_epoch is
+   bumped. */
 #include "clock.h"
 #include "db.h"
 #include "db_driver.h"
@@ -63,6 +69,8 @@ struct pg_conn {
   int64_t retry_at;      /* clock_mono_ms of the next reconnect attempt */
   uint64_t ups_at_fail;  /* g_pg_ups when the last reconnect attempt failed */
   int backoff_ms;
+  int pipe_on; /* in pipeline mode, with pipe_n queued results to read before the next answer */
+  int pipe_n;
 };
 
 /* Connections of the process (re)established so far: once one connection has found the server
@@ -285,8 +293,107 @@ static int ensure_up(struct pg_conn *c) {
   return 0;
 }
 
+/* ---- the pipeline (see the top of the file) ---- */
+
+/* The connection broke while the pipeline was in use: forget the queue (its results are gone). */
+static void pipe_lost(struct pg_conn *c, const char *what) {
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: %s", what, PQerrorMessage(c->pg));
+  set_err(c, DB_E_DOWN, msg);
+  mark_down(c);
+  c->pipe_on = 0;
+  c->pipe_n = 0;
+}
+
+/* Enter pipeline mode if not yet in it; 0 or -1 (the connection is lost). */
+static int pipe_enter(struct pg_conn *c) {
+  if (c->pipe_on) return 0;
+  if (PQenterPipelineMode(c->pg) != 1) {
+    pipe_lost(c, "entering pipeline mode");
+    return -1;
+  }
+  c->pipe_on = 1;
+  c->pipe_n = 0;
+  return 0;
+}
+
+/* Queue a parameterless command (BEGIN …) whose result is read with the queue. 0 or -1. */
+static int pipe_queue_cmd(struct pg_conn *c, const char *sql) {
+  if (pipe_enter(c) < 0) return -1;
+  if (PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0) != 1) {
+    pipe_lost(c, "sending");
+    return -1;
+  }
+  c->pipe_n++;
+  return 0;
+}
+
+/* End the pipeline: a sync point goes out with everything queued (and `last`, if the caller sent
+   one more statement after the queue); the queued results are read in order (the first failure
+   is recorded on c), then last's result is stored in *last (caller clears; NULL when the
+   connection broke), then the sync. Returns 0, or -1 when a queued statement failed or the
+   connection broke (err set). Without a pipeline and without last: 0. */
+static int pipe_finish(struct pg_conn *c, PGresult **last) {
+  int failed = 0;
+  PGresult *r;
+  if (last) *last = NULL;
+  if (!c->pipe_on) return 0;
+  if (PQpipelineSync(c->pg) != 1) {
+    pipe_lost(c, "sending");
+    return -1;
+  }
+  for (int i = 0; i < c->pipe_n; i++) {
+    r = PQgetResult(c->pg);
+    if (!r) {
+      pipe_lost(c, "reading results");
+      return -1;
+    }
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_PIPELINE_ABORTED &&
+        !failed) {
+      fail_res(c, r);
+      failed = 1;
+    }
+    PQclear(r);
+    PQclear(PQgetResult(c->pg)); /* the NULL that ends each statement's results */
+    if (c->down) {
+      c->pipe_on = c->pipe_n = 0;
+      return -1;
+    }
+  }
+  if (last) {
+    *last = PQgetResult(c->pg);
+    if (!*last) {
+      pipe_lost(c, "reading results");
+      return -1;
+    }
+    PQclear(PQgetResult(c->pg));
+  }
+  r = PQgetResult(c->pg); /* the sync */
+  int synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+  PQclear(r);
+  if (!synced || PQexitPipelineMode(c->pg) != 1) {
+    if (last) {
+      PQclear(*last);
+      *last = NULL;
+    }
+    pipe_lost(c, "ending the pipeline");
+    return -1;
+  }
+  c->pipe_on = 0;
+  c->pipe_n = 0;
+  return failed ? -1 : 0;
+}
+
+/* Before a synchronous call on the connection: read the queue. 0, or -1 (a queued statement
+   failed or the connection broke; err set). */
+static int pipe_drain(struct pg_conn *c) {
+  return c->pipe_on ? pipe_finish(c, NULL) : 0;
+}
+
 /* Run a parameterless command; returns the result (caller clears) or NULL with err set. */
 static PGresult *run(struct pg_conn *c, const char *sql, ExecStatusType want) {
+  if (pipe_drain(c) < 0) return NULL;
   PGresult *r = PQexec(c->pg, sql);
   if (PQresultStatus(r) != want) {
     fail_res(c, r);
@@ -376,6 +483,8 @@ static struct db_stmt *pg_prep(struct db_conn *dc, const char *sql) {
   stmt_clear_result(s);
   stmt_clear_binds(s);
   if (s->prepared_epoch != c->epoch) {
+    /* the first use on this connection: prepared synchronously, after the queue */
+    if (pipe_drain(c) < 0) return NULL;
     PGresult *r = PQprepare(c->pg, s->name, s->sql, 0, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
       fail_res(c, r);
@@ -457,8 +566,20 @@ static int pg_step(struct db_stmt *ds) {
     set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
     return DB_ERR;
   }
-  PGresult *r =
-      PQexecPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL, 0);
+  PGresult *r;
+  if (c->pipe_on) { /* the queue goes out with this statement, in one round trip */
+    if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
+                            0) != 1) {
+      pipe_lost(c, "sending");
+      return DB_ERR;
+    }
+    if (pipe_finish(c, &r) < 0) {
+      PQclear(r);
+      return DB_ERR;
+    }
+  } else {
+    r = PQexecPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL, 0);
+  }
   ExecStatusType st = PQresultStatus(r);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     fail_res(c, r);
@@ -517,6 +638,30 @@ static void pg_reset(struct db_stmt *ds) {
   stmt_clear_result(ps_of(ds));
 }
 
+static int pg_defer(struct db_stmt *ds) {
+  struct pg_stmt *s = ps_of(ds);
+  struct pg_conn *c = pc_of(ds->conn);
+  if (s->bind_bad) {
+    set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
+    log_error("%s: %s", s->key, c->errmsg);
+    stmt_clear_binds(s);
+    return -1;
+  }
+  if (c->down || s->prepared_epoch != c->epoch) {
+    set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
+    return -1;
+  }
+  if (pipe_enter(c) < 0) return -1;
+  if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
+                          0) != 1) {
+    pipe_lost(c, "sending");
+    return -1;
+  }
+  c->pipe_n++;
+  stmt_clear_result(s);
+  return 0;
+}
+
 static int64_t pg_changes(struct db_conn *dc) {
   return pc_of(dc)->changes;
 }
@@ -539,6 +684,7 @@ static int pg_exec(struct db_conn *dc, const char *sql) {
   c->err = DB_E_NONE;
   c->errmsg[0] = '\0';
   if (ensure_up(c) < 0) return -1;
+  if (pipe_drain(c) < 0) return -1;
   PGresult *r = PQexec(c->pg, sql);
   ExecStatusType st = PQresultStatus(r);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -551,11 +697,12 @@ static int pg_exec(struct db_conn *dc, const char *sql) {
   return 0;
 }
 
+/* BEGIN is queued, not sent: it goes out with the transaction's first statement. */
 static int begin(struct pg_conn *c, const char *sql) {
   c->err = DB_E_NONE;
   c->errmsg[0] = '\0';
   if (ensure_up(c) < 0) return -1;
-  if (run_ok(c, sql) < 0) return -1;
+  if (pipe_drain(c) < 0 || pipe_queue_cmd(c, sql) < 0) return -1;
   c->tx_open = 1;
   return 0;
 }
@@ -574,7 +721,24 @@ static int pg_commit(struct db_conn *dc) {
     set_err(c, DB_E_DOWN, "connection lost inside a transaction");
     return -1;
   }
-  PGresult *r = run(c, "COMMIT", PGRES_COMMAND_OK);
+  PGresult *r = NULL;
+  if (c->pipe_on) { /* COMMIT goes out with the queue; its answer is the commit's */
+    if (PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1) {
+      pipe_lost(c, "sending");
+      return -1;
+    }
+    if (pipe_finish(c, &r) < 0) {
+      PQclear(r);
+      return -1;
+    }
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      fail_res(c, r);
+      PQclear(r);
+      return -1;
+    }
+  } else {
+    r = run(c, "COMMIT", PGRES_COMMAND_OK);
+  }
   if (!r) return -1;
   /* COMMIT of a transaction that already failed answers ROLLBACK, not an error */
   int rolled_back = !strcmp(PQcmdStatus(r), "ROLLBACK");
@@ -589,6 +753,8 @@ static int pg_commit(struct db_conn *dc) {
 
 static int pg_in_tx(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
+  /* BEGIN may still be queued; a lost connection's status says nothing about the transaction */
+  if (c->pipe_on || c->down) return c->tx_open;
   switch (PQtransactionStatus(c->pg)) {
   case PQTRANS_ACTIVE:
   case PQTRANS_INTRANS:
@@ -603,6 +769,17 @@ static int pg_in_tx(struct db_conn *dc) {
 
 static void pg_rollback(struct db_conn *dc) {
   struct pg_conn *c = pc_of(dc);
+  if (!c->down && c->pipe_on) {
+    /* the queue's failure, if any, is the caller's reason to roll back: keep its error */
+    enum db_err e = c->err;
+    char msg[sizeof c->errmsg];
+    memcpy(msg, c->errmsg, sizeof msg);
+    (void)pipe_finish(c, NULL);
+    if (!c->down) {
+      c->err = e;
+      memcpy(c->errmsg, msg, sizeof msg);
+    }
+  }
   if (!c->down && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
     /* a failure here leaves the error the caller is rolling back for in place */
     PGresult *r = PQexec(c->pg, "ROLLBACK");
@@ -790,6 +967,7 @@ const struct db_ops db_pg_ops = {
     .bind_textn = pg_bind_textn,
     .bind_null = pg_bind_null,
     .step = pg_step,
+    .defer = pg_defer,
     .col_i64 = pg_col_i64,
     .col_int = pg_col_int,
     .col_double = pg_col_double,

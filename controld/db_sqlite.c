@@ -139,6 +139,15 @@ static int sq_step(struct db_stmt *bs) {
   return DB_ERR;
 }
 
+/* Nothing to save in-process: run it to the end now (rows, if any, are dropped). */
+static int sq_defer(struct db_stmt *bs) {
+  int rc;
+  while ((rc = sq_step(bs)) == DB_ROW)
+    ;
+  sqlite3_reset(SQS(bs)->st);
+  return rc == DB_DONE ? 0 : -1;
+}
+
 static int64_t sq_col_i64(struct db_stmt *s, int col) {
   return sqlite3_column_int64(SQS(s)->st, col);
 }
@@ -261,6 +270,7 @@ const struct db_ops db_sqlite_ops = {
     .bind_textn = sq_bind_textn,
     .bind_null = sq_bind_null,
     .step = sq_step,
+    .defer = sq_defer,
     .col_i64 = sq_col_i64,
     .col_int = sq_col_int,
     .col_double = sq_col_double,

@@ -214,8 +214,10 @@ static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health
   return 0;
 }
 
-/* Evaluate the level decision for s (origins as they are now) and act on it. 0 or -1. */
-static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
+/* Evaluate the level decision for s (origins as they are now) and act on it. The fleet flags that
+   follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
+   with its batch. 0 or -1. */
+static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now, unsigned *fleet_out) {
   struct engine_outlook ol;
   const struct health_decision *d = &ol.decision;
   int all, fb;
@@ -250,6 +252,10 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now) {
     s->failback_notified = fb;
   }
   /* the fleet view's flags follow the level and health written in this transaction */
+  if (fleet_out) {
+    *fleet_out = fleet_state_of(s, now);
+    return 0;
+  }
   return store_fleet_set_locked(ctx->store, s->id, fleet_state_of(s, now));
 }
 
@@ -291,17 +297,25 @@ static char *votes_json(const struct engine_vote *votes, int n) {
   return txt;
 }
 
-/* A round's verdict rows, written in batches (store_health_verdicts_add_locked); owns votes. */
+/* A chunk of a round's writes, stored together at the chunk's end (set-based on PostgreSQL): the
+   verdict rows (owns votes), the origins whose health changed in memory (pointers into the chunk's
+   site records, which live until the flush), and each site's probe times and fleet flags. */
 struct verdict_buf {
   struct verdict_row *rows;
   int n, cap;
+  const struct origin_rec **origins;
+  int no, capo;
+  struct site_round_row *sites;
+  int ns, caps;
 };
 
 static int verdict_buf_flush(struct ctx *ctx, struct verdict_buf *b) {
-  int rc = store_health_verdicts_add_locked(ctx->store, b->rows, b->n);
+  int rc = store_health_origins_save_locked(ctx->store, b->origins, b->no);
+  if (rc == 0) rc = store_health_verdicts_add_locked(ctx->store, b->rows, b->n);
+  if (rc == 0) rc = store_health_sites_round_locked(ctx->store, b->sites, b->ns);
   for (int i = 0; i < b->n; i++)
     free((char *)b->rows[i].votes_json);
-  b->n = 0;
+  b->n = b->no = b->ns = 0;
   return rc;
 }
 
@@ -309,6 +323,8 @@ static void verdict_buf_free(struct verdict_buf *b) {
   for (int i = 0; i < b->n; i++)
     free((char *)b->rows[i].votes_json);
   free(b->rows);
+  free(b->origins);
+  free(b->sites);
   memset(b, 0, sizeof *b);
 }
 
@@ -341,7 +357,14 @@ static int apply_verdict(struct ctx *ctx, int64_t round_id, int64_t round_at, st
     snprintf(o->last_error, sizeof o->last_error, "%s",
              v->verdict == VERDICT_FAILURE ? v->error : "");
   }
-  if (store_health_origin_save_locked(ctx->store, o) < 0) goto out;
+  if (vb->no == vb->capo) {
+    int ncap = vb->capo ? vb->capo * 2 : 64;
+    const struct origin_rec **no = realloc(vb->origins, (size_t)ncap * sizeof *no);
+    if (!no) goto out;
+    vb->origins = no;
+    vb->capo = ncap;
+  }
+  vb->origins[vb->no++] = o; /* saved at the chunk's end, with the others */
   vj = votes_json(v->votes, v->n_votes);
   if (!vj) goto out;
   {
@@ -393,37 +416,44 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
   return t > 0 ? t : 1;
 }
 
-/* One site's part of a round. 0 or -1. */
+/* One site's part of a round; its origin, probe-time and fleet writes are queued in vb (the
+   origins by pointer: s must live until vb is flushed). 0 or -1. */
 static int apply_site(struct ctx *ctx, int64_t round_id, int64_t round_at, int64_t now,
-                      const struct engine_site_round *sr, struct site_rec *sp,
+                      const struct engine_site_round *sr, struct site_rec *s,
                       struct verdict_buf *vb) {
-  struct site_rec s = *sp;
-  int suspect = 0, ret = -1;
-  int64_t next;
-  memset(sp, 0, sizeof *sp); /* s owns the origins now */
-  if (s.id == 0) return 0;   /* deleted meanwhile */
-  if (hc_active(&s)) {
+  int suspect = 0;
+  struct site_round_row *row;
+  if (s->id == 0) return 0; /* deleted meanwhile */
+  if (hc_active(s)) {
     for (int i = 0; i < sr->n; i++) {
-      int k = origin_index(&s, sr->v[i].origin_id);
-      if (k < 0 || !s.origins[k].enabled) continue; /* deleted or disabled meanwhile */
-      if (apply_verdict(ctx, round_id, round_at, &s, &s.origins[k], &sr->v[i], now, vb) < 0)
-        goto out;
+      int k = origin_index(s, sr->v[i].origin_id);
+      if (k < 0 || !s->origins[k].enabled) continue; /* deleted or disabled meanwhile */
+      if (apply_verdict(ctx, round_id, round_at, s, &s->origins[k], &sr->v[i], now, vb) < 0)
+        return -1;
     }
   }
-  for (int i = 0; i < s.n_origins; i++) {
+  for (int i = 0; i < s->n_origins; i++) {
     struct health_origin m;
-    if (!s.origins[i].enabled) continue;
-    origin_machine(&s.origins[i], &m);
+    if (!s->origins[i].enabled) continue;
+    origin_machine(&s->origins[i], &m);
     if (health_origin_suspect(&m)) suspect = 1;
   }
-  next = round_at + engine_next_probe_ms(s.hc.interval_ms, ctx->cfg.probe_interval_ms,
-                                         ctx->cfg.suspect_interval_ms, suspect);
-  if (store_health_site_probed_locked(ctx->store, s.id, round_at, next) < 0) goto out;
-  if (evaluate_locked(ctx, &s, now) < 0) goto out;
-  ret = 0;
-out:
-  site_rec_fini(&s);
-  return ret;
+  if (vb->ns == vb->caps) {
+    int ncap = vb->caps ? vb->caps * 2 : 64;
+    struct site_round_row *ns = realloc(vb->sites, (size_t)ncap * sizeof *ns);
+    if (!ns) return -1;
+    vb->sites = ns;
+    vb->caps = ncap;
+  }
+  row = &vb->sites[vb->ns];
+  row->site_id = s->id;
+  row->probed_at = round_at;
+  row->next_probe_at =
+      round_at + engine_next_probe_ms(s->hc.interval_ms, ctx->cfg.probe_interval_ms,
+                                      ctx->cfg.suspect_interval_ms, suspect);
+  if (evaluate_locked(ctx, s, now, &row->fleet) < 0) return -1;
+  vb->ns++;
+  return 0;
 }
 
 /* Sites read per statement group in a round (bounds the memory of a large round). */
@@ -432,9 +462,10 @@ out:
 int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
                        const struct engine_site_round *sites, int n_sites) {
   int origins = 0, cap = n_sites < ENGINE_LOAD_CHUNK ? n_sites : ENGINE_LOAD_CHUNK;
-  struct verdict_buf vb = {NULL, 0, 0};
+  struct verdict_buf vb;
   struct site_rec *recs = calloc((size_t)(cap ? cap : 1), sizeof *recs);
   int64_t *ids = calloc((size_t)(cap ? cap : 1), sizeof *ids);
+  memset(&vb, 0, sizeof vb);
   if (!recs || !ids) goto fail_notx;
   if (store_health_begin(ctx->store) < 0) goto fail_notx;
   /* the round's sites are read in chunks, a few statements per chunk, not three per site */
@@ -443,15 +474,16 @@ int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, in
     for (int i = 0; i < take; i++)
       ids[i] = sites[at + i].site_id;
     if (store_health_sites_load_locked(ctx->store, ids, take, recs) != STORE_OK) goto fail;
-    for (int i = 0; i < take; i++) {
+    int frc = 0;
+    for (int i = 0; i < take && frc == 0; i++) {
       origins += sites[at + i].n;
-      if (apply_site(ctx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb) < 0) {
-        for (int j = i + 1; j < take; j++)
-          site_rec_fini(&recs[j]);
-        goto fail;
-      }
+      frc = apply_site(ctx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb);
     }
-    if (verdict_buf_flush(ctx, &vb) < 0) goto fail; /* the chunk's evidence rows */
+    /* the chunk's origins, evidence rows, probe times and fleet flags */
+    if (frc == 0) frc = verdict_buf_flush(ctx, &vb);
+    for (int i = 0; i < take; i++)
+      site_rec_fini(&recs[i]);
+    if (frc < 0) goto fail;
   }
   if (store_health_round_add_locked(ctx->store, round_id, started_at, finished_at, n_sites,
                                     origins) < 0)
@@ -470,12 +502,32 @@ fail_notx:
   return -1;
 }
 
+int engine_site_changed_keep_locked(struct ctx *ctx, int64_t site_id, struct site_rec *out) {
+  struct site_rec s;
+  int level;
+  enum store_rc lrc = store_health_site_load_locked(ctx->store, site_id, &s);
+  if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
+  level = s.current_level;
+  if (evaluate_locked(ctx, &s, clock_wall_ms(), NULL) < 0) {
+    site_rec_fini(&s);
+    return -1;
+  }
+  /* without a switch only the incident flags (kept in s) and the fleet columns (not in a
+     site_rec) were written; a switch republishes, bumping config_version and updated_at */
+  if (s.current_level != level) {
+    site_rec_fini(&s);
+    return 0;
+  }
+  *out = s;
+  return 1;
+}
+
 int engine_site_changed_locked(struct ctx *ctx, int64_t site_id) {
   struct site_rec s;
   int rc;
   enum store_rc lrc = store_health_site_load_locked(ctx->store, site_id, &s);
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
-  rc = evaluate_locked(ctx, &s, clock_wall_ms());
+  rc = evaluate_locked(ctx, &s, clock_wall_ms(), NULL);
   site_rec_fini(&s);
   return rc;
 }

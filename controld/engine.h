@@ -84,6 +84,13 @@ int engine_site_changed(struct ctx *ctx, int64_t site_id);
    its publication and its events commit together. 0 or -1 (the caller must roll back). */
 int engine_site_changed_locked(struct ctx *ctx, int64_t site_id);
 
+/* The same, handing the site record back when it is still exactly what is stored: 1 with *out
+   the site as now stored (the caller releases it with site_rec_fini), 0 when the evaluation
+   switched the level (which bumps columns the record does not follow) or the site is gone, so
+   the caller reads it again (*out untouched), -1 on error. Saves a caller that answers with the
+   site a second read. */
+int engine_site_changed_keep_locked(struct ctx *ctx, int64_t site_id, struct site_rec *out);
+
 /* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
    a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */
 int engine_reevaluate_all(struct ctx *ctx);

@@ -319,15 +319,15 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     notify_set_active(ctx->notify, 0);
     return;
   }
-  /* rounds a former engine left open take no more votes (DESIGN §10) */
-  if (tasks_abort_older(ctx->tasks, epoch) < 0)
-    log_warn("engine epoch %lld: open probe rounds of older epochs could not be aborted",
-             (long long)epoch);
   /* a site left on a level with no enabled origin is switched first, then the work starts */
   if (engine_reevaluate_all(ctx) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
   notify_set_active(ctx->notify, 1);
+  /* rounds a former engine left open take no more votes (DESIGN §10), then rounds start */
+  if (tasks_abort_older(ctx->tasks, epoch) < 0)
+    log_warn("engine epoch %lld: open probe rounds of older epochs could not be aborted",
+             (long long)epoch);
   if (prober_start(ctx->prober) < 0)
     log_error("engine epoch %lld: no probe rounds", (long long)epoch);
 }

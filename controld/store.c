@@ -39,6 +39,14 @@ struct db_conn *store_reader(struct store *st) {
   return c;
 }
 
+int store_defer(struct db_conn *c, struct db_stmt *s, const char *what) {
+  if (db_defer(s) < 0) {
+    log_error("%s: %s", what, db_errmsg(c));
+    return -1;
+  }
+  return 0;
+}
+
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what) {
   int rc = db_step(s);
   if (rc == DB_ERR) {
@@ -96,6 +104,7 @@ static int tx_begin(struct store *st, int ordered, int engine) {
   int fenced = 0;
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
+  store_events_tx_reset(st);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
   if (engine && (fenced = store_lease_fence_check_locked(st)) != 0) {
@@ -159,8 +168,10 @@ static void note_db(struct store *st, struct db_conn *c) {
 }
 
 int store_tx_commit(struct store *st) {
-  /* the notifications go out with the commit, or not at all */
-  int rc = store_signal_commit_locked(st) < 0 ? -1 : db_commit(st->w);
+  /* the queued events are written, and the notifications go out, with the commit or not at all */
+  int rc = store_events_flush_locked(st) < 0 || store_signal_commit_locked(st) < 0
+               ? -1
+               : db_commit(st->w);
   int64_t seq = st->pub_pending;
   int ev = st->event_pending;
   int clear = st->token_clear_pending;
@@ -179,6 +190,7 @@ int store_tx_commit(struct store *st) {
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
+  store_events_tx_reset(st);
   /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
   if (rc == 0 && clear) store_token_cache_clear(st);
   pthread_mutex_unlock(&st->wmu);
@@ -194,6 +206,7 @@ void store_tx_rollback(struct store *st) {
   st->pub_pending = 0;
   st->event_pending = 0;
   st->token_clear_pending = 0;
+  store_events_tx_reset(st);
   pthread_mutex_unlock(&st->wmu);
 }
 
@@ -494,7 +507,7 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
     if (!s) return -1;
     db_bind_i64(s, 1, now);
     db_bind_i64(s, 2, site_id);
-    if (store_step_done(st->w, s, "bumping config_version") < 0) return -1;
+    if (store_defer(st->w, s, "bumping config_version") < 0) return -1;
   }
   s = db_prep(st->w, ins);
   if (!s) return -1;
@@ -955,15 +968,19 @@ static int is_unique_violation(struct store *st) {
   return db_err(st->w) == DB_E_UNIQUE;
 }
 
-/* Write the hostnames of s (after deleting the old ones). STORE_CONFLICT names the field. */
+/* Write the hostnames of s (after deleting the old ones, unless the site is new). STORE_CONFLICT
+   names the field. */
 static enum store_rc write_hostnames(struct store *st, const struct site_rec *s, char *conflict,
-                                     size_t clen) {
+                                     size_t clen, int fresh) {
   static const char del[] = "DELETE FROM hostnames WHERE site_id = ?";
   static const char ins[] = "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)";
-  struct db_stmt *q = db_prep(st->w, del);
-  if (!q) return STORE_ERROR;
-  db_bind_i64(q, 1, s->id);
-  if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
+  struct db_stmt *q;
+  if (!fresh) {
+    q = db_prep(st->w, del);
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, s->id);
+    if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
+  }
   for (int i = 0; i < s->n_hostnames; i++) {
     q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
@@ -1002,7 +1019,7 @@ static int bind_origin_cfg(struct db_stmt *q, const struct origin_rec *o, int fi
 static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   static const char ins[] =
       "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
   struct db_stmt *q = db_prep(st->w, ins);
   int next;
   if (!q) return STORE_ERROR;
@@ -1010,8 +1027,13 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   next = bind_origin_cfg(q, o, 2);
   o->created_at = clock_wall_ms();
   db_bind_i64(q, next, o->created_at);
-  if (store_step_done(st->w, q, "inserting origin") < 0) return STORE_ERROR;
-  o->id = db_last_id(st->w);
+  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
+    log_error("inserting origin: %s", db_errmsg(st->w));
+    db_reset(q);
+    return STORE_ERROR;
+  }
+  o->id = db_col_i64(q, 0);
+  db_reset(q);
   memcpy(o->health, "unknown", 8);
   return STORE_OK;
 }
@@ -1075,18 +1097,24 @@ enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int6
   return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
 }
 
+/* Bind the node_retry columns added by schema 6 (backup levels, failure ratio, minimum volume) of
+   s as parameters first..first+2. */
+static void bind_retry_levels(struct db_stmt *q, const struct site_rec *s, int first) {
+  db_bind_int(q, first, s->nr_backup_levels);
+  if (s->nr_failure_ratio > 0)
+    db_bind_double(q, first + 1, s->nr_failure_ratio);
+  else
+    db_bind_null(q, first + 1);
+  db_bind_i64(q, first + 2, s->nr_failure_min_volume);
+}
+
 /* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
 static int write_retry_levels(struct store *st, const struct site_rec *s) {
   struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
                                      "nr_failure_ratio = ?, nr_failure_min_volume = ? "
                                      "WHERE id = ?");
   if (!q) return -1;
-  db_bind_int(q, 1, s->nr_backup_levels);
-  if (s->nr_failure_ratio > 0)
-    db_bind_double(q, 2, s->nr_failure_ratio);
-  else
-    db_bind_null(q, 2);
-  db_bind_i64(q, 3, s->nr_failure_min_volume);
+  bind_retry_levels(q, s, 1);
   db_bind_i64(q, 4, s->id);
   return store_step_done(st->w, q, "writing node_retry levels");
 }
@@ -1097,8 +1125,10 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
       "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)";
+      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at, "
+      "nr_backup_levels, nr_failure_ratio, nr_failure_min_volume) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
+      "RETURNING id";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
@@ -1112,7 +1142,8 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   db_bind_int(q, 19, s->current_level);
   db_bind_i64(q, 20, now);
   db_bind_i64(q, 21, now);
-  if (db_step(q) != DB_DONE) {
+  bind_retry_levels(q, s, 22);
+  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
     int uniq = is_unique_violation(st);
     db_reset(q);
     if (uniq) {
@@ -1123,10 +1154,9 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
     }
     goto fail;
   }
+  s->id = db_col_i64(q, 0);
   db_reset(q);
-  s->id = db_last_id(st->w);
-  if (write_retry_levels(st, s) < 0) goto fail;
-  rc = write_hostnames(st, s, conflict, clen);
+  rc = write_hostnames(st, s, conflict, clen, 1);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   for (int i = 0; i < s->n_origins; i++) {
@@ -1181,7 +1211,7 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
     goto fail;
   }
   if (write_retry_levels(st, s) < 0) goto fail;
-  rc = write_hostnames(st, s, conflict, clen);
+  rc = write_hostnames(st, s, conflict, clen, 0);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;

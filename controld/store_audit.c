@@ -23,12 +23,11 @@ static int64_t prune_batch_locked(struct store *st, int64_t before_ms) {
   return db_changes(st->w);
 }
 
-int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t now) {
+int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t now) {
   static const char ins[] =
       "INSERT INTO audit (at, token_id, token_name, method, path, site_id, status, summary) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   struct db_stmt *s = db_prep(st->w, ins);
-  int64_t id;
   if (!s) return -1;
   db_bind_i64(s, 1, a->at > 0 ? a->at : now);
   if (a->token_id > 0)
@@ -47,8 +46,7 @@ int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int6
     db_bind_null(s, 6);
   db_bind_int(s, 7, a->status);
   db_bind_text(s, 8, a->summary);
-  if (store_step_done(st->w, s, "appending to the audit log") < 0) return -1;
-  id = db_last_id(st->w);
+  if (store_defer(st->w, s, "appending to the audit log") < 0) return -1;
   /* the writer lock is held: audit_next_prune needs no other guard */
   if (st->audit_keep_ms > 0 && now >= st->audit_next_prune) {
     int64_t n = prune_batch_locked(st, now - st->audit_keep_ms);
@@ -56,7 +54,7 @@ int64_t store_audit_add_locked(struct store *st, const struct audit_rec *a, int6
     /* a full batch means more are due: the next write goes on with them */
     st->audit_next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
   }
-  return id;
+  return 0;
 }
 
 int64_t store_audit_prune(struct store *st, int64_t before_ms) {

@@ -7,7 +7,11 @@
 #include "json.h"
 #include "log.h"
 #include "store_int.h"
+#include "store_notify.h"
 #include "token.h"
+
+/* Events a PostgreSQL transaction queues before writing them (bounds its memory). */
+#define STORE_EVENTS_QUEUE_MAX 4096
 
 /* 1 when a webhook's filter (JSON array text, NULL = all) lists type. */
 static int filter_matches(const char *filter, const char *type) {
@@ -24,6 +28,145 @@ static int filter_matches(const char *filter, const char *type) {
   return hit;
 }
 
+/* The webhook list as this transaction sees it, read by its first event (not once per event). */
+static int hooks_load(struct store *st) {
+  static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
+  struct db_stmt *h;
+  int rc;
+  if (st->hooks_loaded) return 0;
+  store_events_tx_reset_hooks(st);
+  h = db_prep(st->w, hooks);
+  if (!h) return -1;
+  while ((rc = db_step(h)) == DB_ROW && st->nhooks < STORE_MAX_WEBHOOKS) {
+    const char *ev = db_col_text(h, 1);
+    struct store_hook *nh = realloc(st->hooks, (size_t)(st->nhooks + 1) * sizeof *nh);
+    if (!nh) break;
+    st->hooks = nh;
+    nh[st->nhooks].id = db_col_i64(h, 0);
+    nh[st->nhooks].events = ev ? strdup(ev) : NULL;
+    if (ev && !nh[st->nhooks].events) break;
+    st->nhooks++;
+  }
+  db_reset(h);
+  if (rc == DB_ERR) {
+    log_error("reading webhooks: %s", db_errmsg(st->w));
+    return -1;
+  }
+  if (rc == DB_ROW && st->nhooks < STORE_MAX_WEBHOOKS) {
+    log_error("reading webhooks: out of memory");
+    return -1;
+  }
+  st->hooks_loaded = 1;
+  return 0;
+}
+
+/* PostgreSQL, inside an ordered transaction: number the event here (the ordered-write row keeps
+   anyone else from numbering events until commit) and queue it with its outbox rows, to be written
+   set-based by store_events_flush_locked. */
+static int64_t event_queue(struct store *st, int64_t site_id, const char *site_name,
+                           const char *type, const char *title, const char *data_json,
+                           int64_t now) {
+  static const char next[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM events";
+  int64_t id;
+  if (!st->ev_next) {
+    struct db_stmt *q = db_prep(st->w, next);
+    if (!q) return -1;
+    if (db_step(q) != DB_ROW) {
+      log_error("numbering events: %s", db_errmsg(st->w));
+      db_reset(q);
+      return -1;
+    }
+    st->ev_next = db_col_i64(q, 0);
+    db_reset(q);
+  }
+  id = st->ev_next;
+  db_arr_i64(&st->evq[0], id);
+  if (site_id)
+    db_arr_i64(&st->evq[1], site_id);
+  else
+    db_arr_null(&st->evq[1]);
+  db_arr_text(&st->evq[2], site_name);
+  db_arr_text(&st->evq[3], type);
+  db_arr_text(&st->evq[4], title);
+  db_arr_text(&st->evq[5], data_json ? data_json : "{}");
+  db_arr_i64(&st->evq[6], now);
+  st->ev_n++;
+  for (int i = 0; i < st->nhooks; i++) {
+    char uuid[40];
+    if (!filter_matches(st->hooks[i].events, type)) continue;
+    if (token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
+    db_arr_i64(&st->dlq[0], st->hooks[i].id);
+    db_arr_i64(&st->dlq[1], id);
+    db_arr_text(&st->dlq[2], uuid);
+    if (site_id)
+      db_arr_i64(&st->dlq[3], site_id);
+    else
+      db_arr_null(&st->dlq[3]);
+    db_arr_i64(&st->dlq[4], now);
+    db_arr_i64(&st->dlq[5], now);
+    st->dl_n++;
+  }
+  st->ev_next++;
+  /* bound the memory of a transaction with very many events */
+  if (st->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(st) < 0) return -1;
+  return id;
+}
+
+/* Bind arrays a[0..n) as parameters 1..n and run the statement; 0 or -1. */
+static int step_arrays(struct store *st, const char *sql, struct db_arr *a, int n,
+                       const char *what) {
+  struct db_stmt *s;
+  for (int i = 0; i < n; i++)
+    if (a[i].oom) {
+      log_error("%s: out of memory", what);
+      return -1;
+    }
+  s = db_prep(st->w, sql);
+  if (!s) return -1;
+  for (int i = 0; i < n; i++)
+    db_bind_arr(s, i + 1, &a[i]);
+  return store_step_done(st->w, s, what);
+}
+
+int store_events_flush_locked(struct store *st) {
+  static const char ins[] =
+      "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) SELECT * FROM "
+      "unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[])";
+  static const char outbox[] =
+      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
+      "SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], "
+      "?::bigint[])";
+  int rc = 0;
+  if (st->ev_n && step_arrays(st, ins, st->evq, 7, "inserting events") < 0) rc = -1;
+  if (rc == 0 && st->dl_n && step_arrays(st, outbox, st->dlq, 6, "queueing webhook deliveries") < 0)
+    rc = -1;
+  for (int i = 0; i < 7; i++)
+    db_arr_clear(&st->evq[i]);
+  for (int i = 0; i < 6; i++)
+    db_arr_clear(&st->dlq[i]);
+  st->ev_n = st->dl_n = 0;
+  return rc;
+}
+
+void store_events_tx_reset_hooks(struct store *st) {
+  for (int i = 0; i < st->nhooks; i++)
+    free(st->hooks[i].events);
+  free(st->hooks);
+  st->hooks = NULL;
+  st->nhooks = 0;
+  st->hooks_loaded = 0;
+}
+
+void store_events_tx_reset(struct store *st) {
+  store_events_tx_reset_hooks(st);
+  for (int i = 0; i < 7; i++)
+    db_arr_free(&st->evq[i]);
+  for (int i = 0; i < 6; i++)
+    db_arr_free(&st->dlq[i]);
+  st->ev_n = st->dl_n = 0;
+  st->ev_next = 0;
+}
+
 int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json) {
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
@@ -31,13 +174,18 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) "
       "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM events), ?, ?, ?, ?, ?, ?) RETURNING id";
-  static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)";
-  struct db_stmt *q = db_prep(st->w, ins), *h;
+  struct db_stmt *q;
   int64_t now = clock_wall_ms(), event_id;
-  int rc;
+  if (hooks_load(st) < 0) return -1;
+  if (db_kind(st->w) == DB_PG && st->tx_gen > 0) {
+    event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
+    if (event_id > 0) st->event_pending = 1;
+    return event_id;
+  }
+  q = db_prep(st->w, ins);
   if (!q) return -1;
   if (site_id) db_bind_i64(q, 1, site_id);
   if (site_name) db_bind_text(q, 2, site_name);
@@ -52,30 +200,19 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   }
   event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
   db_reset(q);
-
-  h = db_prep(st->w, hooks);
-  if (!h) return -1;
-  /* collect matching webhooks first: the outbox insert reuses the writer connection */
-  {
-    int64_t ids[256];
-    int n = 0;
-    while ((rc = db_step(h)) == DB_ROW && n < 256) {
-      const char *filter = db_col_text(h, 1);
-      if (filter_matches(filter, type)) ids[n++] = db_col_i64(h, 0);
-    }
-    db_reset(h);
-    for (int i = 0; i < n; i++) {
-      char uuid[40];
-      struct db_stmt *o = db_prep(st->w, outbox);
-      if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-      db_bind_i64(o, 1, ids[i]);
-      db_bind_i64(o, 2, event_id);
-      db_bind_text(o, 3, uuid);
-      if (site_id) db_bind_i64(o, 4, site_id);
-      db_bind_i64(o, 5, now);
-      db_bind_i64(o, 6, now);
-      if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
-    }
+  for (int i = 0; i < st->nhooks; i++) {
+    char uuid[40];
+    struct db_stmt *o;
+    if (!filter_matches(st->hooks[i].events, type)) continue;
+    o = db_prep(st->w, outbox);
+    if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
+    db_bind_i64(o, 1, st->hooks[i].id);
+    db_bind_i64(o, 2, event_id);
+    db_bind_text(o, 3, uuid);
+    if (site_id) db_bind_i64(o, 4, site_id);
+    db_bind_i64(o, 5, now);
+    db_bind_i64(o, 6, now);
+    if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
   }
   st->event_pending = 1;
   return event_id;

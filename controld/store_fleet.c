@@ -23,7 +23,7 @@ int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
   db_bind_int(s, 3, (flags & FLEET_FAILBACK_AVAILABLE) != 0);
   db_bind_int(s, 4, (flags & FLEET_PAUSED) != 0);
   db_bind_i64(s, 5, site_id);
-  return store_step_done(st->w, s, "storing site fleet state");
+  return store_defer(st->w, s, "storing site fleet state");
 }
 
 int store_fleet_summary(struct store *st, int64_t online_since, struct fleet_summary *out) {

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fleet.h"
 #include "log.h"
+#include "store_fleet.h"
 #include "store_int.h"
 
 /* ---- reads ---- */
@@ -358,7 +360,154 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
 #define IN4 "?, ?, ?, ?"
 #define VBATCH 16
 
+/* Bind arrays a[0..n) as parameters 1..n and run the statement; 0 or -1. */
+static int step_arrays(struct store *st, const char *sql, struct db_arr *a, int n,
+                       const char *what) {
+  struct db_stmt *s;
+  for (int i = 0; i < n; i++)
+    if (a[i].oom) {
+      log_error("%s: out of memory", what);
+      return -1;
+    }
+  s = db_prep(st->w, sql);
+  if (!s) return -1;
+  for (int i = 0; i < n; i++)
+    db_bind_arr(s, i + 1, &a[i]);
+  return store_step_done(st->w, s, what);
+}
+
+static void arrays_free(struct db_arr *a, int n) {
+  for (int i = 0; i < n; i++)
+    db_arr_free(&a[i]);
+}
+
+/* An array element for a time: NULL when v <= 0 (as bind_time). */
+static void arr_time(struct db_arr *a, int64_t v) {
+  if (v > 0)
+    db_arr_i64(a, v);
+  else
+    db_arr_null(a);
+}
+
+/* An array element for text: NULL when empty (as bind_text_or_null). */
+static void arr_text_or_null(struct db_arr *a, const char *v) {
+  db_arr_text(a, v && *v ? v : NULL);
+}
+
+int store_health_origins_save_locked(struct store *st, const struct origin_rec *const *os, int n) {
+  static const char q[] =
+      "UPDATE origins AS o SET health = v.health, success_streak = v.ss, failure_streak = v.fs, "
+      "health_changed_at = v.hca, healthy_since = v.hs, last_verdict = v.lv, last_source = v.ls, "
+      "last_votes_success = v.vs, last_votes_failure = v.vf, last_checked_at = v.lca, "
+      "last_error = v.le FROM unnest(?::bigint[], ?::text[], ?::bigint[], ?::bigint[], "
+      "?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], "
+      "?::text[]) AS v(id, health, ss, fs, hca, hs, lv, ls, vs, vf, lca, le) WHERE o.id = v.id";
+  struct db_arr a[12];
+  int rc;
+  if (n <= 0) return 0;
+  if (db_kind(st->w) != DB_PG) {
+    for (int i = 0; i < n; i++)
+      if (store_health_origin_save_locked(st, os[i]) < 0) return -1;
+    return 0;
+  }
+  memset(a, 0, sizeof a);
+  for (int i = 0; i < n; i++) {
+    const struct origin_rec *o = os[i];
+    db_arr_i64(&a[0], o->id);
+    db_arr_text(&a[1], o->health);
+    db_arr_i64(&a[2], o->success_streak);
+    db_arr_i64(&a[3], o->failure_streak);
+    arr_time(&a[4], o->health_changed_at);
+    arr_time(&a[5], o->healthy_since);
+    arr_text_or_null(&a[6], o->last_verdict);
+    arr_text_or_null(&a[7], o->last_source);
+    db_arr_i64(&a[8], o->votes_success);
+    db_arr_i64(&a[9], o->votes_failure);
+    arr_time(&a[10], o->last_checked_at);
+    arr_text_or_null(&a[11], o->last_error);
+  }
+  rc = step_arrays(st, q, a, 12, "saving origin health");
+  arrays_free(a, 12);
+  return rc;
+}
+
+int store_health_sites_round_locked(struct store *st, const struct site_round_row *rows, int n) {
+  static const char q[] =
+      "UPDATE sites AS s SET last_probed_at = v.pa, next_probe_at = v.np, "
+      "state_on_backup = v.b, state_all_down = v.d, state_failback_available = v.f, "
+      "state_paused = v.p FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], "
+      "?::bigint[], ?::bigint[], ?::bigint[]) AS v(id, pa, np, b, d, f, p) WHERE s.id = v.id";
+  struct db_arr a[7];
+  int rc;
+  if (n <= 0) return 0;
+  if (db_kind(st->w) != DB_PG) {
+    for (int i = 0; i < n; i++)
+      if (store_health_site_probed_locked(st, rows[i].site_id, rows[i].probed_at,
+                                          rows[i].next_probe_at) < 0 ||
+          store_fleet_set_locked(st, rows[i].site_id, rows[i].fleet) < 0)
+        return -1;
+    return 0;
+  }
+  memset(a, 0, sizeof a);
+  for (int i = 0; i < n; i++) {
+    const struct site_round_row *r = &rows[i];
+    db_arr_i64(&a[0], r->site_id);
+    db_arr_i64(&a[1], r->probed_at);
+    db_arr_i64(&a[2], r->next_probe_at);
+    db_arr_i64(&a[3], (r->fleet & FLEET_ON_BACKUP) != 0);
+    db_arr_i64(&a[4], (r->fleet & FLEET_ALL_DOWN) != 0);
+    db_arr_i64(&a[5], (r->fleet & FLEET_FAILBACK_AVAILABLE) != 0);
+    db_arr_i64(&a[6], (r->fleet & FLEET_PAUSED) != 0);
+  }
+  rc = step_arrays(st, q, a, 7, "recording probe times");
+  arrays_free(a, 7);
+  return rc;
+}
+
+/* PostgreSQL: all rows in one INSERT from arrays (unnest keeps their order, so ids follow it) and
+   one prune of their origins. */
+static int verdicts_add_pg(struct store *st, const struct verdict_row *rows, int n) {
+  static const char ins[] =
+      "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, "
+      "state_after, votes) SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], "
+      "?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[])";
+  static const char prune[] =
+      "DELETE FROM verdicts WHERE id IN (SELECT id FROM (SELECT id, round_at, ROW_NUMBER() "
+      "OVER (PARTITION BY origin_id ORDER BY id DESC) AS rn FROM verdicts WHERE origin_id = "
+      "ANY(?::bigint[])) AS t WHERE rn > ?::bigint OR round_at < ?::bigint)";
+  struct db_arr a[8];
+  int64_t oldest = rows[0].round_at;
+  int rc = -1;
+  struct db_stmt *s;
+  memset(a, 0, sizeof a);
+  for (int i = 0; i < n; i++) {
+    const struct verdict_row *r = &rows[i];
+    db_arr_i64(&a[0], r->round_id);
+    db_arr_i64(&a[1], r->site_id);
+    db_arr_i64(&a[2], r->origin_id);
+    db_arr_i64(&a[3], r->round_at);
+    arr_text_or_null(&a[4], r->source);
+    arr_text_or_null(&a[5], r->verdict);
+    db_arr_text(&a[6], r->state_after);
+    db_arr_text(&a[7], r->votes_json ? r->votes_json : "[]");
+    if (r->round_at < oldest) oldest = r->round_at;
+  }
+  if (step_arrays(st, ins, a, 8, "inserting verdicts") < 0) goto out;
+  if (a[2].oom) goto out;
+  s = db_prep(st->w, prune);
+  if (!s) goto out;
+  db_bind_arr(s, 1, &a[2]);
+  db_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
+  db_bind_i64(s, 3, oldest - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
+  rc = store_step_done(st->w, s, "pruning verdicts");
+out:
+  arrays_free(a, 8);
+  return rc;
+}
+
 int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n) {
+  if (n <= 0) return 0;
+  if (db_kind(st->w) == DB_PG) return verdicts_add_pg(st, rows, n);
   static const char ins[] =
       "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, "
       "verdict, state_after, votes) VALUES " VROW4 ", " VROW4 ", " VROW4 ", " VROW4;

@@ -100,6 +100,20 @@ enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *id
    votes, checked at, error) from o. 0 or -1. */
 int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
 
+/* Store the health fields of os[0..n) (distinct origins) as store_health_origin_save_locked does
+   for each: on PostgreSQL in one set-based statement (arrays), on SQLite row by row. 0 or -1. */
+int store_health_origins_save_locked(struct store *st, const struct origin_rec *const *os, int n);
+
+/* A site's writes at the end of its part of a round: probe times and fleet flags. */
+struct site_round_row {
+  int64_t site_id, probed_at, next_probe_at;
+  unsigned fleet; /* FLEET_* flags (store_fleet.h) */
+};
+
+/* For each row: store_health_site_probed_locked and store_fleet_set_locked, on PostgreSQL in
+   one set-based statement, on SQLite row by row (sites distinct). 0 or -1. */
+int store_health_sites_round_locked(struct store *st, const struct site_round_row *rows, int n);
+
 /* One verdict row for store_health_verdicts_add_locked (the strings are the caller's). */
 struct verdict_row {
   int64_t round_id, site_id, origin_id, round_at;
@@ -110,8 +124,9 @@ struct verdict_row {
 };
 
 /* Add rows[0..n) and prune each of their origins as store_health_verdict_add_locked does (the
-   cutoff age from the earliest round_at among them), with two statements per 16 rows instead of
-   two per row. 0 or -1. */
+   cutoff age from the earliest round_at among them): on PostgreSQL with two set-based statements
+   (arrays) for all of them, on SQLite with two statements per 16 rows instead of two per row.
+   0 or -1. */
 int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n);
 
 /* Add one verdict row (source/verdict NULL or "" = none; votes_json NULL = "[]") and prune the

@@ -47,6 +47,18 @@ struct store {
   void (*event_hook)(void *arg);
   void *event_arg;
   int event_pending;
+  /* events of the open write transaction (store_events.c), under wmu */
+  int hooks_loaded; /* hooks[0..nhooks) is the webhook list as this transaction sees it */
+  int nhooks;
+  struct store_hook {
+    int64_t id;
+    char *events; /* the filter (JSON array text), NULL = every event */
+  } * hooks;
+  int64_t ev_next;      /* PostgreSQL: the next event id in this transaction, 0 = not read yet */
+  struct db_arr evq[7]; /* PostgreSQL: events recorded and not yet written (columns) */
+  int ev_n;
+  struct db_arr dlq[6]; /* … and their outbox rows */
+  int dl_n;
   /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
   atomic_int fence_on; /* cluster mode: engine transactions need a fence */
   pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */
@@ -98,6 +110,14 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
    were removed and "events" when events were recorded. 0 or -1. */
 int store_signal_commit_locked(struct store *st);
 
+/* Write the events (and outbox rows) this transaction queued (PostgreSQL; nothing to do on
+   SQLite, which writes each at once). Called before COMMIT and before any statement of the
+   transaction that reads or numbers events itself. 0 or -1. */
+int store_events_flush_locked(struct store *st);
+/* Forget the transaction's queued events and webhook list (at begin, commit and rollback). */
+void store_events_tx_reset(struct store *st);
+/* Forget the webhook list only. */
+void store_events_tx_reset_hooks(struct store *st);
 /* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
 void store_token_cache_clear(struct store *st);
 
@@ -120,6 +140,9 @@ int store_bulk_dense(int64_t first, int64_t last, int n);
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
 
+/* Run a statement whose result is not needed with db_defer (db.h): at once on SQLite; on
+   PostgreSQL with the next statement or the COMMIT, which fails if it does. 0 or -1 (logged). */
+int store_defer(struct db_conn *c, struct db_stmt *s, const char *what);
 /* Copy a text column into a fixed buffer ("" for NULL). */
 void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
 /* Room for one more element in a list being read: arr holds *cap elements of elem bytes, cnt in

@@ -57,7 +57,7 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
   if (!s) return -1;
   db_bind_text(s, 1, channel);
   db_bind_text(s, 2, payload);
-  return store_step_done(st->w, s, "sending a notification");
+  return store_defer(st->w, s, "sending a notification");
 }
 
 int store_signal_commit_locked(struct store *st) {

@@ -65,8 +65,8 @@ static const char sql_take[] =
 static const char sql_vote_lock_pg[] =
     "SELECT 1 FROM probe_round_open WHERE round_id = ? AND state = 'open' AND deadline_at > " PG_NOW
     " FOR SHARE";
-static const char sql_vote_lock_sl[] =
-    "SELECT 1 FROM probe_round_open WHERE round_id = ? AND state = 'open' AND deadline_at > " SL_NOW;
+static const char sql_vote_lock_sl[] = "SELECT 1 FROM probe_round_open WHERE round_id = ? AND "
+                                       "state = 'open' AND deadline_at > " SL_NOW;
 static const char sql_node_tasks[] =
     "SELECT task_id FROM probe_tasks WHERE round_id = ? AND node_id = ? ORDER BY task_id";
 static const char sql_votes_pg[] =

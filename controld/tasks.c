@@ -60,12 +60,12 @@ struct task_board {
   /* cluster mode (st != NULL): the board is in the database */
   struct store *st;
   struct dbround *dbrounds;
-  int kick;            /* a cdnca_tasks notification: the timer thread re-reads the table */
-  int handing;         /* the timer thread holds waiters off the list (db_hand_out) */
-  uint64_t wake_gen;   /* bumped by every cdnca_tasks notification or local round open */
-  uint64_t votes_gen;  /* bumped by every cdnca_votes notification */
-  int64_t next_check;  /* monotonic ms of the next re-read while polls wait */
-  int64_t next_prune;  /* monotonic ms of the next prune of old rounds (engine) */
+  int kick;           /* a cdnca_tasks notification: the timer thread re-reads the table */
+  int handing;        /* the timer thread holds waiters off the list (db_hand_out) */
+  uint64_t wake_gen;  /* bumped by every cdnca_tasks notification or local round open */
+  uint64_t votes_gen; /* bumped by every cdnca_votes notification */
+  int64_t next_check; /* monotonic ms of the next re-read while polls wait */
+  int64_t next_prune; /* monotonic ms of the next prune of old rounds (engine) */
 };
 
 static void timespec_in(struct timespec *ts, int64_t ms) {
@@ -382,8 +382,8 @@ int tasks_abort_older(struct task_board *b, int64_t epoch) {
   int n;
   if (!b->st) return 0;
   n = store_tasks_abort_older(b->st, epoch);
-  if (n > 0) log_info("engine epoch %lld: %d probe round(s) of older epochs aborted",
-                      (long long)epoch, n);
+  if (n > 0)
+    log_info("engine epoch %lld: %d probe round(s) of older epochs aborted", (long long)epoch, n);
   return n;
 }
 
@@ -648,8 +648,8 @@ int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms) {
     pthread_mutex_unlock(&b->mu);
     got = db_take(b, r, r->node_id);
     if (got != 0) {
-      if (got < 0) req_error(r, 503, "db_unavailable", NULL,
-                              "the database cannot be reached (retry shortly)");
+      if (got < 0)
+        req_error(r, 503, "db_unavailable", NULL, "the database cannot be reached (retry shortly)");
       free(w);
       return HTTP_DONE;
     }

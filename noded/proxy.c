@@ -128,6 +128,7 @@ struct req {
   int sent_continue; /* noded answered "100 Continue" itself (the origin's is not forwarded) */
   struct proxy_pick pick;
   struct upconn *up;
+  char ukey[320];          /* the pool key of the current attempt's origin */
   int64_t up_last;         /* last progress with the origin (connect and origin timeouts) */
   size_t uscan;            /* http1_head_end position in uin */
   struct http1_body ubody; /* framing of the origin's response body */
@@ -320,15 +321,15 @@ static void access_default(struct worker *w, const struct proxy_access *a) {
   if (!log_enabled(LOG_INFO)) return;
   b->len = 0;
   if (!(buf_puts(b, "{\"type\":\"access\",\"site_id\":") || buf_put_i64(b, a->site_id) ||
-      buf_puts(b, ",\"site\":\"") || rewrite_json_escape(b, a->site) ||
-      buf_puts(b, "\",\"host\":\"") || rewrite_json_escape(b, a->host) ||
-      buf_puts(b, "\",\"method\":\"") || rewrite_json_escape(b, a->method) ||
-      buf_puts(b, "\",\"path\":\"") || rewrite_json_escape(b, a->path) ||
-      buf_puts(b, "\",\"origin_id\":") || buf_put_i64(b, a->origin_id) ||
-      buf_puts(b, ",\"level\":") || buf_put_i64(b, a->level) || buf_puts(b, ",\"attempts\":") ||
-      buf_put_i64(b, a->attempts) || buf_puts(b, ",\"status\":") || buf_put_i64(b, a->status) ||
-      buf_puts(b, ",\"duration_ms\":") || buf_put_i64(b, a->duration_ms) ||
-      buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) || buf_puts(b, "}")))
+        buf_puts(b, ",\"site\":\"") || rewrite_json_escape(b, a->site) ||
+        buf_puts(b, "\",\"host\":\"") || rewrite_json_escape(b, a->host) ||
+        buf_puts(b, "\",\"method\":\"") || rewrite_json_escape(b, a->method) ||
+        buf_puts(b, "\",\"path\":\"") || rewrite_json_escape(b, a->path) ||
+        buf_puts(b, "\",\"origin_id\":") || buf_put_i64(b, a->origin_id) ||
+        buf_puts(b, ",\"level\":") || buf_put_i64(b, a->level) || buf_puts(b, ",\"attempts\":") ||
+        buf_put_i64(b, a->attempts) || buf_puts(b, ",\"status\":") || buf_put_i64(b, a->status) ||
+        buf_puts(b, ",\"duration_ms\":") || buf_put_i64(b, a->duration_ms) ||
+        buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) || buf_puts(b, "}")))
     (void)alog_line(w->alog, LOG_INFO, __func__, b->data, b->len, w->now);
 }
 
@@ -555,7 +556,7 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   const struct sitecfg_origin *o = &r->site->origins[r->oidx];
-  char tmp[256], key[320];
+  char tmp[256];
   struct upconn *u = NULL;
   enum up_fail fail = UP_FAIL_CONNECT;
   r->uhead_off = 0;
@@ -568,8 +569,8 @@ static void attempt_connect(struct vconn *c, int allow_pool) {
     return;
   }
   sbuf_reset(&c->uin);
-  attempt_key(r, key, sizeof key);
-  if (allow_pool) u = upstream_pool_get(w->ups, key);
+  attempt_key(r, r->ukey, sizeof r->ukey); /* kept for the pool_put at the end */
+  if (allow_pool) u = upstream_pool_get(w->ups, r->ukey);
   if (!u && r->pick.resolved)
     u = upstream_connect(w->ups, (const struct sockaddr *)&r->pick.sa, r->pick.salen, o->https,
                          attempt_tls_name(r, tmp, sizeof tmp), &fail);
@@ -736,9 +737,7 @@ static void proxy_done(struct vconn *c) {
               r->uhead_off == r->uhead.len && !r->up_werr;
   if (r->up) {
     if (reuse) {
-      char key[320];
-      attempt_key(r, key, sizeof key);
-      upstream_pool_put(w->ups, r->up, key, w->now, w->stopping);
+      upstream_pool_put(w->ups, r->up, r->ukey, w->now, w->stopping);
     } else {
       upstream_close(r->up);
     }

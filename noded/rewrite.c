@@ -147,9 +147,8 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
     if (buf_puts(ub, "Connection: upgrade\r\n")) return -1;
   }
   if (rq->body == HTTP1_BODY_CHUNKED && buf_puts(ub, "Transfer-Encoding: chunked\r\n")) return -1;
-  if (rq->body == HTTP1_BODY_LENGTH &&
-      (buf_puts(ub, "Content-Length: ") || buf_put_u64(ub, rq->body_len) ||
-       buf_append(ub, "\r\n", 2)))
+  if (rq->body == HTTP1_BODY_LENGTH && (buf_puts(ub, "Content-Length: ") ||
+                                        buf_put_u64(ub, rq->body_len) || buf_append(ub, "\r\n", 2)))
     return -1;
   return 0;
 }
@@ -271,8 +270,8 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
 
 int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out) {
   out->len = 0;
-  if (buf_append(out, ubase->data ? ubase->data : "", ubase->len) ||
-      buf_append(out, "Host: ", 6) || buf_puts(out, host) || buf_append(out, "\r\n\r\n", 4))
+  if (buf_append(out, ubase->data ? ubase->data : "", ubase->len) || buf_append(out, "Host: ", 6) ||
+      buf_puts(out, host) || buf_append(out, "\r\n\r\n", 4))
     return -1;
   return 0;
 }
@@ -315,8 +314,7 @@ int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *
                           int reframe_chunked, int conn, struct buf *o) {
   int upgrade = m->status == 101, opts = connection_options(m);
   if (buf_append(o, "HTTP/1.1 ", 9) || buf_put_u64(o, (uint64_t)m->status) ||
-      buf_append(o, " ", 1) || buf_append(o, m->reason, m->reason_len) ||
-      buf_append(o, "\r\n", 2))
+      buf_append(o, " ", 1) || buf_append(o, m->reason, m->reason_len) || buf_append(o, "\r\n", 2))
     return -1;
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
@@ -336,8 +334,7 @@ int rewrite_response_head(const struct http1_msg *m, const struct rewrite_resp *
   if (upgrade && buf_puts(o, "Connection: upgrade\r\n")) return -1;
   if (reframe_chunked && buf_puts(o, "Transfer-Encoding: chunked\r\n")) return -1;
   if (conn == RW_CONN_CLOSE && !upgrade && buf_puts(o, "Connection: close\r\n")) return -1;
-  if (conn == RW_CONN_KEEPALIVE && !upgrade && buf_puts(o, "Connection: keep-alive\r\n"))
-    return -1;
+  if (conn == RW_CONN_KEEPALIVE && !upgrade && buf_puts(o, "Connection: keep-alive\r\n")) return -1;
   return buf_puts(o, "\r\n");
 }
 
@@ -387,8 +384,7 @@ int rewrite_json_escape(struct buf *b, const char *s) {
   return 0;
 }
 
-int rewrite_local_answer(int status, const char *code, const char *msg, int conn,
-                         struct buf *out) {
+int rewrite_local_answer(int status, const char *code, const char *msg, int conn, struct buf *out) {
   struct buf body;
   int rc = -1;
   buf_init(&body, 4096);

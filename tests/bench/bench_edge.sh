@@ -129,9 +129,14 @@ api() {  # METHOD PATH JSON
 }
 api POST /v1/sites "{\"name\":\"bench\",\"hostnames\":[\"bench.test\"],\"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$ORIGIN_PORT,\"scheme\":\"http\"}]}" >/dev/null
 NODE_TOKEN=$(api POST /v1/nodes '{"name":"bench-node"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+# the same idle origin connections as nginx's keepalive 256 (older builds: their fixed 32)
+NODE_KEEPALIVE=""
+if "$BUILD/noded/noded" --help 2>&1 | grep -q -- --origin-keepalive; then
+  NODE_KEEPALIVE="--origin-keepalive 256"
+fi
 CDNCA_NODE_TOKEN="$NODE_TOKEN" $ON_PROXY "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" --origin-keepalive 256 \
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" $NODE_KEEPALIVE \
   --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
@@ -153,10 +158,20 @@ cpu_ticks() {
   echo "$t"
 }
 HZ=$(getconf CLK_TCK)
+# busy and total jiffies of one core (all processes on it, ours and anybody else's)
+core_ticks() {
+  awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
+}
 run() {  # PORT PID -> "req/s p99_us cpu_us_per_request core_busy_percent"
   c0=$(cpu_ticks "$2"); t0=$(date +%s%N)
+  if [ "$PIN" = on ]; then set -- "$1" "$2" $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU"); fi
   $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
   c1=$(cpu_ticks "$2"); t1=$(date +%s%N)
+  cores=""
+  if [ "$PIN" = on ]; then
+    cores=$(echo "$3 $4 $5 $6 $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU")" |
+      awk '{printf "cores busy: proxy %.0f%%, load %.0f%%", ($5 - $1) * 100 / ($6 - $2 + 1e-9), ($7 - $3) * 100 / ($8 - $4 + 1e-9)}')
+  fi
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
   p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
   n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
@@ -165,7 +180,7 @@ run() {  # PORT PID -> "req/s p99_us cpu_us_per_request core_busy_percent"
   busy=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN {printf "%.0f", (b - a) / hz * 1e11 / t}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
-  echo "$rps $p99 $cpu $busy"
+  echo "$rps $p99 $cpu $busy $cores"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -182,7 +197,7 @@ while [ $r -le "$ROUNDS" ]; do
   for p in $order; do
     if [ "$p" = "$NGX_PORT" ]; then set -- $(run "$p" "$NGX_PID"); else set -- $(run "$p" "$NODE_PID"); fi
     if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2 $3" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2 $3" >>"$TMP/node.txt"; who=noded; fi
-    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request, proxy busy $4% of a core (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request, proxy busy $4% of a core${5:+, $5 $6 $7 $8 $9 ${10}} (load $(cut -d' ' -f1 /proc/loadavg))"
   done
   r=$((r + 1))
 done

@@ -2,7 +2,7 @@
  * in-process loopback origins (HTTP or HTTPS), N sites x 3 origins per batch.
  *
  * usage: bench_probe [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]
- *                    [--delay-ms D] [--https] [--system-cas] [--tls-resume]
+ *                    [--delay-ms D] [--https] [--system-cas] [--tls-resume] [--spread]
  *   For each batch size, each engine runs one probe_run of sites x 3 probes (alternating, so
  *   both see the same machine load). Per run: wall time, probes/s, the CPU time of the probing
  *   thread (getrusage RUSAGE_THREAD) and probes per prober CPU-second, the whole process's CPU
@@ -13,7 +13,9 @@
  *   probers' CA file is the system bundle (/etc/ssl/certs/ca-certificates.crt) plus the test CA,
  *   a CA store of the size controld and noded load in production. --tls-resume
  *   lets each transfer slot resume its previous TLS session (measurement only; the daemons
- *   never do this, see tests/bench/README.md).
+ *   never do this, see tests/bench/README.md). --spread: every origin of every site has its own
+ *   address (127.a.b.c) and the port is closed, so each probe is a refused connection: what a
+ *   prober pays per probe as the number of distinct origin addresses grows (failed = probes).
  */
 #include "probe.h"
 
@@ -344,15 +346,16 @@ struct row {
 /* one_host: every probe uses the same host name (the best case for TLS session reuse, whose
    cache is keyed by host and port); else one host name per site, as in a real round. */
 static int run_batch(struct probe *p, const struct responder *r, int sites, int https, int one_host,
-                     struct row *row) {
+                     int spread_port, struct row *row) {
   size_t n = (size_t)sites * ORIGINS;
   struct probe_target *t = calloc(n, sizeof *t);
   struct probe_result *res = calloc(n, sizeof *res);
   char(*hosts)[32] = calloc((size_t)sites, sizeof *hosts);
+  char(*addrs)[20] = spread_port ? calloc(n, sizeof *addrs) : NULL;
   struct rusage th0, th1, all0, all1;
   double t0;
   int rc = -1;
-  if (!t || !res || !hosts) goto out;
+  if (!t || !res || !hosts || (spread_port && !addrs)) goto out;
   for (int s = 0; s < sites; s++) {
     snprintf(hosts[s], sizeof hosts[s], "site%d.bench.test", one_host ? 0 : s);
     for (int k = 0; k < ORIGINS; k++) {
@@ -360,6 +363,13 @@ static int run_batch(struct probe *p, const struct responder *r, int sites, int 
       x->scheme = https ? "https" : "http";
       x->address = "127.0.0.1";
       x->port = r->port[k];
+      if (spread_port) { /* one address per origin in 127.0.0.0/8, a closed port */
+        size_t j = (size_t)s * ORIGINS + (size_t)k;
+        snprintf(addrs[j], sizeof addrs[j], "127.%zu.%zu.%zu", 1 + (j >> 16) % 250, (j >> 8) & 255,
+                 1 + (j & 255) % 254);
+        x->address = addrs[j];
+        x->port = spread_port;
+      }
       x->host = hosts[s];
       x->path = "/healthz";
       x->timeout_ms = 10000;
@@ -389,6 +399,7 @@ out:
   free(t);
   free(res);
   free(hosts);
+  free(addrs);
   return rc;
 }
 
@@ -408,7 +419,7 @@ static int parse_sizes(const char *s, int *out, int max) {
 static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]\n"
-          "          [--delay-ms D] [--https] [--system-cas] [--tls-resume]\n",
+          "          [--delay-ms D] [--https] [--system-cas] [--tls-resume] [--spread]\n",
           argv0);
 }
 
@@ -416,7 +427,7 @@ int main(int argc, char **argv) {
   int sizes[MAX_SIZES] = {1000, 10000, 30000, 100000}, nsizes = 4;
   enum probe_engine engines[2] = {PROBE_ENGINE_EPOLL, PROBE_ENGINE_POLL};
   int nengines = 2, conc = PROBE_DEFAULT_CONCURRENCY, delay_ms = 0, https = 0, resume = 0;
-  int system_cas = 0;
+  int system_cas = 0, spread = 0, spread_port = 0, spread_fd = -1;
   double budget = 30.0;
   struct rlimit rl;
   struct responder r;
@@ -435,6 +446,8 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--https") == 0) {
       https = 1;
+    } else if (strcmp(a, "--spread") == 0) {
+      spread = 1;
     } else if (strcmp(a, "--system-cas") == 0) {
       system_cas = 1;
     } else if (strcmp(a, "--tls-resume") == 0) {
@@ -495,6 +508,17 @@ int main(int argc, char **argv) {
     goto out;
   }
   started = 1;
+  if (spread) { /* a port bound on every loopback address and never listening: refused */
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof sa;
+    spread_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (spread_fd < 0 || bind(spread_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(spread_fd, (struct sockaddr *)&sa, &len) != 0) {
+      fprintf(stderr, "cannot reserve a closed port\n");
+      goto out;
+    }
+    spread_port = ntohs(sa.sin_port);
+  }
   for (int e = 0; e < nengines; e++) {
     struct probe_opts o = {.user_agent = PROBE_UA_CONTROL,
                            .max_concurrency = conc,
@@ -505,6 +529,8 @@ int main(int argc, char **argv) {
     if (!p[e]) goto out;
   }
 
+  if (spread)
+    printf("--spread: one address per origin (127.a.b.c), closed port: every probe is refused\n");
   printf("probe throughput: %s%s, %d origins per site, concurrency %d, origin delay %d ms%s, "
          "nofile %lu\n",
          https ? "HTTPS (full handshake, ECDSA P-256, verified)" : "HTTP",
@@ -520,7 +546,7 @@ int main(int argc, char **argv) {
     int over = 0;
     for (int e = 0; e < nengines; e++) {
       struct row row;
-      if (run_batch(p[e], &r, sizes[i], https, resume, &row) != 0) {
+      if (run_batch(p[e], &r, sizes[i], https, resume, spread_port, &row) != 0) {
         fprintf(stderr, "batch of %d sites failed to run\n", sizes[i]);
         goto out;
       }
@@ -557,6 +583,7 @@ int main(int argc, char **argv) {
 out:
   for (int e = 0; e < 2; e++)
     probe_free(&p[e]);
+  if (spread_fd >= 0) close(spread_fd);
   if (started) responder_stop(&r, th);
   if (tls) SSL_CTX_free(tls);
   remove_pki(&pki);

@@ -60,7 +60,8 @@ static void test_same_line_as_log_write(void **state) {
   line[n] = '\0';
   text = slurp_fd(fd);
   assert_string_equal(after_ts(text), after_ts(line));
-  assert_string_equal(after_ts(line), " noded info: access_default: {\"type\":\"access\",\"path\":\"/a b\"}\n");
+  assert_string_equal(after_ts(line),
+                      " noded info: access_default: {\"type\":\"access\",\"path\":\"/a b\"}\n");
   free(text);
 
   /* JSON: the same object, the message escaped */
@@ -84,7 +85,8 @@ static void test_same_line_as_log_write(void **state) {
 
   /* a line that does not fit leaves the buffer as it was */
   n = 5;
-  assert_int_equal(log_format_line(line, 40, &n, &tc, LOG_INFO, "f", "a message longer than that", 26), -1);
+  assert_int_equal(
+      log_format_line(line, 40, &n, &tc, LOG_INFO, "f", "a message longer than that", 26), -1);
   assert_int_equal(n, 5);
   close(saved);
   close(fd);

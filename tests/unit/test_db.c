@@ -316,6 +316,32 @@ static void test_read_snapshot(void **state) {
   db_close(w);
 }
 
+/* A read left open by a careless caller does not hold the next read on its old snapshot: the
+   next begin rolls it back and starts a fresh one (PostgreSQL alone would warn and go on in the
+   old transaction). */
+static void test_begin_inside_a_transaction(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(insert(c, "a", 1), DB_DONE);
+  struct db_conn *w = db_open(g_target);
+  assert_non_null(w);
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(count_rows(c), 1); /* the snapshot is taken, and the read never ended */
+  assert_int_equal(db_begin_write(w), 0);
+  assert_int_equal(insert(w, "b", 2), DB_DONE);
+  assert_int_equal(db_commit(w), 0);
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(count_rows(c), 2);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(db_in_tx(c), 0);
+  /* a write begun over a leftover read as well */
+  assert_int_equal(db_begin_read(c), 0);
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(insert(c, "c", 3), DB_DONE);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(count_rows(w), 3);
+  db_close(w);
+}
+
 static void test_migrations(void **state) {
   struct db_conn *c = *state;
   assert_int_equal(db_begin_write(c), 0);
@@ -780,6 +806,202 @@ static void test_sqlstate(void **state) {
   assert_int_equal(db_pg_err_of(NULL, 1), DB_E_DOWN);
 }
 
+/* Queue an insert of (name, n) with db_defer; its result. */
+static int defer_insert(struct db_conn *c, const char *name, int64_t n) {
+  static const char sql[] = "INSERT INTO t (name, n) VALUES (?, ?)";
+  struct db_stmt *s = db_prep(c, sql);
+  assert_non_null(s);
+  db_bind_text(s, 1, name);
+  db_bind_i64(s, 2, n);
+  return db_defer(s);
+}
+
+/* db_defer: deferred statements take effect in order before the next answer and with the commit;
+   one that fails fails the next call with its error and the transaction with it; an empty
+   transaction (BEGIN queued, nothing sent) commits and rolls back cleanly. */
+static void test_defer(void **state) {
+  struct db_conn *c = *state;
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(db_in_tx(c), 1);
+  assert_int_equal(db_commit(c), 0); /* empty */
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(db_begin_read(c), 0);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+
+  /* read back by the next statement, in order, in the same transaction */
+  assert_int_equal(db_begin_write(c), 0);
+  for (int i = 0; i < 3; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "d%d", i);
+    assert_int_equal(defer_insert(c, name, i), 0);
+  }
+  static const char upd[] = "UPDATE t SET n = n + 10 WHERE name = 'd2'";
+  struct db_stmt *s = db_prep(c, upd);
+  assert_int_equal(db_defer(s), 0); /* after the insert it follows */
+  assert_int_equal(count_rows(c), 3);
+  /* the commit carries the last ones */
+  assert_int_equal(defer_insert(c, "d3", 3), 0);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(count_rows(c), 4);
+  static const char sel[] = "SELECT n FROM t WHERE name = 'd2'";
+  s = db_prep(c, sel);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_int_equal(db_col_i64(s, 0), 12);
+  db_reset(s);
+
+  /* a failing one (a duplicate name): SQLite says so at once, PostgreSQL on the next answer */
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(defer_insert(c, "d4", 4), 0);
+  int d = defer_insert(c, "d1", 1);
+  if (d == 0) {
+    assert_int_equal(db_kind(c), DB_PG);
+    s = db_prep(c, sel);
+    assert_non_null(s);
+    assert_int_equal(db_step(s), DB_ERR);
+    db_reset(s);
+  } else {
+    assert_int_equal(db_kind(c), DB_SQLITE);
+  }
+  assert_int_equal(db_err(c), DB_E_UNIQUE);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(count_rows(c), 4); /* d4 went with the transaction */
+
+  /* failing, then straight to COMMIT: the commit fails and nothing stays */
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(defer_insert(c, "d5", 5), 0);
+  if (defer_insert(c, "d0", 0) == 0) assert_int_equal(db_commit(c), -1);
+  assert_int_equal(db_err(c), DB_E_UNIQUE);
+  db_rollback(c);
+  assert_int_equal(db_in_tx(c), 0);
+  assert_int_equal(count_rows(c), 4);
+
+  /* the connection is fine afterwards, in and out of transactions */
+  assert_int_equal(insert(c, "d6", 6), DB_DONE);
+  assert_int_equal(count_rows(c), 5);
+
+  if (db_kind(c) == DB_PG) { /* the server gone with statements queued: the commit says so */
+    assert_int_equal(db_begin_write(c), 0);
+    int pid = backend_pid(c);
+    assert_int_equal(defer_insert(c, "d7", 7), 0);
+    terminate(pid);
+    assert_int_equal(db_commit(c), -1);
+    assert_int_equal(db_err(c), DB_E_DOWN);
+    db_rollback(c);
+    assert_int_equal(db_in_tx(c), 0);
+    assert_int_equal(count_rows(c), 5); /* reconnected; d7 is not there */
+  }
+}
+
+/* The array literal db_arr builds: numbers bare, text double-quoted with " and \ escaped, NULL
+   bare, "{}" when empty; clearing starts over. */
+static void test_arr_literal(void **state) {
+  (void)state;
+  struct db_arr a;
+  memset(&a, 0, sizeof a);
+  assert_string_equal(db_arr_str(&a), "{}");
+  db_arr_i64(&a, 1);
+  db_arr_i64(&a, -9007199254740993LL);
+  db_arr_null(&a);
+  assert_string_equal(db_arr_str(&a), "{1,-9007199254740993,NULL}");
+  assert_int_equal(a.n, 3);
+  db_arr_clear(&a);
+  assert_string_equal(db_arr_str(&a), "{}");
+  db_arr_text(&a, "plain");
+  db_arr_text(&a, "");
+  db_arr_text(&a, NULL);
+  db_arr_text(&a, "NULL");
+  db_arr_text(&a, "a\"b\\c,{d} e");
+  assert_string_equal(db_arr_str(&a), "{\"plain\",\"\",NULL,\"NULL\",\"a\\\"b\\\\c,{d} e\"}");
+  /* growth past the first buffer keeps every element */
+  db_arr_clear(&a);
+  for (int i = 0; i < 1000; i++)
+    db_arr_i64(&a, i);
+  const char *lit = db_arr_str(&a);
+  assert_int_equal(a.n, 1000);
+  assert_memory_equal(lit, "{0,1,2,", 7);
+  assert_string_equal(lit + strlen(lit) - 5, ",999}");
+  db_arr_free(&a);
+  assert_null(a.buf);
+  assert_string_equal(db_arr_str(&a), "{}");
+}
+
+/* PostgreSQL: arrays bound with db_bind_arr reach the server element for element (unnest in
+   order, NULLs, quotes, backslashes, empty strings, non-ASCII), and drive set-based writes. */
+static void test_pg_arrays(void **state) {
+  struct db_conn *c = *state;
+  static const char *texts[] = {
+      "plain", "", NULL, "NULL", "a\"b\\c,{d} e", "caf\xc3\xa9 \xe2\x9c\x93"};
+  enum { NT = sizeof texts / sizeof texts[0] };
+  struct db_arr ids, names;
+  memset(&ids, 0, sizeof ids);
+  memset(&names, 0, sizeof names);
+  for (int i = 0; i < NT; i++) {
+    db_arr_i64(&ids, 100 + i);
+    db_arr_text(&names, texts[i]);
+  }
+  static const char ins[] =
+      "INSERT INTO t (id, name, n) SELECT * FROM unnest(?::bigint[], ?::text[], ?::bigint[])";
+  struct db_arr ns;
+  memset(&ns, 0, sizeof ns);
+  for (int i = 0; i < NT; i++)
+    db_arr_i64(&ns, i);
+  struct db_stmt *s = db_prep(c, ins);
+  assert_non_null(s);
+  db_bind_arr(s, 1, &ids);
+  db_bind_arr(s, 2, &names);
+  db_bind_arr(s, 3, &ns);
+  assert_int_equal(db_step(s), DB_DONE);
+  db_reset(s);
+  assert_int_equal(db_changes(c), NT);
+
+  static const char sel[] = "SELECT id, name, n FROM t WHERE id = ANY(?::bigint[]) ORDER BY id";
+  s = db_prep(c, sel);
+  db_bind_arr(s, 1, &ids);
+  for (int i = 0; i < NT; i++) {
+    assert_int_equal(db_step(s), DB_ROW);
+    assert_int_equal(db_col_i64(s, 0), 100 + i);
+    if (texts[i])
+      assert_string_equal(db_col_text(s, 1), texts[i]);
+    else
+      assert_int_equal(db_col_null(s, 1), 1);
+    assert_int_equal(db_col_i64(s, 2), i);
+  }
+  assert_int_equal(db_step(s), DB_DONE);
+  db_reset(s);
+
+  /* a set-based update: every row from its own element, in one statement */
+  static const char upd[] =
+      "UPDATE t SET n = v.n FROM unnest(?::bigint[], ?::bigint[]) AS v(id, n) "
+      "WHERE t.id = v.id";
+  db_arr_clear(&ns);
+  for (int i = 0; i < NT; i++)
+    db_arr_i64(&ns, 1000 + i);
+  s = db_prep(c, upd);
+  db_bind_arr(s, 1, &ids);
+  db_bind_arr(s, 2, &ns);
+  assert_int_equal(db_step(s), DB_DONE);
+  db_reset(s);
+  assert_int_equal(db_changes(c), NT);
+  static const char sum[] = "SELECT SUM(n) FROM t";
+  s = db_prep(c, sum);
+  assert_int_equal(db_step(s), DB_ROW);
+  assert_int_equal(db_col_i64(s, 0), 1000 * NT + NT * (NT - 1) / 2);
+  db_reset(s);
+
+  /* an array that ran out of memory fails the statement instead of binding something else */
+  ns.oom = 1;
+  s = db_prep(c, upd);
+  db_bind_arr(s, 1, &ids);
+  db_bind_arr(s, 2, &ns);
+  assert_int_equal(db_step(s), DB_ERR);
+  db_reset(s);
+  db_arr_free(&ids);
+  db_arr_free(&names);
+  db_arr_free(&ns);
+}
+
 static void test_pg_target_refused_without_driver(void **state) {
 #ifndef CDNCA_HAVE_PG
   assert_null(db_open("host=/nonexistent dbname=x"));
@@ -869,11 +1091,9 @@ static int run_sqlite(void) {
   snprintf(g_target, sizeof g_target, "%s/t.db", dir);
   g_kind = DB_SQLITE;
   const struct CMUnitTest pure[] = {
-      cmocka_unit_test(test_kind_of),
-      cmocka_unit_test(test_placeholders),
-      cmocka_unit_test(test_redact),
-      cmocka_unit_test(test_sqlstate),
-      cmocka_unit_test(test_pg_target_refused_without_driver),
+      cmocka_unit_test(test_kind_of),     cmocka_unit_test(test_placeholders),
+      cmocka_unit_test(test_redact),      cmocka_unit_test(test_sqlstate),
+      cmocka_unit_test(test_arr_literal), cmocka_unit_test(test_pg_target_refused_without_driver),
   };
   const struct CMUnitTest tests[] = {
       DRIVER_TEST(test_kind),
@@ -886,6 +1106,8 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_begin_inside_a_transaction),
+      DRIVER_TEST(test_defer),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
@@ -943,6 +1165,8 @@ static int run_pg(void) {
       DRIVER_TEST(test_unique_and_constraint),
       DRIVER_TEST(test_transactions),
       DRIVER_TEST(test_read_snapshot),
+      DRIVER_TEST(test_begin_inside_a_transaction),
+      DRIVER_TEST(test_defer),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_pg_migrate_lock),
       DRIVER_TEST(test_pg_commit_after_error),
@@ -951,6 +1175,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_pg_read_only_server),
       cmocka_unit_test_setup_teardown(test_pg_backoff_doubling, setup, teardown_refusing),
       DRIVER_TEST(test_pg_session_defaults),
+      DRIVER_TEST(test_pg_arrays),
       DRIVER_TEST(test_listen),
   };
   int rc = cmocka_run_group_tests_name("db pg", tests, NULL, NULL);

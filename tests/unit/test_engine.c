@@ -552,6 +552,49 @@ static void test_change_and_reevaluation_are_one_transaction(void **state) {
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
 }
 
+/* engine_site_changed_keep_locked hands back the record it evaluated when nothing made it stale
+   (it equals a fresh read in the same transaction), and nothing when it switched the level. */
+static enum store_rc keep_and_compare(struct store *st, void *arg) {
+  struct change_arg *a = arg;
+  struct site_rec kept, fresh;
+  int k = engine_site_changed_keep_locked(&a->f->ctx, a->f->site_id, &kept);
+  if (k < 0) return STORE_ERROR;
+  a->result = k ? STORE_OK : STORE_NOT_FOUND;
+  if (!k) return STORE_OK;
+  assert_int_equal(store_site_get_locked(st, a->f->site_id, &fresh), STORE_OK);
+  assert_int_equal(kept.n_origins, fresh.n_origins);
+  for (int i = 0; i < kept.n_origins; i++)
+    assert_memory_equal(&kept.origins[i], &fresh.origins[i], sizeof kept.origins[i]);
+  struct origin_rec *ko = kept.origins, *fo = fresh.origins;
+  kept.origins = fresh.origins = NULL;
+  assert_memory_equal(&kept, &fresh, sizeof kept);
+  kept.origins = ko;
+  fresh.origins = fo;
+  site_rec_fini(&kept);
+  site_rec_fini(&fresh);
+  return STORE_OK;
+}
+
+static void test_reevaluation_keeps_the_record(void **state) {
+  struct fx *f = *state;
+  struct change_arg a = {f, STORE_ERROR};
+  struct site_rec s;
+  struct origin_rec o;
+  make_site(f, "auto", 3);
+  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(a.result, STORE_OK); /* kept, and equal to a fresh read */
+  s = load(f);
+  o = *find(&s, f->o1);
+  site_rec_fini(&s);
+  o.enabled = 0;
+  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK); /* no re-evaluation */
+  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(a.result, STORE_NOT_FOUND); /* it switched: not kept */
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(a.result, STORE_OK); /* nothing to switch any more: kept again */
+}
+
 /* A site stranded on a level with no enabled origin (an older controld's crash) is switched by
    the start-up re-evaluation; a second pass changes nothing. */
 static void test_reevaluate_all_repairs(void **state) {
@@ -807,6 +850,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_change_and_reevaluation_are_one_transaction, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reevaluate_all_repairs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reevaluation_keeps_the_record, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

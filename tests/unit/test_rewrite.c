@@ -232,7 +232,8 @@ static void test_keepalive(void **state) {
   rewrite_response(&m, 0, &rs);
   buf_init(&o, 0);
   assert_int_equal(rewrite_response_head(&m, &rs, 0, RW_CONN_KEEPALIVE, &o), 0);
-  assert_string_equal(o.data, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n");
+  assert_string_equal(o.data,
+                      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n");
   o.len = 0;
   assert_int_equal(rewrite_response_head(&m, &rs, 0, RW_CONN_NONE, &o), 0);
   assert_string_equal(o.data, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
@@ -272,7 +273,7 @@ int main(void) {
       cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
       cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
       cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
-      cmocka_unit_test(test_tls_name),    cmocka_unit_test(test_json_escape),
+      cmocka_unit_test(test_tls_name),     cmocka_unit_test(test_json_escape),
       cmocka_unit_test(test_keepalive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

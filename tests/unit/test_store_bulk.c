@@ -12,8 +12,10 @@
 #include <cmocka.h>
 
 #include "db.h"
+#include "fleet.h"
 #include "log.h"
 #include "store.h"
+#include "store_fleet.h"
 #include "store_health.h"
 #include "store_int.h"
 #include "store_node.h"
@@ -316,6 +318,84 @@ static void test_verdicts_batched(void **state) {
   }
 }
 
+/* A round's origin and site writes in one call each (set-based on PostgreSQL, row by row on
+   SQLite) store exactly what store_health_origin_save_locked / store_health_site_probed_locked /
+   store_fleet_set_locked store one by one: empty text and zero times as NULL (read back as "" and
+   0), quotes and backslashes as data. */
+static void test_round_writes_batched(void **state) {
+  struct store *st = *state;
+  enum { NS = 6 };
+  struct site_rec s[NS];
+  const struct origin_rec *op[3 * NS];
+  struct site_round_row rows[NS];
+  struct fleet_summary before, after;
+  int no = 0, ns = 0;
+  assert_int_equal(store_fleet_summary(st, 0, &before), 0);
+  for (int i = 0; i < N_SITES && ns < NS; i++) {
+    if (!g_ids[i] || i % 6 < 2) continue; /* sites with two origins or more */
+    assert_int_equal(store_site_get(st, g_ids[i], &s[ns]), STORE_OK);
+    ns++;
+  }
+  assert_int_equal(ns, NS);
+  for (int i = 0; i < NS; i++) {
+    for (int k = 0; k < s[i].n_origins && k < 3; k++) {
+      struct origin_rec *o = &s[i].origins[k];
+      int v = i * 3 + k;
+      snprintf(o->health, sizeof o->health, "%s",
+               v % 3 == 0   ? "healthy"
+               : v % 3 == 1 ? "unhealthy"
+                            : "unknown");
+      o->success_streak = v;
+      o->failure_streak = 100 + v;
+      o->health_changed_at = v % 2 ? 5000 + v : 0;
+      o->healthy_since = v % 2 ? 0 : 6000 + v;
+      snprintf(o->last_verdict, sizeof o->last_verdict, "%s", v % 4 ? "failure" : "");
+      snprintf(o->last_source, sizeof o->last_source, "%s", v % 4 ? "nodes" : "");
+      o->votes_success = 2 * v;
+      o->votes_failure = 3 * v;
+      o->last_checked_at = 7000 + v;
+      snprintf(o->last_error, sizeof o->last_error, "%s",
+               v % 2 ? "connect \"refused\" \\ {x,y} NULL" : "");
+      op[no++] = o;
+    }
+    rows[i].site_id = s[i].id;
+    rows[i].probed_at = 8000 + i;
+    rows[i].next_probe_at = 9000 + i;
+    rows[i].fleet = i == 0 ? FLEET_ON_BACKUP | FLEET_ALL_DOWN : i == 1 ? FLEET_PAUSED : 0;
+  }
+  assert_int_equal(store_health_begin(st), 0);
+  assert_int_equal(store_health_origins_save_locked(st, op, no), 0);
+  assert_int_equal(store_health_sites_round_locked(st, rows, NS), 0);
+  assert_int_equal(store_health_commit(st), 0);
+  for (int i = 0; i < NS; i++) {
+    struct site_rec got;
+    assert_int_equal(store_site_get(st, s[i].id, &got), STORE_OK);
+    assert_int_equal(got.last_probed_at, 8000 + i);
+    assert_int_equal(got.next_probe_at, 9000 + i);
+    assert_int_equal(got.n_origins, s[i].n_origins);
+    for (int k = 0; k < got.n_origins; k++) /* the origins written and the others unchanged */
+      assert_memory_equal(&got.origins[k], &s[i].origins[k], sizeof got.origins[k]);
+    site_rec_fini(&got);
+  }
+  assert_int_equal(store_fleet_summary(st, 0, &after), 0);
+  assert_int_equal(after.on_backup, before.on_backup + 1);
+  assert_int_equal(after.all_down, before.all_down + 1);
+  assert_int_equal(after.paused, before.paused + 1);
+  /* nothing to write is no statement and no error */
+  assert_int_equal(store_health_begin(st), 0);
+  assert_int_equal(store_health_origins_save_locked(st, op, 0), 0);
+  assert_int_equal(store_health_sites_round_locked(st, rows, 0), 0);
+  assert_int_equal(store_health_commit(st), 0);
+  /* the flags back to none, for the other tests */
+  for (int i = 0; i < NS; i++)
+    rows[i].fleet = 0;
+  assert_int_equal(store_health_begin(st), 0);
+  assert_int_equal(store_health_sites_round_locked(st, rows, NS), 0);
+  assert_int_equal(store_health_commit(st), 0);
+  for (int i = 0; i < NS; i++)
+    site_rec_fini(&s[i]);
+}
+
 #define DB_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 static int run_db_tests(const char *name) {
@@ -323,7 +403,7 @@ static int run_db_tests(const char *name) {
       DB_TEST(test_load_dense),       DB_TEST(test_load_sparse_any_order),
       DB_TEST(test_load_shuffled),    DB_TEST(test_load_duplicate_refused),
       DB_TEST(test_list_pages),       DB_TEST(test_config_snapshot),
-      DB_TEST(test_verdicts_batched),
+      DB_TEST(test_verdicts_batched), DB_TEST(test_round_writes_batched),
   };
   return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -220,8 +220,8 @@ static void test_volume(void **state) {
                               "%s{\"node_id\":%d,\"task_id\":%d,\"origin_id\":%d,\"url\":"
                               "\"http://10.1.%d.%d:80/hc\",\"host\":\"s%d.example\","
                               "\"timeout_ms\":5000,\"check\":{\"type\":\"http\"}}",
-                              k || i ? "," : "", 100 + k, k * PER_NODE + i + 1, i + 1,
-                              i / 250, i % 250, i / 3);
+                              k || i ? "," : "", 100 + k, k * PER_NODE + i + 1, i + 1, i / 250,
+                              i % 250, i / 3);
   snprintf(json + len, cap - len, "]");
   t0 = mono_ms();
   assert_int_equal(store_tasks_round_open(st, id, 600000, json), STORE_OK);
@@ -276,8 +276,7 @@ static void test_board_db_mode(void **state) {
     snprintf(specs[i].host, sizeof specs[i].host, "h%d.example", i);
     specs[i].timeout_ms = 1000;
   }
-  assert_int_equal(tasks_round_open(b, id, time(NULL) * 1000LL + 60000, 1, &node, per, counts),
-                   0);
+  assert_int_equal(tasks_round_open(b, id, time(NULL) * 1000LL + 60000, 1, &node, per, counts), 0);
   v[0] = vote(1, 1, 204, "");
   v[1] = vote(2, 0, 503, "status 503");
   assert_int_equal(tasks_vote(b, node, id, v, 2, 0, &bad), TASKS_VOTE_OK);
@@ -323,9 +322,12 @@ static int teardown(void **state) {
 
 static int run_db_tests(const char *name) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_open_take_vote_close), cmocka_unit_test(test_late_by_database_clock),
-      cmocka_unit_test(test_abort_older_epochs),   cmocka_unit_test(test_prune),
-      cmocka_unit_test(test_board_db_mode),        cmocka_unit_test(test_volume),
+      cmocka_unit_test(test_open_take_vote_close),
+      cmocka_unit_test(test_late_by_database_clock),
+      cmocka_unit_test(test_abort_older_epochs),
+      cmocka_unit_test(test_prune),
+      cmocka_unit_test(test_board_db_mode),
+      cmocka_unit_test(test_volume),
       cmocka_unit_test(test_fenced),
   };
   return cmocka_run_group_tests_name(name, tests, setup, teardown);
