@@ -47,6 +47,21 @@ int store_defer(struct db_conn *c, struct db_stmt *s, const char *what) {
   return 0;
 }
 
+int store_step_arrays(struct db_conn *c, const char *sql, struct db_arr *a, int n,
+                      const char *what) {
+  struct db_stmt *s;
+  for (int i = 0; i < n; i++)
+    if (a[i].oom) {
+      log_error("%s: out of memory", what);
+      return -1;
+    }
+  s = db_prep(c, sql);
+  if (!s) return -1;
+  for (int i = 0; i < n; i++)
+    db_bind_arr(s, i + 1, &a[i]);
+  return store_step_done(c, s, what);
+}
+
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what) {
   int rc = db_step(s);
   if (rc == DB_ERR) {

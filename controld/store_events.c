@@ -112,22 +112,6 @@ static int64_t event_queue(struct store *st, int64_t site_id, const char *site_n
   return id;
 }
 
-/* Bind arrays a[0..n) as parameters 1..n and run the statement; 0 or -1. */
-static int step_arrays(struct store *st, const char *sql, struct db_arr *a, int n,
-                       const char *what) {
-  struct db_stmt *s;
-  for (int i = 0; i < n; i++)
-    if (a[i].oom) {
-      log_error("%s: out of memory", what);
-      return -1;
-    }
-  s = db_prep(st->w, sql);
-  if (!s) return -1;
-  for (int i = 0; i < n; i++)
-    db_bind_arr(s, i + 1, &a[i]);
-  return store_step_done(st->w, s, what);
-}
-
 int store_events_flush_locked(struct store *st) {
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) SELECT * FROM "
@@ -137,8 +121,9 @@ int store_events_flush_locked(struct store *st) {
       "SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], "
       "?::bigint[])";
   int rc = 0;
-  if (st->ev_n && step_arrays(st, ins, st->evq, 7, "inserting events") < 0) rc = -1;
-  if (rc == 0 && st->dl_n && step_arrays(st, outbox, st->dlq, 6, "queueing webhook deliveries") < 0)
+  if (st->ev_n && store_step_arrays(st->w, ins, st->evq, 7, "inserting events") < 0) rc = -1;
+  if (rc == 0 && st->dl_n &&
+      store_step_arrays(st->w, outbox, st->dlq, 6, "queueing webhook deliveries") < 0)
     rc = -1;
   for (int i = 0; i < 7; i++)
     db_arr_clear(&st->evq[i]);

@@ -360,22 +360,6 @@ int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t 
 #define IN4 "?, ?, ?, ?"
 #define VBATCH 16
 
-/* Bind arrays a[0..n) as parameters 1..n and run the statement; 0 or -1. */
-static int step_arrays(struct store *st, const char *sql, struct db_arr *a, int n,
-                       const char *what) {
-  struct db_stmt *s;
-  for (int i = 0; i < n; i++)
-    if (a[i].oom) {
-      log_error("%s: out of memory", what);
-      return -1;
-    }
-  s = db_prep(st->w, sql);
-  if (!s) return -1;
-  for (int i = 0; i < n; i++)
-    db_bind_arr(s, i + 1, &a[i]);
-  return store_step_done(st->w, s, what);
-}
-
 static void arrays_free(struct db_arr *a, int n) {
   for (int i = 0; i < n; i++)
     db_arr_free(&a[i]);
@@ -426,7 +410,7 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
     arr_time(&a[10], o->last_checked_at);
     arr_text_or_null(&a[11], o->last_error);
   }
-  rc = step_arrays(st, q, a, 12, "saving origin health");
+  rc = store_step_arrays(st->w, q, a, 12, "saving origin health");
   arrays_free(a, 12);
   return rc;
 }
@@ -459,7 +443,7 @@ int store_health_sites_round_locked(struct store *st, const struct site_round_ro
     db_arr_i64(&a[5], (r->fleet & FLEET_FAILBACK_AVAILABLE) != 0);
     db_arr_i64(&a[6], (r->fleet & FLEET_PAUSED) != 0);
   }
-  rc = step_arrays(st, q, a, 7, "recording probe times");
+  rc = store_step_arrays(st->w, q, a, 7, "recording probe times");
   arrays_free(a, 7);
   return rc;
 }
@@ -492,7 +476,7 @@ static int verdicts_add_pg(struct store *st, const struct verdict_row *rows, int
     db_arr_text(&a[7], r->votes_json ? r->votes_json : "[]");
     if (r->round_at < oldest) oldest = r->round_at;
   }
-  if (step_arrays(st, ins, a, 8, "inserting verdicts") < 0) goto out;
+  if (store_step_arrays(st->w, ins, a, 8, "inserting verdicts") < 0) goto out;
   if (a[2].oom) goto out;
   s = db_prep(st->w, prune);
   if (!s) goto out;

@@ -140,6 +140,11 @@ int store_bulk_dense(int64_t first, int64_t last, int n);
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
 
+/* Bind arrays a[0..n) as parameters 1..n of sql on c and run it to completion (a set-based write
+   from array parameters); 0 or -1 (an array that ran out of memory fails it, logged with what). */
+int store_step_arrays(struct db_conn *c, const char *sql, struct db_arr *a, int n,
+                      const char *what);
+
 /* Run a statement whose result is not needed with db_defer (db.h): at once on SQLite; on
    PostgreSQL with the next statement or the COMMIT, which fails if it does. 0 or -1 (logged). */
 int store_defer(struct db_conn *c, struct db_stmt *s, const char *what);
