@@ -290,6 +290,9 @@ def _crash_and_promote(pair, tmp):
         for r in rs:
             assert r.running(), "%s exited while the database was down" % r.name
         acked_at_promote = len(acked)
+        # what is answered before pg_ctl promote is called had no server to commit on; once it
+        # runs, a write may be acknowledged by the promoted server before promote() returns
+        promoting = time.monotonic()
         pair.promote()
         promoted = time.monotonic()
         # the engine lease goes on: one engine again (the lease row expired during the gap or
@@ -321,12 +324,12 @@ def _crash_and_promote(pair, tmp):
            if (st, code) not in ((201, None), (503, "db_unavailable"))]
     assert not bad, "answers other than 201 and 503 db_unavailable: %s" % bad[:10]
     # a write sent after the crash and answered before the promotion had no server to commit on
-    gap = [(st, code) for t0, t1, st, code in answers if crashed < t0 and t1 < promoted]
+    gap = [(st, code) for t0, t1, st, code in answers if crashed < t0 and t1 < promoting]
     assert gap and all(a == (503, "db_unavailable") for a in gap), gap[:10]
     # /healthz: 503 "down" in the gap, 200 "ok" after, on each replica
     for r in rs:
         down = [(st, db) for t0, t1, n, st, db, _ in watch.seen if n == r.name
-                and crashed < t0 and t1 < promoted]
+                and crashed < t0 and t1 < promoting]
         assert down and all(x == (503, "down") for x in down), (r.name, down[:5])
         st, h = health(r)
         assert st == 200 and h["db"] == "ok" and h["status"] == "ok", (r.name, st, h)
@@ -417,7 +420,10 @@ def _fenced_switchover(pair, tmp):
         time.sleep(2)
         for r in rs:
             assert r.running(), "%s exited while the primary was read-only" % r.name
-        # the standby has every commit (synchronous replication): promote it
+        # the standby has every commit (synchronous replication): promote it (answers before
+        # promote is called found no server to write on; once it runs, the promoted server may
+        # acknowledge a write before promote() returns)
+        promoting = time.monotonic()
         pair.promote()
         promoted = time.monotonic()
         promoted_at_server = pair.psql(pair.primary, "SELECT now()")[0][0]
@@ -436,15 +442,17 @@ def _fenced_switchover(pair, tmp):
     assert not bad, "answers other than 201 and 503 db_unavailable: %s" % bad[:10]
     # a write sent well after the fence (every server process has the reload by then) and
     # answered before the promotion found no server to write on
-    gap = [(st, code) for t0, t1, st, code in answers if fenced + 1 < t0 and t1 < promoted]
+    gap = [(st, code) for t0, t1, st, code in answers if fenced + 1 < t0 and t1 < promoting]
     assert gap and all(a == (503, "db_unavailable") for a in gap), gap[:10]
     # nothing of controld runs on the read-only server after the promotion, the listening
     # connections (which read the last seq every second) included: each connection left it at
     # its first statement after one of them found it read-only. (Connections idle since then
-    # stay open there until their thread next needs the database.)
+    # stay open there until their thread next needs the database. A reconnect tries the hosts in
+    # order, so it may open a session on the fenced server that libpq leaves at once, having
+    # read that it is read-only, before any statement: such a session has no query.)
     ran = pair.psql(pair.primary, "SELECT state, left(query, 80) FROM pg_stat_activity WHERE "
-                                  "application_name = 'controld' AND state_change > '%s'"
-                    % promoted_at_server)
+                                  "application_name = 'controld' AND state_change > '%s' "
+                                  "AND query <> ''" % promoted_at_server)
     assert not ran, "controld statements on the fenced primary after the promotion: %s" % ran
     for r in rs:
         wait_until(lambda r=r: metric(r, "cdnca_signals_listening") == 1, 30,
