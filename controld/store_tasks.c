@@ -16,12 +16,13 @@
 #define PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 #define SL_NOW "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
-static const char sql_open_pg[] =
-    "INSERT INTO probe_round_open (round_id, epoch, deadline_at, state) "
-    "VALUES (?1, ?2, " PG_NOW " + ?3, 'open')";
-static const char sql_open_sl[] =
-    "INSERT INTO probe_round_open (round_id, epoch, deadline_at, state) "
-    "VALUES (?1, ?2, " SL_NOW " + ?3, 'open')";
+/* Statements that differ between the dialects only in how they read the database's clock are
+   written once, with the clock expression as NOW. */
+#define SQL_OPEN(NOW)                                                                              \
+  "INSERT INTO probe_round_open (round_id, epoch, deadline_at, state) "                            \
+  "VALUES (?1, ?2, " NOW " + ?3, 'open')"
+static const char sql_open_pg[] = SQL_OPEN(PG_NOW);
+static const char sql_open_sl[] = SQL_OPEN(SL_NOW);
 
 static const char sql_tasks_pg[] =
     "INSERT INTO probe_tasks (round_id, node_id, task_id, origin_id, url, host, timeout_ms, "
@@ -38,25 +39,20 @@ static const char sql_tasks_sl[] =
 
 static const char sql_next_id[] = "SELECT COALESCE(MAX(round_id), 0) + 1 FROM probe_round_open";
 
-static const char sql_pending_pg[] =
-    "SELECT DISTINCT t.node_id FROM probe_round_open r JOIN probe_tasks t "
-    "ON t.round_id = r.round_id WHERE r.state = 'open' AND r.deadline_at > " PG_NOW
-    " AND t.delivered = 0";
-static const char sql_pending_sl[] =
-    "SELECT DISTINCT t.node_id FROM probe_round_open r JOIN probe_tasks t "
-    "ON t.round_id = r.round_id WHERE r.state = 'open' AND r.deadline_at > " SL_NOW
-    " AND t.delivered = 0";
+#define SQL_PENDING(NOW)                                                                           \
+  "SELECT DISTINCT t.node_id FROM probe_round_open r JOIN probe_tasks t "                          \
+  "ON t.round_id = r.round_id WHERE r.state = 'open' AND r.deadline_at > " NOW                     \
+  " AND t.delivered = 0"
+static const char sql_pending_pg[] = SQL_PENDING(PG_NOW);
+static const char sql_pending_sl[] = SQL_PENDING(SL_NOW);
 
-static const char sql_take_round_pg[] =
-    "SELECT r.round_id, r.deadline_at - " PG_NOW " FROM probe_round_open r "
-    "WHERE r.state = 'open' AND r.deadline_at > " PG_NOW " AND EXISTS (SELECT 1 FROM probe_tasks t "
-    "WHERE t.round_id = r.round_id AND t.node_id = ? AND t.delivered = 0) "
-    "ORDER BY r.round_id LIMIT 1";
-static const char sql_take_round_sl[] =
-    "SELECT r.round_id, r.deadline_at - " SL_NOW " FROM probe_round_open r "
-    "WHERE r.state = 'open' AND r.deadline_at > " SL_NOW " AND EXISTS (SELECT 1 FROM probe_tasks t "
-    "WHERE t.round_id = r.round_id AND t.node_id = ? AND t.delivered = 0) "
-    "ORDER BY r.round_id LIMIT 1";
+#define SQL_TAKE_ROUND(NOW)                                                                        \
+  "SELECT r.round_id, r.deadline_at - " NOW " FROM probe_round_open r "                            \
+  "WHERE r.state = 'open' AND r.deadline_at > " NOW " AND EXISTS (SELECT 1 FROM probe_tasks t "    \
+  "WHERE t.round_id = r.round_id AND t.node_id = ? AND t.delivered = 0) "                          \
+  "ORDER BY r.round_id LIMIT 1"
+static const char sql_take_round_pg[] = SQL_TAKE_ROUND(PG_NOW);
+static const char sql_take_round_sl[] = SQL_TAKE_ROUND(SL_NOW);
 static const char sql_take[] =
     "UPDATE probe_tasks SET delivered = 1 WHERE round_id = ? AND node_id = ? AND delivered = 0 "
     "RETURNING task_id, origin_id, url, host, timeout_ms, check_opts";
@@ -91,22 +87,17 @@ static const char sql_abort[] =
     "UPDATE probe_round_open SET state = 'aborted' WHERE state = 'open' AND epoch < ?";
 static const char sql_state[] = "SELECT state FROM probe_round_open WHERE round_id = ?";
 
-static const char sql_prune_votes_pg[] =
-    "DELETE FROM probe_votes WHERE round_id IN (SELECT round_id FROM probe_round_open "
-    "WHERE deadline_at < " PG_NOW " - ?)";
-static const char sql_prune_votes_sl[] =
-    "DELETE FROM probe_votes WHERE round_id IN (SELECT round_id FROM probe_round_open "
-    "WHERE deadline_at < " SL_NOW " - ?)";
-static const char sql_prune_tasks_pg[] =
-    "DELETE FROM probe_tasks WHERE round_id IN (SELECT round_id FROM probe_round_open "
-    "WHERE deadline_at < " PG_NOW " - ?)";
-static const char sql_prune_tasks_sl[] =
-    "DELETE FROM probe_tasks WHERE round_id IN (SELECT round_id FROM probe_round_open "
-    "WHERE deadline_at < " SL_NOW " - ?)";
-static const char sql_prune_rounds_pg[] =
-    "DELETE FROM probe_round_open WHERE deadline_at < " PG_NOW " - ?";
-static const char sql_prune_rounds_sl[] =
-    "DELETE FROM probe_round_open WHERE deadline_at < " SL_NOW " - ?";
+/* rows of rounds whose deadline is older than ? ms (TABLE: probe_votes or probe_tasks) */
+#define SQL_PRUNE_ROWS(TABLE, NOW)                                                                 \
+  "DELETE FROM " TABLE " WHERE round_id IN (SELECT round_id FROM probe_round_open "                \
+  "WHERE deadline_at < " NOW " - ?)"
+static const char sql_prune_votes_pg[] = SQL_PRUNE_ROWS("probe_votes", PG_NOW);
+static const char sql_prune_votes_sl[] = SQL_PRUNE_ROWS("probe_votes", SL_NOW);
+static const char sql_prune_tasks_pg[] = SQL_PRUNE_ROWS("probe_tasks", PG_NOW);
+static const char sql_prune_tasks_sl[] = SQL_PRUNE_ROWS("probe_tasks", SL_NOW);
+#define SQL_PRUNE_ROUNDS(NOW) "DELETE FROM probe_round_open WHERE deadline_at < " NOW " - ?"
+static const char sql_prune_rounds_pg[] = SQL_PRUNE_ROUNDS(PG_NOW);
+static const char sql_prune_rounds_sl[] = SQL_PRUNE_ROUNDS(SL_NOW);
 
 #define DIALECT(c, name) (db_kind(c) == DB_PG ? name##_pg : name##_sl)
 
