@@ -1241,20 +1241,30 @@ enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conf
   return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
 }
 
-/* Forget the nodes' observations of an origin (or every origin of a site: origin_id 0). */
-static int drop_observations_locked(struct store *st, int64_t site_id, int64_t origin_id) {
-  static const char by_origin[] = "DELETE FROM node_observations WHERE origin_id = ?";
-  static const char by_site[] = "DELETE FROM node_observations WHERE site_id = ?";
-  struct db_stmt *q = db_prep(st->w, origin_id ? by_origin : by_site);
-  if (!q) return -1;
-  db_bind_i64(q, 1, origin_id ? origin_id : site_id);
-  return store_step_done(st->w, q, "dropping observations");
+/* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
+   origin_id 0), before the origin or the site is deleted: on PostgreSQL verdicts carry no foreign
+   keys (schema/pg/0010), so nothing deletes them by cascade. Verdicts go by origin, through the
+   index on verdicts (origin_id, id). */
+static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char *const q[2][2] = {
+      {"DELETE FROM node_observations WHERE site_id = ?",
+       "DELETE FROM verdicts WHERE origin_id IN (SELECT id FROM origins WHERE site_id = ?)"},
+      {"DELETE FROM node_observations WHERE origin_id = ?",
+       "DELETE FROM verdicts WHERE origin_id = ?"}};
+  for (int i = 0; i < 2; i++) {
+    struct db_stmt *s = db_prep(st->w, q[origin_id != 0][i]);
+    if (!s) return -1;
+    db_bind_i64(s, 1, origin_id ? origin_id : site_id);
+    if (store_step_done(st->w, s, i ? "dropping verdicts" : "dropping observations") < 0) return -1;
+  }
+  return 0;
 }
 
 enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
+  if (drop_origin_rows_locked(st, id, 0) < 0) goto fail; /* while its origins are there */
   q = db_prep(st->w, del);
   if (!q) goto fail;
   db_bind_i64(q, 1, id);
@@ -1263,7 +1273,6 @@ enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (drop_observations_locked(st, id, 0) < 0) goto fail;
   if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
   return STORE_OK;
 fail:
@@ -1373,7 +1382,7 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (drop_observations_locked(st, site_id, origin_id) < 0) goto fail;
+  if (drop_origin_rows_locked(st, site_id, origin_id) < 0) goto fail;
   if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
   if (bump_revision_locked(st, site_id) < 0) goto fail;
   return STORE_OK;

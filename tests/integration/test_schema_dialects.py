@@ -273,18 +273,24 @@ SEED = [
     "(4, 1, 'p', 80, 'http', 1, 1), (4, 2, 'q', 80, 'http', 1, 1), (4, 3, 'r', 80, 'http', 0, 1)",
     "INSERT INTO tokens (kind, hash, created_at) VALUES ('admin', 'h1', 1), ('admin', 'h2', 1), "
     "('node', 'h3', 1)",
+    "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, state_after, "
+    "votes) VALUES (7, 1, 1, 5, 'nodes', 'failure', 'unhealthy', '[1]'), "
+    "(7, 1, 2, 5, NULL, NULL, 'unknown', '[]'), (8, 4, 4, 6, 'control', 'success', 'healthy', '[]')",
 ]
 AFTER = [
     "SELECT id, name, state_paused, state_on_backup, state_all_down, state_failback_available "
     "FROM sites ORDER BY id",
     "SELECT id, kind, COALESCE(name, '-'), COALESCE(role, '-') FROM tokens ORDER BY id",
     "SELECT id, gen FROM cdnca_meta",
+    # 0010 rebuilds verdicts on SQLite (to drop its foreign keys): every row kept as it was
+    "SELECT id, round_id, site_id, origin_id, round_at, COALESCE(source, '-'), "
+    "COALESCE(verdict, '-'), state_after, votes FROM verdicts ORDER BY id",
 ]
 
 
 def test_data_moving_migrations_give_the_same_rows(tmp):
     """0001-0003, the same rows, then the rest: 0004's derived flags and token names/roles and
-    0007's row come out the same on both engines."""
+    0007's row come out the same on both engines, and 0010 keeps every verdict row."""
     lite_files, pg_files = migration_files("sqlite"), migration_files("pg")
     split = [i for i, f in enumerate(lite_files) if os.path.basename(f).startswith("0004")][0]
     con = sqlite3.connect(os.path.join(tmp, "data.db"))
@@ -313,6 +319,7 @@ def test_data_moving_migrations_give_the_same_rows(tmp):
     flags = cl.psql(data, AFTER[0])
     assert flags[0][2:] == ["0", "1", "1", "0"] and flags[1][2:] == ["1", "0", "0", "1"], flags
     assert flags[2][2:] == ["0", "0", "0", "0"] and flags[3][2:] == ["0", "0", "1", "0"], flags
+    assert len(cl.psql(data, AFTER[3])) == 3
 
 
 # rows each CHECK or NOT NULL must refuse, on both engines (a good row first, then bad ones)

@@ -14,10 +14,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "clock.h"
 #include "db.h"
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_health.h"
 
 struct fx {
   char dir[64];
@@ -750,6 +752,58 @@ static void test_revocation_race(void **state) {
       fail_msg("the token of deleted node %d is accepted again", i);
 }
 
+/* Verdicts carry no foreign keys (schema 10): deleting an origin deletes its verdicts and
+   deleting a site deletes the verdicts of all its origins; other origins' verdicts stay. */
+static int verdict_count(struct fx *f, int64_t origin_id) {
+  struct verdict_rec *v = NULL;
+  int n = -1;
+  assert_int_equal(store_health_verdicts(f->st, origin_id, 100, &v, &n), STORE_OK);
+  store_health_verdicts_free(v, n);
+  return n;
+}
+
+static void test_verdicts_go_with_origins(void **state) {
+  struct fx *f = *state;
+  struct site_rec g;
+  struct verdict_row rows[6];
+  int64_t a = create_site(f, "va", "va.com", 3), b = create_site(f, "vb", "vb.com", 2);
+  int64_t oa[3], ob[2];
+  assert_int_equal(store_site_get(f->st, a, &g), STORE_OK);
+  for (int i = 0; i < 3; i++)
+    oa[i] = g.origins[i].id;
+  site_rec_fini(&g);
+  assert_int_equal(store_site_get(f->st, b, &g), STORE_OK);
+  for (int i = 0; i < 2; i++)
+    ob[i] = g.origins[i].id;
+  site_rec_fini(&g);
+  memset(rows, 0, sizeof rows);
+  for (int i = 0; i < 5; i++) {
+    rows[i].round_id = 1;
+    rows[i].site_id = i < 3 ? a : b;
+    rows[i].origin_id = i < 3 ? oa[i] : ob[i - 3];
+    rows[i].round_at = clock_wall_ms();
+    rows[i].source = "control";
+    rows[i].verdict = "success";
+    snprintf(rows[i].state_after, sizeof rows[i].state_after, "unknown");
+  }
+  assert_int_equal(store_health_begin(f->st), 0);
+  assert_int_equal(store_health_verdicts_add_locked(f->st, rows, 5), 0);
+  assert_int_equal(store_health_commit(f->st), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(verdict_count(f, oa[i]), 1);
+  assert_int_equal(store_origin_delete(f->st, a, oa[1]), STORE_OK);
+  assert_int_equal(verdict_count(f, oa[1]), 0);
+  assert_int_equal(verdict_count(f, oa[0]), 1);
+  /* an origin id under the wrong site is not found and deletes nothing */
+  assert_int_equal(store_origin_delete(f->st, b, oa[0]), STORE_NOT_FOUND);
+  assert_int_equal(verdict_count(f, oa[0]), 1);
+  assert_int_equal(store_site_delete(f->st, a), STORE_OK);
+  assert_int_equal(verdict_count(f, oa[0]), 0);
+  assert_int_equal(verdict_count(f, oa[2]), 0);
+  assert_int_equal(verdict_count(f, ob[0]), 1);
+  assert_int_equal(verdict_count(f, ob[1]), 1);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -766,6 +820,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   if (argc > 1 && strcmp(argv[1], "pg") == 0) {
