@@ -153,6 +153,9 @@ int db_step(struct db_stmt *s) {
 int db_defer(struct db_stmt *s) {
   return s->conn->ops->defer(s);
 }
+int db_prefetch(struct db_stmt *s) {
+  return s->conn->ops->prefetch ? s->conn->ops->prefetch(s) : 0;
+}
 int64_t db_col_i64(struct db_stmt *s, int col) {
   return s->conn->ops->col_i64(s, col);
 }

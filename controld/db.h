@@ -106,6 +106,15 @@ int db_step(struct db_stmt *s);
    one whose error it must tell apart from the others'. The statement is reset afterwards. */
 int db_defer(struct db_stmt *s);
 
+/* Send a bound statement ahead of reading it, so several reads cost one round trip: SQLite does
+   nothing (the statement runs at its first db_step); PostgreSQL queues it as db_defer does but
+   keeps its result, and the queue goes out with the next statement whose answer is needed or
+   with this statement's own first db_step, which then reads its rows as usual. Prefetch a few
+   statements (distinct SQL texts: a statement is one cache entry), then db_step each. A queued
+   statement that fails fails that round trip's call, as with db_defer. db_reset or db_prep of the
+   statement drops a result not read yet. 0, or -1 when it failed at once (err set). */
+int db_prefetch(struct db_stmt *s);
+
 /* Columns of the current row (0-based). SQL NULL reads as 0, 0.0 and NULL text. Text stays valid
    until the next step or reset of s. */
 int64_t db_col_i64(struct db_stmt *s, int col);

@@ -38,6 +38,7 @@ struct db_ops {
   void (*bind_null)(struct db_stmt *s, int idx);
   int (*step)(struct db_stmt *s);
   int (*defer)(struct db_stmt *s);
+  int (*prefetch)(struct db_stmt *s); /* NULL: nothing to send ahead (db_prefetch is 0) */
   int64_t (*col_i64)(struct db_stmt *s, int col);
   int (*col_int)(struct db_stmt *s, int col);
   double (*col_double)(struct db_stmt *s, int col);

@@ -12,7 +12,9 @@
    that answer. A queued statement that fails fails the one sent with it (and the transaction). A
    lost connection is marked down and re-established lazily by the next db_prep, db_exec or
    db_begin_* with backoff; the server-side statements are then prepared again and db_epoch is
-   bumped. */
+   bumped. A statement sent with db_prefetch is queued the same way but keeps its result: the
+   queue goes out with the next answer needed (or with that statement's own first db_step), and
+   its result waits on the statement for its db_step. */
 #include "clock.h"
 #include "db.h"
 #include "db_driver.h"
@@ -48,8 +50,13 @@ struct pg_stmt {
   PGresult *res; /* the rows of the current execution, or NULL */
   int executed;
   int row; /* current row of res */
+  int pre; /* db_prefetch: 1 = queued, its result not read yet; 2 = read, waiting in pre_res */
+  PGresult *pre_res;
   struct pg_stmt *next;
 };
+
+/* Prefetched statements one pipeline holds at most (one more drains the queue first). */
+#define PG_PREFETCH_MAX 8
 
 struct pg_conn {
   struct db_conn base;
@@ -71,6 +78,11 @@ struct pg_conn {
   int backoff_ms;
   int pipe_on; /* in pipeline mode, with pipe_n queued results to read before the next answer */
   int pipe_n;
+  /* the prefetched statements in the queue (NULL: reset since, its result is dropped) and their
+     positions in it */
+  struct pg_stmt *pre[PG_PREFETCH_MAX];
+  int pre_at[PG_PREFETCH_MAX];
+  int pre_n;
 };
 
 /* Connections of the process (re)established so far: once one connection has found the server
@@ -298,6 +310,22 @@ static int ensure_up(struct pg_conn *c) {
 
 /* ---- the pipeline (see the top of the file) ---- */
 
+/* The queue is gone (read, or lost with the connection): its prefetched statements that were
+   not read stay unexecuted, so their db_step fails (the connection is down, or re-established
+   in a new epoch) instead of running outside the transaction they were sent in. */
+static void pre_drop_all(struct pg_conn *c) {
+  for (int i = 0; i < c->pre_n; i++)
+    if (c->pre[i] && c->pre[i]->pre == 1) c->pre[i]->pre = 0;
+  c->pre_n = 0;
+}
+
+/* The prefetched statement at queue position pos, or NULL. */
+static struct pg_stmt *pre_at(struct pg_conn *c, int pos) {
+  for (int i = 0; i < c->pre_n; i++)
+    if (c->pre_at[i] == pos) return c->pre[i];
+  return NULL;
+}
+
 /* The connection broke while the pipeline was in use: forget the queue (its results are gone). */
 static void pipe_lost(struct pg_conn *c, const char *what) {
   char msg[200];
@@ -306,6 +334,7 @@ static void pipe_lost(struct pg_conn *c, const char *what) {
   mark_down(c);
   c->pipe_on = 0;
   c->pipe_n = 0;
+  pre_drop_all(c);
 }
 
 /* Enter pipeline mode if not yet in it; 0 or -1 (the connection is lost). */
@@ -352,18 +381,26 @@ static int pipe_finish(struct pg_conn *c, PGresult **last) {
       return -1;
     }
     ExecStatusType st = PQresultStatus(r);
+    struct pg_stmt *ps = pre_at(c, i);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_PIPELINE_ABORTED &&
         !failed) {
       fail_res(c, r);
       failed = 1;
     }
-    PQclear(r);
+    if (ps && ps->pre == 1) { /* kept for its db_step */
+      ps->pre_res = r;
+      ps->pre = 2;
+    } else {
+      PQclear(r);
+    }
     PQclear(PQgetResult(c->pg)); /* the NULL that ends each statement's results */
     if (c->down) {
       c->pipe_on = c->pipe_n = 0;
+      pre_drop_all(c);
       return -1;
     }
   }
+  pre_drop_all(c);
   if (last) {
     *last = PQgetResult(c->pg);
     if (!*last) {
@@ -413,10 +450,17 @@ static int run_ok(struct pg_conn *c, const char *sql) {
 }
 
 static void stmt_clear_result(struct pg_stmt *s) {
+  struct pg_conn *c = pc_of(s->base.conn);
   PQclear(s->res);
   s->res = NULL;
   s->executed = 0;
   s->row = -1;
+  if (s->pre == 1) /* still queued: its result is dropped when read */
+    for (int i = 0; i < c->pre_n; i++)
+      if (c->pre[i] == s) c->pre[i] = NULL;
+  PQclear(s->pre_res);
+  s->pre_res = NULL;
+  s->pre = 0;
 }
 
 static void stmt_clear_binds(struct pg_stmt *s) {
@@ -550,6 +594,8 @@ static void pg_bind_null(struct db_stmt *ds, int idx) {
   bind_take(ps_of(ds), idx, NULL);
 }
 
+static int step_result(struct pg_conn *c, struct pg_stmt *s, PGresult *r);
+
 static int pg_step(struct db_stmt *ds) {
   struct pg_stmt *s = ps_of(ds);
   struct pg_conn *c = pc_of(ds->conn);
@@ -558,6 +604,17 @@ static int pg_step(struct db_stmt *ds) {
     PQclear(s->res);
     s->res = NULL;
     return DB_DONE;
+  }
+  PGresult *r;
+  if (s->pre == 1 && pipe_finish(c, NULL) < 0) { /* its queue goes out now */
+    stmt_clear_result(s);
+    return DB_ERR;
+  }
+  if (s->pre == 2) { /* sent by db_prefetch, answered */
+    r = s->pre_res;
+    s->pre_res = NULL;
+    s->pre = 0;
+    return step_result(c, s, r);
   }
   if (s->bind_bad) {
     set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
@@ -569,7 +626,6 @@ static int pg_step(struct db_stmt *ds) {
     set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
     return DB_ERR;
   }
-  PGresult *r;
   if (c->pipe_on) { /* the queue goes out with this statement, in one round trip */
     if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
                             0) != 1) {
@@ -583,6 +639,11 @@ static int pg_step(struct db_stmt *ds) {
   } else {
     r = PQexecPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL, 0);
   }
+  return step_result(c, s, r);
+}
+
+/* The first db_step's answer from r (taken). */
+static int step_result(struct pg_conn *c, struct pg_stmt *s, PGresult *r) {
   ExecStatusType st = PQresultStatus(r);
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     fail_res(c, r);
@@ -662,6 +723,33 @@ static int pg_defer(struct db_stmt *ds) {
   }
   c->pipe_n++;
   stmt_clear_result(s);
+  return 0;
+}
+
+static int pg_prefetch(struct db_stmt *ds) {
+  struct pg_stmt *s = ps_of(ds);
+  struct pg_conn *c = pc_of(ds->conn);
+  if (s->bind_bad) {
+    set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
+    log_error("%s: %s", s->key, c->errmsg);
+    stmt_clear_binds(s);
+    return -1;
+  }
+  if (c->down || s->prepared_epoch != c->epoch) {
+    set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
+    return -1;
+  }
+  stmt_clear_result(s);
+  if (c->pre_n == PG_PREFETCH_MAX && pipe_drain(c) < 0) return -1;
+  if (pipe_enter(c) < 0) return -1;
+  if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
+                          0) != 1) {
+    pipe_lost(c, "sending");
+    return -1;
+  }
+  c->pre[c->pre_n] = s;
+  c->pre_at[c->pre_n++] = c->pipe_n++;
+  s->pre = 1;
   return 0;
 }
 
@@ -971,6 +1059,7 @@ const struct db_ops db_pg_ops = {
     .bind_null = pg_bind_null,
     .step = pg_step,
     .defer = pg_defer,
+    .prefetch = pg_prefetch,
     .col_i64 = pg_col_i64,
     .col_int = pg_col_int,
     .col_double = pg_col_double,

@@ -126,8 +126,22 @@ static int tx_begin(struct store *st, int ordered, int engine) {
     db_rollback(st->w);
     goto fail;
   }
+  st->tx_gen_q = NULL;
   if (ordered) {
     struct db_stmt *s = db_prep(st->w, sql_ordered);
+    /* PostgreSQL: sent ahead, so it goes to the server first but in one round trip with the
+       transaction's first statement whose answer is needed; its gen is read when wanted */
+    if (s && db_kind(st->w) == DB_PG) {
+      if (db_prefetch(s) < 0) {
+        log_error("taking the ordered-write row: %s", db_errmsg(st->w));
+        db_reset(s);
+        db_rollback(st->w);
+        goto fail;
+      }
+      st->tx_gen = -1;
+      st->tx_gen_q = s;
+      return 0;
+    }
     if (!s || db_step(s) != DB_ROW) {
       log_error("taking the ordered-write row: %s", db_errmsg(st->w));
       if (s) db_reset(s);
@@ -146,6 +160,22 @@ fail:
   pthread_mutex_unlock(&st->wmu);
   if (fenced == 1) store_lease_fenced(st);
   return -1;
+}
+
+/* The open transaction's gen (reading the prefetched ordered-write answer once), 0 when it is
+   unordered, or -1 when taking the row failed. */
+static int64_t store_tx_gen_locked(struct store *st) {
+  struct db_stmt *s = st->tx_gen_q;
+  if (!s) return st->tx_gen;
+  st->tx_gen_q = NULL;
+  if (db_step(s) != DB_ROW) {
+    log_error("taking the ordered-write row: %s", db_errmsg(st->w));
+    db_reset(s);
+    return -1;
+  }
+  st->tx_gen = db_col_i64(s, 0);
+  db_reset(s);
+  return st->tx_gen;
 }
 
 int store_tx_begin(struct store *st) {
@@ -184,7 +214,8 @@ static void note_db(struct store *st, struct db_conn *c) {
 
 int store_tx_commit(struct store *st) {
   /* the queued events are written, and the notifications go out, with the commit or not at all */
-  int rc = store_events_flush_locked(st) < 0 || store_signal_commit_locked(st) < 0
+  int rc = store_tx_gen_locked(st) == -1 || store_events_flush_locked(st) < 0 ||
+                   store_signal_commit_locked(st) < 0
                ? -1
                : db_commit(st->w);
   int64_t seq = st->pub_pending;
@@ -217,6 +248,8 @@ int store_tx_commit(struct store *st) {
 void store_tx_rollback(struct store *st) {
   note_failure(st);
   note_db(st, st->w);
+  if (st->tx_gen_q) db_reset(st->tx_gen_q); /* its answer, if any, is dropped */
+  st->tx_gen_q = NULL;
   db_rollback(st->w); /* a no-op when the database rolled back already (e.g. after a full disk) */
   st->pub_pending = 0;
   st->event_pending = 0;
@@ -653,35 +686,47 @@ static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
   o->created_at = db_col_i64(s, 20);
 }
 
-/* Load hostnames and origins of an already-filled site row. */
-static enum store_rc site_load_children(struct db_conn *c, struct site_rec *out) {
-  static const char qh[] = "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
-  static const char qo[] =
-      "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
-  struct db_stmt *s = db_prep(c, qh);
+static const char site_one_q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
+static const char site_hosts_q[] =
+    "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
+static const char site_origins_q[] =
+    "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
+
+/* Prepare, bind to site id and send ahead (db_prefetch) one of the three reads of a site. */
+static struct db_stmt *site_read_sent(struct db_conn *c, const char *q, int64_t id) {
+  struct db_stmt *s = db_prep(c, q);
+  if (!s) return NULL;
+  db_bind_i64(s, 1, id);
+  if (db_prefetch(s) < 0) return NULL;
+  return s;
+}
+
+/* Read the hostnames (sh) and origins (so) of an already-filled site row. */
+static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, struct db_stmt *so,
+                                        struct site_rec *out) {
   int rc, cap = 0;
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, out->id);
-  while ((rc = db_step(s)) == DB_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
-    store_col_text(s, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
-  db_reset(s);
-  s = db_prep(c, qo);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, out->id);
-  while ((rc = db_step(s)) == DB_ROW) {
+  while ((rc = db_step(sh)) == DB_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
+    store_col_text(sh, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
+  db_reset(sh);
+  if (rc == DB_ERR) {
+    db_reset(so);
+    log_error("loading hostnames of site %lld: %s", (long long)out->id, db_errmsg(c));
+    return STORE_ERROR;
+  }
+  while ((rc = db_step(so)) == DB_ROW) {
     if (out->n_origins == cap) {
       int ncap = cap ? cap * 2 : 4;
       struct origin_rec *no = realloc(out->origins, (size_t)ncap * sizeof *no);
       if (!no) {
-        db_reset(s);
+        db_reset(so);
         return STORE_ERROR;
       }
       out->origins = no;
       cap = ncap;
     }
-    origin_from_row(s, &out->origins[out->n_origins++]);
+    origin_from_row(so, &out->origins[out->n_origins++]);
   }
-  db_reset(s);
+  db_reset(so);
   if (rc != DB_DONE) {
     log_error("loading origins of site %lld: %s", (long long)out->id, db_errmsg(c));
     return STORE_ERROR;
@@ -689,21 +734,30 @@ static enum store_rc site_load_children(struct db_conn *c, struct site_rec *out)
   return STORE_OK;
 }
 
+/* The site row, its hostnames and its origins: three statements, sent together (one round trip
+   on PostgreSQL). */
 enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
-  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
-  struct db_stmt *s = db_prep(c, q);
+  struct db_stmt *s, *sh = NULL, *so = NULL;
   int rc;
   memset(out, 0, sizeof *out);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, id);
+  s = site_read_sent(c, site_one_q, id);
+  if (s) sh = site_read_sent(c, site_hosts_q, id);
+  if (sh) so = site_read_sent(c, site_origins_q, id);
+  if (!so) {
+    if (s) db_reset(s);
+    if (sh) db_reset(sh);
+    return STORE_ERROR;
+  }
   rc = db_step(s);
   if (rc != DB_ROW) {
     db_reset(s);
+    db_reset(sh);
+    db_reset(so);
     return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
   }
   site_from_row(s, out);
   db_reset(s);
-  rc = site_load_children(c, out);
+  rc = site_read_children(c, sh, so, out);
   if (rc != STORE_OK) site_rec_fini(out);
   return rc;
 }
@@ -983,6 +1037,47 @@ static int is_unique_violation(struct store *st) {
   return db_err(st->w) == DB_E_UNIQUE;
 }
 
+/* PostgreSQL: every hostname of s in one statement; the positions it did not insert were taken,
+   and the first of them is the conflict reported (as the one-by-one inserts would). */
+static enum store_rc write_hostnames_pg(struct store *st, const struct site_rec *s, char *conflict,
+                                        size_t clen) {
+  static const char ins[] =
+      "INSERT INTO hostnames (hostname, site_id, position) SELECT t.h, ?::bigint, t.p - 1 "
+      "FROM unnest(?::text[]) WITH ORDINALITY AS t(h, p) ON CONFLICT (hostname) DO NOTHING "
+      "RETURNING position";
+  unsigned char done[STORE_MAX_HOSTNAMES];
+  struct db_arr a;
+  struct db_stmt *q;
+  int rc;
+  memset(done, 0, sizeof done);
+  memset(&a, 0, sizeof a);
+  for (int i = 0; i < s->n_hostnames; i++)
+    db_arr_text(&a, s->hostnames[i]);
+  q = db_prep(st->w, ins);
+  if (!q) {
+    db_arr_free(&a);
+    return STORE_ERROR;
+  }
+  db_bind_i64(q, 1, s->id);
+  db_bind_arr(q, 2, &a);
+  while ((rc = db_step(q)) == DB_ROW) {
+    int64_t pos = db_col_i64(q, 0);
+    if (pos >= 0 && pos < s->n_hostnames) done[pos] = 1;
+  }
+  db_reset(q);
+  db_arr_free(&a);
+  if (rc != DB_DONE) {
+    log_error("inserting hostnames: %s", db_errmsg(st->w));
+    return STORE_ERROR;
+  }
+  for (int i = 0; i < s->n_hostnames; i++)
+    if (!done[i]) {
+      snprintf(conflict, clen, "hostnames[%d]", i);
+      return STORE_CONFLICT;
+    }
+  return STORE_OK;
+}
+
 /* Write the hostnames of s (after deleting the old ones, unless the site is new). STORE_CONFLICT
    names the field. */
 static enum store_rc write_hostnames(struct store *st, const struct site_rec *s, char *conflict,
@@ -996,6 +1091,8 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     db_bind_i64(q, 1, s->id);
     if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
   }
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1)
+    return write_hostnames_pg(st, s, conflict, clen);
   for (int i = 0; i < s->n_hostnames; i++) {
     q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
@@ -1051,6 +1148,65 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   db_reset(q);
   memcpy(o->health, "unknown", 8);
   return STORE_OK;
+}
+
+static int i64_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* PostgreSQL: every origin of a new site s in one statement. The rows go in in list order, so the
+   identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
+   in list order. */
+static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
+  static const char ins[] =
+      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
+      "created_at) SELECT ?::bigint, t.l, t.a, t.p, t.s, t.h, t.w, t.e, ?::bigint FROM "
+      "unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], "
+      "?::bigint[]) WITH ORDINALITY AS t(l, a, p, s, h, w, e, n) ORDER BY t.n RETURNING id";
+  struct db_arr a[7];
+  struct db_stmt *q;
+  int64_t *ids = calloc((size_t)s->n_origins, sizeof *ids), now = clock_wall_ms();
+  int n = 0, rc = DB_ERR;
+  enum store_rc ret = STORE_ERROR;
+  memset(a, 0, sizeof a);
+  if (!ids) return STORE_ERROR;
+  for (int i = 0; i < s->n_origins; i++) {
+    const struct origin_rec *o = &s->origins[i];
+    db_arr_i64(&a[0], o->level);
+    db_arr_text(&a[1], o->address);
+    db_arr_i64(&a[2], o->port);
+    db_arr_text(&a[3], o->scheme);
+    db_arr_text(&a[4], o->host_header[0] ? o->host_header : NULL);
+    db_arr_i64(&a[5], o->weight);
+    db_arr_i64(&a[6], o->enabled);
+  }
+  q = db_prep(st->w, ins);
+  if (q) {
+    db_bind_i64(q, 1, s->id);
+    db_bind_i64(q, 2, now);
+    for (int k = 0; k < 7; k++)
+      db_bind_arr(q, k + 3, &a[k]);
+    while ((rc = db_step(q)) == DB_ROW)
+      if (n < s->n_origins) ids[n++] = db_col_i64(q, 0);
+    db_reset(q);
+  }
+  if (rc != DB_DONE || n != s->n_origins) {
+    log_error("inserting origins: %s", rc == DB_DONE ? "ids missing" : db_errmsg(st->w));
+    goto out;
+  }
+  qsort(ids, (size_t)n, sizeof *ids, i64_cmp);
+  for (int i = 0; i < n; i++) {
+    s->origins[i].id = ids[i];
+    s->origins[i].created_at = now;
+    memcpy(s->origins[i].health, "unknown", 8);
+  }
+  ret = STORE_OK;
+out:
+  for (int k = 0; k < 7; k++)
+    db_arr_free(&a[k]);
+  free(ids);
+  return ret;
 }
 
 /* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
@@ -1174,9 +1330,13 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   rc = write_hostnames(st, s, conflict, clen, 1);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
-  for (int i = 0; i < s->n_origins; i++) {
+  for (int i = 0; i < s->n_origins; i++)
     s->origins[i].site_id = s->id;
-    if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
+  if (db_kind(st->w) == DB_PG && s->n_origins > 1) {
+    if (insert_origins_pg(st, s) != STORE_OK) goto fail;
+  } else {
+    for (int i = 0; i < s->n_origins; i++)
+      if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
   }
   if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
   s->config_version = 1;

@@ -165,7 +165,7 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   struct db_stmt *q;
   int64_t now = clock_wall_ms(), event_id;
   if (hooks_load(st) < 0) return -1;
-  if (db_kind(st->w) == DB_PG && st->tx_gen > 0) {
+  if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
     event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
     if (event_id > 0) st->event_pending = 1;
     return event_id;

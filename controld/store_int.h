@@ -33,11 +33,13 @@ struct store {
   int ntcache, captcache;
   uint64_t tgen;           /* bumped by every clear (under tmu) */
   int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
-  int64_t tx_gen;          /* the ordered-write row's gen in the open transaction (0 = unordered) */
-  atomic_int db_down;      /* the last statement on the writer found the database unreachable */
-  atomic_int storage_full; /* the last write failed for lack of space (cleared by a write that
-                              commits) */
-  int64_t audit_keep_ms;   /* audit retention (store_audit.h), 0 = forever */
+  int64_t tx_gen; /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
+                     sent ahead and not read yet: tx_gen_q) */
+  struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
+  atomic_int db_down;         /* the last statement on the writer found the database unreachable */
+  atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
+                                 commits) */
+  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
   int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer

@@ -894,6 +894,92 @@ static void test_defer(void **state) {
   }
 }
 
+/* Prepare sql (a string kept for the connection's life), bind name if given, and prefetch it. */
+static struct db_stmt *prefetched(struct db_conn *c, const char *sql, const char *name) {
+  struct db_stmt *s = db_prep(c, sql);
+  assert_non_null(s);
+  if (name) db_bind_text(s, 1, name);
+  assert_int_equal(db_prefetch(s), 0);
+  return s;
+}
+
+/* db_prefetch: statements sent ahead are read by their db_step in any order, after the deferred
+   ones before them took effect; one reset unread drops its result; one that fails fails its step
+   with its own error; more than a pipeline holds, and a server gone, are handled. */
+static void test_prefetch(void **state) {
+  struct db_conn *c = *state;
+  static const char cnt[] = "SELECT COUNT(*) FROM t";
+  static const char one[] = "SELECT n FROM t WHERE name = ?";
+  static const char ins[] = "INSERT INTO t (name, n) VALUES (?, 5) RETURNING n";
+  static char many[12][64];
+  struct db_stmt *a, *b, *d;
+
+  /* in a write transaction, after a deferred insert, read in the other order */
+  assert_int_equal(db_begin_write(c), 0);
+  assert_int_equal(defer_insert(c, "p1", 1), 0);
+  a = prefetched(c, cnt, NULL);
+  b = prefetched(c, one, "p1");
+  assert_int_equal(db_step(b), DB_ROW);
+  assert_int_equal(db_col_i64(b, 0), 1);
+  assert_int_equal(db_step(b), DB_DONE);
+  db_reset(b);
+  assert_int_equal(db_step(a), DB_ROW);
+  assert_int_equal(db_col_i64(a, 0), 1);
+  db_reset(a);
+  /* reset before it is read: dropped, and the connection goes on */
+  a = prefetched(c, cnt, NULL);
+  db_reset(a);
+  b = prefetched(c, one, "p1");
+  assert_int_equal(db_step(b), DB_ROW);
+  db_reset(b);
+  assert_int_equal(db_commit(c), 0);
+  assert_int_equal(count_rows(c), 1);
+
+  /* outside a transaction too */
+  b = prefetched(c, one, "p1");
+  assert_int_equal(db_step(b), DB_ROW);
+  assert_int_equal(db_col_i64(b, 0), 1);
+  db_reset(b);
+
+  /* one that fails (a duplicate name) fails its own step with its error */
+  assert_int_equal(db_begin_write(c), 0);
+  a = prefetched(c, cnt, NULL);
+  d = prefetched(c, ins, "p1");
+  if (db_kind(c) == DB_SQLITE) assert_int_equal(db_step(a), DB_ROW);
+  assert_int_equal(db_step(d), DB_ERR);
+  assert_int_equal(db_err(c), DB_E_UNIQUE);
+  db_reset(a);
+  db_reset(d);
+  db_rollback(c);
+  assert_int_equal(count_rows(c), 1);
+
+  /* more than one pipeline holds: each still reads its own answer */
+  assert_int_equal(db_begin_read(c), 0);
+  struct db_stmt *m[12];
+  for (int i = 0; i < 12; i++) {
+    snprintf(many[i], sizeof many[i], "SELECT COUNT(*) + %d FROM t", i);
+    m[i] = prefetched(c, many[i], NULL);
+  }
+  for (int i = 11; i >= 0; i--) {
+    assert_int_equal(db_step(m[i]), DB_ROW);
+    assert_int_equal(db_col_i64(m[i], 0), 1 + i);
+    db_reset(m[i]);
+  }
+  db_rollback(c);
+
+  if (db_kind(c) == DB_PG) { /* the server gone with statements sent ahead */
+    assert_int_equal(db_begin_write(c), 0);
+    int pid = backend_pid(c);
+    a = prefetched(c, cnt, NULL);
+    terminate(pid);
+    assert_int_equal(db_step(a), DB_ERR);
+    assert_int_equal(db_err(c), DB_E_DOWN);
+    db_reset(a);
+    db_rollback(c);
+    assert_int_equal(count_rows(c), 1); /* reconnected */
+  }
+}
+
 /* The array literal db_arr builds: numbers bare, text double-quoted with " and \ escaped, NULL
    bare, "{}" when empty; clearing starts over. */
 static void test_arr_literal(void **state) {
@@ -1108,6 +1194,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_read_snapshot),
       DRIVER_TEST(test_begin_inside_a_transaction),
       DRIVER_TEST(test_defer),
+      DRIVER_TEST(test_prefetch),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
@@ -1167,6 +1254,7 @@ static int run_pg(void) {
       DRIVER_TEST(test_read_snapshot),
       DRIVER_TEST(test_begin_inside_a_transaction),
       DRIVER_TEST(test_defer),
+      DRIVER_TEST(test_prefetch),
       DRIVER_TEST(test_threads),
       DRIVER_TEST(test_pg_migrate_lock),
       DRIVER_TEST(test_pg_commit_after_error),

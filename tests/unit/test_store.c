@@ -804,6 +804,34 @@ static void test_verdicts_go_with_origins(void **state) {
   assert_int_equal(verdict_count(f, ob[1]), 1);
 }
 
+/* The ids a create hands back belong to the origins they are set on, whatever the list's order
+   (PostgreSQL inserts them all in one statement). */
+static void test_origin_ids_follow_the_list(void **state) {
+  struct fx *f = *state;
+  struct site_rec s, g;
+  char conflict[64] = "";
+  make_site(&s, "ids", "ids.com", 5);
+  for (int i = 0; i < 5; i++)
+    s.origins[i].level = 5 - i; /* listed from the last level to the first */
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_site_get(f->st, s.id, &g), STORE_OK);
+  assert_int_equal(g.n_origins, 5);
+  for (int i = 0; i < 5; i++) {
+    int found = 0;
+    for (int j = 0; j < g.n_origins; j++)
+      if (g.origins[j].id == s.origins[i].id) {
+        assert_int_equal(g.origins[j].port, s.origins[i].port);
+        assert_int_equal(g.origins[j].level, s.origins[i].level);
+        assert_string_equal(g.origins[j].address, s.origins[i].address);
+        assert_int_equal(g.origins[j].created_at, s.origins[i].created_at);
+        found = 1;
+      }
+    assert_true(found);
+  }
+  site_rec_fini(&g);
+  site_rec_fini(&s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -821,6 +849,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   if (argc > 1 && strcmp(argv[1], "pg") == 0) {
