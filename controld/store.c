@@ -114,6 +114,7 @@ static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id 
 static _Thread_local enum db_err tl_werr;
 
 static void note_db(struct store *st, struct db_conn *c);
+static int pub_resolve_locked(struct store *st);
 
 static int tx_begin(struct store *st, int ordered, int engine) {
   int fenced = 0;
@@ -126,7 +127,7 @@ static int tx_begin(struct store *st, int ordered, int engine) {
     db_rollback(st->w);
     goto fail;
   }
-  st->tx_gen_q = NULL;
+  st->tx_gen_q = st->pub_q = NULL;
   if (ordered) {
     struct db_stmt *s = db_prep(st->w, sql_ordered);
     /* PostgreSQL: sent ahead, so it goes to the server first but in one round trip with the
@@ -214,8 +215,8 @@ static void note_db(struct store *st, struct db_conn *c) {
 
 int store_tx_commit(struct store *st) {
   /* the queued events are written, and the notifications go out, with the commit or not at all */
-  int rc = store_tx_gen_locked(st) == -1 || store_events_flush_locked(st) < 0 ||
-                   store_signal_commit_locked(st) < 0
+  int rc = store_tx_gen_locked(st) == -1 || pub_resolve_locked(st) < 0 ||
+                   store_events_flush_locked(st) < 0 || store_signal_commit_locked(st) < 0
                ? -1
                : db_commit(st->w);
   int64_t seq = st->pub_pending;
@@ -248,8 +249,9 @@ int store_tx_commit(struct store *st) {
 void store_tx_rollback(struct store *st) {
   note_failure(st);
   note_db(st, st->w);
-  if (st->tx_gen_q) db_reset(st->tx_gen_q); /* its answer, if any, is dropped */
-  st->tx_gen_q = NULL;
+  if (st->tx_gen_q) db_reset(st->tx_gen_q); /* their answers, if any, are dropped */
+  if (st->pub_q) db_reset(st->pub_q);
+  st->tx_gen_q = st->pub_q = NULL;
   db_rollback(st->w); /* a no-op when the database rolled back already (e.g. after a full disk) */
   st->pub_pending = 0;
   st->event_pending = 0;
@@ -564,6 +566,15 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   db_bind_int(s, 3, deleted);
   db_bind_text(s, 4, reason);
   db_bind_i64(s, 5, now);
+  if (db_kind(st->w) == DB_PG) { /* its seq is read at the commit: no round trip of its own */
+    if (db_prefetch(s) < 0) {
+      log_error("recording publication: %s", db_errmsg(st->w));
+      db_reset(s);
+      return -1;
+    }
+    st->pub_q = s; /* a later publication in the transaction replaces it (the newest seq wins) */
+    return 0;
+  }
   if (db_step(s) != DB_ROW) {
     log_error("recording publication: %s", db_errmsg(st->w));
     db_reset(s);
@@ -571,7 +582,23 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
   }
   st->pub_pending = db_col_i64(s, 0);
   db_reset(s);
-  return st->pub_pending;
+  return 0;
+}
+
+/* The transaction's newest publication seq into st->pub_pending (reading the prefetched answer).
+   0 or -1. */
+static int pub_resolve_locked(struct store *st) {
+  struct db_stmt *s = st->pub_q;
+  if (!s) return 0;
+  st->pub_q = NULL;
+  if (db_step(s) != DB_ROW) {
+    log_error("recording publication: %s", db_errmsg(st->w));
+    db_reset(s);
+    return -1;
+  }
+  st->pub_pending = db_col_i64(s, 0);
+  db_reset(s);
+  return 0;
 }
 
 int64_t store_pub_seq(struct store *st) {
@@ -1037,35 +1064,44 @@ static int is_unique_violation(struct store *st) {
   return db_err(st->w) == DB_E_UNIQUE;
 }
 
-/* PostgreSQL: every hostname of s in one statement; the positions it did not insert were taken,
-   and the first of them is the conflict reported (as the one-by-one inserts would). */
-static enum store_rc write_hostnames_pg(struct store *st, const struct site_rec *s, char *conflict,
-                                        size_t clen) {
+/* PostgreSQL: every hostname of s in one statement, sent ahead (db_prefetch) so it can share a
+   round trip with the next statement; NULL on failure. hostnames_pg_read reads its answer. */
+static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec *s) {
   static const char ins[] =
       "INSERT INTO hostnames (hostname, site_id, position) SELECT t.h, ?::bigint, t.p - 1 "
       "FROM unnest(?::text[]) WITH ORDINALITY AS t(h, p) ON CONFLICT (hostname) DO NOTHING "
       "RETURNING position";
-  unsigned char done[STORE_MAX_HOSTNAMES];
   struct db_arr a;
   struct db_stmt *q;
-  int rc;
-  memset(done, 0, sizeof done);
   memset(&a, 0, sizeof a);
   for (int i = 0; i < s->n_hostnames; i++)
     db_arr_text(&a, s->hostnames[i]);
   q = db_prep(st->w, ins);
-  if (!q) {
-    db_arr_free(&a);
-    return STORE_ERROR;
+  if (q) {
+    db_bind_i64(q, 1, s->id);
+    db_bind_arr(q, 2, &a);
+    if (db_prefetch(q) < 0) {
+      log_error("inserting hostnames: %s", db_errmsg(st->w));
+      db_reset(q);
+      q = NULL;
+    }
   }
-  db_bind_i64(q, 1, s->id);
-  db_bind_arr(q, 2, &a);
+  db_arr_free(&a);
+  return q;
+}
+
+/* The answer of hostnames_pg_send: the positions it did not insert were taken, and the first of
+   them is the conflict reported (as the one-by-one inserts would). */
+static enum store_rc hostnames_pg_read(struct store *st, struct db_stmt *q,
+                                       const struct site_rec *s, char *conflict, size_t clen) {
+  unsigned char done[STORE_MAX_HOSTNAMES];
+  int rc;
+  memset(done, 0, sizeof done);
   while ((rc = db_step(q)) == DB_ROW) {
     int64_t pos = db_col_i64(q, 0);
     if (pos >= 0 && pos < s->n_hostnames) done[pos] = 1;
   }
   db_reset(q);
-  db_arr_free(&a);
   if (rc != DB_DONE) {
     log_error("inserting hostnames: %s", db_errmsg(st->w));
     return STORE_ERROR;
@@ -1091,8 +1127,10 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     db_bind_i64(q, 1, s->id);
     if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
   }
-  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1)
-    return write_hostnames_pg(st, s, conflict, clen);
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1) {
+    q = hostnames_pg_send(st, s);
+    return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
+  }
   for (int i = 0; i < s->n_hostnames; i++) {
     q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
@@ -1300,8 +1338,8 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
       "nr_backup_levels, nr_failure_ratio, nr_failure_min_volume) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
       "RETURNING id";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
+  struct db_stmt *q, *hq = NULL;
+  enum store_rc rc = STORE_ERROR, orc = STORE_OK;
   int64_t now = clock_wall_ms();
 
   q = db_prep(st->w, ins);
@@ -1327,17 +1365,26 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   }
   s->id = db_col_i64(q, 0);
   db_reset(q);
-  rc = write_hostnames(st, s, conflict, clen, 1);
-  if (rc != STORE_OK) goto fail;
-  rc = STORE_ERROR;
+  /* PostgreSQL: the hostnames go out with the origins, in one round trip */
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1) {
+    hq = hostnames_pg_send(st, s);
+    if (!hq) goto fail;
+  } else {
+    rc = write_hostnames(st, s, conflict, clen, 1);
+    if (rc != STORE_OK) goto fail;
+  }
   for (int i = 0; i < s->n_origins; i++)
     s->origins[i].site_id = s->id;
   if (db_kind(st->w) == DB_PG && s->n_origins > 1) {
-    if (insert_origins_pg(st, s) != STORE_OK) goto fail;
+    orc = insert_origins_pg(st, s);
   } else {
-    for (int i = 0; i < s->n_origins; i++)
-      if (insert_origin(st, &s->origins[i]) != STORE_OK) goto fail;
+    for (int i = 0; i < s->n_origins && orc == STORE_OK; i++)
+      orc = insert_origin(st, &s->origins[i]);
   }
+  /* a taken hostname is the answer even when the origins failed with it */
+  if (hq && (rc = hostnames_pg_read(st, hq, s, conflict, clen)) != STORE_OK) goto fail;
+  rc = STORE_ERROR;
+  if (orc != STORE_OK) goto fail;
   if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
   s->config_version = 1;
   s->created_at = s->updated_at = now;

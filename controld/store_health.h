@@ -150,7 +150,7 @@ int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_un
                                    int failback_notified);
 
 /* Switch a site's current level and republish it (reason recorded with the publication).
-   Returns the publication seq or -1. */
+   Returns 0 or -1. */
 int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
                                        const char *reason, int manual_pin);
 

@@ -36,6 +36,7 @@ struct store {
   int64_t tx_gen; /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
                      sent ahead and not read yet: tx_gen_q) */
   struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
+  struct db_stmt *pub_q;      /* PostgreSQL: the last publication INSERT, prefetched (its seq) */
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
@@ -99,7 +100,8 @@ void store_tx_rollback(struct store *st);
 enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a
- * publication. Returns the new seq or -1. */
+ * publication. Returns 0 or -1. Its seq is st->pub_pending once the transaction commits (on
+ * PostgreSQL the INSERT is sent ahead with db_prefetch and its seq read at the commit). */
 int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
 
 /* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
