@@ -31,20 +31,25 @@ from test_durability import all_sites, check_present, site_body
 THREADS = 6
 
 
-def site_writer(c, indices, acked, answers, stop):
-    """POST the sites of indices until stop; acked[i] = 201 body, answers gets (status, code)."""
+def site_writer(c, indices, acked, answers, stop, killing=None):
+    """POST the sites of indices until stop; acked[i] = 201 body, answers gets (status, code).
+    Once killing is set (controld is being killed) a failed request ends the writer: http.client
+    may fail on the dying connection with other errors than OSError (e.g. AttributeError once
+    the socket is closed under it)."""
     for i in indices:
         if stop.is_set():
             return
         try:
             status, j, _ = c.api("POST", "/v1/sites", site_body(i), timeout=30)
         except OSError:  # refused/reset once controld is killed
-            if stop.is_set():
+            if stop.is_set() or (killing is not None and killing.is_set()):
                 return
             answers.append((-1, "transport"))
             time.sleep(0.05)
             continue
         except Exception as e:  # noqa: BLE001 - e.g. an answer openapi.json does not allow
+            if stop.is_set() or (killing is not None and killing.is_set()):
+                return
             answers.append((-2, str(e)[:300]))
             return
         code = j.get("error", {}).get("code") if isinstance(j, dict) else None
@@ -58,14 +63,15 @@ def site_writer(c, indices, acked, answers, stop):
 def test_kill9_during_1000_acknowledged_writes(tmp):
     c = Controld(tmp).start()
     acked, answers = {}, []
-    stop = threading.Event()
+    stop, killing = threading.Event(), threading.Event()
     threads = [threading.Thread(target=site_writer,
-                                args=(c, range(t, 100000, THREADS), acked, answers, stop))
+                                args=(c, range(t, 100000, THREADS), acked, answers, stop, killing))
                for t in range(THREADS)]
     for t in threads:
         t.start()
     try:
         harness.wait_until(lambda: len(acked) >= 1000, timeout=240, what="1,000 acknowledged sites")
+        killing.set()
         c.kill9()  # the writers have requests in flight now
     finally:
         stop.set()
