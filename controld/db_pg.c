@@ -702,9 +702,10 @@ static void pg_reset(struct db_stmt *ds) {
   stmt_clear_result(ps_of(ds));
 }
 
-static int pg_defer(struct db_stmt *ds) {
-  struct pg_stmt *s = ps_of(ds);
-  struct pg_conn *c = pc_of(ds->conn);
+/* Queue s (bound) in the pipeline without reading its answer; its position in the queue, or -1
+   (err set). prefetch: keep its result for its db_step (a full set of prefetched statements is
+   drained first). */
+static int pipe_send(struct pg_conn *c, struct pg_stmt *s, int prefetch) {
   if (s->bind_bad) {
     set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
     log_error("%s: %s", s->key, c->errmsg);
@@ -715,40 +716,28 @@ static int pg_defer(struct db_stmt *ds) {
     set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
     return -1;
   }
+  stmt_clear_result(s);
+  if (prefetch && c->pre_n == PG_PREFETCH_MAX && pipe_drain(c) < 0) return -1;
   if (pipe_enter(c) < 0) return -1;
   if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
                           0) != 1) {
     pipe_lost(c, "sending");
     return -1;
   }
-  c->pipe_n++;
-  stmt_clear_result(s);
-  return 0;
+  return c->pipe_n++;
+}
+
+static int pg_defer(struct db_stmt *ds) {
+  return pipe_send(pc_of(ds->conn), ps_of(ds), 0) < 0 ? -1 : 0;
 }
 
 static int pg_prefetch(struct db_stmt *ds) {
   struct pg_stmt *s = ps_of(ds);
   struct pg_conn *c = pc_of(ds->conn);
-  if (s->bind_bad) {
-    set_err(c, DB_E_OTHER, "bind: no such parameter (or out of memory)");
-    log_error("%s: %s", s->key, c->errmsg);
-    stmt_clear_binds(s);
-    return -1;
-  }
-  if (c->down || s->prepared_epoch != c->epoch) {
-    set_err(c, DB_E_DOWN, "connection lost since the statement was prepared");
-    return -1;
-  }
-  stmt_clear_result(s);
-  if (c->pre_n == PG_PREFETCH_MAX && pipe_drain(c) < 0) return -1;
-  if (pipe_enter(c) < 0) return -1;
-  if (PQsendQueryPrepared(c->pg, s->name, s->nparams, (const char *const *)s->vals, NULL, NULL,
-                          0) != 1) {
-    pipe_lost(c, "sending");
-    return -1;
-  }
+  int pos = pipe_send(c, s, 1);
+  if (pos < 0) return -1;
   c->pre[c->pre_n] = s;
-  c->pre_at[c->pre_n++] = c->pipe_n++;
+  c->pre_at[c->pre_n++] = pos;
   s->pre = 1;
   return 0;
 }

@@ -163,19 +163,26 @@ fail:
   return -1;
 }
 
-/* The open transaction's gen (reading the prefetched ordered-write answer once), 0 when it is
-   unordered, or -1 when taking the row failed. */
-static int64_t store_tx_gen_locked(struct store *st) {
-  struct db_stmt *s = st->tx_gen_q;
-  if (!s) return st->tx_gen;
-  st->tx_gen_q = NULL;
+/* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into
+ *out. 0 or -1. */
+static int prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, const char *what) {
+  struct db_stmt *s = *q;
+  *q = NULL;
   if (db_step(s) != DB_ROW) {
-    log_error("taking the ordered-write row: %s", db_errmsg(st->w));
+    log_error("%s: %s", what, db_errmsg(st->w));
     db_reset(s);
     return -1;
   }
-  st->tx_gen = db_col_i64(s, 0);
+  *out = db_col_i64(s, 0);
   db_reset(s);
+  return 0;
+}
+
+/* The open transaction's gen (reading the prefetched ordered-write answer once), 0 when it is
+   unordered, or -1 when taking the row failed. */
+static int64_t store_tx_gen_locked(struct store *st) {
+  if (!st->tx_gen_q) return st->tx_gen;
+  if (prefetched_i64(st, &st->tx_gen_q, &st->tx_gen, "taking the ordered-write row") < 0) return -1;
   return st->tx_gen;
 }
 
@@ -588,17 +595,8 @@ int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reas
 /* The transaction's newest publication seq into st->pub_pending (reading the prefetched answer).
    0 or -1. */
 static int pub_resolve_locked(struct store *st) {
-  struct db_stmt *s = st->pub_q;
-  if (!s) return 0;
-  st->pub_q = NULL;
-  if (db_step(s) != DB_ROW) {
-    log_error("recording publication: %s", db_errmsg(st->w));
-    db_reset(s);
-    return -1;
-  }
-  st->pub_pending = db_col_i64(s, 0);
-  db_reset(s);
-  return 0;
+  if (!st->pub_q) return 0;
+  return prefetched_i64(st, &st->pub_q, &st->pub_pending, "recording publication");
 }
 
 int64_t store_pub_seq(struct store *st) {
