@@ -547,7 +547,7 @@ out:
 
 /* ---- publications ---- */
 
-int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
+int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
   static const char bump[] =
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
   /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
@@ -1125,7 +1125,7 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     db_bind_i64(q, 1, s->id);
     if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
   }
-  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1) {
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
     q = hostnames_pg_send(st, s);
     return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
   }
@@ -1364,7 +1364,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   s->id = db_col_i64(q, 0);
   db_reset(q);
   /* PostgreSQL: the hostnames go out with the origins, in one round trip */
-  if (db_kind(st->w) == DB_PG && s->n_hostnames > 1) {
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
     hq = hostnames_pg_send(st, s);
     if (!hq) goto fail;
   } else {

@@ -580,8 +580,8 @@ int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_un
   return store_step_done(st->w, s, "storing site health flags");
 }
 
-int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
-                                       const char *reason, int manual_pin) {
+int store_health_site_level_locked(struct store *st, int64_t site_id, int level, const char *reason,
+                                   int manual_pin) {
   static const char q[] = "UPDATE sites SET current_level = ?, manual_pin = ? WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;

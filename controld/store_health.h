@@ -151,8 +151,8 @@ int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_un
 
 /* Switch a site's current level and republish it (reason recorded with the publication).
    Returns 0 or -1. */
-int64_t store_health_site_level_locked(struct store *st, int64_t site_id, int level,
-                                       const char *reason, int manual_pin);
+int store_health_site_level_locked(struct store *st, int64_t site_id, int level, const char *reason,
+                                   int manual_pin);
 
 /* Add an event (and its webhook outbox rows) to the open transaction; id or -1. */
 int64_t store_health_event_locked(struct store *st, int64_t site_id, const char *site_name,

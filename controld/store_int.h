@@ -102,7 +102,7 @@ enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a
  * publication. Returns 0 or -1. Its seq is st->pub_pending once the transaction commits (on
  * PostgreSQL the INSERT is sent ahead with db_prefetch and its seq read at the commit). */
-int64_t store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
+int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
 
 /* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
    payload, delivered to every listening replica when the transaction commits, never if it rolls
