@@ -1,4 +1,5 @@
-/* http1 — HTTP/1.x message head parsing and incremental body framing (Content-Length, chunked). */
+/* http1 — HTTP/1.x message head parsing and incremental body framing (Content-Length, chunked):
+ * noded's edge path and the probes' own HTTP client read origins with it. */
 #ifndef CDNCA_HTTP1_H
 #define CDNCA_HTTP1_H
 

@@ -1,0 +1,168 @@
+/* proberesp — a probe's reading of an origin's HTTP/1.x answer. */
+#include "proberesp.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void presp_init(struct presp *r, int head_only, int keep) {
+  memset(r, 0, sizeof *r);
+  r->head_only = head_only ? 1 : 0;
+  r->keep = keep ? 1 : 0;
+  r->state = PRESP_HEAD;
+}
+
+void presp_free(struct presp *r) {
+  free(r->head);
+  free(r->kept);
+  r->head = NULL;
+  r->kept = NULL;
+  r->head_len = r->head_cap = 0;
+  r->kept_len = 0;
+}
+
+static int bad(struct presp *r, const char *why) {
+  r->state = PRESP_BAD;
+  r->status = 0;
+  r->error = why;
+  return PRESP_BAD;
+}
+
+/* How the body of final head m is framed (RFC 9112 §6.3); -1 = framing the edge refuses. */
+static int framing(const struct presp *r, const struct http1_msg *m, uint64_t *len) {
+  int n_te = 0, n_cl = 0;
+  uint64_t cl = 0;
+  if (r->head_only || m->status < 200 || m->status == 204 || m->status == 304)
+    return HTTP1_BODY_NONE;
+  for (int i = 0; i < m->n_headers; i++) {
+    const struct http1_header *h = &m->headers[i];
+    if (http1_name_is(h, "transfer-encoding")) {
+      if (n_te++ || http1_te_classify(h->value, h->value_len) != HTTP1_TE_CHUNKED) return -1;
+    } else if (http1_name_is(h, "content-length")) {
+      uint64_t v;
+      if (http1_parse_length(h->value, h->value_len, &v) < 0) return -1;
+      if (n_cl++ && v != cl) return -1;
+      cl = v;
+    }
+  }
+  if (n_te && n_cl) return -1;
+  if (n_te) return HTTP1_BODY_CHUNKED;
+  if (n_cl) {
+    *len = cl;
+    return HTTP1_BODY_LENGTH;
+  }
+  return HTTP1_BODY_CLOSE;
+}
+
+/* Take a complete head of hl bytes at h: an interim one is skipped, a final one sets the status
+ * and the body's framing. Returns the state. */
+static int take_head(struct presp *r, const char *h, size_t hl) {
+  struct http1_msg m;
+  uint64_t len = 0;
+  int kind;
+  r->head_total += hl;
+  if (r->head_total > PRESP_HEAD_MAX) return bad(r, "response head too large");
+  if (http1_parse_response(h, hl, &m) != HTTP1_OK) return bad(r, "bad response head");
+  if (m.status < 200 && m.status != 101) return PRESP_HEAD; /* interim: the next head follows */
+  kind = framing(r, &m, &len);
+  if (kind < 0) return bad(r, "bad response framing");
+  if (m.status == 101) kind = HTTP1_BODY_NONE; /* what follows is another protocol */
+  r->status = m.status;
+  http1_body_init(&r->body, (enum http1_body_kind)kind, len);
+  r->state = r->body.done ? PRESP_DONE : PRESP_BODY;
+  return r->state;
+}
+
+/* Body bytes: find the body's end, keep its first bytes when asked. */
+static int take_body(struct presp *r, char *p, size_t n) {
+  while (n > 0 && r->state == PRESP_BODY) {
+    size_t out = 0;
+    long k = http1_body_feed(&r->body, p, n, &out, r->keep);
+    if (k < 0) {
+      r->cut = 1;
+      r->state = PRESP_DONE;
+      break;
+    }
+    if (r->keep && r->kept_len < PRESP_KEEP_MAX && out > 0) {
+      size_t take = PRESP_KEEP_MAX - r->kept_len;
+      if (take > out) take = out;
+      if (!r->kept && !(r->kept = malloc(PRESP_KEEP_MAX))) return bad(r, "out of memory");
+      memcpy(r->kept + r->kept_len, p, take);
+      r->kept_len += take;
+    }
+    r->body_bytes += out;
+    if (r->body.done) {
+      r->state = PRESP_DONE;
+    } else if (r->body_bytes > PRESP_BODY_MAX) {
+      r->cut = 1;
+      r->state = PRESP_DONE;
+    }
+    if (k == 0) break; /* nothing consumed: done */
+    p += k;
+    n -= (size_t)k;
+  }
+  return r->state;
+}
+
+/* Append p[0..n) to the split head; -1 when memory runs out. */
+static int head_append(struct presp *r, const char *p, size_t n) {
+  if (r->head_len + n > r->head_cap) {
+    size_t cap = r->head_cap ? r->head_cap : 1024;
+    char *nh;
+    while (cap < r->head_len + n)
+      cap *= 2;
+    nh = realloc(r->head, cap);
+    if (!nh) return -1;
+    r->head = nh;
+    r->head_cap = cap;
+  }
+  memcpy(r->head + r->head_len, p, n);
+  r->head_len += n;
+  return 0;
+}
+
+/* Invariant while in PRESP_HEAD: head_total + head_len <= PRESP_HEAD_MAX. */
+int presp_feed(struct presp *r, char *p, size_t n) {
+  while (n > 0 && r->state == PRESP_HEAD) {
+    size_t hl, room = PRESP_HEAD_MAX - r->head_total - r->head_len, take, before;
+    if (r->head_len == 0) {
+      /* the common case: a whole head in this piece, read where it lies */
+      size_t scan = 0;
+      hl = http1_head_end(p, n, &scan);
+      if (hl != 0) {
+        take_head(r, p, hl);
+        p += hl;
+        n -= hl;
+        continue;
+      }
+    }
+    /* a head split across pieces: gather it, at most up to the limit */
+    take = n < room ? n : room;
+    if (take == 0) return bad(r, "response head too large");
+    before = r->head_len;
+    if (head_append(r, p, take) < 0) return bad(r, "out of memory");
+    hl = http1_head_end(r->head, r->head_len, &r->scan);
+    if (hl == 0) {
+      if (take < n) return bad(r, "response head too large");
+      return r->state;
+    }
+    r->head_len = 0;
+    r->scan = 0;
+    take_head(r, r->head, hl);
+    p += hl - before;
+    n -= hl - before;
+  }
+  if (r->state == PRESP_BODY && n > 0) take_body(r, p, n);
+  return r->state;
+}
+
+int presp_eof(struct presp *r) {
+  if (r->state == PRESP_HEAD)
+    return bad(r, (r->head_total == 0 && r->head_len == 0) ? "empty reply"
+                                                           : "incomplete response head");
+  if (r->state == PRESP_BODY) {
+    if (r->body.kind != HTTP1_BODY_CLOSE) r->cut = 1;
+    r->state = PRESP_DONE;
+  }
+  return r->state;
+}
