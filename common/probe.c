@@ -477,7 +477,7 @@ static void probe_drain(struct probe *p, const struct probe_target *targets,
 /* ---- the epoll engine: libcurl tells which sockets and which timeout to watch ---- */
 
 const char *probe_engine_name(enum probe_engine e) {
-  return e == PROBE_ENGINE_POLL ? "poll" : "epoll";
+  return e == PROBE_ENGINE_POLL ? "poll" : e == PROBE_ENGINE_EPOLL_CURL ? "epoll-curl" : "epoll";
 }
 
 static int64_t mono_ms(void) {
@@ -609,7 +609,8 @@ struct probe *probe_new(const struct probe_opts *opts) {
   if (!p) goto out;
   p->epfd = -1;
   p->timer_at = -1;
-  p->engine = o.engine == PROBE_ENGINE_POLL ? PROBE_ENGINE_POLL : PROBE_ENGINE_EPOLL;
+  p->engine = (o.engine == PROBE_ENGINE_POLL || o.engine == PROBE_ENGINE_EPOLL_CURL) ? o.engine
+                                                                                  : PROBE_ENGINE_EPOLL;
   p->tls_reuse = o.tls_session_reuse ? 1 : 0;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->deny = o.deny;
@@ -630,7 +631,7 @@ struct probe *probe_new(const struct probe_opts *opts) {
   /* One request per connection, never multiplexed: each probe tests a fresh connection. */
   if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK)
     goto out;
-  if (p->engine == PROBE_ENGINE_EPOLL) {
+  if (p->engine != PROBE_ENGINE_POLL) {
     CURLMcode mc = CURLM_OK;
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (p->epfd < 0) goto out;
@@ -704,7 +705,7 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
       cancelled = 1;
       break;
     }
-    if (p->engine == PROBE_ENGINE_EPOLL) {
+    if (p->engine != PROBE_ENGINE_POLL) {
       turn = epoll_turn(p);
       probe_drain(p, targets, results);
     } else {

@@ -44,14 +44,19 @@ struct hcheck_opts;
 #define PROBE_UA_CONTROL "cdnca-control-api/origin-probe"
 #define PROBE_UA_NODE "cdnca-node/origin-probe"
 
-/* How probe_run waits for its transfers. Both give the same results; they differ in CPU. */
+/* How probe_run runs its probes. All give the same results; they differ in CPU. */
 enum probe_engine {
-  /* curl_multi_socket_action over epoll and libcurl's timer: each wake-up touches only the
-     sockets that are ready, so a turn costs O(ready), not O(in flight). The default. */
+  /* One epoll loop with timers; plain-HTTP and tcp checks of an address literal run on sockets
+     of our own (probenat.h: connect, one request, proberesp reads the answer), HTTPS and DNS
+     names through libcurl's curl_multi_socket_action on the same loop. Each wake-up touches only
+     the sockets that are ready: a turn costs O(ready), not O(in flight). The default. */
   PROBE_ENGINE_EPOLL = 0,
-  /* curl_multi_perform + curl_multi_poll: every turn walks every transfer in flight. Kept to
-     compare in tests/bench. */
+  /* curl_multi_perform + curl_multi_poll: every turn walks every transfer in flight. The engine
+     before the epoll loop, kept to compare in tests/bench. */
   PROBE_ENGINE_POLL = 1,
+  /* The epoll loop with every probe through libcurl (curl_multi_socket_action): kept to compare
+     the two HTTP clients, in tests (same outcomes) and in tests/bench (CPU). */
+  PROBE_ENGINE_EPOLL_CURL = 2,
 };
 
 struct probe_opts {
@@ -97,7 +102,7 @@ struct probe;
  */
 struct probe *probe_new(const struct probe_opts *opts);
 
-/* "epoll" | "poll". Static. */
+/* "epoll" | "poll" | "epoll-curl". Static. */
 const char *probe_engine_name(enum probe_engine e);
 
 /* Free the prober and its handles; sets *p to NULL. NULL or *p NULL is a no-op. */
