@@ -56,7 +56,8 @@ enum {
   F_BACKLOG = 1 << 8,   /* a listener that never accepts (own port): never speaks */
   F_HUGE_HEAD = 1 << 9, /* raw is the status line; a 40 KiB header field and CL 9 follow */
   F_FIELDS = 1 << 10,   /* raw is the status line; 200 fields and CL 9 follow */
-  F_NOREAD = 1 << 11    /* with F_FIRST: close right after the answer, the request unread */
+  F_NOREAD = 1 << 11,   /* with F_FIRST: close right after the answer, the request unread */
+  F_KPIECES = 1 << 12   /* the answer in 1 KiB writes, 2 ms apart */
 };
 /* Flags whose outcome is not a reading of bytes: model_native does not apply. */
 #define F_TRANSPORT (F_RST | F_RST_AFTER | F_SILENT | F_REFUSED | F_BACKLOG)
@@ -132,6 +133,10 @@ static const struct entry corpus[] = {
     {"200 fields", "HTTP/1.1 200 OK\r\n", 0, NULL, F_FIELDS, 200},
     {"20 KiB head", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nX-Mid: ", 20000, "\r\n\r\nok-marker",
      0, 200},
+    {"32768-byte head in 1 KiB writes", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nX-Pad: ",
+     32721, "\r\n\r\nok-marker", F_KPIECES, 200},
+    {"32769-byte head in 1 KiB writes", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nX-Pad: ",
+     32722, "\r\n\r\nok-marker", F_KPIECES, 200},
     {"CL twice, equal", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nContent-Length: 9\r\n\r\n"
      "ok-marker", 0, NULL, 0, 200},
     {"CL conflicting", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nContent-Length: 12\r\n\r\n"
@@ -263,6 +268,8 @@ static const struct diff diffs[] = {
     {"40 KiB field", M_HTTP, ERR("response head too large"), OK_200,
      "proberesp stops at the edge's 32 KiB head limit (PRESP_HEAD_MAX); libcurl allows 100 KiB "
      "per field"},
+    {"32769-byte head in 1 KiB writes", M_HTTP, ERR("response head too large"), OK_200,
+     "one byte over PRESP_HEAD_MAX, gathered across reads; libcurl allows 100 KiB per field"},
     {"200 fields", M_HTTP, BAD_HEAD, OK_200,
      "http1 holds at most HTTP1_MAX_HEADERS (128) fields, as the edge; libcurl has no count "
      "limit"},
@@ -351,29 +358,36 @@ static int send_paced(int fd, const char *p, size_t n, size_t piece, int pause_m
   return 0;
 }
 
-/* The entry's answer: raw (or its built form), fill and tail, paced as its flags say. */
-static void send_answer(int fd, int e) {
+/* Entry e's whole answer: raw (or its built form), fill and tail (malloc, NUL-terminated); NULL
+ * when out of memory. */
+static char *answer_of(size_t e, size_t *len) {
   const struct entry *c = &corpus[e];
   const char *raw = g_origin.built[e] ? g_origin.built[e] : c->raw;
-  size_t n = strlen(raw);
-  if (c->flags & F_DRIP) {
-    const char *end = strstr(raw, "\r\n\r\n");
-    size_t head = end ? (size_t)(end - raw) + 4 : n;
-    if (send_paced(fd, raw, head, 1, 1) < 0 || send_paced(fd, raw + head, n - head, 0, 0) < 0)
-      return;
-  } else if (send_paced(fd, raw, n, (c->flags & F_PIECES) ? 5 : 0, 2) < 0) {
-    return;
+  size_t rl = strlen(raw), tl = c->tail ? strlen(c->tail) : 0;
+  char *b = malloc(rl + c->fill + tl + 1);
+  if (!b) return NULL;
+  memcpy(b, raw, rl);
+  memset(b + rl, 'a', c->fill);
+  if (tl) memcpy(b + rl + c->fill, c->tail, tl);
+  *len = rl + c->fill + tl;
+  b[*len] = '\0';
+  return b;
+}
+
+/* Send entry e's answer, paced as its flags say. */
+static void send_answer(int fd, int e) {
+  unsigned fl = corpus[e].flags;
+  size_t n = 0, head;
+  char *b = answer_of((size_t)e, &n), *end;
+  if (!b) return;
+  end = strstr(b, "\r\n\r\n");
+  head = end ? (size_t)(end - b) + 4 : n;
+  if (fl & F_DRIP) {
+    if (send_paced(fd, b, head, 1, 1) == 0) send_paced(fd, b + head, n - head, 0, 0);
+  } else {
+    send_paced(fd, b, n, (fl & F_PIECES) ? 5 : (fl & F_KPIECES) ? 1024 : 0, 2);
   }
-  if (c->fill) {
-    char *fill = malloc(c->fill);
-    int rc;
-    if (!fill) return;
-    memset(fill, 'a', c->fill);
-    rc = send_paced(fd, fill, c->fill, 0, 0);
-    free(fill);
-    if (rc < 0) return;
-  }
-  if (c->tail) send_paced(fd, c->tail, strlen(c->tail), 0, 0);
+  free(b);
 }
 
 /* Wait (at most max_ms, or until the origin stops) for the peer to close; data is dropped. */
@@ -804,8 +818,7 @@ static void check_requests(size_t e, int o, const char *req_n, long len_n, const
  * the result in out, 0 when the outcome is not a reading of bytes (transport flags). */
 static int model_native(size_t e, int o, char *out, size_t cap) {
   const struct entry *c = &corpus[e];
-  const char *raw = g_origin.built[e] ? g_origin.built[e] : c->raw;
-  size_t rl = strlen(raw), tl = c->tail ? strlen(c->tail) : 0, n = rl + c->fill + tl;
+  size_t n = 0;
   struct hcheck_outcome oc = {.connected = 1};
   struct presp r;
   struct probe_result res = {0};
@@ -815,11 +828,8 @@ static int model_native(size_t e, int o, char *out, size_t cap) {
     snprintf(out, cap, "ok=1 status=0 error=");
     return 1;
   }
-  buf = malloc(n + 1);
+  buf = answer_of(e, &n);
   assert_non_null(buf);
-  memcpy(buf, raw, rl);
-  memset(buf + rl, 'a', c->fill);
-  if (tl) memcpy(buf + rl + c->fill, c->tail, tl);
   presp_init(&r, opts[o].method == HCHECK_HEAD, opts[o].expected_body[0] != '\0');
   if (n > 0) presp_feed(&r, buf, n);
   presp_eof(&r);
