@@ -3,10 +3,12 @@
 
 #include "hcheck.h"
 #include "log.h"
+#include "probenat.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +24,10 @@
 #define PROBE_POLL_MS 100
 /* Events taken from epoll per wake-up; more ready sockets are simply served on the next turn. */
 #define PROBE_EVENTS 256
+/* epoll data of a socket of our own: this bit and the slot number (libcurl's carry the fd). */
+#define PROBE_NATIVE_TAG (UINT64_C(1) << 63)
+/* Read scratch of the native probes: one read takes a small answer whole. */
+#define PROBE_RBUF 65536
 
 /* How long libcurl may keep the CA store it built from the CA file before reading it again. */
 #define PROBE_CA_CACHE_S 600L
@@ -43,6 +49,15 @@ struct probe_slot {
   int headers_done;                /* 1 once a final (>= 200) header block is complete */
   char errbuf[CURL_ERROR_SIZE];
   char conn[PROBE_NAME_MAX + 16]; /* "::address:port" */
+  /* a probe on a socket of our own (PROBE_ENGINE_EPOLL, probenat.h) */
+  int native;         /* 1 while nat runs this slot's probe */
+  int timed_out;      /* its deadline passed */
+  int hpos;           /* index in probe.heap, -1 when not there */
+  int64_t start_us;   /* monotonic µs at its start */
+  int64_t connect_at; /* monotonic ms: the connect phase's deadline */
+  int64_t end_at;     /* monotonic ms: the whole probe's deadline */
+  int64_t due;        /* the heap key: connect_at while connecting, then end_at */
+  struct pnat nat;
 };
 
 struct probe {
@@ -60,6 +75,12 @@ struct probe {
   struct probe_slot *slots; /* max_conc entries */
   size_t *idle;             /* stack of idle slot numbers */
   size_t nidle;
+  /* PROBE_ENGINE_EPOLL's own sockets */
+  int *heap;   /* slot numbers of the running native probes, a min-heap on slot.due */
+  int nheap;
+  char *rbuf;  /* PROBE_RBUF bytes of read scratch */
+  char *req;   /* a request being written (req_cap bytes) */
+  size_t req_cap;
 };
 
 /* The options of a target without its own: the seed's rule. */
@@ -111,13 +132,21 @@ static int path_ok(const char *s) {
   return 1;
 }
 
-/* Check target t; on success fill url and the CONNECT_TO entry and return 0, else -1 with why. */
-static int target_prepare(const struct probe_target *t, char *url, size_t url_cap, char *conn,
-                          size_t conn_cap, char *why, size_t why_cap) {
-  const struct hcheck_opts *c = t->check ? t->check : &default_check;
-  const char *host, *path, *scheme;
-  int v6h, v6a, n, port;
+/* A validated target: where to connect and what to ask. */
+struct target_parts {
+  const struct hcheck_opts *check;
+  const char *scheme; /* "http" for a tcp check */
+  const char *host;   /* Host header, SNI */
+  const char *path;
+  int port; /* the check's port, else the origin's */
+  int v6h;  /* host is an IPv6 literal */
+  int v6a;  /* address is an IPv6 literal */
+};
 
+/* Check target t and fill parts; 0, or -1 with why. */
+static int target_parts(const struct probe_target *t, struct target_parts *tp, char *why,
+                        size_t why_cap) {
+  const struct hcheck_opts *c = t->check ? t->check : &default_check;
   if (!t->scheme || (strcmp(t->scheme, "http") != 0 && strcmp(t->scheme, "https") != 0)) {
     snprintf(why, why_cap, "scheme must be http or https");
     return -1;
@@ -130,29 +159,37 @@ static int target_prepare(const struct probe_target *t, char *url, size_t url_ca
     snprintf(why, why_cap, "bad port");
     return -1;
   }
-  port = c->port > 0 ? c->port : t->port;
+  tp->check = c;
+  tp->port = c->port > 0 ? c->port : t->port;
   /* tcp: a plain connect, no TLS and no request, whatever the origin's scheme */
-  scheme = c->type == HCHECK_TCP ? "http" : t->scheme;
-  host = (t->host && t->host[0]) ? t->host : t->address;
-  if (!host_ok(host)) {
+  tp->scheme = c->type == HCHECK_TCP ? "http" : t->scheme;
+  tp->host = (t->host && t->host[0]) ? t->host : t->address;
+  if (!host_ok(tp->host)) {
     snprintf(why, why_cap, "bad host");
     return -1;
   }
-  path = (t->path && t->path[0]) ? t->path : "/";
-  if (!path_ok(path)) {
+  tp->path = (t->path && t->path[0]) ? t->path : "/";
+  if (!path_ok(tp->path)) {
     snprintf(why, why_cap, "bad path");
     return -1;
   }
-  v6h = ipv6_ok(host);
-  v6a = ipv6_ok(t->address);
-  n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", scheme, v6h ? "[" : "", host, v6h ? "]" : "", port,
-               path);
+  tp->v6h = ipv6_ok(tp->host);
+  tp->v6a = ipv6_ok(t->address);
+  return 0;
+}
+
+/* libcurl's form of a validated target: the URL and the CONNECT_TO entry; 0 or -1 with why. */
+static int target_curl(const struct probe_target *t, const struct target_parts *tp, char *url,
+                       size_t url_cap, char *conn, size_t conn_cap, char *why, size_t why_cap) {
+  int n = snprintf(url, url_cap, "%s://%s%s%s:%d%s", tp->scheme, tp->v6h ? "[" : "", tp->host,
+                   tp->v6h ? "]" : "", tp->port, tp->path);
   if (n < 0 || (size_t)n >= url_cap) {
     snprintf(why, why_cap, "url too long");
     return -1;
   }
   /* Empty HOST and PORT match whatever the URL names: every connection goes to address:port. */
-  n = snprintf(conn, conn_cap, "::%s%s%s:%d", v6a ? "[" : "", t->address, v6a ? "]" : "", port);
+  n = snprintf(conn, conn_cap, "::%s%s%s:%d", tp->v6a ? "[" : "", t->address, tp->v6a ? "]" : "",
+               tp->port);
   if (n < 0 || (size_t)n >= conn_cap) {
     snprintf(why, why_cap, "address too long");
     return -1;
@@ -389,15 +426,34 @@ static int slot_headers(struct probe *p, struct probe_slot *s) {
   return 0;
 }
 
+static int native_start(struct probe *p, struct probe_slot *s, const struct probe_target *t,
+                        const struct target_parts *tp, size_t i, struct probe_result *r);
+
 /* Start target i on an idle slot. 1 = started (slot taken), 0 = result already final. */
 static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
                        struct probe_result *r) {
   char url[PROBE_URL_MAX];
   char why[64];
   struct probe_slot *s = &p->slots[p->idle[p->nidle - 1]];
+  struct target_parts tp;
   int tcp;
 
-  if (target_prepare(t, url, sizeof url, s->conn, sizeof s->conn, why, sizeof why) != 0) {
+  if (target_parts(t, &tp, why, sizeof why) != 0) {
+    result_fail(r, "invalid target: %s", why);
+    return 0;
+  }
+  if (p->engine == PROBE_ENGINE_EPOLL &&
+      (tp.check->type == HCHECK_TCP || strcmp(tp.scheme, "http") == 0))
+    switch (native_start(p, s, t, &tp, i, r)) {
+    case 1:
+      p->nidle--;
+      return 1;
+    case 0:
+      return 0;
+    default:
+      break; /* a DNS name: libcurl resolves it */
+    }
+  if (target_curl(t, &tp, url, sizeof url, s->conn, sizeof s->conn, why, sizeof why) != 0) {
     result_fail(r, "invalid target: %s", why);
     return 0;
   }
@@ -474,6 +530,245 @@ static void probe_drain(struct probe *p, const struct probe_target *targets,
   }
 }
 
+/* ---- probes on sockets of our own (PROBE_ENGINE_EPOLL): plain HTTP and tcp to literals ---- */
+
+static int64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The deadlines of the running native probes: a binary min-heap of slot numbers on slot.due,
+ * each slot knowing its place (hpos), so that a probe that ends leaves it at once and the heap
+ * never holds more than the probes in flight. */
+static int heap_less(const struct probe *p, int a, int b) {
+  return p->slots[p->heap[a]].due < p->slots[p->heap[b]].due;
+}
+
+static void heap_swap(struct probe *p, int a, int b) {
+  int t = p->heap[a];
+  p->heap[a] = p->heap[b];
+  p->heap[b] = t;
+  p->slots[p->heap[a]].hpos = a;
+  p->slots[p->heap[b]].hpos = b;
+}
+
+static void heap_fix(struct probe *p, int i) {
+  while (i > 0 && heap_less(p, i, (i - 1) / 2)) {
+    heap_swap(p, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    if (l < p->nheap && heap_less(p, l, m)) m = l;
+    if (l + 1 < p->nheap && heap_less(p, l + 1, m)) m = l + 1;
+    if (m == i) return;
+    heap_swap(p, i, m);
+    i = m;
+  }
+}
+
+static void heap_push(struct probe *p, struct probe_slot *s) {
+  s->hpos = p->nheap++;
+  p->heap[s->hpos] = (int)(s - p->slots);
+  heap_fix(p, s->hpos);
+}
+
+static void heap_remove(struct probe *p, struct probe_slot *s) {
+  int i = s->hpos;
+  if (i < 0) return;
+  s->hpos = -1;
+  if (--p->nheap == i) return;
+  p->heap[i] = p->heap[p->nheap];
+  p->slots[p->heap[i]].hpos = i;
+  heap_fix(p, i);
+}
+
+/* Append n bytes at v to the request being built; -1 when it does not fit. */
+static int req_put(struct probe *p, size_t *len, const char *v, size_t n) {
+  if (n > p->req_cap - *len) return -1;
+  memcpy(p->req + *len, v, n);
+  *len += n;
+  return 0;
+}
+
+static int req_puts(struct probe *p, size_t *len, const char *v) {
+  return req_put(p, len, v, strlen(v));
+}
+
+/* The request libcurl would send for this target (same lines, same order): the method and
+ * target, Host (with the port unless 80), User-Agent, Accept, Connection: close, the check's
+ * headers. Its length, 0 when it does not fit (it always does: the parts are bounded). */
+static size_t native_request(struct probe *p, const struct probe_target *t,
+                             const struct hcheck_opts *c) {
+  size_t n = 0;
+  int port = c->port > 0 ? c->port : t->port, v6;
+  const char *host = (t->host && t->host[0]) ? t->host : t->address;
+  const char *path = (t->path && t->path[0]) ? t->path : "/";
+  char num[16];
+  int ok = 0;
+  v6 = strchr(host, ':') != NULL;
+  ok |= req_puts(p, &n, c->method == HCHECK_HEAD ? "HEAD " : "GET ");
+  ok |= req_puts(p, &n, path);
+  ok |= req_puts(p, &n, " HTTP/1.1\r\nHost: ");
+  if (v6) ok |= req_puts(p, &n, "[");
+  ok |= req_puts(p, &n, host);
+  if (v6) ok |= req_puts(p, &n, "]");
+  if (port != 80) {
+    snprintf(num, sizeof num, ":%d", port);
+    ok |= req_puts(p, &n, num);
+  }
+  ok |= req_puts(p, &n, "\r\nUser-Agent: ");
+  ok |= req_puts(p, &n, p->user_agent);
+  ok |= req_puts(p, &n, "\r\nAccept: */*\r\nConnection: close\r\n");
+  for (int i = 0; i < c->n_headers; i++) {
+    ok |= req_puts(p, &n, c->headers[i].name);
+    ok |= req_puts(p, &n, ": ");
+    ok |= req_puts(p, &n, c->headers[i].value);
+    ok |= req_puts(p, &n, "\r\n");
+  }
+  ok |= req_puts(p, &n, "\r\n");
+  return ok ? 0 : n;
+}
+
+/* Fill r from the native probe on s, judged by its options, and free the slot. */
+static void native_finish(struct probe *p, struct probe_slot *s, struct probe_result *r) {
+  struct pnat *c = &s->nat;
+  struct hcheck_outcome out;
+  int64_t us = mono_us() - s->start_us;
+
+  if (c->state != PNAT_DONE) pnat_close(c);
+  memset(&out, 0, sizeof out);
+  r->latency_ms = (int)((us + 999) / 1000);
+  out.connected = c->connected;
+  out.timed_out = s->timed_out;
+  if (!c->tcp && (c->resp.state == PRESP_BODY || c->resp.state == PRESP_DONE)) {
+    out.connected = 1;
+    out.timed_out = 0;
+    out.status = c->resp.status;
+    out.body = c->resp.kept;
+    out.body_len = c->resp.kept_len;
+  } else if (s->timed_out) {
+    out.error = "timeout";
+  } else if (c->error[0]) {
+    out.error = c->error;
+  } else if (c->resp.state == PRESP_BAD) {
+    out.error = c->resp.error;
+  }
+  r->status = out.status;
+  r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
+  heap_remove(p, s);
+  pnat_free(c);
+  s->native = 0;
+  s->busy = 0;
+  p->idle[p->nidle++] = (size_t)(s - p->slots);
+}
+
+/* Start target i on slot s with a socket of our own: 1 started, 0 finished at once (r final),
+ * -1 not for us (the address is a DNS name: libcurl resolves it). */
+static int native_start(struct probe *p, struct probe_slot *s, const struct probe_target *t,
+                        const struct target_parts *tp, size_t i, struct probe_result *r) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  int64_t now_ms, timeout = t->timeout_ms > 0 ? t->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS;
+  const char *why = NULL;
+  int st;
+
+  memset(&ss, 0, sizeof ss);
+  if (inet_pton(AF_INET, t->address, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)tp->port);
+    sl = sizeof *a;
+  } else if (inet_pton(AF_INET6, t->address, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)tp->port);
+    sl = sizeof *a;
+  } else {
+    return -1;
+  }
+  if (p->deny && targets_refused_sa(p->deny, &ss, &why)) {
+    result_fail(r, "connect failed: address refused (%s)", why ? why : "denied");
+    return 0;
+  }
+  s->idx = i;
+  s->check = tp->check;
+  s->native = 1;
+  s->busy = 1;
+  s->timed_out = 0;
+  s->start_us = mono_us();
+  now_ms = s->start_us / 1000;
+  s->end_at = now_ms + timeout;
+  s->connect_at =
+      now_ms + (timeout < PROBE_CONNECT_TIMEOUT_CAP_MS ? timeout : PROBE_CONNECT_TIMEOUT_CAP_MS);
+  s->due = s->connect_at;
+  s->hpos = -1;
+  st = pnat_start(&s->nat, p->epfd, PROBE_NATIVE_TAG | (uint64_t)(s - p->slots),
+                  (struct sockaddr *)&ss, sl, tp->check->type == HCHECK_TCP,
+                  tp->check->method == HCHECK_HEAD, tp->check->expected_body[0] != '\0');
+  if (st == PNAT_SENDING) {
+    size_t n = native_request(p, t, tp->check);
+    if (n == 0) {
+      pnat_close(&s->nat);
+      snprintf(s->nat.error, sizeof s->nat.error, "invalid target: request too long");
+    } else {
+      st = pnat_send(&s->nat, p->req, n, 0, p->rbuf, PROBE_RBUF);
+    }
+  }
+  if (s->nat.state == PNAT_DONE) {
+    p->nidle--; /* native_finish gives the slot back */
+    native_finish(p, s, r);
+    return 0;
+  }
+  heap_push(p, s);
+  return 1;
+}
+
+/* epoll events ev for the native probe on s. */
+static void native_event(struct probe *p, struct probe_slot *s, uint32_t ev,
+                         const struct probe_target *targets, struct probe_result *results) {
+  struct pnat *c = &s->nat;
+  int st;
+  if (!s->busy || !s->native) return; /* ended earlier in this turn */
+  st = pnat_event(c, ev, p->rbuf, PROBE_RBUF);
+  if (st == PNAT_SENDING && !c->pending) {
+    size_t n = native_request(p, &targets[s->idx], s->check);
+    if (n == 0) {
+      pnat_close(c);
+      snprintf(c->error, sizeof c->error, "invalid target: request too long");
+    } else {
+      st = pnat_send(c, p->req, n, ev, p->rbuf, PROBE_RBUF);
+    }
+  }
+  if (c->state == PNAT_DONE) native_finish(p, s, &results[s->idx]);
+}
+
+/* End the native probes whose deadline has passed. */
+static void native_timers(struct probe *p, struct probe_result *results) {
+  int64_t now = -1;
+  while (p->nheap > 0) {
+    struct probe_slot *s = &p->slots[p->heap[0]];
+    if (now < 0 || s->due > now) now = mono_us() / 1000;
+    if (s->due > now) return;
+    if (s->nat.state != PNAT_CONNECTING && s->due < s->end_at) {
+      s->due = s->end_at; /* connected in time: the whole probe's deadline is next */
+      heap_fix(p, 0);
+      continue;
+    }
+    s->timed_out = 1;
+    native_finish(p, s, &results[s->idx]);
+  }
+}
+
+/* ms until the first native deadline, or -1 when none. */
+static int64_t native_wait(const struct probe *p) {
+  int64_t left;
+  if (p->nheap == 0) return -1;
+  left = p->slots[p->heap[0]].due - mono_us() / 1000;
+  return left < 0 ? 0 : left;
+}
+
 /* ---- the epoll engine: libcurl tells which sockets and which timeout to watch ---- */
 
 const char *probe_engine_name(enum probe_engine e) {
@@ -499,7 +794,7 @@ static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *sock
   }
   memset(&ev, 0, sizeof ev);
   ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
-  ev.data.fd = s;
+  ev.data.u64 = (uint64_t)(unsigned)s;
   if (socketp && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0) return 0;
   if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s, &ev) == 0 ||
       (errno == EEXIST && epoll_ctl(p->epfd, EPOLL_CTL_MOD, s, &ev) == 0)) {
@@ -518,16 +813,19 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp) {
   return 0;
 }
 
-/* Wait for ready sockets or libcurl's timer (at most PROBE_POLL_MS, so cancel is seen) and let
-   libcurl act on them. 0 or -1. */
-static int epoll_turn(struct probe *p) {
+/* Wait for ready sockets, libcurl's timer or a native deadline (at most PROBE_POLL_MS, so
+   cancel is seen), let libcurl act on its sockets and the native probes on theirs. 0 or -1. */
+static int epoll_turn(struct probe *p, const struct probe_target *targets,
+                      struct probe_result *results) {
   struct epoll_event evs[PROBE_EVENTS];
   int running = 0, nev, wait = PROBE_POLL_MS;
+  int64_t nw = native_wait(p);
   CURLMcode mc;
   if (p->timer_at >= 0) {
     int64_t left = p->timer_at - mono_ms();
     wait = left <= 0 ? 0 : left < PROBE_POLL_MS ? (int)left : PROBE_POLL_MS;
   }
+  if (nw >= 0 && nw < wait) wait = (int)nw;
   nev = epoll_wait(p->epfd, evs, PROBE_EVENTS, wait);
   if (nev < 0) {
     if (errno == EINTR) return 0;
@@ -536,15 +834,21 @@ static int epoll_turn(struct probe *p) {
   }
   for (int i = 0; i < nev; i++) {
     int flags = 0;
+    if (evs[i].data.u64 & PROBE_NATIVE_TAG) {
+      native_event(p, &p->slots[evs[i].data.u64 & ~PROBE_NATIVE_TAG], evs[i].events, targets,
+                   results);
+      continue;
+    }
     if (evs[i].events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
     if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
     if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
-    mc = curl_multi_socket_action(p->multi, evs[i].data.fd, flags, &running);
+    mc = curl_multi_socket_action(p->multi, (curl_socket_t)evs[i].data.u64, flags, &running);
     if (mc != CURLM_OK) {
       log_error("curl_multi_socket_action: %s", curl_multi_strerror(mc));
       return -1;
     }
   }
+  native_timers(p, results);
   if (p->timer_at >= 0 && mono_ms() >= p->timer_at) {
     p->timer_at = -1;
     mc = curl_multi_socket_action(p->multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -635,6 +939,15 @@ struct probe *probe_new(const struct probe_opts *opts) {
     CURLMcode mc = CURLM_OK;
     p->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (p->epfd < 0) goto out;
+    if (p->engine == PROBE_ENGINE_EPOLL) {
+      /* the longest request: line, Host, User-Agent, fixed lines, the check's headers */
+      p->req_cap = PROBE_PATH_MAX + PROBE_NAME_MAX + strlen(p->user_agent) + 128 +
+                   HCHECK_MAX_HEADERS * (HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4);
+      p->req = malloc(p->req_cap);
+      p->rbuf = malloc(PROBE_RBUF);
+      p->heap = calloc((size_t)p->max_conc, sizeof *p->heap);
+      if (!p->req || !p->rbuf || !p->heap) goto out;
+    }
     mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p);
     mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERFUNCTION, on_timer);
@@ -670,6 +983,9 @@ void probe_free(struct probe **pp) {
   curl_slist_free_all(p->headers);
   free(p->slots);
   free(p->idle);
+  free(p->heap);
+  free(p->rbuf);
+  free(p->req);
   free(p->user_agent);
   free(p->ca_file);
   free(p);
@@ -706,7 +1022,7 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
       break;
     }
     if (p->engine != PROBE_ENGINE_POLL) {
-      turn = epoll_turn(p);
+      turn = epoll_turn(p, targets, results);
       probe_drain(p, targets, results);
     } else {
       turn = poll_turn(p, targets, results, next < n);
@@ -719,9 +1035,15 @@ out:
   for (int i = 0; i < p->max_conc; i++) {
     struct probe_slot *s = &p->slots[i];
     if (!s->busy) continue;
+    if (s->native) {
+      native_finish(p, s, &results[s->idx]);
+      results[s->idx].ok = 0;
+      results[s->idx].status = 0;
+    } else {
+      slot_release(p, s);
+    }
     snprintf(results[s->idx].error, sizeof results[s->idx].error,
              cancelled ? "cancelled" : "internal: libcurl failure");
-    slot_release(p, s);
   }
   for (; next < n; next++)
     snprintf(results[next].error, sizeof results[next].error,

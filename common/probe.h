@@ -1,5 +1,6 @@
-/* probe — batch HTTP(S) origin health probes over one libcurl multi handle, on the calling thread.
- */
+/* probe — batch HTTP(S) and tcp origin health probes on the calling thread: plain HTTP and tcp
+ * checks of address literals on sockets of our own (probenat.h), HTTPS and DNS names through one
+ * libcurl multi handle, all on one epoll loop. */
 #ifndef CDNCA_PROBE_H
 #define CDNCA_PROBE_H
 
@@ -30,6 +31,16 @@ struct hcheck_opts;
  * bytes and the transfer is then cut; its first HCHECK_BODY_MAX bytes are kept only when the
  * check has an expected_body. Errors while reading the body do not change the verdict. Proxy
  * environment variables are ignored.
+ *
+ * Two HTTP clients, one rule. Under PROBE_ENGINE_EPOLL a plain-HTTP or tcp check whose address
+ * is an IPv4 or IPv6 literal runs on a socket of our own: the request has the lines libcurl
+ * sends, in its order (method and target, Host with the port unless 80, User-Agent, Accept,
+ * Connection: close, the check's headers), and the answer is read by proberesp.h with the HTTP/1
+ * parser noded's edge path uses. An answer that parser refuses (a malformed head, framing the
+ * edge answers 502, a head over 32 KiB) is a failure, as the edge could not pass it on to a
+ * visitor either; where libcurl reads such an answer differently, tests/unit/test_probe_diff.c
+ * lists it. Everything else — HTTPS, DNS names — runs on libcurl. The deny list is checked
+ * before the connect either way.
  *
  * Share-nothing: a struct probe belongs to one thread at a time; use one per thread.
  */

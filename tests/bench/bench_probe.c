@@ -1,7 +1,8 @@
-/* bench_probe — probe throughput of common/probe's two engines in one run, against fast
+/* bench_probe — probe throughput of common/probe's engines in one run, against fast
  * in-process loopback origins (HTTP or HTTPS), N sites x 3 origins per batch.
  *
- * usage: bench_probe [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]
+ * usage: bench_probe [--sites 1000,10000,...] [--engines epoll,poll,epoll-curl] [--conc N]
+ *                    [--budget S]
  *                    [--delay-ms D] [--https] [--system-cas] [--tls-resume] [--spread]
  *   For each batch size, each engine runs one probe_run of sites x 3 probes (alternating, so
  *   both see the same machine load). Per run: wall time, probes/s, the CPU time of the probing
@@ -44,6 +45,7 @@
 #define ORIGINS 3
 #define MAX_EVENTS 256
 #define MAX_SIZES 16
+#define MAX_ENGINES 3
 
 static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                                "Content-Length: 3\r\nConnection: close\r\n\r\nok\n";
@@ -418,14 +420,15 @@ static int parse_sizes(const char *s, int *out, int max) {
 
 static void usage(const char *argv0) {
   fprintf(stderr,
-          "usage: %s [--sites 1000,10000,...] [--engines epoll,poll] [--conc N] [--budget S]\n"
+          "usage: %s [--sites 1000,10000,...] [--engines epoll,poll,epoll-curl] [--conc N]\n"
+          "          [--budget S]\n"
           "          [--delay-ms D] [--https] [--system-cas] [--tls-resume] [--spread]\n",
           argv0);
 }
 
 int main(int argc, char **argv) {
   int sizes[MAX_SIZES] = {1000, 10000, 30000, 100000}, nsizes = 4;
-  enum probe_engine engines[2] = {PROBE_ENGINE_EPOLL, PROBE_ENGINE_POLL};
+  enum probe_engine engines[MAX_ENGINES] = {PROBE_ENGINE_EPOLL, PROBE_ENGINE_POLL};
   int nengines = 2, conc = PROBE_DEFAULT_CONCURRENCY, delay_ms = 0, https = 0, resume = 0;
   int system_cas = 0, spread = 0, spread_port = 0, spread_fd = -1;
   double budget = 30.0;
@@ -434,9 +437,9 @@ int main(int argc, char **argv) {
   struct pki pki;
   SSL_CTX *tls = NULL;
   pthread_t th;
-  struct probe *p[2] = {NULL, NULL};
-  struct row best[2];
-  double per_cpu[2] = {0, 0};
+  struct probe *p[MAX_ENGINES] = {NULL};
+  struct row best[MAX_ENGINES];
+  double per_cpu[MAX_ENGINES] = {0};
   int rc = 1, started = 0;
 
   memset(&pki, 0, sizeof pki);
@@ -459,12 +462,14 @@ int main(int argc, char **argv) {
       char list[32], *save = NULL;
       nengines = 0;
       snprintf(list, sizeof list, "%s", v);
-      for (char *w = strtok_r(list, ",", &save); w && nengines < 2;
+      for (char *w = strtok_r(list, ",", &save); w && nengines < MAX_ENGINES;
            w = strtok_r(NULL, ",", &save)) {
         if (strcmp(w, "epoll") == 0)
           engines[nengines++] = PROBE_ENGINE_EPOLL;
         else if (strcmp(w, "poll") == 0)
           engines[nengines++] = PROBE_ENGINE_POLL;
+        else if (strcmp(w, "epoll-curl") == 0)
+          engines[nengines++] = PROBE_ENGINE_EPOLL_CURL;
         else
           nengines = -10;
       }
@@ -575,13 +580,25 @@ int main(int argc, char **argv) {
            probe_engine_name(engines[e]), budget, best[e].sites, ORIGINS, best[e].wall, per_cpu[e],
            per_cpu[e] * budget / ORIGINS, ORIGINS, budget);
   }
-  if (nengines == 2 && per_cpu[1] > 0 && best[0].sites == best[1].sites)
-    printf("epoll / poll, probes per prober CPU-second at %d sites: %.2fx\n", best[0].sites,
-           per_cpu[0] / per_cpu[1]);
+  /* every engine against every other that ran the same largest batch */
+  for (int a = 0; a < nengines; a++)
+    for (int b = 0; b < nengines; b++)
+      if (a != b && engines[b] == PROBE_ENGINE_POLL && per_cpu[b] > 0 && per_cpu[a] > 0 &&
+          best[a].sites == best[b].sites)
+        printf("%s / %s, probes per prober CPU-second at %d sites: %.2fx\n",
+               probe_engine_name(engines[a]), probe_engine_name(engines[b]), best[a].sites,
+               per_cpu[a] / per_cpu[b]);
+  for (int a = 0; a < nengines; a++)
+    for (int b = 0; b < nengines; b++)
+      if (engines[a] == PROBE_ENGINE_EPOLL && engines[b] == PROBE_ENGINE_EPOLL_CURL &&
+          per_cpu[b] > 0 && per_cpu[a] > 0 && best[a].sites == best[b].sites)
+        printf("%s / %s, probes per prober CPU-second at %d sites: %.2fx\n",
+               probe_engine_name(engines[a]), probe_engine_name(engines[b]), best[a].sites,
+               per_cpu[a] / per_cpu[b]);
   printf("responder answered %ld requests\n", r.answered);
   rc = 0;
 out:
-  for (int e = 0; e < 2; e++)
+  for (int e = 0; e < MAX_ENGINES; e++)
     probe_free(&p[e]);
   if (spread_fd >= 0) close(spread_fd);
   if (started) responder_stop(&r, th);

@@ -982,10 +982,14 @@ int main(void) {
   };
   signal(SIGPIPE, SIG_IGN);
   int failed;
-  /* every behaviour holds with both engines: epoll (the default) and poll (kept for the bench) */
+  /* every behaviour holds with every engine: epoll (the default: plain HTTP on our own sockets),
+     poll and epoll-curl (everything through libcurl; kept for the bench) */
   g_engine = PROBE_ENGINE_EPOLL;
   failed = cmocka_run_group_tests_name("probe, engine epoll", tests, group_setup, group_teardown);
   g_engine = PROBE_ENGINE_POLL;
   failed += cmocka_run_group_tests_name("probe, engine poll", tests, group_setup, group_teardown);
+  g_engine = PROBE_ENGINE_EPOLL_CURL;
+  failed +=
+      cmocka_run_group_tests_name("probe, engine epoll-curl", tests, group_setup, group_teardown);
   return failed;
 }
