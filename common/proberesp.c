@@ -63,10 +63,11 @@ static int take_head(struct presp *r, const char *h, size_t hl) {
   r->head_total += hl;
   if (r->head_total > PRESP_HEAD_MAX) return bad(r, "response head too large");
   if (http1_parse_response(h, hl, &m) != HTTP1_OK) return bad(r, "bad response head");
-  if (m.status < 200 && m.status != 101) return PRESP_HEAD; /* interim: the next head follows */
+  /* a probe never asks to upgrade (RFC 9110 §15.2.2: a server must not switch unasked) */
+  if (m.status == 101) return bad(r, "unrequested protocol switch (101)");
+  if (m.status < 200) return PRESP_HEAD; /* interim: the next head follows */
   kind = framing(r, &m, &len);
   if (kind < 0) return bad(r, "bad response framing");
-  if (m.status == 101) kind = HTTP1_BODY_NONE; /* what follows is another protocol */
   r->status = m.status;
   http1_body_init(&r->body, (enum http1_body_kind)kind, len);
   r->state = r->body.done ? PRESP_DONE : PRESP_BODY;

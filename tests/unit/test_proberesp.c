@@ -106,8 +106,9 @@ static const struct row rows[] = {
      "HTTP/1.1 100 Continue\r\nContent-Length: x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: "
      "1\r\n\r\n!",
      0, 0, 1, D, D, 200, 0, NULL, "!"},
-    {"101 is final", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05hello",
-     0, 0, 1, D, D, 101, 0, NULL, ""},
+    {"101 to a probe (that asked for no upgrade) is refused",
+     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05hello", 0, 0, 1, X,
+     X, 0, 0, "unrequested protocol switch (101)", ""},
     {"503", "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Length: 4\r\n\r\nbusy",
      0, 0, 1, D, D, 503, 0, NULL, "busy"},
     {"status without reason", "HTTP/1.1 500\r\nContent-Length: 0\r\n\r\n", 0, 0, 1, D, D, 500, 0,
