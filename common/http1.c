@@ -242,18 +242,18 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
     }
     if (st != CS_SIZE && st != CS_DATA_CR && st != CS_DATA_LF &&
         ++b->trailer_bytes > HTTP1_MAX_TRAILER)
-      return -1;
+      goto bad;
     switch (st) {
     case CS_SIZE: {
       int h = hexval(c);
       if (h >= 0) {
         /* at most 16 digits (leading zeros included) and a size below 2^60 */
-        if (b->digits >= 16 || (b->remaining >> 56)) return -1;
+        if (b->digits >= 16 || (b->remaining >> 56)) goto bad;
         b->remaining = b->remaining * 16 + (uint64_t)h;
         b->digits++;
         break;
       }
-      if (b->digits == 0) return -1;
+      if (b->digits == 0) goto bad;
       if (c == ';')
         b->cstate = CS_EXT_NAME0;
       else if (c == ' ' || c == '\t')
@@ -261,7 +261,7 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\r')
         b->cstate = CS_SIZE_LF;
       else
-        return -1;
+        goto bad;
       break;
     }
     case CS_SIZE_WS:
@@ -270,13 +270,13 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\r')
         b->cstate = CS_SIZE_LF;
       else if (c != ' ' && c != '\t')
-        return -1;
+        goto bad;
       break;
     case CS_EXT_NAME0:
       if (is_tchar(c))
         b->cstate = CS_EXT_NAME;
       else if (c != ' ' && c != '\t')
-        return -1;
+        goto bad;
       break;
     case CS_EXT_NAME:
       if (is_tchar(c)) break;
@@ -289,7 +289,7 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\r')
         b->cstate = CS_SIZE_LF;
       else
-        return -1;
+        goto bad;
       break;
     case CS_EXT_NAME_WS:
       if (c == '=')
@@ -299,7 +299,7 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\r')
         b->cstate = CS_SIZE_LF;
       else if (c != ' ' && c != '\t')
-        return -1;
+        goto bad;
       break;
     case CS_EXT_VAL0:
       if (is_tchar(c))
@@ -307,7 +307,7 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '"')
         b->cstate = CS_EXT_QUOTED;
       else if (c != ' ' && c != '\t')
-        return -1;
+        goto bad;
       break;
     case CS_EXT_VAL:
       if (is_tchar(c)) break;
@@ -318,7 +318,7 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\r')
         b->cstate = CS_SIZE_LF;
       else
-        return -1;
+        goto bad;
       break;
     case CS_EXT_QUOTED:
       if (c == '"')
@@ -326,23 +326,23 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (c == '\\')
         b->cstate = CS_EXT_QPAIR;
       else if (!is_qdtext(c))
-        return -1;
+        goto bad;
       break;
     case CS_EXT_QPAIR:
-      if (!is_qdtext(c) && c != '"' && c != '\\') return -1;
+      if (!is_qdtext(c) && c != '"' && c != '\\') goto bad;
       b->cstate = CS_EXT_QUOTED;
       break;
     case CS_SIZE_LF:
-      if (c != '\n') return -1;
+      if (c != '\n') goto bad;
       b->digits = 0;
       b->cstate = b->remaining == 0 ? CS_TRAILER_START : CS_DATA;
       break;
     case CS_DATA_CR:
-      if (c != '\r') return -1;
+      if (c != '\r') goto bad;
       b->cstate = CS_DATA_LF;
       break;
     case CS_DATA_LF:
-      if (c != '\n') return -1;
+      if (c != '\n') goto bad;
       b->cstate = CS_SIZE;
       break;
     case CS_TRAILER_START:
@@ -351,36 +351,39 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       else if (is_tchar(c))
         b->cstate = CS_TRAILER_NAME;
       else
-        return -1; /* also obs-fold */
+        goto bad; /* also obs-fold */
       break;
     case CS_TRAILER_NAME:
       if (c == ':')
         b->cstate = CS_TRAILER_VALUE;
       else if (!is_tchar(c))
-        return -1;
+        goto bad;
       break;
     case CS_TRAILER_VALUE:
       if (c == '\r')
         b->cstate = CS_TRAILER_LF;
       else if (!is_field_vchar(c))
-        return -1;
+        goto bad;
       break;
     case CS_TRAILER_LF:
-      if (c != '\n') return -1;
+      if (c != '\n') goto bad;
       b->cstate = CS_TRAILER_START;
       break;
     case CS_END_LF:
-      if (c != '\n') return -1;
+      if (c != '\n') goto bad;
       b->done = 1;
       break;
     default:
-      return -1;
+      goto bad;
     }
     i++;
     if (!decode) w = i;
   }
   *out_len = w;
   return (long)i;
+bad:
+  *out_len = w; /* the data before the malformed byte is still the body's */
+  return -1;
 }
 
 size_t http1_chunk_header(char *dst, size_t n) {

@@ -110,7 +110,8 @@ void http1_body_init(struct http1_body *b, enum http1_body_kind kind, uint64_t l
 
 /* Feed n bytes at p. Returns how many were consumed (it stops at the end of the body) or -1 on
  * malformed chunked framing; *out_len = how many bytes at p are to be forwarded: all consumed
- * bytes, or with decode only the chunk data (moved to the front of p, in place).
+ * bytes, or with decode only the chunk data (moved to the front of p, in place). On -1,
+ * *out_len counts those of the bytes before the malformed one.
  * Chunked framing is parsed strictly (RFC 9112 §7.1): lines end only at CRLF; chunk-size is
  * 1-16 hex digits; an extension is ";" name ["=" token / quoted-string] with optional
  * whitespace around ";" and "="; trailer lines are name ":" value without control bytes. */

@@ -76,10 +76,10 @@ struct probe {
   size_t *idle;             /* stack of idle slot numbers */
   size_t nidle;
   /* PROBE_ENGINE_EPOLL's own sockets */
-  int *heap;   /* slot numbers of the running native probes, a min-heap on slot.due */
+  int *heap; /* slot numbers of the running native probes, a min-heap on slot.due */
   int nheap;
-  char *rbuf;  /* PROBE_RBUF bytes of read scratch */
-  char *req;   /* a request being written (req_cap bytes) */
+  char *rbuf; /* PROBE_RBUF bytes of read scratch */
+  char *req;  /* a request being written (req_cap bytes) */
   size_t req_cap;
 };
 
@@ -913,8 +913,9 @@ struct probe *probe_new(const struct probe_opts *opts) {
   if (!p) goto out;
   p->epfd = -1;
   p->timer_at = -1;
-  p->engine = (o.engine == PROBE_ENGINE_POLL || o.engine == PROBE_ENGINE_EPOLL_CURL) ? o.engine
-                                                                                  : PROBE_ENGINE_EPOLL;
+  p->engine = (o.engine == PROBE_ENGINE_POLL || o.engine == PROBE_ENGINE_EPOLL_CURL)
+                  ? o.engine
+                  : PROBE_ENGINE_EPOLL;
   p->tls_reuse = o.tls_session_reuse ? 1 : 0;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->deny = o.deny;

@@ -82,8 +82,8 @@ static int read_all(struct pnat *c, uint32_t ev, char *rbuf, size_t rcap) {
 /* Write what is left of the request. */
 static int write_pending(struct pnat *c, char *rbuf, size_t rcap) {
   while (c->pending_off < c->pending_len) {
-    ssize_t k = send(c->fd, c->pending + c->pending_off, c->pending_len - c->pending_off,
-                     MSG_NOSIGNAL);
+    ssize_t k =
+        send(c->fd, c->pending + c->pending_off, c->pending_len - c->pending_off, MSG_NOSIGNAL);
     if (k >= 0) {
       c->pending_off += (size_t)k;
       continue;

@@ -63,26 +63,25 @@ static int take_head(struct presp *r, const char *h, size_t hl) {
   r->head_total += hl;
   if (r->head_total > PRESP_HEAD_MAX) return bad(r, "response head too large");
   if (http1_parse_response(h, hl, &m) != HTTP1_OK) return bad(r, "bad response head");
-  if (m.status < 200 && m.status != 101) return PRESP_HEAD; /* interim: the next head follows */
+  /* a probe never asks to upgrade (RFC 9110 §15.2.2: a server must not switch unasked) */
+  if (m.status == 101) return bad(r, "unrequested protocol switch (101)");
+  if (m.status < 200) return PRESP_HEAD; /* interim: the next head follows */
   kind = framing(r, &m, &len);
   if (kind < 0) return bad(r, "bad response framing");
-  if (m.status == 101) kind = HTTP1_BODY_NONE; /* what follows is another protocol */
   r->status = m.status;
   http1_body_init(&r->body, (enum http1_body_kind)kind, len);
   r->state = r->body.done ? PRESP_DONE : PRESP_BODY;
   return r->state;
 }
 
-/* Body bytes: find the body's end, keep its first bytes when asked. */
+/* Body bytes: find the body's end, keep its first bytes when asked. The outcome does not depend
+ * on how the bytes were split into pieces: chunked bodies are always decoded so that only
+ * payload counts towards PRESP_BODY_MAX, a body over it is cut even when its end came in the
+ * same piece, and the payload before malformed framing is kept. */
 static int take_body(struct presp *r, char *p, size_t n) {
   while (n > 0 && r->state == PRESP_BODY) {
     size_t out = 0;
-    long k = http1_body_feed(&r->body, p, n, &out, r->keep);
-    if (k < 0) {
-      r->cut = 1;
-      r->state = PRESP_DONE;
-      break;
-    }
+    long k = http1_body_feed(&r->body, p, n, &out, 1);
     if (r->keep && r->kept_len < PRESP_KEEP_MAX && out > 0) {
       size_t take = PRESP_KEEP_MAX - r->kept_len;
       if (take > out) take = out;
@@ -91,13 +90,13 @@ static int take_body(struct presp *r, char *p, size_t n) {
       r->kept_len += take;
     }
     r->body_bytes += out;
-    if (r->body.done) {
-      r->state = PRESP_DONE;
-    } else if (r->body_bytes > PRESP_BODY_MAX) {
+    if (k < 0 || r->body_bytes > PRESP_BODY_MAX) {
       r->cut = 1;
       r->state = PRESP_DONE;
+    } else if (r->body.done) {
+      r->state = PRESP_DONE;
     }
-    if (k == 0) break; /* nothing consumed: done */
+    if (k <= 0) break; /* malformed, or nothing consumed: done */
     p += k;
     n -= (size_t)k;
   }

@@ -4,7 +4,8 @@
  *
  * The head is read by http1 (the parser noded's edge path reads origins with), so an answer the
  * edge could not pass on to a visitor is not a healthy answer either:
- * - 1xx interim heads are skipped (their bytes count towards PRESP_HEAD_MAX); 101 is final;
+ * - 1xx interim heads are skipped (their bytes count towards PRESP_HEAD_MAX); a 101 is
+ *   PRESP_BAD "unrequested protocol switch (101)": a probe never asks to upgrade;
  * - a head that http1 rejects, more than HTTP1_MAX_HEADERS fields or a head longer than
  *   PRESP_HEAD_MAX bytes: PRESP_BAD, no status;
  * - the body's framing (RFC 9112 §6.3): none after HEAD, 1xx, 204 and 304; a Transfer-Encoding
@@ -42,7 +43,8 @@ struct presp {
   int status;        /* the final status once state is BODY or DONE, else 0 */
   int cut;           /* DONE before the body's end (too long, malformed chunks) */
   const char *error; /* PRESP_BAD: "bad response head", "response head too large",
-                        "bad response framing", "incomplete response head" (static) */
+                        "bad response framing", "incomplete response head", "empty reply",
+                        "unrequested protocol switch (101)" (static) */
   char *head;        /* a head split across pieces (malloc, at most PRESP_HEAD_MAX) */
   size_t head_len, head_cap, scan;
   size_t head_total; /* head bytes taken so far, interim heads included */

@@ -324,6 +324,25 @@ static void test_body_boundaries(void **state) {
   assert_true(b.done);
 }
 
+/* Malformed chunked framing: -1, and *out_len still counts the bytes before the bad one. */
+static void test_body_malformed_out(void **state) {
+  struct http1_body b;
+  char dec[] = "3\r\nabc\r\n2\r\nde\r\nzz\r\n";
+  char raw[] = "3\r\nabc\r\nzz\r\n";
+  size_t out = 99;
+  (void)state;
+  http1_body_init(&b, HTTP1_BODY_CHUNKED, 0);
+  assert_int_equal(http1_body_feed(&b, dec, strlen(dec), &out, 1), -1);
+  assert_int_equal(out, 5);
+  assert_memory_equal(dec, "abcde", 5);
+  http1_body_init(&b, HTTP1_BODY_CHUNKED, 0);
+  assert_int_equal(http1_body_feed(&b, raw, strlen(raw), &out, 0), -1);
+  assert_int_equal(out, 8); /* "3\r\nabc\r\n" */
+  http1_body_init(&b, HTTP1_BODY_CHUNKED, 0);
+  assert_int_equal(http1_body_feed(&b, raw + 8, 4, &out, 1), -1);
+  assert_int_equal(out, 0);
+}
+
 static void test_chunk_header(void **state) {
   char b[HTTP1_CHUNK_HEADER_MAX + 1];
   size_t n;
@@ -339,11 +358,17 @@ static void test_chunk_header(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_request_heads),     cmocka_unit_test(test_response_heads),
-      cmocka_unit_test(test_head_end),          cmocka_unit_test(test_content_length),
-      cmocka_unit_test(test_transfer_encoding), cmocka_unit_test(test_host_values),
-      cmocka_unit_test(test_targets),           cmocka_unit_test(test_chunked_accepted),
-      cmocka_unit_test(test_chunked_refused),   cmocka_unit_test(test_body_boundaries),
+      cmocka_unit_test(test_request_heads),
+      cmocka_unit_test(test_response_heads),
+      cmocka_unit_test(test_head_end),
+      cmocka_unit_test(test_content_length),
+      cmocka_unit_test(test_transfer_encoding),
+      cmocka_unit_test(test_host_values),
+      cmocka_unit_test(test_targets),
+      cmocka_unit_test(test_chunked_accepted),
+      cmocka_unit_test(test_chunked_refused),
+      cmocka_unit_test(test_body_boundaries),
+      cmocka_unit_test(test_body_malformed_out),
       cmocka_unit_test(test_chunk_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
