@@ -309,6 +309,7 @@ struct origin {
   int n_listen;
   int backlog_fd;         /* F_BACKLOG: listening, never accepted */
   int refused_fd;         /* F_REFUSED: bound, not listening */
+  int port6;              /* the listener on ::1 (chosen by the path); 0 = no IPv6 here */
   int port[N_ENTRIES];    /* where each entry is served */
   char *built[N_ENTRIES]; /* F_HUGE_HEAD, F_FIELDS: the whole answer */
   atomic_int stop;
@@ -596,6 +597,19 @@ static int group_setup(void **state) {
     if (fd < 0) return -1;
     o->port[e] = port;
   }
+  {
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd >= 0 && o->n_listen < MAX_LISTEN && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && listen(fd, 256) == 0) {
+      o->port6 = ntohs(sa.sin6_port);
+      o->lfd[o->n_listen] = fd;
+      o->lentry[o->n_listen++] = -1;
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
   if (pthread_create(&o->acceptor, NULL, acceptor_main, NULL) != 0) return -1;
   o->acceptor_started = 1;
   return 0;
@@ -682,18 +696,17 @@ static void probers_free(void) {
     probe_free(&g_probe[i]);
 }
 
-/* One probe of (e, o) on engine i: its result and the request the origin read (req_len -1 when
- * no connection reached the origin's reading). */
-static void probe_single(int i, size_t e, int o, int timeout_ms, struct probe_result *r, char *req,
-                         long *req_len) {
-  struct probe_target t = target_of(e, o, timeout_ms);
+/* Probe t on engine i, expecting conns connections at the origin: the result and the request the
+ * origin read (req_len -1 when no connection reached its reading). label names the case. */
+static void probe_once(int i, const struct probe_target *t, int conns, const char *label,
+                       struct probe_result *r, char *req, long *req_len) {
   int base, n_recs;
   recs_reset();
   base = atomic_load(&g_origin.accepted);
-  assert_int_equal(probe_run(g_probe[i], &t, 1, r, NULL), 0);
-  if (recs_settle(base, conns_of(e)) != 0)
-    fail_msg("entry %zu (%s), %s, %s: the origin saw %d connections, wanted %d", e, corpus[e].name,
-             opt_names[o], eng_names[i], atomic_load(&g_origin.accepted) - base, conns_of(e));
+  assert_int_equal(probe_run(g_probe[i], t, 1, r, NULL), 0);
+  if (recs_settle(base, conns) != 0)
+    fail_msg("%s, %s: the origin saw %d connections, wanted %d", label, eng_names[i],
+             atomic_load(&g_origin.accepted) - base, conns);
   pthread_mutex_lock(&g_origin.mu);
   *req_len = -1;
   req[0] = '\0';
@@ -703,8 +716,16 @@ static void probe_single(int i, size_t e, int o, int timeout_ms, struct probe_re
   }
   n_recs = g_origin.n_recs;
   pthread_mutex_unlock(&g_origin.mu);
-  if (n_recs > 1)
-    fail_msg("entry %zu (%s): %d connections for one probe", e, corpus[e].name, n_recs);
+  if (n_recs > 1) fail_msg("%s, %s: %d connections for one probe", label, eng_names[i], n_recs);
+}
+
+/* One probe of (e, o) on engine i (probe_once). */
+static void probe_single(int i, size_t e, int o, int timeout_ms, struct probe_result *r, char *req,
+                         long *req_len) {
+  struct probe_target t = target_of(e, o, timeout_ms);
+  char label[160];
+  snprintf(label, sizeof label, "entry %zu (%s), %s", e, corpus[e].name, opt_names[o]);
+  probe_once(i, &t, conns_of(e), label, r, req, req_len);
 }
 
 /* ---- requests ---- */
@@ -764,24 +785,25 @@ static int has_line(char **lines, int n, const char *want) {
   return 0;
 }
 
-/* The two engines' requests for (e, o): the same request line and the same set of header lines;
- * epoll-curl's request also carries what probe.h promises. */
-static void check_requests(size_t e, int o, const char *req_n, long len_n, const char *req_c,
-                           long len_c) {
-  char a[REQ_MAX], b[REQ_MAX], want[160];
+/* The two engines' requests for one probe with check c: the same request line and the same set
+ * of header lines; epoll-curl's request also carries what probe.h promises (line1, the Host line
+ * host, the User-Agent, Connection: close, c's headers). A tcp check sends nothing. */
+static void same_requests(const char *label, const struct hcheck_opts *c, const char *line1,
+                          const char *host, const char *req_n, long len_n, const char *req_c,
+                          long len_c) {
+  static char a[REQ_MAX], b[REQ_MAX], ea[REQ_MAX * 2], eb[REQ_MAX * 2];
   char *la[MAX_LINES], *lb[MAX_LINES];
-  char ea[REQ_MAX * 2], eb[REQ_MAX * 2];
+  char want[HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4];
   int na, nb, same;
   esc(req_n, len_n, ea, sizeof ea);
   esc(req_c, len_c, eb, sizeof eb);
   if (len_n != len_c && (len_n <= 0 || len_c <= 0))
-    fail_msg("entry %zu (%s), %s: the requests differ:\n  epoll:      %s\n  epoll-curl: %s", e,
-             corpus[e].name, opt_names[o], ea, eb);
+    fail_msg("%s: the requests differ:\n  epoll:      %s\n  epoll-curl: %s", label, ea, eb);
   if (len_c < 0) return; /* no connection reached the origin's reading */
-  if (o == O_TCP) {
+  if (c->type == HCHECK_TCP) {
     if (len_c != 0 || len_n != 0)
-      fail_msg("entry %zu (%s), tcp: a request was sent:\n  epoll:      %s\n  epoll-curl: %s", e,
-               corpus[e].name, ea, eb);
+      fail_msg("%s: a tcp check sent a request:\n  epoll:      %s\n  epoll-curl: %s", label, ea,
+               eb);
     return;
   }
   memcpy(a, req_n, (size_t)len_n + 1);
@@ -792,17 +814,25 @@ static void check_requests(size_t e, int o, const char *req_n, long len_n, const
   for (int i = 0; same && i < na; i++)
     same = strcmp(la[i], lb[i]) == 0;
   if (!same)
-    fail_msg("entry %zu (%s), %s: the requests differ:\n  epoll:      %s\n  epoll-curl: %s", e,
-             corpus[e].name, opt_names[o], ea, eb);
-  snprintf(want, sizeof want, "%s /case/%zu HTTP/1.1", o == O_HEAD ? "HEAD" : "GET", e);
-  if (strcmp(lb[0], want) != 0) fail_msg("entry %zu: request line %s, wanted %s", e, lb[0], want);
-  snprintf(want, sizeof want, "Host: 127.0.0.1:%d", g_origin.port[e]);
-  if (!has_line(lb, nb, want) || !has_line(lb, nb, "User-Agent: " TEST_UA) ||
-      !has_line(lb, nb, "Connection: close") ||
-      (o == O_HEADERS &&
-       (!has_line(lb, nb, "X-Probe-A: 1") || !has_line(lb, nb, "X-Probe-B: two words"))))
-    fail_msg("entry %zu (%s), %s: request lacks a promised header: %s", e, corpus[e].name,
-             opt_names[o], eb);
+    fail_msg("%s: the requests differ:\n  epoll:      %s\n  epoll-curl: %s", label, ea, eb);
+  if (strcmp(lb[0], line1) != 0) fail_msg("%s: request line %s, wanted %s", label, lb[0], line1);
+  if (!has_line(lb, nb, host) || !has_line(lb, nb, "User-Agent: " TEST_UA) ||
+      !has_line(lb, nb, "Connection: close"))
+    fail_msg("%s: request lacks %s, the User-Agent or Connection: close: %s", label, host, eb);
+  for (int i = 0; i < c->n_headers; i++) {
+    snprintf(want, sizeof want, "%s: %s", c->headers[i].name, c->headers[i].value);
+    if (!has_line(lb, nb, want)) fail_msg("%s: request lacks %s: %s", label, want, eb);
+  }
+}
+
+/* The two engines' requests for (e, o) (same_requests). */
+static void check_requests(size_t e, int o, const char *req_n, long len_n, const char *req_c,
+                           long len_c) {
+  char label[160], line1[64], host[64];
+  snprintf(label, sizeof label, "entry %zu (%s), %s", e, corpus[e].name, opt_names[o]);
+  snprintf(line1, sizeof line1, "%s /case/%zu HTTP/1.1", o == O_HEAD ? "HEAD" : "GET", e);
+  snprintf(host, sizeof host, "Host: 127.0.0.1:%d", g_origin.port[e]);
+  same_requests(label, &opts[o], line1, host, req_n, len_n, req_c, len_c);
 }
 
 /* ---- the strict reading, on the entry's bytes ---- */
@@ -975,11 +1005,93 @@ static void test_batch(void **state) {
   probers_free();
 }
 
+/* Targets beyond the corpus's plain one, against entry 0 ("200 CL"): a Host name with a query, an
+ * IPv6 literal as Host and as address, the check's port over the target's, a DNS name (libcurl
+ * on both engines). Same result, same request, and the Host line probe.h promises. */
+static void test_request_variants(void **state) {
+  struct variant {
+    const char *name;
+    const char *address; /* "::1" = the IPv6 listener */
+    const char *host;
+    const char *path;
+    int opt;              /* option set (copied; its port set below) */
+    int port_swap;        /* 1 = target port refused, check port the origin's; 2 = the reverse */
+    const char *host_hdr; /* the Host line's name (":<port>" follows); NULL = no request */
+    const char *want;     /* the result */
+  };
+  static const struct variant vs[] = {
+      {"host name, query", "127.0.0.1", "origin.test", "/case/0?a=1&b=%2F", O_DEFAULT, 0,
+       "origin.test", "ok=1 status=200 error="},
+      {"host mixed case, HEAD", "127.0.0.1", "Origin.Test-1", "/case/0", O_HEAD, 0, "Origin.Test-1",
+       "ok=1 status=200 error="},
+      {"host IPv6 literal", "127.0.0.1", "::1", "/case/0", O_HEADERS, 0, "[::1]",
+       "ok=1 status=200 error="},
+      {"check port over target port", "127.0.0.1", NULL, "/case/0", O_HEADERS, 1, "127.0.0.1",
+       "ok=1 status=200 error="},
+      {"check port over target port, tcp", "127.0.0.1", NULL, "/case/0", O_TCP, 1, NULL,
+       "ok=1 status=0 error="},
+      {"check port refused", "127.0.0.1", NULL, "/case/0", O_DEFAULT, 2, NULL,
+       "ok=0 status=0 error=connect failed: Connection refused"},
+      {"IPv6 address", "::1", NULL, "/case/0", O_BODY, 0, "[::1]", "ok=1 status=200 error="},
+      {"IPv6 address, tcp", "::1", NULL, "/case/0", O_TCP, 0, NULL, "ok=1 status=0 error="},
+      {"DNS name", "localhost", NULL, "/case/0", O_CODES, 0, "localhost", "ok=1 status=200 error="},
+  };
+  static char req_n[REQ_MAX], req_c[REQ_MAX];
+  int ran = 0;
+  (void)state;
+  probers_new();
+  for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
+    const struct variant *v = &vs[k];
+    int v6 = strcmp(v->address, "::1") == 0;
+    int port = v6 ? g_origin.port6 : g_origin.port[0];
+    int refused = g_origin.port[N_ENTRIES - 2]; /* "refused port" */
+    struct hcheck_opts c = opts[v->opt];
+    struct probe_target t = {.scheme = "http",
+                             .address = v->address,
+                             .host = v->host,
+                             .path = v->path,
+                             .port = port,
+                             .check = &c,
+                             .timeout_ms = TIMEOUT_MS};
+    struct probe_result rn, rc;
+    long len_n, len_c;
+    char sn[PROBE_ERROR_MAX + 64], sc[PROBE_ERROR_MAX + 64], label[128], line1[128], host[128];
+    int conns = v->port_swap == 2 ? 0 : 1;
+    if (v6 && port == 0) {
+      print_message("no IPv6 loopback here: \"%s\" not run\n", v->name);
+      continue;
+    }
+    if (v->port_swap == 1) {
+      t.port = refused;
+      c.port = port;
+    } else if (v->port_swap == 2) {
+      c.port = refused;
+    }
+    snprintf(label, sizeof label, "variant \"%s\"", v->name);
+    probe_once(1, &t, conns, label, &rc, req_c, &len_c);
+    probe_once(0, &t, conns, label, &rn, req_n, &len_n);
+    fmt_result(&rn, sn, sizeof sn);
+    fmt_result(&rc, sc, sizeof sc);
+    if (strcmp(sc, v->want) != 0) fail_msg("%s: epoll-curl says %s, wanted %s", label, sc, v->want);
+    if (strcmp(sn, sc) != 0)
+      fail_msg("%s: the engines differ:\n  epoll:      %s\n  epoll-curl: %s", label, sn, sc);
+    snprintf(line1, sizeof line1, "%s %s HTTP/1.1", c.method == HCHECK_HEAD ? "HEAD" : "GET",
+             v->path);
+    host[0] = '\0';
+    if (v->host_hdr) snprintf(host, sizeof host, "Host: %s:%d", v->host_hdr, port);
+    same_requests(label, &c, line1, host, req_n, len_n, req_c, len_c);
+    ran++;
+  }
+  probers_free();
+  assert_true(ran >= 7);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_diff_table_valid),
       cmocka_unit_test(test_single),
       cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_request_variants),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
