@@ -472,5 +472,79 @@ def test_checkpoint_votes_rejudged_by_the_options(tmp):
         plugin.close()
 
 
+class RawOrigin:
+    """Answers every connection with the same raw bytes, then closes."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.address, self.scheme = "127.0.0.1", "http"
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            try:
+                conn.settimeout(2)
+                conn.recv(65536)
+                conn.sendall(self.answer)
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+
+def test_probe_client_curl(tmp):
+    """--probe-client own (the default) reads answers with the edge's HTTP/1 rule; curl sends
+    every probe through libcurl. An origin repeating Content-Length (the edge answers 502 for
+    it) is unhealthy with the first and healthy with the second. A value other than own|curl is
+    refused naming the option, by controld and by noded."""
+    import os
+    import subprocess
+    for binary, base in ((os.path.join(harness.BUILD, "controld", "controld"),
+                          ["--db", os.path.join(tmp, "x.db")]),
+                         (os.path.join(harness.BUILD, "noded", "noded"),
+                          ["--controld", "http://127.0.0.1:1", "--state-dir",
+                           os.path.join(tmp, "st")])):
+        env = dict(os.environ, CDNCA_NODE_TOKEN="t" * 32)
+        r = subprocess.run([binary, "--check-config", "--probe-client", "wget"] + base,
+                           capture_output=True, text=True, timeout=20, env=env)
+        assert r.returncode == 2 and "probe-client" in r.stderr, r
+        r = subprocess.run([binary, "--check-config", "--probe-client", "curl"] + base,
+                           capture_output=True, text=True, timeout=20, env=env)
+        assert r.returncode == 0 and "configuration OK" in r.stdout, r
+    raw = RawOrigin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+    try:
+        for client, health in (("own", "unhealthy"), ("curl", "healthy")):
+            b = start_origins(tmp, "b" + client)[0]
+            c = Controld(tmp, name="c" + client,
+                         extra_args=FAST + ["--probe-client", client]).start()
+            site = make_site(c, [origin_spec(raw, 1), origin_spec(b, 2)], name="s" + client)
+            sid, oraw = site["id"], site["origins"][0]["id"]
+            wait_health(c, sid, oraw, health)
+            if health == "unhealthy":
+                assert last_error(c, sid, oraw) == "bad response framing"
+                wait_level(c, sid, 2)
+            else:
+                assert card(c, sid)["current_level"] == 1
+            c.stop()
+    finally:
+        raw.close()
+
+
 if __name__ == "__main__":
     harness.main()
