@@ -39,9 +39,13 @@ def last_error(c, sid, oid):
 
 
 class SilentListener:
-    """A TCP listener that accepts and never speaks (not HTTP at all)."""
+    """A TCP listener on 127.0.0.1. Without answer it accepts and never speaks (not HTTP at
+    all); with answer (bytes) it reads the request and sends answer on every connection, then
+    closes it."""
 
-    def __init__(self):
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.address, self.scheme = "127.0.0.1", "http"
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -51,6 +55,15 @@ class SilentListener:
         self.stop = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _answer(self, conn):
+        try:
+            conn.settimeout(2)
+            conn.recv(65536)
+            conn.sendall(self.answer)
+        except OSError:
+            pass
+        conn.close()
 
     def _run(self):
         self.sock.settimeout(0.2)
@@ -63,6 +76,9 @@ class SilentListener:
             except OSError:
                 break
             self.accepted += 1
+            if self.answer is not None:
+                self._answer(conn)
+                continue
             conns.append(conn)
             if len(conns) > 50:
                 for x in conns:
@@ -472,42 +488,6 @@ def test_checkpoint_votes_rejudged_by_the_options(tmp):
         plugin.close()
 
 
-class RawOrigin:
-    """Answers every connection with the same raw bytes, then closes."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.address, self.scheme = "127.0.0.1", "http"
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
-        self.port = self.sock.getsockname()[1]
-        self.stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        self.sock.settimeout(0.2)
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                break
-            try:
-                conn.settimeout(2)
-                conn.recv(65536)
-                conn.sendall(self.answer)
-            except OSError:
-                pass
-            conn.close()
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
-
-
 def test_probe_client_curl(tmp):
     """--probe-client own (the default) reads answers with the edge's HTTP/1 rule; curl sends
     every probe through libcurl. An origin repeating Content-Length (the edge answers 502 for
@@ -527,7 +507,7 @@ def test_probe_client_curl(tmp):
         r = subprocess.run([binary, "--check-config", "--probe-client", "curl"] + base,
                            capture_output=True, text=True, timeout=20, env=env)
         assert r.returncode == 0 and "configuration OK" in r.stdout, r
-    raw = RawOrigin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+    raw = SilentListener(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
     try:
         for client, health in (("own", "unhealthy"), ("curl", "healthy")):
             b = start_origins(tmp, "b" + client)[0]
