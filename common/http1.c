@@ -195,6 +195,33 @@ enum {
  * proxy uses and are dropped, so the limit only bounds the work a peer can cause. */
 #define HTTP1_MAX_TRAILER 16384
 
+int http1_response_framing(const struct http1_msg *m, int is_head, int *kind, uint64_t *len) {
+  int n_cl = 0, n_te = 0, bad = 0, te = HTTP1_TE_CHUNKED;
+  uint64_t cl = 0;
+  for (int i = 0; i < m->n_headers; i++) {
+    const struct http1_header *h = &m->headers[i];
+    if (http1_name_is(h, "transfer-encoding")) {
+      if (n_te++ || http1_te_classify(h->value, h->value_len) != HTTP1_TE_CHUNKED)
+        te = HTTP1_TE_BAD;
+    } else if (http1_name_is(h, "content-length")) {
+      if (n_cl++ || http1_parse_length(h->value, h->value_len, &cl) < 0) bad = 1;
+    }
+  }
+  *len = cl;
+  if (m->status < 200 || is_head || m->status == 204 || m->status == 304) {
+    /* no body follows: Transfer-Encoding means nothing here (the edge drops it as hop-by-hop) */
+    *kind = HTTP1_BODY_NONE;
+  } else if (n_te) {
+    if (te != HTTP1_TE_CHUNKED || n_cl) bad = 1;
+    *kind = HTTP1_BODY_CHUNKED;
+  } else if (n_cl) {
+    *kind = HTTP1_BODY_LENGTH;
+  } else {
+    *kind = HTTP1_BODY_CLOSE;
+  }
+  return bad ? -1 : 0;
+}
+
 void http1_body_init(struct http1_body *b, enum http1_body_kind kind, uint64_t length) {
   memset(b, 0, sizeof *b);
   b->kind = kind;
@@ -240,7 +267,9 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
       if (b->remaining == 0) b->cstate = CS_DATA_CR;
       continue;
     }
-    if (st != CS_SIZE && st != CS_DATA_CR && st != CS_DATA_LF &&
+    /* the allowance is for extensions and trailers: a size line's own digits and CRLF (of a
+       body of any number of chunks) and the CRLF after the data are not counted */
+    if (st != CS_SIZE && st != CS_DATA_CR && st != CS_DATA_LF && !(st == CS_SIZE_LF && c == '\n') &&
         ++b->trailer_bytes > HTTP1_MAX_TRAILER)
       goto bad;
     switch (st) {

@@ -95,6 +95,14 @@ enum http1_body_kind {
   HTTP1_BODY_CLOSE = 3 /* until the connection closes */
 };
 
+/* How a response head frames its body (RFC 9112 §6.3), by the edge's rule: none after HEAD
+ * (is_head), 1xx, 204 and 304; chunked; else Content-Length; else up to the close. Sets *kind
+ * and *len (HTTP1_BODY_LENGTH). Returns 0, or -1 for framing the edge refuses (502): a repeated
+ * or invalid Content-Length (also where no body follows: it would be passed on), and, where a
+ * body follows, a Transfer-Encoding other than one exactly "chunked", or one with a
+ * Content-Length. */
+int http1_response_framing(const struct http1_msg *m, int is_head, int *kind, uint64_t *len);
+
 /* Incremental body framing state. */
 struct http1_body {
   enum http1_body_kind kind;

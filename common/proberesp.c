@@ -28,32 +28,6 @@ static int bad(struct presp *r, const char *why) {
   return PRESP_BAD;
 }
 
-/* How the body of final head m is framed (RFC 9112 §6.3); -1 = framing the edge refuses. */
-static int framing(const struct presp *r, const struct http1_msg *m, uint64_t *len) {
-  int n_te = 0, n_cl = 0;
-  uint64_t cl = 0;
-  if (r->head_only || m->status < 200 || m->status == 204 || m->status == 304)
-    return HTTP1_BODY_NONE;
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "transfer-encoding")) {
-      if (n_te++ || http1_te_classify(h->value, h->value_len) != HTTP1_TE_CHUNKED) return -1;
-    } else if (http1_name_is(h, "content-length")) {
-      uint64_t v;
-      if (http1_parse_length(h->value, h->value_len, &v) < 0) return -1;
-      if (n_cl++ && v != cl) return -1;
-      cl = v;
-    }
-  }
-  if (n_te && n_cl) return -1;
-  if (n_te) return HTTP1_BODY_CHUNKED;
-  if (n_cl) {
-    *len = cl;
-    return HTTP1_BODY_LENGTH;
-  }
-  return HTTP1_BODY_CLOSE;
-}
-
 /* Take a complete head of hl bytes at h: an interim one is skipped, a final one sets the status
  * and the body's framing. Returns the state. */
 static int take_head(struct presp *r, const char *h, size_t hl) {
@@ -66,8 +40,8 @@ static int take_head(struct presp *r, const char *h, size_t hl) {
   /* a probe never asks to upgrade (RFC 9110 §15.2.2: a server must not switch unasked) */
   if (m.status == 101) return bad(r, "unrequested protocol switch (101)");
   if (m.status < 200) return PRESP_HEAD; /* interim: the next head follows */
-  kind = framing(r, &m, &len);
-  if (kind < 0) return bad(r, "bad response framing");
+  if (http1_response_framing(&m, r->head_only, &kind, &len) < 0)
+    return bad(r, "bad response framing"); /* the edge answers such a response 502 */
   r->status = m.status;
   http1_body_init(&r->body, (enum http1_body_kind)kind, len);
   r->state = r->body.done ? PRESP_DONE : PRESP_BODY;

@@ -8,10 +8,9 @@
  *   PRESP_BAD "unrequested protocol switch (101)": a probe never asks to upgrade;
  * - a head that http1 rejects, more than HTTP1_MAX_HEADERS fields or a head longer than
  *   PRESP_HEAD_MAX bytes: PRESP_BAD, no status;
- * - the body's framing (RFC 9112 §6.3): none after HEAD, 1xx, 204 and 304; a Transfer-Encoding
- *   other than exactly "chunked", a Content-Length that is not one decimal number (several equal
- *   values are one), or both: PRESP_BAD, no status (the edge answers such a response 502);
- *   chunked, else Content-Length, else up to the end of the connection;
+ * - the body's framing is http1_response_framing's, the edge's rule: a framing the edge
+ *   answers 502 (a repeated or invalid Content-Length, a Transfer-Encoding other than exactly
+ *   "chunked" or with a Content-Length where a body follows) is PRESP_BAD, no status;
  * - once the status is known nothing read later changes it: malformed chunked framing, or more
  *   than PRESP_BODY_MAX body bytes, only ends the reading (PRESP_DONE, cut = 1).
  */

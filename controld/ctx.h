@@ -30,6 +30,7 @@ struct cd_config {
   int64_t suspect_interval_ms;
   char checkpoint_url[512];
   char probe_ca_file[512];
+  char probe_client[8]; /* "own" | "curl" */
   char tls_cert[512];
   char tls_key[512];
   char log_format[8];

@@ -32,6 +32,7 @@
 #include "token.h"
 
 static const char *const bools[] = {"true", "false", NULL};
+static const char *const probe_clients[] = {"own", "curl", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
@@ -54,6 +55,9 @@ static const struct opt_def options[] = {
      "checkpoint plugin URL (empty = none)"},
     {"probe-ca-file", OPT_STR, O(probe_ca_file), S(probe_ca_file), 0, 0, NULL, NULL,
      "CA bundle for HTTPS origin probes (empty = system)"},
+    {"probe-client", OPT_ENUM, O(probe_client), S(probe_client), 0, 0, probe_clients, "own",
+     "own = plain-HTTP and tcp probes of IP-literal origins on the prober's own HTTP client, the "
+     "rest through libcurl; curl = every probe through libcurl"},
     {"tls-cert", OPT_STR, O(tls_cert), S(tls_cert), 0, 0, NULL, NULL,
      "serve the API over TLS with this certificate (PEM)"},
     {"tls-key", OPT_STR, O(tls_key), S(tls_key), 0, 0, NULL, NULL,

@@ -625,6 +625,8 @@ struct prober *prober_new(struct ctx *ctx) {
   po.user_agent = PROBE_UA_CONTROL;
   po.ca_file = ctx->cfg.probe_ca_file[0] ? ctx->cfg.probe_ca_file : NULL;
   po.deny = &ctx->targets;
+  po.engine =
+      strcmp(ctx->cfg.probe_client, "curl") == 0 ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
   p->probe = probe_new(&po);
   if (!p->probe) goto fail;
   if (ctx->cfg.checkpoint_url[0]) {

@@ -34,6 +34,7 @@ struct node_cfg {
   char state_dir[512];
   char name[65];
   char origin_ca_file[512];
+  char probe_client[8]; /* "own" | "curl" */
   char controld_ca_file[512];
   char log_format[8];
   char log_level[8];
@@ -61,6 +62,7 @@ struct node {
   int64_t started_ms;
 };
 
+static const char *const probe_clients[] = {"own", "curl", NULL};
 #define O(f) offsetof(struct node_cfg, f)
 #define S(f) sizeof(((struct node_cfg *)0)->f)
 static const struct opt_def options[] = {
@@ -76,6 +78,9 @@ static const struct opt_def options[] = {
      "node name shown in /status (default: host name)"},
     {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL,
      "CA bundle for HTTPS origins (empty = system)"},
+    {"probe-client", OPT_ENUM, O(probe_client), S(probe_client), 0, 0, probe_clients, "own",
+     "own = plain-HTTP and tcp probes of IP-literal origins on the prober's own HTTP client, the "
+     "rest through libcurl; curl = every probe through libcurl"},
     {"controld-ca-file", OPT_STR, O(controld_ca_file), S(controld_ca_file), 0, 0, NULL, NULL,
      "CA bundle for an https controld (empty = system)"},
     OPTS_LOG_ROWS(struct node_cfg),
@@ -496,7 +501,7 @@ int main(int argc, char **argv) {
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
   n.hb = n.sync ? heartbeat_new(&n.ctl, n.sync, n.cfg.heartbeat_interval_ms, on_observations, &n)
                 : NULL;
-  n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file);
+  n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file, strcmp(n.cfg.probe_client, "curl") == 0);
   if (!n.sync || !n.hb || !n.tasks) goto out;
   ntasks_on_result(n.tasks, on_probe_result, &n);
   /* serve the cached config before controld answers */

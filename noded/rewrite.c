@@ -277,36 +277,16 @@ int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *
 }
 
 void rewrite_response(const struct http1_msg *m, int is_head, struct rewrite_resp *rs) {
-  int n_cl = 0, n_te = 0, te = HTTP1_TE_CHUNKED, conn_close = 0;
-  uint64_t cl = 0;
+  int conn_close = 0, kind = HTTP1_BODY_NONE;
   memset(rs, 0, sizeof *rs);
   rs->status = m->status;
-  for (int i = 0; i < m->n_headers; i++) {
-    const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "transfer-encoding")) {
-      if (n_te++ || http1_te_classify(h->value, h->value_len) != HTTP1_TE_CHUNKED)
-        te = HTTP1_TE_BAD;
-    } else if (http1_name_is(h, "content-length")) {
-      if (n_cl++ || http1_parse_length(h->value, h->value_len, &cl) < 0) rs->bad = 1;
-    } else if (http1_name_is(h, "connection")) {
-      if (http1_list_has(h->value, h->value_len, "close")) conn_close = 1;
-    }
-  }
-  if (m->status < 200 || is_head || m->status == 204 || m->status == 304) {
-    /* no body follows: Transfer-Encoding is dropped as hop-by-hop, an invalid Content-Length
-       (which would be passed on) still makes the response bad */
-    rs->body = HTTP1_BODY_NONE;
-  } else if (n_te) {
-    /* only chunked is decoded; other codings or chunked with a Content-Length: 502 */
-    if (te != HTTP1_TE_CHUNKED || n_cl) rs->bad = 1;
-    rs->body = HTTP1_BODY_CHUNKED;
-    rs->chunked = 1;
-  } else if (n_cl) {
-    rs->body = HTTP1_BODY_LENGTH;
-  } else {
-    rs->body = HTTP1_BODY_CLOSE;
-  }
-  rs->body_len = cl;
+  rs->bad = http1_response_framing(m, is_head, &kind, &rs->body_len) < 0;
+  rs->body = (enum http1_body_kind)kind;
+  rs->chunked = kind == HTTP1_BODY_CHUNKED;
+  for (int i = 0; i < m->n_headers; i++)
+    if (http1_name_is(&m->headers[i], "connection") &&
+        http1_list_has(m->headers[i].value, m->headers[i].value_len, "close"))
+      conn_close = 1;
   rs->up_keepalive = m->minor >= 1 && !conn_close && rs->body != HTTP1_BODY_CLOSE;
 }
 

@@ -290,13 +290,14 @@ static void *ntasks_thread(void *arg) {
   return NULL;
 }
 
-struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file) {
+struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file, int curl_only) {
   struct ntasks *nt = calloc(1, sizeof *nt);
   struct probe_opts po;
   if (!nt) return NULL;
   memset(&po, 0, sizeof po);
   po.user_agent = PROBE_UA_NODE;
   po.ca_file = origin_ca_file && *origin_ca_file ? origin_ca_file : NULL;
+  po.engine = curl_only ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
   nt->ctl = ctl;
   nt->probe = probe_new(&po);
   if (!nt->probe) {

@@ -30,8 +30,9 @@ struct ntask_round {
   struct ntask *tasks; /* owned */
 };
 
-/* New task runner against ctl (not owned); origin_ca_file may be NULL or "". NULL on failure. */
-struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file);
+/* New task runner against ctl (not owned); origin_ca_file may be NULL or "". curl_only = every
+ * probe through libcurl (--probe-client curl; probe.h). NULL on failure. */
+struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file, int curl_only);
 
 /* Called with each probe outcome of a round (origin id, ok), on the task thread, before the votes
  * are posted; unusable targets and cancelled probes are not reported. */

@@ -39,9 +39,13 @@ def last_error(c, sid, oid):
 
 
 class SilentListener:
-    """A TCP listener that accepts and never speaks (not HTTP at all)."""
+    """A TCP listener on 127.0.0.1. Without answer it accepts and never speaks (not HTTP at
+    all); with answer (bytes) it reads the request and sends answer on every connection, then
+    closes it."""
 
-    def __init__(self):
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.address, self.scheme = "127.0.0.1", "http"
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -51,6 +55,15 @@ class SilentListener:
         self.stop = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _answer(self, conn):
+        try:
+            conn.settimeout(2)
+            conn.recv(65536)
+            conn.sendall(self.answer)
+        except OSError:
+            pass
+        conn.close()
 
     def _run(self):
         self.sock.settimeout(0.2)
@@ -63,6 +76,9 @@ class SilentListener:
             except OSError:
                 break
             self.accepted += 1
+            if self.answer is not None:
+                self._answer(conn)
+                continue
             conns.append(conn)
             if len(conns) > 50:
                 for x in conns:
@@ -470,6 +486,44 @@ def test_checkpoint_votes_rejudged_by_the_options(tmp):
         assert a.stats()["paths"].get("/", 0) == 0, a.stats()  # controld never probed a itself
     finally:
         plugin.close()
+
+
+def test_probe_client_curl(tmp):
+    """--probe-client own (the default) reads answers with the edge's HTTP/1 rule; curl sends
+    every probe through libcurl. An origin repeating Content-Length (the edge answers 502 for
+    it) is unhealthy with the first and healthy with the second. A value other than own|curl is
+    refused naming the option, by controld and by noded."""
+    import os
+    import subprocess
+    for binary, base in ((os.path.join(harness.BUILD, "controld", "controld"),
+                          ["--db", os.path.join(tmp, "x.db")]),
+                         (os.path.join(harness.BUILD, "noded", "noded"),
+                          ["--controld", "http://127.0.0.1:1", "--state-dir",
+                           os.path.join(tmp, "st")])):
+        env = dict(os.environ, CDNCA_NODE_TOKEN="t" * 32)
+        r = subprocess.run([binary, "--check-config", "--probe-client", "wget"] + base,
+                           capture_output=True, text=True, timeout=20, env=env)
+        assert r.returncode == 2 and "probe-client" in r.stderr, r
+        r = subprocess.run([binary, "--check-config", "--probe-client", "curl"] + base,
+                           capture_output=True, text=True, timeout=20, env=env)
+        assert r.returncode == 0 and "configuration OK" in r.stdout, r
+    raw = SilentListener(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+    try:
+        for client, health in (("own", "unhealthy"), ("curl", "healthy")):
+            b = start_origins(tmp, "b" + client)[0]
+            c = Controld(tmp, name="c" + client,
+                         extra_args=FAST + ["--probe-client", client]).start()
+            site = make_site(c, [origin_spec(raw, 1), origin_spec(b, 2)], name="s" + client)
+            sid, oraw = site["id"], site["origins"][0]["id"]
+            wait_health(c, sid, oraw, health)
+            if health == "unhealthy":
+                assert last_error(c, sid, oraw) == "bad response framing"
+                wait_level(c, sid, 2)
+            else:
+                assert card(c, sid)["current_level"] == 1
+            c.stop()
+    finally:
+        raw.close()
 
 
 if __name__ == "__main__":

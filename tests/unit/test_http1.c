@@ -343,6 +343,29 @@ static void test_body_malformed_out(void **state) {
   assert_int_equal(out, 0);
 }
 
+/* A body of many small chunks is not cut: only extension and trailer bytes use the allowance. */
+static void test_body_many_chunks(void **state) {
+  enum { N = 40000 };
+  struct http1_body b;
+  char *raw = malloc(N * 6 + 6), *p = raw;
+  size_t out = 0, len;
+  long k;
+  (void)state;
+  assert_non_null(raw);
+  for (int i = 0; i < N; i++) {
+    memcpy(p, "1\r\nx\r\n", 6);
+    p += 6;
+  }
+  memcpy(p, "0\r\n\r\n", 5);
+  len = (size_t)(p + 5 - raw);
+  http1_body_init(&b, HTTP1_BODY_CHUNKED, 0);
+  k = http1_body_feed(&b, raw, len, &out, 1);
+  assert_int_equal(k, (long)len);
+  assert_int_equal(out, N);
+  assert_true(b.done);
+  free(raw);
+}
+
 static void test_chunk_header(void **state) {
   char b[HTTP1_CHUNK_HEADER_MAX + 1];
   size_t n;
@@ -369,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_chunked_refused),
       cmocka_unit_test(test_body_boundaries),
       cmocka_unit_test(test_body_malformed_out),
+      cmocka_unit_test(test_body_many_chunks),
       cmocka_unit_test(test_chunk_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

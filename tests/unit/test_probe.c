@@ -588,6 +588,33 @@ static void test_connection_refused(void **state) {
   assert_string_equal(r.error, "connect failed: Connection refused");
 }
 
+/* An address the deny list refuses is never connected to, whichever client runs the probe. */
+static void test_deny_list(void **state) {
+  struct env *e = *state;
+  struct targets deny;
+  char err[64];
+  struct probe_target t = http_target(&e->a, "origin.test", "/denied", 5000);
+  struct probe_opts o = {.user_agent = TEST_UA, .engine = g_engine, .deny = &deny};
+  struct probe *p;
+  struct probe_result r;
+  cJSON *s;
+  int before;
+  assert_int_equal(targets_init(&deny, "127.0.0.0/8", err, sizeof err), 0);
+  s = origin_stats(e, &e->a);
+  before = stats_int(s, "total");
+  cJSON_Delete(s);
+  p = probe_new(&o);
+  assert_non_null(p);
+  assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+  probe_free(&p);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.status, 0);
+  assert_true(strncmp(r.error, "connect failed", 14) == 0);
+  s = origin_stats(e, &e->a);
+  assert_int_equal(stats_int(s, "total"), before); /* the origin saw no request */
+  cJSON_Delete(s);
+}
+
 static void test_timeout_silent_listener(void **state) {
   struct env *e = *state;
   struct probe_target t = {.scheme = "http",
@@ -964,6 +991,7 @@ int main(void) {
       cmocka_unit_test_setup(test_check_port, test_setup),
       cmocka_unit_test_setup(test_check_tcp, test_setup),
       cmocka_unit_test_setup(test_connection_refused, test_setup),
+      cmocka_unit_test_setup(test_deny_list, test_setup),
       cmocka_unit_test_setup(test_timeout_silent_listener, test_setup),
       cmocka_unit_test_setup(test_timeout_slow_origin, test_setup),
       cmocka_unit_test_setup(test_dropped_connection, test_setup),

@@ -266,9 +266,9 @@ static const struct diff diffs[] = {
     {"200 fields", M_HTTP, BAD_HEAD, OK_200,
      "http1 holds at most HTTP1_MAX_HEADERS (128) fields, as the edge; libcurl has no count "
      "limit"},
-    {"CL conflicting", M_GET, BAD_FRAMING, OK_200,
-     "RFC 9112 §6.3: conflicting lengths are unrecoverable (the edge answers 502); libcurl takes "
-     "the last value. HEAD has no body to frame: both agree"},
+    {"CL conflicting", M_HTTP, BAD_FRAMING, OK_200,
+     "RFC 9112 §6.3: conflicting lengths are unrecoverable (the edge answers 502, after HEAD too, "
+     "as it would pass them on); libcurl takes the last value"},
     {"TE gzip", M_DEFAULT | M_CODES | M_HEADERS, BAD_FRAMING, OK_200,
      "a transfer coding other than chunked cannot be framed (the edge answers 502); libcurl "
      "reads to the close"},
@@ -278,14 +278,15 @@ static const struct diff diffs[] = {
      "RFC 9112 §6.3: both is a smuggling sign the edge refuses; libcurl ignores Content-Length"},
     {"CL abc", M_GET, BAD_FRAMING, ERR("Invalid Content-Length: value"),
      "both refuse the answer, in their own words"},
-    {"CL abc", M_HEAD, OK_200, ERR("Invalid Content-Length: value"),
-     "after HEAD proberesp does not read the framing fields (no body follows); libcurl parses "
-     "Content-Length anyway"},
+    {"CL abc", M_HEAD, BAD_FRAMING, ERR("Invalid Content-Length: value"),
+     "both refuse the answer, in their own words (the edge would pass the field on)"},
+    {"CL twice, equal", M_HTTP, BAD_FRAMING, OK_200,
+     "the edge refuses any repeated Content-Length (502), equal or not; libcurl takes it"},
     {"lowercase version", M_HTTP, BAD_HEAD, OK_200,
      "the HTTP-version is case-sensitive (RFC 9112 §2.3); libcurl ignores case"},
-    {"CL +9", M_GET, BAD_FRAMING, OK_200,
-     "Content-Length is 1*DIGIT (RFC 9110 §8.6); libcurl's number parser takes the sign. HEAD "
-     "has no body to frame: both agree"},
+    {"CL +9", M_HTTP, BAD_FRAMING, OK_200,
+     "Content-Length is 1*DIGIT (RFC 9110 §8.6); libcurl's number parser takes the sign. The "
+     "edge refuses it after HEAD too (it would pass it on)"},
     {"space before colon", M_HTTP, BAD_HEAD, OK_200,
      "RFC 9112 §5.1: whitespace before the colon must be refused (a smuggling vector); libcurl "
      "takes \"Content-Length \" for another field and reads to the close"},
