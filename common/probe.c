@@ -285,7 +285,7 @@ static void transport_error(struct probe_slot *s, CURLcode rc, const struct prob
     text_set(out, cap, "empty reply");
     break;
   case CURLE_OK:
-    text_set(out, cap, "no response status");
+    text_set(out, cap, "incomplete response head");
     break;
   default:
     if (is_tls_error(rc))
@@ -316,15 +316,16 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   out.connected = https ? tls_us > 0 : connect_us > 0;
   if (s->check->type == HCHECK_TCP && rc == CURLE_OK) out.connected = 1;
   out.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
-  if (s->check->type == HCHECK_HTTP && (rc == CURLE_OK || s->headers_done) && code >= 100 &&
-      code <= 999) {
+  /* a status counts only with its whole header block: libcurl 7.88 ends a transfer whose
+     connection closed inside the head with CURLE_OK and the status line's code */
+  if (s->check->type == HCHECK_HTTP && s->headers_done && code >= 100 && code <= 999) {
     out.connected = 1;
     out.timed_out = 0;
     out.status = (int)code;
     out.body = s->body;
     out.body_len = s->body_bytes < HCHECK_BODY_MAX ? s->body_bytes : HCHECK_BODY_MAX;
     if (!s->body) out.body_len = 0;
-  } else if (rc != CURLE_OK) {
+  } else if (s->check->type == HCHECK_HTTP || rc != CURLE_OK) {
     transport_error(s, rc, t, terr, sizeof terr);
     out.error = terr;
   }
