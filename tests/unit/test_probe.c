@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "buf.h"
 #include "hcheck.h"
 #include "json.h"
@@ -56,11 +58,6 @@ struct env {
   int silent_fd; /* listening, never accepting: requests get no answer */
   int silent_port;
 };
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Run argv to completion with a bounded wait; 0 when it exited 0. */
 static int run_cmd(char *const argv[]) {
@@ -197,22 +194,6 @@ static const char *stats_header(const cJSON *j, const char *name) {
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "last_headers");
   const cJSON *v = cJSON_GetObjectItem(h, name); /* header names are case-insensitive */
   return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* A socket on 127.0.0.1 with an OS-chosen port; listening (backlog 16) when listen_it. */
-static int loopback_socket(int listen_it, int *port) {
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  socklen_t len = sizeof sa;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || (listen_it && listen(fd, 16) != 0)) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
 }
 
 static int have_ipv6(void) {

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "hcheck.h"
 #include "probe.h"
 #include "proberesp.h"
@@ -322,11 +324,6 @@ struct conn {
   int entry; /* the listener's entry, -1 = by path */
 };
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static int64_t mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -522,22 +519,6 @@ static void *acceptor_main(void *arg) {
     }
   }
   return NULL;
-}
-
-/* A socket on 127.0.0.1 with an OS-chosen port; listening when listen_it. */
-static int loopback_socket(int listen_it, int *port) {
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  socklen_t len = sizeof sa;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || (listen_it && listen(fd, 256) != 0)) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
 }
 
 /* The whole answer of an F_HUGE_HEAD or F_FIELDS entry (malloc). */

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "log.h"
 #include "proxy.h"
 #include "sitecfg.h"
@@ -473,11 +475,6 @@ static int teardown(void **state) {
   origin_stop(f->b);
   free(f);
   return 0;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
 }
 
 /* 1 once the metrics text contains needle (a request is counted just after its last byte). */

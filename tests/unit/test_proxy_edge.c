@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "log.h"
 #include "proxy.h"
 #include "sitecfg.h"
@@ -47,11 +49,6 @@ struct conn_arg {
   struct origin *o;
   int fd;
 };
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static int64_t now_ms(void) {
   struct timespec ts;

@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <fcntl.h>
 
 #include "buf.h"
@@ -454,11 +456,6 @@ static int get(int port, const char *host, const char *path, struct resp *r) {
 }
 
 /* ---------- proxy ---------- */
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static const char *RETRY = "\"node_retry\": {\"retries\": 2, \"retry_budget_ms\": 15000, "
                            "\"fail_count\": 3, \"fail_window_ms\": 10000, \"skip_ms\": 30000, "

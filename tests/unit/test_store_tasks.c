@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "db.h"
 #include "log.h"
 #include "store.h"
@@ -21,11 +23,6 @@
 #include "tasks.h"
 
 static char g_target[600];
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Two tasks for node 1 (task ids 1, 2) and two for node 2 (3, 4); origin 100 + task id. */
 static const char tasks_json[] =
