@@ -124,20 +124,20 @@ int http1_parse_response(const char *buf, size_t len, struct http1_msg *m) {
   return parse_headers(buf, len, pos, m);
 }
 
-static int lc(int c) {
+int http1_lc(int c) {
   return (c >= 'A' && c <= 'Z') ? c + 32 : c;
 }
 
-static int ieq(const char *a, size_t an, const char *b) {
+int http1_ieq(const char *a, size_t an, const char *b) {
   size_t bn = strlen(b);
   if (an != bn) return 0;
   for (size_t i = 0; i < an; i++)
-    if (lc((unsigned char)a[i]) != lc((unsigned char)b[i])) return 0;
+    if (http1_lc((unsigned char)a[i]) != http1_lc((unsigned char)b[i])) return 0;
   return 1;
 }
 
 int http1_name_is(const struct http1_header *h, const char *name) {
-  return ieq(h->name, h->name_len, name);
+  return http1_ieq(h->name, h->name_len, name);
 }
 
 int http1_list_has(const char *v, unsigned len, const char *tok) {
@@ -152,7 +152,7 @@ int http1_list_has(const char *v, unsigned len, const char *tok) {
     e = i;
     while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
       e--;
-    if (e > s && ieq(v + s, e - s, tok)) return 1;
+    if (e > s && http1_ieq(v + s, e - s, tok)) return 1;
   }
   return 0;
 }
@@ -231,7 +231,7 @@ void http1_body_init(struct http1_body *b, enum http1_body_kind kind, uint64_t l
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
-  c = lc(c);
+  c = http1_lc(c);
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
 }
@@ -463,7 +463,7 @@ size_t http1_chunk_encode(char *dst, const char *data, size_t n) {
 int http1_te_classify(const char *v, unsigned len) {
   unsigned i = 0;
   int n = 0, n_chunked = 0;
-  if (ieq(v, len, "chunked")) return HTTP1_TE_CHUNKED;
+  if (http1_ieq(v, len, "chunked")) return HTTP1_TE_CHUNKED;
   /* 1#transfer-coding, codings without parameters: anything else is malformed */
   for (;;) {
     unsigned s;
@@ -474,7 +474,7 @@ int http1_te_classify(const char *v, unsigned len) {
       i++;
     if (i == s) return HTTP1_TE_BAD;
     n++;
-    if (ieq(v + s, i - s, "chunked")) n_chunked++;
+    if (http1_ieq(v + s, i - s, "chunked")) n_chunked++;
     while (i < len && (v[i] == ' ' || v[i] == '\t'))
       i++;
     if (i == len) break;
@@ -540,7 +540,8 @@ int http1_parse_target(const char *t, unsigned len, struct http1_target *out) {
     i++;
   if (i == 0 || len - i < 3 || memcmp(t + i, "://", 3) != 0)
     return out->form = HTTP1_TARGET_AUTHORITY; /* host:port, or garbage: never forwarded */
-  if (!ieq(t, i, "http") && !ieq(t, i, "https")) return out->form = HTTP1_TARGET_OTHER_SCHEME;
+  if (!http1_ieq(t, i, "http") && !http1_ieq(t, i, "https"))
+    return out->form = HTTP1_TARGET_OTHER_SCHEME;
   out->https = i == 5;
   a = i + 3;
   i = a;

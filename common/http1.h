@@ -41,6 +41,12 @@ int http1_parse_request(const char *buf, size_t len, struct http1_msg *m);
 /* Parse a complete response head of len bytes into m. HTTP1_OK or a negative http1_result. */
 int http1_parse_response(const char *buf, size_t len, struct http1_msg *m);
 
+/* c in ASCII lower case. */
+int http1_lc(int c);
+
+/* 1 when a[0..an) equals the C string b, ASCII case-insensitively. */
+int http1_ieq(const char *a, size_t an, const char *b);
+
 /* 1 when the header's name equals name (ASCII case-insensitive). */
 int http1_name_is(const struct http1_header *h, const char *name);
 

@@ -31,27 +31,15 @@ static const struct {
 };
 #undef RULE
 
-static int lc(int c) {
-  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
-}
-
-static int ieq(const char *a, size_t an, const char *b) {
-  size_t bn = strlen(b);
-  if (an != bn) return 0;
-  for (size_t i = 0; i < an; i++)
-    if (lc((unsigned char)a[i]) != lc((unsigned char)b[i])) return 0;
-  return 1;
-}
-
 static int iprefix(const char *a, size_t an, const char *pre, size_t pn) {
   if (an < pn) return 0;
   for (size_t i = 0; i < pn; i++)
-    if (lc((unsigned char)a[i]) != lc((unsigned char)pre[i])) return 0;
+    if (http1_lc((unsigned char)a[i]) != http1_lc((unsigned char)pre[i])) return 0;
   return 1;
 }
 
 unsigned rewrite_header_flags(const char *name, unsigned len) {
-  int first = len ? lc((unsigned char)name[0]) : 0;
+  int first = len ? http1_lc((unsigned char)name[0]) : 0;
   for (size_t i = 0; i < sizeof header_rules / sizeof header_rules[0]; i++) {
     unsigned nl = header_rules[i].len;
     if (header_rules[i].name[0] != first) continue; /* cheap reject: rules are lowercase */
@@ -74,8 +62,9 @@ static void copy_trunc(char *dst, size_t cap, const char *src, size_t n) {
 static int connection_options(const struct http1_msg *m) {
   for (int i = 0; i < m->n_headers; i++) {
     const struct http1_header *h = &m->headers[i];
-    if (http1_name_is(h, "connection") && !ieq(h->value, h->value_len, "close") &&
-        !ieq(h->value, h->value_len, "keep-alive") && !ieq(h->value, h->value_len, "upgrade"))
+    if (http1_name_is(h, "connection") && !http1_ieq(h->value, h->value_len, "close") &&
+        !http1_ieq(h->value, h->value_len, "keep-alive") &&
+        !http1_ieq(h->value, h->value_len, "upgrade"))
       return 1;
   }
   return 0;
@@ -193,7 +182,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
       /* an HTTP/1.0 visitor asks to keep its connection (as nginx honours it) */
       if (http1_list_has(h->value, h->value_len, "keep-alive")) rq->keepalive = 1;
     } else if (http1_name_is(h, "expect")) {
-      if (ieq(h->value, h->value_len, "100-continue")) expect = 1;
+      if (http1_ieq(h->value, h->value_len, "100-continue")) expect = 1;
     } else if (http1_name_is(h, "upgrade")) {
       n_upgrade++;
     }
@@ -215,7 +204,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
     local(rq, 400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request");
     return 0;
   }
-  if (ieq(m->method, m->method_len, "CONNECT")) {
+  if (http1_ieq(m->method, m->method_len, "CONNECT")) {
     local(rq, 400, "bad_request", "CONNECT is not supported");
     return 0;
   }
