@@ -610,6 +610,32 @@ static void test_timeout_silent_listener(void **state) {
   assert_string_equal(r.error, "timeout");
 }
 
+/* Probes with different deadlines in one batch: each ends at its own (the epoll engine keeps
+ * them in a heap; never early, and not long after). */
+static void test_mixed_timeouts(void **state) {
+  enum { N = 12 };
+  static const int timeouts[] = {900, 300, 600};
+  struct env *e = *state;
+  struct probe_target t[N];
+  struct probe_result r[N];
+  struct probe *p = new_probe(NULL, 0);
+  for (int i = 0; i < N; i++)
+    t[i] = (struct probe_target){.scheme = "http",
+                                 .address = "127.0.0.1",
+                                 .port = e->silent_port,
+                                 .host = "origin.test",
+                                 .path = "/",
+                                 .timeout_ms = timeouts[i % 3]};
+  assert_int_equal(probe_run(p, t, N, r, NULL), 0);
+  probe_free(&p);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(r[i].ok, 0);
+    assert_string_equal(r[i].error, "timeout");
+    assert_true(r[i].latency_ms >= t[i].timeout_ms - 5);
+    assert_true(r[i].latency_ms < t[i].timeout_ms + 5000);
+  }
+}
+
 static void test_timeout_slow_origin(void **state) {
   struct env *e = *state;
   struct probe_target t = http_target(&e->a, "origin.test", "/slow", 300);
@@ -974,6 +1000,7 @@ int main(void) {
       cmocka_unit_test_setup(test_connection_refused, test_setup),
       cmocka_unit_test_setup(test_deny_list, test_setup),
       cmocka_unit_test_setup(test_timeout_silent_listener, test_setup),
+      cmocka_unit_test_setup(test_mixed_timeouts, test_setup),
       cmocka_unit_test_setup(test_timeout_slow_origin, test_setup),
       cmocka_unit_test_setup(test_dropped_connection, test_setup),
       cmocka_unit_test_setup(test_big_body_cut, test_setup),
