@@ -585,51 +585,13 @@ static void heap_remove(struct probe *p, struct probe_slot *s) {
   heap_fix(p, i);
 }
 
-/* Append n bytes at v to the request being built; -1 when it does not fit. */
-static int req_put(struct probe *p, size_t *len, const char *v, size_t n) {
-  if (n > p->req_cap - *len) return -1;
-  memcpy(p->req + *len, v, n);
-  *len += n;
-  return 0;
-}
-
-static int req_puts(struct probe *p, size_t *len, const char *v) {
-  return req_put(p, len, v, strlen(v));
-}
-
-/* The request libcurl would send for this target (same lines, same order): the method and
- * target, Host (with the port unless 80), User-Agent, Accept, Connection: close, the check's
- * headers. Its length, 0 when it does not fit (it always does: the parts are bounded). */
+/* The request for target t with options c, into p->req; its length, 0 when it does not fit. */
 static size_t native_request(struct probe *p, const struct probe_target *t,
                              const struct hcheck_opts *c) {
-  size_t n = 0;
-  int port = c->port > 0 ? c->port : t->port, v6;
-  const char *host = (t->host && t->host[0]) ? t->host : t->address;
-  const char *path = (t->path && t->path[0]) ? t->path : "/";
-  char num[16];
-  int ok = 0;
-  v6 = strchr(host, ':') != NULL;
-  ok |= req_puts(p, &n, c->method == HCHECK_HEAD ? "HEAD " : "GET ");
-  ok |= req_puts(p, &n, path);
-  ok |= req_puts(p, &n, " HTTP/1.1\r\nHost: ");
-  if (v6) ok |= req_puts(p, &n, "[");
-  ok |= req_puts(p, &n, host);
-  if (v6) ok |= req_puts(p, &n, "]");
-  if (port != 80) {
-    snprintf(num, sizeof num, ":%d", port);
-    ok |= req_puts(p, &n, num);
-  }
-  ok |= req_puts(p, &n, "\r\nUser-Agent: ");
-  ok |= req_puts(p, &n, p->user_agent);
-  ok |= req_puts(p, &n, "\r\nAccept: */*\r\nConnection: close\r\n");
-  for (int i = 0; i < c->n_headers; i++) {
-    ok |= req_puts(p, &n, c->headers[i].name);
-    ok |= req_puts(p, &n, ": ");
-    ok |= req_puts(p, &n, c->headers[i].value);
-    ok |= req_puts(p, &n, "\r\n");
-  }
-  ok |= req_puts(p, &n, "\r\n");
-  return ok ? 0 : n;
+  return pnat_request(p->req, p->req_cap, c->method == HCHECK_HEAD,
+                      (t->path && t->path[0]) ? t->path : "/",
+                      (t->host && t->host[0]) ? t->host : t->address,
+                      c->port > 0 ? c->port : t->port, p->user_agent, c);
 }
 
 /* Fill r from the native probe on s, judged by its options, and free the slot. */

@@ -1,6 +1,8 @@
 /* probenat — one plain HTTP (or tcp) probe on a socket of our own. */
 #include "probenat.h"
 
+#include "hcheck.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +157,43 @@ int pnat_event(struct pnat *c, uint32_t ev, char *rbuf, size_t rcap) {
   }
   if (ev & PNAT_INPUT) return read_all(c, ev, rbuf, rcap);
   return c->state;
+}
+
+/* Append the C string v at out[*n], within cap; -1 when it does not fit. */
+static int put(char *out, size_t cap, size_t *n, const char *v) {
+  size_t k = strlen(v);
+  if (k > cap - *n) return -1;
+  memcpy(out + *n, v, k);
+  *n += k;
+  return 0;
+}
+
+size_t pnat_request(char *out, size_t cap, int head, const char *path, const char *host, int port,
+                    const char *ua, const struct hcheck_opts *c) {
+  size_t n = 0;
+  int v6 = strchr(host, ':') != NULL, bad = 0;
+  char num[16];
+  bad |= put(out, cap, &n, head ? "HEAD " : "GET ");
+  bad |= put(out, cap, &n, path);
+  bad |= put(out, cap, &n, " HTTP/1.1\r\nHost: ");
+  if (v6) bad |= put(out, cap, &n, "[");
+  bad |= put(out, cap, &n, host);
+  if (v6) bad |= put(out, cap, &n, "]");
+  if (port != 80) {
+    snprintf(num, sizeof num, ":%d", port);
+    bad |= put(out, cap, &n, num);
+  }
+  bad |= put(out, cap, &n, "\r\nUser-Agent: ");
+  bad |= put(out, cap, &n, ua);
+  bad |= put(out, cap, &n, "\r\nAccept: */*\r\nConnection: close\r\n");
+  for (int i = 0; c && i < c->n_headers; i++) {
+    bad |= put(out, cap, &n, c->headers[i].name);
+    bad |= put(out, cap, &n, ": ");
+    bad |= put(out, cap, &n, c->headers[i].value);
+    bad |= put(out, cap, &n, "\r\n");
+  }
+  bad |= put(out, cap, &n, "\r\n");
+  return bad ? 0 : n;
 }
 
 void pnat_close(struct pnat *c) {

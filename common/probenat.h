@@ -17,6 +17,8 @@
 
 #include "proberesp.h"
 
+struct hcheck_opts;
+
 #define PNAT_ERROR_MAX 128
 
 enum pnat_state {
@@ -53,6 +55,14 @@ int pnat_event(struct pnat *c, uint32_t ev, char *rbuf, size_t rcap);
  * wake-up that connected c: input they announced is read at once (an edge is not repeated).
  * Returns the state. */
 int pnat_send(struct pnat *c, const char *req, size_t len, uint32_t ev, char *rbuf, size_t rcap);
+
+/* Write the request of one probe into out[0..cap): the lines libcurl sends, in its order —
+ * "GET path HTTP/1.1" (HEAD with head), Host (host, in brackets when it is an IPv6 literal,
+ * with ":port" unless port is 80), User-Agent: ua, Accept (any type), "Connection: close", then
+ * the check's headers (c; NULL = none) — and the empty line. Returns its length, or 0 when it
+ * does not fit. Pure. */
+size_t pnat_request(char *out, size_t cap, int head, const char *path, const char *host, int port,
+                    const char *ua, const struct hcheck_opts *c);
 
 /* End c now (a timeout or a cancel): close the socket; state becomes PNAT_DONE. */
 void pnat_close(struct pnat *c);
