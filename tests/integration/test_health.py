@@ -8,90 +8,24 @@ import json
 import os
 import socketserver
 import threading
-import time
 
 import harness
 from harness import Controld, Origin, wait_until
 from certs import make_test_pki
+import scenario_lib
+from scenario_lib import (WAIT, card, card_origin, events, metric, origin_spec, start_origins,
+                          verdicts, wait_health, wait_level, wait_rounds)
 
 FAST = ["--probe-interval-ms", "300"]
-WAIT = 30.0  # generous: rounds are 300 ms, a state change takes a few of them
 
 
-# ---- helpers ----
-
-def start_origins(tmp, *names, tls=None):
-    return [Origin(n, tmpdir=tmp, tls=tls).start() for n in names]
-
-
-def origin_spec(o, level, **extra):
-    d = {"level": level, "address": o.address, "port": o.port, "scheme": o.scheme}
-    d.update(extra)
-    return d
-
+# ---- helpers (the shared ones are scenario_lib's) ----
 
 def make_site(c, origins, name="shop", failback="auto", hc=None):
-    health = {"enabled": True, "path": "/hc", "timeout_ms": 2000}
+    """scenario_lib's site with 2 s probe timeouts (these tests probe TLS origins too)."""
+    health = {"timeout_ms": 2000}
     health.update(hc or {})
-    status, body, _ = c.api("POST", "/v1/sites", {
-        "name": name, "hostnames": [name + ".example.com"], "failback": failback,
-        "health_check": health, "origins": origins})
-    assert status == 201, (status, body)
-    return body
-
-
-def card(c, sid):
-    status, body, _ = c.api("GET", "/v1/sites/%d/status" % sid)
-    assert status == 200, (status, body)
-    return body
-
-
-def card_origin(cd, oid):
-    for lv in cd["levels"]:
-        for o in lv["origins"]:
-            if o["id"] == oid:
-                return o
-    raise AssertionError("origin %d not in the card" % oid)
-
-
-def events(c, sid, etype=None):
-    status, body, _ = c.api("GET", "/v1/sites/%d/messages?limit=1000" % sid)
-    assert status == 200, (status, body)
-    return [e for e in body["events"] if etype is None or e["type"] == etype]
-
-
-def verdicts(c, sid, oid, limit=100):
-    status, body, _ = c.api("GET", "/v1/sites/%d/origins/%d/verdicts?limit=%d" % (sid, oid, limit))
-    assert status == 200, (status, body)
-    return body["verdicts"]
-
-
-def metric(c, name):
-    """Sum of every sample of a metric family (0 when absent)."""
-    status, text, _ = c.api("GET", "/metrics", token=None)
-    assert status == 200
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def wait_health(c, sid, oid, health, timeout=WAIT):
-    return wait_until(lambda: card_origin(card(c, sid), oid)["health"] == health, timeout=timeout,
-                      what="origin %d %s" % (oid, health))
-
-
-def wait_level(c, sid, level, timeout=WAIT):
-    return wait_until(lambda: card(c, sid)["current_level"] == level, timeout=timeout,
-                      what="site %d on level %d" % (sid, level))
-
-
-def wait_rounds(c, n, timeout=WAIT):
-    """Wait until n more probe rounds have run."""
-    start = metric(c, "cdnca_probe_rounds_total")
-    wait_until(lambda: metric(c, "cdnca_probe_rounds_total") >= start + n, timeout=timeout,
-               what="%d more probe rounds" % n)
+    return scenario_lib.make_site(c, origins, name=name, failback=failback, hc=health)
 
 
 def host_only(h):
