@@ -347,3 +347,45 @@ class LabOrigin:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Plugin:
+    """A checkpoint plugin on 127.0.0.1 that records each request and votes (two checkpoints)
+    per origin URL: vote(url) -> (ok, status, error); by default ok with status 200 for every
+    origin. With garbage set (bytes) it answers those instead of votes."""
+
+    def __init__(self):
+        self.requests = []
+        self.vote = lambda url: (True, 200, None)
+        self.garbage = None
+        plugin = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                req = json.loads(self.rfile.read(n) or b"{}")
+                plugin.requests.append(req)
+                ok, status, error = plugin.vote(req.get("url", ""))
+                data = plugin.garbage or json.dumps({"votes": [
+                    {"checkpoint": "cp-%d" % i, "ok": ok, "status": status, "error": error}
+                    for i in (1, 2)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = S(("127.0.0.1", 0), H)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -5,19 +5,15 @@ the API (validation, PATCH, the status card), controld's own probes honouring ev
 interval_ms, a level's healthy quorum (level_min_healthy), node probe tasks and checkpoint
 plugin requests carrying the same options."""
 
-import http.server
-import json
 import socket
-import socketserver
 import threading
 import time
 
 import harness
 from harness import Controld, Origin, free_port, wait_until
-from scenario_lib import (ONLINE_MS, card, card_origin, enrol, events, level_health, make_site,
-                          metric,
-                          origin_spec, start_node, start_origins, verdicts, wait_health,
-                          wait_level, wait_online, wait_rounds)
+from scenario_lib import (ONLINE_MS, Plugin, card, card_origin, enrol, events, level_health,
+                          make_site, metric, origin_spec, start_node, start_origins, verdicts,
+                          wait_health, wait_level, wait_online, wait_rounds)
 
 FAST = ["--probe-interval-ms", "300"]
 WAIT = 30.0
@@ -91,46 +87,6 @@ class SilentListener:
         self.stop = True
         self.thread.join(5)
         self.sock.close()
-
-
-class Plugin:
-    """A checkpoint plugin that records each request and votes (two checkpoints) per origin URL:
-    vote(url) -> (ok, status, error); by default ok with status 200 for every origin."""
-
-    def __init__(self):
-        self.requests = []
-        self.vote = lambda url: (True, 200, None)
-        plugin = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                req = json.loads(self.rfile.read(n) or b"{}")
-                plugin.requests.append(req)
-                ok, status, error = plugin.vote(req.get("url", ""))
-                data = json.dumps({"votes": [{"checkpoint": "cp-%d" % i, "ok": ok,
-                                              "status": status, "error": error}
-                                             for i in (1, 2)]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-
-        self.server = S(("127.0.0.1", 0), H)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # ---- the API ----

@@ -3,11 +3,7 @@
 verdicts come from controld's own probes or the checkpoint plugin), level failover and failback,
 events, the status card, verdict evidence, the manual switch, TLS, restarts."""
 
-import http.server
-import json
 import os
-import socketserver
-import threading
 
 import harness
 from harness import Controld, Origin, wait_until
@@ -271,59 +267,16 @@ def test_restart_keeps_state_without_spurious_switch(tmp):
     c.stop()
 
 
-class _Plugin:
-    """A tiny checkpoint plugin: votes per origin URL by mode ("votes" or "garbage")."""
-
-    def __init__(self):
-        self.mode = "votes"
-        self.fail_urls = set()
-        self.requests = []
-        plugin = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(n) or b"{}")
-                plugin.requests.append(body)
-                if plugin.mode == "garbage":
-                    data = b"<html>not what you expected"
-                else:
-                    ok = body.get("url") not in plugin.fail_urls
-                    data = json.dumps({"votes": [
-                        {"checkpoint": "cp-%d" % i, "ok": ok, "status": 200 if ok else 503,
-                         "error": None if ok else "status 503"} for i in (1, 2)]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-
-        self.server = S(("127.0.0.1", 0), H)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_checkpoint_plugin_votes_and_garbage(tmp):
     a, b = start_origins(tmp, "a", "b")
-    plugin = _Plugin()
+    plugin = scenario_lib.Plugin()
     try:
         c = Controld(tmp, extra_args=FAST + ["--checkpoint-url",
                                              "http://127.0.0.1:%d/votes" % plugin.port]).start()
         site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hc={"checkpoints": True})
         sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
         url_a = "http://127.0.0.1:%d/hc" % a.port
-        plugin.fail_urls.add(url_a)
+        plugin.vote = lambda url: (False, 503, "status 503") if url == url_a else (True, 200, None)
         # the checkpoints say a is down although it answers 200: their votes decide
         wait_health(c, sid, oa, "unhealthy")
         wait_health(c, sid, ob, "healthy")
@@ -343,7 +296,7 @@ def test_checkpoint_plugin_votes_and_garbage(tmp):
         assert card(c, sid)["current_level"] == 2
 
         # a plugin answering garbage gives no votes: controld's probes decide, rounds go on
-        plugin.mode = "garbage"
+        plugin.garbage = b"<html>not what you expected"
         errors0 = metric(c, "cdnca_checkpoint_errors_total")
         wait_health(c, sid, oa, "healthy")
         o = card_origin(card(c, sid), oa)
