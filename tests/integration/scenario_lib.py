@@ -46,6 +46,16 @@ def make_site(c, origins, name="shop", failback="auto", hc=None, hosts=None, **e
     return j
 
 
+def plain_site(c, name, host, origin):
+    """A site with one hostname and one level-1 http origin, every other field its default."""
+    status, body, _ = c.api("POST", "/v1/sites", {
+        "name": name, "hostnames": [host],
+        "origins": [{"level": 1, "address": origin.address, "port": origin.port,
+                     "scheme": "http"}]})
+    assert status == 201, body
+    return body
+
+
 def card(c, sid):
     status, body, _ = c.api("GET", "/v1/sites/%d/status" % sid)
     assert status == 200, (status, body)

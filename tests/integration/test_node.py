@@ -10,27 +10,7 @@ import time
 
 import harness
 from harness import Controld, Noded, Origin, wait_until
-
-
-def enrol(c, name):
-    status, body, _ = c.api("POST", "/v1/nodes", {"name": name})
-    assert status == 201, body
-    return body["id"], body["token"]
-
-
-def make_site(c, name, host, origin):
-    status, body, _ = c.api("POST", "/v1/sites", {
-        "name": name, "hostnames": [host],
-        "origins": [{"level": 1, "address": origin.address, "port": origin.port,
-                     "scheme": "http"}]})
-    assert status == 201, body
-    return body
-
-
-def status_of(n):
-    st, body, _ = n.admin("GET", "/status", timeout=5)
-    assert st == 200, body
-    return body
+from scenario_lib import enrol, node_status as status_of, plain_site as make_site
 
 
 def site_in(status, site_id):
