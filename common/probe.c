@@ -78,9 +78,8 @@ struct probe {
   /* PROBE_ENGINE_EPOLL's own sockets */
   int *heap; /* slot numbers of the running native probes, a min-heap on slot.due */
   int nheap;
-  char *rbuf; /* PROBE_RBUF bytes of read scratch */
-  char *req;  /* a request being written (req_cap bytes) */
-  size_t req_cap;
+  char *rbuf;     /* PROBE_RBUF bytes of read scratch */
+  struct buf req; /* the request being written, bounded by its longest form */
 };
 
 /* The options of a target without its own: the seed's rule. */
@@ -585,13 +584,20 @@ static void heap_remove(struct probe *p, struct probe_slot *s) {
   heap_fix(p, i);
 }
 
-/* The request for target t with options c, into p->req; its length, 0 when it does not fit. */
-static size_t native_request(struct probe *p, const struct probe_target *t,
-                             const struct hcheck_opts *c) {
-  return pnat_request(p->req, p->req_cap, c->method == HCHECK_HEAD,
-                      (t->path && t->path[0]) ? t->path : "/",
-                      (t->host && t->host[0]) ? t->host : t->address,
-                      c->port > 0 ? c->port : t->port, p->user_agent, c);
+/* Write the request of the connected native probe on s (target t) and go on reading with the
+ * wake-up's events ev (0 when none). */
+static void native_send(struct probe *p, struct probe_slot *s, const struct probe_target *t,
+                        uint32_t ev) {
+  const struct hcheck_opts *c = s->check;
+  p->req.len = 0;
+  if (pnat_request(&p->req, c->method == HCHECK_HEAD, (t->path && t->path[0]) ? t->path : "/",
+                   (t->host && t->host[0]) ? t->host : t->address, c->port > 0 ? c->port : t->port,
+                   p->user_agent, c) < 0) {
+    pnat_close(&s->nat); /* the parts are bounded: does not happen */
+    snprintf(s->nat.error, sizeof s->nat.error, "invalid target: request too long");
+    return;
+  }
+  pnat_send(&s->nat, p->req.data, p->req.len, ev, p->rbuf, PROBE_RBUF);
 }
 
 /* Fill r from the native probe on s, judged by its options, and free the slot. */
@@ -670,15 +676,7 @@ static int native_start(struct probe *p, struct probe_slot *s, const struct prob
   st = pnat_start(&s->nat, p->epfd, PROBE_NATIVE_TAG | (uint64_t)(s - p->slots),
                   (struct sockaddr *)&ss, sl, tp->check->type == HCHECK_TCP,
                   tp->check->method == HCHECK_HEAD, tp->check->expected_body[0] != '\0');
-  if (st == PNAT_SENDING) {
-    size_t n = native_request(p, t, tp->check);
-    if (n == 0) {
-      pnat_close(&s->nat);
-      snprintf(s->nat.error, sizeof s->nat.error, "invalid target: request too long");
-    } else {
-      st = pnat_send(&s->nat, p->req, n, 0, p->rbuf, PROBE_RBUF);
-    }
-  }
+  if (st == PNAT_SENDING) native_send(p, s, t, 0); /* connected at once */
   if (s->nat.state == PNAT_DONE) {
     p->nidle--; /* native_finish gives the slot back */
     native_finish(p, s, r);
@@ -692,18 +690,9 @@ static int native_start(struct probe *p, struct probe_slot *s, const struct prob
 static void native_event(struct probe *p, struct probe_slot *s, uint32_t ev,
                          const struct probe_target *targets, struct probe_result *results) {
   struct pnat *c = &s->nat;
-  int st;
   if (!s->busy || !s->native) return; /* ended earlier in this turn */
-  st = pnat_event(c, ev, p->rbuf, PROBE_RBUF);
-  if (st == PNAT_SENDING && !c->pending) {
-    size_t n = native_request(p, &targets[s->idx], s->check);
-    if (n == 0) {
-      pnat_close(c);
-      snprintf(c->error, sizeof c->error, "invalid target: request too long");
-    } else {
-      st = pnat_send(c, p->req, n, ev, p->rbuf, PROBE_RBUF);
-    }
-  }
+  if (pnat_event(c, ev, p->rbuf, PROBE_RBUF) == PNAT_SENDING && !c->pending)
+    native_send(p, s, &targets[s->idx], ev); /* just connected */
   if (c->state == PNAT_DONE) native_finish(p, s, &results[s->idx]);
 }
 
@@ -905,12 +894,12 @@ struct probe *probe_new(const struct probe_opts *opts) {
     if (p->epfd < 0) goto out;
     if (p->engine == PROBE_ENGINE_EPOLL) {
       /* the longest request: line, Host, User-Agent, fixed lines, the check's headers */
-      p->req_cap = PROBE_PATH_MAX + PROBE_NAME_MAX + strlen(p->user_agent) + 128 +
-                   HCHECK_MAX_HEADERS * (HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4);
-      p->req = malloc(p->req_cap);
+      buf_init(&p->req,
+               PROBE_PATH_MAX + PROBE_NAME_MAX + strlen(p->user_agent) + 128 +
+                   HCHECK_MAX_HEADERS * (HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4));
       p->rbuf = malloc(PROBE_RBUF);
       p->heap = calloc((size_t)p->max_conc, sizeof *p->heap);
-      if (!p->req || !p->rbuf || !p->heap) goto out;
+      if (!p->rbuf || !p->heap) goto out;
     }
     mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p);
@@ -949,7 +938,7 @@ void probe_free(struct probe **pp) {
   free(p->idle);
   free(p->heap);
   free(p->rbuf);
-  free(p->req);
+  buf_fini(&p->req);
   free(p->user_agent);
   free(p->ca_file);
   free(p);

@@ -118,8 +118,7 @@ int pnat_send(struct pnat *c, const char *req, size_t len, uint32_t ev, char *rb
   if (k == (ssize_t)len) {
     c->state = PNAT_READING;
   } else {
-    size_t off = k > 0 ? (size_t)k : 0;
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) off = 0;
+    size_t off = k > 0 ? (size_t)k : 0; /* a failed write is retried, then reported, below */
     c->pending = malloc(len - off);
     if (!c->pending) {
       snprintf(c->error, sizeof c->error, "internal: out of memory");
@@ -131,7 +130,7 @@ int pnat_send(struct pnat *c, const char *req, size_t len, uint32_t ev, char *rb
     write_pending(c, rbuf, rcap);
     if (c->state == PNAT_DONE) return PNAT_DONE;
   }
-  if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) return read_all(c, ev, rbuf, rcap);
+  if (ev & PNAT_INPUT) return read_all(c, ev, rbuf, rcap);
   return c->state;
 }
 
@@ -159,41 +158,31 @@ int pnat_event(struct pnat *c, uint32_t ev, char *rbuf, size_t rcap) {
   return c->state;
 }
 
-/* Append the C string v at out[*n], within cap; -1 when it does not fit. */
-static int put(char *out, size_t cap, size_t *n, const char *v) {
-  size_t k = strlen(v);
-  if (k > cap - *n) return -1;
-  memcpy(out + *n, v, k);
-  *n += k;
-  return 0;
-}
-
-size_t pnat_request(char *out, size_t cap, int head, const char *path, const char *host, int port,
-                    const char *ua, const struct hcheck_opts *c) {
-  size_t n = 0;
-  int v6 = strchr(host, ':') != NULL, bad = 0;
-  char num[16];
-  bad |= put(out, cap, &n, head ? "HEAD " : "GET ");
-  bad |= put(out, cap, &n, path);
-  bad |= put(out, cap, &n, " HTTP/1.1\r\nHost: ");
-  if (v6) bad |= put(out, cap, &n, "[");
-  bad |= put(out, cap, &n, host);
-  if (v6) bad |= put(out, cap, &n, "]");
+int pnat_request(struct buf *out, int head, const char *path, const char *host, int port,
+                 const char *ua, const struct hcheck_opts *c) {
+  /* one append per statement: the operands of | are evaluated in no fixed order */
+  int bad = 0, v6 = strchr(host, ':') != NULL;
+  bad |= buf_puts(out, head ? "HEAD " : "GET ");
+  bad |= buf_puts(out, path);
+  bad |= buf_puts(out, " HTTP/1.1\r\nHost: ");
+  bad |= buf_puts(out, v6 ? "[" : "");
+  bad |= buf_puts(out, host);
+  bad |= buf_puts(out, v6 ? "]" : "");
   if (port != 80) {
-    snprintf(num, sizeof num, ":%d", port);
-    bad |= put(out, cap, &n, num);
+    bad |= buf_puts(out, ":");
+    bad |= buf_put_u64(out, (uint64_t)port);
   }
-  bad |= put(out, cap, &n, "\r\nUser-Agent: ");
-  bad |= put(out, cap, &n, ua);
-  bad |= put(out, cap, &n, "\r\nAccept: */*\r\nConnection: close\r\n");
+  bad |= buf_puts(out, "\r\nUser-Agent: ");
+  bad |= buf_puts(out, ua);
+  bad |= buf_puts(out, "\r\nAccept: */*\r\nConnection: close\r\n");
   for (int i = 0; c && i < c->n_headers; i++) {
-    bad |= put(out, cap, &n, c->headers[i].name);
-    bad |= put(out, cap, &n, ": ");
-    bad |= put(out, cap, &n, c->headers[i].value);
-    bad |= put(out, cap, &n, "\r\n");
+    bad |= buf_puts(out, c->headers[i].name);
+    bad |= buf_puts(out, ": ");
+    bad |= buf_puts(out, c->headers[i].value);
+    bad |= buf_puts(out, "\r\n");
   }
-  bad |= put(out, cap, &n, "\r\n");
-  return bad ? 0 : n;
+  bad |= buf_puts(out, "\r\n");
+  return bad ? -1 : 0;
 }
 
 void pnat_close(struct pnat *c) {

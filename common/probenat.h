@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "buf.h"
 #include "proberesp.h"
 
 struct hcheck_opts;
@@ -56,13 +57,13 @@ int pnat_event(struct pnat *c, uint32_t ev, char *rbuf, size_t rcap);
  * Returns the state. */
 int pnat_send(struct pnat *c, const char *req, size_t len, uint32_t ev, char *rbuf, size_t rcap);
 
-/* Write the request of one probe into out[0..cap): the lines libcurl sends, in its order —
+/* Append the request of one probe to out: the lines libcurl sends, in its order —
  * "GET path HTTP/1.1" (HEAD with head), Host (host, in brackets when it is an IPv6 literal,
  * with ":port" unless port is 80), User-Agent: ua, Accept (any type), "Connection: close", then
- * the check's headers (c; NULL = none) — and the empty line. Returns its length, or 0 when it
- * does not fit. Pure. */
-size_t pnat_request(char *out, size_t cap, int head, const char *path, const char *host, int port,
-                    const char *ua, const struct hcheck_opts *c);
+ * the check's headers (c; NULL = none) — and the empty line. 0, or -1 when it does not fit
+ * out's max (the request is then not whole: do not send it). Pure. */
+int pnat_request(struct buf *out, int head, const char *path, const char *host, int port,
+                 const char *ua, const struct hcheck_opts *c);
 
 /* End c now (a timeout or a cancel): close the socket; state becomes PNAT_DONE. */
 void pnat_close(struct pnat *c);

@@ -10,14 +10,13 @@ void presp_init(struct presp *r, int head_only, int keep) {
   r->head_only = head_only ? 1 : 0;
   r->keep = keep ? 1 : 0;
   r->state = PRESP_HEAD;
+  buf_init(&r->head, 0);
 }
 
 void presp_free(struct presp *r) {
-  free(r->head);
+  buf_fini(&r->head);
   free(r->kept);
-  r->head = NULL;
   r->kept = NULL;
-  r->head_len = r->head_cap = 0;
   r->kept_len = 0;
 }
 
@@ -77,28 +76,11 @@ static int take_body(struct presp *r, char *p, size_t n) {
   return r->state;
 }
 
-/* Append p[0..n) to the split head; -1 when memory runs out. */
-static int head_append(struct presp *r, const char *p, size_t n) {
-  if (r->head_len + n > r->head_cap) {
-    size_t cap = r->head_cap ? r->head_cap : 1024;
-    char *nh;
-    while (cap < r->head_len + n)
-      cap *= 2;
-    nh = realloc(r->head, cap);
-    if (!nh) return -1;
-    r->head = nh;
-    r->head_cap = cap;
-  }
-  memcpy(r->head + r->head_len, p, n);
-  r->head_len += n;
-  return 0;
-}
-
-/* Invariant while in PRESP_HEAD: head_total + head_len <= PRESP_HEAD_MAX. */
+/* Invariant while in PRESP_HEAD: head_total + head.len <= PRESP_HEAD_MAX. */
 int presp_feed(struct presp *r, char *p, size_t n) {
   while (n > 0 && r->state == PRESP_HEAD) {
-    size_t hl, room = PRESP_HEAD_MAX - r->head_total - r->head_len, take, before;
-    if (r->head_len == 0) {
+    size_t hl, room = PRESP_HEAD_MAX - r->head_total - r->head.len, take, before;
+    if (r->head.len == 0) {
       /* the common case: a whole head in this piece, read where it lies */
       size_t scan = 0;
       hl = http1_head_end(p, n, &scan);
@@ -112,16 +94,16 @@ int presp_feed(struct presp *r, char *p, size_t n) {
     /* a head split across pieces: gather it, at most up to the limit */
     take = n < room ? n : room;
     if (take == 0) return bad(r, "response head too large");
-    before = r->head_len;
-    if (head_append(r, p, take) < 0) return bad(r, "out of memory");
-    hl = http1_head_end(r->head, r->head_len, &r->scan);
+    before = r->head.len;
+    if (buf_append(&r->head, p, take) < 0) return bad(r, "out of memory");
+    hl = http1_head_end(r->head.data, r->head.len, &r->scan);
     if (hl == 0) {
       if (take < n) return bad(r, "response head too large");
       return r->state;
     }
-    r->head_len = 0;
+    r->head.len = 0; /* its memory stays for a next split head */
     r->scan = 0;
-    take_head(r, r->head, hl);
+    take_head(r, r->head.data, hl);
     p += hl - before;
     n -= hl - before;
   }
@@ -131,7 +113,7 @@ int presp_feed(struct presp *r, char *p, size_t n) {
 
 int presp_eof(struct presp *r) {
   if (r->state == PRESP_HEAD)
-    return bad(r, (r->head_total == 0 && r->head_len == 0) ? "empty reply"
+    return bad(r, (r->head_total == 0 && r->head.len == 0) ? "empty reply"
                                                            : "incomplete response head");
   if (r->state == PRESP_BODY) {
     if (r->body.kind != HTTP1_BODY_CLOSE) r->cut = 1;

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "http1.h"
 
 /* The longest head block (interim heads included) a probe reads: noded's edge limit. */
@@ -44,8 +45,8 @@ struct presp {
   const char *error; /* PRESP_BAD: "bad response head", "response head too large",
                         "bad response framing", "incomplete response head", "empty reply",
                         "unrequested protocol switch (101)" (static) */
-  char *head;        /* a head split across pieces (malloc, at most PRESP_HEAD_MAX) */
-  size_t head_len, head_cap, scan;
+  struct buf head;   /* a head split across pieces (at most PRESP_HEAD_MAX bytes) */
+  size_t scan;       /* http1_head_end's place in head */
   size_t head_total; /* head bytes taken so far, interim heads included */
   struct http1_body body;
   size_t body_bytes; /* body bytes seen (payload bytes when chunked) */

@@ -51,28 +51,42 @@ static void test_rows(void **state) {
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     const struct row *r = &rows[i];
     struct hcheck_opts c;
-    char out[1024];
-    size_t n;
+    struct buf out;
+    int rc;
     check_opts(&c, r->n_headers);
-    n = pnat_request(out, sizeof out, r->head, r->path, r->host, r->port, "ua/1", &c);
-    if (n != strlen(r->want) || memcmp(out, r->want, n) != 0) {
-      fprintf(stderr, "row '%s': got [%.*s]\n", r->name, (int)n, out);
+    buf_init(&out, 1024);
+    rc = pnat_request(&out, r->head, r->path, r->host, r->port, "ua/1", &c);
+    if (rc != 0 || out.len != strlen(r->want) || memcmp(out.data, r->want, out.len) != 0) {
+      fprintf(stderr, "row '%s': rc %d, got [%.*s]\n", r->name, rc, (int)out.len,
+              out.data ? out.data : "");
       fail();
     }
+    buf_fini(&out);
   }
 }
 
-/* No check (NULL) sends no extra header; a buffer one byte short gives 0, never a cut request. */
+/* No check (NULL) sends no extra header; a bound one byte short is an error (the request is
+ * not whole), never a request that reads as complete. */
 static void test_null_check_and_short_buffer(void **state) {
   const char *want = "GET / HTTP/1.1\r\nHost: h:81\r\n" TAIL "\r\n";
-  char out[256];
   size_t len = strlen(want);
+  struct buf out;
   (void)state;
-  assert_int_equal(pnat_request(out, sizeof out, 0, "/", "h", 81, "ua/1", NULL), len);
-  assert_memory_equal(out, want, len);
-  assert_int_equal(pnat_request(out, len, 0, "/", "h", 81, "ua/1", NULL), len);
-  for (size_t cap = 0; cap < len; cap++)
-    assert_int_equal(pnat_request(out, cap, 0, "/", "h", 81, "ua/1", NULL), 0);
+  buf_init(&out, 256);
+  assert_int_equal(pnat_request(&out, 0, "/", "h", 81, "ua/1", NULL), 0);
+  assert_int_equal(out.len, len);
+  assert_memory_equal(out.data, want, len);
+  buf_fini(&out);
+  buf_init(&out, len);
+  assert_int_equal(pnat_request(&out, 0, "/", "h", 81, "ua/1", NULL), 0);
+  assert_int_equal(out.len, len);
+  buf_fini(&out);
+  for (size_t cap = 1; cap < len; cap++) {
+    buf_init(&out, cap);
+    assert_int_equal(pnat_request(&out, 0, "/", "h", 81, "ua/1", NULL), -1);
+    assert_true(out.len < len);
+    buf_fini(&out);
+  }
 }
 
 int main(void) {

@@ -420,7 +420,7 @@ static void read_answer(const struct row *rw, const char *raw, size_t len, size_
     assert_int_equal(r.kept_len, kl);
   }
   presp_free(&r);
-  assert_null(r.head);
+  assert_null(r.head.data);
   assert_null(r.kept);
   assert_int_equal(r.kept_len, 0);
 }
@@ -539,7 +539,7 @@ static void test_reuse(void **state) {
   presp_free(&r);
   presp_init(&r, 0, 1);
   assert_int_equal(presp_feed(&r, b, sizeof b - 1), PRESP_HEAD);
-  assert_non_null(r.head); /* the split head is held */
+  assert_non_null(r.head.data); /* the split head is held */
   presp_free(&r);
   presp_init(&r, 0, 1);
   assert_int_equal(presp_feed(&r, a, sizeof a - 1), PRESP_DONE);
