@@ -55,7 +55,7 @@ static enum store_rc add_change(struct api_op *op) {
   rc = store_origin_add_locked(op->ctx->store, &oo->o);
   if (rc == STORE_LIMIT) {
     req_error(op->r, 422, "out_of_range", "origins", "a site has at most %d origins",
-              STORE_MAX_ORIGINS);
+              SITE_MAX_ORIGINS);
     return rc;
   }
   if (rc != STORE_OK) {

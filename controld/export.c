@@ -255,9 +255,9 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
     snprintf(path, sizeof path, "%s.origins", prefix);
     return fail(err, path, "origins is required: an array");
   }
-  if (cJSON_GetArraySize(origins) > STORE_MAX_ORIGINS) {
+  if (cJSON_GetArraySize(origins) > SITE_MAX_ORIGINS) {
     snprintf(path, sizeof path, "%s.origins", prefix);
-    return fail(err, path, "a site has at most %d origins", STORE_MAX_ORIGINS);
+    return fail(err, path, "a site has at most %d origins", SITE_MAX_ORIGINS);
   }
   cJSON_ArrayForEach(o, origins) {
     snprintf(path, sizeof path, "%s.origins[%d]", prefix, j);
@@ -277,7 +277,7 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
    checks on and paused, which a POST refuses). */
 static int read_site(const cJSON *obj, int i, struct site_rec *s, struct export_err *err) {
   struct site_rec meta;
-  struct origin_rec ometa[STORE_MAX_ORIGINS];
+  struct origin_rec ometa[SITE_MAX_ORIGINS];
   struct field_err fe;
   struct model_err me;
   cJSON *body = NULL, *hc, *en;

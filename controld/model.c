@@ -135,9 +135,9 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
   char f[96];
   if (!cJSON_IsArray(arr))
     return fail(err, 422, "invalid_type", "hostnames", "hostnames must be an array of strings");
-  if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > STORE_MAX_HOSTNAMES)
+  if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > SITE_MAX_HOSTNAMES)
     return fail(err, 422, "out_of_range", "hostnames", "a site needs 1 to %d hostnames",
-                STORE_MAX_HOSTNAMES);
+                SITE_MAX_HOSTNAMES);
   cJSON_ArrayForEach(it, arr) {
     snprintf(f, sizeof f, "hostnames[%d]", n);
     if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s->hostnames[0])
@@ -234,9 +234,9 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *e
     const cJSON *it;
     int n = cJSON_IsArray(origins) ? cJSON_GetArraySize(origins) : -1;
     if (n < 0) return fail(err, 422, "invalid_type", "origins", "origins must be an array");
-    if (n > STORE_MAX_ORIGINS)
+    if (n > SITE_MAX_ORIGINS)
       return fail(err, 422, "out_of_range", "origins", "a site has at most %d origins",
-                  STORE_MAX_ORIGINS);
+                  SITE_MAX_ORIGINS);
     s->origins = calloc((size_t)(n ? n : 1), sizeof *s->origins);
     if (!s->origins) return fail(err, 500, "internal", "origins", "out of memory");
     cJSON_ArrayForEach(it, origins) {

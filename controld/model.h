@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "store.h"
+#include "site.h"
 
 /* A validation failure: HTTP status (400 or 422), code, message and the offending field path. */
 struct model_err {

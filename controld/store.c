@@ -8,7 +8,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
-#include "signals.h"
+#include "sigmsg.h"
 #include "skip.h"
 #include "store_int.h"
 #include "store_lease.h"
@@ -453,74 +453,6 @@ int store_schema_version(struct store *st) {
   return v;
 }
 
-/* ---- records ---- */
-
-void site_rec_defaults(struct site_rec *s) {
-  struct skip_params nr;
-  memset(s, 0, sizeof *s);
-  memcpy(s->failback, "auto", 5);
-  memcpy(s->hc_path, "/", 2);
-  s->hc_timeout_ms = 5000;
-  s->hc_unhealthy_after = 3;
-  s->hc_healthy_after = 2;
-  hcheck_defaults(&s->hc);
-  skip_params_default(&nr);
-  site_rec_set_retry(s, &nr);
-  s->current_level = 1;
-  s->config_version = 1;
-}
-
-void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
-  skip_params_default(p);
-  p->retries = (int)s->nr_retries;
-  p->retry_budget_ms = s->nr_retry_budget_ms;
-  p->fail_count = (int)s->nr_fail_count;
-  p->fail_window_ms = s->nr_fail_window_ms;
-  p->skip_ms = s->nr_skip_ms;
-  p->half_open_requests = (int)s->nr_half_open_requests;
-  p->n_retry_on_status = 0;
-  for (int i = 0; i < s->n_retry_on_status && i < SKIP_MAX_STATUS; i++)
-    p->retry_on_status[p->n_retry_on_status++] = s->retry_on_status[i];
-  p->backup_levels = s->nr_backup_levels;
-  p->failure_ratio = s->nr_failure_ratio;
-  p->failure_min_volume = (int)s->nr_failure_min_volume;
-}
-
-void site_rec_set_retry(struct site_rec *s, const struct skip_params *p) {
-  s->nr_retries = p->retries;
-  s->nr_retry_budget_ms = p->retry_budget_ms;
-  s->nr_fail_count = p->fail_count;
-  s->nr_fail_window_ms = p->fail_window_ms;
-  s->nr_skip_ms = p->skip_ms;
-  s->nr_half_open_requests = p->half_open_requests;
-  s->n_retry_on_status = 0;
-  for (int i = 0; i < p->n_retry_on_status && i < STORE_MAX_RETRY_STATUS; i++)
-    s->retry_on_status[s->n_retry_on_status++] = p->retry_on_status[i];
-  s->nr_backup_levels = p->backup_levels;
-  s->nr_failure_ratio = p->failure_ratio;
-  s->nr_failure_min_volume = p->failure_min_volume;
-}
-
-int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
-  *dst = *src;
-  dst->origins = NULL;
-  if (src->n_origins) {
-    dst->origins = malloc((size_t)src->n_origins * sizeof *dst->origins);
-    if (!dst->origins) {
-      dst->n_origins = 0;
-      return -1;
-    }
-    memcpy(dst->origins, src->origins, (size_t)src->n_origins * sizeof *dst->origins);
-  }
-  return 0;
-}
-
-void site_rec_fini(struct site_rec *s) {
-  free(s->origins);
-  s->origins = NULL;
-  s->n_origins = 0;
-}
-
 /* ---- tokens ---- */
 
 int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id) {
@@ -628,7 +560,7 @@ int64_t store_pub_seq(struct store *st) {
 
 static void parse_status_list(const char *text, struct site_rec *s) {
   s->n_retry_on_status = 0;
-  for (const char *p = text; p && *p && s->n_retry_on_status < STORE_MAX_RETRY_STATUS; p++) {
+  for (const char *p = text; p && *p && s->n_retry_on_status < SITE_MAX_RETRY_STATUS; p++) {
     if (*p >= '0' && *p <= '9') {
       char *end;
       long v = strtol(p, &end, 10);
@@ -730,7 +662,7 @@ static struct db_stmt *site_read_sent(struct db_conn *c, const char *q, int64_t 
 static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, struct db_stmt *so,
                                         struct site_rec *out) {
   int rc, cap = 0;
-  while ((rc = db_step(sh)) == DB_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
+  while ((rc = db_step(sh)) == DB_ROW && out->n_hostnames < SITE_MAX_HOSTNAMES)
     store_col_text(sh, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
   db_reset(sh);
   if (rc == DB_ERR) {
@@ -846,7 +778,7 @@ static void bulk_host_row(struct bulk *b, struct db_stmt *s) {
   struct site_rec *r;
   if (i < 0) return;
   r = &b->arr[i];
-  if (r->id && r->n_hostnames < STORE_MAX_HOSTNAMES)
+  if (r->id && r->n_hostnames < SITE_MAX_HOSTNAMES)
     store_col_text(s, 1, r->hostnames[r->n_hostnames++], sizeof r->hostnames[0]);
 }
 
@@ -1092,7 +1024,7 @@ static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec
    them is the conflict reported (as the one-by-one inserts would). */
 static enum store_rc hostnames_pg_read(struct store *st, struct db_stmt *q,
                                        const struct site_rec *s, char *conflict, size_t clen) {
-  unsigned char done[STORE_MAX_HOSTNAMES];
+  unsigned char done[SITE_MAX_HOSTNAMES];
   int rc;
   memset(done, 0, sizeof done);
   while ((rc = db_step(q)) == DB_ROW) {
@@ -1523,7 +1455,7 @@ enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
   /* counted under the writer lock, so concurrent adds cannot pass the cap together */
   count = origin_count_locked(st, o->site_id);
   if (count < 0) goto fail;
-  if (count >= STORE_MAX_ORIGINS) {
+  if (count >= SITE_MAX_ORIGINS) {
     rc = STORE_LIMIT;
     goto fail;
   }

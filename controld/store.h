@@ -5,8 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hcheck.h"
-#include "skip.h"
+#include "site.h"
 
 struct store;
 
@@ -14,66 +13,13 @@ enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2,    /* a UNIQUE value is taken: see the conflict text */
-  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. SITE_MAX_ORIGINS) */
   STORE_FULL = 4,        /* the disk is full: nothing was written */
   STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
   STORE_ERROR = -1,      /* logged where it happened */
 };
 
 enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
-
-#define STORE_MAX_HOSTNAMES 32
-#define STORE_MAX_ORIGINS 64
-#define STORE_MAX_RETRY_STATUS 16
-
-/* An origin as stored (config and health state). */
-struct origin_rec {
-  int64_t id, site_id;
-  int level, port, weight, enabled;
-  char address[256];
-  char scheme[8];
-  char host_header[256]; /* "" = none (use the site's first hostname) */
-  /* health state */
-  char health[12]; /* unknown | healthy | unhealthy */
-  int success_streak, failure_streak;
-  int64_t health_changed_at, healthy_since, last_checked_at;
-  char last_verdict[12]; /* "" | success | failure */
-  char last_source[16];  /* "" | nodes | checkpoints | control */
-  int votes_success, votes_failure;
-  char last_error[256];
-  int64_t created_at;
-};
-
-/* A site with its hostnames and origins (origins ordered by level, id). */
-struct site_rec {
-  int64_t id;
-  char name[65];
-  int n_hostnames;
-  char hostnames[STORE_MAX_HOSTNAMES][254];
-  char failback[8]; /* auto | manual */
-  int64_t failback_hold_ms;
-  int hc_enabled;
-  char hc_path[513];
-  int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
-  int hc_checkpoints;
-  struct hcheck_opts hc; /* type, method, headers, expected_*, port, interval_ms, quorum */
-  int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
-      nr_half_open_requests;
-  int n_retry_on_status;
-  int retry_on_status[STORE_MAX_RETRY_STATUS];
-  int nr_backup_levels;
-  double nr_failure_ratio; /* 0 = off (NULL in the database) */
-  int64_t nr_failure_min_volume;
-  int current_level;
-  int64_t config_version;
-  int64_t last_probed_at, next_probe_at;
-  int all_unhealthy, failback_notified;
-  int manual_pin;   /* 1 = the operator's manual switch suspends automatic failback */
-  int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
-  int64_t created_at, updated_at;
-  int n_origins;
-  struct origin_rec *origins; /* owned; n_origins entries */
-};
 
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure
  * (logged). */
@@ -116,19 +62,6 @@ int store_schema_version(struct store *st);
 
 /* The --db target for log lines and messages: a password in it is masked. Valid while st is. */
 const char *store_db_label(const struct store *st);
-
-/* Fill a site record with the defaults of DESIGN §2 (no origins). */
-void site_rec_defaults(struct site_rec *s);
-
-/* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
-/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
-void site_rec_retry(const struct site_rec *s, struct skip_params *p);
-void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
-
-int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
-
-/* Free what a site record owns (not the record itself). */
-void site_rec_fini(struct site_rec *s);
 
 /* ---- tokens ---- */
 
@@ -192,7 +125,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
 enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
                                        size_t clen);
 enum store_rc store_site_delete_locked(struct store *st, int64_t id);
-/* STORE_LIMIT when the site already has STORE_MAX_ORIGINS origins (counted in the transaction). */
+/* STORE_LIMIT when the site already has SITE_MAX_ORIGINS origins (counted in the transaction). */
 enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
 enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
 enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);

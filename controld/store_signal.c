@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "log.h"
-#include "signals.h"
+#include "sigmsg.h"
 #include "store_int.h"
 
 struct store_listener {

@@ -21,7 +21,7 @@ static void check_accepted(const struct store_export *x) {
   for (int i = 0; i < x->n_sites; i++) {
     const struct site_rec *s = &x->sites[i];
     FUZZ_CHECK(s->id > 0 && s->current_level >= 1 && s->current_level <= 16);
-    FUZZ_CHECK(s->n_hostnames >= 1 && s->n_origins <= STORE_MAX_ORIGINS);
+    FUZZ_CHECK(s->n_hostnames >= 1 && s->n_origins <= SITE_MAX_ORIGINS);
     for (int o = 0; o < s->n_origins; o++)
       FUZZ_CHECK(s->origins[o].id > 0 && s->origins[o].site_id == s->id);
   }

@@ -41,7 +41,7 @@ static void check_site(const struct site_rec *s) {
   FUZZ_CHECK(FUZZ_TERMINATED(s->failback));
   FUZZ_CHECK(FUZZ_TERMINATED(s->hc_path));
   FUZZ_CHECK(s->name[0] != '\0');
-  FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= STORE_MAX_HOSTNAMES);
+  FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= SITE_MAX_HOSTNAMES);
   for (int i = 0; i < s->n_hostnames; i++) {
     FUZZ_CHECK(FUZZ_TERMINATED(s->hostnames[i]));
     FUZZ_CHECK(hostname_valid(s->hostnames[i]));
@@ -50,8 +50,8 @@ static void check_site(const struct site_rec *s) {
   }
   FUZZ_CHECK(strcmp(s->failback, "auto") == 0 || strcmp(s->failback, "manual") == 0);
   FUZZ_CHECK(s->hc_path[0] == '/');
-  FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= STORE_MAX_RETRY_STATUS);
-  FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= STORE_MAX_ORIGINS);
+  FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= SITE_MAX_RETRY_STATUS);
+  FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= SITE_MAX_ORIGINS);
   for (int i = 0; i < s->n_origins; i++)
     check_origin(&s->origins[i]);
   /* create enforces the rule, and PATCH cannot remove the base record's two origins */
