@@ -9,6 +9,7 @@
 #include "fields.h"
 #include "hub.h"
 #include "json.h"
+#include "store_node.h"
 #include "tasks.h"
 #include "token.h"
 

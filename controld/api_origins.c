@@ -5,6 +5,7 @@
 #include "api_op.h"
 #include "ctx.h"
 #include "json.h"
+#include "store_sites.h"
 
 /* Index of origin oid in s, or -1. */
 static int find_origin(const struct site_rec *s, int64_t oid) {

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "rcache.h"
 #include "store_fleet.h"
+#include "store_sites.h"
 
 /* The state of a site write: the body and the record built from it. */
 struct site_op {

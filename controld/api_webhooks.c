@@ -13,6 +13,7 @@
 #include "model.h"
 #include "notify.h"
 #include "store_notify.h"
+#include "store_sites.h"
 #include "token.h"
 
 #define SECRET_MIN 16

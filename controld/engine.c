@@ -16,6 +16,7 @@
 #include "model.h"
 #include "store_fleet.h"
 #include "store_health.h"
+#include "store_sites.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
 #define TITLE_MANUAL "Origin level switched manually"

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "model.h"
+#include "store_pub.h"
 
 #define PUB_CACHE 16
 

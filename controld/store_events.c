@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "store_events.h"
 #include "store_int.h"
 #include "store_notify.h"
 #include "token.h"
@@ -256,4 +257,59 @@ void store_events_free(struct event_rec *arr, int n) {
   for (int i = 0; i < n; i++)
     free(arr[i].data);
   free(arr);
+}
+
+void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {
+  st->event_hook = fn;
+  st->event_arg = arg;
+}
+
+/* ---- the transaction participant ---- */
+
+static _Thread_local int tl_committed_events; /* between committed and released */
+
+static int events_begin(struct store *st, void *state, int engine) {
+  (void)state, (void)engine;
+  store_events_tx_reset(st);
+  st->event_pending = 0;
+  return 0;
+}
+
+static int events_before_commit(struct store *st, void *state) {
+  (void)state;
+  return store_events_flush_locked(st);
+}
+
+static void events_committed(struct store *st, void *state) {
+  (void)state;
+  tl_committed_events = st->event_pending;
+  st->event_pending = 0;
+  store_events_tx_reset(st);
+}
+
+static void events_rolled_back(struct store *st, void *state) {
+  (void)state;
+  st->event_pending = 0;
+  tl_committed_events = 0;
+  store_events_tx_reset(st);
+}
+
+static void events_released(struct store *st, void *state, int committed) {
+  int ev = tl_committed_events;
+  (void)state;
+  tl_committed_events = 0;
+  if (committed && ev && st->event_hook) st->event_hook(st->event_arg);
+}
+
+static const struct store_participant events_participant = {
+    .name = "events",
+    .begin = events_begin,
+    .before_commit = events_before_commit,
+    .committed = events_committed,
+    .rolled_back = events_rolled_back,
+    .released = events_released,
+};
+
+int store_events_attach(struct store *st) {
+  return store_participant_add(st, &events_participant, NULL);
 }

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store_int.h"
+#include "store_sites.h"
 #include "token.h"
 
 /* ---- reading ---- */

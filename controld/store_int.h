@@ -10,7 +10,35 @@
 #include "store.h"
 #include "store_tokens.h"
 
+/* A participant in every write transaction: a feature's hooks, which the core runs in the order
+   they were added (store_open: lease, publications, events, tokens, signals). Every hook may be
+   NULL; state is the feature's own (store_participant_state finds it again). */
+struct store_participant {
+  const char *name;
+  /* After BEGIN, before anything else of the transaction (engine: an engine transaction, which
+     the lease fences). -1 fails the begin: the transaction is rolled back. */
+  int (*begin)(struct store *st, void *state, int engine);
+  /* Just before COMMIT: write what the transaction queued. -1 rolls it back. */
+  int (*before_commit)(struct store *st, void *state);
+  /* After COMMIT, the writer lock still held: nothing can interleave yet. */
+  void (*committed)(struct store *st, void *state);
+  /* After a ROLLBACK (or a failed begin or commit), the writer lock still held. */
+  void (*rolled_back)(struct store *st, void *state);
+  /* After the writer lock is released (committed 0 or 1): run hooks that take other locks, with
+     what committed or rolled_back kept for this thread. */
+  void (*released)(struct store *st, void *state, int committed);
+  /* At store_close. */
+  void (*fini)(void *state);
+};
+
+#define STORE_MAX_PARTICIPANTS 8
+
 struct store {
+  struct store_part {
+    const struct store_participant *p;
+    void *state;
+  } parts[STORE_MAX_PARTICIPANTS];
+  int nparts;
   char *path;        /* the --db target, passed to db_open */
   char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
@@ -71,6 +99,25 @@ struct store {
   void *fenced_arg;
 };
 
+/* Add a participant to every later write transaction (at open, before any other thread uses
+   st). 0, or -1 when STORE_MAX_PARTICIPANTS are taken. */
+int store_participant_add(struct store *st, const struct store_participant *p, void *state);
+
+/* The state p was added with, or NULL. */
+void *store_participant_state(struct store *st, const struct store_participant *p);
+
+/* Open the database at path and apply pending migrations, with no participant yet (store_open
+   adds the features'); NULL on failure (logged). */
+struct store *store_core_open(const char *path);
+
+/* Inside a write transaction: its ordered-write generation (reading a prefetched answer once), 0
+   when it is unordered, -1 when taking the row failed. */
+int64_t store_tx_gen_locked(struct store *st);
+
+/* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into *out,
+   on the writer. 0 or -1 (logged with what). */
+int store_prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, const char *what);
+
 /* The calling thread's reader connection (opened on first use); NULL on error. */
 struct db_conn *store_reader(struct store *st);
 
@@ -99,47 +146,10 @@ void store_tx_rollback(struct store *st);
    caused by a full disk). */
 enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
-/* Inside a write transaction: bump the site's config_version (unless deleted) and record a
- * publication. Returns 0 or -1. Its seq is st->pub_pending once the transaction commits (on
- * PostgreSQL the INSERT is sent ahead with db_prefetch and its seq read at the commit). */
-int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
-
-/* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
-   payload, delivered to every listening replica when the transaction commits, never if it rolls
-   back. 0 or -1 (the transaction has failed). */
-int store_signal_locked(struct store *st, const char *channel, const char *payload);
-
-/* Inside a write transaction, just before COMMIT: the notifications every committing transaction
-   owes (signals.h): cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens
-   were removed and "events" when events were recorded. 0 or -1. */
-int store_signal_commit_locked(struct store *st);
-
-/* Write the events (and outbox rows) this transaction queued (PostgreSQL; nothing to do on
-   SQLite, which writes each at once). Called before COMMIT and before any statement of the
-   transaction that reads or numbers events itself. 0 or -1. */
-int store_events_flush_locked(struct store *st);
-/* Forget the transaction's queued events and webhook list (at begin, commit and rollback). */
-void store_events_tx_reset(struct store *st);
-/* Forget the webhook list only. */
-void store_events_tx_reset_hooks(struct store *st);
-/* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
-void store_token_cache_clear(struct store *st);
-
 /* Begin / end a read transaction on a reader connection, so several statements see one snapshot
    and take the WAL read lock once. 0 or -1. */
 int store_read_begin(struct db_conn *c);
 void store_read_end(struct db_conn *c);
-
-/* Inside any connection: load a site with hostnames and origins. */
-enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out);
-
-/* Inside any connection: load the n distinct sites ids[0..n) into out[0..n) (the caller's order)
-   in a few statements per table, not per site: id ranges when the ids are dense, else lists of
-   32. A site that is not there leaves out[i].id == 0. On error every out[i] is released. */
-enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out);
-
-/* Do ids first..last (n of them) fill that range densely enough to read it as one range? */
-int store_bulk_dense(int64_t first, int64_t last, int n);
 
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);

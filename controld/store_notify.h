@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_events.h"
 
 /* the outbox fan-out of store_event_add_locked handles this many */
 #define STORE_MAX_WEBHOOKS 256

@@ -60,7 +60,7 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
   return store_defer(st->w, s, "sending a notification");
 }
 
-int store_signal_commit_locked(struct store *st) {
+static int store_signal_commit_locked(struct store *st) {
   char payload[SIGNAL_PAYLOAD_MAX];
   if (db_kind(st->w) != DB_PG) return 0;
   if (st->tx_gen > 0) {
@@ -128,4 +128,26 @@ int store_listener_state(struct store_listener *l, int64_t *seq, int64_t *gen) {
 
 const char *store_listener_errmsg(struct store_listener *l) {
   return db_errmsg(l->c);
+}
+
+/* ---- the transaction participant ---- */
+
+static int signal_before_commit(struct store *st, void *state) {
+  (void)state;
+  return store_signal_commit_locked(st);
+}
+
+static void signal_committed(struct store *st, void *state) {
+  (void)state;
+  if (st->tx_gen > 0) store_gen_observe(st, st->tx_gen);
+}
+
+static const struct store_participant signal_participant = {
+    .name = "signals",
+    .before_commit = signal_before_commit,
+    .committed = signal_committed,
+};
+
+int store_signal_attach(struct store *st) {
+  return store_participant_add(st, &signal_participant, NULL);
 }

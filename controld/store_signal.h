@@ -50,4 +50,15 @@ int store_listener_state(struct store_listener *l, int64_t *seq, int64_t *gen);
 /* The reason of the listener's last failure. */
 const char *store_listener_errmsg(struct store_listener *l);
 
+/* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
+   payload, delivered to every listening replica when the transaction commits, never if it rolls
+   back. 0 or -1 (the transaction has failed). */
+int store_signal_locked(struct store *st, const char *channel, const char *payload);
+
+/* Add the participant that, just before each COMMIT, sends the notifications the transaction owes
+   (cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens were removed and
+   "events" when events were recorded) and, after it, observes its gen (store_open does it). 0 or
+   -1. */
+int store_signal_attach(struct store *st);
+
 #endif

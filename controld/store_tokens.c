@@ -313,3 +313,64 @@ enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *ou
   log_error("reading token %lld: %s", (long long)id, db_errmsg(c));
   return STORE_ERROR;
 }
+
+/* ---- tokens ---- */
+
+int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id) {
+  static const char sql[] =
+      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES (?, ?, ?, ?) "
+      "ON CONFLICT (hash) DO NOTHING";
+  struct db_stmt *s;
+  int rc = -1;
+  if (store_tx_begin(st) < 0) return -1;
+  s = db_prep(st->w, sql);
+  if (!s) goto out;
+  db_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node");
+  db_bind_text(s, 2, hash);
+  if (node_id) db_bind_i64(s, 3, node_id);
+  db_bind_i64(s, 4, clock_wall_ms());
+  rc = store_step_done(st->w, s, "storing token");
+out:
+  if (rc == 0) return store_tx_commit(st);
+  store_tx_rollback(st);
+  return -1;
+}
+
+/* store_token_cache_clear, store_token_lookup, store_admin_token_set: store_tokens.c */
+
+/* ---- the transaction participant ---- */
+
+static void tokens_committed(struct store *st, void *state) {
+  (void)state;
+  /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
+  if (st->token_clear_pending) store_token_cache_clear(st);
+  st->token_clear_pending = 0;
+}
+
+static void tokens_rolled_back(struct store *st, void *state) {
+  (void)state;
+  st->token_clear_pending = 0;
+}
+
+static void tokens_fini(void *state) {
+  struct store *st = state;
+  pthread_mutex_destroy(&st->tmu);
+  free(st->tcache);
+  st->tcache = NULL;
+}
+
+static const struct store_participant tokens_participant = {
+    .name = "tokens",
+    .committed = tokens_committed,
+    .rolled_back = tokens_rolled_back,
+    .fini = tokens_fini,
+};
+
+int store_tokens_attach(struct store *st) {
+  pthread_mutex_init(&st->tmu, NULL);
+  if (store_participant_add(st, &tokens_participant, st) < 0) {
+    pthread_mutex_destroy(&st->tmu);
+    return -1;
+  }
+  return 0;
+}

@@ -19,7 +19,12 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_events.h"
 #include "store_health.h"
+#include "store_node.h"
+#include "store_pub.h"
+#include "store_sites.h"
+#include "store_tokens.h"
 
 struct fx {
   char dir[64];
