@@ -8,11 +8,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
-#include "sigmsg.h"
-#include "skip.h"
 #include "store_int.h"
-#include "store_lease.h"
-#include "store_signal.h"
 
 /* ---- connections ---- */
 

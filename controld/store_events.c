@@ -8,7 +8,6 @@
 #include "log.h"
 #include "store_events.h"
 #include "store_int.h"
-#include "store_notify.h"
 #include "token.h"
 
 /* Events a PostgreSQL transaction queues before writing them (bounds its memory). */

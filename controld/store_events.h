@@ -3,17 +3,14 @@
 #ifndef CDNCA_STORE_EVENTS_H
 #define CDNCA_STORE_EVENTS_H
 
-#include "store.h"
 #include <stdint.h>
 
-struct event_rec {
-  int64_t id, site_id;
-  char site_name[65];
-  char type[48];
-  char title[128];
-  char *data; /* JSON text, owned */
-  int64_t created_at;
-};
+#include "event.h"
+#include "store.h"
+
+/* At most this many webhooks exist: the outbox fan-out of store_event_add_locked handles this
+   many. */
+#define STORE_MAX_WEBHOOKS 256
 
 /* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
  * filter matches. Returns the event id or -1. */

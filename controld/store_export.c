@@ -11,6 +11,7 @@
 #include "log.h"
 #include "store_int.h"
 #include "store_sites.h"
+#include "store_tokens.h"
 #include "token.h"
 
 /* ---- reading ---- */
@@ -423,7 +424,7 @@ static enum store_rc write_all(struct store *st, const struct store_export *x, c
   if (!(q = db_prep(st->w, drop_bootstrap)) ||
       store_step_done(st->w, q, "replacing the bootstrap token") < 0)
     return STORE_ERROR;
-  st->token_clear_pending = 1;
+  store_tokens_removed_locked(st);
   for (int i = 0; i < x->n_sites; i++)
     if ((rc = write_site(st, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;

@@ -8,7 +8,6 @@
 
 #include "db.h"
 #include "store.h"
-#include "store_tokens.h"
 
 /* A participant in every write transaction: a feature's hooks, which the core runs in the order
    they were added (store_open: lease, publications, events, tokens, signals). Every hook may be
@@ -51,18 +50,8 @@ struct store {
   void (*pub_hook)(void *arg, int64_t seq);
   void *pub_arg;
   int64_t pub_pending; /* seq recorded in the open transaction, 0 = none */
-  /* tokens seen valid, by hash: cleared whenever a token may have been removed */
-  pthread_mutex_t tmu;
-  struct token_cache_entry {
-    char hash[65];
-    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
-    struct token_auth auth;
-  } * tcache;
-  int ntcache, captcache;
-  uint64_t tgen;           /* bumped by every clear (under tmu) */
-  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
-  int64_t tx_gen; /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
-                     sent ahead and not read yet: tx_gen_q) */
+  int64_t tx_gen;      /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
+                          sent ahead and not read yet: tx_gen_q) */
   struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
   struct db_stmt *pub_q;      /* PostgreSQL: the last publication INSERT, prefetched (its seq) */
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */

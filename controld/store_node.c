@@ -10,6 +10,7 @@
 #include "store_int.h"
 #include "store_signal.h"
 #include "store_sites.h"
+#include "store_tokens.h"
 
 int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *seen_ms, int n) {
   static const char upd[] =
@@ -262,7 +263,7 @@ enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
   db_bind_i64(q, 1, id);
   if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
   if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
-  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
+  store_tokens_removed_locked(st); /* the token cache is cleared once this commits */
   {
     /* the other replicas cut the node's suspended poll too */
     char payload[SIGNAL_PAYLOAD_MAX];

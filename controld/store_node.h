@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "node.h"
 #include "store.h"
 
 /* One per-origin observation from a heartbeat. */
@@ -42,13 +43,6 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
 void store_config_snapshot_free(struct config_snapshot *s);
 
 /* ---- nodes: the records behind /v1/nodes ---- */
-
-struct node_rec {
-  int64_t id;
-  char name[65];
-  int64_t created_at, last_seen_at, config_seq;
-  char version[64];
-};
 
 /* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken. */
 enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash);

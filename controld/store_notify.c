@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "store_events.h"
 #include "store_int.h"
 #include "token.h"
 

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "sigmsg.h"
 #include "store_int.h"
+#include "store_tokens.h"
 
 struct store_listener {
   struct db_conn *c;
@@ -69,7 +70,7 @@ static int store_signal_commit_locked(struct store *st) {
         store_signal_locked(st, sigmsg_channel(SIGNAL_PUB), payload) < 0)
       return -1;
   }
-  if (st->token_clear_pending &&
+  if (store_tokens_removed_pending(st) &&
       store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
     return -1;
   if (st->event_pending && store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)

@@ -10,34 +10,56 @@
 #include "log.h"
 #include "store_int.h"
 
+/* The tokens feature's state: the cache of tokens seen valid, by hash (cleared whenever a token
+   may have been removed), and whether the open transaction removed any (under the writer lock). */
+struct tokens_state {
+  pthread_mutex_t mu;
+  struct token_cache_entry {
+    char hash[65];
+    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
+    struct token_auth auth;
+  } * cache;
+  int n, cap;
+  uint64_t gen;      /* bumped by every clear (under mu) */
+  int clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+};
+
+static const struct store_participant tokens_participant;
+
+static struct tokens_state *tokens_of(struct store *st) {
+  return store_participant_state(st, &tokens_participant);
+}
+
 /* ---- cache of tokens seen valid ---- */
 
 void store_token_cache_clear(struct store *st) {
-  pthread_mutex_lock(&st->tmu);
-  st->ntcache = 0;
-  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
-  pthread_mutex_unlock(&st->tmu);
+  struct tokens_state *ts = tokens_of(st);
+  pthread_mutex_lock(&ts->mu);
+  ts->n = 0;
+  ts->gen++; /* a lookup that read the database before this clear must not cache its answer */
+  pthread_mutex_unlock(&ts->mu);
 }
 
 /* A fresh cached entry for hash: 0 = hit (*out filled). On a miss *gen is the cache generation
    to hand to token_cache_put. */
 static int token_cache_get(struct store *st, const char *hash, struct token_auth *out,
                            uint64_t *gen) {
+  struct tokens_state *ts = tokens_of(st);
   int hit = -1;
   int64_t mono = clock_mono_ms();
-  pthread_mutex_lock(&st->tmu);
-  *gen = st->tgen;
-  for (int i = 0; i < st->ntcache; i++)
-    if (strcmp(st->tcache[i].hash, hash) == 0) {
-      if (mono - st->tcache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
-        *out = st->tcache[i].auth;
+  pthread_mutex_lock(&ts->mu);
+  *gen = ts->gen;
+  for (int i = 0; i < ts->n; i++)
+    if (strcmp(ts->cache[i].hash, hash) == 0) {
+      if (mono - ts->cache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
+        *out = ts->cache[i].auth;
         hit = 0;
       } else {
-        st->tcache[i] = st->tcache[--st->ntcache]; /* stale: ask the database again */
+        ts->cache[i] = ts->cache[--ts->n]; /* stale: ask the database again */
       }
       break;
     }
-  pthread_mutex_unlock(&st->tmu);
+  pthread_mutex_unlock(&ts->mu);
   return hit;
 }
 
@@ -46,30 +68,31 @@ static int token_cache_get(struct store *st, const char *hash, struct token_auth
    a revocation. */
 static void token_cache_put(struct store *st, const char *hash, const struct token_auth *a,
                             uint64_t gen) {
-  pthread_mutex_lock(&st->tmu);
-  if (gen != st->tgen) {
-    pthread_mutex_unlock(&st->tmu);
+  struct tokens_state *ts = tokens_of(st);
+  pthread_mutex_lock(&ts->mu);
+  if (gen != ts->gen) {
+    pthread_mutex_unlock(&ts->mu);
     return;
   }
-  if (st->ntcache == st->captcache) {
-    int ncap = st->captcache ? st->captcache * 2 : 64;
+  if (ts->n == ts->cap) {
+    int ncap = ts->cap ? ts->cap * 2 : 64;
     struct token_cache_entry *n =
-        ncap <= 65536 ? realloc(st->tcache, (size_t)ncap * sizeof *n) : NULL;
+        ncap <= 65536 ? realloc(ts->cache, (size_t)ncap * sizeof *n) : NULL;
     if (n) {
-      st->tcache = n;
-      st->captcache = ncap;
+      ts->cache = n;
+      ts->cap = ncap;
     } else {
-      st->ntcache = 0;
+      ts->n = 0;
     }
   }
-  if (st->ntcache < st->captcache) {
-    struct token_cache_entry *e = &st->tcache[st->ntcache++];
+  if (ts->n < ts->cap) {
+    struct token_cache_entry *e = &ts->cache[ts->n++];
     memcpy(e->hash, hash, 64);
     e->hash[64] = '\0';
     e->cached_ms = clock_mono_ms();
     e->auth = *a;
   }
-  pthread_mutex_unlock(&st->tmu);
+  pthread_mutex_unlock(&ts->mu);
 }
 
 /* ---- lookups ---- */
@@ -124,6 +147,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
 /* ---- writes ---- */
 
 int store_admin_token_set(struct store *st, const char *hash) {
+  struct tokens_state *ts = tokens_of(st);
   /* only the earlier bootstrap token goes: tokens made through the API stay */
   static const char del[] =
       "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP
@@ -144,7 +168,7 @@ int store_admin_token_set(struct store *st, const char *hash) {
   db_bind_text(s, 1, hash);
   db_bind_i64(s, 2, clock_wall_ms());
   if (store_step_done(st->w, s, "storing the bootstrap token") < 0) goto fail;
-  st->token_clear_pending = 1; /* other replicas clear their token caches too */
+  ts->clear_pending = 1; /* other replicas clear their token caches too */
   if (store_tx_commit(st) < 0) return -1;
   store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
   return 0;
@@ -272,13 +296,14 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
 }
 
 enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
+  struct tokens_state *ts = tokens_of(st);
   static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
   struct db_stmt *s = db_prep(st->w, del);
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, id);
   if (store_step_done(st->w, s, "deleting token") < 0) return STORE_ERROR;
   if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
-  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
+  ts->clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
 }
 
@@ -341,22 +366,23 @@ out:
 /* ---- the transaction participant ---- */
 
 static void tokens_committed(struct store *st, void *state) {
-  (void)state;
+  struct tokens_state *ts = state;
   /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
-  if (st->token_clear_pending) store_token_cache_clear(st);
-  st->token_clear_pending = 0;
+  if (ts->clear_pending) store_token_cache_clear(st);
+  ts->clear_pending = 0;
 }
 
 static void tokens_rolled_back(struct store *st, void *state) {
-  (void)state;
-  st->token_clear_pending = 0;
+  struct tokens_state *ts = state;
+  (void)st;
+  ts->clear_pending = 0;
 }
 
 static void tokens_fini(void *state) {
-  struct store *st = state;
-  pthread_mutex_destroy(&st->tmu);
-  free(st->tcache);
-  st->tcache = NULL;
+  struct tokens_state *ts = state;
+  pthread_mutex_destroy(&ts->mu);
+  free(ts->cache);
+  free(ts);
 }
 
 static const struct store_participant tokens_participant = {
@@ -367,10 +393,20 @@ static const struct store_participant tokens_participant = {
 };
 
 int store_tokens_attach(struct store *st) {
-  pthread_mutex_init(&st->tmu, NULL);
-  if (store_participant_add(st, &tokens_participant, st) < 0) {
-    pthread_mutex_destroy(&st->tmu);
+  struct tokens_state *ts = calloc(1, sizeof *ts);
+  if (!ts) return -1;
+  pthread_mutex_init(&ts->mu, NULL);
+  if (store_participant_add(st, &tokens_participant, ts) < 0) {
+    tokens_fini(ts);
     return -1;
   }
   return 0;
+}
+
+void store_tokens_removed_locked(struct store *st) {
+  tokens_of(st)->clear_pending = 1;
+}
+
+int store_tokens_removed_pending(struct store *st) {
+  return tokens_of(st)->clear_pending;
 }

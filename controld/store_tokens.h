@@ -84,4 +84,11 @@ void store_token_cache_clear(struct store *st);
    (store_open does it). 0 or -1. */
 int store_tokens_attach(struct store *st);
 
+/* Inside a write transaction: tokens were removed; the token cache is cleared when it commits
+   (and other replicas are told to clear theirs). */
+void store_tokens_removed_locked(struct store *st);
+
+/* Inside a write transaction: 1 when it removed tokens. */
+int store_tokens_removed_pending(struct store *st);
+
 #endif
