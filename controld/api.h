@@ -27,8 +27,4 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
    may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
 int api_target_refused(struct req *r, const char *host, const char *field);
 
-/* 1 when url is an absolute http(s) URL with a host and no blanks or control characters (the
-   rule of a webhook's url; api_webhooks.c). */
-int api_webhook_url_valid(const char *url);
-
 #endif

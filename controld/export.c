@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
 #include "clock.h"
 #include "fields.h"
 #include "json.h"
@@ -150,7 +149,7 @@ static int valid_hash(char *s) {
 }
 
 static int valid_url(char *url) {
-  return api_webhook_url_valid(url);
+  return model_webhook_url_valid(url);
 }
 
 #define NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
@@ -211,15 +210,13 @@ static const struct field_def token_fields[] = {
 };
 #undef T
 
-/* the API's minimum (api_webhooks.c): a shorter secret was never stored */
-#define WEBHOOK_SECRET_MIN 16
-
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
      "an http:// or https:// URL with a host", 0},
-    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
+     NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
      NULL, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},

@@ -1,6 +1,9 @@
 /* model — JSON <-> site and origin records, with field-by-field validation. */
 #include "model.h"
 
+#include <curl/curl.h>
+#include <strings.h>
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
@@ -340,4 +343,30 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_time(j, "created_at", s->created_at);
   json_add_time(j, "updated_at", s->updated_at);
   return j;
+}
+
+int model_webhook_url_valid(const char *url) {
+  CURLU *u;
+  char *scheme = NULL, *host = NULL;
+  const char *auth;
+  int ok = 0;
+  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+    if (*p <= 0x20 || *p == 0x7f) return 0;
+  if (strncasecmp(url, "http://", 7) == 0)
+    auth = url + 7;
+  else if (strncasecmp(url, "https://", 8) == 0)
+    auth = url + 8;
+  else
+    return 0;
+  if (*auth == '\0' || *auth == '/' || *auth == '?' || *auth == '#') return 0; /* no host */
+  u = curl_url();
+  if (!u) return 0;
+  if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+    ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
+  curl_free(scheme);
+  curl_free(host);
+  curl_url_cleanup(u);
+  return ok;
 }

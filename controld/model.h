@@ -52,4 +52,11 @@ cJSON *model_node_retry_json(const struct site_rec *s);
 /* JSON of an origin as the API returns it. */
 cJSON *model_origin_json(const struct origin_rec *o);
 
+/* The least length of a webhook's secret (a shorter one is refused, so none is stored). */
+#define MODEL_WEBHOOK_SECRET_MIN 16
+
+/* 1 when url is an http:// or https:// URL with a host (no control characters or spaces), else
+   0. */
+int model_webhook_url_valid(const char *url);
+
 #endif
