@@ -50,8 +50,8 @@ static const struct api_op_def create_op = {"node", create_change, NULL, "token"
 
 static const struct field_def node_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, FIELD_AT(struct node_rec, name), 1, 0, 0, NULL,
-     valid_node_name, "1-64 characters of letters, digits, '.', '_' or '-'", 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     valid_node_name, "1-64 characters of letters, digits, '.', '_' or '-'", 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 
 static enum http_rc post_node(struct req *r) {

@@ -45,15 +45,10 @@ static int from_fields(struct export_err *err, const struct field_err *fe) {
 
 static cJSON *origin_json(const struct origin_rec *o) {
   cJSON *j = cJSON_CreateObject();
-  json_add_i64(j, "id", o->id);
-  json_add_i64(j, "level", o->level);
-  cJSON_AddStringToObject(j, "address", o->address);
-  json_add_i64(j, "port", o->port);
-  cJSON_AddStringToObject(j, "scheme", o->scheme);
-  json_add_str_or_null(j, "host_header", o->host_header[0] ? o->host_header : NULL);
-  json_add_i64(j, "weight", o->weight);
-  cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  json_add_i64(j, "created_at_ms", o->created_at);
+  if (j && fields_json_add(j, site_origin_fields, FORM_EXPORT, o) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   return j;
 }
 
@@ -157,38 +152,38 @@ static int valid_url(char *url) {
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0},
-    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0, NULL, 0},
+    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"config_version", FIELD_INT, FIELD_REQUIRED, S(config_version), 1, EXPORT_INT_MAX, 1, NULL,
-     NULL, NULL, 0},
-    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0},
+     NULL, NULL, 0, NULL, 0},
+    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, S(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
+     NULL, 0, NULL, 0},
     {"updated_at_ms", FIELD_INT, FIELD_REQUIRED, S(updated_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef S
 
 #define O(m) FIELD_AT(struct origin_rec, m)
 static const struct field_def origin_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, O(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef O
 
 #define N(m) FIELD_AT(struct export_node, m)
 static const struct field_def node_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
-     HASH_WHAT, 0},
+     HASH_WHAT, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, N(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef N
 
@@ -196,30 +191,30 @@ static const char *const roles[] = {"admin", "operator", "read", NULL};
 
 #define T(m) FIELD_AT(struct export_token, m)
 static const struct field_def token_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
     {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
-     "\"admin\", \"operator\" or \"read\"", 0},
-    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0},
+     "\"admin\", \"operator\" or \"read\"", 0, NULL, 0},
+    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
+     NULL, 0, NULL, 0},
     /* 0 = never */
     {"expires_at_ms", FIELD_INT, FIELD_REQUIRED, T(expires_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef T
 
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
-     "an http:// or https:// URL with a host", 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0},
     {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0},
+     NULL, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef W
 
@@ -227,8 +222,6 @@ static const struct field_def webhook_fields[] = {
 static const char *const site_api_keys[] = {
     "name",         "hostnames",  "failback", "failback_hold_ms",
     "health_check", "node_retry", "origins",  NULL};
-static const char *const origin_api_keys[] = {"level",       "scheme", "address", "port",
-                                              "host_header", "weight", "enabled", NULL};
 
 /* The model's error as a path under prefix. */
 static int from_model(struct export_err *err, const char *prefix, const struct model_err *me) {
@@ -246,8 +239,11 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
                             struct export_err *err) {
   cJSON *origins = cJSON_GetObjectItemCaseSensitive(body, "origins"), *o;
   struct field_err fe;
+  const char *api_keys[32]; /* an origin's keys of the API's POST body (model.c validates them) */
   char path[64];
   int j = 0;
+  if (fields_names(site_origin_fields, FORM_IN, api_keys, 32) < 0)
+    return fail(err, prefix, "internal: too many origin fields");
   if (!cJSON_IsArray(origins)) {
     snprintf(path, sizeof path, "%s.origins", prefix);
     return fail(err, path, "origins is required: an array");
@@ -260,7 +256,7 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
     snprintf(path, sizeof path, "%s.origins[%d]", prefix, j);
     if (!cJSON_IsObject(o)) return fail(err, path, "an origin must be a JSON object");
     memset(&meta[j], 0, sizeof meta[j]);
-    if (fields_apply(o, origin_meta, origin_api_keys, path, FIELDS_CREATE, &meta[j], &fe) < 0)
+    if (fields_apply(o, origin_meta, api_keys, path, FIELDS_CREATE, &meta[j], &fe) < 0)
       return from_fields(err, &fe);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
     cJSON_DeleteItemFromObjectCaseSensitive(o, "created_at_ms");

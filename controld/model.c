@@ -41,19 +41,6 @@ static int from_fields(struct model_err *err, const struct field_err *fe) {
   return -1;
 }
 
-/* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
-static int valid_address(char *a) {
-  unsigned char buf[16];
-  if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
-  hostname_lower(a);
-  return hostname_valid(a);
-}
-
-static int valid_hostname(char *h) {
-  hostname_lower(h);
-  return hostname_valid(h);
-}
-
 static int valid_name(char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 64) return 0;
@@ -69,42 +56,27 @@ static int valid_path(char *p) {
   return 1;
 }
 
-static const char *const schemes[] = {"http", "https", NULL};
 static const char *const failbacks[] = {"auto", "manual", NULL};
 
-#define O(m) FIELD_AT(struct origin_rec, m)
-static const struct field_def origin_fields[] = {
-    {"level", FIELD_INT, 0, O(level), 1, 16, 1, NULL, NULL, NULL, 0},
-    {"scheme", FIELD_ENUM, 0, O(scheme), 0, 0, 0, schemes, NULL, "\"http\" or \"https\"", 0},
-    {"address", FIELD_STR, FIELD_REQUIRED, O(address), 1, 0, 0, NULL, valid_address,
-     "an IPv4 or IPv6 address or a hostname", 0},
-    {"port", FIELD_INT, 0, O(port), 1, 65535, 0, NULL, NULL, NULL, 0},
-    {"host_header", FIELD_STR, FIELD_NULLABLE, O(host_header), 0, 0, 0, NULL, valid_hostname,
-     "a valid hostname", 0},
-    {"weight", FIELD_INT, 0, O(weight), 1, 100, 1, NULL, NULL, NULL, 0},
-    {"enabled", FIELD_BOOL, 0, O(enabled), 0, 0, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
-};
-#undef O
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
-     "1-64 characters of letters, digits, '.', '_' or '-'", 0},
-    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0},
-    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     "1-64 characters of letters, digits, '.', '_' or '-'", 0, NULL, 0},
+    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0, NULL, 0},
+    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 
 static const struct field_def health_check_fields[] = {
-    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
-     "a path starting with '/' with no spaces or control characters", 0},
-    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0},
-    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0},
-    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0},
-    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     "a path starting with '/' with no spaces or control characters", 0, NULL, 0},
+    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0},
+    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL, 0},
+    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0},
+    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef S
 
@@ -117,14 +89,15 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
                 "an origin must be a JSON object");
   if (creating) {
     memset(&cand, 0, sizeof cand);
-    fields_defaults(origin_fields, &cand);
+    fields_defaults(site_origin_fields, &cand);
     cand.enabled = 1;
     memcpy(cand.scheme, "https", 6);
     memcpy(cand.health, "unknown", 8);
   } else {
     cand = *o;
   }
-  if (fields_apply(obj, origin_fields, NULL, prefix, creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
+  if (fields_apply_form(obj, site_origin_fields, FORM_IN, NULL, prefix,
+                        creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
     return from_fields(err, &fe);
   if (creating && !cJSON_GetObjectItemCaseSensitive(obj, "port"))
     cand.port = strcmp(cand.scheme, "https") == 0 ? 443 : 80;
@@ -281,15 +254,10 @@ const char *model_hc_state(const struct site_rec *s, const char **reason) {
 
 cJSON *model_origin_json(const struct origin_rec *o) {
   cJSON *j = cJSON_CreateObject();
-  json_add_i64(j, "id", o->id);
-  json_add_i64(j, "level", o->level);
-  cJSON_AddStringToObject(j, "address", o->address);
-  json_add_i64(j, "port", o->port);
-  cJSON_AddStringToObject(j, "scheme", o->scheme);
-  json_add_str_or_null(j, "host_header", o->host_header[0] ? o->host_header : NULL);
-  json_add_i64(j, "weight", o->weight);
-  cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  cJSON_AddStringToObject(j, "health", o->health[0] ? o->health : "unknown");
+  if (j && fields_json_add(j, site_origin_fields, FORM_OUT, o) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   return j;
 }
 

@@ -4,6 +4,73 @@
 
 #include "site.h"
 
+#include <arpa/inet.h>
+#include <stddef.h>
+
+#include "hostname.h"
+
+/* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
+static int valid_address(char *a) {
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
+  hostname_lower(a);
+  return hostname_valid(a);
+}
+
+static int valid_hostname(char *h) {
+  hostname_lower(h);
+  return hostname_valid(h);
+}
+
+static const char *const schemes[] = {"http", "https", NULL};
+static const char *const healths[] = {"unknown", "healthy", "unhealthy", NULL};
+
+#define M(m) .offset = offsetof(struct origin_rec, m), .size = sizeof(((struct origin_rec *)0)->m)
+/* the configuration an API body sets, shown by the API, exported and (but enabled) published */
+#define CONFIG (FORM_IN | FORM_OUT | FORM_EXPORT | FORM_WIRE | FORM_CONFIG)
+const struct field_def site_origin_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id), .min = 1, .max = INT64_MAX,
+     .forms = FORM_OUT | FORM_EXPORT | FORM_WIRE},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "level", .column = "level", .type = FIELD_INT, M(level), .min = 1, .max = 16,
+     .def = 1, .forms = CONFIG},
+    {.name = "address", .column = "address", .type = FIELD_STR, .flags = FIELD_REQUIRED,
+     M(address), .min = 1, .check = valid_address,
+     .what = "an IPv4 or IPv6 address or a hostname", .forms = CONFIG},
+    {.name = "port", .column = "port", .type = FIELD_INT, M(port), .min = 1, .max = 65535,
+     .forms = CONFIG},
+    {.name = "scheme", .column = "scheme", .type = FIELD_ENUM, M(scheme), .choices = schemes,
+     .what = "\"http\" or \"https\"", .forms = CONFIG},
+    {.name = "host_header", .column = "host_header", .type = FIELD_STR, .flags = FIELD_NULLABLE,
+     M(host_header), .check = valid_hostname, .what = "a valid hostname", .forms = CONFIG},
+    {.name = "weight", .column = "weight", .type = FIELD_INT, M(weight), .min = 1, .max = 100,
+     .def = 1, .forms = CONFIG},
+    {.name = "enabled", .column = "enabled", .type = FIELD_BOOL, M(enabled),
+     .forms = CONFIG & ~FORM_WIRE}, /* nodes are sent the enabled origins only */
+    /* health state, written by the engine */
+    {.name = "health", .column = "health", .type = FIELD_ENUM, M(health), .choices = healths,
+     .forms = FORM_OUT},
+    {.name = "success_streak", .column = "success_streak", .type = FIELD_INT, M(success_streak)},
+    {.name = "failure_streak", .column = "failure_streak", .type = FIELD_INT, M(failure_streak)},
+    {.name = "health_changed_at", .column = "health_changed_at", .type = FIELD_INT,
+     M(health_changed_at)},
+    {.name = "healthy_since", .column = "healthy_since", .type = FIELD_INT, M(healthy_since)},
+    {.name = "last_verdict", .column = "last_verdict", .type = FIELD_STR, M(last_verdict)},
+    {.name = "last_source", .column = "last_source", .type = FIELD_STR, M(last_source)},
+    {.name = "votes_success", .column = "last_votes_success", .type = FIELD_INT,
+     M(votes_success)},
+    {.name = "votes_failure", .column = "last_votes_failure", .type = FIELD_INT,
+     M(votes_failure)},
+    {.name = "last_checked_at", .column = "last_checked_at", .type = FIELD_INT,
+     M(last_checked_at)},
+    {.name = "last_error", .column = "last_error", .type = FIELD_STR, M(last_error)},
+    {.name = "created_at_ms", .column = "created_at", .type = FIELD_INT, M(created_at), .min = 0,
+     .max = INT64_MAX, .forms = FORM_EXPORT},
+    {.name = NULL},
+};
+#undef CONFIG
+#undef M
+
 void site_rec_defaults(struct site_rec *s) {
   struct skip_params nr;
   memset(s, 0, sizeof *s);

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "fields.h"
 #include "hcheck.h"
 #include "skip.h"
 
@@ -60,6 +61,13 @@ struct site_rec {
   int n_origins;
   struct origin_rec *origins; /* owned; n_origins entries */
 };
+
+/* The origin record's field table: one row per member, naming its column, its JSON key, its type
+   and bounds, and the forms it takes part in (FORM_IN: an API body sets it; FORM_OUT: the API's
+   JSON; FORM_EXPORT: the export document; FORM_WIRE: the published site config; FORM_CONFIG: a
+   configuration column). The SQL of origins, their JSON in every form and their validation all
+   walk it: a new origin field is one row here and a migration. */
+extern const struct field_def site_origin_fields[];
 
 /* Fill a site record with the defaults of the decision rules (no origins). */
 void site_rec_defaults(struct site_rec *s);

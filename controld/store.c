@@ -323,6 +323,99 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
   return store_tx_end(st, fn(st, arg));
 }
 
+/* ---- records through their field tables ---- */
+
+static int has_col(const struct field_def *d, unsigned form) {
+  return d->column && (form == 0 || (d->forms & form));
+}
+
+int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
+                      void *dst) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    char *m = (char *)dst + d->offset;
+    if (!has_col(d, form)) continue;
+    switch (d->type) {
+    case FIELD_INT:
+    case FIELD_BOOL:
+      if (d->size == sizeof(int64_t)) {
+        int64_t v = db_col_i64(s, col);
+        memcpy(m, &v, sizeof v);
+      } else {
+        int v = db_col_int(s, col);
+        memcpy(m, &v, sizeof v);
+      }
+      break;
+    case FIELD_STR:
+    case FIELD_TEXT:
+    case FIELD_ENUM:
+      store_col_text(s, col, m, d->size);
+      break;
+    case FIELD_INT_LIST: /* not a column type: stored as text by its owner */
+      break;
+    }
+    col++;
+  }
+  return col;
+}
+
+/* A row's member as an integer (INT of either size, BOOL). */
+static int64_t member_i64(const struct field_def *d, const void *src) {
+  const char *m = (const char *)src + d->offset;
+  if (d->size == sizeof(int64_t)) {
+    int64_t v;
+    memcpy(&v, m, sizeof v);
+    return v;
+  }
+  int v;
+  memcpy(&v, m, sizeof v);
+  return v;
+}
+
+/* A row's member as text, or NULL for a nullable string that is "". */
+static const char *member_text(const struct field_def *d, const void *src) {
+  const char *m = (const char *)src + d->offset;
+  return m[0] == '\0' && (d->flags & FIELD_NULLABLE) ? NULL : m;
+}
+
+static int is_text(const struct field_def *d) {
+  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM;
+}
+
+int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
+                      const void *src) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!has_col(d, form)) continue;
+    if (is_text(d)) {
+      const char *t = member_text(d, src);
+      if (t)
+        db_bind_text(q, idx, t);
+      else
+        db_bind_null(q, idx);
+    } else {
+      db_bind_i64(q, idx, member_i64(d, src));
+    }
+    idx++;
+  }
+  return idx;
+}
+
+void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned form,
+                      const void *src) {
+  int k = 0;
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!has_col(d, form)) continue;
+    if (is_text(d))
+      db_arr_text(&a[k], member_text(d, src));
+    else
+      db_arr_i64(&a[k], member_i64(d, src));
+    k++;
+  }
+}
+
+const char *store_fields_pg_type(const struct field_def *d) {
+  return is_text(d) ? "text" : "bigint";
+}
+
 /* ---- migrations ---- */
 
 /* Apply the pending migrations of this database's dialect in one write transaction under the

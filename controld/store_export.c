@@ -211,28 +211,11 @@ static enum store_rc check_empty(struct store *st, char *what, size_t whatlen) {
 
 static enum store_rc write_origins(struct store *st, const struct site_rec *s, int si, char *what,
                                    size_t whatlen) {
-  static const char ins[] =
-      "INSERT INTO origins (id, site_id, level, address, port, scheme, host_header, weight, "
-      "enabled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   for (int i = 0; i < s->n_origins; i++) {
-    const struct origin_rec *o = &s->origins[i];
-    struct db_stmt *q = db_prep(st->w, ins);
+    struct db_stmt *q = store_origin_insert_with_id(st, s->id, &s->origins[i]);
     char path[64];
     enum store_rc rc;
     if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, o->id);
-    db_bind_i64(q, 2, s->id);
-    db_bind_int(q, 3, o->level);
-    db_bind_text(q, 4, o->address);
-    db_bind_int(q, 5, o->port);
-    db_bind_text(q, 6, o->scheme);
-    if (o->host_header[0])
-      db_bind_text(q, 7, o->host_header);
-    else
-      db_bind_null(q, 7);
-    db_bind_int(q, 8, o->weight);
-    db_bind_int(q, 9, o->enabled);
-    db_bind_i64(q, 10, o->created_at);
     snprintf(path, sizeof path, "sites[%d].origins[%d].id", si, i);
     rc = step_insert(st, q, what, whatlen, path);
     if (rc != STORE_OK) return rc;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "fields.h"
 #include "store.h"
 
 /* A participant in every write transaction: a feature's hooks, which the core runs in the order
@@ -157,5 +158,25 @@ void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
    use. Returns arr when there is room, a larger copy (first elements, then doubling; *cap
    updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */
 void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first);
+
+/* ---- records through their field tables (fields.h) ---- */
+
+/* Read the columns of the rows of defs that have one and carry form (0 = every column), in
+   table order, from result columns col.. of s into dst. Returns the next column. */
+int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
+                      void *dst);
+
+/* Bind the same rows' members of src as parameters idx.. of q (a nullable string that is "" as
+   NULL). Returns the next parameter. */
+int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
+                      const void *src);
+
+/* Append the same rows' members of src to the arrays a[0..] (one array per column, for a
+   set-based write on PostgreSQL). */
+void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned form,
+                      const void *src);
+
+/* The PostgreSQL type of a row's column: "bigint" or "text". */
+const char *store_fields_pg_type(const struct field_def *d);
 
 #endif

@@ -1,4 +1,7 @@
 /* store_sites — the sites and origins SQL (see store_sites.h). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +19,6 @@
   "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "                  \
   "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                      \
   "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
-
-#define ORIGIN_COLS                                                                                \
-  "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "              \
-  "success_streak, failure_streak, health_changed_at, healthy_since, last_verdict, "               \
-  "last_source, last_votes_success, last_votes_failure, last_checked_at, last_error, "             \
-  "created_at"
 
 static void parse_status_list(const char *text, struct site_rec *s) {
   s->n_retry_on_status = 0;
@@ -83,36 +80,109 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
              (long long)o->id);
 }
 
+/* ---- the origins' SQL, from the origin field table (site_origin_fields) ---- */
+
+/* Built once; the texts live as long as the process (db_prep keys its cache by their address). */
+struct origin_sql {
+  char one[1536];        /* a site's origins */
+  char bulk_range[1536]; /* the origins of a range of sites */
+  char bulk_in[1792];    /* the origins of up to 32 sites */
+  char insert[1024];     /* one origin (site_id, the configuration, created_at), RETURNING id */
+  char insert_id[1024];  /* the same with its id first (import) */
+  char insert_pg[2048];  /* every origin of a new site in one statement (PostgreSQL) */
+  char update[2048];     /* one origin's configuration: ?1..?ncfg, then its id and site */
+  int ncfg;              /* configuration columns */
+  int ok;
+};
+static struct origin_sql osql;
+static pthread_once_t osql_once = PTHREAD_ONCE_INIT;
+
+/* snprintf into a fixed buffer; 0, or -1 when it does not fit */
+static int fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *out, size_t cap, const char *f, ...) {
+  va_list ap;
+  int n;
+  va_start(ap, f);
+  n = vsnprintf(out, cap, f, ap);
+  va_end(ap);
+  return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static void osql_build(void) {
+  char cols[1024], cfg[512], tcfg[512], arrs[512], marks[256], sets[1024], q32[64];
+  int enabled = 0, k = 0, nc = fields_columns(site_origin_fields, 0, "", cols, sizeof cols);
+  size_t la = 0, lm = 0, ls = 0;
+  osql.ncfg = fields_columns(site_origin_fields, FORM_CONFIG, "", cfg, sizeof cfg);
+  if (nc < 0 || osql.ncfg < 0 ||
+      fields_columns(site_origin_fields, FORM_CONFIG, "t.", tcfg, sizeof tcfg) < 0)
+    return;
+  for (size_t i = 0, p = 0; i < 32; i++) { /* "?,?,…": 32 placeholders */
+    if (i) q32[p++] = ',';
+    q32[p++] = '?';
+    q32[p] = '\0';
+  }
+  arrs[0] = marks[0] = sets[0] = '\0';
+  for (const struct field_def *d = site_origin_fields; d->name; d++) {
+    if (!d->column || !(d->forms & FORM_CONFIG)) continue;
+    k++;
+    if (strcmp(d->column, "enabled") == 0) enabled = k;
+    la += (size_t)snprintf(arrs + la, sizeof arrs - la, "%s?::%s[]", k > 1 ? ", " : "",
+                           store_fields_pg_type(d));
+    lm += (size_t)snprintf(marks + lm, sizeof marks - lm, "%s?", k > 1 ? ", " : "");
+    ls += (size_t)snprintf(sets + ls, sizeof sets - ls, "%s%s = ?%d", k > 1 ? ", " : "", d->column,
+                           k);
+    if (la >= sizeof arrs || lm >= sizeof marks || ls >= sizeof sets) return;
+  }
+  if (!enabled) return;
+  if (fmt(osql.one, sizeof osql.one, "SELECT %s FROM origins WHERE site_id = ? ORDER BY level, id",
+          cols) < 0 ||
+      fmt(osql.bulk_range, sizeof osql.bulk_range,
+          "SELECT %s FROM origins WHERE site_id BETWEEN ? AND ? ORDER BY site_id, level, id",
+          cols) < 0 ||
+      fmt(osql.bulk_in, sizeof osql.bulk_in,
+          "SELECT %s FROM origins WHERE site_id IN (%s) ORDER BY site_id, level, id", cols,
+          q32) < 0 ||
+      fmt(osql.insert, sizeof osql.insert,
+          "INSERT INTO origins (site_id, %s, created_at) VALUES (?, %s, ?) RETURNING id", cfg,
+          marks) < 0 ||
+      fmt(osql.insert_id, sizeof osql.insert_id,
+          "INSERT INTO origins (id, site_id, %s, created_at) VALUES (?, ?, %s, ?)", cfg,
+          marks) < 0 ||
+      /* the rows go in in list order, so the identity hands out ascending ids in that order */
+      fmt(osql.insert_pg, sizeof osql.insert_pg,
+          "INSERT INTO origins (site_id, %s, created_at) SELECT ?::bigint, %s, ?::bigint FROM "
+          "unnest(%s) WITH ORDINALITY AS t(%s, n) ORDER BY t.n RETURNING id",
+          cfg, tcfg, arrs, cfg) < 0 ||
+      /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
+      fmt(osql.update, sizeof osql.update,
+          "UPDATE origins SET "
+          "health = CASE WHEN enabled = 0 AND ?%d = 1 THEN 'unknown' ELSE health END, "
+          "success_streak = CASE WHEN enabled = 0 AND ?%d = 1 THEN 0 ELSE success_streak END, "
+          "failure_streak = CASE WHEN enabled = 0 AND ?%d = 1 THEN 0 ELSE failure_streak END, "
+          "healthy_since = CASE WHEN enabled = 0 AND ?%d = 1 THEN NULL ELSE healthy_since END, "
+          "%s WHERE id = ?%d AND site_id = ?%d",
+          enabled, enabled, enabled, enabled, sets, k + 1, k + 2) < 0)
+    return;
+  osql.ok = 1;
+}
+
+/* The origins' SQL, or NULL when it could not be built (logged once). */
+static const struct origin_sql *origin_sql(void) {
+  static atomic_int said;
+  pthread_once(&osql_once, osql_build);
+  if (osql.ok) return &osql;
+  if (!atomic_exchange(&said, 1)) log_error("the origins' SQL does not fit its buffers");
+  return NULL;
+}
+
 static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
   memset(o, 0, sizeof *o);
-  o->id = db_col_i64(s, 0);
-  o->site_id = db_col_i64(s, 1);
-  o->level = db_col_int(s, 2);
-  store_col_text(s, 3, o->address, sizeof o->address);
-  o->port = db_col_int(s, 4);
-  store_col_text(s, 5, o->scheme, sizeof o->scheme);
-  store_col_text(s, 6, o->host_header, sizeof o->host_header);
-  o->weight = db_col_int(s, 7);
-  o->enabled = db_col_int(s, 8);
-  store_col_text(s, 9, o->health, sizeof o->health);
-  o->success_streak = db_col_int(s, 10);
-  o->failure_streak = db_col_int(s, 11);
-  o->health_changed_at = db_col_i64(s, 12);
-  o->healthy_since = db_col_i64(s, 13);
-  store_col_text(s, 14, o->last_verdict, sizeof o->last_verdict);
-  store_col_text(s, 15, o->last_source, sizeof o->last_source);
-  o->votes_success = db_col_int(s, 16);
-  o->votes_failure = db_col_int(s, 17);
-  o->last_checked_at = db_col_i64(s, 18);
-  store_col_text(s, 19, o->last_error, sizeof o->last_error);
-  o->created_at = db_col_i64(s, 20);
+  store_fields_read(s, 0, site_origin_fields, 0, o);
 }
 
 static const char site_one_q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
 static const char site_hosts_q[] =
     "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
-static const char site_origins_q[] =
-    "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
 
 /* Prepare, bind to site id and send ahead (db_prefetch) one of the three reads of a site. */
 static struct db_stmt *site_read_sent(struct db_conn *c, const char *q, int64_t id) {
@@ -159,12 +229,13 @@ static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, s
 /* The site row, its hostnames and its origins: three statements, sent together (one round trip
    on PostgreSQL). */
 enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
+  const struct origin_sql *osq = origin_sql();
   struct db_stmt *s, *sh = NULL, *so = NULL;
   int rc;
   memset(out, 0, sizeof *out);
   s = site_read_sent(c, site_one_q, id);
   if (s) sh = site_read_sent(c, site_hosts_q, id);
-  if (sh) so = site_read_sent(c, site_origins_q, id);
+  if (sh) so = osq ? site_read_sent(c, osq->one, id) : NULL;
   if (!so) {
     if (s) db_reset(s);
     if (sh) db_reset(sh);
@@ -203,10 +274,6 @@ static const char bulk_hosts_range[] = "SELECT site_id, hostname FROM hostnames 
                                        "BETWEEN ? AND ? ORDER BY site_id, position";
 static const char bulk_hosts_in[] = "SELECT site_id, hostname FROM hostnames WHERE site_id IN "
                                     "(" BULK_Q32 ") ORDER BY site_id, position";
-static const char bulk_origins_range[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id "
-                                         "BETWEEN ? AND ? ORDER BY site_id, level, id";
-static const char bulk_origins_in[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id IN "
-                                      "(" BULK_Q32 ") ORDER BY site_id, level, id";
 
 struct bulk {
   const int64_t *ids; /* ascending, distinct */
@@ -297,6 +364,7 @@ static enum store_rc bulk_read(struct db_conn *c, struct bulk *b, int range, con
    order has no other sites in between). */
 static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
                                    struct site_rec *arr, int range) {
+  const struct origin_sql *osq = origin_sql();
   struct bulk b = {ids, n, arr, NULL, 0};
   enum store_rc rc;
   if (n == 0) return STORE_OK;
@@ -305,7 +373,8 @@ static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
   if (!b.cap) return STORE_ERROR;
   rc = bulk_read(c, &b, range, bulk_hosts_range, bulk_hosts_in, bulk_host_row, "hostnames");
   if (rc == STORE_OK)
-    rc = bulk_read(c, &b, range, bulk_origins_range, bulk_origins_in, bulk_origin_row, "origins");
+    rc = osq ? bulk_read(c, &b, range, osq->bulk_range, osq->bulk_in, bulk_origin_row, "origins")
+             : STORE_ERROR;
   free(b.cap);
   return rc;
 }
@@ -547,29 +616,13 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
   return STORE_OK;
 }
 
-static int bind_origin_cfg(struct db_stmt *q, const struct origin_rec *o, int first) {
-  db_bind_int(q, first, o->level);
-  db_bind_text(q, first + 1, o->address);
-  db_bind_int(q, first + 2, o->port);
-  db_bind_text(q, first + 3, o->scheme);
-  if (o->host_header[0])
-    db_bind_text(q, first + 4, o->host_header);
-  else
-    db_bind_null(q, first + 4);
-  db_bind_int(q, first + 5, o->weight);
-  db_bind_int(q, first + 6, o->enabled);
-  return first + 7;
-}
-
 static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
-  static const char ins[] =
-      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
-  struct db_stmt *q = db_prep(st->w, ins);
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *q = osq ? db_prep(st->w, osq->insert) : NULL;
   int next;
   if (!q) return STORE_ERROR;
   db_bind_i64(q, 1, o->site_id);
-  next = bind_origin_cfg(q, o, 2);
+  next = store_fields_bind(q, 2, site_origin_fields, FORM_CONFIG, o);
   o->created_at = clock_wall_ms();
   db_bind_i64(q, next, o->created_at);
   if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
@@ -592,33 +645,24 @@ static int i64_cmp(const void *a, const void *b) {
    identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
    in list order. */
 static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
-  static const char ins[] =
-      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
-      "created_at) SELECT ?::bigint, t.l, t.a, t.p, t.s, t.h, t.w, t.e, ?::bigint FROM "
-      "unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], "
-      "?::bigint[]) WITH ORDINALITY AS t(l, a, p, s, h, w, e, n) ORDER BY t.n RETURNING id";
-  struct db_arr a[7];
+  const struct origin_sql *osq = origin_sql();
+  struct db_arr a[32];
   struct db_stmt *q;
   int64_t *ids = calloc((size_t)s->n_origins, sizeof *ids), now = clock_wall_ms();
-  int n = 0, rc = DB_ERR;
+  int n = 0, rc = DB_ERR, ncfg = osq ? osq->ncfg : 0;
   enum store_rc ret = STORE_ERROR;
   memset(a, 0, sizeof a);
-  if (!ids) return STORE_ERROR;
-  for (int i = 0; i < s->n_origins; i++) {
-    const struct origin_rec *o = &s->origins[i];
-    db_arr_i64(&a[0], o->level);
-    db_arr_text(&a[1], o->address);
-    db_arr_i64(&a[2], o->port);
-    db_arr_text(&a[3], o->scheme);
-    db_arr_text(&a[4], o->host_header[0] ? o->host_header : NULL);
-    db_arr_i64(&a[5], o->weight);
-    db_arr_i64(&a[6], o->enabled);
+  if (!ids || !osq || ncfg > 32) {
+    free(ids);
+    return STORE_ERROR;
   }
-  q = db_prep(st->w, ins);
+  for (int i = 0; i < s->n_origins; i++)
+    store_fields_arr(a, site_origin_fields, FORM_CONFIG, &s->origins[i]);
+  q = db_prep(st->w, osq->insert_pg);
   if (q) {
     db_bind_i64(q, 1, s->id);
     db_bind_i64(q, 2, now);
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < ncfg; k++)
       db_bind_arr(q, k + 3, &a[k]);
     while ((rc = db_step(q)) == DB_ROW)
       if (n < s->n_origins) ids[n++] = db_col_i64(q, 0);
@@ -636,7 +680,7 @@ static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
   }
   ret = STORE_OK;
 out:
-  for (int k = 0; k < 7; k++)
+  for (int k = 0; k < ncfg; k++)
     db_arr_free(&a[k]);
   free(ids);
   return ret;
@@ -938,22 +982,16 @@ enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
 }
 
 enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
-  /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
-  static const char upd[] =
-      "UPDATE origins SET "
-      "health = CASE WHEN enabled = 0 AND ?7 = 1 THEN 'unknown' ELSE health END, "
-      "success_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE success_streak END, "
-      "failure_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE failure_streak END, "
-      "healthy_since = CASE WHEN enabled = 0 AND ?7 = 1 THEN NULL ELSE healthy_since END, "
-      "level = ?1, address = ?2, port = ?3, scheme = ?4, host_header = ?5, weight = ?6, "
-      "enabled = ?7 WHERE id = ?8 AND site_id = ?9";
+  const struct origin_sql *osq = origin_sql();
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  q = db_prep(st->w, upd);
+  int next;
+  q = osq ? db_prep(st->w, osq->update) : NULL;
   if (!q) goto fail;
-  bind_origin_cfg(q, o, 1); /* ?1..?7: PostgreSQL needs every number up to the highest used */
-  db_bind_i64(q, 8, o->id);
-  db_bind_i64(q, 9, o->site_id);
+  /* ?1..?ncfg: PostgreSQL needs every number up to the highest used */
+  next = store_fields_bind(q, 1, site_origin_fields, FORM_CONFIG, o);
+  db_bind_i64(q, next, o->id);
+  db_bind_i64(q, next + 1, o->site_id);
   if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
@@ -1014,4 +1052,17 @@ enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t
     ids[(*n)++] = db_col_i64(s, 0);
   db_reset(s);
   return rc == DB_DONE || rc == DB_ROW ? STORE_OK : STORE_ERROR;
+}
+
+struct db_stmt *store_origin_insert_with_id(struct store *st, int64_t site_id,
+                                            const struct origin_rec *o) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *q = osq ? db_prep(st->w, osq->insert_id) : NULL;
+  int next;
+  if (!q) return NULL;
+  db_bind_i64(q, 1, o->id);
+  db_bind_i64(q, 2, site_id);
+  next = store_fields_bind(q, 3, site_origin_fields, FORM_CONFIG, o);
+  db_bind_i64(q, next, o->created_at);
+  return q;
 }

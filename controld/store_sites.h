@@ -76,4 +76,9 @@ enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, str
 /* Do ids first..last (n of them) fill that range densely enough to read it as one range? */
 int store_bulk_dense(int64_t first, int64_t last, int n);
 
+/* Inside a write transaction: the INSERT of origin o of site site_id with its own id and
+   created_at (an import), prepared and bound; the caller steps it. NULL on error. */
+struct db_stmt *store_origin_insert_with_id(struct store *st, int64_t site_id,
+                                            const struct origin_rec *o);
+
 #endif
