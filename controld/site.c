@@ -47,6 +47,8 @@ const struct field_def site_origin_fields[] = {
      .def = 1, .forms = CONFIG},
     {.name = "enabled", .column = "enabled", .type = FIELD_BOOL, M(enabled),
      .forms = CONFIG & ~FORM_WIRE}, /* nodes are sent the enabled origins only */
+    {.name = "description", .column = "description", .type = FIELD_TEXT, M(description),
+     .min = 0, .max = SITE_DESCRIPTION_MAX, .forms = CONFIG},
     /* health state, written by the engine */
     {.name = "health", .column = "health", .type = FIELD_ENUM, M(health), .choices = healths,
      .forms = FORM_OUT},

@@ -20,6 +20,7 @@ struct origin_rec {
   char address[256];
   char scheme[8];
   char host_header[256]; /* "" = none (use the site's first hostname) */
+  char description[801]; /* free text for operators: 0 to 200 characters (SITE_DESCRIPTION_MAX) */
   /* health state */
   char health[12]; /* unknown | healthy | unhealthy */
   int success_streak, failure_streak;
@@ -61,6 +62,8 @@ struct site_rec {
   int n_origins;
   struct origin_rec *origins; /* owned; n_origins entries */
 };
+
+#define SITE_DESCRIPTION_MAX 200
 
 /* The origin record's field table: one row per member, naming its column, its JSON key, its type
    and bounds, and the forms it takes part in (FORM_IN: an API body sets it; FORM_OUT: the API's
