@@ -58,13 +58,14 @@ static int valid_path(char *p) {
 
 static const char *const failbacks[] = {"auto", "manual", NULL};
 
-
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
      "1-64 characters of letters, digits, '.', '_' or '-'", 0, NULL, 0},
-    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0, NULL, 0},
-    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0,
+     NULL, 0},
+    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0,
+     NULL, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 
@@ -73,7 +74,8 @@ static const struct field_def health_check_fields[] = {
     {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
      "a path starting with '/' with no spaces or control characters", 0, NULL, 0},
     {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0},
-    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL, 0},
+    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL,
+     0},
     {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0},
     {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
