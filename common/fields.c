@@ -116,8 +116,7 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
   case FIELD_TEXT:
     if (!cJSON_IsString(v))
       return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
-    if (!fields_text_valid(v->valuestring, d->min, d->max) ||
-        strlen(v->valuestring) >= d->size)
+    if (!fields_text_valid(v->valuestring, d->min, d->max) || strlen(v->valuestring) >= d->size)
       return fields_fail(err, 422, "invalid_value", prefix, d->name,
                          "%s must be %lld to %lld characters of text with no control characters",
                          d->name, (long long)d->min, (long long)d->max);

@@ -153,11 +153,14 @@ static int valid_url(char *url) {
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_meta[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0, NULL, 0},
-    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0,
+     NULL, 0},
+    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0, NULL,
+     0},
     {"config_version", FIELD_INT, FIELD_REQUIRED, S(config_version), 1, EXPORT_INT_MAX, 1, NULL,
      NULL, NULL, 0, NULL, 0},
-    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0, NULL, 0},
+    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0,
+     NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, S(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
      NULL, 0, NULL, 0},
     {"updated_at_ms", FIELD_INT, FIELD_REQUIRED, S(updated_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
@@ -195,7 +198,8 @@ static const struct field_def token_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
     {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
      "\"admin\", \"operator\" or \"read\"", 0, NULL, 0},
-    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0, NULL, 0},
+    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0,
+     NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
      NULL, 0, NULL, 0},
     /* 0 = never */
