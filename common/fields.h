@@ -56,11 +56,13 @@ enum {
 /* The member of a struct type for a row: offset and size. */
 #define FIELD_AT(type, member) offsetof(type, member), sizeof(((type *)0)->member)
 
-/* A validation failure: the HTTP status to answer, the code, the field path and a message. */
+/* A validation failure: the HTTP status to answer, the code, the field path and a message. The
+   one error type of every validation (API bodies, health-check options, node_retry, the export
+   document). */
 struct field_err {
   unsigned status;
   const char *code;
-  char field[96];
+  char field[128];
   char message[256];
 };
 

@@ -27,10 +27,10 @@ static const char *const reserved_headers[] = {"host",
                                                "expect",
                                                NULL};
 
-static int fail(struct hcheck_err *err, unsigned status, const char *code, const char *field,
+static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static int fail(struct hcheck_err *err, unsigned status, const char *code, const char *field,
+static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) {
   va_list ap;
   err->status = status;
@@ -123,7 +123,7 @@ static int parse_range(const cJSON *v, struct hcheck_range *r) {
   return r->lo <= r->hi ? 0 : -1;
 }
 
-static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_err *err) {
+static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct field_err *err) {
   const cJSON *h;
   char f[64];
   int n = 0;
@@ -158,7 +158,7 @@ static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_er
   return 0;
 }
 
-static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct hcheck_err *err) {
+static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct field_err *err) {
   const cJSON *c;
   char f[64];
   int n = 0;
@@ -188,7 +188,7 @@ static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct hcheck_err 
 
 /* A nullable integer option: absent keeps *out, null sets def. 0 or -1. */
 static int apply_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int nullable,
-                     int64_t def, int64_t *out, struct hcheck_err *err) {
+                     int64_t def, int64_t *out, struct field_err *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!v) return 0;
   if (cJSON_IsNull(v) && nullable) {
@@ -205,7 +205,7 @@ static int apply_int(const cJSON *obj, const char *key, int64_t min, int64_t max
   return 0;
 }
 
-int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err *err) {
+int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct field_err *err) {
   struct hcheck_opts w = *o;
   const cJSON *v;
   int64_t port = w.port, interval = w.interval_ms, quorum = w.level_min_healthy;
@@ -325,7 +325,7 @@ char *hcheck_to_text(const struct hcheck_opts *o) {
 }
 
 int hcheck_from_text(const char *text, struct hcheck_opts *o) {
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j;
   int rc;
   hcheck_defaults(o);

@@ -17,7 +17,7 @@ extern const struct route api_ui_routes[];      /* api_ui.c: /ui/ dashboard file
 extern const struct route *const api_tables[];
 
 /* Reply with a model validation error. */
-void api_model_error(struct req *r, const struct model_err *err);
+void api_field_error(struct req *r, const struct field_err *err);
 
 /* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, 422 for LIMIT,
    507 storage_full for FULL or while the disk is full, else 500). */

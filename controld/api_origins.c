@@ -76,10 +76,10 @@ static const struct api_op_def add_op = {"origin", add_change, add_answer, NULL}
 
 static enum http_rc post_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
-  struct model_err err;
+  struct field_err err;
   if (!oo.body) return HTTP_DONE;
   if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0)
-    api_model_error(r, &err);
+    api_field_error(r, &err);
   else if (!api_target_refused(r, oo.o.address, "address"))
     (void)api_op_run(r, &add_op, &oo);
   cJSON_Delete(oo.body);
@@ -90,7 +90,7 @@ static enum http_rc post_origin(struct req *r) {
 static enum store_rc patch_change(struct api_op *op) {
   struct origin_op *oo = op->arg;
   struct site_rec s;
-  struct model_err err;
+  struct field_err err;
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &s);
   int i;
   if (rc != STORE_OK) {
@@ -111,7 +111,7 @@ static enum store_rc patch_change(struct api_op *op) {
   oo->o = s.origins[i];
   site_rec_fini(&s);
   if (model_origin_apply(oo->body, &oo->o, 0, "", &err) < 0) {
-    api_model_error(op->r, &err);
+    api_field_error(op->r, &err);
     return STORE_ERROR;
   }
   /* a new address is checked; an unchanged one stays (the origin can still be disabled) */

@@ -25,19 +25,21 @@
 /* The largest document --import reads (a 100,000-site installation is well under this). */
 #define EXPORT_FILE_MAX (1024L * 1024 * 1024)
 
-static int fail(struct export_err *err, const char *path, const char *fmt, ...)
+static int fail(struct field_err *err, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int fail(struct export_err *err, const char *path, const char *fmt, ...) {
+static int fail(struct field_err *err, const char *path, const char *fmt, ...) {
   va_list ap;
-  snprintf(err->path, sizeof err->path, "%s", path);
+  err->status = 422;
+  err->code = "invalid_value";
+  snprintf(err->field, sizeof err->field, "%s", path);
   va_start(ap, fmt);
   vsnprintf(err->message, sizeof err->message, fmt, ap);
   va_end(ap);
   return -1;
 }
 
-static int from_fields(struct export_err *err, const struct field_err *fe) {
+static int from_fields(struct field_err *err, const struct field_err *fe) {
   return fail(err, fe->field, "%s", fe->message);
 }
 
@@ -228,8 +230,8 @@ static const char *const site_api_keys[] = {
     "health_check", "node_retry", "origins",  NULL};
 
 /* The model's error as a path under prefix. */
-static int from_model(struct export_err *err, const char *prefix, const struct model_err *me) {
-  char path[sizeof err->path];
+static int from_model(struct field_err *err, const char *prefix, const struct field_err *me) {
+  char path[sizeof err->field + 192];
   if (me->field[0])
     snprintf(path, sizeof path, "%s.%s", prefix, me->field);
   else
@@ -240,7 +242,7 @@ static int from_model(struct export_err *err, const char *prefix, const struct m
 /* The origins' ids and times (read by origin_meta) are taken out of body's origins, leaving the
    API's keys; meta gets one entry per origin. */
 static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *meta,
-                            struct export_err *err) {
+                            struct field_err *err) {
   cJSON *origins = cJSON_GetObjectItemCaseSensitive(body, "origins"), *o;
   struct field_err fe;
   const char *api_keys[32]; /* an origin's keys of the API's POST body (model.c validates them) */
@@ -272,11 +274,11 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
 /* One site: what an import keeps is checked by site_meta, the rest is the API's POST body and
    goes through model_site_create. health_check.enabled is read here (a stored site may have
    checks on and paused, which a POST refuses). */
-static int read_site(const cJSON *obj, int i, struct site_rec *s, struct export_err *err) {
+static int read_site(const cJSON *obj, int i, struct site_rec *s, struct field_err *err) {
   struct site_rec meta;
   struct origin_rec ometa[SITE_MAX_ORIGINS];
   struct field_err fe;
-  struct model_err me;
+  struct field_err me;
   cJSON *body = NULL, *hc, *en;
   char prefix[32], path[64];
   int enabled, ret = -1;
@@ -327,7 +329,7 @@ out:
 /* The "events" filter: null (every type) or a non-empty array of known types, kept as JSON text
    (NULL for every type). */
 static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec *w,
-                       struct export_err *err) {
+                       struct field_err *err) {
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(obj, "events"), *it;
   cJSON *clean;
   char path[64];
@@ -359,7 +361,7 @@ static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec 
 /* A top-level array of objects each read by a field table into n elements of size elem. */
 static int read_table(const cJSON *doc, const char *key, const struct field_def *defs,
                       const char *const *extra, size_t elem, int max, void **out, int *n,
-                      struct export_err *err) {
+                      struct field_err *err) {
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, key), *it;
   struct field_err fe;
   char path[48];
@@ -424,7 +426,7 @@ static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt,
 }
 
 /* -1 with err naming the later of two equal keys; the set is emptied either way. */
-static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err) {
+static int ukeys_check(struct ukeys *u, const char *what, struct field_err *err) {
   int ret = 0;
   if (u->n > 1) qsort(u->k, (size_t)u->n, sizeof *u->k, ukey_cmp);
   for (int i = 1; i < u->n && ret == 0; i++) {
@@ -437,7 +439,7 @@ static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err
 }
 
 /* One check per kind of key, run in turn on one scratch set. */
-static int check_unique(const struct store_export *x, struct export_err *err) {
+static int check_unique(const struct store_export *x, struct field_err *err) {
   struct ukeys u = {NULL, 0, 0};
   int ret = -1, oom = 0;
   for (int i = 0; i < x->n_sites; i++)
@@ -481,7 +483,7 @@ out:
   return ret;
 }
 
-static int read_header(const cJSON *doc, struct store_export *out, struct export_err *err) {
+static int read_header(const cJSON *doc, struct store_export *out, struct field_err *err) {
   static const char *const keys[] = {
       "format", "version", "exported_at", "controld_version", "publication_seq",
       "sites",  "nodes",   "tokens",      "webhooks",         NULL};
@@ -505,7 +507,7 @@ static int read_header(const cJSON *doc, struct store_export *out, struct export
   return 0;
 }
 
-int export_from_json(const cJSON *doc, struct store_export *out, struct export_err *err) {
+int export_from_json(const cJSON *doc, struct store_export *out, struct field_err *err) {
   static const char *const events_key[] = {"events", NULL};
   const cJSON *arr, *it;
   void *p;
@@ -558,7 +560,7 @@ static char *url_host(const char *url) {
 }
 
 int export_check_targets(const struct store_export *x, const struct targets *t,
-                         struct export_err *err) {
+                         struct field_err *err) {
   const char *why = NULL;
   char path[64];
   for (int i = 0; i < x->n_sites; i++)
@@ -732,7 +734,7 @@ fail:
 int export_read_file(struct store *st, const char *path, const struct targets *deny, char *msg,
                      size_t msglen) {
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   struct jsonstrict_err jerr;
   cJSON *doc = NULL;
   char *text = NULL, what[96];
@@ -749,7 +751,7 @@ int export_read_file(struct store *st, const char *path, const struct targets *d
   }
   if (export_from_json(doc, &x, &err) < 0 || export_check_targets(&x, deny, &err) < 0) {
     snprintf(msg, msglen, "%s: refused at %s: %s (nothing was imported)", path,
-             err.path[0] ? err.path : "the top level", err.message);
+             err.field[0] ? err.field : "the top level", err.message);
     goto out;
   }
   rc = store_export_write(st, &x, what, sizeof what);

@@ -17,10 +17,10 @@
 #include "json.h"
 #include "noderetry.h"
 
-static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
+static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
+static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
                 const char *fmt, ...) {
   va_list ap;
   err->status = status;
@@ -33,11 +33,8 @@ static int fail(struct model_err *err, unsigned status, const char *code, const 
 }
 
 /* A table failure as a model error. */
-static int from_fields(struct model_err *err, const struct field_err *fe) {
-  err->status = fe->status;
-  err->code = fe->code;
-  snprintf(err->field, sizeof err->field, "%s", fe->field);
-  snprintf(err->message, sizeof err->message, "%s", fe->message);
+static int from_fields(struct field_err *err, const struct field_err *fe) {
+  *err = *fe;
   return -1;
 }
 
@@ -83,7 +80,7 @@ static const struct field_def health_check_fields[] = {
 #undef S
 
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
-                       struct model_err *err) {
+                       struct field_err *err) {
   struct field_err fe;
   struct origin_rec cand;
   if (!cJSON_IsObject(obj))
@@ -107,7 +104,7 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
   return 0;
 }
 
-static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_err *err) {
+static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct field_err *err) {
   const cJSON *it;
   int n = 0;
   char f[96];
@@ -135,7 +132,7 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 }
 
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
-                              struct model_err *err) {
+                              struct field_err *err) {
   /* the option keys are read by hcheck_apply_json (common/hcheck: nodes parse them too) */
   static const char *const option_keys[] = {"type",
                                             "method",
@@ -147,8 +144,8 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
                                             "level_min_healthy",
                                             NULL};
   struct field_err fe;
-  struct hcheck_err he;
-  char f[96];
+  struct field_err he;
+  char f[sizeof he.field + 16];
   *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
   if (fields_apply(hc, health_check_fields, option_keys, "health_check", 0, s, &fe) < 0)
     return from_fields(err, &fe);
@@ -160,7 +157,7 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
 }
 
 /* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
-static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct model_err *err) {
+static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct field_err *err) {
   struct skip_params p;
   struct noderetry_err e;
   site_rec_retry(s, &p);
@@ -177,7 +174,7 @@ int model_enabled_origins(const struct site_rec *s) {
   return n;
 }
 
-int model_check_health_rule(const struct site_rec *s, struct model_err *err) {
+int model_check_health_rule(const struct site_rec *s, struct field_err *err) {
   if (s->hc_enabled && model_enabled_origins(s) < 2)
     return fail(err, 422, "health_check_needs_two_origins", "health_check.enabled",
                 "health checks need at least two enabled origins (the site has %d)",
@@ -187,7 +184,7 @@ int model_check_health_rule(const struct site_rec *s, struct model_err *err) {
 
 /* Top-level fields shared by create and patch (origins are the caller's). */
 static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_given,
-                        unsigned flags, struct model_err *err) {
+                        unsigned flags, struct field_err *err) {
   static const char *const nested[] = {"hostnames", "health_check", "node_retry", "origins", NULL};
   struct field_err fe;
   const cJSON *v;
@@ -203,7 +200,7 @@ static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_g
   return 0;
 }
 
-int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *err) {
+int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *err) {
   const cJSON *origins;
   int hc_given = 0;
   if (apply_common(body, s, &hc_given, FIELDS_CREATE, err) < 0) return -1;
@@ -229,7 +226,7 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *e
   return model_check_health_rule(s, err);
 }
 
-int model_site_patch(const cJSON *body, struct site_rec *s, struct model_err *err) {
+int model_site_patch(const cJSON *body, struct site_rec *s, struct field_err *err) {
   int hc_given = 0;
   if (cJSON_GetObjectItemCaseSensitive(body, "origins"))
     return fail(err, 400, "unknown_field", "origins",
