@@ -14,6 +14,7 @@
 #include "hub.h"
 #include "log.h"
 #include "store.h"
+#include "store_events.h"
 #include "store_signal.h"
 
 /* ---- decisions ---- */

@@ -43,6 +43,18 @@ int store_events_flush_locked(struct store *st);
 void store_events_tx_reset(struct store *st);
 /* Forget the webhook list only. */
 void store_events_tx_reset_hooks(struct store *st);
+/* Inside a write transaction: it recorded events or deliveries (the event hook runs after its
+   commit, and other replicas are told); whether it did. */
+void store_events_pending_set_locked(struct store *st);
+int store_events_pending_locked(struct store *st);
+
+/* Inside a write transaction that numbered an event itself: the next queued one counts anew. */
+void store_events_renumber_locked(struct store *st);
+
+/* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
+   with events does. */
+void store_events_arrived(struct store *st);
+
 /* Add the participant that writes the queued events before each COMMIT and runs the event hook
    after it (store_open does it). 0 or -1. */
 int store_events_attach(struct store *st);

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store_int.h"
+#include "store_pub.h"
 #include "store_sites.h"
 #include "store_tokens.h"
 #include "token.h"
@@ -353,7 +354,7 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
   struct db_stmt *q = db_prep(st->w, del);
   int64_t now = clock_wall_ms();
   if (!q || store_step_done(st->w, q, "clearing publications") < 0) return STORE_ERROR;
-  st->pub_pending = 0;
+  store_pub_pending_set_locked(st, 0);
   for (int i = 0; i < x->n_sites; i++) {
     if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
     db_bind_i64(q, 1, x->pub_seq + 1 + i);
@@ -361,7 +362,7 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
     db_bind_i64(q, 3, x->sites[i].config_version);
     db_bind_i64(q, 4, now);
     if (store_step_done(st->w, q, "recording an imported publication") < 0) return STORE_ERROR;
-    st->pub_pending = x->pub_seq + 1 + i;
+    store_pub_pending_set_locked(st, x->pub_seq + 1 + i);
   }
   return STORE_OK;
 }

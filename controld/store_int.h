@@ -47,14 +47,9 @@ struct store {
   pthread_mutex_t rmu; /* guards the readers list */
   struct db_conn **readers;
   int nreaders, capreaders;
-  /* publication hook: called after a commit that recorded a publication (or an event) */
-  void (*pub_hook)(void *arg, int64_t seq);
-  void *pub_arg;
-  int64_t pub_pending; /* seq recorded in the open transaction, 0 = none */
-  int64_t tx_gen;      /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
-                          sent ahead and not read yet: tx_gen_q) */
+  int64_t tx_gen; /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
+                     sent ahead and not read yet: tx_gen_q) */
   struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
-  struct db_stmt *pub_q;      /* PostgreSQL: the last publication INSERT, prefetched (its seq) */
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
@@ -65,21 +60,6 @@ struct store {
      one bumps generation too (store_signal.h) */
   _Atomic int64_t cluster_gen;
   atomic_int caches_on; /* 0: no token cache, a new generation per call (store_signal.h) */
-  void (*event_hook)(void *arg);
-  void *event_arg;
-  int event_pending;
-  /* events of the open write transaction (store_events.c), under wmu */
-  int hooks_loaded; /* hooks[0..nhooks) is the webhook list as this transaction sees it */
-  int nhooks;
-  struct store_hook {
-    int64_t id;
-    char *events; /* the filter (JSON array text), NULL = every event */
-  } * hooks;
-  int64_t ev_next;      /* PostgreSQL: the next event id in this transaction, 0 = not read yet */
-  struct db_arr evq[7]; /* PostgreSQL: events recorded and not yet written (columns) */
-  int ev_n;
-  struct db_arr dlq[6]; /* … and their outbox rows */
-  int dl_n;
   /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
   atomic_int fence_on; /* cluster mode: engine transactions need a fence */
   pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */

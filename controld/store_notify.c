@@ -58,7 +58,7 @@ enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *
   if (w->events) db_bind_text(s, 3, w->events);
   db_bind_i64(s, 4, w->created_at);
   if (store_step_done(st->w, s, "inserting webhook") < 0) goto fail;
-  st->hooks_loaded = 0; /* the transaction's next event reads the list again */
+  store_events_tx_reset_hooks(st); /* the transaction's next event reads the list again */
   w->id = db_last_id(st->w);
   return STORE_OK;
 fail:
@@ -133,7 +133,7 @@ enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, id);
   if (store_step_done(st->w, s, "deleting webhook") < 0) return STORE_ERROR;
-  st->hooks_loaded = 0;
+  store_events_tx_reset_hooks(st);
   return db_changes(st->w) ? STORE_OK : STORE_NOT_FOUND;
 }
 
@@ -243,7 +243,7 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   int step;
   /* this numbers an event itself: the queued ones first, and the next queued one counts anew */
   if (store_events_flush_locked(st) < 0) goto fail;
-  st->ev_next = 0;
+  store_events_renumber_locked(st);
   s = db_prep(st->w, hook);
   if (!s) goto fail;
   db_bind_i64(s, 1, webhook_id);
@@ -280,7 +280,7 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   db_bind_i64(s, 6, now);
   if (store_step_done(st->w, s, "queueing test delivery") < 0) goto fail;
   *delivery_id = db_last_id(st->w);
-  st->event_pending = 1;
+  store_events_pending_set_locked(st);
   return STORE_OK;
 fail:
   return rc;

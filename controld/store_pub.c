@@ -1,11 +1,29 @@
 /* store_pub — publications (see store_pub.h). */
 #include "store_pub.h"
 
+#include <stdlib.h>
+
 #include "clock.h"
 #include "log.h"
 #include "store_int.h"
 
+/* The publications feature's state: the hook, and the open transaction's newest seq (under the
+   writer lock). */
+struct pub_state {
+  void (*hook)(void *arg, int64_t seq);
+  void *hook_arg;
+  int64_t pending;   /* seq recorded in the open transaction, 0 = none */
+  struct db_stmt *q; /* PostgreSQL: the last publication INSERT, prefetched (its seq) */
+};
+
+static const struct store_participant pub_participant;
+
+static struct pub_state *pub_of(struct store *st) {
+  return store_participant_state(st, &pub_participant);
+}
+
 int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
+  struct pub_state *ps = pub_of(st);
   static const char bump[] =
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
   /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
@@ -37,7 +55,7 @@ int store_publish_locked(struct store *st, int64_t site_id, const char *reason, 
       db_reset(s);
       return -1;
     }
-    st->pub_q = s; /* a later publication in the transaction replaces it (the newest seq wins) */
+    ps->q = s; /* a later publication in the transaction replaces it (the newest seq wins) */
     return 0;
   }
   if (db_step(s) != DB_ROW) {
@@ -45,16 +63,17 @@ int store_publish_locked(struct store *st, int64_t site_id, const char *reason, 
     db_reset(s);
     return -1;
   }
-  st->pub_pending = db_col_i64(s, 0);
+  ps->pending = db_col_i64(s, 0);
   db_reset(s);
   return 0;
 }
 
-/* The transaction's newest publication seq into st->pub_pending (reading the prefetched answer).
+/* The transaction's newest publication seq into ps->pending (reading the prefetched answer).
    0 or -1. */
 static int pub_resolve_locked(struct store *st) {
-  if (!st->pub_q) return 0;
-  return store_prefetched_i64(st, &st->pub_q, &st->pub_pending, "recording publication");
+  struct pub_state *ps = pub_of(st);
+  if (!ps->q) return 0;
+  return store_prefetched_i64(st, &ps->q, &ps->pending, "recording publication");
 }
 
 int64_t store_pub_seq(struct store *st) {
@@ -68,19 +87,15 @@ int64_t store_pub_seq(struct store *st) {
   return v;
 }
 
-void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
-  st->pub_hook = fn;
-  st->pub_arg = arg;
-}
-
 /* ---- the transaction participant ---- */
 
 static _Thread_local int64_t tl_committed_seq; /* between committed and released */
 
 static int pub_begin(struct store *st, void *state, int engine) {
-  (void)state, (void)engine;
-  st->pub_q = NULL;
-  st->pub_pending = 0;
+  struct pub_state *ps = state;
+  (void)st, (void)engine;
+  ps->q = NULL;
+  ps->pending = 0;
   return 0;
 }
 
@@ -90,24 +105,27 @@ static int pub_before_commit(struct store *st, void *state) {
 }
 
 static void pub_committed(struct store *st, void *state) {
-  (void)state;
-  tl_committed_seq = st->pub_pending;
-  st->pub_pending = 0;
+  struct pub_state *ps = state;
+  (void)st;
+  tl_committed_seq = ps->pending;
+  ps->pending = 0;
 }
 
 static void pub_rolled_back(struct store *st, void *state) {
-  (void)state;
-  if (st->pub_q) db_reset(st->pub_q); /* its answer, if any, is dropped */
-  st->pub_q = NULL;
-  st->pub_pending = 0;
+  struct pub_state *ps = state;
+  (void)st;
+  if (ps->q) db_reset(ps->q); /* its answer, if any, is dropped */
+  ps->q = NULL;
+  ps->pending = 0;
   tl_committed_seq = 0;
 }
 
 static void pub_released(struct store *st, void *state, int committed) {
+  struct pub_state *ps = state;
   int64_t seq = tl_committed_seq;
-  (void)state;
+  (void)st;
   tl_committed_seq = 0;
-  if (committed && seq && st->pub_hook) st->pub_hook(st->pub_arg, seq);
+  if (committed && seq && ps->hook) ps->hook(ps->hook_arg, seq);
 }
 
 static const struct store_participant pub_participant = {
@@ -117,8 +135,29 @@ static const struct store_participant pub_participant = {
     .committed = pub_committed,
     .rolled_back = pub_rolled_back,
     .released = pub_released,
+    .fini = free,
 };
 
 int store_pub_attach(struct store *st) {
-  return store_participant_add(st, &pub_participant, NULL);
+  struct pub_state *ps = calloc(1, sizeof *ps);
+  if (!ps) return -1;
+  if (store_participant_add(st, &pub_participant, ps) < 0) {
+    free(ps);
+    return -1;
+  }
+  return 0;
+}
+
+void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
+  struct pub_state *ps = pub_of(st);
+  ps->hook = fn;
+  ps->hook_arg = arg;
+}
+
+int64_t store_pub_pending_locked(struct store *st) {
+  return pub_of(st)->pending;
+}
+
+void store_pub_pending_set_locked(struct store *st, int64_t seq) {
+  pub_of(st)->pending = seq;
 }

@@ -8,7 +8,9 @@
 
 #include "log.h"
 #include "sigmsg.h"
+#include "store_events.h"
 #include "store_int.h"
+#include "store_pub.h"
 #include "store_tokens.h"
 
 struct store_listener {
@@ -29,11 +31,6 @@ void store_caches_set(struct store *st, int on) {
 
 int store_caches_on(struct store *st) {
   return atomic_load(&st->caches_on);
-}
-
-void store_events_arrived(struct store *st) {
-  void (*fn)(void *) = st->event_hook;
-  if (fn) fn(st->event_arg);
 }
 
 void store_caches_clear_tokens(struct store *st) {
@@ -65,7 +62,7 @@ static int store_signal_commit_locked(struct store *st) {
   char payload[SIGNAL_PAYLOAD_MAX];
   if (db_kind(st->w) != DB_PG) return 0;
   if (st->tx_gen > 0) {
-    int64_t seq = st->pub_pending > 0 ? st->pub_pending : 0;
+    int64_t seq = store_pub_pending_locked(st) > 0 ? store_pub_pending_locked(st) : 0;
     if (sigmsg_pub_format(payload, sizeof payload, seq, st->tx_gen) < 0 ||
         store_signal_locked(st, sigmsg_channel(SIGNAL_PUB), payload) < 0)
       return -1;
@@ -73,7 +70,8 @@ static int store_signal_commit_locked(struct store *st) {
   if (store_tokens_removed_pending(st) &&
       store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
     return -1;
-  if (st->event_pending && store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
+  if (store_events_pending_locked(st) &&
+      store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
     return -1;
   return 0;
 }

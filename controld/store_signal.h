@@ -20,10 +20,6 @@ int store_cluster_mode(struct store *st);
 void store_caches_set(struct store *st, int on);
 int store_caches_on(struct store *st);
 
-/* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
-   with events does. */
-void store_events_arrived(struct store *st);
-
 /* Forget every cached token (another replica removed tokens). */
 void store_caches_clear_tokens(struct store *st);
 
