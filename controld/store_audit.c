@@ -7,8 +7,29 @@
 #include "log.h"
 #include "store_int.h"
 
+/* The audit feature's state: its retention and when the next write prunes (under the writer
+   lock). */
+struct audit_state {
+  int64_t keep_ms;    /* 0 = forever */
+  int64_t next_prune; /* wall ms of the next prune by a write */
+};
+
+/* No hook: the audit row is written by the write itself; the participant holds the state. */
+static const struct store_participant audit_participant = {.name = "audit", .fini = free};
+
+int store_audit_attach(struct store *st) {
+  struct audit_state *as = calloc(1, sizeof *as);
+  if (!as) return -1;
+  if (store_participant_add(st, &audit_participant, as) < 0) {
+    free(as);
+    return -1;
+  }
+  return 0;
+}
+
 void store_audit_set_retention(struct store *st, int64_t keep_ms) {
-  st->audit_keep_ms = keep_ms;
+  struct audit_state *as = store_participant_state(st, &audit_participant);
+  as->keep_ms = keep_ms;
 }
 
 /* Delete up to STORE_AUDIT_PRUNE_BATCH rows older than before_ms on the writer; count or -1. */
@@ -27,6 +48,7 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
   static const char ins[] =
       "INSERT INTO audit (at, token_id, token_name, method, path, site_id, status, summary) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+  struct audit_state *as = store_participant_state(st, &audit_participant);
   struct db_stmt *s = db_prep(st->w, ins);
   if (!s) return -1;
   db_bind_i64(s, 1, a->at > 0 ? a->at : now);
@@ -47,12 +69,12 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
   db_bind_int(s, 7, a->status);
   db_bind_text(s, 8, a->summary);
   if (store_defer(st->w, s, "appending to the audit log") < 0) return -1;
-  /* the writer lock is held: audit_next_prune needs no other guard */
-  if (st->audit_keep_ms > 0 && now >= st->audit_next_prune) {
-    int64_t n = prune_batch_locked(st, now - st->audit_keep_ms);
+  /* the writer lock is held: next_prune needs no other guard */
+  if (as->keep_ms > 0 && now >= as->next_prune) {
+    int64_t n = prune_batch_locked(st, now - as->keep_ms);
     if (n < 0) return -1;
     /* a full batch means more are due: the next write goes on with them */
-    st->audit_next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
+    as->next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
   }
   return 0;
 }

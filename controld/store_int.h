@@ -53,8 +53,6 @@ struct store {
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
-  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
-  int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer
      one bumps generation too (store_signal.h) */
