@@ -17,21 +17,6 @@
 #include "json.h"
 #include "noderetry.h"
 
-static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int fail(struct field_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) {
-  va_list ap;
-  err->status = status;
-  err->code = code;
-  snprintf(err->field, sizeof err->field, "%s", field);
-  va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 /* A table failure as a model error. */
 static int from_fields(struct field_err *err, const struct field_err *fe) {
   *err = *fe;
@@ -84,8 +69,8 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
   struct field_err fe;
   struct origin_rec cand;
   if (!cJSON_IsObject(obj))
-    return fail(err, 422, "invalid_type", prefix && *prefix ? prefix : "origin",
-                "an origin must be a JSON object");
+    return fields_fail(err, 422, "invalid_type", NULL, prefix && *prefix ? prefix : "origin",
+                       "an origin must be a JSON object");
   if (creating) {
     memset(&cand, 0, sizeof cand);
     fields_defaults(site_origin_fields, &cand);
@@ -109,22 +94,25 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct field_er
   int n = 0;
   char f[96];
   if (!cJSON_IsArray(arr))
-    return fail(err, 422, "invalid_type", "hostnames", "hostnames must be an array of strings");
+    return fields_fail(err, 422, "invalid_type", NULL, "hostnames",
+                       "hostnames must be an array of strings");
   if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > SITE_MAX_HOSTNAMES)
-    return fail(err, 422, "out_of_range", "hostnames", "a site needs 1 to %d hostnames",
-                SITE_MAX_HOSTNAMES);
+    return fields_fail(err, 422, "out_of_range", NULL, "hostnames",
+                       "a site needs 1 to %d hostnames", SITE_MAX_HOSTNAMES);
   cJSON_ArrayForEach(it, arr) {
     snprintf(f, sizeof f, "hostnames[%d]", n);
     if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s->hostnames[0])
-      return fail(err, 422, "invalid_value", f,
-                  "a hostname must be a string of at most 253 characters");
+      return fields_fail(err, 422, "invalid_value", NULL, f,
+                         "a hostname must be a string of at most 253 characters");
     memcpy(s->hostnames[n], it->valuestring, strlen(it->valuestring) + 1);
     hostname_lower(s->hostnames[n]);
     if (!hostname_valid(s->hostnames[n]))
-      return fail(err, 422, "invalid_value", f, "'%s' is not a valid hostname", it->valuestring);
+      return fields_fail(err, 422, "invalid_value", NULL, f, "'%s' is not a valid hostname",
+                         it->valuestring);
     for (int j = 0; j < n; j++)
       if (strcmp(s->hostnames[j], s->hostnames[n]) == 0)
-        return fail(err, 422, "duplicate", f, "hostname '%s' is listed twice", s->hostnames[n]);
+        return fields_fail(err, 422, "duplicate", NULL, f, "hostname '%s' is listed twice",
+                           s->hostnames[n]);
     n++;
   }
   s->n_hostnames = n;
@@ -145,14 +133,11 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
                                             NULL};
   struct field_err fe;
   struct field_err he;
-  char f[sizeof he.field + 16];
   *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
   if (fields_apply(hc, health_check_fields, option_keys, "health_check", 0, s, &fe) < 0)
     return from_fields(err, &fe);
-  if (hcheck_apply_json(hc, &s->hc, &he) < 0) {
-    snprintf(f, sizeof f, "health_check.%s", he.field);
-    return fail(err, he.status, he.code, f, "%s", he.message);
-  }
+  if (hcheck_apply_json(hc, &s->hc, &he) < 0)
+    return fields_fail(err, he.status, he.code, "health_check", he.field, "%s", he.message);
   return 0;
 }
 
@@ -162,7 +147,7 @@ static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct field_er
   struct noderetry_err e;
   site_rec_retry(s, &p);
   if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
-    return fail(err, e.status, e.code, e.field, "%s", e.message);
+    return fields_fail(err, e.status, e.code, NULL, e.field, "%s", e.message);
   site_rec_set_retry(s, &p);
   return 0;
 }
@@ -176,9 +161,9 @@ int model_enabled_origins(const struct site_rec *s) {
 
 int model_check_health_rule(const struct site_rec *s, struct field_err *err) {
   if (s->hc_enabled && model_enabled_origins(s) < 2)
-    return fail(err, 422, "health_check_needs_two_origins", "health_check.enabled",
-                "health checks need at least two enabled origins (the site has %d)",
-                model_enabled_origins(s));
+    return fields_fail(err, 422, "health_check_needs_two_origins", NULL, "health_check.enabled",
+                       "health checks need at least two enabled origins (the site has %d)",
+                       model_enabled_origins(s));
   return 0;
 }
 
@@ -191,7 +176,7 @@ static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_g
   if (fields_apply(body, site_fields, nested, "", flags, s, &fe) < 0) return from_fields(err, &fe);
   v = cJSON_GetObjectItemCaseSensitive(body, "hostnames");
   if (!v && (flags & FIELDS_CREATE))
-    return fail(err, 422, "required", "hostnames", "hostnames is required");
+    return fields_fail(err, 422, "required", NULL, "hostnames", "hostnames is required");
   if (v && apply_hostnames(v, s, err) < 0) return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "health_check");
   if (v && apply_health_check(v, s, hc_enabled_given, err) < 0) return -1;
@@ -208,12 +193,13 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *e
   if (origins) {
     const cJSON *it;
     int n = cJSON_IsArray(origins) ? cJSON_GetArraySize(origins) : -1;
-    if (n < 0) return fail(err, 422, "invalid_type", "origins", "origins must be an array");
+    if (n < 0)
+      return fields_fail(err, 422, "invalid_type", NULL, "origins", "origins must be an array");
     if (n > SITE_MAX_ORIGINS)
-      return fail(err, 422, "out_of_range", "origins", "a site has at most %d origins",
-                  SITE_MAX_ORIGINS);
+      return fields_fail(err, 422, "out_of_range", NULL, "origins", "a site has at most %d origins",
+                         SITE_MAX_ORIGINS);
     s->origins = calloc((size_t)(n ? n : 1), sizeof *s->origins);
-    if (!s->origins) return fail(err, 500, "internal", "origins", "out of memory");
+    if (!s->origins) return fields_fail(err, 500, "internal", NULL, "origins", "out of memory");
     cJSON_ArrayForEach(it, origins) {
       char prefix[32];
       snprintf(prefix, sizeof prefix, "origins[%d]", s->n_origins);
@@ -229,8 +215,8 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *e
 int model_site_patch(const cJSON *body, struct site_rec *s, struct field_err *err) {
   int hc_given = 0;
   if (cJSON_GetObjectItemCaseSensitive(body, "origins"))
-    return fail(err, 400, "unknown_field", "origins",
-                "origins are changed through /v1/sites/{id}/origins");
+    return fields_fail(err, 400, "unknown_field", NULL, "origins",
+                       "origins are changed through /v1/sites/{id}/origins");
   if (apply_common(body, s, &hc_given, 0, err) < 0) return -1;
   /* asking for checks needs two enabled origins; checks left on by earlier writes may be paused */
   if (hc_given && s->hc_enabled) return model_check_health_rule(s, err);
