@@ -181,7 +181,7 @@ static const struct field_def origin_meta[] = {
 #undef O
 
 #define N(m) FIELD_AT(struct export_node, m)
-static const struct field_def node_fields[] = {
+static const struct field_def node_doc_fields[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
@@ -524,8 +524,8 @@ int export_from_json(const cJSON *doc, struct store_export *out, struct field_er
     if (read_site(it, i, &out->sites[i], err) < 0) return -1;
   }
   p = NULL;
-  rc = read_table(doc, "nodes", node_fields, NULL, sizeof *out->nodes, 1000000, &p, &out->n_nodes,
-                  err);
+  rc = read_table(doc, "nodes", node_doc_fields, NULL, sizeof *out->nodes, 1000000, &p,
+                  &out->n_nodes, err);
   out->nodes = p;
   if (rc < 0) return -1;
   p = NULL;

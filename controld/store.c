@@ -416,6 +416,57 @@ const char *store_fields_pg_type(const struct field_def *d) {
   return is_text(d) ? "text" : "bigint";
 }
 
+enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
+                              size_t elem, int limit, void **out, int *n, const char *what) {
+  char *arr = NULL;
+  int cnt = 0, cap = 0, rc = DB_DONE;
+  *out = NULL;
+  *n = 0;
+  while ((limit < 1 || cnt < limit) && (rc = db_step(s)) == DB_ROW) {
+    char *grown = store_grow(arr, &cap, cnt, elem, 16);
+    if (!grown) {
+      log_error("%s: out of memory", what);
+      free(arr);
+      db_reset(s);
+      return STORE_ERROR;
+    }
+    arr = grown;
+    memset(arr + (size_t)cnt * elem, 0, elem);
+    store_fields_read(s, 0, defs, 0, arr + (size_t)cnt++ * elem);
+  }
+  db_reset(s);
+  if (rc != DB_DONE && rc != DB_ROW) {
+    log_error("%s: %s", what, db_errmsg(c));
+    free(arr);
+    return STORE_ERROR;
+  }
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+static pthread_mutex_t sql_mu = PTHREAD_MUTEX_INITIALIZER;
+
+const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
+                      const char *tail) {
+  char cols[768];
+  const char *text = NULL;
+  if (atomic_load(&q->ready)) return q->text;
+  pthread_mutex_lock(&sql_mu);
+  if (atomic_load(&q->ready)) {
+    text = q->text;
+  } else if (fields_columns(defs, 0, "", cols, sizeof cols) >= 0) {
+    int w = snprintf(q->text, sizeof q->text, "%s%s%s", head, cols, tail);
+    if (w > 0 && (size_t)w < sizeof q->text) {
+      atomic_store(&q->ready, 1);
+      text = q->text;
+    }
+  }
+  pthread_mutex_unlock(&sql_mu);
+  if (!text) log_error("a statement built from a field table does not fit: %s...%s", head, tail);
+  return text;
+}
+
 /* ---- migrations ---- */
 
 /* Apply the pending migrations of this database's dialect in one write transaction under the

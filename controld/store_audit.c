@@ -1,6 +1,7 @@
 /* store_audit — audit log SQL (see store_audit.h). */
 #include "store_audit.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,45 +95,38 @@ int64_t store_audit_prune(struct store *st, int64_t before_ms) {
   return total;
 }
 
+#define M(m) .offset = offsetof(struct audit_rec, m), .size = sizeof(((struct audit_rec *)0)->m)
+/* The columns of an audit record as the list reads them. */
+static const struct field_def audit_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "at", .column = "at", .type = FIELD_INT, M(at)},
+    {.name = "token_id", .column = "token_id", .type = FIELD_INT, M(token_id)},
+    {.name = "token_name", .column = "token_name", .type = FIELD_STR, M(token_name)},
+    {.name = "method", .column = "method", .type = FIELD_STR, M(method)},
+    {.name = "path", .column = "path", .type = FIELD_STR, M(path)},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "status", .column = "status", .type = FIELD_INT, M(status)},
+    {.name = "summary", .column = "summary", .type = FIELD_STR, M(summary)},
+    {.name = NULL},
+};
+#undef M
+
 enum store_rc store_audit_list(struct store *st, int64_t after, int64_t site_id, int limit,
                                struct audit_rec **out, int *n) {
-  static const char all[] =
-      "SELECT id, at, token_id, token_name, method, path, site_id, status, summary "
-      "FROM audit WHERE id > ? ORDER BY id LIMIT ?";
-  static const char one[] =
-      "SELECT id, at, token_id, token_name, method, path, site_id, status, summary "
-      "FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2";
+  static struct store_sql all, one;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, site_id > 0 ? one : all) : NULL;
-  struct audit_rec *arr = NULL;
-  int cnt = 0, rc = DB_DONE;
+  const char *sql =
+      site_id > 0 ? store_sql(&one, "SELECT ", audit_fields,
+                              " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
+                  : store_sql(&all, "SELECT ", audit_fields,
+                              " FROM audit WHERE id > ? ORDER BY id LIMIT ?");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s || limit < 1) return STORE_ERROR;
-  arr = calloc((size_t)limit, sizeof *arr);
-  if (!arr) return STORE_ERROR;
   db_bind_i64(s, 1, after);
   db_bind_int(s, 2, limit);
   if (site_id > 0) db_bind_i64(s, 3, site_id);
-  while (cnt < limit && (rc = db_step(s)) == DB_ROW) {
-    struct audit_rec *a = &arr[cnt++];
-    a->id = db_col_i64(s, 0);
-    a->at = db_col_i64(s, 1);
-    a->token_id = db_col_i64(s, 2);
-    store_col_text(s, 3, a->token_name, sizeof a->token_name);
-    store_col_text(s, 4, a->method, sizeof a->method);
-    store_col_text(s, 5, a->path, sizeof a->path);
-    a->site_id = db_col_i64(s, 6);
-    a->status = db_col_int(s, 7);
-    store_col_text(s, 8, a->summary, sizeof a->summary);
-  }
-  db_reset(s);
-  if (cnt < limit && rc != DB_DONE) {
-    log_error("listing the audit log: %s", db_errmsg(c));
-    free(arr);
-    return STORE_ERROR;
-  }
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  return store_rows_read(c, s, audit_fields, sizeof **out, limit, (void **)out, n,
+                         "listing the audit log");
 }

@@ -157,4 +157,22 @@ void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned f
 /* The PostgreSQL type of a row's column: "bigint" or "text". */
 const char *store_fields_pg_type(const struct field_def *d);
 
+/* Step s to its end (or to limit rows; limit < 1: no limit), reading each row's columns through
+   defs (every row with a column, from column 0) into a growing array of elem-byte records, each
+   zeroed first. *out is malloc'd (caller frees), *n rows. STORE_OK, or STORE_ERROR (logged with
+   what; *out NULL) when a step fails or memory runs out. s is reset either way. */
+enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
+                              size_t elem, int limit, void **out, int *n, const char *what);
+
+/* A statement text built from a table, once: head, the columns of defs, tail. */
+struct store_sql {
+  atomic_int ready;
+  char text[1024];
+};
+
+/* The text (it lives as long as q: a static one is a db_prep cache key), or NULL when it does
+   not fit (logged). Thread-safe. */
+const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
+                      const char *tail);
+
 #endif

@@ -223,37 +223,14 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
 }
 
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
-  static const char q[] =
-      "SELECT id, name, created_at, last_seen_at, config_seq, version FROM nodes ORDER BY id";
+  static struct store_sql q;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct node_rec *arr = NULL;
-  int cnt = 0, cap = 0, rc;
+  const char *sql = store_sql(&q, "SELECT ", node_fields, " FROM nodes ORDER BY id");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct node_rec *r;
-    struct node_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
-    if (!na) {
-      free(arr);
-      db_reset(s);
-      return STORE_ERROR;
-    }
-    arr = na;
-    r = &arr[cnt++];
-    memset(r, 0, sizeof *r);
-    r->id = db_col_i64(s, 0);
-    store_col_text(s, 1, r->name, sizeof r->name);
-    r->created_at = db_col_i64(s, 2);
-    r->last_seen_at = db_col_i64(s, 3);
-    r->config_seq = db_col_i64(s, 4);
-    store_col_text(s, 5, r->version, sizeof r->version);
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  return rc == DB_DONE ? STORE_OK : STORE_ERROR;
+  return store_rows_read(c, s, node_fields, sizeof **out, 0, (void **)out, n, "listing nodes");
 }
 
 enum store_rc store_node_delete_locked(struct store *st, int64_t id) {

@@ -3,6 +3,7 @@
 #include "store_tokens.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,44 +256,30 @@ enum store_rc store_token_create(struct store *st, struct token_rec *t, const ch
   return store_op(st, create_fn, &a);
 }
 
+#define M(m) .offset = offsetof(struct token_rec, m), .size = sizeof(((struct token_rec *)0)->m)
+/* The columns of an API token as the list reads them. */
+static const struct field_def token_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "name", .column = "name", .type = FIELD_STR, M(name)},
+    {.name = "role", .column = "role", .type = FIELD_STR, M(role)},
+    {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
+    {.name = "expires_at", .column = "expires_at", .type = FIELD_INT, M(expires_at)},
+    {.name = NULL},
+};
+#undef M
+
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
-  static const char q[] =
-      "SELECT id, name, role, created_at, expires_at FROM tokens WHERE kind = 'admin' "
-      "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id";
+  static struct store_sql q;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct token_rec *arr = NULL;
-  int cnt = 0, cap = 0, rc;
+  const char *sql = store_sql(&q, "SELECT ", token_fields,
+                              " FROM tokens WHERE kind = 'admin' "
+                              "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, now);
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct token_rec *r;
-    struct token_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
-    if (!na) {
-      free(arr);
-      db_reset(s);
-      return STORE_ERROR;
-    }
-    arr = na;
-    r = &arr[cnt++];
-    memset(r, 0, sizeof *r);
-    r->id = db_col_i64(s, 0);
-    store_col_text(s, 1, r->name, sizeof r->name);
-    store_col_text(s, 2, r->role, sizeof r->role);
-    r->created_at = db_col_i64(s, 3);
-    r->expires_at = db_col_i64(s, 4);
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("listing tokens: %s", db_errmsg(c));
-    free(arr);
-    return STORE_ERROR;
-  }
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  return store_rows_read(c, s, token_fields, sizeof **out, 0, (void **)out, n, "listing tokens");
 }
 
 enum store_rc store_token_delete_locked(struct store *st, int64_t id) {

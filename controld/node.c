@@ -1,0 +1,36 @@
+/* node — the node record's field table (see node.h). */
+#include "node.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* 1-64 letters, digits, '.', '_' or '-' */
+static int valid_node_name(char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '_' || *s == '.'))
+      return 0;
+  return 1;
+}
+
+#define M(m) .offset = offsetof(struct node_rec, m), .size = sizeof(((struct node_rec *)0)->m)
+const struct field_def node_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "name",
+     .column = "name",
+     .type = FIELD_STR,
+     .flags = FIELD_REQUIRED,
+     M(name),
+     .min = 1,
+     .check = valid_node_name,
+     .what = "1-64 characters of letters, digits, '.', '_' or '-'",
+     .forms = FORM_IN},
+    {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
+    {.name = "last_seen_at", .column = "last_seen_at", .type = FIELD_INT, M(last_seen_at)},
+    {.name = "config_seq", .column = "config_seq", .type = FIELD_INT, M(config_seq)},
+    {.name = "version", .column = "version", .type = FIELD_STR, M(version)},
+    {.name = NULL},
+};
+#undef M
