@@ -316,3 +316,17 @@ int fields_text_valid(const char *v, int64_t min, int64_t max) {
   }
   return n >= min;
 }
+
+int fields_name_valid(char *s) {
+  return fields_name_ok(s);
+}
+
+int fields_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '_' || *s == '.'))
+      return 0;
+  return 1;
+}

@@ -105,6 +105,12 @@ int fields_columns(const struct field_def *defs, unsigned form, const char *pref
    else 0. */
 int fields_text_valid(const char *v, int64_t min, int64_t max);
 
+/* The rule of names (sites, nodes, API tokens): 1-64 characters of ASCII letters, digits, '.',
+   '_' or '-'. 1 when s follows it, else 0; fields_name_valid is the same as a STR row's check. */
+int fields_name_ok(const char *s);
+int fields_name_valid(char *s);
+#define FIELDS_NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
+
 /* Write every FIELD_INT row's default into target. */
 void fields_defaults(const struct field_def *defs, void *target);
 

@@ -126,17 +126,6 @@ cJSON *export_to_json(const struct store_export *x, int64_t now, const char *ver
 
 /* ---- JSON to records ---- */
 
-/* Node and token names: 1-64 characters of letters, digits, '.', '_' or '-' (the API's rule). */
-static int valid_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '_' || *s == '.'))
-      return 0;
-  return 1;
-}
-
 /* A SHA-256 as 64 lowercase hex digits (what the store keeps). */
 static int valid_hash(char *s) {
   size_t n = 0;
@@ -149,7 +138,6 @@ static int valid_url(char *url) {
   return model_webhook_url_valid(url);
 }
 
-#define NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
 #define HASH_WHAT "a SHA-256 as 64 lowercase hex digits (never the token itself)"
 
 #define S(m) FIELD_AT(struct site_rec, m)
@@ -183,7 +171,8 @@ static const struct field_def origin_meta[] = {
 #define N(m) FIELD_AT(struct export_node, m)
 static const struct field_def node_doc_fields[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
      HASH_WHAT, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, N(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
@@ -197,7 +186,8 @@ static const char *const roles[] = {"admin", "operator", "read", NULL};
 #define T(m) FIELD_AT(struct export_token, m)
 static const struct field_def token_fields[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
     {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
      "\"admin\", \"operator\" or \"read\"", 0, NULL, 0},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0,

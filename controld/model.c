@@ -5,7 +5,6 @@
 #include <strings.h>
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +22,6 @@ static int from_fields(struct field_err *err, const struct field_err *fe) {
   return -1;
 }
 
-static int valid_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.') return 0;
-  return 1;
-}
-
 static int valid_path(char *p) {
   if (p[0] != '/') return 0;
   for (; *p; p++)
@@ -42,8 +33,8 @@ static const char *const failbacks[] = {"auto", "manual", NULL};
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_fields[] = {
-    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
-     "1-64 characters of letters, digits, '.', '_' or '-'", 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
     {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0,
      NULL, 0},
     {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0,

@@ -2,18 +2,6 @@
 #include "node.h"
 
 #include <stddef.h>
-#include <string.h>
-
-/* 1-64 letters, digits, '.', '_' or '-' */
-static int valid_node_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '_' || *s == '.'))
-      return 0;
-  return 1;
-}
 
 #define M(m) .offset = offsetof(struct node_rec, m), .size = sizeof(((struct node_rec *)0)->m)
 const struct field_def node_fields[] = {
@@ -24,8 +12,8 @@ const struct field_def node_fields[] = {
      .flags = FIELD_REQUIRED,
      M(name),
      .min = 1,
-     .check = valid_node_name,
-     .what = "1-64 characters of letters, digits, '.', '_' or '-'",
+     .check = fields_name_valid,
+     .what = FIELDS_NAME_WHAT,
      .forms = FORM_IN},
     {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
     {.name = "last_seen_at", .column = "last_seen_at", .type = FIELD_INT, M(last_seen_at)},
