@@ -175,9 +175,10 @@ static const struct origin_sql *origin_sql(void) {
   return NULL;
 }
 
-/* Every member of an origin has a column (test_model checks the table covers the record), so
-   the row writes all of it: no memset of the record's 2 KiB first. */
+/* Cleared first: records are compared whole (memcmp), so the bytes after a string's end must be
+   zero too. */
 static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
+  memset(o, 0, sizeof *o);
   store_fields_read(s, 0, site_origin_fields, 0, o);
 }
 
