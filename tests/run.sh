@@ -18,7 +18,7 @@
 set -euo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$top/build"
-cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDNCA_WERROR=ON)
 pg=OFF
 jobs=4
 ctest_args=()
@@ -29,14 +29,14 @@ if [ "${1:-}" = "--pg" ]; then
 elif [ "${1:-}" = "--asan" ]; then
   shift
   dir="$top/build-asan"
-  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON)
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON -DCDNCA_WERROR=ON)
   jobs=3
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 elif [ "${1:-}" = "--tsan" ]; then
   shift
   dir="$top/build-tsan"
-  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTSAN=ON)
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTSAN=ON -DCDNCA_WERROR=ON)
   jobs=2
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
