@@ -113,6 +113,15 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
     memcpy(member, buf, strlen(buf) + 1);
     token_wipe(buf, sizeof buf); /* the value may be a secret */
     return 0;
+  case FIELD_TEXT:
+    if (!cJSON_IsString(v))
+      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
+    if (!fields_text_valid(v->valuestring, d->min, d->max) || strlen(v->valuestring) >= d->size)
+      return fields_fail(err, 422, "invalid_value", prefix, d->name,
+                         "%s must be %lld to %lld characters of text with no control characters",
+                         d->name, (long long)d->min, (long long)d->max);
+    memcpy(member, v->valuestring, strlen(v->valuestring) + 1);
+    return 0;
   case FIELD_INT_LIST: {
     const cJSON *it;
     int n = 0, vals[64];
@@ -140,18 +149,36 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
   return fields_fail(err, 500, "internal", prefix, d->name, "bad row");
 }
 
+static int carries(const struct field_def *d, unsigned form) {
+  return form == 0 || (d->forms & form) != 0;
+}
+
+static const struct field_def *find_form(const struct field_def *defs, unsigned form,
+                                         const char *name) {
+  for (const struct field_def *d = defs; d->name; d++)
+    if (carries(d, form) && strcmp(d->name, name) == 0) return d;
+  return NULL;
+}
+
 int fields_apply(const cJSON *obj, const struct field_def *defs, const char *const *extra_keys,
                  const char *prefix, unsigned flags, void *target, struct field_err *err) {
+  return fields_apply_form(obj, defs, 0, extra_keys, prefix, flags, target, err);
+}
+
+int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned form,
+                      const char *const *extra_keys, const char *prefix, unsigned flags,
+                      void *target, struct field_err *err) {
   const cJSON *v;
   if (!cJSON_IsObject(obj))
     return fields_fail(err, 422, "invalid_type", prefix, NULL, "%s must be an object",
                        prefix && *prefix ? prefix : "the body");
   if (!(flags & FIELDS_ALLOW_UNKNOWN)) cJSON_ArrayForEach(v, obj) {
-      if (!fields_find(defs, v->string) && !listed(extra_keys, v->string))
+      if (!find_form(defs, form, v->string) && !listed(extra_keys, v->string))
         return fields_fail(err, 400, "unknown_field", prefix, v->string, "unknown field '%s'",
                            v->string);
     }
   for (const struct field_def *d = defs; d->name; d++) {
+    if (!carries(d, form)) continue;
     v = cJSON_GetObjectItemCaseSensitive(obj, d->name);
     if (!v) {
       if ((flags & FIELDS_CREATE) && (d->flags & FIELD_REQUIRED))
@@ -161,4 +188,145 @@ int fields_apply(const cJSON *obj, const struct field_def *defs, const char *con
     if (apply_one(v, d, prefix, target, err) < 0) return -1;
   }
   return 0;
+}
+
+/* ---- records ---- */
+
+static int64_t get_int(const void *src, const struct field_def *d) {
+  const char *p = (const char *)src + d->offset;
+  if (d->size == sizeof(int64_t)) {
+    int64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  } else {
+    int v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  }
+}
+
+int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    const char *member = (const char *)src + d->offset;
+    cJSON *v = NULL;
+    if (!carries(d, form)) continue;
+    switch (d->type) {
+    case FIELD_INT:
+      v = cJSON_CreateNumber((double)get_int(src, d));
+      break;
+    case FIELD_BOOL: {
+      int b;
+      memcpy(&b, member, sizeof b);
+      v = cJSON_CreateBool(b);
+      break;
+    }
+    case FIELD_STR:
+    case FIELD_TEXT:
+      v = member[0] == '\0' && (d->flags & FIELD_NULLABLE) ? cJSON_CreateNull()
+                                                           : cJSON_CreateString(member);
+      break;
+    case FIELD_ENUM:
+      v = cJSON_CreateString(member[0] == '\0' && d->choices ? d->choices[0] : member);
+      break;
+    case FIELD_INT_LIST: {
+      int n, vals[64];
+      memcpy(&n, (const char *)src + d->count_offset, sizeof n);
+      if (n < 0 || n > 64) n = 0;
+      memcpy(vals, member, (size_t)n * sizeof vals[0]);
+      v = cJSON_CreateIntArray(vals, n);
+      break;
+    }
+    }
+    if (!v || !cJSON_AddItemToObject(obj, d->name, v)) {
+      cJSON_Delete(v);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int fields_names(const struct field_def *defs, unsigned form, const char **out, int cap) {
+  int n = 0;
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!carries(d, form)) continue;
+    if (n + 1 >= cap) return -1;
+    out[n++] = d->name;
+  }
+  if (n >= cap) return -1;
+  out[n] = NULL;
+  return n;
+}
+
+int fields_columns(const struct field_def *defs, unsigned form, const char *prefix, char *out,
+                   size_t cap) {
+  size_t len = 0;
+  int n = 0;
+  if (cap == 0) return -1;
+  out[0] = '\0';
+  for (const struct field_def *d = defs; d->name; d++) {
+    int w;
+    if (!d->column || !carries(d, form)) continue;
+    w = snprintf(out + len, cap - len, "%s%s%s", n ? ", " : "", prefix ? prefix : "", d->column);
+    if (w < 0 || (size_t)w >= cap - len) return -1;
+    len += (size_t)w;
+    n++;
+  }
+  return n;
+}
+
+/* The code point at *p (advancing it) or -1 for an invalid, overlong or surrogate sequence. */
+static int32_t next_cp(const unsigned char **p) {
+  const unsigned char *s = *p;
+  int32_t cp;
+  int len;
+  if (s[0] < 0x80) {
+    *p = s + 1;
+    return s[0];
+  }
+  if ((s[0] & 0xe0) == 0xc0) {
+    cp = s[0] & 0x1f;
+    len = 2;
+  } else if ((s[0] & 0xf0) == 0xe0) {
+    cp = s[0] & 0x0f;
+    len = 3;
+  } else if ((s[0] & 0xf8) == 0xf0) {
+    cp = s[0] & 0x07;
+    len = 4;
+  } else {
+    return -1;
+  }
+  for (int i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) return -1;
+    cp = (cp << 6) | (s[i] & 0x3f);
+  }
+  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+      cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    return -1;
+  *p = s + len;
+  return cp;
+}
+
+int fields_text_valid(const char *v, int64_t min, int64_t max) {
+  const unsigned char *p = (const unsigned char *)v;
+  int64_t n = 0;
+  while (*p) {
+    int32_t cp = next_cp(&p);
+    if (cp < 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) return 0;
+    if (++n > max) return 0;
+  }
+  return n >= min;
+}
+
+int fields_name_valid(char *s) {
+  return fields_name_ok(s);
+}
+
+int fields_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '_' || *s == '.'))
+      return 0;
+  return 1;
 }

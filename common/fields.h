@@ -15,6 +15,9 @@ enum field_type {
   FIELD_ENUM,     /* a string among choices into a char[size] member */
   FIELD_INT_LIST, /* an array of at most size integers in [min, max] into an int[] member; the
                      count goes to the int member at count_offset */
+  FIELD_TEXT,     /* free text into a char[size] member: valid UTF-8 of min to max characters
+                     (code points, not bytes; size must hold 4 * max + 1), no control
+                     characters */
 };
 
 enum {
@@ -36,16 +39,30 @@ struct field_def {
   int (*check)(char *value);  /* STR: 1 when valid (may normalise in place, e.g. lowercase) */
   const char *what;           /* STR with check, ENUM: what the value must be, in words */
   size_t count_offset;        /* INT_LIST: the int member holding the count */
+  /* A table that describes a whole record (one per record: see "Records" below) also says: */
+  const char *column; /* its SQL column, NULL when it is not stored in the record's row */
+  unsigned forms;     /* FORM_* bits: which forms of the record carry it */
+};
+
+/* The forms of a record a row takes part in (struct field_def.forms). */
+enum {
+  FORM_IN = 1,      /* an API body may set it */
+  FORM_OUT = 2,     /* in the API's JSON of the record */
+  FORM_EXPORT = 4,  /* in the export document, and read back on import */
+  FORM_WIRE = 8,    /* in the site config published to nodes */
+  FORM_CONFIG = 16, /* a configuration column: written by every write of the configuration */
 };
 
 /* The member of a struct type for a row: offset and size. */
 #define FIELD_AT(type, member) offsetof(type, member), sizeof(((type *)0)->member)
 
-/* A validation failure: the HTTP status to answer, the code, the field path and a message. */
+/* A validation failure: the HTTP status to answer, the code, the field path and a message. The
+   one error type of every validation (API bodies, health-check options, node_retry, the export
+   document). */
 struct field_err {
   unsigned status;
   const char *code;
-  char field[96];
+  char field[128];
   char message[256];
 };
 
@@ -60,6 +77,39 @@ enum {
    0, or -1 with *err filled (target may be partly written: validate into a copy). */
 int fields_apply(const cJSON *obj, const struct field_def *defs, const char *const *extra_keys,
                  const char *prefix, unsigned flags, void *target, struct field_err *err);
+
+/* fields_apply over the rows that carry form (any FORM_* bit; 0 = every row): the keys of the
+   other rows are unknown_field like any key that is no row. */
+int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned form,
+                      const char *const *extra_keys, const char *prefix, unsigned flags,
+                      void *target, struct field_err *err);
+
+/* ---- Records: a table with columns and forms is the one description of a record ---- */
+
+/* Add to obj every row of src that carries form, under the row's name: INT and BOOL as numbers
+   and booleans, STR/TEXT/ENUM as strings (a FIELD_NULLABLE string that is "" as null; an ENUM that
+   is "" as its first choice), INT_LIST as an array. 0, or -1 when memory runs out. */
+int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src);
+
+/* The names of the rows that carry form into out[0..cap-1], NULL-terminated (an extra_keys list);
+   the count, or -1 when cap is too small. */
+int fields_names(const struct field_def *defs, unsigned form, const char **out, int cap);
+
+/* "a, b, c": the columns of the rows with a column that carry form (0 = every column), each
+   preceded by prefix (e.g. "t." or ""), in table order, into out; the count, or -1 when cap is too
+   small. */
+int fields_columns(const struct field_def *defs, unsigned form, const char *prefix, char *out,
+                   size_t cap);
+
+/* 1 when v is valid UTF-8 of min to max code points with no control character (C0, DEL, C1),
+   else 0. */
+int fields_text_valid(const char *v, int64_t min, int64_t max);
+
+/* The rule of names (sites, nodes, API tokens): 1-64 characters of ASCII letters, digits, '.',
+   '_' or '-'. 1 when s follows it, else 0; fields_name_valid is the same as a STR row's check. */
+int fields_name_ok(const char *s);
+int fields_name_valid(char *s);
+#define FIELDS_NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
 
 /* Write every FIELD_INT row's default into target. */
 void fields_defaults(const struct field_def *defs, void *target);

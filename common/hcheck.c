@@ -1,6 +1,8 @@
 /* hcheck — health-check options and the success rule (see hcheck.h). */
 #include "hcheck.h"
 
+#include "fields.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,21 +28,6 @@ static const char *const reserved_headers[] = {"host",
                                                "user-agent",
                                                "expect",
                                                NULL};
-
-static int fail(struct hcheck_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int fail(struct hcheck_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) {
-  va_list ap;
-  err->status = status;
-  err->code = code;
-  snprintf(err->field, sizeof err->field, "%s", field);
-  va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 void hcheck_defaults(struct hcheck_opts *o) {
   memset(o, 0, sizeof *o);
@@ -123,7 +110,7 @@ static int parse_range(const cJSON *v, struct hcheck_range *r) {
   return r->lo <= r->hi ? 0 : -1;
 }
 
-static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_err *err) {
+static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct field_err *err) {
   const cJSON *h;
   char f[64];
   int n = 0;
@@ -132,24 +119,27 @@ static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_er
     return 0;
   }
   if (!cJSON_IsObject(v))
-    return fail(err, 422, "invalid_type", "headers", "headers must be an object of strings");
+    return fields_fail(err, 422, "invalid_type", NULL, "headers",
+                       "headers must be an object of strings");
   cJSON_ArrayForEach(h, v) {
     const char *name = h->string ? h->string : "";
     snprintf(f, sizeof f, "headers.%.48s", name);
     if (n == HCHECK_MAX_HEADERS)
-      return fail(err, 422, "too_many", "headers", "at most %d headers", HCHECK_MAX_HEADERS);
+      return fields_fail(err, 422, "too_many", NULL, "headers", "at most %d headers",
+                         HCHECK_MAX_HEADERS);
     if (!header_name_ok(name))
-      return fail(err, 422, "invalid_header", f, "a header name is 1 to %d token characters",
-                  HCHECK_HEADER_NAME_MAX);
+      return fields_fail(err, 422, "invalid_header", NULL, f,
+                         "a header name is 1 to %d token characters", HCHECK_HEADER_NAME_MAX);
     if (header_reserved(name))
-      return fail(err, 422, "reserved_header", f, "header %s is set by the probe itself", name);
+      return fields_fail(err, 422, "reserved_header", NULL, f,
+                         "header %s is set by the probe itself", name);
     for (int k = 0; k < n; k++)
       if (strcasecmp(o->headers[k].name, name) == 0)
-        return fail(err, 422, "duplicate_header", f, "header %s is given twice", name);
+        return fields_fail(err, 422, "duplicate_header", NULL, f, "header %s is given twice", name);
     if (!cJSON_IsString(h) || !header_value_ok(h->valuestring))
-      return fail(err, 422, "invalid_header", f,
-                  "a header value is a string of 1 to %d printable ASCII characters",
-                  HCHECK_HEADER_VALUE_MAX);
+      return fields_fail(err, 422, "invalid_header", NULL, f,
+                         "a header value is a string of 1 to %d printable ASCII characters",
+                         HCHECK_HEADER_VALUE_MAX);
     snprintf(o->headers[n].name, sizeof o->headers[n].name, "%s", name);
     snprintf(o->headers[n].value, sizeof o->headers[n].value, "%s", h->valuestring);
     n++;
@@ -158,7 +148,7 @@ static int apply_headers(const cJSON *v, struct hcheck_opts *o, struct hcheck_er
   return 0;
 }
 
-static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct hcheck_err *err) {
+static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct field_err *err) {
   const cJSON *c;
   char f[64];
   int n = 0;
@@ -167,19 +157,19 @@ static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct hcheck_err 
     return 0;
   }
   if (!cJSON_IsArray(v))
-    return fail(err, 422, "invalid_type", "expected_codes",
-                "expected_codes must be null or a list of codes and ranges");
+    return fields_fail(err, 422, "invalid_type", NULL, "expected_codes",
+                       "expected_codes must be null or a list of codes and ranges");
   if (cJSON_GetArraySize(v) == 0)
-    return fail(err, 422, "out_of_range", "expected_codes",
-                "expected_codes must name at least one code (null = status < 500)");
+    return fields_fail(err, 422, "out_of_range", NULL, "expected_codes",
+                       "expected_codes must name at least one code (null = status < 500)");
   cJSON_ArrayForEach(c, v) {
     snprintf(f, sizeof f, "expected_codes[%d]", n);
     if (n == HCHECK_MAX_CODES)
-      return fail(err, 422, "too_many", "expected_codes", "at most %d codes and ranges",
-                  HCHECK_MAX_CODES);
+      return fields_fail(err, 422, "too_many", NULL, "expected_codes",
+                         "at most %d codes and ranges", HCHECK_MAX_CODES);
     if (parse_range(c, &o->codes[n]) < 0)
-      return fail(err, 422, "invalid_code", f,
-                  "a code is 100 to 599, a range \"200-299\" (low <= high)");
+      return fields_fail(err, 422, "invalid_code", NULL, f,
+                         "a code is 100 to 599, a range \"200-299\" (low <= high)");
     n++;
   }
   o->n_codes = n;
@@ -188,7 +178,7 @@ static int apply_codes(const cJSON *v, struct hcheck_opts *o, struct hcheck_err 
 
 /* A nullable integer option: absent keeps *out, null sets def. 0 or -1. */
 static int apply_int(const cJSON *obj, const char *key, int64_t min, int64_t max, int nullable,
-                     int64_t def, int64_t *out, struct hcheck_err *err) {
+                     int64_t def, int64_t *out, struct field_err *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!v) return 0;
   if (cJSON_IsNull(v) && nullable) {
@@ -196,21 +186,23 @@ static int apply_int(const cJSON *obj, const char *key, int64_t min, int64_t max
     return 0;
   }
   if (!cJSON_IsNumber(v))
-    return fail(err, 422, "invalid_type", key, "%s must be an integer%s", key,
-                nullable ? " or null" : "");
+    return fields_fail(err, 422, "invalid_type", NULL, key, "%s must be an integer%s", key,
+                       nullable ? " or null" : "");
   if (!json_is_int(v, min, max))
-    return fail(err, 422, "out_of_range", key, "%s must be an integer from %lld to %lld", key,
-                (long long)min, (long long)max);
+    return fields_fail(err, 422, "out_of_range", NULL, key,
+                       "%s must be an integer from %lld to %lld", key, (long long)min,
+                       (long long)max);
   *out = (int64_t)v->valuedouble;
   return 0;
 }
 
-int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err *err) {
+int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct field_err *err) {
   struct hcheck_opts w = *o;
   const cJSON *v;
   int64_t port = w.port, interval = w.interval_ms, quorum = w.level_min_healthy;
 
-  if (!cJSON_IsObject(obj)) return fail(err, 422, "invalid_type", "", "must be an object");
+  if (!cJSON_IsObject(obj))
+    return fields_fail(err, 422, "invalid_type", NULL, "", "must be an object");
   v = cJSON_GetObjectItemCaseSensitive(obj, "type");
   if (v) {
     if (cJSON_IsString(v) && strcmp(v->valuestring, "http") == 0)
@@ -218,7 +210,8 @@ int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err
     else if (cJSON_IsString(v) && strcmp(v->valuestring, "tcp") == 0)
       w.type = HCHECK_TCP;
     else
-      return fail(err, 422, "invalid_value", "type", "type must be \"http\" or \"tcp\"");
+      return fields_fail(err, 422, "invalid_value", NULL, "type",
+                         "type must be \"http\" or \"tcp\"");
   }
   v = cJSON_GetObjectItemCaseSensitive(obj, "method");
   if (v) {
@@ -227,7 +220,8 @@ int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err
     else if (cJSON_IsString(v) && strcmp(v->valuestring, "HEAD") == 0)
       w.method = HCHECK_HEAD;
     else
-      return fail(err, 422, "invalid_value", "method", "method must be \"GET\" or \"HEAD\"");
+      return fields_fail(err, 422, "invalid_value", NULL, "method",
+                         "method must be \"GET\" or \"HEAD\"");
   }
   v = cJSON_GetObjectItemCaseSensitive(obj, "headers");
   if (v && apply_headers(v, &w, err) < 0) return -1;
@@ -239,9 +233,9 @@ int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err
       w.expected_body[0] = '\0';
     } else if (!cJSON_IsString(v) || v->valuestring[0] == '\0' ||
                strlen(v->valuestring) > HCHECK_EXPECTED_BODY_MAX) {
-      return fail(err, 422, "invalid_value", "expected_body",
-                  "expected_body must be null or a string of 1 to %d bytes",
-                  HCHECK_EXPECTED_BODY_MAX);
+      return fields_fail(err, 422, "invalid_value", NULL, "expected_body",
+                         "expected_body must be null or a string of 1 to %d bytes",
+                         HCHECK_EXPECTED_BODY_MAX);
     } else {
       snprintf(w.expected_body, sizeof w.expected_body, "%s", v->valuestring);
     }
@@ -257,12 +251,12 @@ int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err
   /* a tcp check opens a connection and closes it: HTTP expectations would be silently ignored */
   if (w.type == HCHECK_TCP &&
       (w.method != HCHECK_GET || w.n_headers || w.n_codes || w.expected_body[0]))
-    return fail(err, 422, "invalid_combination", "type",
-                "type tcp takes no method, headers, expected_codes or expected_body");
+    return fields_fail(err, 422, "invalid_combination", NULL, "type",
+                       "type tcp takes no method, headers, expected_codes or expected_body");
   /* HEAD has no body to search */
   if (w.method == HCHECK_HEAD && w.expected_body[0])
-    return fail(err, 422, "invalid_combination", "expected_body",
-                "expected_body needs method GET (a HEAD answer has no body)");
+    return fields_fail(err, 422, "invalid_combination", NULL, "expected_body",
+                       "expected_body needs method GET (a HEAD answer has no body)");
   *o = w;
   return 0;
 }
@@ -325,7 +319,7 @@ char *hcheck_to_text(const struct hcheck_opts *o) {
 }
 
 int hcheck_from_text(const char *text, struct hcheck_opts *o) {
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j;
   int rc;
   hcheck_defaults(o);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fields.h"
+
 /* Extra request headers per check: HAProxy and nginx users rarely need more than a few (a
  * token, an X-Forwarded-Proto); the cap keeps a task message and the curl header list small. */
 #define HCHECK_MAX_HEADERS 8
@@ -53,22 +55,13 @@ struct hcheck_opts {
   int level_min_healthy;                            /* [1] */
 };
 
-/* A failed validation: HTTP status (400 unknown field, 422 bad value), a code, the field path
- * relative to the options object ("expected_codes[1]") and a message. */
-struct hcheck_err {
-  unsigned status;
-  const char *code; /* static */
-  char field[64];
-  char message[160];
-};
-
 /* Set o to the defaults. */
 void hcheck_defaults(struct hcheck_opts *o);
 
 /* Apply the option keys present in obj onto o (absent keys keep o's values; null resets a
  * nullable option to its default), then check the whole: 0, or -1 with err filled and o
  * unchanged. Other keys of obj are ignored. */
-int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct hcheck_err *err);
+int hcheck_apply_json(const cJSON *obj, struct hcheck_opts *o, struct field_err *err);
 
 /* Add every option to obj as the API shows them (defaults included: null, {}, "GET"...). with_site
  * = 0 leaves out interval_ms and level_min_healthy (the probe options only: node tasks and

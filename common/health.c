@@ -5,132 +5,105 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "names.h"
+
+/* ---- the name tables: one per enum, indexed by value ---- */
+
+static const char *const state_names[] = {
+    [HEALTH_UNKNOWN] = "unknown",
+    [HEALTH_HEALTHY] = "healthy",
+    [HEALTH_UNHEALTHY] = "unhealthy",
+    [HEALTH_EMPTY] = "empty",
+};
+
+static const char *const verdict_names[] = {
+    [VERDICT_NONE] = "", /* the stored "no verdict" */
+    [VERDICT_SUCCESS] = "success",
+    [VERDICT_FAILURE] = "failure",
+};
+
+static const char *const source_names[] = {
+    [SOURCE_NODES] = "nodes",
+    [SOURCE_CHECKPOINTS] = "checkpoints",
+    [SOURCE_CONTROL] = "control",
+};
+
+static const char *const failback_names[] = {
+    [HEALTH_FAILBACK_AUTO] = "auto",
+    [HEALTH_FAILBACK_MANUAL] = "manual",
+};
+
+static const char *const action_names[] = {
+    [HEALTH_STAY] = "stay",
+    [HEALTH_SWITCH] = "switch",
+};
+
+static const char *const reason_names[] = {
+    [HEALTH_REASON_NONE] = "",
+    [HEALTH_REASON_AUTO_FAILOVER] = "auto_failover",
+    [HEALTH_REASON_AUTO_FAILBACK] = "auto_failback",
+    [HEALTH_REASON_MANUAL] = "manual",
+    [HEALTH_REASON_NO_ENABLED_ORIGINS] = "no_enabled_origins",
+};
+
+/* Parse s through a table into *out (an enum of int size); 0, or -1 (out untouched). */
+static int parse(const char *const *table, int n, const char *s, int *out) {
+  int v = names_value(table, n, s);
+  if (v < 0 || !out) return -1;
+  *out = v;
+  return 0;
+}
+
 const char *health_state_to_string(enum health_state s) {
-  switch (s) {
-  case HEALTH_HEALTHY:
-    return "healthy";
-  case HEALTH_UNHEALTHY:
-    return "unhealthy";
-  case HEALTH_EMPTY:
-    return "empty";
-  case HEALTH_UNKNOWN:
-  default:
-    return "unknown";
-  }
+  return names_word(NAMES(state_names), (int)s, "unknown");
 }
 
 int health_state_from_string(const char *s, enum health_state *out) {
-  int rc = -1;
-  if (!s || !out) goto out;
-  if (strcmp(s, "unknown") == 0) {
-    *out = HEALTH_UNKNOWN;
-  } else if (strcmp(s, "healthy") == 0) {
-    *out = HEALTH_HEALTHY;
-  } else if (strcmp(s, "unhealthy") == 0) {
-    *out = HEALTH_UNHEALTHY;
-  } else {
-    goto out;
-  }
-  rc = 0;
-out:
-  return rc;
+  int v;
+  if (parse(NAMES(state_names), s, &v) < 0 || !out) return -1;
+  *out = (enum health_state)v;
+  return 0;
 }
 
 const char *health_verdict_to_string(enum health_verdict v) {
-  switch (v) {
-  case VERDICT_SUCCESS:
-    return "success";
-  case VERDICT_FAILURE:
-    return "failure";
-  case VERDICT_NONE:
-  default:
-    return "";
-  }
+  return names_word(NAMES(verdict_names), (int)v, "");
 }
 
 int health_verdict_from_string(const char *s, enum health_verdict *out) {
-  int rc = -1;
-  if (!s || !out) goto out;
-  if (strcmp(s, "success") == 0) {
-    *out = VERDICT_SUCCESS;
-  } else if (strcmp(s, "failure") == 0) {
-    *out = VERDICT_FAILURE;
-  } else if (s[0] == '\0') {
-    *out = VERDICT_NONE;
-  } else {
-    goto out;
-  }
-  rc = 0;
-out:
-  return rc;
+  int v;
+  if (parse(NAMES(verdict_names), s, &v) < 0 || !out) return -1;
+  *out = (enum health_verdict)v;
+  return 0;
 }
 
 const char *health_source_to_string(enum health_source src) {
-  switch (src) {
-  case SOURCE_NODES:
-    return "nodes";
-  case SOURCE_CHECKPOINTS:
-    return "checkpoints";
-  case SOURCE_CONTROL:
-  default:
-    return "control";
-  }
+  return names_word(NAMES(source_names), (int)src, "control");
 }
 
 int health_source_from_string(const char *s, enum health_source *out) {
-  int rc = -1;
-  if (!s || !out) goto out;
-  if (strcmp(s, "nodes") == 0) {
-    *out = SOURCE_NODES;
-  } else if (strcmp(s, "checkpoints") == 0) {
-    *out = SOURCE_CHECKPOINTS;
-  } else if (strcmp(s, "control") == 0) {
-    *out = SOURCE_CONTROL;
-  } else {
-    goto out;
-  }
-  rc = 0;
-out:
-  return rc;
+  int v;
+  if (parse(NAMES(source_names), s, &v) < 0 || !out) return -1;
+  *out = (enum health_source)v;
+  return 0;
 }
 
 const char *health_failback_to_string(enum health_failback f) {
-  return f == HEALTH_FAILBACK_MANUAL ? "manual" : "auto";
+  return names_word(NAMES(failback_names), (int)f, "auto");
 }
 
 int health_failback_from_string(const char *s, enum health_failback *out) {
-  int rc = -1;
-  if (!s || !out) goto out;
-  if (strcmp(s, "auto") == 0) {
-    *out = HEALTH_FAILBACK_AUTO;
-  } else if (strcmp(s, "manual") == 0) {
-    *out = HEALTH_FAILBACK_MANUAL;
-  } else {
-    goto out;
-  }
-  rc = 0;
-out:
-  return rc;
+  int v;
+  if (parse(NAMES(failback_names), s, &v) < 0 || !out) return -1;
+  *out = (enum health_failback)v;
+  return 0;
 }
 
 const char *health_action_to_string(enum health_action a) {
-  return a == HEALTH_SWITCH ? "switch" : "stay";
+  return names_word(NAMES(action_names), (int)a, "stay");
 }
 
 const char *health_reason_to_string(enum health_reason r) {
-  switch (r) {
-  case HEALTH_REASON_AUTO_FAILOVER:
-    return "auto_failover";
-  case HEALTH_REASON_AUTO_FAILBACK:
-    return "auto_failback";
-  case HEALTH_REASON_MANUAL:
-    return "manual";
-  case HEALTH_REASON_NO_ENABLED_ORIGINS:
-    return "no_enabled_origins";
-  case HEALTH_REASON_NONE:
-  default:
-    return "";
-  }
+  return names_word(NAMES(reason_names), (int)r, "");
 }
 
 enum health_verdict health_tally(int successes, int failures) {

@@ -40,7 +40,8 @@ enum health_reason {
 
 /* "unknown" | "healthy" | "unhealthy" | "empty"; "unknown" for a value out of range. Static. */
 const char *health_state_to_string(enum health_state s);
-/* Parse an origin state ("unknown", "healthy", "unhealthy"; exact); 0, or -1 (out untouched). */
+/* Parse a state ("unknown", "healthy", "unhealthy", "empty"; exact): every word
+   health_state_to_string writes reads back. 0, or -1 (out untouched). */
 int health_state_from_string(const char *s, enum health_state *out);
 
 /* "success" | "failure" | "" for VERDICT_NONE (the stored "no verdict"). Static. */

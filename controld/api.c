@@ -12,7 +12,7 @@
 #include "signals.h"
 #include "sitemetrics.h"
 
-void api_model_error(struct req *r, const struct model_err *err) {
+void api_field_error(struct req *r, const struct field_err *err) {
   req_error(r, err->status, err->code, err->field[0] ? err->field : NULL, "%s", err->message);
 }
 

@@ -17,7 +17,7 @@ extern const struct route api_ui_routes[];      /* api_ui.c: /ui/ dashboard file
 extern const struct route *const api_tables[];
 
 /* Reply with a model validation error. */
-void api_model_error(struct req *r, const struct model_err *err);
+void api_field_error(struct req *r, const struct field_err *err);
 
 /* Reply for a failed store call (404 for NOT_FOUND, 409 for CONFLICT with field, 422 for LIMIT,
    507 storage_full for FULL or while the disk is full, else 500). */
@@ -26,9 +26,5 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
 /* 1 with a 422 target_refused reply (naming field) when host is an address origins and webhooks
    may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
 int api_target_refused(struct req *r, const char *host, const char *field);
-
-/* 1 when url is an absolute http(s) URL with a host and no blanks or control characters (the
-   rule of a webhook's url; api_webhooks.c). */
-int api_webhook_url_valid(const char *url);
 
 #endif

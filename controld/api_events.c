@@ -7,6 +7,8 @@
 #include "ctx.h"
 #include "json.h"
 #include "notify.h"
+#include "store_events.h"
+#include "store_sites.h"
 
 /* Reply {"events": [...], "next": ID|null} for site_id (0 = every site). */
 static enum http_rc reply_events(struct req *r, int64_t site_id) {

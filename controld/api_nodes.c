@@ -9,18 +9,9 @@
 #include "fields.h"
 #include "hub.h"
 #include "json.h"
+#include "store_node.h"
 #include "tasks.h"
 #include "token.h"
-
-static int valid_node_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '_' || *s == '.'))
-      return 0;
-  return 1;
-}
 
 /* The state of a node enrolment. */
 struct node_op {
@@ -47,12 +38,6 @@ static enum store_rc create_change(struct api_op *op) {
 /* the token is shown once: an Idempotency-Key replay answers "token": null */
 static const struct api_op_def create_op = {"node", create_change, NULL, "token"};
 
-static const struct field_def node_fields[] = {
-    {"name", FIELD_STR, FIELD_REQUIRED, FIELD_AT(struct node_rec, name), 1, 0, 0, NULL,
-     valid_node_name, "1-64 characters of letters, digits, '.', '_' or '-'", 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
-};
-
 static enum http_rc post_node(struct req *r) {
   cJSON *body = req_body_object(r);
   struct field_err fe;
@@ -61,7 +46,7 @@ static enum http_rc post_node(struct req *r) {
   struct node_op no;
   if (!body) return HTTP_DONE;
   memset(&n, 0, sizeof n);
-  if (fields_apply(body, node_fields, NULL, "", FIELDS_CREATE, &n, &fe) < 0) {
+  if (fields_apply_form(body, node_fields, FORM_IN, NULL, "", FIELDS_CREATE, &n, &fe) < 0) {
     req_error(r, fe.status, fe.code, fe.field, "%s", fe.message);
     goto out;
   }

@@ -14,6 +14,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "store_idem.h"
 #include "token.h"
 
 /* Fault injection for the integration tests (CDNCA_TEST_FAULT): "crash_after_change" exits at

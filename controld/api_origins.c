@@ -5,6 +5,7 @@
 #include "api_op.h"
 #include "ctx.h"
 #include "json.h"
+#include "store_sites.h"
 
 /* Index of origin oid in s, or -1. */
 static int find_origin(const struct site_rec *s, int64_t oid) {
@@ -55,7 +56,7 @@ static enum store_rc add_change(struct api_op *op) {
   rc = store_origin_add_locked(op->ctx->store, &oo->o);
   if (rc == STORE_LIMIT) {
     req_error(op->r, 422, "out_of_range", "origins", "a site has at most %d origins",
-              STORE_MAX_ORIGINS);
+              SITE_MAX_ORIGINS);
     return rc;
   }
   if (rc != STORE_OK) {
@@ -75,10 +76,10 @@ static const struct api_op_def add_op = {"origin", add_change, add_answer, NULL}
 
 static enum http_rc post_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
-  struct model_err err;
+  struct field_err err;
   if (!oo.body) return HTTP_DONE;
   if (model_origin_apply(oo.body, &oo.o, 1, "", &err) < 0)
-    api_model_error(r, &err);
+    api_field_error(r, &err);
   else if (!api_target_refused(r, oo.o.address, "address"))
     (void)api_op_run(r, &add_op, &oo);
   cJSON_Delete(oo.body);
@@ -89,7 +90,7 @@ static enum http_rc post_origin(struct req *r) {
 static enum store_rc patch_change(struct api_op *op) {
   struct origin_op *oo = op->arg;
   struct site_rec s;
-  struct model_err err;
+  struct field_err err;
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &s);
   int i;
   if (rc != STORE_OK) {
@@ -110,7 +111,7 @@ static enum store_rc patch_change(struct api_op *op) {
   oo->o = s.origins[i];
   site_rec_fini(&s);
   if (model_origin_apply(oo->body, &oo->o, 0, "", &err) < 0) {
-    api_model_error(op->r, &err);
+    api_field_error(op->r, &err);
     return STORE_ERROR;
   }
   /* a new address is checked; an unchanged one stays (the origin can still be disabled) */

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "rcache.h"
 #include "store_fleet.h"
+#include "store_sites.h"
 
 /* The state of a site write: the body and the record built from it. */
 struct site_op {
@@ -50,11 +51,11 @@ static const struct api_op_def create_op = {"site", create_change, create_answer
 
 static enum http_rc post_site(struct req *r) {
   struct site_op so = {.body = req_body_object(r)};
-  struct model_err err;
+  struct field_err err;
   if (!so.body) return HTTP_DONE;
   site_rec_defaults(&so.s);
   if (model_site_create(so.body, &so.s, &err) < 0) {
-    api_model_error(r, &err);
+    api_field_error(r, &err);
     goto out;
   }
   for (int i = 0; i < so.s.n_origins; i++) {
@@ -160,14 +161,14 @@ static enum http_rc get_site(struct req *r) {
 /* Read, apply and write in the one transaction: a concurrent PATCH of another field is kept. */
 static enum store_rc patch_change(struct api_op *op) {
   struct site_op *so = op->arg;
-  struct model_err err;
+  struct field_err err;
   char conflict[64] = "";
   enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &so->s);
   if (rc != STORE_OK) return rc;
   rc = api_op_if_match(op, so->s.revision);
   if (rc != STORE_OK) return rc;
   if (model_site_patch(so->body, &so->s, &err) < 0) {
-    api_model_error(op->r, &err);
+    api_field_error(op->r, &err);
     return STORE_ERROR;
   }
   rc = store_site_update_locked(op->ctx->store, &so->s, conflict, sizeof conflict);

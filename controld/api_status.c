@@ -10,6 +10,7 @@
 #include "hcheck.h"
 #include "json.h"
 #include "store_health.h"
+#include "store_sites.h"
 
 /* One origin of the card. */
 static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *obs, int n_obs) {

@@ -12,17 +12,6 @@
 #include "store_tokens.h"
 #include "token.h"
 
-/* 1-64 characters of letters, digits, '.', '_', '-' (the rule of node names). */
-static int valid_token_name(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > STORE_TOKEN_NAME_MAX) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '_' || *s == '.'))
-      return 0;
-  return 1;
-}
-
 static cJSON *token_json(const struct token_rec *t) {
   cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", t->id);
@@ -68,7 +57,7 @@ static enum http_rc post_token(struct req *r) {
     req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
     goto out;
   }
-  if (json_str(body, "name", STORE_TOKEN_NAME_MAX, &name) != 0 || !valid_token_name(name)) {
+  if (json_str(body, "name", STORE_TOKEN_NAME_MAX, &name) != 0 || !fields_name_ok(name)) {
     req_error(r, 422, "invalid_value", "name",
               "name is required: 1-64 characters of letters, digits, '.', '_' or '-'");
     goto out;

@@ -13,36 +13,8 @@
 #include "model.h"
 #include "notify.h"
 #include "store_notify.h"
+#include "store_sites.h"
 #include "token.h"
-
-#define SECRET_MIN 16
-
-/* api_webhook_url_valid (api.h) */
-int api_webhook_url_valid(const char *url) {
-  CURLU *u;
-  char *scheme = NULL, *host = NULL;
-  const char *auth;
-  int ok = 0;
-  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
-    if (*p <= 0x20 || *p == 0x7f) return 0;
-  if (strncasecmp(url, "http://", 7) == 0)
-    auth = url + 7;
-  else if (strncasecmp(url, "https://", 8) == 0)
-    auth = url + 8;
-  else
-    return 0;
-  if (*auth == '\0' || *auth == '/' || *auth == '?' || *auth == '#') return 0; /* no host */
-  u = curl_url();
-  if (!u) return 0;
-  if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
-    ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
-  curl_free(scheme);
-  curl_free(host);
-  curl_url_cleanup(u);
-  return ok;
-}
 
 static cJSON *webhook_json(const struct webhook_rec *w) {
   cJSON *j = cJSON_CreateObject();
@@ -127,7 +99,7 @@ static enum store_rc create_change(struct api_op *op) {
 static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
 
 static int valid_url_row(char *url) {
-  return api_webhook_url_valid(url);
+  return model_webhook_url_valid(url);
 }
 
 /* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */
@@ -146,9 +118,10 @@ static int url_target_refused(struct req *r, const char *url) {
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
-     "an http:// or https:// URL with a host", 0},
-    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef W
 

@@ -16,6 +16,7 @@
 #include "model.h"
 #include "store_fleet.h"
 #include "store_health.h"
+#include "store_sites.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
 #define TITLE_MANUAL "Origin level switched manually"
@@ -117,12 +118,12 @@ static int hc_active(const struct site_rec *s) {
 }
 
 void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out) {
-  struct health_level_origin lo[STORE_MAX_ORIGINS];
+  struct health_level_origin lo[SITE_MAX_ORIGINS];
   int n = 0;
   enum health_failback fb = HEALTH_FAILBACK_AUTO;
   memset(out, 0, sizeof *out);
   out->hc_active = hc_active(s);
-  for (int i = 0; i < s->n_origins && n < STORE_MAX_ORIGINS; i++) {
+  for (int i = 0; i < s->n_origins && n < SITE_MAX_ORIGINS; i++) {
     const struct origin_rec *o = &s->origins[i];
     lo[n].level = o->level;
     lo[n].enabled = o->enabled;

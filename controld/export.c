@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
 #include "clock.h"
 #include "fields.h"
 #include "json.h"
@@ -26,19 +25,21 @@
 /* The largest document --import reads (a 100,000-site installation is well under this). */
 #define EXPORT_FILE_MAX (1024L * 1024 * 1024)
 
-static int fail(struct export_err *err, const char *path, const char *fmt, ...)
+static int fail(struct field_err *err, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int fail(struct export_err *err, const char *path, const char *fmt, ...) {
+static int fail(struct field_err *err, const char *path, const char *fmt, ...) {
   va_list ap;
-  snprintf(err->path, sizeof err->path, "%s", path);
+  err->status = 422;
+  err->code = "invalid_value";
+  snprintf(err->field, sizeof err->field, "%s", path);
   va_start(ap, fmt);
   vsnprintf(err->message, sizeof err->message, fmt, ap);
   va_end(ap);
   return -1;
 }
 
-static int from_fields(struct export_err *err, const struct field_err *fe) {
+static int from_fields(struct field_err *err, const struct field_err *fe) {
   return fail(err, fe->field, "%s", fe->message);
 }
 
@@ -46,15 +47,10 @@ static int from_fields(struct export_err *err, const struct field_err *fe) {
 
 static cJSON *origin_json(const struct origin_rec *o) {
   cJSON *j = cJSON_CreateObject();
-  json_add_i64(j, "id", o->id);
-  json_add_i64(j, "level", o->level);
-  cJSON_AddStringToObject(j, "address", o->address);
-  json_add_i64(j, "port", o->port);
-  cJSON_AddStringToObject(j, "scheme", o->scheme);
-  json_add_str_or_null(j, "host_header", o->host_header[0] ? o->host_header : NULL);
-  json_add_i64(j, "weight", o->weight);
-  cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  json_add_i64(j, "created_at_ms", o->created_at);
+  if (j && fields_json_add(j, site_origin_fields, FORM_EXPORT, o) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   return j;
 }
 
@@ -130,17 +126,6 @@ cJSON *export_to_json(const struct store_export *x, int64_t now, const char *ver
 
 /* ---- JSON to records ---- */
 
-/* Node and token names: 1-64 characters of letters, digits, '.', '_' or '-' (the API's rule). */
-static int valid_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '_' || *s == '.'))
-      return 0;
-  return 1;
-}
-
 /* A SHA-256 as 64 lowercase hex digits (what the store keeps). */
 static int valid_hash(char *s) {
   size_t n = 0;
@@ -150,46 +135,49 @@ static int valid_hash(char *s) {
 }
 
 static int valid_url(char *url) {
-  return api_webhook_url_valid(url);
+  return model_webhook_url_valid(url);
 }
 
-#define NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
 #define HASH_WHAT "a SHA-256 as 64 lowercase hex digits (never the token itself)"
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0},
-    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0,
+     NULL, 0},
+    {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0, NULL,
+     0},
     {"config_version", FIELD_INT, FIELD_REQUIRED, S(config_version), 1, EXPORT_INT_MAX, 1, NULL,
-     NULL, NULL, 0},
-    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0},
+     NULL, NULL, 0, NULL, 0},
+    {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0,
+     NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, S(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
+     NULL, 0, NULL, 0},
     {"updated_at_ms", FIELD_INT, FIELD_REQUIRED, S(updated_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef S
 
 #define O(m) FIELD_AT(struct origin_rec, m)
 static const struct field_def origin_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, O(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef O
 
 #define N(m) FIELD_AT(struct export_node, m)
-static const struct field_def node_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+static const struct field_def node_doc_fields[] = {
+    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
-     HASH_WHAT, 0},
+     HASH_WHAT, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, N(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef N
 
@@ -197,32 +185,32 @@ static const char *const roles[] = {"admin", "operator", "read", NULL};
 
 #define T(m) FIELD_AT(struct export_token, m)
 static const struct field_def token_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
-    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, valid_name, NAME_WHAT, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
     {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
-     "\"admin\", \"operator\" or \"read\"", 0},
-    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0},
-    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     "\"admin\", \"operator\" or \"read\"", 0, NULL, 0},
+    {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0,
      NULL, 0},
+    {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
+     NULL, 0, NULL, 0},
     /* 0 = never */
     {"expires_at_ms", FIELD_INT, FIELD_REQUIRED, T(expires_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef T
 
-/* the API's minimum (api_webhooks.c): a shorter secret was never stored */
-#define WEBHOOK_SECRET_MIN 16
-
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
-     "an http:// or https:// URL with a host", 0},
-    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL, NULL, 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
+     NULL, 0, NULL, 0},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef W
 
@@ -230,12 +218,10 @@ static const struct field_def webhook_fields[] = {
 static const char *const site_api_keys[] = {
     "name",         "hostnames",  "failback", "failback_hold_ms",
     "health_check", "node_retry", "origins",  NULL};
-static const char *const origin_api_keys[] = {"level",       "scheme", "address", "port",
-                                              "host_header", "weight", "enabled", NULL};
 
 /* The model's error as a path under prefix. */
-static int from_model(struct export_err *err, const char *prefix, const struct model_err *me) {
-  char path[sizeof err->path];
+static int from_model(struct field_err *err, const char *prefix, const struct field_err *me) {
+  char path[sizeof err->field + 192];
   if (me->field[0])
     snprintf(path, sizeof path, "%s.%s", prefix, me->field);
   else
@@ -246,24 +232,27 @@ static int from_model(struct export_err *err, const char *prefix, const struct m
 /* The origins' ids and times (read by origin_meta) are taken out of body's origins, leaving the
    API's keys; meta gets one entry per origin. */
 static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *meta,
-                            struct export_err *err) {
+                            struct field_err *err) {
   cJSON *origins = cJSON_GetObjectItemCaseSensitive(body, "origins"), *o;
   struct field_err fe;
+  const char *api_keys[32]; /* an origin's keys of the API's POST body (model.c validates them) */
   char path[64];
   int j = 0;
+  if (fields_names(site_origin_fields, FORM_IN, api_keys, 32) < 0)
+    return fail(err, prefix, "internal: too many origin fields");
   if (!cJSON_IsArray(origins)) {
     snprintf(path, sizeof path, "%s.origins", prefix);
     return fail(err, path, "origins is required: an array");
   }
-  if (cJSON_GetArraySize(origins) > STORE_MAX_ORIGINS) {
+  if (cJSON_GetArraySize(origins) > SITE_MAX_ORIGINS) {
     snprintf(path, sizeof path, "%s.origins", prefix);
-    return fail(err, path, "a site has at most %d origins", STORE_MAX_ORIGINS);
+    return fail(err, path, "a site has at most %d origins", SITE_MAX_ORIGINS);
   }
   cJSON_ArrayForEach(o, origins) {
     snprintf(path, sizeof path, "%s.origins[%d]", prefix, j);
     if (!cJSON_IsObject(o)) return fail(err, path, "an origin must be a JSON object");
     memset(&meta[j], 0, sizeof meta[j]);
-    if (fields_apply(o, origin_meta, origin_api_keys, path, FIELDS_CREATE, &meta[j], &fe) < 0)
+    if (fields_apply(o, origin_meta, api_keys, path, FIELDS_CREATE, &meta[j], &fe) < 0)
       return from_fields(err, &fe);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
     cJSON_DeleteItemFromObjectCaseSensitive(o, "created_at_ms");
@@ -275,11 +264,11 @@ static int take_origin_meta(cJSON *body, const char *prefix, struct origin_rec *
 /* One site: what an import keeps is checked by site_meta, the rest is the API's POST body and
    goes through model_site_create. health_check.enabled is read here (a stored site may have
    checks on and paused, which a POST refuses). */
-static int read_site(const cJSON *obj, int i, struct site_rec *s, struct export_err *err) {
+static int read_site(const cJSON *obj, int i, struct site_rec *s, struct field_err *err) {
   struct site_rec meta;
-  struct origin_rec ometa[STORE_MAX_ORIGINS];
+  struct origin_rec ometa[SITE_MAX_ORIGINS];
   struct field_err fe;
-  struct model_err me;
+  struct field_err me;
   cJSON *body = NULL, *hc, *en;
   char prefix[32], path[64];
   int enabled, ret = -1;
@@ -330,7 +319,7 @@ out:
 /* The "events" filter: null (every type) or a non-empty array of known types, kept as JSON text
    (NULL for every type). */
 static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec *w,
-                       struct export_err *err) {
+                       struct field_err *err) {
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(obj, "events"), *it;
   cJSON *clean;
   char path[64];
@@ -362,7 +351,7 @@ static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec 
 /* A top-level array of objects each read by a field table into n elements of size elem. */
 static int read_table(const cJSON *doc, const char *key, const struct field_def *defs,
                       const char *const *extra, size_t elem, int max, void **out, int *n,
-                      struct export_err *err) {
+                      struct field_err *err) {
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, key), *it;
   struct field_err fe;
   char path[48];
@@ -427,7 +416,7 @@ static int ukeys_add(struct ukeys *u, const char *s, int64_t v, const char *fmt,
 }
 
 /* -1 with err naming the later of two equal keys; the set is emptied either way. */
-static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err) {
+static int ukeys_check(struct ukeys *u, const char *what, struct field_err *err) {
   int ret = 0;
   if (u->n > 1) qsort(u->k, (size_t)u->n, sizeof *u->k, ukey_cmp);
   for (int i = 1; i < u->n && ret == 0; i++) {
@@ -440,7 +429,7 @@ static int ukeys_check(struct ukeys *u, const char *what, struct export_err *err
 }
 
 /* One check per kind of key, run in turn on one scratch set. */
-static int check_unique(const struct store_export *x, struct export_err *err) {
+static int check_unique(const struct store_export *x, struct field_err *err) {
   struct ukeys u = {NULL, 0, 0};
   int ret = -1, oom = 0;
   for (int i = 0; i < x->n_sites; i++)
@@ -484,7 +473,7 @@ out:
   return ret;
 }
 
-static int read_header(const cJSON *doc, struct store_export *out, struct export_err *err) {
+static int read_header(const cJSON *doc, struct store_export *out, struct field_err *err) {
   static const char *const keys[] = {
       "format", "version", "exported_at", "controld_version", "publication_seq",
       "sites",  "nodes",   "tokens",      "webhooks",         NULL};
@@ -508,7 +497,7 @@ static int read_header(const cJSON *doc, struct store_export *out, struct export
   return 0;
 }
 
-int export_from_json(const cJSON *doc, struct store_export *out, struct export_err *err) {
+int export_from_json(const cJSON *doc, struct store_export *out, struct field_err *err) {
   static const char *const events_key[] = {"events", NULL};
   const cJSON *arr, *it;
   void *p;
@@ -525,8 +514,8 @@ int export_from_json(const cJSON *doc, struct store_export *out, struct export_e
     if (read_site(it, i, &out->sites[i], err) < 0) return -1;
   }
   p = NULL;
-  rc = read_table(doc, "nodes", node_fields, NULL, sizeof *out->nodes, 1000000, &p, &out->n_nodes,
-                  err);
+  rc = read_table(doc, "nodes", node_doc_fields, NULL, sizeof *out->nodes, 1000000, &p,
+                  &out->n_nodes, err);
   out->nodes = p;
   if (rc < 0) return -1;
   p = NULL;
@@ -561,7 +550,7 @@ static char *url_host(const char *url) {
 }
 
 int export_check_targets(const struct store_export *x, const struct targets *t,
-                         struct export_err *err) {
+                         struct field_err *err) {
   const char *why = NULL;
   char path[64];
   for (int i = 0; i < x->n_sites; i++)
@@ -735,7 +724,7 @@ fail:
 int export_read_file(struct store *st, const char *path, const struct targets *deny, char *msg,
                      size_t msglen) {
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   struct jsonstrict_err jerr;
   cJSON *doc = NULL;
   char *text = NULL, what[96];
@@ -752,7 +741,7 @@ int export_read_file(struct store *st, const char *path, const struct targets *d
   }
   if (export_from_json(doc, &x, &err) < 0 || export_check_targets(&x, deny, &err) < 0) {
     snprintf(msg, msglen, "%s: refused at %s: %s (nothing was imported)", path,
-             err.path[0] ? err.path : "the top level", err.message);
+             err.field[0] ? err.field : "the top level", err.message);
     goto out;
   }
   rc = store_export_write(st, &x, what, sizeof what);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fields.h"
 #include "store.h"
 #include "store_export.h"
 #include "targets.h"
@@ -15,12 +16,8 @@
 #define EXPORT_FORMAT "cdnca-export"
 #define EXPORT_VERSION 1
 
-/* Why a document was refused: the JSON path of the offending value ("" = the document) and a
-   message. */
-struct export_err {
-  char path[128];
-  char message[256];
-};
+/* A refused document is a struct field_err (fields.h): 422 invalid_value, the JSON path of the
+   offending value in field ("" = the document) and a message. */
 
 /* The document for x, stamped with now (wall ms) and the version string. Caller cJSON_Delete's it;
    NULL on out of memory. */
@@ -29,12 +26,12 @@ cJSON *export_to_json(const struct store_export *x, int64_t now, const char *ver
 /* Validate a whole document field by field (the API's rules for every site, origin, node, token
    and webhook, plus ids, names, hostnames and hashes unique across it) into *out. 0, or -1 with
    *err filled. The caller store_export_fini's *out either way. Pure. */
-int export_from_json(const cJSON *doc, struct store_export *out, struct export_err *err);
+int export_from_json(const cJSON *doc, struct store_export *out, struct field_err *err);
 
 /* The API's target rule on a read document: no origin address and no webhook URL host that t
    refuses (link-local, metadata, --deny-targets). 0, or -1 with *err naming the path. Pure. */
 int export_check_targets(const struct store_export *x, const struct targets *t,
-                         struct export_err *err);
+                         struct field_err *err);
 
 /* controld --export: read one snapshot of st and write the document to path (mode 0600, written
    to a temporary file and renamed). 0, or -1 with msg saying why; on success msg counts what was

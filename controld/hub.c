@@ -13,6 +13,7 @@
 #include "nodewatch.h"
 #include "publish.h"
 #include "store_node.h"
+#include "store_pub.h"
 
 #define HUB_FLUSH_MS 1000
 

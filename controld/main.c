@@ -27,6 +27,7 @@
 #include "store.h"
 #include "store_audit.h"
 #include "store_export.h"
+#include "store_pub.h"
 #include "svc.h"
 #include "tasks.h"
 #include "token.h"

@@ -1,8 +1,10 @@
 /* model — JSON <-> site and origin records, with field-by-field validation. */
 #include "model.h"
 
+#include <curl/curl.h>
+#include <strings.h>
+
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,49 +16,10 @@
 #include "json.h"
 #include "noderetry.h"
 
-static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int fail(struct model_err *err, unsigned status, const char *code, const char *field,
-                const char *fmt, ...) {
-  va_list ap;
-  err->status = status;
-  err->code = code;
-  snprintf(err->field, sizeof err->field, "%s", field);
-  va_start(ap, fmt);
-  vsnprintf(err->message, sizeof err->message, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 /* A table failure as a model error. */
-static int from_fields(struct model_err *err, const struct field_err *fe) {
-  err->status = fe->status;
-  err->code = fe->code;
-  snprintf(err->field, sizeof err->field, "%s", fe->field);
-  snprintf(err->message, sizeof err->message, "%s", fe->message);
+static int from_fields(struct field_err *err, const struct field_err *fe) {
+  *err = *fe;
   return -1;
-}
-
-/* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
-static int valid_address(char *a) {
-  unsigned char buf[16];
-  if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
-  hostname_lower(a);
-  return hostname_valid(a);
-}
-
-static int valid_hostname(char *h) {
-  hostname_lower(h);
-  return hostname_valid(h);
-}
-
-static int valid_name(char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 64) return 0;
-  for (; *s; s++)
-    if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.') return 0;
-  return 1;
 }
 
 static int valid_path(char *p) {
@@ -66,62 +29,50 @@ static int valid_path(char *p) {
   return 1;
 }
 
-static const char *const schemes[] = {"http", "https", NULL};
 static const char *const failbacks[] = {"auto", "manual", NULL};
-
-#define O(m) FIELD_AT(struct origin_rec, m)
-static const struct field_def origin_fields[] = {
-    {"level", FIELD_INT, 0, O(level), 1, 16, 1, NULL, NULL, NULL, 0},
-    {"scheme", FIELD_ENUM, 0, O(scheme), 0, 0, 0, schemes, NULL, "\"http\" or \"https\"", 0},
-    {"address", FIELD_STR, FIELD_REQUIRED, O(address), 1, 0, 0, NULL, valid_address,
-     "an IPv4 or IPv6 address or a hostname", 0},
-    {"port", FIELD_INT, 0, O(port), 1, 65535, 0, NULL, NULL, NULL, 0},
-    {"host_header", FIELD_STR, FIELD_NULLABLE, O(host_header), 0, 0, 0, NULL, valid_hostname,
-     "a valid hostname", 0},
-    {"weight", FIELD_INT, 0, O(weight), 1, 100, 1, NULL, NULL, NULL, 0},
-    {"enabled", FIELD_BOOL, 0, O(enabled), 0, 0, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
-};
-#undef O
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_fields[] = {
-    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, valid_name,
-     "1-64 characters of letters, digits, '.', '_' or '-'", 0},
-    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0},
-    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
+     0, NULL, 0},
+    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0,
+     NULL, 0},
+    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0,
+     NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 
 static const struct field_def health_check_fields[] = {
-    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0},
+    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
     {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
-     "a path starting with '/' with no spaces or control characters", 0},
-    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0},
-    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0},
-    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0},
-    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     "a path starting with '/' with no spaces or control characters", 0, NULL, 0},
+    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0},
+    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL,
+     0},
+    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0},
+    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 #undef S
 
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
-                       struct model_err *err) {
+                       struct field_err *err) {
   struct field_err fe;
   struct origin_rec cand;
   if (!cJSON_IsObject(obj))
-    return fail(err, 422, "invalid_type", prefix && *prefix ? prefix : "origin",
-                "an origin must be a JSON object");
+    return fields_fail(err, 422, "invalid_type", NULL, prefix && *prefix ? prefix : "origin",
+                       "an origin must be a JSON object");
   if (creating) {
     memset(&cand, 0, sizeof cand);
-    fields_defaults(origin_fields, &cand);
+    fields_defaults(site_origin_fields, &cand);
     cand.enabled = 1;
     memcpy(cand.scheme, "https", 6);
     memcpy(cand.health, "unknown", 8);
   } else {
     cand = *o;
   }
-  if (fields_apply(obj, origin_fields, NULL, prefix, creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
+  if (fields_apply_form(obj, site_origin_fields, FORM_IN, NULL, prefix,
+                        creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
     return from_fields(err, &fe);
   if (creating && !cJSON_GetObjectItemCaseSensitive(obj, "port"))
     cand.port = strcmp(cand.scheme, "https") == 0 ? 443 : 80;
@@ -129,27 +80,30 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
   return 0;
 }
 
-static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_err *err) {
+static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct field_err *err) {
   const cJSON *it;
   int n = 0;
   char f[96];
   if (!cJSON_IsArray(arr))
-    return fail(err, 422, "invalid_type", "hostnames", "hostnames must be an array of strings");
-  if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > STORE_MAX_HOSTNAMES)
-    return fail(err, 422, "out_of_range", "hostnames", "a site needs 1 to %d hostnames",
-                STORE_MAX_HOSTNAMES);
+    return fields_fail(err, 422, "invalid_type", NULL, "hostnames",
+                       "hostnames must be an array of strings");
+  if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > SITE_MAX_HOSTNAMES)
+    return fields_fail(err, 422, "out_of_range", NULL, "hostnames",
+                       "a site needs 1 to %d hostnames", SITE_MAX_HOSTNAMES);
   cJSON_ArrayForEach(it, arr) {
     snprintf(f, sizeof f, "hostnames[%d]", n);
     if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s->hostnames[0])
-      return fail(err, 422, "invalid_value", f,
-                  "a hostname must be a string of at most 253 characters");
+      return fields_fail(err, 422, "invalid_value", NULL, f,
+                         "a hostname must be a string of at most 253 characters");
     memcpy(s->hostnames[n], it->valuestring, strlen(it->valuestring) + 1);
     hostname_lower(s->hostnames[n]);
     if (!hostname_valid(s->hostnames[n]))
-      return fail(err, 422, "invalid_value", f, "'%s' is not a valid hostname", it->valuestring);
+      return fields_fail(err, 422, "invalid_value", NULL, f, "'%s' is not a valid hostname",
+                         it->valuestring);
     for (int j = 0; j < n; j++)
       if (strcmp(s->hostnames[j], s->hostnames[n]) == 0)
-        return fail(err, 422, "duplicate", f, "hostname '%s' is listed twice", s->hostnames[n]);
+        return fields_fail(err, 422, "duplicate", NULL, f, "hostname '%s' is listed twice",
+                           s->hostnames[n]);
     n++;
   }
   s->n_hostnames = n;
@@ -157,7 +111,7 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct model_er
 }
 
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
-                              struct model_err *err) {
+                              struct field_err *err) {
   /* the option keys are read by hcheck_apply_json (common/hcheck: nodes parse them too) */
   static const char *const option_keys[] = {"type",
                                             "method",
@@ -169,25 +123,22 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
                                             "level_min_healthy",
                                             NULL};
   struct field_err fe;
-  struct hcheck_err he;
-  char f[96];
+  struct field_err he;
   *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
   if (fields_apply(hc, health_check_fields, option_keys, "health_check", 0, s, &fe) < 0)
     return from_fields(err, &fe);
-  if (hcheck_apply_json(hc, &s->hc, &he) < 0) {
-    snprintf(f, sizeof f, "health_check.%s", he.field);
-    return fail(err, he.status, he.code, f, "%s", he.message);
-  }
+  if (hcheck_apply_json(hc, &s->hc, &he) < 0)
+    return fields_fail(err, he.status, he.code, "health_check", he.field, "%s", he.message);
   return 0;
 }
 
 /* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
-static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct model_err *err) {
+static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct field_err *err) {
   struct skip_params p;
   struct noderetry_err e;
   site_rec_retry(s, &p);
   if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
-    return fail(err, e.status, e.code, e.field, "%s", e.message);
+    return fields_fail(err, e.status, e.code, NULL, e.field, "%s", e.message);
   site_rec_set_retry(s, &p);
   return 0;
 }
@@ -199,24 +150,24 @@ int model_enabled_origins(const struct site_rec *s) {
   return n;
 }
 
-int model_check_health_rule(const struct site_rec *s, struct model_err *err) {
+int model_check_health_rule(const struct site_rec *s, struct field_err *err) {
   if (s->hc_enabled && model_enabled_origins(s) < 2)
-    return fail(err, 422, "health_check_needs_two_origins", "health_check.enabled",
-                "health checks need at least two enabled origins (the site has %d)",
-                model_enabled_origins(s));
+    return fields_fail(err, 422, "health_check_needs_two_origins", NULL, "health_check.enabled",
+                       "health checks need at least two enabled origins (the site has %d)",
+                       model_enabled_origins(s));
   return 0;
 }
 
 /* Top-level fields shared by create and patch (origins are the caller's). */
 static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_given,
-                        unsigned flags, struct model_err *err) {
+                        unsigned flags, struct field_err *err) {
   static const char *const nested[] = {"hostnames", "health_check", "node_retry", "origins", NULL};
   struct field_err fe;
   const cJSON *v;
   if (fields_apply(body, site_fields, nested, "", flags, s, &fe) < 0) return from_fields(err, &fe);
   v = cJSON_GetObjectItemCaseSensitive(body, "hostnames");
   if (!v && (flags & FIELDS_CREATE))
-    return fail(err, 422, "required", "hostnames", "hostnames is required");
+    return fields_fail(err, 422, "required", NULL, "hostnames", "hostnames is required");
   if (v && apply_hostnames(v, s, err) < 0) return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "health_check");
   if (v && apply_health_check(v, s, hc_enabled_given, err) < 0) return -1;
@@ -225,7 +176,7 @@ static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_g
   return 0;
 }
 
-int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *err) {
+int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *err) {
   const cJSON *origins;
   int hc_given = 0;
   if (apply_common(body, s, &hc_given, FIELDS_CREATE, err) < 0) return -1;
@@ -233,12 +184,13 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *e
   if (origins) {
     const cJSON *it;
     int n = cJSON_IsArray(origins) ? cJSON_GetArraySize(origins) : -1;
-    if (n < 0) return fail(err, 422, "invalid_type", "origins", "origins must be an array");
-    if (n > STORE_MAX_ORIGINS)
-      return fail(err, 422, "out_of_range", "origins", "a site has at most %d origins",
-                  STORE_MAX_ORIGINS);
+    if (n < 0)
+      return fields_fail(err, 422, "invalid_type", NULL, "origins", "origins must be an array");
+    if (n > SITE_MAX_ORIGINS)
+      return fields_fail(err, 422, "out_of_range", NULL, "origins", "a site has at most %d origins",
+                         SITE_MAX_ORIGINS);
     s->origins = calloc((size_t)(n ? n : 1), sizeof *s->origins);
-    if (!s->origins) return fail(err, 500, "internal", "origins", "out of memory");
+    if (!s->origins) return fields_fail(err, 500, "internal", NULL, "origins", "out of memory");
     cJSON_ArrayForEach(it, origins) {
       char prefix[32];
       snprintf(prefix, sizeof prefix, "origins[%d]", s->n_origins);
@@ -251,11 +203,11 @@ int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *e
   return model_check_health_rule(s, err);
 }
 
-int model_site_patch(const cJSON *body, struct site_rec *s, struct model_err *err) {
+int model_site_patch(const cJSON *body, struct site_rec *s, struct field_err *err) {
   int hc_given = 0;
   if (cJSON_GetObjectItemCaseSensitive(body, "origins"))
-    return fail(err, 400, "unknown_field", "origins",
-                "origins are changed through /v1/sites/{id}/origins");
+    return fields_fail(err, 400, "unknown_field", NULL, "origins",
+                       "origins are changed through /v1/sites/{id}/origins");
   if (apply_common(body, s, &hc_given, 0, err) < 0) return -1;
   /* asking for checks needs two enabled origins; checks left on by earlier writes may be paused */
   if (hc_given && s->hc_enabled) return model_check_health_rule(s, err);
@@ -278,15 +230,10 @@ const char *model_hc_state(const struct site_rec *s, const char **reason) {
 
 cJSON *model_origin_json(const struct origin_rec *o) {
   cJSON *j = cJSON_CreateObject();
-  json_add_i64(j, "id", o->id);
-  json_add_i64(j, "level", o->level);
-  cJSON_AddStringToObject(j, "address", o->address);
-  json_add_i64(j, "port", o->port);
-  cJSON_AddStringToObject(j, "scheme", o->scheme);
-  json_add_str_or_null(j, "host_header", o->host_header[0] ? o->host_header : NULL);
-  json_add_i64(j, "weight", o->weight);
-  cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  cJSON_AddStringToObject(j, "health", o->health[0] ? o->health : "unknown");
+  if (j && fields_json_add(j, site_origin_fields, FORM_OUT, o) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   return j;
 }
 
@@ -340,4 +287,30 @@ cJSON *model_site_json(const struct site_rec *s) {
   json_add_time(j, "created_at", s->created_at);
   json_add_time(j, "updated_at", s->updated_at);
   return j;
+}
+
+int model_webhook_url_valid(const char *url) {
+  CURLU *u;
+  char *scheme = NULL, *host = NULL;
+  const char *auth;
+  int ok = 0;
+  for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+    if (*p <= 0x20 || *p == 0x7f) return 0;
+  if (strncasecmp(url, "http://", 7) == 0)
+    auth = url + 7;
+  else if (strncasecmp(url, "https://", 8) == 0)
+    auth = url + 8;
+  else
+    return 0;
+  if (*auth == '\0' || *auth == '/' || *auth == '?' || *auth == '#') return 0; /* no host */
+  u = curl_url();
+  if (!u) return 0;
+  if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+    ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
+  curl_free(scheme);
+  curl_free(host);
+  curl_url_cleanup(u);
+  return ok;
 }

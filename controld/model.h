@@ -5,30 +5,23 @@
 
 #include <cjson/cJSON.h>
 
-#include "store.h"
-
-/* A validation failure: HTTP status (400 or 422), code, message and the offending field path. */
-struct model_err {
-  unsigned status;
-  const char *code;
-  char field[96];
-  char message[256];
-};
+#include "fields.h"
+#include "site.h"
 
 /* Apply a POST /v1/sites body onto s (which holds defaults). 0, or -1 with err filled. s->origins
  * is allocated (caller site_rec_fini's s either way). */
-int model_site_create(const cJSON *body, struct site_rec *s, struct model_err *err);
+int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *err);
 
 /* Apply a PATCH /v1/sites/{id} body onto an existing s. 0, or -1 with err filled. */
-int model_site_patch(const cJSON *body, struct site_rec *s, struct model_err *err);
+int model_site_patch(const cJSON *body, struct site_rec *s, struct field_err *err);
 
 /* Validate one origin object (POST: defaults first; PATCH: onto the existing o). prefix is the
  * field path prefix, e.g. "origins[1]" or "". 0 or -1. */
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
-                       struct model_err *err);
+                       struct field_err *err);
 
 /* Health-check rule: 422 when enabled with fewer than two enabled origins. 0 or -1 with err. */
-int model_check_health_rule(const struct site_rec *s, struct model_err *err);
+int model_check_health_rule(const struct site_rec *s, struct field_err *err);
 
 /* Number of enabled origins of s. */
 int model_enabled_origins(const struct site_rec *s);
@@ -51,5 +44,12 @@ cJSON *model_node_retry_json(const struct site_rec *s);
 
 /* JSON of an origin as the API returns it. */
 cJSON *model_origin_json(const struct origin_rec *o);
+
+/* The least length of a webhook's secret (a shorter one is refused, so none is stored). */
+#define MODEL_WEBHOOK_SECRET_MIN 16
+
+/* 1 when url is an http:// or https:// URL with a host (no control characters or spaces), else
+   0. */
+int model_webhook_url_valid(const char *url);
 
 #endif

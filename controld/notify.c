@@ -20,6 +20,7 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "names.h"
 #include "store_notify.h"
 #include "token.h"
 
@@ -286,9 +287,12 @@ static int64_t start_due(struct notify *n, int64_t now) {
   return next;
 }
 
-static const char *result_name(enum notify_result r) {
-  return r == NOTIFY_DELIVERED ? "delivered" : r == NOTIFY_RETRY ? "retry" : "failed";
-}
+/* the metric label of each result */
+static const char *const result_names[] = {
+    [NOTIFY_DELIVERED] = "delivered",
+    [NOTIFY_RETRY] = "retry",
+    [NOTIFY_FAILED] = "failed",
+};
 
 /* Judge one finished transfer into f and free its slot. */
 static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finished *f) {
@@ -346,7 +350,8 @@ static int collect(struct notify *n) {
   if (store_delivery_record(n->st, res, nd) < 0) return -1;
   for (int i = 0; i < nd; i++) {
     char labels[32];
-    snprintf(labels, sizeof labels, "result=\"%s\"", result_name(done[i].res));
+    snprintf(labels, sizeof labels, "result=\"%s\"",
+             names_word(NAMES(result_names), (int)done[i].res, "failed"));
     if (n->m) metrics_add(n->m, "cdnca_webhook_deliveries_total", labels, 1);
   }
   return nd;

@@ -9,6 +9,7 @@
 #include "targets.h"
 
 #include "store.h"
+#include "store_events.h"
 
 struct metrics;
 struct notify;

@@ -19,6 +19,7 @@
 #include "probe.h"
 #include "store.h"
 #include "store_health.h"
+#include "store_sites.h"
 #include "tasks.h"
 
 /* Nodes asked per round. */

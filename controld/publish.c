@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "model.h"
+#include "store_pub.h"
 
 #define PUB_CACHE 16
 
@@ -79,13 +80,7 @@ static cJSON *site_config_json(const struct site_rec *s) {
     cJSON *x;
     if (!g->enabled) continue;
     x = cJSON_CreateObject();
-    json_add_i64(x, "id", g->id);
-    cJSON_AddNumberToObject(x, "level", g->level);
-    cJSON_AddStringToObject(x, "address", g->address);
-    cJSON_AddNumberToObject(x, "port", g->port);
-    cJSON_AddStringToObject(x, "scheme", g->scheme);
-    json_add_str_or_null(x, "host_header", g->host_header[0] ? g->host_header : NULL);
-    cJSON_AddNumberToObject(x, "weight", g->weight);
+    if (x) fields_json_add(x, site_origin_fields, FORM_WIRE, g);
     cJSON_AddItemToArray(arr, x);
   }
   cJSON_AddItemToObject(o, "node_retry", model_node_retry_json(s));

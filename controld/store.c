@@ -8,11 +8,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
-#include "signals.h"
-#include "skip.h"
 #include "store_int.h"
-#include "store_lease.h"
-#include "store_signal.h"
 
 /* ---- connections ---- */
 
@@ -114,20 +110,64 @@ static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id 
 static _Thread_local enum db_err tl_werr;
 
 static void note_db(struct store *st, struct db_conn *c);
-static int pub_resolve_locked(struct store *st);
+
+/* ---- participants ---- */
+
+int store_participant_add(struct store *st, const struct store_participant *p, void *state) {
+  if (st->nparts == STORE_MAX_PARTICIPANTS) {
+    log_error("store: no room for participant %s", p->name);
+    return -1;
+  }
+  st->parts[st->nparts].p = p;
+  st->parts[st->nparts++].state = state;
+  return 0;
+}
+
+void *store_participant_state(struct store *st, const struct store_participant *p) {
+  for (int i = 0; i < st->nparts; i++)
+    if (st->parts[i].p == p) return st->parts[i].state;
+  return NULL;
+}
+
+static int parts_begin(struct store *st, int engine) {
+  for (int i = 0; i < st->nparts; i++)
+    if (st->parts[i].p->begin && st->parts[i].p->begin(st, st->parts[i].state, engine) < 0)
+      return -1;
+  return 0;
+}
+
+static int parts_before_commit(struct store *st) {
+  for (int i = 0; i < st->nparts; i++)
+    if (st->parts[i].p->before_commit && st->parts[i].p->before_commit(st, st->parts[i].state) < 0)
+      return -1;
+  return 0;
+}
+
+static void parts_end(struct store *st, int committed) {
+  for (int i = 0; i < st->nparts; i++) {
+    const struct store_participant *p = st->parts[i].p;
+    if (committed && p->committed) p->committed(st, st->parts[i].state);
+    if (!committed && p->rolled_back) p->rolled_back(st, st->parts[i].state);
+  }
+}
+
+static void parts_released(struct store *st, int committed) {
+  for (int i = 0; i < st->nparts; i++)
+    if (st->parts[i].p->released) st->parts[i].p->released(st, st->parts[i].state, committed);
+}
+
+/* ---- write transactions ---- */
 
 static int tx_begin(struct store *st, int ordered, int engine) {
-  int fenced = 0;
   pthread_mutex_lock(&st->wmu);
   db_clear_err(st->w);
-  store_events_tx_reset(st);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
-  if (engine && (fenced = store_lease_fence_check_locked(st)) != 0) {
+  st->tx_gen_q = NULL;
+  if (parts_begin(st, engine) < 0) {
     db_rollback(st->w);
     goto fail;
   }
-  st->tx_gen_q = st->pub_q = NULL;
   if (ordered) {
     struct db_stmt *s = db_prep(st->w, sql_ordered);
     /* PostgreSQL: sent ahead, so it goes to the server first but in one round trip with the
@@ -158,14 +198,13 @@ fail:
   /* a lost server is seen here first: /healthz and the 503 answers must know it */
   note_db(st, st->w);
   tl_werr = db_err(st->w);
+  parts_end(st, 0);
   pthread_mutex_unlock(&st->wmu);
-  if (fenced == 1) store_lease_fenced(st);
+  parts_released(st, 0);
   return -1;
 }
 
-/* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into
- *out. 0 or -1. */
-static int prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, const char *what) {
+int store_prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, const char *what) {
   struct db_stmt *s = *q;
   *q = NULL;
   if (db_step(s) != DB_ROW) {
@@ -178,11 +217,10 @@ static int prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, co
   return 0;
 }
 
-/* The open transaction's gen (reading the prefetched ordered-write answer once), 0 when it is
-   unordered, or -1 when taking the row failed. */
-static int64_t store_tx_gen_locked(struct store *st) {
+int64_t store_tx_gen_locked(struct store *st) {
   if (!st->tx_gen_q) return st->tx_gen;
-  if (prefetched_i64(st, &st->tx_gen_q, &st->tx_gen, "taking the ordered-write row") < 0) return -1;
+  if (store_prefetched_i64(st, &st->tx_gen_q, &st->tx_gen, "taking the ordered-write row") < 0)
+    return -1;
   return st->tx_gen;
 }
 
@@ -221,50 +259,39 @@ static void note_db(struct store *st, struct db_conn *c) {
 }
 
 int store_tx_commit(struct store *st) {
-  /* the queued events are written, and the notifications go out, with the commit or not at all */
-  int rc = store_tx_gen_locked(st) == -1 || pub_resolve_locked(st) < 0 ||
-                   store_events_flush_locked(st) < 0 || store_signal_commit_locked(st) < 0
-               ? -1
-               : db_commit(st->w);
-  int64_t seq = st->pub_pending;
-  int ev = st->event_pending;
-  int clear = st->token_clear_pending;
+  /* what the participants queued is written, and their notifications go out, with the commit
+     or not at all */
+  int rc = store_tx_gen_locked(st) == -1 || parts_before_commit(st) < 0 ? -1 : db_commit(st->w);
   if (rc < 0) {
     note_failure(st);
     tl_werr = db_err(st->w);
+    if (st->tx_gen_q) db_reset(st->tx_gen_q);
+    st->tx_gen_q = NULL;
     db_rollback(st->w);
   } else {
     atomic_fetch_add(&st->generation, 1);
-    if (st->tx_gen > 0) store_gen_observe(st, st->tx_gen);
     /* a transaction that committed shows there is space again */
     if (atomic_exchange(&st->storage_full, 0))
       log_info("database %s: writes succeed again", st->label);
   }
   note_db(st, st->w);
-  st->pub_pending = 0;
-  st->event_pending = 0;
-  st->token_clear_pending = 0;
-  store_events_tx_reset(st);
-  /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
-  if (rc == 0 && clear) store_token_cache_clear(st);
+  /* after the commit and before the writer lock goes: e.g. no lookup can re-cache a removed
+     token */
+  parts_end(st, rc == 0);
   pthread_mutex_unlock(&st->wmu);
-  if (rc == 0 && seq && st->pub_hook) st->pub_hook(st->pub_arg, seq);
-  if (rc == 0 && ev && st->event_hook) st->event_hook(st->event_arg);
+  parts_released(st, rc == 0);
   return rc;
 }
 
 void store_tx_rollback(struct store *st) {
   note_failure(st);
   note_db(st, st->w);
-  if (st->tx_gen_q) db_reset(st->tx_gen_q); /* their answers, if any, are dropped */
-  if (st->pub_q) db_reset(st->pub_q);
-  st->tx_gen_q = st->pub_q = NULL;
+  if (st->tx_gen_q) db_reset(st->tx_gen_q); /* its answer, if any, is dropped */
+  st->tx_gen_q = NULL;
   db_rollback(st->w); /* a no-op when the database rolled back already (e.g. after a full disk) */
-  st->pub_pending = 0;
-  st->event_pending = 0;
-  st->token_clear_pending = 0;
-  store_events_tx_reset(st);
+  parts_end(st, 0);
   pthread_mutex_unlock(&st->wmu);
+  parts_released(st, 0);
 }
 
 /* The store result for this thread's failed write transaction (tl_werr): a full disk, a lost
@@ -296,14 +323,148 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
   return store_tx_end(st, fn(st, arg));
 }
 
-void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {
-  st->pub_hook = fn;
-  st->pub_arg = arg;
+/* ---- records through their field tables ---- */
+
+static int has_col(const struct field_def *d, unsigned form) {
+  return d->column && (form == 0 || (d->forms & form));
 }
 
-void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {
-  st->event_hook = fn;
-  st->event_arg = arg;
+int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
+                      void *dst) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    char *m = (char *)dst + d->offset;
+    if (!has_col(d, form)) continue;
+    switch (d->type) {
+    case FIELD_INT:
+    case FIELD_BOOL:
+      if (d->size == sizeof(int64_t)) {
+        int64_t v = db_col_i64(s, col);
+        memcpy(m, &v, sizeof v);
+      } else {
+        int v = db_col_int(s, col);
+        memcpy(m, &v, sizeof v);
+      }
+      break;
+    case FIELD_STR:
+    case FIELD_TEXT:
+    case FIELD_ENUM:
+      store_col_text(s, col, m, d->size);
+      break;
+    case FIELD_INT_LIST: /* not a column type: stored as text by its owner */
+      break;
+    }
+    col++;
+  }
+  return col;
+}
+
+/* A row's member as an integer (INT of either size, BOOL). */
+static int64_t member_i64(const struct field_def *d, const void *src) {
+  const char *m = (const char *)src + d->offset;
+  if (d->size == sizeof(int64_t)) {
+    int64_t v;
+    memcpy(&v, m, sizeof v);
+    return v;
+  }
+  int v;
+  memcpy(&v, m, sizeof v);
+  return v;
+}
+
+/* A row's member as text, or NULL for a nullable string that is "". */
+static const char *member_text(const struct field_def *d, const void *src) {
+  const char *m = (const char *)src + d->offset;
+  return m[0] == '\0' && (d->flags & FIELD_NULLABLE) ? NULL : m;
+}
+
+static int is_text(const struct field_def *d) {
+  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM;
+}
+
+int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
+                      const void *src) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!has_col(d, form)) continue;
+    if (is_text(d)) {
+      const char *t = member_text(d, src);
+      if (t)
+        db_bind_text(q, idx, t);
+      else
+        db_bind_null(q, idx);
+    } else {
+      db_bind_i64(q, idx, member_i64(d, src));
+    }
+    idx++;
+  }
+  return idx;
+}
+
+void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned form,
+                      const void *src) {
+  int k = 0;
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!has_col(d, form)) continue;
+    if (is_text(d))
+      db_arr_text(&a[k], member_text(d, src));
+    else
+      db_arr_i64(&a[k], member_i64(d, src));
+    k++;
+  }
+}
+
+const char *store_fields_pg_type(const struct field_def *d) {
+  return is_text(d) ? "text" : "bigint";
+}
+
+enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
+                              size_t elem, int limit, void **out, int *n, const char *what) {
+  char *arr = NULL;
+  int cnt = 0, cap = 0, rc = DB_DONE;
+  *out = NULL;
+  *n = 0;
+  while ((limit < 1 || cnt < limit) && (rc = db_step(s)) == DB_ROW) {
+    char *grown = store_grow(arr, &cap, cnt, elem, 16);
+    if (!grown) {
+      log_error("%s: out of memory", what);
+      free(arr);
+      db_reset(s);
+      return STORE_ERROR;
+    }
+    arr = grown;
+    memset(arr + (size_t)cnt * elem, 0, elem);
+    store_fields_read(s, 0, defs, 0, arr + (size_t)cnt++ * elem);
+  }
+  db_reset(s);
+  if (rc != DB_DONE && rc != DB_ROW) {
+    log_error("%s: %s", what, db_errmsg(c));
+    free(arr);
+    return STORE_ERROR;
+  }
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+static pthread_mutex_t sql_mu = PTHREAD_MUTEX_INITIALIZER;
+
+const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
+                      const char *tail) {
+  char cols[768];
+  const char *text = NULL;
+  if (atomic_load(&q->ready)) return q->text;
+  pthread_mutex_lock(&sql_mu);
+  if (atomic_load(&q->ready)) {
+    text = q->text;
+  } else if (fields_columns(defs, 0, "", cols, sizeof cols) >= 0) {
+    int w = snprintf(q->text, sizeof q->text, "%s%s%s", head, cols, tail);
+    if (w > 0 && (size_t)w < sizeof q->text) {
+      atomic_store(&q->ready, 1);
+      text = q->text;
+    }
+  }
+  pthread_mutex_unlock(&sql_mu);
+  if (!text) log_error("a statement built from a field table does not fit: %s...%s", head, tail);
+  return text;
 }
 
 /* ---- migrations ---- */
@@ -378,7 +539,7 @@ static int quick_check(struct store *st) {
   return rc;
 }
 
-struct store *store_open(const char *path) {
+struct store *store_core_open(const char *path) {
   struct store *st = calloc(1, sizeof *st);
   if (!st) return NULL;
   st->path = strdup(path);
@@ -386,8 +547,6 @@ struct store *store_open(const char *path) {
   st->label = strdup(db_target_redact(path, label, sizeof label));
   pthread_mutex_init(&st->wmu, NULL);
   pthread_mutex_init(&st->rmu, NULL);
-  pthread_mutex_init(&st->tmu, NULL);
-  pthread_mutex_init(&st->fmu, NULL);
   pthread_key_create(&st->rkey, NULL);
   if (db_kind_of(path) == DB_SQLITE) warn_if_empty(path);
   /* on PostgreSQL other replicas write too: the caches wait for the listener (signals.h) */
@@ -420,9 +579,8 @@ void store_close(struct store **stp) {
   pthread_key_delete(st->rkey);
   pthread_mutex_destroy(&st->wmu);
   pthread_mutex_destroy(&st->rmu);
-  pthread_mutex_destroy(&st->tmu);
-  pthread_mutex_destroy(&st->fmu);
-  free(st->tcache);
+  for (int i = st->nparts - 1; i >= 0; i--)
+    if (st->parts[i].p->fini) st->parts[i].p->fini(st->parts[i].state);
   free(st->path);
   free(st->label);
   free(st);
@@ -451,1330 +609,4 @@ int store_schema_version(struct store *st) {
   v = db_schema_version(c);
   store_read_end(c);
   return v;
-}
-
-/* ---- records ---- */
-
-void site_rec_defaults(struct site_rec *s) {
-  struct skip_params nr;
-  memset(s, 0, sizeof *s);
-  memcpy(s->failback, "auto", 5);
-  memcpy(s->hc_path, "/", 2);
-  s->hc_timeout_ms = 5000;
-  s->hc_unhealthy_after = 3;
-  s->hc_healthy_after = 2;
-  hcheck_defaults(&s->hc);
-  skip_params_default(&nr);
-  site_rec_set_retry(s, &nr);
-  s->current_level = 1;
-  s->config_version = 1;
-}
-
-void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
-  skip_params_default(p);
-  p->retries = (int)s->nr_retries;
-  p->retry_budget_ms = s->nr_retry_budget_ms;
-  p->fail_count = (int)s->nr_fail_count;
-  p->fail_window_ms = s->nr_fail_window_ms;
-  p->skip_ms = s->nr_skip_ms;
-  p->half_open_requests = (int)s->nr_half_open_requests;
-  p->n_retry_on_status = 0;
-  for (int i = 0; i < s->n_retry_on_status && i < SKIP_MAX_STATUS; i++)
-    p->retry_on_status[p->n_retry_on_status++] = s->retry_on_status[i];
-  p->backup_levels = s->nr_backup_levels;
-  p->failure_ratio = s->nr_failure_ratio;
-  p->failure_min_volume = (int)s->nr_failure_min_volume;
-}
-
-void site_rec_set_retry(struct site_rec *s, const struct skip_params *p) {
-  s->nr_retries = p->retries;
-  s->nr_retry_budget_ms = p->retry_budget_ms;
-  s->nr_fail_count = p->fail_count;
-  s->nr_fail_window_ms = p->fail_window_ms;
-  s->nr_skip_ms = p->skip_ms;
-  s->nr_half_open_requests = p->half_open_requests;
-  s->n_retry_on_status = 0;
-  for (int i = 0; i < p->n_retry_on_status && i < STORE_MAX_RETRY_STATUS; i++)
-    s->retry_on_status[s->n_retry_on_status++] = p->retry_on_status[i];
-  s->nr_backup_levels = p->backup_levels;
-  s->nr_failure_ratio = p->failure_ratio;
-  s->nr_failure_min_volume = p->failure_min_volume;
-}
-
-int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
-  *dst = *src;
-  dst->origins = NULL;
-  if (src->n_origins) {
-    dst->origins = malloc((size_t)src->n_origins * sizeof *dst->origins);
-    if (!dst->origins) {
-      dst->n_origins = 0;
-      return -1;
-    }
-    memcpy(dst->origins, src->origins, (size_t)src->n_origins * sizeof *dst->origins);
-  }
-  return 0;
-}
-
-void site_rec_fini(struct site_rec *s) {
-  free(s->origins);
-  s->origins = NULL;
-  s->n_origins = 0;
-}
-
-/* ---- tokens ---- */
-
-int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id) {
-  static const char sql[] =
-      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES (?, ?, ?, ?) "
-      "ON CONFLICT (hash) DO NOTHING";
-  struct db_stmt *s;
-  int rc = -1;
-  if (store_tx_begin(st) < 0) return -1;
-  s = db_prep(st->w, sql);
-  if (!s) goto out;
-  db_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node");
-  db_bind_text(s, 2, hash);
-  if (node_id) db_bind_i64(s, 3, node_id);
-  db_bind_i64(s, 4, clock_wall_ms());
-  rc = store_step_done(st->w, s, "storing token");
-out:
-  if (rc == 0) return store_tx_commit(st);
-  store_tx_rollback(st);
-  return -1;
-}
-
-/* store_token_cache_clear, store_token_lookup, store_admin_token_set: store_tokens.c */
-
-/* ---- publications ---- */
-
-int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
-  static const char bump[] =
-      "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
-  /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
-     at the same time, and a rolled-back transaction leaves no gap (PostgreSQL's identity would;
-     SQLite's AUTOINCREMENT rolls back with it). Publications are never deleted. */
-  static const char ins[] =
-      "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
-      "VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), ?, "
-      "COALESCE((SELECT config_version FROM sites WHERE id = ?), 0), ?, ?, ?) RETURNING seq";
-  struct db_stmt *s;
-  int64_t now = clock_wall_ms();
-  if (!deleted) {
-    s = db_prep(st->w, bump);
-    if (!s) return -1;
-    db_bind_i64(s, 1, now);
-    db_bind_i64(s, 2, site_id);
-    if (store_defer(st->w, s, "bumping config_version") < 0) return -1;
-  }
-  s = db_prep(st->w, ins);
-  if (!s) return -1;
-  db_bind_i64(s, 1, site_id);
-  db_bind_i64(s, 2, site_id);
-  db_bind_int(s, 3, deleted);
-  db_bind_text(s, 4, reason);
-  db_bind_i64(s, 5, now);
-  if (db_kind(st->w) == DB_PG) { /* its seq is read at the commit: no round trip of its own */
-    if (db_prefetch(s) < 0) {
-      log_error("recording publication: %s", db_errmsg(st->w));
-      db_reset(s);
-      return -1;
-    }
-    st->pub_q = s; /* a later publication in the transaction replaces it (the newest seq wins) */
-    return 0;
-  }
-  if (db_step(s) != DB_ROW) {
-    log_error("recording publication: %s", db_errmsg(st->w));
-    db_reset(s);
-    return -1;
-  }
-  st->pub_pending = db_col_i64(s, 0);
-  db_reset(s);
-  return 0;
-}
-
-/* The transaction's newest publication seq into st->pub_pending (reading the prefetched answer).
-   0 or -1. */
-static int pub_resolve_locked(struct store *st) {
-  if (!st->pub_q) return 0;
-  return prefetched_i64(st, &st->pub_q, &st->pub_pending, "recording publication");
-}
-
-int64_t store_pub_seq(struct store *st) {
-  static const char sql[] = "SELECT COALESCE(MAX(seq), 0) FROM publications";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
-  int64_t v = -1;
-  if (!s) return -1;
-  if (db_step(s) == DB_ROW) v = db_col_i64(s, 0);
-  db_reset(s);
-  return v;
-}
-
-/* ---- sites ---- */
-
-#define SITE_COLS                                                                                  \
-  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                     \
-  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "         \
-  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "      \
-  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "                  \
-  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                      \
-  "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
-
-#define ORIGIN_COLS                                                                                \
-  "id, site_id, level, address, port, scheme, host_header, weight, enabled, health, "              \
-  "success_streak, failure_streak, health_changed_at, healthy_since, last_verdict, "               \
-  "last_source, last_votes_success, last_votes_failure, last_checked_at, last_error, "             \
-  "created_at"
-
-static void parse_status_list(const char *text, struct site_rec *s) {
-  s->n_retry_on_status = 0;
-  for (const char *p = text; p && *p && s->n_retry_on_status < STORE_MAX_RETRY_STATUS; p++) {
-    if (*p >= '0' && *p <= '9') {
-      char *end;
-      long v = strtol(p, &end, 10);
-      s->retry_on_status[s->n_retry_on_status++] = (int)v;
-      p = end - 1;
-    }
-  }
-}
-
-static void format_status_list(const struct site_rec *s, char *out, size_t cap) {
-  size_t n = 0;
-  n += (size_t)snprintf(out + n, cap - n, "[");
-  for (int i = 0; i < s->n_retry_on_status && n < cap; i++)
-    n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? "," : "", s->retry_on_status[i]);
-  if (n < cap) snprintf(out + n, cap - n, "]");
-}
-
-static void site_from_row(struct db_stmt *s, struct site_rec *o) {
-  char list[128];
-  memset(o, 0, sizeof *o);
-  o->id = db_col_i64(s, 0);
-  store_col_text(s, 1, o->name, sizeof o->name);
-  store_col_text(s, 2, o->failback, sizeof o->failback);
-  o->failback_hold_ms = db_col_i64(s, 3);
-  o->hc_enabled = db_col_int(s, 4);
-  store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
-  o->hc_timeout_ms = db_col_i64(s, 6);
-  o->hc_unhealthy_after = db_col_i64(s, 7);
-  o->hc_healthy_after = db_col_i64(s, 8);
-  o->hc_checkpoints = db_col_int(s, 9);
-  o->nr_retries = db_col_i64(s, 10);
-  o->nr_retry_budget_ms = db_col_i64(s, 11);
-  o->nr_fail_count = db_col_i64(s, 12);
-  o->nr_fail_window_ms = db_col_i64(s, 13);
-  o->nr_skip_ms = db_col_i64(s, 14);
-  o->nr_half_open_requests = db_col_i64(s, 15);
-  store_col_text(s, 16, list, sizeof list);
-  parse_status_list(list, o);
-  o->current_level = db_col_int(s, 17);
-  o->config_version = db_col_i64(s, 18);
-  o->last_probed_at = db_col_i64(s, 19);
-  o->next_probe_at = db_col_i64(s, 20);
-  o->all_unhealthy = db_col_int(s, 21);
-  o->failback_notified = db_col_int(s, 22);
-  o->created_at = db_col_i64(s, 23);
-  o->updated_at = db_col_i64(s, 24);
-  o->manual_pin = db_col_int(s, 25);
-  o->nr_backup_levels = db_col_int(s, 26);
-  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
-  o->nr_failure_min_volume = db_col_i64(s, 28);
-  o->revision = db_col_i64(s, 29);
-  /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
-  if (hcheck_from_text(db_col_text(s, 30), &o->hc) < 0)
-    log_warn("site %lld: stored health-check options unreadable; using the defaults",
-             (long long)o->id);
-}
-
-static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
-  memset(o, 0, sizeof *o);
-  o->id = db_col_i64(s, 0);
-  o->site_id = db_col_i64(s, 1);
-  o->level = db_col_int(s, 2);
-  store_col_text(s, 3, o->address, sizeof o->address);
-  o->port = db_col_int(s, 4);
-  store_col_text(s, 5, o->scheme, sizeof o->scheme);
-  store_col_text(s, 6, o->host_header, sizeof o->host_header);
-  o->weight = db_col_int(s, 7);
-  o->enabled = db_col_int(s, 8);
-  store_col_text(s, 9, o->health, sizeof o->health);
-  o->success_streak = db_col_int(s, 10);
-  o->failure_streak = db_col_int(s, 11);
-  o->health_changed_at = db_col_i64(s, 12);
-  o->healthy_since = db_col_i64(s, 13);
-  store_col_text(s, 14, o->last_verdict, sizeof o->last_verdict);
-  store_col_text(s, 15, o->last_source, sizeof o->last_source);
-  o->votes_success = db_col_int(s, 16);
-  o->votes_failure = db_col_int(s, 17);
-  o->last_checked_at = db_col_i64(s, 18);
-  store_col_text(s, 19, o->last_error, sizeof o->last_error);
-  o->created_at = db_col_i64(s, 20);
-}
-
-static const char site_one_q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
-static const char site_hosts_q[] =
-    "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
-static const char site_origins_q[] =
-    "SELECT " ORIGIN_COLS " FROM origins WHERE site_id = ? ORDER BY level, id";
-
-/* Prepare, bind to site id and send ahead (db_prefetch) one of the three reads of a site. */
-static struct db_stmt *site_read_sent(struct db_conn *c, const char *q, int64_t id) {
-  struct db_stmt *s = db_prep(c, q);
-  if (!s) return NULL;
-  db_bind_i64(s, 1, id);
-  if (db_prefetch(s) < 0) return NULL;
-  return s;
-}
-
-/* Read the hostnames (sh) and origins (so) of an already-filled site row. */
-static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, struct db_stmt *so,
-                                        struct site_rec *out) {
-  int rc, cap = 0;
-  while ((rc = db_step(sh)) == DB_ROW && out->n_hostnames < STORE_MAX_HOSTNAMES)
-    store_col_text(sh, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
-  db_reset(sh);
-  if (rc == DB_ERR) {
-    db_reset(so);
-    log_error("loading hostnames of site %lld: %s", (long long)out->id, db_errmsg(c));
-    return STORE_ERROR;
-  }
-  while ((rc = db_step(so)) == DB_ROW) {
-    if (out->n_origins == cap) {
-      int ncap = cap ? cap * 2 : 4;
-      struct origin_rec *no = realloc(out->origins, (size_t)ncap * sizeof *no);
-      if (!no) {
-        db_reset(so);
-        return STORE_ERROR;
-      }
-      out->origins = no;
-      cap = ncap;
-    }
-    origin_from_row(so, &out->origins[out->n_origins++]);
-  }
-  db_reset(so);
-  if (rc != DB_DONE) {
-    log_error("loading origins of site %lld: %s", (long long)out->id, db_errmsg(c));
-    return STORE_ERROR;
-  }
-  return STORE_OK;
-}
-
-/* The site row, its hostnames and its origins: three statements, sent together (one round trip
-   on PostgreSQL). */
-enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
-  struct db_stmt *s, *sh = NULL, *so = NULL;
-  int rc;
-  memset(out, 0, sizeof *out);
-  s = site_read_sent(c, site_one_q, id);
-  if (s) sh = site_read_sent(c, site_hosts_q, id);
-  if (sh) so = site_read_sent(c, site_origins_q, id);
-  if (!so) {
-    if (s) db_reset(s);
-    if (sh) db_reset(sh);
-    return STORE_ERROR;
-  }
-  rc = db_step(s);
-  if (rc != DB_ROW) {
-    db_reset(s);
-    db_reset(sh);
-    db_reset(so);
-    return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
-  }
-  site_from_row(s, out);
-  db_reset(s);
-  rc = site_read_children(c, sh, so, out);
-  if (rc != STORE_OK) site_rec_fini(out);
-  return rc;
-}
-
-/* ---- bulk loads: a set of sites in a constant number of statements per table ----
-
-   The ids are read in spans: one id range `BETWEEN first AND last` when the ids are dense (the
-   range holds at most twice as many ids as asked for, plus a little), else IN lists of
-   BULK_IN ids. Rows come ordered by site, and each is placed by a binary search over the sorted
-   ids, so rows of sites not asked for (inside a range) are skipped. */
-#define BULK_IN 32
-#define BULK_Q4 "?,?,?,?"
-#define BULK_Q16 BULK_Q4 "," BULK_Q4 "," BULK_Q4 "," BULK_Q4
-#define BULK_Q32 BULK_Q16 "," BULK_Q16
-
-static const char bulk_sites_range[] =
-    "SELECT " SITE_COLS " FROM sites WHERE id BETWEEN ? AND ? ORDER BY id";
-static const char bulk_sites_in[] =
-    "SELECT " SITE_COLS " FROM sites WHERE id IN (" BULK_Q32 ") ORDER BY id";
-static const char bulk_hosts_range[] = "SELECT site_id, hostname FROM hostnames WHERE site_id "
-                                       "BETWEEN ? AND ? ORDER BY site_id, position";
-static const char bulk_hosts_in[] = "SELECT site_id, hostname FROM hostnames WHERE site_id IN "
-                                    "(" BULK_Q32 ") ORDER BY site_id, position";
-static const char bulk_origins_range[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id "
-                                         "BETWEEN ? AND ? ORDER BY site_id, level, id";
-static const char bulk_origins_in[] = "SELECT " ORIGIN_COLS " FROM origins WHERE site_id IN "
-                                      "(" BULK_Q32 ") ORDER BY site_id, level, id";
-
-struct bulk {
-  const int64_t *ids; /* ascending, distinct */
-  int n;
-  struct site_rec *arr; /* arr[i] belongs to ids[i] */
-  int *cap;             /* origins capacity per site */
-  int nomem;
-};
-
-int store_bulk_dense(int64_t first, int64_t last, int n) {
-  return n > 0 && last >= first && last - first < 2 * (int64_t)n + 64;
-}
-
-static int bulk_find(const struct bulk *b, int64_t id) {
-  int lo = 0, hi = b->n - 1;
-  while (lo <= hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (b->ids[mid] == id) return mid;
-    if (b->ids[mid] < id)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return -1;
-}
-
-static void bulk_site_row(struct bulk *b, struct db_stmt *s) {
-  int i = bulk_find(b, db_col_i64(s, 0));
-  if (i >= 0) site_from_row(s, &b->arr[i]);
-}
-
-static void bulk_host_row(struct bulk *b, struct db_stmt *s) {
-  int i = bulk_find(b, db_col_i64(s, 0));
-  struct site_rec *r;
-  if (i < 0) return;
-  r = &b->arr[i];
-  if (r->id && r->n_hostnames < STORE_MAX_HOSTNAMES)
-    store_col_text(s, 1, r->hostnames[r->n_hostnames++], sizeof r->hostnames[0]);
-}
-
-static void bulk_origin_row(struct bulk *b, struct db_stmt *s) {
-  int i = bulk_find(b, db_col_i64(s, 1));
-  struct site_rec *r;
-  struct origin_rec *no;
-  if (i < 0 || !b->arr[i].id) return;
-  r = &b->arr[i];
-  no = store_grow(r->origins, &b->cap[i], r->n_origins, sizeof *no, 4);
-  if (!no) {
-    b->nomem = 1;
-    return;
-  }
-  r->origins = no;
-  origin_from_row(s, &r->origins[r->n_origins++]);
-}
-
-/* Run the range or IN-list form of one query over every id of b, handing each row to fn. */
-static enum store_rc bulk_read(struct db_conn *c, struct bulk *b, int range, const char *q_range,
-                               const char *q_in, void (*fn)(struct bulk *, struct db_stmt *),
-                               const char *what) {
-  for (int at = 0; at < b->n;) {
-    struct db_stmt *s = db_prep(c, range ? q_range : q_in);
-    int rc, take;
-    if (!s) return STORE_ERROR;
-    if (range) {
-      db_bind_i64(s, 1, b->ids[0]);
-      db_bind_i64(s, 2, b->ids[b->n - 1]);
-      take = b->n;
-    } else {
-      take = b->n - at < BULK_IN ? b->n - at : BULK_IN;
-      for (int k = 0; k < BULK_IN; k++) /* a short last list repeats its last id */
-        db_bind_i64(s, k + 1, b->ids[at + (k < take ? k : take - 1)]);
-    }
-    while ((rc = db_step(s)) == DB_ROW && !b->nomem)
-      fn(b, s);
-    db_reset(s);
-    if (b->nomem || (rc != DB_DONE && rc != DB_ROW)) {
-      log_error("loading %s of %d sites: %s", what, b->n,
-                b->nomem ? "out of memory" : db_errmsg(c));
-      return STORE_ERROR;
-    }
-    at += take;
-  }
-  return STORE_OK;
-}
-
-/* Hostnames and origins of arr[0..n), whose rows are filled (id 0: not there, skipped) and whose
-   ids are ids[0..n), ascending. range: read one id range even when sparse (a page of the id
-   order has no other sites in between). */
-static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
-                                   struct site_rec *arr, int range) {
-  struct bulk b = {ids, n, arr, NULL, 0};
-  enum store_rc rc;
-  if (n == 0) return STORE_OK;
-  range = range || store_bulk_dense(ids[0], ids[n - 1], n);
-  b.cap = calloc((size_t)n, sizeof *b.cap);
-  if (!b.cap) return STORE_ERROR;
-  rc = bulk_read(c, &b, range, bulk_hosts_range, bulk_hosts_in, bulk_host_row, "hostnames");
-  if (rc == STORE_OK)
-    rc = bulk_read(c, &b, range, bulk_origins_range, bulk_origins_in, bulk_origin_row, "origins");
-  free(b.cap);
-  return rc;
-}
-
-struct id_at {
-  int64_t id;
-  int at; /* position in the caller's list */
-};
-
-static int id_at_cmp(const void *a, const void *b) {
-  int64_t x = ((const struct id_at *)a)->id, y = ((const struct id_at *)b)->id;
-  return x < y ? -1 : x > y;
-}
-
-enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out) {
-  int64_t *sorted = NULL;
-  struct id_at *pairs = NULL;
-  int *ord = NULL, in_order = 1;
-  unsigned char *done = NULL;
-  struct bulk b;
-  enum store_rc rc = STORE_ERROR;
-  if (n <= 0) return n == 0 ? STORE_OK : STORE_ERROR;
-  memset(out, 0, (size_t)n * sizeof *out);
-  for (int i = 1; i < n; i++)
-    if (ids[i] <= ids[i - 1]) in_order = 0;
-  if (!in_order) {
-    sorted = malloc((size_t)n * sizeof *sorted);
-    pairs = malloc((size_t)n * sizeof *pairs);
-    ord = malloc((size_t)n * sizeof *ord);
-    done = calloc((size_t)n, 1);
-    if (!sorted || !pairs || !ord || !done) goto out;
-    for (int i = 0; i < n; i++)
-      pairs[i] = (struct id_at){ids[i], i};
-    qsort(pairs, (size_t)n, sizeof *pairs, id_at_cmp);
-    for (int k = 0; k < n; k++) {
-      sorted[k] = pairs[k].id;
-      ord[k] = pairs[k].at;
-      if (k > 0 && sorted[k] == sorted[k - 1]) {
-        log_error("loading sites: site %lld asked for twice", (long long)sorted[k]);
-        goto out;
-      }
-    }
-  }
-  b = (struct bulk){in_order ? ids : sorted, n, out, NULL, 0};
-  rc = bulk_read(c, &b, store_bulk_dense(b.ids[0], b.ids[n - 1], n), bulk_sites_range,
-                 bulk_sites_in, bulk_site_row, "sites");
-  if (rc == STORE_OK) rc = bulk_children(c, b.ids, n, out, 0);
-  if (rc != STORE_OK) {
-    for (int i = 0; i < n; i++)
-      site_rec_fini(&out[i]);
-    memset(out, 0, (size_t)n * sizeof *out);
-    goto out;
-  }
-  /* out[k] holds sorted[k]; move each to ord[k], the caller's position, one cycle at a time */
-  for (int k = 0; !in_order && k < n; k++) {
-    struct site_rec carry;
-    int pos;
-    if (done[k]) continue;
-    carry = out[k];
-    done[k] = 1;
-    for (pos = ord[k]; pos != k; pos = ord[pos]) {
-      struct site_rec t = out[pos];
-      out[pos] = carry;
-      carry = t;
-      done[pos] = 1;
-    }
-    out[k] = carry;
-  }
-out:
-  free(sorted);
-  free(pairs);
-  free(ord);
-  free(done);
-  return rc;
-}
-
-int store_read_begin(struct db_conn *c) {
-  if (db_begin_read(c) < 0) {
-    log_error("beginning a read: %s", db_errmsg(c));
-    return -1;
-  }
-  return 0;
-}
-
-void store_read_end(struct db_conn *c) {
-  /* a read transaction whose connection was lost cannot commit; until it is rolled back the
-     connection refuses everything (db.h), so this thread's reads would fail for good */
-  if (db_in_tx(c) && db_commit(c) < 0) db_rollback(c);
-}
-
-enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
-  struct db_conn *c = store_reader(st);
-  enum store_rc rc;
-  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
-  rc = store_site_load(c, id, out);
-  store_read_end(c);
-  return rc;
-}
-
-enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struct site_rec *out) {
-  struct db_conn *c = store_reader(st);
-  enum store_rc rc;
-  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
-  rc = store_sites_load(c, ids, n, out);
-  store_read_end(c);
-  return rc;
-}
-
-enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
-                              int *n) {
-  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct site_rec *arr = NULL;
-  int64_t *ids;
-  int cnt = 0, rc;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
-  if (!arr || store_read_begin(c) < 0) {
-    free(arr);
-    return STORE_ERROR;
-  }
-  db_bind_i64(s, 1, after);
-  db_bind_int(s, 2, limit);
-  while ((rc = db_step(s)) == DB_ROW && cnt < limit)
-    site_from_row(s, &arr[cnt++]);
-  db_reset(s);
-  ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
-  for (int i = 0; ids && i < cnt; i++)
-    ids[i] = arr[i].id;
-  /* the page is every site from its first id to its last: one range holds all their children */
-  if (rc == DB_ERR || !ids || bulk_children(c, ids, cnt, arr, 1) != STORE_OK) {
-    store_read_end(c);
-    for (int j = 0; j < cnt; j++)
-      site_rec_fini(&arr[j]);
-    free(arr);
-    free(ids);
-    return STORE_ERROR;
-  }
-  free(ids);
-  store_read_end(c);
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
-}
-
-/* Is this a UNIQUE-constraint failure on the writer? */
-static int is_unique_violation(struct store *st) {
-  return db_err(st->w) == DB_E_UNIQUE;
-}
-
-/* PostgreSQL: every hostname of s in one statement, sent ahead (db_prefetch) so it can share a
-   round trip with the next statement; NULL on failure. hostnames_pg_read reads its answer. */
-static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec *s) {
-  static const char ins[] =
-      "INSERT INTO hostnames (hostname, site_id, position) SELECT t.h, ?::bigint, t.p - 1 "
-      "FROM unnest(?::text[]) WITH ORDINALITY AS t(h, p) ON CONFLICT (hostname) DO NOTHING "
-      "RETURNING position";
-  struct db_arr a;
-  struct db_stmt *q;
-  memset(&a, 0, sizeof a);
-  for (int i = 0; i < s->n_hostnames; i++)
-    db_arr_text(&a, s->hostnames[i]);
-  q = db_prep(st->w, ins);
-  if (q) {
-    db_bind_i64(q, 1, s->id);
-    db_bind_arr(q, 2, &a);
-    if (db_prefetch(q) < 0) {
-      log_error("inserting hostnames: %s", db_errmsg(st->w));
-      db_reset(q);
-      q = NULL;
-    }
-  }
-  db_arr_free(&a);
-  return q;
-}
-
-/* The answer of hostnames_pg_send: the positions it did not insert were taken, and the first of
-   them is the conflict reported (as the one-by-one inserts would). */
-static enum store_rc hostnames_pg_read(struct store *st, struct db_stmt *q,
-                                       const struct site_rec *s, char *conflict, size_t clen) {
-  unsigned char done[STORE_MAX_HOSTNAMES];
-  int rc;
-  memset(done, 0, sizeof done);
-  while ((rc = db_step(q)) == DB_ROW) {
-    int64_t pos = db_col_i64(q, 0);
-    if (pos >= 0 && pos < s->n_hostnames) done[pos] = 1;
-  }
-  db_reset(q);
-  if (rc != DB_DONE) {
-    log_error("inserting hostnames: %s", db_errmsg(st->w));
-    return STORE_ERROR;
-  }
-  for (int i = 0; i < s->n_hostnames; i++)
-    if (!done[i]) {
-      snprintf(conflict, clen, "hostnames[%d]", i);
-      return STORE_CONFLICT;
-    }
-  return STORE_OK;
-}
-
-/* Write the hostnames of s (after deleting the old ones, unless the site is new). STORE_CONFLICT
-   names the field. */
-static enum store_rc write_hostnames(struct store *st, const struct site_rec *s, char *conflict,
-                                     size_t clen, int fresh) {
-  static const char del[] = "DELETE FROM hostnames WHERE site_id = ?";
-  static const char ins[] = "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)";
-  struct db_stmt *q;
-  if (!fresh) {
-    q = db_prep(st->w, del);
-    if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, s->id);
-    if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
-  }
-  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
-    q = hostnames_pg_send(st, s);
-    return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
-  }
-  for (int i = 0; i < s->n_hostnames; i++) {
-    q = db_prep(st->w, ins);
-    if (!q) return STORE_ERROR;
-    db_bind_text(q, 1, s->hostnames[i]);
-    db_bind_i64(q, 2, s->id);
-    db_bind_int(q, 3, i);
-    if (db_step(q) != DB_DONE) {
-      int uniq = is_unique_violation(st);
-      db_reset(q);
-      if (uniq) {
-        snprintf(conflict, clen, "hostnames[%d]", i);
-        return STORE_CONFLICT;
-      }
-      log_error("inserting hostname: %s", db_errmsg(st->w));
-      return STORE_ERROR;
-    }
-    db_reset(q);
-  }
-  return STORE_OK;
-}
-
-static int bind_origin_cfg(struct db_stmt *q, const struct origin_rec *o, int first) {
-  db_bind_int(q, first, o->level);
-  db_bind_text(q, first + 1, o->address);
-  db_bind_int(q, first + 2, o->port);
-  db_bind_text(q, first + 3, o->scheme);
-  if (o->host_header[0])
-    db_bind_text(q, first + 4, o->host_header);
-  else
-    db_bind_null(q, first + 4);
-  db_bind_int(q, first + 5, o->weight);
-  db_bind_int(q, first + 6, o->enabled);
-  return first + 7;
-}
-
-static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
-  static const char ins[] =
-      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
-  struct db_stmt *q = db_prep(st->w, ins);
-  int next;
-  if (!q) return STORE_ERROR;
-  db_bind_i64(q, 1, o->site_id);
-  next = bind_origin_cfg(q, o, 2);
-  o->created_at = clock_wall_ms();
-  db_bind_i64(q, next, o->created_at);
-  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
-    log_error("inserting origin: %s", db_errmsg(st->w));
-    db_reset(q);
-    return STORE_ERROR;
-  }
-  o->id = db_col_i64(q, 0);
-  db_reset(q);
-  memcpy(o->health, "unknown", 8);
-  return STORE_OK;
-}
-
-static int i64_cmp(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* PostgreSQL: every origin of a new site s in one statement. The rows go in in list order, so the
-   identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
-   in list order. */
-static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
-  static const char ins[] =
-      "INSERT INTO origins (site_id, level, address, port, scheme, host_header, weight, enabled, "
-      "created_at) SELECT ?::bigint, t.l, t.a, t.p, t.s, t.h, t.w, t.e, ?::bigint FROM "
-      "unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], "
-      "?::bigint[]) WITH ORDINALITY AS t(l, a, p, s, h, w, e, n) ORDER BY t.n RETURNING id";
-  struct db_arr a[7];
-  struct db_stmt *q;
-  int64_t *ids = calloc((size_t)s->n_origins, sizeof *ids), now = clock_wall_ms();
-  int n = 0, rc = DB_ERR;
-  enum store_rc ret = STORE_ERROR;
-  memset(a, 0, sizeof a);
-  if (!ids) return STORE_ERROR;
-  for (int i = 0; i < s->n_origins; i++) {
-    const struct origin_rec *o = &s->origins[i];
-    db_arr_i64(&a[0], o->level);
-    db_arr_text(&a[1], o->address);
-    db_arr_i64(&a[2], o->port);
-    db_arr_text(&a[3], o->scheme);
-    db_arr_text(&a[4], o->host_header[0] ? o->host_header : NULL);
-    db_arr_i64(&a[5], o->weight);
-    db_arr_i64(&a[6], o->enabled);
-  }
-  q = db_prep(st->w, ins);
-  if (q) {
-    db_bind_i64(q, 1, s->id);
-    db_bind_i64(q, 2, now);
-    for (int k = 0; k < 7; k++)
-      db_bind_arr(q, k + 3, &a[k]);
-    while ((rc = db_step(q)) == DB_ROW)
-      if (n < s->n_origins) ids[n++] = db_col_i64(q, 0);
-    db_reset(q);
-  }
-  if (rc != DB_DONE || n != s->n_origins) {
-    log_error("inserting origins: %s", rc == DB_DONE ? "ids missing" : db_errmsg(st->w));
-    goto out;
-  }
-  qsort(ids, (size_t)n, sizeof *ids, i64_cmp);
-  for (int i = 0; i < n; i++) {
-    s->origins[i].id = ids[i];
-    s->origins[i].created_at = now;
-    memcpy(s->origins[i].health, "unknown", 8);
-  }
-  ret = STORE_OK;
-out:
-  for (int k = 0; k < 7; k++)
-    db_arr_free(&a[k]);
-  free(ids);
-  return ret;
-}
-
-/* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
-   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory).
- */
-static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
-  char list[128];
-  char *opts = hcheck_to_text(&s->hc);
-  format_status_list(s, list, sizeof list);
-  db_bind_text(q, 1, s->name);
-  db_bind_text(q, 2, s->failback);
-  db_bind_i64(q, 3, s->failback_hold_ms);
-  db_bind_int(q, 4, s->hc_enabled);
-  db_bind_text(q, 5, s->hc_path);
-  db_bind_i64(q, 6, s->hc_timeout_ms);
-  db_bind_i64(q, 7, s->hc_unhealthy_after);
-  db_bind_i64(q, 8, s->hc_healthy_after);
-  db_bind_int(q, 9, s->hc_checkpoints);
-  db_bind_i64(q, 10, s->nr_retries);
-  db_bind_i64(q, 11, s->nr_retry_budget_ms);
-  db_bind_i64(q, 12, s->nr_fail_count);
-  db_bind_i64(q, 13, s->nr_fail_window_ms);
-  db_bind_i64(q, 14, s->nr_skip_ms);
-  db_bind_i64(q, 15, s->nr_half_open_requests);
-  db_bind_text(q, 16, list);
-  if (opts) {
-    db_bind_text(q, 17, opts);
-    free(opts);
-  } else {
-    db_bind_null(q, 17);
-    if (!hcheck_is_default(&s->hc)) return -1;
-  }
-  if (s->hc.interval_ms > 0)
-    db_bind_i64(q, 18, s->hc.interval_ms);
-  else
-    db_bind_null(q, 18);
-  return 0;
-}
-
-/* A change to the site's configuration or origins: revision + 1. 0 or -1. */
-static int bump_revision_locked(struct store *st, int64_t site_id) {
-  static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_i64(s, 1, site_id);
-  return store_step_done(st->w, s, "bumping revision");
-}
-
-enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
-  static const char q[] = "SELECT revision FROM sites WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  int rc;
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, site_id);
-  rc = db_step(s);
-  if (rc == DB_ROW) *revision = db_col_i64(s, 0);
-  db_reset(s);
-  if (rc == DB_ROW) return STORE_OK;
-  return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
-}
-
-/* Bind the node_retry columns added by schema 6 (backup levels, failure ratio, minimum volume) of
-   s as parameters first..first+2. */
-static void bind_retry_levels(struct db_stmt *q, const struct site_rec *s, int first) {
-  db_bind_int(q, first, s->nr_backup_levels);
-  if (s->nr_failure_ratio > 0)
-    db_bind_double(q, first + 1, s->nr_failure_ratio);
-  else
-    db_bind_null(q, first + 1);
-  db_bind_i64(q, first + 2, s->nr_failure_min_volume);
-}
-
-/* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
-static int write_retry_levels(struct store *st, const struct site_rec *s) {
-  struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
-                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
-                                     "WHERE id = ?");
-  if (!q) return -1;
-  bind_retry_levels(q, s, 1);
-  db_bind_i64(q, 4, s->id);
-  return store_step_done(st->w, q, "writing node_retry levels");
-}
-
-enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
-                                       size_t clen) {
-  static const char ins[] =
-      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
-      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
-      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at, "
-      "nr_backup_levels, nr_failure_ratio, nr_failure_min_volume) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
-      "RETURNING id";
-  struct db_stmt *q, *hq = NULL;
-  enum store_rc rc = STORE_ERROR, orc = STORE_OK;
-  int64_t now = clock_wall_ms();
-
-  q = db_prep(st->w, ins);
-  if (!q) goto fail;
-  if (bind_site_cfg(q, s) < 0) {
-    db_reset(q);
-    goto fail;
-  }
-  db_bind_int(q, 19, s->current_level);
-  db_bind_i64(q, 20, now);
-  db_bind_i64(q, 21, now);
-  bind_retry_levels(q, s, 22);
-  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("inserting site: %s", db_errmsg(st->w));
-    }
-    goto fail;
-  }
-  s->id = db_col_i64(q, 0);
-  db_reset(q);
-  /* PostgreSQL: the hostnames go out with the origins, in one round trip */
-  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
-    hq = hostnames_pg_send(st, s);
-    if (!hq) goto fail;
-  } else {
-    rc = write_hostnames(st, s, conflict, clen, 1);
-    if (rc != STORE_OK) goto fail;
-  }
-  for (int i = 0; i < s->n_origins; i++)
-    s->origins[i].site_id = s->id;
-  if (db_kind(st->w) == DB_PG && s->n_origins > 1) {
-    orc = insert_origins_pg(st, s);
-  } else {
-    for (int i = 0; i < s->n_origins && orc == STORE_OK; i++)
-      orc = insert_origin(st, &s->origins[i]);
-  }
-  /* a taken hostname is the answer even when the origins failed with it */
-  if (hq && (rc = hostnames_pg_read(st, hq, s, conflict, clen)) != STORE_OK) goto fail;
-  rc = STORE_ERROR;
-  if (orc != STORE_OK) goto fail;
-  if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
-  s->config_version = 1;
-  s->created_at = s->updated_at = now;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
-}
-
-enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
-                                       size_t clen) {
-  static const char upd[] =
-      "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
-      "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
-      "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
-      "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
-      "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-
-  q = db_prep(st->w, upd);
-  if (!q) goto fail;
-  if (bind_site_cfg(q, s) < 0) {
-    db_reset(q);
-    goto fail;
-  }
-  db_bind_i64(q, 19, s->id);
-  if (db_step(q) != DB_DONE) {
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("updating site %lld: %s", (long long)s->id, db_errmsg(st->w));
-    }
-    goto fail;
-  }
-  db_reset(q);
-  if (db_changes(st->w) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (write_retry_levels(st, s) < 0) goto fail;
-  rc = write_hostnames(st, s, conflict, clen, 0);
-  if (rc != STORE_OK) goto fail;
-  rc = STORE_ERROR;
-  if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, s->id) < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
-}
-
-/* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
-   origin_id 0), before the origin or the site is deleted: on PostgreSQL verdicts carry no foreign
-   keys (schema/pg/0010), so nothing deletes them by cascade. Verdicts go by origin, through the
-   index on verdicts (origin_id, id). */
-static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t origin_id) {
-  static const char *const q[2][2] = {
-      {"DELETE FROM node_observations WHERE site_id = ?",
-       "DELETE FROM verdicts WHERE origin_id IN (SELECT id FROM origins WHERE site_id = ?)"},
-      {"DELETE FROM node_observations WHERE origin_id = ?",
-       "DELETE FROM verdicts WHERE origin_id = ?"}};
-  for (int i = 0; i < 2; i++) {
-    struct db_stmt *s = db_prep(st->w, q[origin_id != 0][i]);
-    if (!s) return -1;
-    db_bind_i64(s, 1, origin_id ? origin_id : site_id);
-    if (store_step_done(st->w, s, i ? "dropping verdicts" : "dropping observations") < 0) return -1;
-  }
-  return 0;
-}
-
-enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
-  static const char del[] = "DELETE FROM sites WHERE id = ?";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  if (drop_origin_rows_locked(st, id, 0) < 0) goto fail; /* while its origins are there */
-  q = db_prep(st->w, del);
-  if (!q) goto fail;
-  db_bind_i64(q, 1, id);
-  if (store_step_done(st->w, q, "deleting site") < 0) goto fail;
-  if (db_changes(st->w) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_site_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_delete_locked(st, id));
-}
-
-/* 1 when the site exists (writer connection, inside a transaction). */
-static int site_exists_locked(struct store *st, int64_t site_id) {
-  static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  int rc;
-  if (!s) return 0;
-  db_bind_i64(s, 1, site_id);
-  rc = db_step(s);
-  db_reset(s);
-  return rc == DB_ROW;
-}
-
-/* Number of origins of a site on the writer, or -1. */
-static int origin_count_locked(struct store *st, int64_t site_id) {
-  static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  int n = -1;
-  if (!s) return -1;
-  db_bind_i64(s, 1, site_id);
-  if (db_step(s) == DB_ROW) n = db_col_int(s, 0);
-  db_reset(s);
-  return n;
-}
-
-enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
-  enum store_rc rc = STORE_ERROR;
-  int count;
-  if (!site_exists_locked(st, o->site_id)) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  /* counted under the writer lock, so concurrent adds cannot pass the cap together */
-  count = origin_count_locked(st, o->site_id);
-  if (count < 0) goto fail;
-  if (count >= STORE_MAX_ORIGINS) {
-    rc = STORE_LIMIT;
-    goto fail;
-  }
-  if (insert_origin(st, o) != STORE_OK) goto fail;
-  if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_add_locked(st, o));
-}
-
-enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
-  /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
-  static const char upd[] =
-      "UPDATE origins SET "
-      "health = CASE WHEN enabled = 0 AND ?7 = 1 THEN 'unknown' ELSE health END, "
-      "success_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE success_streak END, "
-      "failure_streak = CASE WHEN enabled = 0 AND ?7 = 1 THEN 0 ELSE failure_streak END, "
-      "healthy_since = CASE WHEN enabled = 0 AND ?7 = 1 THEN NULL ELSE healthy_since END, "
-      "level = ?1, address = ?2, port = ?3, scheme = ?4, host_header = ?5, weight = ?6, "
-      "enabled = ?7 WHERE id = ?8 AND site_id = ?9";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  q = db_prep(st->w, upd);
-  if (!q) goto fail;
-  bind_origin_cfg(q, o, 1); /* ?1..?7: PostgreSQL needs every number up to the highest used */
-  db_bind_i64(q, 8, o->id);
-  db_bind_i64(q, 9, o->site_id);
-  if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
-  if (db_changes(st->w) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_update_locked(st, o));
-}
-
-enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
-  static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  q = db_prep(st->w, del);
-  if (!q) goto fail;
-  db_bind_i64(q, 1, origin_id);
-  db_bind_i64(q, 2, site_id);
-  if (store_step_done(st->w, q, "deleting origin") < 0) goto fail;
-  if (db_changes(st->w) == 0) {
-    rc = STORE_NOT_FOUND;
-    goto fail;
-  }
-  if (drop_origin_rows_locked(st, site_id, origin_id) < 0) goto fail;
-  if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (bump_revision_locked(st, site_id) < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
-}
-
-/* ---- idempotency keys ---- */
-
-enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
-                                    struct idem_rec *out) {
-  static const char q[] = "SELECT request_hash, status, body, etag, created_at "
-                          "FROM idempotency_keys WHERE key = ? AND created_at >= ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  int rc;
-  memset(out, 0, sizeof *out);
-  if (!s) return STORE_ERROR;
-  db_bind_text(s, 1, key);
-  db_bind_i64(s, 2, not_before);
-  rc = db_step(s);
-  if (rc == DB_ROW) {
-    const char *body = db_col_text(s, 2);
-    store_col_text(s, 0, out->request_hash, sizeof out->request_hash);
-    out->status = db_col_int(s, 1);
-    out->body = body ? strdup(body) : NULL;
-    store_col_text(s, 3, out->etag, sizeof out->etag);
-    out->created_at = db_col_i64(s, 4);
-    db_reset(s);
-    return body && !out->body ? STORE_ERROR : STORE_OK;
-  }
-  db_reset(s);
-  if (rc == DB_DONE) return STORE_NOT_FOUND;
-  log_error("reading idempotency key: %s", db_errmsg(st->w));
-  return STORE_ERROR;
-}
-
-enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
-                                    int status, const char *body, const char *etag, int64_t now) {
-  static const char ins[] = "INSERT INTO idempotency_keys "
-                            "(key, request_hash, status, body, etag, created_at) "
-                            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-                            "request_hash = excluded.request_hash, status = excluded.status, "
-                            "body = excluded.body, etag = excluded.etag, "
-                            "created_at = excluded.created_at";
-  static const char old[] = "DELETE FROM idempotency_keys WHERE created_at < ?";
-  static const char over[] =
-      "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
-      "ORDER BY created_at DESC LIMIT 9223372036854775807 OFFSET ?)";
-  struct db_stmt *s = db_prep(st->w, ins);
-  if (!s) return STORE_ERROR;
-  db_bind_text(s, 1, key);
-  db_bind_text(s, 2, request_hash);
-  db_bind_int(s, 3, status);
-  if (body) db_bind_text(s, 4, body);
-  if (etag && *etag) db_bind_text(s, 5, etag);
-  db_bind_i64(s, 6, now);
-  if (store_step_done(st->w, s, "storing idempotency key") < 0) return STORE_ERROR;
-  s = db_prep(st->w, old);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, now - STORE_IDEM_KEEP_MS);
-  if (store_step_done(st->w, s, "pruning idempotency keys") < 0) return STORE_ERROR;
-  s = db_prep(st->w, over);
-  if (!s) return STORE_ERROR;
-  db_bind_int(s, 1, STORE_IDEM_MAX_ROWS);
-  if (store_step_done(st->w, s, "capping idempotency keys") < 0) return STORE_ERROR;
-  return STORE_OK;
-}
-
-/* ---- nodes ---- */
-
-enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
-                                       const char *token_hash) {
-  static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
-  static const char tok[] =
-      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
-  struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
-  int64_t now = clock_wall_ms();
-  q = db_prep(st->w, ins);
-  if (!q) goto fail;
-  db_bind_text(q, 1, n->name);
-  db_bind_i64(q, 2, now);
-  if (db_step(q) != DB_DONE) {
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq)
-      rc = STORE_CONFLICT;
-    else
-      log_error("inserting node: %s", db_errmsg(st->w));
-    goto fail;
-  }
-  db_reset(q);
-  n->id = db_last_id(st->w);
-  n->created_at = now;
-  q = db_prep(st->w, tok);
-  if (!q) goto fail;
-  db_bind_text(q, 1, token_hash);
-  db_bind_i64(q, 2, n->id);
-  db_bind_i64(q, 3, now);
-  if (store_step_done(st->w, q, "inserting node token") < 0) goto fail;
-  return STORE_OK;
-fail:
-  return rc;
-}
-
-enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_node_create_locked(st, n, token_hash));
-}
-
-enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
-  static const char q[] =
-      "SELECT id, name, created_at, last_seen_at, config_seq, version FROM nodes ORDER BY id";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct node_rec *arr = NULL;
-  int cnt = 0, cap = 0, rc;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct node_rec *r;
-    struct node_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
-    if (!na) {
-      free(arr);
-      db_reset(s);
-      return STORE_ERROR;
-    }
-    arr = na;
-    r = &arr[cnt++];
-    memset(r, 0, sizeof *r);
-    r->id = db_col_i64(s, 0);
-    store_col_text(s, 1, r->name, sizeof r->name);
-    r->created_at = db_col_i64(s, 2);
-    r->last_seen_at = db_col_i64(s, 3);
-    r->config_seq = db_col_i64(s, 4);
-    store_col_text(s, 5, r->version, sizeof r->version);
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  return rc == DB_DONE ? STORE_OK : STORE_ERROR;
-}
-
-enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
-  static const char del[] = "DELETE FROM nodes WHERE id = ?";
-  struct db_stmt *q = db_prep(st->w, del);
-  if (!q) return STORE_ERROR;
-  db_bind_i64(q, 1, id);
-  if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
-  if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
-  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
-  {
-    /* the other replicas cut the node's suspended poll too */
-    char payload[SIGNAL_PAYLOAD_MAX];
-    if (sigmsg_node_format(payload, sizeof payload, id) < 0 ||
-        store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), payload) < 0)
-      return STORE_ERROR;
-  }
-  return STORE_OK;
-}
-
-enum store_rc store_node_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_node_delete_locked(st, id));
-}
-
-enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
-  return store_site_load(st->w, id, out);
-}
-
-enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n) {
-  static const char q[] = "SELECT id FROM sites WHERE id > ? ORDER BY id LIMIT ?";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  int rc;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, after);
-  db_bind_int(s, 2, limit);
-  while ((rc = db_step(s)) == DB_ROW && *n < limit)
-    ids[(*n)++] = db_col_i64(s, 0);
-  db_reset(s);
-  return rc == DB_DONE || rc == DB_ROW ? STORE_OK : STORE_ERROR;
 }

@@ -5,8 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hcheck.h"
-#include "skip.h"
+#include "site.h"
 
 struct store;
 
@@ -14,66 +13,13 @@ enum store_rc {
   STORE_OK = 0,
   STORE_NOT_FOUND = 1,
   STORE_CONFLICT = 2,    /* a UNIQUE value is taken: see the conflict text */
-  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. STORE_MAX_ORIGINS) */
+  STORE_LIMIT = 3,       /* a bound would be exceeded (e.g. SITE_MAX_ORIGINS) */
   STORE_FULL = 4,        /* the disk is full: nothing was written */
   STORE_UNAVAILABLE = 5, /* the database cannot be reached (PostgreSQL): nothing was written */
   STORE_ERROR = -1,      /* logged where it happened */
 };
 
 enum { STORE_TOKEN_ADMIN = 1, STORE_TOKEN_NODE = 2 };
-
-#define STORE_MAX_HOSTNAMES 32
-#define STORE_MAX_ORIGINS 64
-#define STORE_MAX_RETRY_STATUS 16
-
-/* An origin as stored (config and health state). */
-struct origin_rec {
-  int64_t id, site_id;
-  int level, port, weight, enabled;
-  char address[256];
-  char scheme[8];
-  char host_header[256]; /* "" = none (use the site's first hostname) */
-  /* health state */
-  char health[12]; /* unknown | healthy | unhealthy */
-  int success_streak, failure_streak;
-  int64_t health_changed_at, healthy_since, last_checked_at;
-  char last_verdict[12]; /* "" | success | failure */
-  char last_source[16];  /* "" | nodes | checkpoints | control */
-  int votes_success, votes_failure;
-  char last_error[256];
-  int64_t created_at;
-};
-
-/* A site with its hostnames and origins (origins ordered by level, id). */
-struct site_rec {
-  int64_t id;
-  char name[65];
-  int n_hostnames;
-  char hostnames[STORE_MAX_HOSTNAMES][254];
-  char failback[8]; /* auto | manual */
-  int64_t failback_hold_ms;
-  int hc_enabled;
-  char hc_path[513];
-  int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
-  int hc_checkpoints;
-  struct hcheck_opts hc; /* type, method, headers, expected_*, port, interval_ms, quorum */
-  int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
-      nr_half_open_requests;
-  int n_retry_on_status;
-  int retry_on_status[STORE_MAX_RETRY_STATUS];
-  int nr_backup_levels;
-  double nr_failure_ratio; /* 0 = off (NULL in the database) */
-  int64_t nr_failure_min_volume;
-  int current_level;
-  int64_t config_version;
-  int64_t last_probed_at, next_probe_at;
-  int all_unhealthy, failback_notified;
-  int manual_pin;   /* 1 = the operator's manual switch suspends automatic failback */
-  int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
-  int64_t created_at, updated_at;
-  int n_origins;
-  struct origin_rec *origins; /* owned; n_origins entries */
-};
 
 /* Open (creating if needed) the database at path, apply pending migrations. NULL on failure
  * (logged). */
@@ -116,181 +62,5 @@ int store_schema_version(struct store *st);
 
 /* The --db target for log lines and messages: a password in it is masked. Valid while st is. */
 const char *store_db_label(const struct store *st);
-
-/* Fill a site record with the defaults of DESIGN §2 (no origins). */
-void site_rec_defaults(struct site_rec *s);
-
-/* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
-/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
-void site_rec_retry(const struct site_rec *s, struct skip_params *p);
-void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
-
-int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
-
-/* Free what a site record owns (not the record itself). */
-void site_rec_fini(struct site_rec *s);
-
-/* ---- tokens ---- */
-
-/* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or
- * -1. */
-int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
-
-/* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
-   (rotation by restart); API tokens stay. 0 or -1. (store_tokens.c) */
-int store_admin_token_set(struct store *st, const char *hash);
-
-/* Cluster mode: make sure hash is an admin token, revoking nothing (replicas started with
-   different tokens must not revoke each other's; rotation is explicit through the API). Stored
-   as "bootstrap", or "bootstrap-<12 hex digits of the hash>" when that name is taken. 0 or -1.
-   (store_tokens.c) */
-int store_admin_token_ensure(struct store *st, const char *hash);
-
-/* Look up a live token hash: 0 with kind/node_id set, 1 unknown or expired, -1 error.
-   (store_tokens.c; store_token_auth there also gives the name and role) */
-int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
-
-/* ---- sites and origins (every change republishes the site) ---- */
-
-/* Insert the site with its hostnames and origins; sets s->id, origin ids, versions. On
- * STORE_CONFLICT conflict names what is taken ("name" or "hostnames[i]"). */
-enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen);
-
-/* Load one site into *out (caller site_rec_fini's it). */
-enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out);
-
-/* Load the n distinct sites ids[0..n) into out[0..n), in the caller's order, from one snapshot
- * and with a few statements in all (not a few per site). A site that is not there leaves
- * out[i].id == 0. The caller site_rec_fini's every entry. */
-enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struct site_rec *out);
-
-/* List up to limit sites with id > after, ascending; *out is a malloc'd array of *n records (caller
- * frees each with site_rec_fini and the array with free). */
-enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
-                              int *n);
-
-/* Replace the site's top-level fields and hostnames (not origins) from s; republishes. Conflicts as
- * in create. */
-enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen);
-
-/* Delete a site; records a tombstone publication. */
-enum store_rc store_site_delete(struct store *st, int64_t id);
-
-/* Add an origin to a site (o->site_id set); sets o->id; republishes. */
-enum store_rc store_origin_add(struct store *st, struct origin_rec *o);
-
-/* Replace an origin's config fields; re-enabling resets its health to unknown; republishes. */
-enum store_rc store_origin_update(struct store *st, const struct origin_rec *o);
-
-/* Delete an origin of a site; republishes. */
-enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id);
-
-/* The same, inside a store_op (the writer connection; the caller's transaction). */
-enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out);
-enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
-                                       size_t clen);
-enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
-                                       size_t clen);
-enum store_rc store_site_delete_locked(struct store *st, int64_t id);
-/* STORE_LIMIT when the site already has STORE_MAX_ORIGINS origins (counted in the transaction). */
-enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
-enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
-enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);
-
-/* The site's revision (inside a store_op). */
-enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision);
-
-/* Up to limit site ids > after, ascending, into ids[]; *n of them. */
-enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);
-
-/* ---- idempotency keys (DESIGN §4) ---- */
-
-/* How long the first answer to a POST with an Idempotency-Key is replayed, and how many are kept
-   at most (a client cannot grow the table without bound by sending fresh keys). */
-#define STORE_IDEM_KEEP_MS (24LL * 3600 * 1000)
-#define STORE_IDEM_MAX_ROWS 100000
-
-/* A stored first answer. */
-struct idem_rec {
-  char request_hash[65];
-  int status;
-  char *body; /* malloc'd JSON text or NULL (caller frees) */
-  char etag[32];
-  int64_t created_at;
-};
-
-/* Inside a store_op: the answer stored for key since not_before; STORE_NOT_FOUND when none. */
-enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
-                                    struct idem_rec *out);
-
-/* Inside a store_op: store the answer for key (replacing an expired one) and prune rows older
-   than now - STORE_IDEM_KEEP_MS and beyond STORE_IDEM_MAX_ROWS. */
-enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
-                                    int status, const char *body, const char *etag, int64_t now);
-
-/* ---- nodes ---- */
-
-struct node_rec {
-  int64_t id;
-  char name[65];
-  int64_t created_at, last_seen_at, config_seq;
-  char version[64];
-};
-
-/* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken. */
-enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash);
-
-/* All nodes ordered by id; *out malloc'd (caller frees). */
-enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
-
-/* Delete a node and its token (revocation is immediate: the token cache is cleared when the
-   transaction commits, and a lookup racing the delete cannot re-cache the token). */
-enum store_rc store_node_delete(struct store *st, int64_t id);
-
-/* The same, inside a store_op. */
-enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
-                                       const char *token_hash);
-enum store_rc store_node_delete_locked(struct store *st, int64_t id);
-
-/* ---- publications ---- */
-
-/* Highest publication seq (0 when none). */
-int64_t store_pub_seq(struct store *st);
-
-/* Call fn(arg, seq) after every commit that recorded a publication (outside the writer lock). Set
- * once at start. */
-void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg);
-
-/* Call fn(arg) after every commit that wrote an event (and so maybe webhook deliveries). Set once
- * at start. */
-void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg);
-
-/* ---- events (site messages, notification center) and the webhook outbox ---- */
-
-struct event_rec {
-  int64_t id, site_id;
-  char site_name[65];
-  char type[48];
-  char title[128];
-  char *data; /* JSON text, owned */
-  int64_t created_at;
-};
-
-/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
- * filter matches. Returns the event id or -1. */
-int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
-                               const char *type, const char *title, const char *data_json);
-
-/* Add an event in its own transaction; id or -1. */
-int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
-                        const char *title, const char *data_json);
-
-/* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd
- * (caller frees with store_events_free). */
-enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
-                               struct event_rec **out, int *n);
-
-/* Free a list from store_event_list. */
-void store_events_free(struct event_rec *arr, int n);
 
 #endif

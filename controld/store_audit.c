@@ -1,14 +1,36 @@
 /* store_audit — audit log SQL (see store_audit.h). */
 #include "store_audit.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "store_int.h"
 
+/* The audit feature's state: its retention and when the next write prunes (under the writer
+   lock). */
+struct audit_state {
+  int64_t keep_ms;    /* 0 = forever */
+  int64_t next_prune; /* wall ms of the next prune by a write */
+};
+
+/* No hook: the audit row is written by the write itself; the participant holds the state. */
+static const struct store_participant audit_participant = {.name = "audit", .fini = free};
+
+int store_audit_attach(struct store *st) {
+  struct audit_state *as = calloc(1, sizeof *as);
+  if (!as) return -1;
+  if (store_participant_add(st, &audit_participant, as) < 0) {
+    free(as);
+    return -1;
+  }
+  return 0;
+}
+
 void store_audit_set_retention(struct store *st, int64_t keep_ms) {
-  st->audit_keep_ms = keep_ms;
+  struct audit_state *as = store_participant_state(st, &audit_participant);
+  as->keep_ms = keep_ms;
 }
 
 /* Delete up to STORE_AUDIT_PRUNE_BATCH rows older than before_ms on the writer; count or -1. */
@@ -27,6 +49,7 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
   static const char ins[] =
       "INSERT INTO audit (at, token_id, token_name, method, path, site_id, status, summary) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+  struct audit_state *as = store_participant_state(st, &audit_participant);
   struct db_stmt *s = db_prep(st->w, ins);
   if (!s) return -1;
   db_bind_i64(s, 1, a->at > 0 ? a->at : now);
@@ -47,12 +70,12 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
   db_bind_int(s, 7, a->status);
   db_bind_text(s, 8, a->summary);
   if (store_defer(st->w, s, "appending to the audit log") < 0) return -1;
-  /* the writer lock is held: audit_next_prune needs no other guard */
-  if (st->audit_keep_ms > 0 && now >= st->audit_next_prune) {
-    int64_t n = prune_batch_locked(st, now - st->audit_keep_ms);
+  /* the writer lock is held: next_prune needs no other guard */
+  if (as->keep_ms > 0 && now >= as->next_prune) {
+    int64_t n = prune_batch_locked(st, now - as->keep_ms);
     if (n < 0) return -1;
     /* a full batch means more are due: the next write goes on with them */
-    st->audit_next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
+    as->next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
   }
   return 0;
 }
@@ -72,45 +95,38 @@ int64_t store_audit_prune(struct store *st, int64_t before_ms) {
   return total;
 }
 
+#define M(m) .offset = offsetof(struct audit_rec, m), .size = sizeof(((struct audit_rec *)0)->m)
+/* The columns of an audit record as the list reads them. */
+static const struct field_def audit_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "at", .column = "at", .type = FIELD_INT, M(at)},
+    {.name = "token_id", .column = "token_id", .type = FIELD_INT, M(token_id)},
+    {.name = "token_name", .column = "token_name", .type = FIELD_STR, M(token_name)},
+    {.name = "method", .column = "method", .type = FIELD_STR, M(method)},
+    {.name = "path", .column = "path", .type = FIELD_STR, M(path)},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "status", .column = "status", .type = FIELD_INT, M(status)},
+    {.name = "summary", .column = "summary", .type = FIELD_STR, M(summary)},
+    {.name = NULL},
+};
+#undef M
+
 enum store_rc store_audit_list(struct store *st, int64_t after, int64_t site_id, int limit,
                                struct audit_rec **out, int *n) {
-  static const char all[] =
-      "SELECT id, at, token_id, token_name, method, path, site_id, status, summary "
-      "FROM audit WHERE id > ? ORDER BY id LIMIT ?";
-  static const char one[] =
-      "SELECT id, at, token_id, token_name, method, path, site_id, status, summary "
-      "FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2";
+  static struct store_sql all, one;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, site_id > 0 ? one : all) : NULL;
-  struct audit_rec *arr = NULL;
-  int cnt = 0, rc = DB_DONE;
+  const char *sql =
+      site_id > 0 ? store_sql(&one, "SELECT ", audit_fields,
+                              " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
+                  : store_sql(&all, "SELECT ", audit_fields,
+                              " FROM audit WHERE id > ? ORDER BY id LIMIT ?");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s || limit < 1) return STORE_ERROR;
-  arr = calloc((size_t)limit, sizeof *arr);
-  if (!arr) return STORE_ERROR;
   db_bind_i64(s, 1, after);
   db_bind_int(s, 2, limit);
   if (site_id > 0) db_bind_i64(s, 3, site_id);
-  while (cnt < limit && (rc = db_step(s)) == DB_ROW) {
-    struct audit_rec *a = &arr[cnt++];
-    a->id = db_col_i64(s, 0);
-    a->at = db_col_i64(s, 1);
-    a->token_id = db_col_i64(s, 2);
-    store_col_text(s, 3, a->token_name, sizeof a->token_name);
-    store_col_text(s, 4, a->method, sizeof a->method);
-    store_col_text(s, 5, a->path, sizeof a->path);
-    a->site_id = db_col_i64(s, 6);
-    a->status = db_col_int(s, 7);
-    store_col_text(s, 8, a->summary, sizeof a->summary);
-  }
-  db_reset(s);
-  if (cnt < limit && rc != DB_DONE) {
-    log_error("listing the audit log: %s", db_errmsg(c));
-    free(arr);
-    return STORE_ERROR;
-  }
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  return store_rows_read(c, s, audit_fields, sizeof **out, limit, (void **)out, n,
+                         "listing the audit log");
 }

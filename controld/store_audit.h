@@ -25,6 +25,9 @@ struct audit_rec {
   char summary[STORE_AUDIT_SUMMARY_MAX + 1];
 };
 
+/* Add the audit log's participant (it holds the retention; store_open does it). 0 or -1. */
+int store_audit_attach(struct store *st);
+
 /* Keep audit rows for keep_ms (wall); 0 = forever. Set once at start. */
 void store_audit_set_retention(struct store *st, int64_t keep_ms);
 

@@ -6,9 +6,34 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "store_events.h"
 #include "store_int.h"
-#include "store_notify.h"
 #include "token.h"
+
+/* The events feature's state: the event hook, and the open write transaction's events (under the
+   writer lock). */
+struct events_state {
+  void (*hook)(void *arg); /* run after a commit that wrote events (store_set_event_hook) */
+  void *hook_arg;
+  int pending;      /* the open transaction recorded events (or deliveries) */
+  int hooks_loaded; /* hooks[0..nhooks) is the webhook list as this transaction sees it */
+  int nhooks;
+  struct store_hook {
+    int64_t id;
+    char *events; /* the filter (JSON array text), NULL = every event */
+  } * hooks;
+  int64_t ev_next;      /* PostgreSQL: the next event id in this transaction, 0 = not read yet */
+  struct db_arr evq[7]; /* PostgreSQL: events recorded and not yet written (columns) */
+  int ev_n;
+  struct db_arr dlq[6]; /* … and their outbox rows */
+  int dl_n;
+};
+
+static const struct store_participant events_participant;
+
+static struct events_state *events_of(struct store *st) {
+  return store_participant_state(st, &events_participant);
+}
 
 /* Events a PostgreSQL transaction queues before writing them (bounds its memory). */
 #define STORE_EVENTS_QUEUE_MAX 4096
@@ -30,33 +55,34 @@ static int filter_matches(const char *filter, const char *type) {
 
 /* The webhook list as this transaction sees it, read by its first event (not once per event). */
 static int hooks_load(struct store *st) {
+  struct events_state *es = events_of(st);
   static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
   struct db_stmt *h;
   int rc;
-  if (st->hooks_loaded) return 0;
+  if (es->hooks_loaded) return 0;
   store_events_tx_reset_hooks(st);
   h = db_prep(st->w, hooks);
   if (!h) return -1;
-  while ((rc = db_step(h)) == DB_ROW && st->nhooks < STORE_MAX_WEBHOOKS) {
+  while ((rc = db_step(h)) == DB_ROW && es->nhooks < STORE_MAX_WEBHOOKS) {
     const char *ev = db_col_text(h, 1);
-    struct store_hook *nh = realloc(st->hooks, (size_t)(st->nhooks + 1) * sizeof *nh);
+    struct store_hook *nh = realloc(es->hooks, (size_t)(es->nhooks + 1) * sizeof *nh);
     if (!nh) break;
-    st->hooks = nh;
-    nh[st->nhooks].id = db_col_i64(h, 0);
-    nh[st->nhooks].events = ev ? strdup(ev) : NULL;
-    if (ev && !nh[st->nhooks].events) break;
-    st->nhooks++;
+    es->hooks = nh;
+    nh[es->nhooks].id = db_col_i64(h, 0);
+    nh[es->nhooks].events = ev ? strdup(ev) : NULL;
+    if (ev && !nh[es->nhooks].events) break;
+    es->nhooks++;
   }
   db_reset(h);
   if (rc == DB_ERR) {
     log_error("reading webhooks: %s", db_errmsg(st->w));
     return -1;
   }
-  if (rc == DB_ROW && st->nhooks < STORE_MAX_WEBHOOKS) {
+  if (rc == DB_ROW && es->nhooks < STORE_MAX_WEBHOOKS) {
     log_error("reading webhooks: out of memory");
     return -1;
   }
-  st->hooks_loaded = 1;
+  es->hooks_loaded = 1;
   return 0;
 }
 
@@ -66,9 +92,10 @@ static int hooks_load(struct store *st) {
 static int64_t event_queue(struct store *st, int64_t site_id, const char *site_name,
                            const char *type, const char *title, const char *data_json,
                            int64_t now) {
+  struct events_state *es = events_of(st);
   static const char next[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM events";
   int64_t id;
-  if (!st->ev_next) {
+  if (!es->ev_next) {
     struct db_stmt *q = db_prep(st->w, next);
     if (!q) return -1;
     if (db_step(q) != DB_ROW) {
@@ -76,43 +103,44 @@ static int64_t event_queue(struct store *st, int64_t site_id, const char *site_n
       db_reset(q);
       return -1;
     }
-    st->ev_next = db_col_i64(q, 0);
+    es->ev_next = db_col_i64(q, 0);
     db_reset(q);
   }
-  id = st->ev_next;
-  db_arr_i64(&st->evq[0], id);
+  id = es->ev_next;
+  db_arr_i64(&es->evq[0], id);
   if (site_id)
-    db_arr_i64(&st->evq[1], site_id);
+    db_arr_i64(&es->evq[1], site_id);
   else
-    db_arr_null(&st->evq[1]);
-  db_arr_text(&st->evq[2], site_name);
-  db_arr_text(&st->evq[3], type);
-  db_arr_text(&st->evq[4], title);
-  db_arr_text(&st->evq[5], data_json ? data_json : "{}");
-  db_arr_i64(&st->evq[6], now);
-  st->ev_n++;
-  for (int i = 0; i < st->nhooks; i++) {
+    db_arr_null(&es->evq[1]);
+  db_arr_text(&es->evq[2], site_name);
+  db_arr_text(&es->evq[3], type);
+  db_arr_text(&es->evq[4], title);
+  db_arr_text(&es->evq[5], data_json ? data_json : "{}");
+  db_arr_i64(&es->evq[6], now);
+  es->ev_n++;
+  for (int i = 0; i < es->nhooks; i++) {
     char uuid[40];
-    if (!filter_matches(st->hooks[i].events, type)) continue;
+    if (!filter_matches(es->hooks[i].events, type)) continue;
     if (token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-    db_arr_i64(&st->dlq[0], st->hooks[i].id);
-    db_arr_i64(&st->dlq[1], id);
-    db_arr_text(&st->dlq[2], uuid);
+    db_arr_i64(&es->dlq[0], es->hooks[i].id);
+    db_arr_i64(&es->dlq[1], id);
+    db_arr_text(&es->dlq[2], uuid);
     if (site_id)
-      db_arr_i64(&st->dlq[3], site_id);
+      db_arr_i64(&es->dlq[3], site_id);
     else
-      db_arr_null(&st->dlq[3]);
-    db_arr_i64(&st->dlq[4], now);
-    db_arr_i64(&st->dlq[5], now);
-    st->dl_n++;
+      db_arr_null(&es->dlq[3]);
+    db_arr_i64(&es->dlq[4], now);
+    db_arr_i64(&es->dlq[5], now);
+    es->dl_n++;
   }
-  st->ev_next++;
+  es->ev_next++;
   /* bound the memory of a transaction with very many events */
-  if (st->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(st) < 0) return -1;
+  if (es->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(st) < 0) return -1;
   return id;
 }
 
 int store_events_flush_locked(struct store *st) {
+  struct events_state *es = events_of(st);
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) SELECT * FROM "
       "unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[])";
@@ -121,39 +149,42 @@ int store_events_flush_locked(struct store *st) {
       "SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], "
       "?::bigint[])";
   int rc = 0;
-  if (st->ev_n && store_step_arrays(st->w, ins, st->evq, 7, "inserting events") < 0) rc = -1;
-  if (rc == 0 && st->dl_n &&
-      store_step_arrays(st->w, outbox, st->dlq, 6, "queueing webhook deliveries") < 0)
+  if (es->ev_n && store_step_arrays(st->w, ins, es->evq, 7, "inserting events") < 0) rc = -1;
+  if (rc == 0 && es->dl_n &&
+      store_step_arrays(st->w, outbox, es->dlq, 6, "queueing webhook deliveries") < 0)
     rc = -1;
   for (int i = 0; i < 7; i++)
-    db_arr_clear(&st->evq[i]);
+    db_arr_clear(&es->evq[i]);
   for (int i = 0; i < 6; i++)
-    db_arr_clear(&st->dlq[i]);
-  st->ev_n = st->dl_n = 0;
+    db_arr_clear(&es->dlq[i]);
+  es->ev_n = es->dl_n = 0;
   return rc;
 }
 
 void store_events_tx_reset_hooks(struct store *st) {
-  for (int i = 0; i < st->nhooks; i++)
-    free(st->hooks[i].events);
-  free(st->hooks);
-  st->hooks = NULL;
-  st->nhooks = 0;
-  st->hooks_loaded = 0;
+  struct events_state *es = events_of(st);
+  for (int i = 0; i < es->nhooks; i++)
+    free(es->hooks[i].events);
+  free(es->hooks);
+  es->hooks = NULL;
+  es->nhooks = 0;
+  es->hooks_loaded = 0;
 }
 
 void store_events_tx_reset(struct store *st) {
+  struct events_state *es = events_of(st);
   store_events_tx_reset_hooks(st);
   for (int i = 0; i < 7; i++)
-    db_arr_free(&st->evq[i]);
+    db_arr_free(&es->evq[i]);
   for (int i = 0; i < 6; i++)
-    db_arr_free(&st->dlq[i]);
-  st->ev_n = st->dl_n = 0;
-  st->ev_next = 0;
+    db_arr_free(&es->dlq[i]);
+  es->ev_n = es->dl_n = 0;
+  es->ev_next = 0;
 }
 
 int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json) {
+  struct events_state *es = events_of(st);
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
      rolled-back transaction (events are never deleted) */
   static const char ins[] =
@@ -167,7 +198,7 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   if (hooks_load(st) < 0) return -1;
   if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
     event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
-    if (event_id > 0) st->event_pending = 1;
+    if (event_id > 0) es->pending = 1;
     return event_id;
   }
   q = db_prep(st->w, ins);
@@ -185,13 +216,13 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   }
   event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
   db_reset(q);
-  for (int i = 0; i < st->nhooks; i++) {
+  for (int i = 0; i < es->nhooks; i++) {
     char uuid[40];
     struct db_stmt *o;
-    if (!filter_matches(st->hooks[i].events, type)) continue;
+    if (!filter_matches(es->hooks[i].events, type)) continue;
     o = db_prep(st->w, outbox);
     if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-    db_bind_i64(o, 1, st->hooks[i].id);
+    db_bind_i64(o, 1, es->hooks[i].id);
     db_bind_i64(o, 2, event_id);
     db_bind_text(o, 3, uuid);
     if (site_id) db_bind_i64(o, 4, site_id);
@@ -199,7 +230,7 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
     db_bind_i64(o, 6, now);
     if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
   }
-  st->event_pending = 1;
+  es->pending = 1;
   return event_id;
 }
 
@@ -256,4 +287,98 @@ void store_events_free(struct event_rec *arr, int n) {
   for (int i = 0; i < n; i++)
     free(arr[i].data);
   free(arr);
+}
+
+/* ---- the transaction participant ---- */
+
+static _Thread_local int tl_committed_events; /* between committed and released */
+
+static int events_begin(struct store *st, void *state, int engine) {
+  struct events_state *es = state;
+  (void)engine;
+  store_events_tx_reset(st);
+  es->pending = 0;
+  return 0;
+}
+
+static int events_before_commit(struct store *st, void *state) {
+  (void)state;
+  return store_events_flush_locked(st);
+}
+
+static void events_committed(struct store *st, void *state) {
+  struct events_state *es = state;
+  tl_committed_events = es->pending;
+  es->pending = 0;
+  store_events_tx_reset(st);
+}
+
+static void events_rolled_back(struct store *st, void *state) {
+  struct events_state *es = state;
+  es->pending = 0;
+  tl_committed_events = 0;
+  store_events_tx_reset(st);
+}
+
+static void events_released(struct store *st, void *state, int committed) {
+  struct events_state *es = state;
+  int ev = tl_committed_events;
+  (void)st;
+  tl_committed_events = 0;
+  if (committed && ev && es->hook) es->hook(es->hook_arg);
+}
+
+static void events_fini(void *state) {
+  struct events_state *es = state;
+  for (int i = 0; i < es->nhooks; i++)
+    free(es->hooks[i].events);
+  free(es->hooks);
+  for (int i = 0; i < 7; i++)
+    db_arr_free(&es->evq[i]);
+  for (int i = 0; i < 6; i++)
+    db_arr_free(&es->dlq[i]);
+  free(es);
+}
+
+static const struct store_participant events_participant = {
+    .name = "events",
+    .begin = events_begin,
+    .before_commit = events_before_commit,
+    .committed = events_committed,
+    .rolled_back = events_rolled_back,
+    .released = events_released,
+    .fini = events_fini,
+};
+
+int store_events_attach(struct store *st) {
+  struct events_state *es = calloc(1, sizeof *es);
+  if (!es) return -1;
+  if (store_participant_add(st, &events_participant, es) < 0) {
+    free(es);
+    return -1;
+  }
+  return 0;
+}
+
+void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {
+  struct events_state *es = events_of(st);
+  es->hook = fn;
+  es->hook_arg = arg;
+}
+
+void store_events_arrived(struct store *st) {
+  struct events_state *es = events_of(st);
+  if (es->hook) es->hook(es->hook_arg);
+}
+
+void store_events_pending_set_locked(struct store *st) {
+  events_of(st)->pending = 1;
+}
+
+int store_events_pending_locked(struct store *st) {
+  return events_of(st)->pending;
+}
+
+void store_events_renumber_locked(struct store *st) {
+  events_of(st)->ev_next = 0;
 }

@@ -10,6 +10,9 @@
 #include "clock.h"
 #include "log.h"
 #include "store_int.h"
+#include "store_pub.h"
+#include "store_sites.h"
+#include "store_tokens.h"
 #include "token.h"
 
 /* ---- reading ---- */
@@ -209,28 +212,11 @@ static enum store_rc check_empty(struct store *st, char *what, size_t whatlen) {
 
 static enum store_rc write_origins(struct store *st, const struct site_rec *s, int si, char *what,
                                    size_t whatlen) {
-  static const char ins[] =
-      "INSERT INTO origins (id, site_id, level, address, port, scheme, host_header, weight, "
-      "enabled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   for (int i = 0; i < s->n_origins; i++) {
-    const struct origin_rec *o = &s->origins[i];
-    struct db_stmt *q = db_prep(st->w, ins);
+    struct db_stmt *q = store_origin_insert_with_id(st, s->id, &s->origins[i]);
     char path[64];
     enum store_rc rc;
     if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, o->id);
-    db_bind_i64(q, 2, s->id);
-    db_bind_int(q, 3, o->level);
-    db_bind_text(q, 4, o->address);
-    db_bind_int(q, 5, o->port);
-    db_bind_text(q, 6, o->scheme);
-    if (o->host_header[0])
-      db_bind_text(q, 7, o->host_header);
-    else
-      db_bind_null(q, 7);
-    db_bind_int(q, 8, o->weight);
-    db_bind_int(q, 9, o->enabled);
-    db_bind_i64(q, 10, o->created_at);
     snprintf(path, sizeof path, "sites[%d].origins[%d].id", si, i);
     rc = step_insert(st, q, what, whatlen, path);
     if (rc != STORE_OK) return rc;
@@ -368,7 +354,7 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
   struct db_stmt *q = db_prep(st->w, del);
   int64_t now = clock_wall_ms();
   if (!q || store_step_done(st->w, q, "clearing publications") < 0) return STORE_ERROR;
-  st->pub_pending = 0;
+  store_pub_pending_set_locked(st, 0);
   for (int i = 0; i < x->n_sites; i++) {
     if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
     db_bind_i64(q, 1, x->pub_seq + 1 + i);
@@ -376,7 +362,7 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
     db_bind_i64(q, 3, x->sites[i].config_version);
     db_bind_i64(q, 4, now);
     if (store_step_done(st->w, q, "recording an imported publication") < 0) return STORE_ERROR;
-    st->pub_pending = x->pub_seq + 1 + i;
+    store_pub_pending_set_locked(st, x->pub_seq + 1 + i);
   }
   return STORE_OK;
 }
@@ -422,7 +408,7 @@ static enum store_rc write_all(struct store *st, const struct store_export *x, c
   if (!(q = db_prep(st->w, drop_bootstrap)) ||
       store_step_done(st->w, q, "replacing the bootstrap token") < 0)
     return STORE_ERROR;
-  st->token_clear_pending = 1;
+  store_tokens_removed_locked(st);
   for (int i = 0; i < x->n_sites; i++)
     if ((rc = write_site(st, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;

@@ -7,6 +7,7 @@
 #include "fleet.h"
 #include "log.h"
 #include "store_int.h"
+#include "store_sites.h"
 
 int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
   /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,

@@ -6,8 +6,11 @@
 
 #include "fleet.h"
 #include "log.h"
+#include "store_events.h"
 #include "store_fleet.h"
 #include "store_int.h"
+#include "store_pub.h"
+#include "store_sites.h"
 
 /* ---- reads ---- */
 

@@ -7,10 +7,38 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "fields.h"
 #include "store.h"
-#include "store_tokens.h"
+
+/* A participant in every write transaction: a feature's hooks, which the core runs in the order
+   they were added (store_open: lease, publications, events, tokens, signals). Every hook may be
+   NULL; state is the feature's own (store_participant_state finds it again). */
+struct store_participant {
+  const char *name;
+  /* After BEGIN, before anything else of the transaction (engine: an engine transaction, which
+     the lease fences). -1 fails the begin: the transaction is rolled back. */
+  int (*begin)(struct store *st, void *state, int engine);
+  /* Just before COMMIT: write what the transaction queued. -1 rolls it back. */
+  int (*before_commit)(struct store *st, void *state);
+  /* After COMMIT, the writer lock still held: nothing can interleave yet. */
+  void (*committed)(struct store *st, void *state);
+  /* After a ROLLBACK (or a failed begin or commit), the writer lock still held. */
+  void (*rolled_back)(struct store *st, void *state);
+  /* After the writer lock is released (committed 0 or 1): run hooks that take other locks, with
+     what committed or rolled_back kept for this thread. */
+  void (*released)(struct store *st, void *state, int committed);
+  /* At store_close. */
+  void (*fini)(void *state);
+};
+
+#define STORE_MAX_PARTICIPANTS 8
 
 struct store {
+  struct store_part {
+    const struct store_participant *p;
+    void *state;
+  } parts[STORE_MAX_PARTICIPANTS];
+  int nparts;
   char *path;        /* the --db target, passed to db_open */
   char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
@@ -19,49 +47,17 @@ struct store {
   pthread_mutex_t rmu; /* guards the readers list */
   struct db_conn **readers;
   int nreaders, capreaders;
-  /* publication hook: called after a commit that recorded a publication (or an event) */
-  void (*pub_hook)(void *arg, int64_t seq);
-  void *pub_arg;
-  int64_t pub_pending; /* seq recorded in the open transaction, 0 = none */
-  /* tokens seen valid, by hash: cleared whenever a token may have been removed */
-  pthread_mutex_t tmu;
-  struct token_cache_entry {
-    char hash[65];
-    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
-    struct token_auth auth;
-  } * tcache;
-  int ntcache, captcache;
-  uint64_t tgen;           /* bumped by every clear (under tmu) */
-  int token_clear_pending; /* the open transaction removed tokens: clear the cache on commit */
   int64_t tx_gen; /* the ordered-write row's gen in the open transaction (0 = unordered, -1 =
                      sent ahead and not read yet: tx_gen_q) */
   struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
-  struct db_stmt *pub_q;      /* PostgreSQL: the last publication INSERT, prefetched (its seq) */
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
-  int64_t audit_keep_ms;      /* audit retention (store_audit.h), 0 = forever */
-  int64_t audit_next_prune;   /* wall ms of the next prune by a write (under wmu) */
   _Atomic int64_t generation; /* bumped after every committed write */
   /* the newest cdnca_meta.gen seen (local commits, other replicas' notifications): each newer
      one bumps generation too (store_signal.h) */
   _Atomic int64_t cluster_gen;
   atomic_int caches_on; /* 0: no token cache, a new generation per call (store_signal.h) */
-  void (*event_hook)(void *arg);
-  void *event_arg;
-  int event_pending;
-  /* events of the open write transaction (store_events.c), under wmu */
-  int hooks_loaded; /* hooks[0..nhooks) is the webhook list as this transaction sees it */
-  int nhooks;
-  struct store_hook {
-    int64_t id;
-    char *events; /* the filter (JSON array text), NULL = every event */
-  } * hooks;
-  int64_t ev_next;      /* PostgreSQL: the next event id in this transaction, 0 = not read yet */
-  struct db_arr evq[7]; /* PostgreSQL: events recorded and not yet written (columns) */
-  int ev_n;
-  struct db_arr dlq[6]; /* … and their outbox rows */
-  int dl_n;
   /* the engine lease's fence (store_lease.h): engine transactions check (holder, epoch) */
   atomic_int fence_on; /* cluster mode: engine transactions need a fence */
   pthread_mutex_t fmu; /* guards fence_holder, fence_epoch */
@@ -70,6 +66,25 @@ struct store {
   void (*fenced_hook)(void *arg);
   void *fenced_arg;
 };
+
+/* Add a participant to every later write transaction (at open, before any other thread uses
+   st). 0, or -1 when STORE_MAX_PARTICIPANTS are taken. */
+int store_participant_add(struct store *st, const struct store_participant *p, void *state);
+
+/* The state p was added with, or NULL. */
+void *store_participant_state(struct store *st, const struct store_participant *p);
+
+/* Open the database at path and apply pending migrations, with no participant yet (store_open
+   adds the features'); NULL on failure (logged). */
+struct store *store_core_open(const char *path);
+
+/* Inside a write transaction: its ordered-write generation (reading a prefetched answer once), 0
+   when it is unordered, -1 when taking the row failed. */
+int64_t store_tx_gen_locked(struct store *st);
+
+/* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into *out,
+   on the writer. 0 or -1 (logged with what). */
+int store_prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, const char *what);
 
 /* The calling thread's reader connection (opened on first use); NULL on error. */
 struct db_conn *store_reader(struct store *st);
@@ -99,47 +114,10 @@ void store_tx_rollback(struct store *st);
    caused by a full disk). */
 enum store_rc store_tx_end(struct store *st, enum store_rc rc);
 
-/* Inside a write transaction: bump the site's config_version (unless deleted) and record a
- * publication. Returns 0 or -1. Its seq is st->pub_pending once the transaction commits (on
- * PostgreSQL the INSERT is sent ahead with db_prefetch and its seq read at the commit). */
-int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
-
-/* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
-   payload, delivered to every listening replica when the transaction commits, never if it rolls
-   back. 0 or -1 (the transaction has failed). */
-int store_signal_locked(struct store *st, const char *channel, const char *payload);
-
-/* Inside a write transaction, just before COMMIT: the notifications every committing transaction
-   owes (signals.h): cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens
-   were removed and "events" when events were recorded. 0 or -1. */
-int store_signal_commit_locked(struct store *st);
-
-/* Write the events (and outbox rows) this transaction queued (PostgreSQL; nothing to do on
-   SQLite, which writes each at once). Called before COMMIT and before any statement of the
-   transaction that reads or numbers events itself. 0 or -1. */
-int store_events_flush_locked(struct store *st);
-/* Forget the transaction's queued events and webhook list (at begin, commit and rollback). */
-void store_events_tx_reset(struct store *st);
-/* Forget the webhook list only. */
-void store_events_tx_reset_hooks(struct store *st);
-/* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
-void store_token_cache_clear(struct store *st);
-
 /* Begin / end a read transaction on a reader connection, so several statements see one snapshot
    and take the WAL read lock once. 0 or -1. */
 int store_read_begin(struct db_conn *c);
 void store_read_end(struct db_conn *c);
-
-/* Inside any connection: load a site with hostnames and origins. */
-enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out);
-
-/* Inside any connection: load the n distinct sites ids[0..n) into out[0..n) (the caller's order)
-   in a few statements per table, not per site: id ranges when the ids are dense, else lists of
-   32. A site that is not there leaves out[i].id == 0. On error every out[i] is released. */
-enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out);
-
-/* Do ids first..last (n of them) fill that range densely enough to read it as one range? */
-int store_bulk_dense(int64_t first, int64_t last, int n);
 
 /* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
@@ -158,5 +136,43 @@ void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
    use. Returns arr when there is room, a larger copy (first elements, then doubling; *cap
    updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */
 void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first);
+
+/* ---- records through their field tables (fields.h) ---- */
+
+/* Read the columns of the rows of defs that have one and carry form (0 = every column), in
+   table order, from result columns col.. of s into dst. Returns the next column. */
+int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
+                      void *dst);
+
+/* Bind the same rows' members of src as parameters idx.. of q (a nullable string that is "" as
+   NULL). Returns the next parameter. */
+int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
+                      const void *src);
+
+/* Append the same rows' members of src to the arrays a[0..] (one array per column, for a
+   set-based write on PostgreSQL). */
+void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned form,
+                      const void *src);
+
+/* The PostgreSQL type of a row's column: "bigint" or "text". */
+const char *store_fields_pg_type(const struct field_def *d);
+
+/* Step s to its end (or to limit rows; limit < 1: no limit), reading each row's columns through
+   defs (every row with a column, from column 0) into a growing array of elem-byte records, each
+   zeroed first. *out is malloc'd (caller frees), *n rows. STORE_OK, or STORE_ERROR (logged with
+   what; *out NULL) when a step fails or memory runs out. s is reset either way. */
+enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
+                              size_t elem, int limit, void **out, int *n, const char *what);
+
+/* A statement text built from a table, once: head, the columns of defs, tail. */
+struct store_sql {
+  atomic_int ready;
+  char text[1024];
+};
+
+/* The text (it lives as long as q: a static one is a db_prep cache key), or NULL when it does
+   not fit (logged). Thread-safe. */
+const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
+                      const char *tail);
 
 #endif

@@ -158,3 +158,43 @@ int store_lease_fence_check_locked(struct store *st) {
   store_lease_fence_set(st, holder, 0);
   return 1;
 }
+
+/* ---- the transaction participant ---- */
+
+static _Thread_local int tl_fenced; /* this thread's begin was fenced: run the hook once released */
+
+static int lease_begin(struct store *st, void *state, int engine) {
+  int fenced;
+  (void)state;
+  if (!engine || (fenced = store_lease_fence_check_locked(st)) == 0) return 0;
+  tl_fenced = fenced == 1;
+  return -1;
+}
+
+static void lease_released(struct store *st, void *state, int committed) {
+  (void)state, (void)committed;
+  if (!tl_fenced) return;
+  tl_fenced = 0;
+  store_lease_fenced(st);
+}
+
+static void lease_fini(void *state) {
+  struct store *st = state;
+  pthread_mutex_destroy(&st->fmu);
+}
+
+static const struct store_participant lease_participant = {
+    .name = "lease",
+    .begin = lease_begin,
+    .released = lease_released,
+    .fini = lease_fini,
+};
+
+int store_lease_attach(struct store *st) {
+  pthread_mutex_init(&st->fmu, NULL);
+  if (store_participant_add(st, &lease_participant, st) < 0) {
+    pthread_mutex_destroy(&st->fmu);
+    return -1;
+  }
+  return 0;
+}

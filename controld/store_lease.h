@@ -55,4 +55,8 @@ void store_lease_fenced(struct store *st);
    0 = allowed, 1 = fenced (no lease), -1 = error. */
 int store_lease_fence_check_locked(struct store *st);
 
+/* Add the participant that fences engine transactions at their begin (store_open does it). 0 or
+   -1. */
+int store_lease_attach(struct store *st);
+
 #endif

@@ -4,8 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
+#include "sigmsg.h"
 #include "store_int.h"
+#include "store_signal.h"
+#include "store_sites.h"
+#include "store_tokens.h"
 
 int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *seen_ms, int n) {
   static const char upd[] =
@@ -173,4 +178,80 @@ void store_config_snapshot_free(struct config_snapshot *s) {
   free(s->sites);
   free(s->deleted);
   memset(s, 0, sizeof *s);
+}
+
+/* ---- nodes: the records behind /v1/nodes ---- */
+
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash) {
+  static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
+  static const char tok[] =
+      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
+  struct db_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  int64_t now = clock_wall_ms();
+  q = db_prep(st->w, ins);
+  if (!q) goto fail;
+  db_bind_text(q, 1, n->name);
+  db_bind_i64(q, 2, now);
+  if (db_step(q) != DB_DONE) {
+    int uniq = (db_err(st->w) == DB_E_UNIQUE);
+    db_reset(q);
+    if (uniq)
+      rc = STORE_CONFLICT;
+    else
+      log_error("inserting node: %s", db_errmsg(st->w));
+    goto fail;
+  }
+  db_reset(q);
+  n->id = db_last_id(st->w);
+  n->created_at = now;
+  q = db_prep(st->w, tok);
+  if (!q) goto fail;
+  db_bind_text(q, 1, token_hash);
+  db_bind_i64(q, 2, n->id);
+  db_bind_i64(q, 3, now);
+  if (store_step_done(st->w, q, "inserting node token") < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_create_locked(st, n, token_hash));
+}
+
+enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
+  static struct store_sql q;
+  struct db_conn *c = store_reader(st);
+  const char *sql = store_sql(&q, "SELECT ", node_fields, " FROM nodes ORDER BY id");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  return store_rows_read(c, s, node_fields, sizeof **out, 0, (void **)out, n, "listing nodes");
+}
+
+enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
+  static const char del[] = "DELETE FROM nodes WHERE id = ?";
+  struct db_stmt *q = db_prep(st->w, del);
+  if (!q) return STORE_ERROR;
+  db_bind_i64(q, 1, id);
+  if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
+  if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
+  store_tokens_removed_locked(st); /* the token cache is cleared once this commits */
+  {
+    /* the other replicas cut the node's suspended poll too */
+    char payload[SIGNAL_PAYLOAD_MAX];
+    if (sigmsg_node_format(payload, sizeof payload, id) < 0 ||
+        store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), payload) < 0)
+      return STORE_ERROR;
+  }
+  return STORE_OK;
+}
+
+enum store_rc store_node_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_node_delete_locked(st, id));
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "node.h"
 #include "store.h"
 
 /* One per-origin observation from a heartbeat. */
@@ -40,5 +41,22 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
 
 /* Free what a snapshot owns. */
 void store_config_snapshot_free(struct config_snapshot *s);
+
+/* ---- nodes: the records behind /v1/nodes ---- */
+
+/* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken. */
+enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash);
+
+/* All nodes ordered by id; *out malloc'd (caller frees). */
+enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
+
+/* Delete a node and its token (revocation is immediate: the token cache is cleared when the
+   transaction commits, and a lookup racing the delete cannot re-cache the token). */
+enum store_rc store_node_delete(struct store *st, int64_t id);
+
+/* The same, inside a store_op. */
+enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+                                       const char *token_hash);
+enum store_rc store_node_delete_locked(struct store *st, int64_t id);
 
 #endif

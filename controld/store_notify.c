@@ -1,11 +1,13 @@
 /* store_notify — webhooks and their delivery outbox: CRUD, due heads per queue, attempt results. */
 #include "store_notify.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "log.h"
+#include "store_events.h"
 #include "store_int.h"
 #include "token.h"
 
@@ -57,7 +59,7 @@ enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *
   if (w->events) db_bind_text(s, 3, w->events);
   db_bind_i64(s, 4, w->created_at);
   if (store_step_done(st->w, s, "inserting webhook") < 0) goto fail;
-  st->hooks_loaded = 0; /* the transaction's next event reads the list again */
+  store_events_tx_reset_hooks(st); /* the transaction's next event reads the list again */
   w->id = db_last_id(st->w);
   return STORE_OK;
 fail:
@@ -132,7 +134,7 @@ enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, id);
   if (store_step_done(st->w, s, "deleting webhook") < 0) return STORE_ERROR;
-  st->hooks_loaded = 0;
+  store_events_tx_reset_hooks(st);
   return db_changes(st->w) ? STORE_OK : STORE_NOT_FOUND;
 }
 
@@ -141,70 +143,63 @@ enum store_rc store_webhook_delete(struct store *st, int64_t id) {
   return store_tx_end(st, store_webhook_delete_locked(st, id));
 }
 
-#define DELIVERY_COLS                                                                              \
-  "d.id, d.webhook_id, d.event_id, d.site_id, d.uuid, d.state, e.type, d.attempts, "               \
-  "d.last_status, d.last_error, d.next_attempt_at, d.created_at, d.delivered_at "
-
-static void read_delivery(struct db_stmt *s, struct delivery_rec *d) {
-  memset(d, 0, sizeof *d);
-  d->id = db_col_i64(s, 0);
-  d->webhook_id = db_col_i64(s, 1);
-  d->event_id = db_col_i64(s, 2);
-  d->site_id = db_col_i64(s, 3);
-  store_col_text(s, 4, d->uuid, sizeof d->uuid);
-  store_col_text(s, 5, d->state, sizeof d->state);
-  store_col_text(s, 6, d->event_type, sizeof d->event_type);
-  d->attempts = db_col_int(s, 7);
-  d->last_status = db_col_int(s, 8);
-  store_col_text(s, 9, d->last_error, sizeof d->last_error);
-  d->next_attempt_at = db_col_i64(s, 10);
-  d->created_at = db_col_i64(s, 11);
-  d->delivered_at = db_col_i64(s, 12);
-}
+#define M(m)                                                                                       \
+  .offset = offsetof(struct delivery_rec, m), .size = sizeof(((struct delivery_rec *)0)->m)
+/* The columns of a delivery as it is read (d = deliveries joined with its event e). */
+static const struct field_def delivery_fields[] = {
+    {.name = "id", .column = "d.id", .type = FIELD_INT, M(id)},
+    {.name = "webhook_id", .column = "d.webhook_id", .type = FIELD_INT, M(webhook_id)},
+    {.name = "event_id", .column = "d.event_id", .type = FIELD_INT, M(event_id)},
+    {.name = "site_id", .column = "d.site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "uuid", .column = "d.uuid", .type = FIELD_STR, M(uuid)},
+    {.name = "state", .column = "d.state", .type = FIELD_STR, M(state)},
+    {.name = "event_type", .column = "e.type", .type = FIELD_STR, M(event_type)},
+    {.name = "attempts", .column = "d.attempts", .type = FIELD_INT, M(attempts)},
+    {.name = "last_status", .column = "d.last_status", .type = FIELD_INT, M(last_status)},
+    {.name = "last_error", .column = "d.last_error", .type = FIELD_STR, M(last_error)},
+    {.name = "next_attempt_at",
+     .column = "d.next_attempt_at",
+     .type = FIELD_INT,
+     M(next_attempt_at)},
+    {.name = "created_at", .column = "d.created_at", .type = FIELD_INT, M(created_at)},
+    {.name = "delivered_at", .column = "d.delivered_at", .type = FIELD_INT, M(delivered_at)},
+    {.name = NULL},
+};
+#undef M
 
 enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
                                   struct delivery_rec **out, int *n) {
-  static const char sql[] =
-      "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id "
-      "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?";
+  static struct store_sql q;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, sql) : NULL;
-  struct delivery_rec *arr;
-  int cnt = 0, step = DB_DONE;
+  const char *sql = store_sql(&q, "SELECT ", delivery_fields,
+                              " FROM deliveries d JOIN events e ON e.id = d.event_id "
+                              "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
   if (limit < 1) limit = 1;
-  arr = calloc((size_t)limit, sizeof *arr);
-  if (!arr) return STORE_ERROR;
   db_bind_i64(s, 1, webhook_id);
   db_bind_i64(s, 2, before > 0 ? before : INT64_MAX);
   db_bind_int(s, 3, limit);
-  while (cnt < limit && (step = db_step(s)) == DB_ROW)
-    read_delivery(s, &arr[cnt++]);
-  if (cnt < limit && step != DB_DONE) {
-    log_error("listing deliveries: %s", db_errmsg(c));
-    db_reset(s);
-    free(arr);
-    return STORE_ERROR;
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  return store_rows_read(c, s, delivery_fields, sizeof **out, limit, (void **)out, n,
+                         "listing deliveries");
 }
 
 static enum store_rc delivery_get_on(struct db_conn *c, int64_t id, struct delivery_rec *out) {
-  static const char sql[] =
-      "SELECT " DELIVERY_COLS "FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?";
-  struct db_stmt *s = db_prep(c, sql);
+  static struct store_sql q;
+  const char *sql =
+      store_sql(&q, "SELECT ", delivery_fields,
+                " FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ?");
+  struct db_stmt *s = sql ? db_prep(c, sql) : NULL;
   enum store_rc rc = STORE_NOT_FOUND;
   int step;
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, id);
   step = db_step(s);
   if (step == DB_ROW) {
-    read_delivery(s, out);
+    memset(out, 0, sizeof *out);
+    store_fields_read(s, 0, delivery_fields, 0, out);
     rc = STORE_OK;
   } else if (step != DB_DONE) {
     log_error("loading delivery %lld: %s", (long long)id, db_errmsg(c));
@@ -242,7 +237,7 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   int step;
   /* this numbers an event itself: the queued ones first, and the next queued one counts anew */
   if (store_events_flush_locked(st) < 0) goto fail;
-  st->ev_next = 0;
+  store_events_renumber_locked(st);
   s = db_prep(st->w, hook);
   if (!s) goto fail;
   db_bind_i64(s, 1, webhook_id);
@@ -279,7 +274,7 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
   db_bind_i64(s, 6, now);
   if (store_step_done(st->w, s, "queueing test delivery") < 0) goto fail;
   *delivery_id = db_last_id(st->w);
-  st->event_pending = 1;
+  store_events_pending_set_locked(st);
   return STORE_OK;
 fail:
   return rc;

@@ -6,9 +6,8 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_events.h"
 
-/* the outbox fan-out of store_event_add_locked handles this many */
-#define STORE_MAX_WEBHOOKS 256
 #define STORE_WEBHOOK_URL_MAX 2048
 #define STORE_WEBHOOK_SECRET_MAX 256
 

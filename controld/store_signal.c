@@ -7,8 +7,11 @@
 #include <stdlib.h>
 
 #include "log.h"
-#include "signals.h"
+#include "sigmsg.h"
+#include "store_events.h"
 #include "store_int.h"
+#include "store_pub.h"
+#include "store_tokens.h"
 
 struct store_listener {
   struct db_conn *c;
@@ -28,11 +31,6 @@ void store_caches_set(struct store *st, int on) {
 
 int store_caches_on(struct store *st) {
   return atomic_load(&st->caches_on);
-}
-
-void store_events_arrived(struct store *st) {
-  void (*fn)(void *) = st->event_hook;
-  if (fn) fn(st->event_arg);
 }
 
 void store_caches_clear_tokens(struct store *st) {
@@ -60,19 +58,20 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
   return store_defer(st->w, s, "sending a notification");
 }
 
-int store_signal_commit_locked(struct store *st) {
+static int store_signal_commit_locked(struct store *st) {
   char payload[SIGNAL_PAYLOAD_MAX];
   if (db_kind(st->w) != DB_PG) return 0;
   if (st->tx_gen > 0) {
-    int64_t seq = st->pub_pending > 0 ? st->pub_pending : 0;
+    int64_t seq = store_pub_pending_locked(st) > 0 ? store_pub_pending_locked(st) : 0;
     if (sigmsg_pub_format(payload, sizeof payload, seq, st->tx_gen) < 0 ||
         store_signal_locked(st, sigmsg_channel(SIGNAL_PUB), payload) < 0)
       return -1;
   }
-  if (st->token_clear_pending &&
+  if (store_tokens_removed_pending(st) &&
       store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
     return -1;
-  if (st->event_pending && store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
+  if (store_events_pending_locked(st) &&
+      store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
     return -1;
   return 0;
 }
@@ -128,4 +127,26 @@ int store_listener_state(struct store_listener *l, int64_t *seq, int64_t *gen) {
 
 const char *store_listener_errmsg(struct store_listener *l) {
   return db_errmsg(l->c);
+}
+
+/* ---- the transaction participant ---- */
+
+static int signal_before_commit(struct store *st, void *state) {
+  (void)state;
+  return store_signal_commit_locked(st);
+}
+
+static void signal_committed(struct store *st, void *state) {
+  (void)state;
+  if (st->tx_gen > 0) store_gen_observe(st, st->tx_gen);
+}
+
+static const struct store_participant signal_participant = {
+    .name = "signals",
+    .before_commit = signal_before_commit,
+    .committed = signal_committed,
+};
+
+int store_signal_attach(struct store *st) {
+  return store_participant_add(st, &signal_participant, NULL);
 }

@@ -20,10 +20,6 @@ int store_cluster_mode(struct store *st);
 void store_caches_set(struct store *st, int on);
 int store_caches_on(struct store *st);
 
-/* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
-   with events does. */
-void store_events_arrived(struct store *st);
-
 /* Forget every cached token (another replica removed tokens). */
 void store_caches_clear_tokens(struct store *st);
 
@@ -49,5 +45,16 @@ int store_listener_state(struct store_listener *l, int64_t *seq, int64_t *gen);
 
 /* The reason of the listener's last failure. */
 const char *store_listener_errmsg(struct store_listener *l);
+
+/* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
+   payload, delivered to every listening replica when the transaction commits, never if it rolls
+   back. 0 or -1 (the transaction has failed). */
+int store_signal_locked(struct store *st, const char *channel, const char *payload);
+
+/* Add the participant that, just before each COMMIT, sends the notifications the transaction owes
+   (cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens were removed and
+   "events" when events were recorded) and, after it, observes its gen (store_open does it). 0 or
+   -1. */
+int store_signal_attach(struct store *st);
 
 #endif

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "signals.h"
 #include "store_int.h"
+#include "store_signal.h"
 
 #define PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 #define SL_NOW "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"

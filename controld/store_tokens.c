@@ -3,6 +3,7 @@
 #include "store_tokens.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,34 +11,56 @@
 #include "log.h"
 #include "store_int.h"
 
+/* The tokens feature's state: the cache of tokens seen valid, by hash (cleared whenever a token
+   may have been removed), and whether the open transaction removed any (under the writer lock). */
+struct tokens_state {
+  pthread_mutex_t mu;
+  struct token_cache_entry {
+    char hash[65];
+    int64_t cached_ms; /* monotonic: an entry is trusted for STORE_TOKEN_CACHE_MS */
+    struct token_auth auth;
+  } * cache;
+  int n, cap;
+  uint64_t gen;      /* bumped by every clear (under mu) */
+  int clear_pending; /* the open transaction removed tokens: clear the cache on commit */
+};
+
+static const struct store_participant tokens_participant;
+
+static struct tokens_state *tokens_of(struct store *st) {
+  return store_participant_state(st, &tokens_participant);
+}
+
 /* ---- cache of tokens seen valid ---- */
 
 void store_token_cache_clear(struct store *st) {
-  pthread_mutex_lock(&st->tmu);
-  st->ntcache = 0;
-  st->tgen++; /* a lookup that read the database before this clear must not cache its answer */
-  pthread_mutex_unlock(&st->tmu);
+  struct tokens_state *ts = tokens_of(st);
+  pthread_mutex_lock(&ts->mu);
+  ts->n = 0;
+  ts->gen++; /* a lookup that read the database before this clear must not cache its answer */
+  pthread_mutex_unlock(&ts->mu);
 }
 
 /* A fresh cached entry for hash: 0 = hit (*out filled). On a miss *gen is the cache generation
    to hand to token_cache_put. */
 static int token_cache_get(struct store *st, const char *hash, struct token_auth *out,
                            uint64_t *gen) {
+  struct tokens_state *ts = tokens_of(st);
   int hit = -1;
   int64_t mono = clock_mono_ms();
-  pthread_mutex_lock(&st->tmu);
-  *gen = st->tgen;
-  for (int i = 0; i < st->ntcache; i++)
-    if (strcmp(st->tcache[i].hash, hash) == 0) {
-      if (mono - st->tcache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
-        *out = st->tcache[i].auth;
+  pthread_mutex_lock(&ts->mu);
+  *gen = ts->gen;
+  for (int i = 0; i < ts->n; i++)
+    if (strcmp(ts->cache[i].hash, hash) == 0) {
+      if (mono - ts->cache[i].cached_ms < STORE_TOKEN_CACHE_MS) {
+        *out = ts->cache[i].auth;
         hit = 0;
       } else {
-        st->tcache[i] = st->tcache[--st->ntcache]; /* stale: ask the database again */
+        ts->cache[i] = ts->cache[--ts->n]; /* stale: ask the database again */
       }
       break;
     }
-  pthread_mutex_unlock(&st->tmu);
+  pthread_mutex_unlock(&ts->mu);
   return hit;
 }
 
@@ -46,30 +69,31 @@ static int token_cache_get(struct store *st, const char *hash, struct token_auth
    a revocation. */
 static void token_cache_put(struct store *st, const char *hash, const struct token_auth *a,
                             uint64_t gen) {
-  pthread_mutex_lock(&st->tmu);
-  if (gen != st->tgen) {
-    pthread_mutex_unlock(&st->tmu);
+  struct tokens_state *ts = tokens_of(st);
+  pthread_mutex_lock(&ts->mu);
+  if (gen != ts->gen) {
+    pthread_mutex_unlock(&ts->mu);
     return;
   }
-  if (st->ntcache == st->captcache) {
-    int ncap = st->captcache ? st->captcache * 2 : 64;
+  if (ts->n == ts->cap) {
+    int ncap = ts->cap ? ts->cap * 2 : 64;
     struct token_cache_entry *n =
-        ncap <= 65536 ? realloc(st->tcache, (size_t)ncap * sizeof *n) : NULL;
+        ncap <= 65536 ? realloc(ts->cache, (size_t)ncap * sizeof *n) : NULL;
     if (n) {
-      st->tcache = n;
-      st->captcache = ncap;
+      ts->cache = n;
+      ts->cap = ncap;
     } else {
-      st->ntcache = 0;
+      ts->n = 0;
     }
   }
-  if (st->ntcache < st->captcache) {
-    struct token_cache_entry *e = &st->tcache[st->ntcache++];
+  if (ts->n < ts->cap) {
+    struct token_cache_entry *e = &ts->cache[ts->n++];
     memcpy(e->hash, hash, 64);
     e->hash[64] = '\0';
     e->cached_ms = clock_mono_ms();
     e->auth = *a;
   }
-  pthread_mutex_unlock(&st->tmu);
+  pthread_mutex_unlock(&ts->mu);
 }
 
 /* ---- lookups ---- */
@@ -124,6 +148,7 @@ int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *n
 /* ---- writes ---- */
 
 int store_admin_token_set(struct store *st, const char *hash) {
+  struct tokens_state *ts = tokens_of(st);
   /* only the earlier bootstrap token goes: tokens made through the API stay */
   static const char del[] =
       "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP
@@ -144,7 +169,7 @@ int store_admin_token_set(struct store *st, const char *hash) {
   db_bind_text(s, 1, hash);
   db_bind_i64(s, 2, clock_wall_ms());
   if (store_step_done(st->w, s, "storing the bootstrap token") < 0) goto fail;
-  st->token_clear_pending = 1; /* other replicas clear their token caches too */
+  ts->clear_pending = 1; /* other replicas clear their token caches too */
   if (store_tx_commit(st) < 0) return -1;
   store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
   return 0;
@@ -231,54 +256,41 @@ enum store_rc store_token_create(struct store *st, struct token_rec *t, const ch
   return store_op(st, create_fn, &a);
 }
 
+#define M(m) .offset = offsetof(struct token_rec, m), .size = sizeof(((struct token_rec *)0)->m)
+/* The columns of an API token as the list reads them. */
+static const struct field_def token_fields[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "name", .column = "name", .type = FIELD_STR, M(name)},
+    {.name = "role", .column = "role", .type = FIELD_STR, M(role)},
+    {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
+    {.name = "expires_at", .column = "expires_at", .type = FIELD_INT, M(expires_at)},
+    {.name = NULL},
+};
+#undef M
+
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
-  static const char q[] =
-      "SELECT id, name, role, created_at, expires_at FROM tokens WHERE kind = 'admin' "
-      "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id";
+  static struct store_sql q;
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct token_rec *arr = NULL;
-  int cnt = 0, cap = 0, rc;
+  const char *sql = store_sql(&q, "SELECT ", token_fields,
+                              " FROM tokens WHERE kind = 'admin' "
+                              "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id");
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, now);
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct token_rec *r;
-    struct token_rec *na = store_grow(arr, &cap, cnt, sizeof *arr, 16);
-    if (!na) {
-      free(arr);
-      db_reset(s);
-      return STORE_ERROR;
-    }
-    arr = na;
-    r = &arr[cnt++];
-    memset(r, 0, sizeof *r);
-    r->id = db_col_i64(s, 0);
-    store_col_text(s, 1, r->name, sizeof r->name);
-    store_col_text(s, 2, r->role, sizeof r->role);
-    r->created_at = db_col_i64(s, 3);
-    r->expires_at = db_col_i64(s, 4);
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("listing tokens: %s", db_errmsg(c));
-    free(arr);
-    return STORE_ERROR;
-  }
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  return store_rows_read(c, s, token_fields, sizeof **out, 0, (void **)out, n, "listing tokens");
 }
 
 enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
+  struct tokens_state *ts = tokens_of(st);
   static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
   struct db_stmt *s = db_prep(st->w, del);
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, id);
   if (store_step_done(st->w, s, "deleting token") < 0) return STORE_ERROR;
   if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
-  st->token_clear_pending = 1; /* the token cache is cleared once this commits */
+  ts->clear_pending = 1; /* the token cache is cleared once this commits */
   return STORE_OK;
 }
 
@@ -312,4 +324,76 @@ enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *ou
   if (rc == DB_DONE) return STORE_NOT_FOUND;
   log_error("reading token %lld: %s", (long long)id, db_errmsg(c));
   return STORE_ERROR;
+}
+
+/* ---- tokens ---- */
+
+int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id) {
+  static const char sql[] =
+      "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES (?, ?, ?, ?) "
+      "ON CONFLICT (hash) DO NOTHING";
+  struct db_stmt *s;
+  int rc = -1;
+  if (store_tx_begin(st) < 0) return -1;
+  s = db_prep(st->w, sql);
+  if (!s) goto out;
+  db_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node");
+  db_bind_text(s, 2, hash);
+  if (node_id) db_bind_i64(s, 3, node_id);
+  db_bind_i64(s, 4, clock_wall_ms());
+  rc = store_step_done(st->w, s, "storing token");
+out:
+  if (rc == 0) return store_tx_commit(st);
+  store_tx_rollback(st);
+  return -1;
+}
+
+/* store_token_cache_clear, store_token_lookup, store_admin_token_set: store_tokens.c */
+
+/* ---- the transaction participant ---- */
+
+static void tokens_committed(struct store *st, void *state) {
+  struct tokens_state *ts = state;
+  /* after the commit and before the writer lock goes: no lookup can re-cache a removed token */
+  if (ts->clear_pending) store_token_cache_clear(st);
+  ts->clear_pending = 0;
+}
+
+static void tokens_rolled_back(struct store *st, void *state) {
+  struct tokens_state *ts = state;
+  (void)st;
+  ts->clear_pending = 0;
+}
+
+static void tokens_fini(void *state) {
+  struct tokens_state *ts = state;
+  pthread_mutex_destroy(&ts->mu);
+  free(ts->cache);
+  free(ts);
+}
+
+static const struct store_participant tokens_participant = {
+    .name = "tokens",
+    .committed = tokens_committed,
+    .rolled_back = tokens_rolled_back,
+    .fini = tokens_fini,
+};
+
+int store_tokens_attach(struct store *st) {
+  struct tokens_state *ts = calloc(1, sizeof *ts);
+  if (!ts) return -1;
+  pthread_mutex_init(&ts->mu, NULL);
+  if (store_participant_add(st, &tokens_participant, ts) < 0) {
+    tokens_fini(ts);
+    return -1;
+  }
+  return 0;
+}
+
+void store_tokens_removed_locked(struct store *st) {
+  tokens_of(st)->clear_pending = 1;
+}
+
+int store_tokens_removed_pending(struct store *st) {
+  return tokens_of(st)->clear_pending;
 }

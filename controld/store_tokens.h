@@ -59,4 +59,36 @@ enum store_rc store_token_delete(struct store *st, int64_t id);
 /* The same inside a store_op: the cache is cleared when the transaction commits. */
 enum store_rc store_token_delete_locked(struct store *st, int64_t id);
 
+/* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or
+ * -1. */
+int store_token_put(struct store *st, int kind, const char *hash, int64_t node_id);
+
+/* Make hash the bootstrap admin token (named "bootstrap"): replaces the earlier bootstrap token
+   (rotation by restart); API tokens stay. 0 or -1. (store_tokens.c) */
+int store_admin_token_set(struct store *st, const char *hash);
+
+/* Cluster mode: make sure hash is an admin token, revoking nothing (replicas started with
+   different tokens must not revoke each other's; rotation is explicit through the API). Stored
+   as "bootstrap", or "bootstrap-<12 hex digits of the hash>" when that name is taken. 0 or -1.
+   (store_tokens.c) */
+int store_admin_token_ensure(struct store *st, const char *hash);
+
+/* Look up a live token hash: 0 with kind/node_id set, 1 unknown or expired, -1 error.
+   (store_tokens.c; store_token_auth there also gives the name and role) */
+int store_token_lookup(struct store *st, const char *hash, int *kind, int64_t *node_id);
+
+/* Forget every cached token (call after deleting tokens, inside or outside a transaction). */
+void store_token_cache_clear(struct store *st);
+
+/* Add the participant that clears the token cache when a transaction that removed tokens commits
+   (store_open does it). 0 or -1. */
+int store_tokens_attach(struct store *st);
+
+/* Inside a write transaction: tokens were removed; the token cache is cleared when it commits
+   (and other replicas are told to clear theirs). */
+void store_tokens_removed_locked(struct store *st);
+
+/* Inside a write transaction: 1 when it removed tokens. */
+int store_tokens_removed_pending(struct store *st);
+
 #endif

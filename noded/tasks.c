@@ -38,7 +38,7 @@ void ntasks_round_fini(struct ntask_round *r) {
 static int parse_check(const cJSON *c, struct hcheck_opts *o, int i, char *err, size_t errlen) {
   static const char *const keys[] = {"type",          "method", "headers", "expected_codes",
                                      "expected_body", "port",   NULL};
-  struct hcheck_err he;
+  struct field_err he;
   const char *bad = NULL;
   if (!c) return 0;
   if (!cJSON_IsObject(c)) {

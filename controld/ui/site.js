@@ -97,6 +97,7 @@ function pageSite(id) {
         field('Scheme', select('scheme', ['http', 'https'], 'http', { 'data-field': 'scheme' })),
         field('Host header', input('host_header', { placeholder: '(first hostname)', 'data-field': 'host_header' })),
         field('Weight', input('weight', { type: 'number', min: 1, 'data-field': 'weight' })),
+        field('Description', input('description', { maxlength: 200, placeholder: '(none)', 'data-field': 'description' })),
         field('Enabled', h('span', null, input('enabled', { type: 'checkbox' }), ' takes traffic and is probed'))),
       h('div', { class: 'actions' },
         h('button', { type: 'submit', class: 'primary', ...tid('origin-form-submit') }, 'Save origin'),
@@ -105,7 +106,8 @@ function pageSite(id) {
       ev.preventDefault();
       const e = f.elements;
       const body = { level: num(e.level.value), address: e.address.value.trim(), port: num(e.port.value),
-        scheme: e.scheme.value, weight: num(e.weight.value), enabled: e.enabled.checked };
+        scheme: e.scheme.value, weight: num(e.weight.value), enabled: e.enabled.checked,
+        description: e.description.value };
       const hh = e.host_header.value.trim();
       if (hh) body.host_header = hh;
       else if (f.dataset.oid && f.dataset.hadHost) body.host_header = null;
@@ -129,6 +131,7 @@ function pageSite(id) {
     e.scheme.value = o ? o.scheme || 'http' : 'http';
     e.host_header.value = o ? o.host_header || '' : '';
     e.weight.value = o ? o.weight ?? 1 : 1;
+    e.description.value = o ? o.description || '' : '';
     e.enabled.checked = o ? o.enabled !== false : true;
     originForm.hidden = false;
     e.address.focus();
@@ -316,6 +319,7 @@ function pageSite(id) {
           return h('tr', { 'data-testid': `origin-${o.id}`, class: o.enabled === false ? 'disabled' : '' },
             h('td', null, h('strong', null, `#${o.id} `), `${o.scheme || 'http'}://${o.address || '?'}:${o.port ?? '?'}`,
               o.host_header ? h('div', { class: 'muted' }, 'Host: ' + o.host_header) : null,
+              o.description ? h('div', { class: 'muted', ...tid(`origin-${o.id}-description`) }, o.description) : null,
               o.enabled === false ? h('div', { class: 'tag' }, 'disabled') : null),
             h('td', null, badge(o.health, `origin-${o.id}-health`)),
             h('td', tid(`origin-${o.id}-verdict`), o.last_verdict ? [badge(o.last_verdict), h('div', { class: 'muted' },

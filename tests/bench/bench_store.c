@@ -38,6 +38,7 @@
 #include "responder.h"
 #include "store.h"
 #include "store_node.h"
+#include "store_sites.h"
 
 #define MAX_RUNS 9
 

@@ -13,7 +13,7 @@
 
 static void check_accepted(const struct store_export *x) {
   struct store_export y;
-  struct export_err err;
+  struct field_err err;
   cJSON *a, *b;
   char *ta, *tb;
   FUZZ_CHECK(x->n_sites >= 0 && x->n_nodes >= 0 && x->n_tokens >= 0 && x->n_webhooks >= 0);
@@ -21,7 +21,7 @@ static void check_accepted(const struct store_export *x) {
   for (int i = 0; i < x->n_sites; i++) {
     const struct site_rec *s = &x->sites[i];
     FUZZ_CHECK(s->id > 0 && s->current_level >= 1 && s->current_level <= 16);
-    FUZZ_CHECK(s->n_hostnames >= 1 && s->n_origins <= STORE_MAX_ORIGINS);
+    FUZZ_CHECK(s->n_hostnames >= 1 && s->n_origins <= SITE_MAX_ORIGINS);
     for (int o = 0; o < s->n_origins; o++)
       FUZZ_CHECK(s->origins[o].id > 0 && s->origins[o].site_id == s->id);
   }
@@ -47,7 +47,7 @@ static void check_accepted(const struct store_export *x) {
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   cJSON *doc = json_parse((const char *)data, size);
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   if (!doc) return 0;
   memset(&err, 0, sizeof err);
   if (export_from_json(doc, &x, &err) == 0) {
@@ -58,9 +58,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     FUZZ_CHECK(targets_init(&t, NULL, terr, sizeof terr) == 0);
     memset(&err, 0, sizeof err);
     r = export_check_targets(&x, &t, &err);
-    FUZZ_CHECK(r == 0 || (r == -1 && err.message[0] != '\0' && err.path[0] != '\0'));
+    FUZZ_CHECK(r == 0 || (r == -1 && err.message[0] != '\0' && err.field[0] != '\0'));
   } else {
-    FUZZ_CHECK(FUZZ_TERMINATED(err.path) && FUZZ_TERMINATED(err.message));
+    FUZZ_CHECK(FUZZ_TERMINATED(err.field) && FUZZ_TERMINATED(err.message));
     FUZZ_CHECK(err.message[0] != '\0');
   }
   store_export_fini(&x);

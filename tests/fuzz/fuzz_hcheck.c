@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   const char *body = nul ? (const char *)nul + 1 : NULL;
   size_t blen = nul ? size - jlen - 1 : 0;
   struct hcheck_opts o, back, before;
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j = json_parse((const char *)data, jlen);
   char *text, *text2, ev[HCHECK_EVIDENCE_MAX];
   if (!j) return 0;

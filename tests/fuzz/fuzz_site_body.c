@@ -41,7 +41,7 @@ static void check_site(const struct site_rec *s) {
   FUZZ_CHECK(FUZZ_TERMINATED(s->failback));
   FUZZ_CHECK(FUZZ_TERMINATED(s->hc_path));
   FUZZ_CHECK(s->name[0] != '\0');
-  FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= STORE_MAX_HOSTNAMES);
+  FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= SITE_MAX_HOSTNAMES);
   for (int i = 0; i < s->n_hostnames; i++) {
     FUZZ_CHECK(FUZZ_TERMINATED(s->hostnames[i]));
     FUZZ_CHECK(hostname_valid(s->hostnames[i]));
@@ -50,8 +50,8 @@ static void check_site(const struct site_rec *s) {
   }
   FUZZ_CHECK(strcmp(s->failback, "auto") == 0 || strcmp(s->failback, "manual") == 0);
   FUZZ_CHECK(s->hc_path[0] == '/');
-  FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= STORE_MAX_RETRY_STATUS);
-  FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= STORE_MAX_ORIGINS);
+  FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= SITE_MAX_RETRY_STATUS);
+  FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= SITE_MAX_ORIGINS);
   for (int i = 0; i < s->n_origins; i++)
     check_origin(&s->origins[i]);
   /* create enforces the rule, and PATCH cannot remove the base record's two origins */
@@ -65,7 +65,7 @@ static void check_site(const struct site_rec *s) {
   cJSON_Delete(j);
 }
 
-static void check_err(const struct model_err *e) {
+static void check_err(const struct field_err *e) {
   FUZZ_CHECK(e->status == 400 || e->status == 422);
   FUZZ_CHECK(e->code != NULL && e->code[0] != '\0');
   FUZZ_CHECK(FUZZ_TERMINATED(e->field));
@@ -75,7 +75,7 @@ static void check_err(const struct model_err *e) {
 
 static void run_create(const cJSON *body) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   memset(&e, 0, sizeof e);
   site_rec_defaults(&s);
   if (model_site_create(body, &s, &e) == 0)
@@ -87,7 +87,7 @@ static void run_create(const cJSON *body) {
 
 static void run_patch(const cJSON *body, const struct site_rec *base) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   memset(&e, 0, sizeof e);
   FUZZ_CHECK(site_rec_copy(&s, base) == 0);
   if (model_site_patch(body, &s, &e) == 0)
@@ -99,7 +99,7 @@ static void run_patch(const cJSON *body, const struct site_rec *base) {
 
 static void run_origin(const cJSON *body, const struct origin_rec *existing) {
   struct origin_rec o;
-  struct model_err e;
+  struct field_err e;
   memset(&e, 0, sizeof e);
   memset(&o, 0, sizeof o);
   if (model_origin_apply(body, &o, 1, "", &e) == 0)
@@ -116,7 +116,7 @@ static void run_origin(const cJSON *body, const struct origin_rec *existing) {
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   struct site_rec base;
-  struct model_err e;
+  struct field_err e;
   cJSON *body, *b = NULL;
   memset(&e, 0, sizeof e);
   site_rec_defaults(&base);

@@ -17,7 +17,7 @@ import harness
 from harness import Controld
 
 ORIGIN_KEYS = {"id", "level", "address", "port", "scheme", "host_header", "weight", "enabled",
-               "health"}
+               "description", "health"}
 NODE_HEARTBEAT = "/v1/node/heartbeat"
 
 
@@ -635,6 +635,56 @@ def test_origins_add_patch_delete(tmp):
     g = c.api("GET", sp)[1]
     assert o3["id"] not in [x["id"] for x in g["origins"]] and len(g["origins"]) == 3
     assert g["config_version"] == v + 5
+
+
+def test_origin_description(tmp):
+    """An origin's description: free text of 0 to 200 characters, no control characters. It is
+    in the API's answers, in the export document and in the config nodes are sent; a bad one is
+    a 422 naming the field, and changes nothing stored."""
+    c = Controld(tmp).start()
+    text = "Frankfurt rack 3 \u2014 \u00e9t\u00e9 \U0001F600"
+    s = create(c, site_body("d", origins=[{"address": "10.0.0.1", "description": text},
+                                          {"address": "10.0.0.2", "level": 2}]))
+    assert s["origins"][0]["description"] == text and s["origins"][1]["description"] == "", s
+    sp = "/v1/sites/%d" % s["id"]
+    op = sp + "/origins/%d" % s["origins"][1]["id"]
+    full = "\u00e9" * 200  # 200 characters, 400 bytes
+    status, j, _ = c.api("PATCH", op, {"description": full})
+    assert status == 200 and j["description"] == full, j
+    for bad in ("x" * 201, "\u00e9" * 201, "line\nbreak", "tab\there", "nul\u007f", "c1\u0085",
+                42, None, ["x"]):
+        rejected(c, "PATCH", op, {"description": bad}, want=422, field="description")
+        rejected(c, "POST", sp + "/origins", {"address": "10.0.0.3", "description": bad},
+                 want=422, field="description")
+    rejected(c, "POST", "/v1/sites", site_body("e", origins=[{"address": "10.0.0.1",
+                                                              "description": "x" * 201}]),
+             want=422, field="origins[0].description")
+    g = c.api("GET", sp)[1]
+    assert [o["description"] for o in g["origins"]] == [text, full], g
+    # the config nodes are sent carries it
+    status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-d"})
+    assert status == 201, n
+    status, cfg, _ = c.api("GET", "/v1/node/config?since=0", token=n["token"])
+    assert status == 200, cfg
+    site = [x for x in cfg["sites"] if x["id"] == s["id"]][0]
+    assert sorted(o["description"] for o in site["origins"]) == sorted([text, full]), site
+    # and the export document, which an import reads back
+    out = os.path.join(tmp, "export.json")
+    c.stop()
+    r = subprocess.run([c.binary, "--db", c.db, "--export", out], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    site = [x for x in doc["sites"] if x["id"] == s["id"]][0]
+    assert [o["description"] for o in site["origins"]] == [text, full], site
+    db2 = harness.new_db(tmp, "imported")
+    r = subprocess.run([c.binary, "--db", db2, "--import", out], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    c2 = Controld(tmp, db=db2, name="controld2").start()
+    g2 = c2.api("GET", sp)[1]
+    assert [o["description"] for o in g2["origins"]] == [text, full], g2
 
 
 def test_health_check_paused_below_two(tmp):

@@ -18,7 +18,9 @@
 #include "metrics.h"
 #include "prober.h"
 #include "store.h"
+#include "store_events.h"
 #include "store_health.h"
+#include "store_sites.h"
 
 #define T0 1800000000000LL /* a fixed wall time for the tests */
 

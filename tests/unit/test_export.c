@@ -13,6 +13,8 @@
 #include "export.h"
 #include "json.h"
 #include "store_node.h"
+#include "store_pub.h"
+#include "store_sites.h"
 
 #define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define HASH_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -47,7 +49,7 @@ static const char DOC[] =
     "\"events\":[\"level.switched\",\"level.switched\"],\"created_at_ms\":7}]}";
 
 /* export_from_json on text; *x must be store_export_fini'd by the caller. */
-static int from_text(const char *txt, struct store_export *x, struct export_err *err) {
+static int from_text(const char *txt, struct store_export *x, struct field_err *err) {
   cJSON *j = json_parse(txt, strlen(txt));
   int r;
   assert_non_null(j);
@@ -59,7 +61,7 @@ static int from_text(const char *txt, struct store_export *x, struct export_err 
 
 static void test_reads_every_field(void **state) {
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   const struct site_rec *s;
   (void)state;
   assert_int_equal(from_text(DOC, &x, &err), 0);
@@ -104,7 +106,7 @@ static void test_reads_every_field(void **state) {
 /* Records -> document -> records -> document: the two documents are the same text. */
 static void test_round_trip(void **state) {
   struct store_export x, y;
-  struct export_err err;
+  struct field_err err;
   cJSON *a, *b;
   char *ta, *tb;
   (void)state;
@@ -132,14 +134,14 @@ static void refused(const char *from, const char *to, const char *path) {
   size_t n;
   char *txt;
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   assert_non_null(at);
   n = strlen(DOC) - strlen(from) + strlen(to) + 1;
   txt = malloc(n);
   assert_non_null(txt);
   snprintf(txt, n, "%.*s%s%s", (int)(at - DOC), DOC, to, at + strlen(from));
-  if (from_text(txt, &x, &err) != -1 || strcmp(err.path, path) != 0)
-    fail_msg("%s -> %s: wanted a refusal at %s, got '%s': %s", from, to, path, err.path,
+  if (from_text(txt, &x, &err) != -1 || strcmp(err.field, path) != 0)
+    fail_msg("%s -> %s: wanted a refusal at %s, got '%s': %s", from, to, path, err.field,
              err.message);
   assert_true(err.message[0] != '\0');
   store_export_fini(&x);
@@ -207,7 +209,7 @@ static void test_node_token_webhook_refusals(void **state) {
 /* The API's target rule: metadata and link-local origins and webhook hosts, and --deny-targets. */
 static void test_targets_refused(void **state) {
   struct store_export x;
-  struct export_err err;
+  struct field_err err;
   struct targets t;
   char e[128];
   (void)state;
@@ -216,16 +218,16 @@ static void test_targets_refused(void **state) {
   assert_int_equal(export_check_targets(&x, &t, &err), 0);
   snprintf(x.webhooks[0].url, sizeof x.webhooks[0].url, "http://169.254.169.254/latest");
   assert_int_equal(export_check_targets(&x, &t, &err), -1);
-  assert_string_equal(err.path, "webhooks[0].url");
+  assert_string_equal(err.field, "webhooks[0].url");
   snprintf(x.sites[1].origins[0].address, sizeof x.sites[1].origins[0].address, "169.254.1.1");
   assert_int_equal(export_check_targets(&x, &t, &err), -1);
-  assert_string_equal(err.path, "sites[1].origins[0].address");
+  assert_string_equal(err.field, "sites[1].origins[0].address");
   store_export_fini(&x);
   /* an operator's list: 10.0.0.0/8 refuses sites[0]'s first origin */
   assert_int_equal(from_text(DOC, &x, &err), 0);
   assert_int_equal(targets_init(&t, "10.0.0.0/8", e, sizeof e), 0);
   assert_int_equal(export_check_targets(&x, &t, &err), -1);
-  assert_string_equal(err.path, "sites[0].origins[0].address");
+  assert_string_equal(err.field, "sites[0].origins[0].address");
   store_export_fini(&x);
 }
 

@@ -32,15 +32,16 @@ static const char *const kinds[] = {"a", "b", NULL};
 
 #define T(m) FIELD_AT(struct thing, m)
 static const struct field_def defs[] = {
-    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0},
-    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0},
-    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0},
-    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0},
-    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0},
-    {"host", FIELD_STR, FIELD_NULLABLE, T(host), 0, 0, 0, NULL, lower_only, "lowercase", 0},
+    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0, NULL, 0},
+    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0, NULL, 0},
+    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0, NULL, 0},
+    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0, NULL, 0},
+    {"host", FIELD_STR, FIELD_NULLABLE, T(host), 0, 0, 0, NULL, lower_only, "lowercase", 0, NULL,
+     0},
     {"codes", FIELD_INT_LIST, 0, offsetof(struct thing, codes), 3, 400, 599, 0, NULL, NULL, NULL,
-     offsetof(struct thing, n_codes)},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+     offsetof(struct thing, n_codes), NULL, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
 };
 
 struct row {
@@ -122,10 +123,145 @@ static void test_values_written(void **state) {
   assert_int_equal(t.codes[1], 503);
 }
 
+/* FIELD_TEXT's rule, row by row: code points (not bytes) counted, no control characters, valid
+   UTF-8 only. */
+static void test_text_valid(void **state) {
+  static const struct {
+    const char *v;
+    int ok;
+  } texts[] = {
+      {"", 1},
+      {"abc", 1},
+      {"\xc3\xa9\xc3\xa9\xc3\xa9", 1},         /* 3 characters, 6 bytes */
+      {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 0}, /* 4 > max 3 */
+      {"abcd", 0},
+      {"\xf0\x9f\x98\x80", 1}, /* one 4-byte character */
+      {"a\tb", 0},
+      {"a\nb", 0},
+      {"a\x7f", 0},
+      {"\xc2\x85", 0},     /* U+0085, a C1 control */
+      {"\xc2\xa0", 1},     /* U+00A0 is no control */
+      {"\xc0\xaf", 0},     /* overlong */
+      {"\xed\xa0\x80", 0}, /* a surrogate */
+      {"\xe2\x82", 0},     /* cut short */
+      {"\xff", 0},
+      {"\xf4\x90\x80\x80", 0}, /* beyond U+10FFFF */
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    if (fields_text_valid(texts[i].v, 0, 3) != texts[i].ok) fail_msg("row %zu", i);
+  }
+  assert_int_equal(fields_text_valid("ab", 3, 5), 0); /* below min */
+}
+
+struct rec {
+  int64_t id;
+  int level;
+  int on;
+  char name[16];
+  char kind[8];
+  char host[16];
+  char note[13]; /* 3 characters of up to 4 bytes */
+};
+
+#define R(m) .offset = offsetof(struct rec, m), .size = sizeof(((struct rec *)0)->m)
+static const struct field_def recdefs[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, R(id), .max = INT64_MAX, .forms = FORM_OUT},
+    {.name = "level",
+     .column = "lvl",
+     .type = FIELD_INT,
+     R(level),
+     .min = 1,
+     .max = 9,
+     .def = 1,
+     .forms = FORM_IN | FORM_OUT | FORM_CONFIG},
+    {.name = "on", .column = "on_", .type = FIELD_BOOL, R(on), .forms = FORM_IN | FORM_OUT},
+    {.name = "name", .type = FIELD_STR, R(name), .forms = FORM_IN | FORM_OUT},
+    {.name = "kind",
+     .column = "kind",
+     .type = FIELD_ENUM,
+     R(kind),
+     .choices = kinds,
+     .forms = FORM_OUT | FORM_CONFIG},
+    {.name = "host",
+     .column = "host",
+     .type = FIELD_STR,
+     .flags = FIELD_NULLABLE,
+     R(host),
+     .forms = FORM_OUT | FORM_CONFIG},
+    {.name = "note",
+     .column = "note",
+     .type = FIELD_TEXT,
+     R(note),
+     .max = 3,
+     .forms = FORM_IN | FORM_OUT},
+    {.name = NULL},
+};
+#undef R
+
+static cJSON *parse(const char *s) {
+  return json_parse(s, strlen(s));
+}
+
+/* One table, every form: the columns, the names, what a body may set, the JSON written. */
+static void test_record_forms(void **state) {
+  char cols[128];
+  const char *names[8];
+  struct rec r;
+  struct field_err err;
+  cJSON *j, *out;
+  char *text;
+  (void)state;
+  assert_int_equal(fields_columns(recdefs, 0, "", cols, sizeof cols), 6);
+  assert_string_equal(cols, "id, lvl, on_, kind, host, note");
+  assert_int_equal(fields_columns(recdefs, FORM_CONFIG, "t.", cols, sizeof cols), 3);
+  assert_string_equal(cols, "t.lvl, t.kind, t.host");
+  assert_int_equal(fields_columns(recdefs, 0, "", cols, 10), -1); /* never cut */
+  assert_int_equal(fields_names(recdefs, FORM_IN, names, 8), 4);
+  assert_string_equal(names[3], "note");
+  assert_null(names[4]);
+  assert_int_equal(fields_names(recdefs, FORM_IN, names, 4), -1);
+
+  memset(&r, 0, sizeof r);
+  fields_defaults(recdefs, &r);
+  assert_int_equal(r.level, 1);
+  /* FORM_IN: the rows without it are unknown keys */
+  j = parse("{\"kind\":\"a\"}");
+  assert_int_equal(fields_apply_form(j, recdefs, FORM_IN, NULL, "o", 0, &r, &err), -1);
+  assert_string_equal(err.code, "unknown_field");
+  assert_string_equal(err.field, "o.kind");
+  cJSON_Delete(j);
+  j = parse("{\"note\":\"\\u00e9\\u00e9\\u00e9\\u00e9\"}");
+  assert_non_null(j);
+  assert_int_equal(fields_apply_form(j, recdefs, FORM_IN, NULL, "o", 0, &r, &err), -1);
+  assert_int_equal(err.status, 422);
+  assert_string_equal(err.code, "invalid_value");
+  assert_string_equal(err.field, "o.note");
+  cJSON_Delete(j);
+  j = parse("{\"level\":3,\"on\":true,\"name\":\"x\",\"note\":\"\\u00e9!\"}");
+  assert_non_null(j);
+  assert_int_equal(fields_apply_form(j, recdefs, FORM_IN, NULL, "o", 0, &r, &err), 0);
+  cJSON_Delete(j);
+  assert_int_equal(r.level, 3);
+  assert_string_equal(r.note, "\xc3\xa9!");
+
+  /* FORM_OUT: "" is null for a nullable string and the first choice for an enum */
+  r.id = 5000000000LL;
+  out = cJSON_CreateObject();
+  assert_int_equal(fields_json_add(out, recdefs, FORM_OUT, &r), 0);
+  text = cJSON_PrintUnformatted(out);
+  assert_string_equal(text, "{\"id\":5000000000,\"level\":3,\"on\":true,\"name\":\"x\","
+                            "\"kind\":\"a\",\"host\":null,\"note\":\"\xc3\xa9!\"}");
+  free(text);
+  cJSON_Delete(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_values_written),
+      cmocka_unit_test(test_text_valid),
+      cmocka_unit_test(test_record_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "store.h"
 #include "store_fleet.h"
 #include "store_health.h"
+#include "store_sites.h"
 
 #define T0 1800000000000LL
 

@@ -15,7 +15,7 @@
 /* Options from a JSON text applied onto the defaults; fails the test when it does not validate. */
 static struct hcheck_opts opts_of(const char *text) {
   struct hcheck_opts o;
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j = json_parse(text, strlen(text));
   hcheck_defaults(&o);
   assert_non_null(j);
@@ -295,7 +295,7 @@ static void test_bad_values_refused(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
     struct hcheck_opts o, before;
-    struct hcheck_err err;
+    struct field_err err;
     cJSON *j = json_parse(bad_rows[i].json, strlen(bad_rows[i].json));
     if (!j) fail_msg("row %zu: test JSON does not parse", i);
     hcheck_defaults(&o);
@@ -341,7 +341,7 @@ static void test_apply_patch_and_null(void **state) {
   struct hcheck_opts o =
       opts_of("{\"expected_codes\": [\"200\"], \"expected_body\": \"up\", "
               "\"port\": 81, \"interval_ms\": 2000, \"headers\": {\"A\": \"b\"}}");
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j = parse_text("{\"port\": null}");
   (void)state;
   assert_int_equal(hcheck_apply_json(j, &o, &err), 0);

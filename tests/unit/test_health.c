@@ -46,8 +46,9 @@ static void test_strings(void **state) {
   assert_int_equal(s, HEALTH_UNHEALTHY);
   assert_int_equal(health_state_from_string("unknown", &s), 0);
   assert_int_equal(s, HEALTH_UNKNOWN);
+  assert_int_equal(health_state_from_string("empty", &s), 0); /* a level's state reads back */
+  assert_int_equal(s, HEALTH_EMPTY);
   s = HEALTH_HEALTHY;
-  assert_int_equal(health_state_from_string("empty", &s), -1);
   assert_int_equal(health_state_from_string("Healthy", &s), -1);
   assert_int_equal(health_state_from_string(NULL, &s), -1);
   assert_int_equal(s, HEALTH_HEALTHY);
@@ -88,6 +89,38 @@ static void test_strings(void **state) {
   assert_string_equal(health_reason_to_string(HEALTH_REASON_NO_ENABLED_ORIGINS),
                       "no_enabled_origins");
   assert_string_equal(health_reason_to_string(HEALTH_REASON_NONE), "");
+}
+
+/* Every word an enum's to_string writes reads back to the same value (one name table each). */
+static void test_strings_round_trip(void **state) {
+  (void)state;
+  for (int i = HEALTH_UNKNOWN; i <= HEALTH_EMPTY; i++) {
+    enum health_state s = (enum health_state) - 1;
+    assert_int_equal(health_state_from_string(health_state_to_string((enum health_state)i), &s), 0);
+    assert_int_equal(s, i);
+  }
+  for (int i = VERDICT_NONE; i <= VERDICT_FAILURE; i++) {
+    enum health_verdict v = (enum health_verdict) - 1;
+    assert_int_equal(
+        health_verdict_from_string(health_verdict_to_string((enum health_verdict)i), &v), 0);
+    assert_int_equal(v, i);
+  }
+  for (int i = SOURCE_NODES; i <= SOURCE_CONTROL; i++) {
+    enum health_source v = (enum health_source) - 1;
+    assert_int_equal(health_source_from_string(health_source_to_string((enum health_source)i), &v),
+                     0);
+    assert_int_equal(v, i);
+  }
+  for (int i = HEALTH_FAILBACK_AUTO; i <= HEALTH_FAILBACK_MANUAL; i++) {
+    enum health_failback v = (enum health_failback) - 1;
+    assert_int_equal(
+        health_failback_from_string(health_failback_to_string((enum health_failback)i), &v), 0);
+    assert_int_equal(v, i);
+  }
+  /* out of range: the documented fallback word */
+  assert_string_equal(health_state_to_string((enum health_state)99), "unknown");
+  assert_string_equal(health_source_to_string((enum health_source) - 1), "control");
+  assert_string_equal(health_reason_to_string((enum health_reason)42), "");
 }
 
 /* ---- vote tally ---- */
@@ -959,6 +992,7 @@ static void test_why_non_empty_everywhere(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strings),
+      cmocka_unit_test(test_strings_round_trip),
       cmocka_unit_test(test_tally),
       cmocka_unit_test(test_tally_with_checkpoints),
       cmocka_unit_test(test_origin_unknown_to_healthy_after_two),

@@ -17,6 +17,7 @@
 #include "store_health.h"
 #include "store_lease.h"
 #include "store_notify.h"
+#include "store_tokens.h"
 
 /* ---- policy ---- */
 

@@ -17,7 +17,7 @@ static cJSON *parse(const char *txt) {
 }
 
 /* model_site_create on a fresh default record; s must be site_rec_fini'd by the caller. */
-static int create(const char *txt, struct site_rec *s, struct model_err *e) {
+static int create(const char *txt, struct site_rec *s, struct field_err *e) {
   cJSON *j = parse(txt);
   int r;
   site_rec_defaults(s);
@@ -27,7 +27,7 @@ static int create(const char *txt, struct site_rec *s, struct model_err *e) {
   return r;
 }
 
-static int patch(const char *txt, struct site_rec *s, struct model_err *e) {
+static int patch(const char *txt, struct site_rec *s, struct field_err *e) {
   cJSON *j = parse(txt);
   int r;
   memset(e, 0, sizeof *e);
@@ -38,7 +38,7 @@ static int patch(const char *txt, struct site_rec *s, struct model_err *e) {
 
 static void test_defaults_minimal(void **state) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   assert_int_equal(create("{\"name\":\"shop\",\"hostnames\":[\"Shop.Example.COM\"]}", &s, &e), 0);
   assert_string_equal(s.name, "shop");
   assert_int_equal(s.n_hostnames, 1);
@@ -68,7 +68,7 @@ static void test_defaults_minimal(void **state) {
 
 static void test_origin_defaults_and_hc_default(void **state) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   assert_int_equal(create("{\"name\":\"a\",\"hostnames\":[\"a.com\"],\"origins\":["
                           "{\"address\":\"10.0.0.1\"},"
                           "{\"address\":\"Origin.Example.NET\",\"scheme\":\"http\",\"level\":2}]}",
@@ -122,7 +122,7 @@ static void test_origin_defaults_and_hc_default(void **state) {
 
 static void test_explicit_values(void **state) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   assert_int_equal(
       create("{\"name\":\"x_1.y-z\",\"hostnames\":[\"a.com\",\"b.a.com\"],\"failback\":\"manual\","
              "\"failback_hold_ms\":60000,"
@@ -263,7 +263,7 @@ static void test_create_errors(void **state) {
   for (size_t i = 0; i < sizeof bad_creates / sizeof bad_creates[0]; i++) {
     const struct bad_case *c = &bad_creates[i];
     struct site_rec s;
-    struct model_err e;
+    struct field_err e;
     int r = create(c->body, &s, &e);
     char ctx[512];
     snprintf(ctx, sizeof ctx, "case %zu: %s -> %u %s %s (%s)", i, c->body, e.status,
@@ -286,7 +286,7 @@ static void test_too_many(void **state) {
   char body[8192], *p = body;
   size_t left = sizeof body;
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   int n;
   /* 33 hostnames */
   n = snprintf(p, left, "{\"name\":\"a\",\"hostnames\":[");
@@ -324,7 +324,7 @@ static void test_too_many(void **state) {
 
 static void test_patch_rules(void **state) {
   struct site_rec s, before;
-  struct model_err e;
+  struct field_err e;
   assert_int_equal(create("{\"name\":\"a\",\"hostnames\":[\"a.com\",\"b.com\"],\"origins\":["
                           "{\"address\":\"10.0.0.1\"},{\"address\":\"10.0.0.2\"}]}",
                           &s, &e),
@@ -395,7 +395,7 @@ static void test_patch_rules(void **state) {
 }
 
 static int apply(const char *txt, struct origin_rec *o, int creating, const char *prefix,
-                 struct model_err *e) {
+                 struct field_err *e) {
   cJSON *j = parse(txt);
   int r;
   memset(e, 0, sizeof *e);
@@ -406,7 +406,7 @@ static int apply(const char *txt, struct origin_rec *o, int creating, const char
 
 static void test_origin_apply(void **state) {
   struct origin_rec o;
-  struct model_err e;
+  struct field_err e;
   assert_int_equal(apply("{\"address\":\"Up.Example.com\",\"scheme\":\"http\"}", &o, 1, "", &e), 0);
   assert_string_equal(o.address, "up.example.com");
   assert_int_equal(o.port, 80);
@@ -451,7 +451,7 @@ static void test_origin_apply(void **state) {
 
 static void test_hc_state(void **state) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   const char *reason = NULL;
   assert_int_equal(create("{\"name\":\"a\",\"hostnames\":[\"a.com\"],\"origins\":["
                           "{\"address\":\"10.0.0.1\"},{\"address\":\"10.0.0.2\"}]}",
@@ -478,7 +478,7 @@ static void test_hc_state(void **state) {
 
 static void test_site_json(void **state) {
   struct site_rec s;
-  struct model_err e;
+  struct field_err e;
   cJSON *j, *hc, *o;
   assert_int_equal(create("{\"name\":\"a\",\"hostnames\":[\"A.com\"],\"origins\":["
                           "{\"address\":\"10.0.0.1\",\"host_header\":\"h.com\"},"

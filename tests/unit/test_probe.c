@@ -394,7 +394,7 @@ static void test_redirect_not_followed(void **state) {
 /* Options from JSON onto the defaults. */
 static struct hcheck_opts check_of(const char *text) {
   struct hcheck_opts o;
-  struct hcheck_err err;
+  struct field_err err;
   cJSON *j = json_parse(text, strlen(text));
   hcheck_defaults(&o);
   assert_non_null(j);

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "publish.h"
 #include "store_node.h"
+#include "store_sites.h"
 
 struct fx {
   char dir[64];

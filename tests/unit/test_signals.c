@@ -15,6 +15,7 @@
 #include "db.h"
 #include "signals.h"
 #include "store.h"
+#include "store_node.h"
 #include "store_signal.h"
 
 static void test_channels(void **state) {

@@ -19,7 +19,12 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_events.h"
 #include "store_health.h"
+#include "store_node.h"
+#include "store_pub.h"
+#include "store_sites.h"
+#include "store_tokens.h"
 
 struct fx {
   char dir[64];
@@ -694,11 +699,11 @@ static void test_origin_cap(void **state) {
   o.enabled = 1;
   snprintf(o.address, sizeof o.address, "10.1.0.1");
   snprintf(o.scheme, sizeof o.scheme, "http");
-  for (int i = 2; i < STORE_MAX_ORIGINS; i++)
+  for (int i = 2; i < SITE_MAX_ORIGINS; i++)
     assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
   assert_int_equal(store_origin_add(f->st, &o), STORE_LIMIT);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
-  assert_int_equal(g.n_origins, STORE_MAX_ORIGINS);
+  assert_int_equal(g.n_origins, SITE_MAX_ORIGINS);
   site_rec_fini(&g);
 }
 

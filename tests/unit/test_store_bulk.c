@@ -19,6 +19,7 @@
 #include "store_health.h"
 #include "store_int.h"
 #include "store_node.h"
+#include "store_sites.h"
 
 #define N_SITES 200
 

@@ -167,6 +167,14 @@ async function main() {
   await byId('notice-banner').filter({ hasText: 'Settings saved' }).waitFor();
   ok('corrected settings are saved');
 
+  // An origin's description is edited in the origin form and shown under its address.
+  await byId(`origin-${oids[0]}-edit`).click();
+  await page.locator('#origin-form [name=description]').fill('rack 3 \u2014 primary');
+  await byId('origin-form-submit').click();
+  await byId('notice-banner').filter({ hasText: `Origin #${oids[0]} saved` }).waitFor();
+  await byId(`origin-${oids[0]}-description`).filter({ hasText: 'rack 3 \u2014 primary' }).waitFor();
+  ok('origin description saved and shown');
+
   // Primary down: level 1 unhealthy, the site moves to level 2.
   await setOrigin1(503);
   await waitAttr('level-1-health', 'state', 'unhealthy');

@@ -1,0 +1,20 @@
+/* node — the record of one enrolled edge node and its field table. No SQL, no JSON. */
+#ifndef CDNCA_NODE_H
+#define CDNCA_NODE_H
+
+#include <stdint.h>
+
+#include "fields.h"
+
+struct node_rec {
+  int64_t id;
+  char name[65];
+  int64_t created_at, last_seen_at, config_seq;
+  char version[64];
+};
+
+/* The node record's field table: its columns (in the order the store reads them) and what
+   POST /v1/nodes takes (FORM_IN). */
+extern const struct field_def node_fields[];
+
+#endif

@@ -1,0 +1,195 @@
+/* site — the site and origin records' pure helpers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "site.h"
+
+#include <arpa/inet.h>
+#include <stddef.h>
+
+#include "hostname.h"
+
+/* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
+static int valid_address(char *a) {
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, a, buf) == 1 || inet_pton(AF_INET6, a, buf) == 1) return 1;
+  hostname_lower(a);
+  return hostname_valid(a);
+}
+
+static int valid_hostname(char *h) {
+  hostname_lower(h);
+  return hostname_valid(h);
+}
+
+static const char *const schemes[] = {"http", "https", NULL};
+static const char *const healths[] = {"unknown", "healthy", "unhealthy", NULL};
+
+#define M(m) .offset = offsetof(struct origin_rec, m), .size = sizeof(((struct origin_rec *)0)->m)
+/* the configuration an API body sets, shown by the API, exported and (but enabled) published */
+#define CONFIG (FORM_IN | FORM_OUT | FORM_EXPORT | FORM_WIRE | FORM_CONFIG)
+const struct field_def site_origin_fields[] = {
+    {.name = "id",
+     .column = "id",
+     .type = FIELD_INT,
+     M(id),
+     .min = 1,
+     .max = INT64_MAX,
+     .forms = FORM_OUT | FORM_EXPORT | FORM_WIRE},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "level",
+     .column = "level",
+     .type = FIELD_INT,
+     M(level),
+     .min = 1,
+     .max = 16,
+     .def = 1,
+     .forms = CONFIG},
+    {.name = "address",
+     .column = "address",
+     .type = FIELD_STR,
+     .flags = FIELD_REQUIRED,
+     M(address),
+     .min = 1,
+     .check = valid_address,
+     .what = "an IPv4 or IPv6 address or a hostname",
+     .forms = CONFIG},
+    {.name = "port",
+     .column = "port",
+     .type = FIELD_INT,
+     M(port),
+     .min = 1,
+     .max = 65535,
+     .forms = CONFIG},
+    {.name = "scheme",
+     .column = "scheme",
+     .type = FIELD_ENUM,
+     M(scheme),
+     .choices = schemes,
+     .what = "\"http\" or \"https\"",
+     .forms = CONFIG},
+    {.name = "host_header",
+     .column = "host_header",
+     .type = FIELD_STR,
+     .flags = FIELD_NULLABLE,
+     M(host_header),
+     .check = valid_hostname,
+     .what = "a valid hostname",
+     .forms = CONFIG},
+    {.name = "weight",
+     .column = "weight",
+     .type = FIELD_INT,
+     M(weight),
+     .min = 1,
+     .max = 100,
+     .def = 1,
+     .forms = CONFIG},
+    {.name = "enabled",
+     .column = "enabled",
+     .type = FIELD_BOOL,
+     M(enabled),
+     .forms = CONFIG & ~FORM_WIRE}, /* nodes are sent the enabled origins only */
+    {.name = "description",
+     .column = "description",
+     .type = FIELD_TEXT,
+     M(description),
+     .min = 0,
+     .max = SITE_DESCRIPTION_MAX,
+     .forms = CONFIG},
+    /* health state, written by the engine */
+    {.name = "health",
+     .column = "health",
+     .type = FIELD_ENUM,
+     M(health),
+     .choices = healths,
+     .forms = FORM_OUT},
+    {.name = "success_streak", .column = "success_streak", .type = FIELD_INT, M(success_streak)},
+    {.name = "failure_streak", .column = "failure_streak", .type = FIELD_INT, M(failure_streak)},
+    {.name = "health_changed_at",
+     .column = "health_changed_at",
+     .type = FIELD_INT,
+     M(health_changed_at)},
+    {.name = "healthy_since", .column = "healthy_since", .type = FIELD_INT, M(healthy_since)},
+    {.name = "last_verdict", .column = "last_verdict", .type = FIELD_STR, M(last_verdict)},
+    {.name = "last_source", .column = "last_source", .type = FIELD_STR, M(last_source)},
+    {.name = "votes_success", .column = "last_votes_success", .type = FIELD_INT, M(votes_success)},
+    {.name = "votes_failure", .column = "last_votes_failure", .type = FIELD_INT, M(votes_failure)},
+    {.name = "last_checked_at", .column = "last_checked_at", .type = FIELD_INT, M(last_checked_at)},
+    {.name = "last_error", .column = "last_error", .type = FIELD_STR, M(last_error)},
+    {.name = "created_at_ms",
+     .column = "created_at",
+     .type = FIELD_INT,
+     M(created_at),
+     .min = 0,
+     .max = INT64_MAX,
+     .forms = FORM_EXPORT},
+    {.name = NULL},
+};
+#undef CONFIG
+#undef M
+
+void site_rec_defaults(struct site_rec *s) {
+  struct skip_params nr;
+  memset(s, 0, sizeof *s);
+  memcpy(s->failback, "auto", 5);
+  memcpy(s->hc_path, "/", 2);
+  s->hc_timeout_ms = 5000;
+  s->hc_unhealthy_after = 3;
+  s->hc_healthy_after = 2;
+  hcheck_defaults(&s->hc);
+  skip_params_default(&nr);
+  site_rec_set_retry(s, &nr);
+  s->current_level = 1;
+  s->config_version = 1;
+}
+
+void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
+  skip_params_default(p);
+  p->retries = (int)s->nr_retries;
+  p->retry_budget_ms = s->nr_retry_budget_ms;
+  p->fail_count = (int)s->nr_fail_count;
+  p->fail_window_ms = s->nr_fail_window_ms;
+  p->skip_ms = s->nr_skip_ms;
+  p->half_open_requests = (int)s->nr_half_open_requests;
+  p->n_retry_on_status = 0;
+  for (int i = 0; i < s->n_retry_on_status && i < SKIP_MAX_STATUS; i++)
+    p->retry_on_status[p->n_retry_on_status++] = s->retry_on_status[i];
+  p->backup_levels = s->nr_backup_levels;
+  p->failure_ratio = s->nr_failure_ratio;
+  p->failure_min_volume = (int)s->nr_failure_min_volume;
+}
+
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p) {
+  s->nr_retries = p->retries;
+  s->nr_retry_budget_ms = p->retry_budget_ms;
+  s->nr_fail_count = p->fail_count;
+  s->nr_fail_window_ms = p->fail_window_ms;
+  s->nr_skip_ms = p->skip_ms;
+  s->nr_half_open_requests = p->half_open_requests;
+  s->n_retry_on_status = 0;
+  for (int i = 0; i < p->n_retry_on_status && i < SITE_MAX_RETRY_STATUS; i++)
+    s->retry_on_status[s->n_retry_on_status++] = p->retry_on_status[i];
+  s->nr_backup_levels = p->backup_levels;
+  s->nr_failure_ratio = p->failure_ratio;
+  s->nr_failure_min_volume = p->failure_min_volume;
+}
+
+int site_rec_copy(struct site_rec *dst, const struct site_rec *src) {
+  *dst = *src;
+  dst->origins = NULL;
+  if (src->n_origins) {
+    dst->origins = malloc((size_t)src->n_origins * sizeof *dst->origins);
+    if (!dst->origins) {
+      dst->n_origins = 0;
+      return -1;
+    }
+    memcpy(dst->origins, src->origins, (size_t)src->n_origins * sizeof *dst->origins);
+  }
+  return 0;
+}
+
+void site_rec_fini(struct site_rec *s) {
+  free(s->origins);
+  s->origins = NULL;
+  s->n_origins = 0;
+}

@@ -1,0 +1,88 @@
+/* site — the site and origin records (configuration and health state) and their pure helpers:
+   no SQL, no JSON. The domain floor: every layer above names a site through this header. */
+#ifndef CDNCA_SITE_H
+#define CDNCA_SITE_H
+
+#include <stdint.h>
+
+#include "fields.h"
+#include "hcheck.h"
+#include "skip.h"
+
+#define SITE_MAX_HOSTNAMES 32
+#define SITE_MAX_ORIGINS 64
+#define SITE_MAX_RETRY_STATUS 16
+
+/* An origin as stored (config and health state). */
+struct origin_rec {
+  int64_t id, site_id;
+  int level, port, weight, enabled;
+  char address[256];
+  char scheme[8];
+  char host_header[256]; /* "" = none (use the site's first hostname) */
+  char description[801]; /* free text for operators: 0 to 200 characters (SITE_DESCRIPTION_MAX) */
+  /* health state */
+  char health[12]; /* unknown | healthy | unhealthy */
+  int success_streak, failure_streak;
+  int64_t health_changed_at, healthy_since, last_checked_at;
+  char last_verdict[12]; /* "" | success | failure */
+  char last_source[16];  /* "" | nodes | checkpoints | control */
+  int votes_success, votes_failure;
+  char last_error[256];
+  int64_t created_at;
+};
+
+/* A site with its hostnames and origins (origins ordered by level, id). */
+struct site_rec {
+  int64_t id;
+  char name[65];
+  int n_hostnames;
+  char hostnames[SITE_MAX_HOSTNAMES][254];
+  char failback[8]; /* auto | manual */
+  int64_t failback_hold_ms;
+  int hc_enabled;
+  char hc_path[513];
+  int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
+  int hc_checkpoints;
+  struct hcheck_opts hc; /* type, method, headers, expected_*, port, interval_ms, quorum */
+  int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
+      nr_half_open_requests;
+  int n_retry_on_status;
+  int retry_on_status[SITE_MAX_RETRY_STATUS];
+  int nr_backup_levels;
+  double nr_failure_ratio; /* 0 = off (NULL in the database) */
+  int64_t nr_failure_min_volume;
+  int current_level;
+  int64_t config_version;
+  int64_t last_probed_at, next_probe_at;
+  int all_unhealthy, failback_notified;
+  int manual_pin;   /* 1 = the operator's manual switch suspends automatic failback */
+  int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
+  int64_t created_at, updated_at;
+  int n_origins;
+  struct origin_rec *origins; /* owned; n_origins entries */
+};
+
+#define SITE_DESCRIPTION_MAX 200
+
+/* The origin record's field table: one row per member, naming its column, its JSON key, its type
+   and bounds, and the forms it takes part in (FORM_IN: an API body sets it; FORM_OUT: the API's
+   JSON; FORM_EXPORT: the export document; FORM_WIRE: the published site config; FORM_CONFIG: a
+   configuration column). The SQL of origins, their JSON in every form and their validation all
+   walk it: a new origin field is one row here and a migration. */
+extern const struct field_def site_origin_fields[];
+
+/* Fill a site record with the defaults of the decision rules (no origins). */
+void site_rec_defaults(struct site_rec *s);
+
+/* The site's node_retry settings as the node applies them, and back (fields as in noderetry.h). */
+void site_rec_retry(const struct site_rec *s, struct skip_params *p);
+void site_rec_set_retry(struct site_rec *s, const struct skip_params *p);
+
+/* Deep copy (origins duplicated); 0 or -1. dst is overwritten. */
+int site_rec_copy(struct site_rec *dst, const struct site_rec *src);
+
+/* Free what a site record owns (not the record itself). */
+void site_rec_fini(struct site_rec *s);
+
+#endif

@@ -1,0 +1,62 @@
+/* store_events — events (site messages, the notification center) and the webhook outbox rows
+   each event queues. */
+#ifndef CDNCA_STORE_EVENTS_H
+#define CDNCA_STORE_EVENTS_H
+
+#include <stdint.h>
+
+#include "event.h"
+#include "store.h"
+
+/* At most this many webhooks exist: the outbox fan-out of store_event_add_locked handles this
+   many. */
+#define STORE_MAX_WEBHOOKS 256
+
+/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
+ * filter matches. Returns the event id or -1. */
+int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+                               const char *type, const char *title, const char *data_json);
+
+/* Add an event in its own transaction; id or -1. */
+int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
+                        const char *title, const char *data_json);
+
+/* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd
+ * (caller frees with store_events_free). */
+enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
+                               struct event_rec **out, int *n);
+
+/* Free a list from store_event_list. */
+void store_events_free(struct event_rec *arr, int n);
+
+/* Call fn(arg) after every commit that wrote an event (and so maybe webhook deliveries). Set once
+ * at start. */
+void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg);
+
+/* ---- for the store's own files ---- */
+
+/* Write the events (and outbox rows) this transaction queued (PostgreSQL; nothing to do on
+   SQLite, which writes each at once). Called before COMMIT and before any statement of the
+   transaction that reads or numbers events itself. 0 or -1. */
+int store_events_flush_locked(struct store *st);
+/* Forget the transaction's queued events and webhook list (at begin, commit and rollback). */
+void store_events_tx_reset(struct store *st);
+/* Forget the webhook list only. */
+void store_events_tx_reset_hooks(struct store *st);
+/* Inside a write transaction: it recorded events or deliveries (the event hook runs after its
+   commit, and other replicas are told); whether it did. */
+void store_events_pending_set_locked(struct store *st);
+int store_events_pending_locked(struct store *st);
+
+/* Inside a write transaction that numbered an event itself: the next queued one counts anew. */
+void store_events_renumber_locked(struct store *st);
+
+/* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
+   with events does. */
+void store_events_arrived(struct store *st);
+
+/* Add the participant that writes the queued events before each COMMIT and runs the event hook
+   after it (store_open does it). 0 or -1. */
+int store_events_attach(struct store *st);
+
+#endif

@@ -1,0 +1,1068 @@
+/* store_sites — the sites and origins SQL (see store_sites.h). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "store_int.h"
+#include "store_pub.h"
+#include "store_sites.h"
+
+#define SITE_COLS                                                                                  \
+  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                     \
+  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "         \
+  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "      \
+  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "                  \
+  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                      \
+  "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
+
+static void parse_status_list(const char *text, struct site_rec *s) {
+  s->n_retry_on_status = 0;
+  for (const char *p = text; p && *p && s->n_retry_on_status < SITE_MAX_RETRY_STATUS; p++) {
+    if (*p >= '0' && *p <= '9') {
+      char *end;
+      long v = strtol(p, &end, 10);
+      s->retry_on_status[s->n_retry_on_status++] = (int)v;
+      p = end - 1;
+    }
+  }
+}
+
+static void format_status_list(const struct site_rec *s, char *out, size_t cap) {
+  size_t n = 0;
+  n += (size_t)snprintf(out + n, cap - n, "[");
+  for (int i = 0; i < s->n_retry_on_status && n < cap; i++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? "," : "", s->retry_on_status[i]);
+  if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
+static void site_from_row(struct db_stmt *s, struct site_rec *o) {
+  char list[128];
+  memset(o, 0, sizeof *o);
+  o->id = db_col_i64(s, 0);
+  store_col_text(s, 1, o->name, sizeof o->name);
+  store_col_text(s, 2, o->failback, sizeof o->failback);
+  o->failback_hold_ms = db_col_i64(s, 3);
+  o->hc_enabled = db_col_int(s, 4);
+  store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
+  o->hc_timeout_ms = db_col_i64(s, 6);
+  o->hc_unhealthy_after = db_col_i64(s, 7);
+  o->hc_healthy_after = db_col_i64(s, 8);
+  o->hc_checkpoints = db_col_int(s, 9);
+  o->nr_retries = db_col_i64(s, 10);
+  o->nr_retry_budget_ms = db_col_i64(s, 11);
+  o->nr_fail_count = db_col_i64(s, 12);
+  o->nr_fail_window_ms = db_col_i64(s, 13);
+  o->nr_skip_ms = db_col_i64(s, 14);
+  o->nr_half_open_requests = db_col_i64(s, 15);
+  store_col_text(s, 16, list, sizeof list);
+  parse_status_list(list, o);
+  o->current_level = db_col_int(s, 17);
+  o->config_version = db_col_i64(s, 18);
+  o->last_probed_at = db_col_i64(s, 19);
+  o->next_probe_at = db_col_i64(s, 20);
+  o->all_unhealthy = db_col_int(s, 21);
+  o->failback_notified = db_col_int(s, 22);
+  o->created_at = db_col_i64(s, 23);
+  o->updated_at = db_col_i64(s, 24);
+  o->manual_pin = db_col_int(s, 25);
+  o->nr_backup_levels = db_col_int(s, 26);
+  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
+  o->nr_failure_min_volume = db_col_i64(s, 28);
+  o->revision = db_col_i64(s, 29);
+  /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
+  if (hcheck_from_text(db_col_text(s, 30), &o->hc) < 0)
+    log_warn("site %lld: stored health-check options unreadable; using the defaults",
+             (long long)o->id);
+}
+
+/* ---- the origins' SQL, from the origin field table (site_origin_fields) ---- */
+
+/* Built once; the texts live as long as the process (db_prep keys its cache by their address). */
+struct origin_sql {
+  char one[1536];        /* a site's origins */
+  char bulk_range[1536]; /* the origins of a range of sites */
+  char bulk_in[1792];    /* the origins of up to 32 sites */
+  char insert[1024];     /* one origin (site_id, the configuration, created_at), RETURNING id */
+  char insert_id[1024];  /* the same with its id first (import) */
+  char insert_pg[2048];  /* every origin of a new site in one statement (PostgreSQL) */
+  char update[2048];     /* one origin's configuration: ?1..?ncfg, then its id and site */
+  int ncfg;              /* configuration columns */
+  int ok;
+};
+static struct origin_sql osql;
+static pthread_once_t osql_once = PTHREAD_ONCE_INIT;
+
+/* snprintf into a fixed buffer; 0, or -1 when it does not fit */
+static int fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *out, size_t cap, const char *f, ...) {
+  va_list ap;
+  int n;
+  va_start(ap, f);
+  n = vsnprintf(out, cap, f, ap);
+  va_end(ap);
+  return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static void osql_build(void) {
+  char cols[1024], cfg[512], tcfg[512], arrs[512], marks[256], sets[1024], q32[64];
+  int enabled = 0, k = 0, nc = fields_columns(site_origin_fields, 0, "", cols, sizeof cols);
+  size_t la = 0, lm = 0, ls = 0;
+  osql.ncfg = fields_columns(site_origin_fields, FORM_CONFIG, "", cfg, sizeof cfg);
+  if (nc < 0 || osql.ncfg < 0 ||
+      fields_columns(site_origin_fields, FORM_CONFIG, "t.", tcfg, sizeof tcfg) < 0)
+    return;
+  for (size_t i = 0, p = 0; i < 32; i++) { /* "?,?,…": 32 placeholders */
+    if (i) q32[p++] = ',';
+    q32[p++] = '?';
+    q32[p] = '\0';
+  }
+  arrs[0] = marks[0] = sets[0] = '\0';
+  for (const struct field_def *d = site_origin_fields; d->name; d++) {
+    if (!d->column || !(d->forms & FORM_CONFIG)) continue;
+    k++;
+    if (strcmp(d->column, "enabled") == 0) enabled = k;
+    la += (size_t)snprintf(arrs + la, sizeof arrs - la, "%s?::%s[]", k > 1 ? ", " : "",
+                           store_fields_pg_type(d));
+    lm += (size_t)snprintf(marks + lm, sizeof marks - lm, "%s?", k > 1 ? ", " : "");
+    ls += (size_t)snprintf(sets + ls, sizeof sets - ls, "%s%s = ?%d", k > 1 ? ", " : "", d->column,
+                           k);
+    if (la >= sizeof arrs || lm >= sizeof marks || ls >= sizeof sets) return;
+  }
+  if (!enabled) return;
+  if (fmt(osql.one, sizeof osql.one, "SELECT %s FROM origins WHERE site_id = ? ORDER BY level, id",
+          cols) < 0 ||
+      fmt(osql.bulk_range, sizeof osql.bulk_range,
+          "SELECT %s FROM origins WHERE site_id BETWEEN ? AND ? ORDER BY site_id, level, id",
+          cols) < 0 ||
+      fmt(osql.bulk_in, sizeof osql.bulk_in,
+          "SELECT %s FROM origins WHERE site_id IN (%s) ORDER BY site_id, level, id", cols,
+          q32) < 0 ||
+      fmt(osql.insert, sizeof osql.insert,
+          "INSERT INTO origins (site_id, %s, created_at) VALUES (?, %s, ?) RETURNING id", cfg,
+          marks) < 0 ||
+      fmt(osql.insert_id, sizeof osql.insert_id,
+          "INSERT INTO origins (id, site_id, %s, created_at) VALUES (?, ?, %s, ?)", cfg,
+          marks) < 0 ||
+      /* the rows go in in list order, so the identity hands out ascending ids in that order */
+      fmt(osql.insert_pg, sizeof osql.insert_pg,
+          "INSERT INTO origins (site_id, %s, created_at) SELECT ?::bigint, %s, ?::bigint FROM "
+          "unnest(%s) WITH ORDINALITY AS t(%s, n) ORDER BY t.n RETURNING id",
+          cfg, tcfg, arrs, cfg) < 0 ||
+      /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
+      fmt(osql.update, sizeof osql.update,
+          "UPDATE origins SET "
+          "health = CASE WHEN enabled = 0 AND ?%d = 1 THEN 'unknown' ELSE health END, "
+          "success_streak = CASE WHEN enabled = 0 AND ?%d = 1 THEN 0 ELSE success_streak END, "
+          "failure_streak = CASE WHEN enabled = 0 AND ?%d = 1 THEN 0 ELSE failure_streak END, "
+          "healthy_since = CASE WHEN enabled = 0 AND ?%d = 1 THEN NULL ELSE healthy_since END, "
+          "%s WHERE id = ?%d AND site_id = ?%d",
+          enabled, enabled, enabled, enabled, sets, k + 1, k + 2) < 0)
+    return;
+  osql.ok = 1;
+}
+
+/* The origins' SQL, or NULL when it could not be built (logged once). */
+static const struct origin_sql *origin_sql(void) {
+  static atomic_int said;
+  pthread_once(&osql_once, osql_build);
+  if (osql.ok) return &osql;
+  if (!atomic_exchange(&said, 1)) log_error("the origins' SQL does not fit its buffers");
+  return NULL;
+}
+
+static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
+  memset(o, 0, sizeof *o);
+  store_fields_read(s, 0, site_origin_fields, 0, o);
+}
+
+static const char site_one_q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
+static const char site_hosts_q[] =
+    "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
+
+/* Prepare, bind to site id and send ahead (db_prefetch) one of the three reads of a site. */
+static struct db_stmt *site_read_sent(struct db_conn *c, const char *q, int64_t id) {
+  struct db_stmt *s = db_prep(c, q);
+  if (!s) return NULL;
+  db_bind_i64(s, 1, id);
+  if (db_prefetch(s) < 0) return NULL;
+  return s;
+}
+
+/* Read the hostnames (sh) and origins (so) of an already-filled site row. */
+static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, struct db_stmt *so,
+                                        struct site_rec *out) {
+  int rc, cap = 0;
+  while ((rc = db_step(sh)) == DB_ROW && out->n_hostnames < SITE_MAX_HOSTNAMES)
+    store_col_text(sh, 0, out->hostnames[out->n_hostnames++], sizeof out->hostnames[0]);
+  db_reset(sh);
+  if (rc == DB_ERR) {
+    db_reset(so);
+    log_error("loading hostnames of site %lld: %s", (long long)out->id, db_errmsg(c));
+    return STORE_ERROR;
+  }
+  while ((rc = db_step(so)) == DB_ROW) {
+    if (out->n_origins == cap) {
+      int ncap = cap ? cap * 2 : 4;
+      struct origin_rec *no = realloc(out->origins, (size_t)ncap * sizeof *no);
+      if (!no) {
+        db_reset(so);
+        return STORE_ERROR;
+      }
+      out->origins = no;
+      cap = ncap;
+    }
+    origin_from_row(so, &out->origins[out->n_origins++]);
+  }
+  db_reset(so);
+  if (rc != DB_DONE) {
+    log_error("loading origins of site %lld: %s", (long long)out->id, db_errmsg(c));
+    return STORE_ERROR;
+  }
+  return STORE_OK;
+}
+
+/* The site row, its hostnames and its origins: three statements, sent together (one round trip
+   on PostgreSQL). */
+enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *s, *sh = NULL, *so = NULL;
+  int rc;
+  memset(out, 0, sizeof *out);
+  s = site_read_sent(c, site_one_q, id);
+  if (s) sh = site_read_sent(c, site_hosts_q, id);
+  if (sh) so = osq ? site_read_sent(c, osq->one, id) : NULL;
+  if (!so) {
+    if (s) db_reset(s);
+    if (sh) db_reset(sh);
+    return STORE_ERROR;
+  }
+  rc = db_step(s);
+  if (rc != DB_ROW) {
+    db_reset(s);
+    db_reset(sh);
+    db_reset(so);
+    return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+  }
+  site_from_row(s, out);
+  db_reset(s);
+  rc = site_read_children(c, sh, so, out);
+  if (rc != STORE_OK) site_rec_fini(out);
+  return rc;
+}
+
+/* ---- bulk loads: a set of sites in a constant number of statements per table ----
+
+   The ids are read in spans: one id range `BETWEEN first AND last` when the ids are dense (the
+   range holds at most twice as many ids as asked for, plus a little), else IN lists of
+   BULK_IN ids. Rows come ordered by site, and each is placed by a binary search over the sorted
+   ids, so rows of sites not asked for (inside a range) are skipped. */
+#define BULK_IN 32
+#define BULK_Q4 "?,?,?,?"
+#define BULK_Q16 BULK_Q4 "," BULK_Q4 "," BULK_Q4 "," BULK_Q4
+#define BULK_Q32 BULK_Q16 "," BULK_Q16
+
+static const char bulk_sites_range[] =
+    "SELECT " SITE_COLS " FROM sites WHERE id BETWEEN ? AND ? ORDER BY id";
+static const char bulk_sites_in[] =
+    "SELECT " SITE_COLS " FROM sites WHERE id IN (" BULK_Q32 ") ORDER BY id";
+static const char bulk_hosts_range[] = "SELECT site_id, hostname FROM hostnames WHERE site_id "
+                                       "BETWEEN ? AND ? ORDER BY site_id, position";
+static const char bulk_hosts_in[] = "SELECT site_id, hostname FROM hostnames WHERE site_id IN "
+                                    "(" BULK_Q32 ") ORDER BY site_id, position";
+
+struct bulk {
+  const int64_t *ids; /* ascending, distinct */
+  int n;
+  struct site_rec *arr; /* arr[i] belongs to ids[i] */
+  int *cap;             /* origins capacity per site */
+  int nomem;
+};
+
+int store_bulk_dense(int64_t first, int64_t last, int n) {
+  return n > 0 && last >= first && last - first < 2 * (int64_t)n + 64;
+}
+
+static int bulk_find(const struct bulk *b, int64_t id) {
+  int lo = 0, hi = b->n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (b->ids[mid] == id) return mid;
+    if (b->ids[mid] < id)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+static void bulk_site_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 0));
+  if (i >= 0) site_from_row(s, &b->arr[i]);
+}
+
+static void bulk_host_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 0));
+  struct site_rec *r;
+  if (i < 0) return;
+  r = &b->arr[i];
+  if (r->id && r->n_hostnames < SITE_MAX_HOSTNAMES)
+    store_col_text(s, 1, r->hostnames[r->n_hostnames++], sizeof r->hostnames[0]);
+}
+
+static void bulk_origin_row(struct bulk *b, struct db_stmt *s) {
+  int i = bulk_find(b, db_col_i64(s, 1));
+  struct site_rec *r;
+  struct origin_rec *no;
+  if (i < 0 || !b->arr[i].id) return;
+  r = &b->arr[i];
+  no = store_grow(r->origins, &b->cap[i], r->n_origins, sizeof *no, 4);
+  if (!no) {
+    b->nomem = 1;
+    return;
+  }
+  r->origins = no;
+  origin_from_row(s, &r->origins[r->n_origins++]);
+}
+
+/* Run the range or IN-list form of one query over every id of b, handing each row to fn. */
+static enum store_rc bulk_read(struct db_conn *c, struct bulk *b, int range, const char *q_range,
+                               const char *q_in, void (*fn)(struct bulk *, struct db_stmt *),
+                               const char *what) {
+  for (int at = 0; at < b->n;) {
+    struct db_stmt *s = db_prep(c, range ? q_range : q_in);
+    int rc, take;
+    if (!s) return STORE_ERROR;
+    if (range) {
+      db_bind_i64(s, 1, b->ids[0]);
+      db_bind_i64(s, 2, b->ids[b->n - 1]);
+      take = b->n;
+    } else {
+      take = b->n - at < BULK_IN ? b->n - at : BULK_IN;
+      for (int k = 0; k < BULK_IN; k++) /* a short last list repeats its last id */
+        db_bind_i64(s, k + 1, b->ids[at + (k < take ? k : take - 1)]);
+    }
+    while ((rc = db_step(s)) == DB_ROW && !b->nomem)
+      fn(b, s);
+    db_reset(s);
+    if (b->nomem || (rc != DB_DONE && rc != DB_ROW)) {
+      log_error("loading %s of %d sites: %s", what, b->n,
+                b->nomem ? "out of memory" : db_errmsg(c));
+      return STORE_ERROR;
+    }
+    at += take;
+  }
+  return STORE_OK;
+}
+
+/* Hostnames and origins of arr[0..n), whose rows are filled (id 0: not there, skipped) and whose
+   ids are ids[0..n), ascending. range: read one id range even when sparse (a page of the id
+   order has no other sites in between). */
+static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
+                                   struct site_rec *arr, int range) {
+  const struct origin_sql *osq = origin_sql();
+  struct bulk b = {ids, n, arr, NULL, 0};
+  enum store_rc rc;
+  if (n == 0) return STORE_OK;
+  range = range || store_bulk_dense(ids[0], ids[n - 1], n);
+  b.cap = calloc((size_t)n, sizeof *b.cap);
+  if (!b.cap) return STORE_ERROR;
+  rc = bulk_read(c, &b, range, bulk_hosts_range, bulk_hosts_in, bulk_host_row, "hostnames");
+  if (rc == STORE_OK)
+    rc = osq ? bulk_read(c, &b, range, osq->bulk_range, osq->bulk_in, bulk_origin_row, "origins")
+             : STORE_ERROR;
+  free(b.cap);
+  return rc;
+}
+
+struct id_at {
+  int64_t id;
+  int at; /* position in the caller's list */
+};
+
+static int id_at_cmp(const void *a, const void *b) {
+  int64_t x = ((const struct id_at *)a)->id, y = ((const struct id_at *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
+enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out) {
+  int64_t *sorted = NULL;
+  struct id_at *pairs = NULL;
+  int *ord = NULL, in_order = 1;
+  unsigned char *done = NULL;
+  struct bulk b;
+  enum store_rc rc = STORE_ERROR;
+  if (n <= 0) return n == 0 ? STORE_OK : STORE_ERROR;
+  memset(out, 0, (size_t)n * sizeof *out);
+  for (int i = 1; i < n; i++)
+    if (ids[i] <= ids[i - 1]) in_order = 0;
+  if (!in_order) {
+    sorted = malloc((size_t)n * sizeof *sorted);
+    pairs = malloc((size_t)n * sizeof *pairs);
+    ord = malloc((size_t)n * sizeof *ord);
+    done = calloc((size_t)n, 1);
+    if (!sorted || !pairs || !ord || !done) goto out;
+    for (int i = 0; i < n; i++)
+      pairs[i] = (struct id_at){ids[i], i};
+    qsort(pairs, (size_t)n, sizeof *pairs, id_at_cmp);
+    for (int k = 0; k < n; k++) {
+      sorted[k] = pairs[k].id;
+      ord[k] = pairs[k].at;
+      if (k > 0 && sorted[k] == sorted[k - 1]) {
+        log_error("loading sites: site %lld asked for twice", (long long)sorted[k]);
+        goto out;
+      }
+    }
+  }
+  b = (struct bulk){in_order ? ids : sorted, n, out, NULL, 0};
+  rc = bulk_read(c, &b, store_bulk_dense(b.ids[0], b.ids[n - 1], n), bulk_sites_range,
+                 bulk_sites_in, bulk_site_row, "sites");
+  if (rc == STORE_OK) rc = bulk_children(c, b.ids, n, out, 0);
+  if (rc != STORE_OK) {
+    for (int i = 0; i < n; i++)
+      site_rec_fini(&out[i]);
+    memset(out, 0, (size_t)n * sizeof *out);
+    goto out;
+  }
+  /* out[k] holds sorted[k]; move each to ord[k], the caller's position, one cycle at a time */
+  for (int k = 0; !in_order && k < n; k++) {
+    struct site_rec carry;
+    int pos;
+    if (done[k]) continue;
+    carry = out[k];
+    done[k] = 1;
+    for (pos = ord[k]; pos != k; pos = ord[pos]) {
+      struct site_rec t = out[pos];
+      out[pos] = carry;
+      carry = t;
+      done[pos] = 1;
+    }
+    out[k] = carry;
+  }
+out:
+  free(sorted);
+  free(pairs);
+  free(ord);
+  free(done);
+  return rc;
+}
+
+int store_read_begin(struct db_conn *c) {
+  if (db_begin_read(c) < 0) {
+    log_error("beginning a read: %s", db_errmsg(c));
+    return -1;
+  }
+  return 0;
+}
+
+void store_read_end(struct db_conn *c) {
+  /* a read transaction whose connection was lost cannot commit; until it is rolled back the
+     connection refuses everything (db.h), so this thread's reads would fail for good */
+  if (db_in_tx(c) && db_commit(c) < 0) db_rollback(c);
+}
+
+enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
+  struct db_conn *c = store_reader(st);
+  enum store_rc rc;
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  rc = store_site_load(c, id, out);
+  store_read_end(c);
+  return rc;
+}
+
+enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struct site_rec *out) {
+  struct db_conn *c = store_reader(st);
+  enum store_rc rc;
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  rc = store_sites_load(c, ids, n, out);
+  store_read_end(c);
+  return rc;
+}
+
+enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
+                              int *n) {
+  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  struct site_rec *arr = NULL;
+  int64_t *ids;
+  int cnt = 0, rc;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
+  if (!arr || store_read_begin(c) < 0) {
+    free(arr);
+    return STORE_ERROR;
+  }
+  db_bind_i64(s, 1, after);
+  db_bind_int(s, 2, limit);
+  while ((rc = db_step(s)) == DB_ROW && cnt < limit)
+    site_from_row(s, &arr[cnt++]);
+  db_reset(s);
+  ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
+  for (int i = 0; ids && i < cnt; i++)
+    ids[i] = arr[i].id;
+  /* the page is every site from its first id to its last: one range holds all their children */
+  if (rc == DB_ERR || !ids || bulk_children(c, ids, cnt, arr, 1) != STORE_OK) {
+    store_read_end(c);
+    for (int j = 0; j < cnt; j++)
+      site_rec_fini(&arr[j]);
+    free(arr);
+    free(ids);
+    return STORE_ERROR;
+  }
+  free(ids);
+  store_read_end(c);
+  *out = arr;
+  *n = cnt;
+  return STORE_OK;
+}
+
+/* Is this a UNIQUE-constraint failure on the writer? */
+static int is_unique_violation(struct store *st) {
+  return db_err(st->w) == DB_E_UNIQUE;
+}
+
+/* PostgreSQL: every hostname of s in one statement, sent ahead (db_prefetch) so it can share a
+   round trip with the next statement; NULL on failure. hostnames_pg_read reads its answer. */
+static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec *s) {
+  static const char ins[] =
+      "INSERT INTO hostnames (hostname, site_id, position) SELECT t.h, ?::bigint, t.p - 1 "
+      "FROM unnest(?::text[]) WITH ORDINALITY AS t(h, p) ON CONFLICT (hostname) DO NOTHING "
+      "RETURNING position";
+  struct db_arr a;
+  struct db_stmt *q;
+  memset(&a, 0, sizeof a);
+  for (int i = 0; i < s->n_hostnames; i++)
+    db_arr_text(&a, s->hostnames[i]);
+  q = db_prep(st->w, ins);
+  if (q) {
+    db_bind_i64(q, 1, s->id);
+    db_bind_arr(q, 2, &a);
+    if (db_prefetch(q) < 0) {
+      log_error("inserting hostnames: %s", db_errmsg(st->w));
+      db_reset(q);
+      q = NULL;
+    }
+  }
+  db_arr_free(&a);
+  return q;
+}
+
+/* The answer of hostnames_pg_send: the positions it did not insert were taken, and the first of
+   them is the conflict reported (as the one-by-one inserts would). */
+static enum store_rc hostnames_pg_read(struct store *st, struct db_stmt *q,
+                                       const struct site_rec *s, char *conflict, size_t clen) {
+  unsigned char done[SITE_MAX_HOSTNAMES];
+  int rc;
+  memset(done, 0, sizeof done);
+  while ((rc = db_step(q)) == DB_ROW) {
+    int64_t pos = db_col_i64(q, 0);
+    if (pos >= 0 && pos < s->n_hostnames) done[pos] = 1;
+  }
+  db_reset(q);
+  if (rc != DB_DONE) {
+    log_error("inserting hostnames: %s", db_errmsg(st->w));
+    return STORE_ERROR;
+  }
+  for (int i = 0; i < s->n_hostnames; i++)
+    if (!done[i]) {
+      snprintf(conflict, clen, "hostnames[%d]", i);
+      return STORE_CONFLICT;
+    }
+  return STORE_OK;
+}
+
+/* Write the hostnames of s (after deleting the old ones, unless the site is new). STORE_CONFLICT
+   names the field. */
+static enum store_rc write_hostnames(struct store *st, const struct site_rec *s, char *conflict,
+                                     size_t clen, int fresh) {
+  static const char del[] = "DELETE FROM hostnames WHERE site_id = ?";
+  static const char ins[] = "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, ?)";
+  struct db_stmt *q;
+  if (!fresh) {
+    q = db_prep(st->w, del);
+    if (!q) return STORE_ERROR;
+    db_bind_i64(q, 1, s->id);
+    if (store_step_done(st->w, q, "deleting hostnames") < 0) return STORE_ERROR;
+  }
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
+    q = hostnames_pg_send(st, s);
+    return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
+  }
+  for (int i = 0; i < s->n_hostnames; i++) {
+    q = db_prep(st->w, ins);
+    if (!q) return STORE_ERROR;
+    db_bind_text(q, 1, s->hostnames[i]);
+    db_bind_i64(q, 2, s->id);
+    db_bind_int(q, 3, i);
+    if (db_step(q) != DB_DONE) {
+      int uniq = is_unique_violation(st);
+      db_reset(q);
+      if (uniq) {
+        snprintf(conflict, clen, "hostnames[%d]", i);
+        return STORE_CONFLICT;
+      }
+      log_error("inserting hostname: %s", db_errmsg(st->w));
+      return STORE_ERROR;
+    }
+    db_reset(q);
+  }
+  return STORE_OK;
+}
+
+static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *q = osq ? db_prep(st->w, osq->insert) : NULL;
+  int next;
+  if (!q) return STORE_ERROR;
+  db_bind_i64(q, 1, o->site_id);
+  next = store_fields_bind(q, 2, site_origin_fields, FORM_CONFIG, o);
+  o->created_at = clock_wall_ms();
+  db_bind_i64(q, next, o->created_at);
+  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
+    log_error("inserting origin: %s", db_errmsg(st->w));
+    db_reset(q);
+    return STORE_ERROR;
+  }
+  o->id = db_col_i64(q, 0);
+  db_reset(q);
+  memcpy(o->health, "unknown", 8);
+  return STORE_OK;
+}
+
+static int i64_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* PostgreSQL: every origin of a new site s in one statement. The rows go in in list order, so the
+   identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
+   in list order. */
+static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_arr a[32];
+  struct db_stmt *q;
+  int64_t *ids = calloc((size_t)s->n_origins, sizeof *ids), now = clock_wall_ms();
+  int n = 0, rc = DB_ERR, ncfg = osq ? osq->ncfg : 0;
+  enum store_rc ret = STORE_ERROR;
+  memset(a, 0, sizeof a);
+  if (!ids || !osq || ncfg > 32) {
+    free(ids);
+    return STORE_ERROR;
+  }
+  for (int i = 0; i < s->n_origins; i++)
+    store_fields_arr(a, site_origin_fields, FORM_CONFIG, &s->origins[i]);
+  q = db_prep(st->w, osq->insert_pg);
+  if (q) {
+    db_bind_i64(q, 1, s->id);
+    db_bind_i64(q, 2, now);
+    for (int k = 0; k < ncfg; k++)
+      db_bind_arr(q, k + 3, &a[k]);
+    while ((rc = db_step(q)) == DB_ROW)
+      if (n < s->n_origins) ids[n++] = db_col_i64(q, 0);
+    db_reset(q);
+  }
+  if (rc != DB_DONE || n != s->n_origins) {
+    log_error("inserting origins: %s", rc == DB_DONE ? "ids missing" : db_errmsg(st->w));
+    goto out;
+  }
+  qsort(ids, (size_t)n, sizeof *ids, i64_cmp);
+  for (int i = 0; i < n; i++) {
+    s->origins[i].id = ids[i];
+    s->origins[i].created_at = now;
+    memcpy(s->origins[i].health, "unknown", 8);
+  }
+  ret = STORE_OK;
+out:
+  for (int k = 0; k < ncfg; k++)
+    db_arr_free(&a[k]);
+  free(ids);
+  return ret;
+}
+
+/* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
+   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory).
+ */
+static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
+  char list[128];
+  char *opts = hcheck_to_text(&s->hc);
+  format_status_list(s, list, sizeof list);
+  db_bind_text(q, 1, s->name);
+  db_bind_text(q, 2, s->failback);
+  db_bind_i64(q, 3, s->failback_hold_ms);
+  db_bind_int(q, 4, s->hc_enabled);
+  db_bind_text(q, 5, s->hc_path);
+  db_bind_i64(q, 6, s->hc_timeout_ms);
+  db_bind_i64(q, 7, s->hc_unhealthy_after);
+  db_bind_i64(q, 8, s->hc_healthy_after);
+  db_bind_int(q, 9, s->hc_checkpoints);
+  db_bind_i64(q, 10, s->nr_retries);
+  db_bind_i64(q, 11, s->nr_retry_budget_ms);
+  db_bind_i64(q, 12, s->nr_fail_count);
+  db_bind_i64(q, 13, s->nr_fail_window_ms);
+  db_bind_i64(q, 14, s->nr_skip_ms);
+  db_bind_i64(q, 15, s->nr_half_open_requests);
+  db_bind_text(q, 16, list);
+  if (opts) {
+    db_bind_text(q, 17, opts);
+    free(opts);
+  } else {
+    db_bind_null(q, 17);
+    if (!hcheck_is_default(&s->hc)) return -1;
+  }
+  if (s->hc.interval_ms > 0)
+    db_bind_i64(q, 18, s->hc.interval_ms);
+  else
+    db_bind_null(q, 18);
+  return 0;
+}
+
+/* A change to the site's configuration or origins: revision + 1. 0 or -1. */
+static int bump_revision_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
+  struct db_stmt *s = db_prep(st->w, q);
+  if (!s) return -1;
+  db_bind_i64(s, 1, site_id);
+  return store_step_done(st->w, s, "bumping revision");
+}
+
+enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
+  static const char q[] = "SELECT revision FROM sites WHERE id = ?";
+  struct db_stmt *s = db_prep(st->w, q);
+  int rc;
+  if (!s) return STORE_ERROR;
+  db_bind_i64(s, 1, site_id);
+  rc = db_step(s);
+  if (rc == DB_ROW) *revision = db_col_i64(s, 0);
+  db_reset(s);
+  if (rc == DB_ROW) return STORE_OK;
+  return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+}
+
+/* Bind the node_retry columns added by schema 6 (backup levels, failure ratio, minimum volume) of
+   s as parameters first..first+2. */
+static void bind_retry_levels(struct db_stmt *q, const struct site_rec *s, int first) {
+  db_bind_int(q, first, s->nr_backup_levels);
+  if (s->nr_failure_ratio > 0)
+    db_bind_double(q, first + 1, s->nr_failure_ratio);
+  else
+    db_bind_null(q, first + 1);
+  db_bind_i64(q, first + 2, s->nr_failure_min_volume);
+}
+
+/* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
+static int write_retry_levels(struct store *st, const struct site_rec *s) {
+  struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
+                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
+                                     "WHERE id = ?");
+  if (!q) return -1;
+  bind_retry_levels(q, s, 1);
+  db_bind_i64(q, 4, s->id);
+  return store_step_done(st->w, q, "writing node_retry levels");
+}
+
+enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
+  static const char ins[] =
+      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
+      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
+      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
+      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at, "
+      "nr_backup_levels, nr_failure_ratio, nr_failure_min_volume) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
+      "RETURNING id";
+  struct db_stmt *q, *hq = NULL;
+  enum store_rc rc = STORE_ERROR, orc = STORE_OK;
+  int64_t now = clock_wall_ms();
+
+  q = db_prep(st->w, ins);
+  if (!q) goto fail;
+  if (bind_site_cfg(q, s) < 0) {
+    db_reset(q);
+    goto fail;
+  }
+  db_bind_int(q, 19, s->current_level);
+  db_bind_i64(q, 20, now);
+  db_bind_i64(q, 21, now);
+  bind_retry_levels(q, s, 22);
+  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
+    int uniq = is_unique_violation(st);
+    db_reset(q);
+    if (uniq) {
+      snprintf(conflict, clen, "name");
+      rc = STORE_CONFLICT;
+    } else {
+      log_error("inserting site: %s", db_errmsg(st->w));
+    }
+    goto fail;
+  }
+  s->id = db_col_i64(q, 0);
+  db_reset(q);
+  /* PostgreSQL: the hostnames go out with the origins, in one round trip */
+  if (db_kind(st->w) == DB_PG && s->n_hostnames > 0) {
+    hq = hostnames_pg_send(st, s);
+    if (!hq) goto fail;
+  } else {
+    rc = write_hostnames(st, s, conflict, clen, 1);
+    if (rc != STORE_OK) goto fail;
+  }
+  for (int i = 0; i < s->n_origins; i++)
+    s->origins[i].site_id = s->id;
+  if (db_kind(st->w) == DB_PG && s->n_origins > 1) {
+    orc = insert_origins_pg(st, s);
+  } else {
+    for (int i = 0; i < s->n_origins && orc == STORE_OK; i++)
+      orc = insert_origin(st, &s->origins[i]);
+  }
+  /* a taken hostname is the answer even when the origins failed with it */
+  if (hq && (rc = hostnames_pg_read(st, hq, s, conflict, clen)) != STORE_OK) goto fail;
+  rc = STORE_ERROR;
+  if (orc != STORE_OK) goto fail;
+  if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
+  s->config_version = 1;
+  s->created_at = s->updated_at = now;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
+}
+
+enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+                                       size_t clen) {
+  static const char upd[] =
+      "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
+      "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
+      "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
+      "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
+      "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
+  struct db_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+
+  q = db_prep(st->w, upd);
+  if (!q) goto fail;
+  if (bind_site_cfg(q, s) < 0) {
+    db_reset(q);
+    goto fail;
+  }
+  db_bind_i64(q, 19, s->id);
+  if (db_step(q) != DB_DONE) {
+    int uniq = is_unique_violation(st);
+    db_reset(q);
+    if (uniq) {
+      snprintf(conflict, clen, "name");
+      rc = STORE_CONFLICT;
+    } else {
+      log_error("updating site %lld: %s", (long long)s->id, db_errmsg(st->w));
+    }
+    goto fail;
+  }
+  db_reset(q);
+  if (db_changes(st->w) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (write_retry_levels(st, s) < 0) goto fail;
+  rc = write_hostnames(st, s, conflict, clen, 0);
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
+  if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, s->id) < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+}
+
+/* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
+   origin_id 0), before the origin or the site is deleted: on PostgreSQL verdicts carry no foreign
+   keys (schema/pg/0010), so nothing deletes them by cascade. Verdicts go by origin, through the
+   index on verdicts (origin_id, id). */
+static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char *const q[2][2] = {
+      {"DELETE FROM node_observations WHERE site_id = ?",
+       "DELETE FROM verdicts WHERE origin_id IN (SELECT id FROM origins WHERE site_id = ?)"},
+      {"DELETE FROM node_observations WHERE origin_id = ?",
+       "DELETE FROM verdicts WHERE origin_id = ?"}};
+  for (int i = 0; i < 2; i++) {
+    struct db_stmt *s = db_prep(st->w, q[origin_id != 0][i]);
+    if (!s) return -1;
+    db_bind_i64(s, 1, origin_id ? origin_id : site_id);
+    if (store_step_done(st->w, s, i ? "dropping verdicts" : "dropping observations") < 0) return -1;
+  }
+  return 0;
+}
+
+enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
+  static const char del[] = "DELETE FROM sites WHERE id = ?";
+  struct db_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  if (drop_origin_rows_locked(st, id, 0) < 0) goto fail; /* while its origins are there */
+  q = db_prep(st->w, del);
+  if (!q) goto fail;
+  db_bind_i64(q, 1, id);
+  if (store_step_done(st->w, q, "deleting site") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_site_delete(struct store *st, int64_t id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_site_delete_locked(st, id));
+}
+
+/* 1 when the site exists (writer connection, inside a transaction). */
+static int site_exists_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
+  struct db_stmt *s = db_prep(st->w, q);
+  int rc;
+  if (!s) return 0;
+  db_bind_i64(s, 1, site_id);
+  rc = db_step(s);
+  db_reset(s);
+  return rc == DB_ROW;
+}
+
+/* Number of origins of a site on the writer, or -1. */
+static int origin_count_locked(struct store *st, int64_t site_id) {
+  static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
+  struct db_stmt *s = db_prep(st->w, q);
+  int n = -1;
+  if (!s) return -1;
+  db_bind_i64(s, 1, site_id);
+  if (db_step(s) == DB_ROW) n = db_col_int(s, 0);
+  db_reset(s);
+  return n;
+}
+
+enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
+  enum store_rc rc = STORE_ERROR;
+  int count;
+  if (!site_exists_locked(st, o->site_id)) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  /* counted under the writer lock, so concurrent adds cannot pass the cap together */
+  count = origin_count_locked(st, o->site_id);
+  if (count < 0) goto fail;
+  if (count >= SITE_MAX_ORIGINS) {
+    rc = STORE_LIMIT;
+    goto fail;
+  }
+  if (insert_origin(st, o) != STORE_OK) goto fail;
+  if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_add_locked(st, o));
+}
+
+enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  int next;
+  q = osq ? db_prep(st->w, osq->update) : NULL;
+  if (!q) goto fail;
+  /* ?1..?ncfg: PostgreSQL needs every number up to the highest used */
+  next = store_fields_bind(q, 1, site_origin_fields, FORM_CONFIG, o);
+  db_bind_i64(q, next, o->id);
+  db_bind_i64(q, next + 1, o->site_id);
+  if (store_step_done(st->w, q, "updating origin") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_update_locked(st, o));
+}
+
+enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+  static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
+  struct db_stmt *q;
+  enum store_rc rc = STORE_ERROR;
+  q = db_prep(st->w, del);
+  if (!q) goto fail;
+  db_bind_i64(q, 1, origin_id);
+  db_bind_i64(q, 2, site_id);
+  if (store_step_done(st->w, q, "deleting origin") < 0) goto fail;
+  if (db_changes(st->w) == 0) {
+    rc = STORE_NOT_FOUND;
+    goto fail;
+  }
+  if (drop_origin_rows_locked(st, site_id, origin_id) < 0) goto fail;
+  if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (bump_revision_locked(st, site_id) < 0) goto fail;
+  return STORE_OK;
+fail:
+  return rc;
+}
+
+enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
+  if (store_tx_begin(st) < 0) return STORE_ERROR;
+  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
+}
+
+enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
+  return store_site_load(st->w, id, out);
+}
+
+enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n) {
+  static const char q[] = "SELECT id FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  int rc;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  db_bind_i64(s, 1, after);
+  db_bind_int(s, 2, limit);
+  while ((rc = db_step(s)) == DB_ROW && *n < limit)
+    ids[(*n)++] = db_col_i64(s, 0);
+  db_reset(s);
+  return rc == DB_DONE || rc == DB_ROW ? STORE_OK : STORE_ERROR;
+}
+
+struct db_stmt *store_origin_insert_with_id(struct store *st, int64_t site_id,
+                                            const struct origin_rec *o) {
+  const struct origin_sql *osq = origin_sql();
+  struct db_stmt *q = osq ? db_prep(st->w, osq->insert_id) : NULL;
+  int next;
+  if (!q) return NULL;
+  db_bind_i64(q, 1, o->id);
+  db_bind_i64(q, 2, site_id);
+  next = store_fields_bind(q, 3, site_origin_fields, FORM_CONFIG, o);
+  db_bind_i64(q, next, o->created_at);
+  return q;
+}
