@@ -17,8 +17,10 @@ import re
 import signal
 import subprocess
 
+import urllib.request
+
 import harness
-from harness import free_port, wait_until
+from harness import Controld, free_port, wait_until
 
 TOP = os.path.abspath(os.path.join(harness.HERE, "..", ".."))
 SCRIPT = os.path.join(TOP, "deploy", "quickstart.sh")
@@ -113,6 +115,32 @@ def test_runnable_examples(tmp):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, r.headers, r.read().decode()
+
+
+def test_api_reference_page(tmp):
+    """GET /docs/api serves the readable API reference: compiled in, no token, the dashboard's
+    Content-Security-Policy (nothing from outside controld), its script among the dashboard's
+    files; the dashboard links to it."""
+    c = Controld(tmp).start()
+    status, headers, page = get(c.url + "/docs/api")
+    assert status == 200 and headers["Content-Type"].startswith("text/html"), (status, headers)
+    _, ui_headers, index = get(c.url + "/ui/")
+    csp = headers["Content-Security-Policy"]
+    assert csp == ui_headers["Content-Security-Policy"] and "default-src 'self'" in csp, csp
+    assert headers["X-Content-Type-Options"] == "nosniff", headers
+    scripts = re.findall(r'<script[^>]*src="([^"]+)"', page)
+    assert scripts == ["/ui/apidoc.js"], scripts
+    assert not re.search(r'(src|href)="(https?:)?//', page), "the page loads something from outside"
+    status, headers, js = get(c.url + "/ui/apidoc.js")
+    assert status == 200 and "javascript" in headers["Content-Type"], (status, headers)
+    assert '"/v1/openapi.json"' in js and "innerHTML" not in js
+    assert 'href="/docs/api"' in index, "the dashboard does not link to the API reference"
+    c.stop()
 
 
 if __name__ == "__main__":
