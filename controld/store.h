@@ -1,4 +1,9 @@
-/* store — all of controld's SQL: SQLite in WAL mode, one writer connection, a reader per thread. */
+/* store — the store core's contract: open a database (SQLite in WAL mode, or PostgreSQL), one
+   writer connection, a reader per thread, write transactions (store_op) and what every caller
+   checks (disk full, database down, cluster mode). All SQL lives in the store: the core's own
+   (connections, migrations, transactions: store.c) and one store_<feature>.c per feature, each
+   with its header (store_sites.h, store_node.h, store_events.h, store_pub.h, …); a feature takes
+   part in every transaction through the participant it registers (store_int.h). */
 #ifndef CDNCA_STORE_H
 #define CDNCA_STORE_H
 
@@ -42,7 +47,7 @@ typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
 /* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
    result when it is not STORE_OK (rolled back, nothing written), STORE_FULL when a statement or
    the commit failed for lack of disk space, STORE_ERROR when BEGIN or COMMIT fails otherwise
-   (rolled back), else STORE_OK. Publication and event hooks run after the commit. fn may
+   (rolled back), else STORE_OK. The participants' hooks run around the commit (store_int.h). fn may
    call only *_locked functions of the store (a nested store_op would deadlock). */
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
 

@@ -1,4 +1,6 @@
-/* store_int — internals shared by the store's source files (store*.c only). */
+/* store_int — the store core's internals, shared by the store's source files (store*.c only):
+   struct store, the write transaction and its participants, and the helpers every feature's SQL
+   uses. Names no feature. */
 #ifndef CDNCA_STORE_INT_H
 #define CDNCA_STORE_INT_H
 

@@ -150,4 +150,3 @@ const char *store_sql(struct store_sql *q, const char *head, const struct field_
   if (!text) log_error("a statement built from a field table does not fit: %s...%s", head, tail);
   return text;
 }
-

@@ -175,6 +175,8 @@ static const struct origin_sql *origin_sql(void) {
   return NULL;
 }
 
+/* Cleared first: records are compared whole (memcmp), so the bytes after a string's end must be
+   zero too. */
 static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
   memset(o, 0, sizeof *o);
   store_fields_read(s, 0, site_origin_fields, 0, o);

@@ -511,8 +511,44 @@ static void test_site_json(void **state) {
   site_rec_fini(&s);
 }
 
+/* The origin's field table covers the whole record: between two members there is no more room
+   than the next one's alignment needs (a member without a row would leave a hole), so reading a
+   row writes every member. */
+static int align_of(const struct field_def *d) {
+  if (d->type == FIELD_INT) return d->size == 8 ? 8 : 4;
+  if (d->type == FIELD_BOOL) return 4;
+  return 1;
+}
+
+static void test_origin_table_covers_record(void **state) {
+  const struct field_def *rows[64];
+  int n = 0;
+  size_t at = 0;
+  (void)state;
+  for (const struct field_def *d = site_origin_fields; d->name; d++) {
+    assert_non_null(d->column);
+    assert_true(n < 64);
+    rows[n++] = d;
+  }
+  for (int i = 0; i < n; i++) /* by offset */
+    for (int j = i + 1; j < n; j++)
+      if (rows[j]->offset < rows[i]->offset) {
+        const struct field_def *x = rows[i];
+        rows[i] = rows[j];
+        rows[j] = x;
+      }
+  for (int i = 0; i < n; i++) {
+    size_t gap = rows[i]->offset - at;
+    if (rows[i]->offset < at || gap >= (size_t)align_of(rows[i]))
+      fail_msg("origin_rec: %zu bytes before %s have no row", gap, rows[i]->name);
+    at = rows[i]->offset + rows[i]->size;
+  }
+  assert_true(sizeof(struct origin_rec) - at < 8);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_origin_table_covers_record),
       cmocka_unit_test(test_defaults_minimal),
       cmocka_unit_test(test_origin_defaults_and_hc_default),
       cmocka_unit_test(test_explicit_values),
