@@ -12,8 +12,8 @@
 #include "json.h"
 
 /* Request headers a check may not set: the probe owns the framing, the Host (the origin's
- * host_header) and the User-Agent (§2: it tells controld's probes from the nodes'), and
- * hop-by-hop headers mean nothing on a one-request connection. */
+ * host_header) and the User-Agent (docs/design.md#probe-rounds: it tells controld's probes from the
+ * nodes'), and hop-by-hop headers mean nothing on a one-request connection. */
 static const char *const reserved_headers[] = {"host",
                                                "content-length",
                                                "transfer-encoding",

@@ -42,7 +42,7 @@ struct noderetry_err {
   char message[160];
 };
 
-/* Fill p with every field's default (DESIGN §2). */
+/* Fill p with every field's default (docs/design.md#node-skip-and-retry). */
 void noderetry_defaults(struct skip_params *p);
 
 /* Apply the node_retry object obj onto *p: fields present replace p's values, absent ones keep

@@ -16,7 +16,8 @@
  */
 #define SKIP_SLICES 10
 
-/* A site's node_retry settings (DESIGN §2); defaults from skip_params_default. */
+/* A site's node_retry settings (docs/design.md#node-skip-and-retry); defaults from
+ * skip_params_default. */
 struct skip_params {
   int retries;             /* [2] extra attempts after the first */
   int64_t retry_budget_ms; /* [15000] no retry once this much time has passed */
@@ -66,7 +67,7 @@ struct skip_choice {
   int fail_open; /* 1 when every untried origin of the current and following levels was skipped */
 };
 
-/* Fill p with the defaults of DESIGN §2 (the table in noderetry.c). */
+/* Fill p with the defaults of docs/design.md#node-skip-and-retry (the table in noderetry.c). */
 void skip_params_default(struct skip_params *p);
 
 /* Reset a record to healthy with empty history and zero counters. */

@@ -1,7 +1,7 @@
-/* targets — which network destinations origins and webhooks may name (DESIGN §4): link-local
-   (cloud metadata lives there), unspecified and known metadata addresses are refused by default,
-   plus an operator's --deny-targets CIDR list; loopback and private ranges stay allowed (CDNs use
-   private origins). Pure. */
+/* targets — which network destinations origins and webhooks may name
+   (docs/design.md#errors-and-limits): link-local (cloud metadata lives there), unspecified and
+   known metadata addresses are refused by default, plus an operator's --deny-targets CIDR list;
+   loopback and private ranges stay allowed (CDNs use private origins). Pure. */
 #ifndef CDNCA_TARGETS_H
 #define CDNCA_TARGETS_H
 

@@ -56,8 +56,8 @@ static enum http_rc get_healthz(struct req *r) {
   cJSON_AddStringToObject(j, "storage", full ? "full" : "ok");
   cJSON_AddStringToObject(j, "version", CDNCA_VERSION);
   cJSON_AddNumberToObject(j, "schema_version", version);
-  /* DESIGN §10: the engine runs probe rounds, switching, webhook delivery and pruning (with
-     SQLite the one process, epoch 0) */
+  /* docs/design.md#engine-lease: the engine runs probe rounds, switching, webhook delivery and
+     pruning (with SQLite the one process, epoch 0) */
   cJSON_AddStringToObject(j, "role", lease_is_engine(r->ctx->lease) ? "engine" : "replica");
   cJSON_AddNumberToObject(j, "epoch", (double)lease_epoch(r->ctx->lease));
   req_json(r, down ? 503 : 200, j);

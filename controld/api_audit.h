@@ -1,5 +1,5 @@
-/* api_audit — the audit log of the API (DESIGN §4 "Audit"): the record of each accepted /v1 write,
-   appended inside that write's transaction, and GET /v1/audit. */
+/* api_audit — the audit log of the API (docs/design.md#audit): the record of each accepted /v1
+   write, appended inside that write's transaction, and GET /v1/audit. */
 #ifndef CDNCA_API_AUDIT_H
 #define CDNCA_API_AUDIT_H
 

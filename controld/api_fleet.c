@@ -1,4 +1,4 @@
-/* api_fleet — GET /v1/summary: the fleet in counts (DESIGN §4 "Fleet view"). */
+/* api_fleet — GET /v1/summary: the fleet in counts (docs/design.md#fleet-view). */
 #include "api.h"
 #include "clock.h"
 #include "ctx.h"

@@ -1,7 +1,8 @@
-/* api_op — every /v1 write is one store transaction (DESIGN §4): the change, the level
-   re-evaluation of the site it touched, the publication, the events and the answer commit
-   together or not at all. Also the §4 preconditions: If-Match against a site's revision (412)
-   and Idempotency-Key on POST (the first answer replayed for 24 h). */
+/* api_op — every /v1 write is one store transaction (docs/design.md#one-transaction-per-write): the
+   change, the level re-evaluation of the site it touched, the publication, the events and the
+   answer commit together or not at all. Also the preconditions of
+   docs/design.md#safe-concurrent-edits: If-Match against a site's revision (412) and
+   Idempotency-Key on POST (the first answer replayed for 24 h). */
 #ifndef CDNCA_API_OP_H
 #define CDNCA_API_OP_H
 

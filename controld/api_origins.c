@@ -134,7 +134,7 @@ static enum http_rc patch_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
   if (!oo.body) return HTTP_DONE;
   if (r->auth == AUTH_OPERATOR) {
-    /* an operator may enable and disable origins, nothing else (DESIGN §4) */
+    /* an operator may enable and disable origins, nothing else (docs/design.md#tokens-and-roles) */
     static const char *const operator_keys[] = {"enabled", NULL};
     const char *bad = NULL;
     if (json_only_keys(oo.body, operator_keys, &bad) < 0) {

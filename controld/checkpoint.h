@@ -1,5 +1,5 @@
-/* checkpoint — client of the checkpoint plugin (DESIGN §6): batches of POSTs on one libcurl multi
- * handle. */
+/* checkpoint — client of the checkpoint plugin (docs/design.md#checkpoint-plugin): batches of POSTs
+ * on one libcurl multi handle. */
 #ifndef CDNCA_CHECKPOINT_H
 #define CDNCA_CHECKPOINT_H
 

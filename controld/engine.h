@@ -53,9 +53,10 @@ enum engine_switch_rc {
   ENGINE_SWITCH_ERROR = -1,
 };
 
-/* Tally votes[0..n) in the §2 order into out->verdict, source, votes_success/failure and error
-   (other fields kept): node votes alone (>= 2 and a strict majority), else node + checkpoint votes,
-   else the control probe's vote. VERDICT_NONE when none decides. Pure. */
+/* Tally votes[0..n) in the order of docs/design.md#votes-and-verdicts into out->verdict, source,
+   votes_success/failure and error (other fields kept): node votes alone (>= 2 and a strict
+   majority), else node + checkpoint votes, else the control probe's vote. VERDICT_NONE when none
+   decides. Pure. */
 void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out);
 
 /* Fill *out with the level decision for s at now (wall ms). Without active health checks the

@@ -21,7 +21,7 @@ struct MHD_Response;
 
 /* Who may call a route (the route table's third column) and what a presented token is.
    AUTH_READ < AUTH_OPERATOR < AUTH_ADMIN are the roles of API tokens, in increasing power: a
-   route names the least role it takes (DESIGN §4 "Tokens and roles"). AUTH_NODE is a node
+   route names the least role it takes (docs/design.md#tokens-and-roles). AUTH_NODE is a node
    token, for the /v1/node/ routes only. */
 enum http_auth { AUTH_NONE = 0, AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN, AUTH_NODE };
 
@@ -103,7 +103,8 @@ int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int6
 /* Set a JSON reply; takes ownership of body (may be NULL for no body). */
 void req_json(struct req *r, unsigned status, cJSON *body);
 
-/* Set the §4 error reply {"error":{"code","message","field"}}; field may be NULL. */
+/* Set the error reply of docs/design.md#errors-and-limits {"error":{"code","message","field"}};
+ * field may be NULL. */
 void req_error(struct req *r, unsigned status, const char *code, const char *field, const char *fmt,
                ...) __attribute__((format(printf, 5, 6)));
 

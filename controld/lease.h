@@ -1,4 +1,4 @@
-/* lease — the engine lease of cluster mode (DESIGN §10 "Engine lease").
+/* lease — the engine lease of cluster mode (docs/design.md#engine-lease).
 
    With a PostgreSQL --db several controld replicas share one database; one of them (the holder of
    the row leases('engine'), store_lease.h) is the ENGINE: it runs probe rounds, switching, webhook

@@ -264,7 +264,7 @@ static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **a
            (long long)next.webhook_timeout_ms);
 }
 
-/* Register the metric families of DESIGN §8 so they render from the start. */
+/* Register the metric families of docs/design.md#metrics so they render from the start. */
 static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_http_requests_total", "counter",
                   "REST API requests by route and status");
@@ -329,7 +329,8 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
   notify_set_active(ctx->notify, 1);
-  /* rounds a former engine left open take no more votes (DESIGN §10), then rounds start */
+  /* rounds a former engine left open take no more votes (docs/design.md#probe-tasks-and-votes),
+   * then rounds start */
   if (tasks_abort_older(ctx->tasks, epoch) < 0)
     log_warn("engine epoch %lld: open probe rounds of older epochs could not be aborted",
              (long long)epoch);

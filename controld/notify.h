@@ -18,7 +18,8 @@ struct notify;
 #define NOTIFY_SIGNATURE_LEN 72 /* "sha256=" + 64 hex digits + NUL */
 #define NOTIFY_TEST_TYPE "webhook.test"
 
-/* Retry schedule and limits (DESIGN §4 defaults: 1 s doubling, cap 10 min, 24 h, 10 s per attempt).
+/* Retry schedule and limits (docs/design.md#webhook-delivery defaults: 1 s doubling, cap 10 min, 24
+ * h, 10 s per attempt).
  */
 struct notify_policy {
   int64_t retry_min_ms;      /* delay after the first failed attempt */
@@ -37,7 +38,7 @@ enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 }
 /* Event types a webhook may subscribe to, NULL-terminated. */
 extern const char *const notify_event_types[];
 
-/* Fill p with the defaults of DESIGN §4. */
+/* Fill p with the defaults of docs/design.md#webhook-delivery. */
 void notify_policy_defaults(struct notify_policy *p);
 
 /* 1 when type is one of notify_event_types. */

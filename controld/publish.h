@@ -1,5 +1,6 @@
-/* publish — the node site-config JSON of DESIGN §5 (full set or delta since a seq), built once and
-   shared, zero-copy and refcounted, by every node request that needs the same answer. */
+/* publish — the node site-config JSON of docs/design.md#site-config-wire-format (full set or delta
+   since a seq), built once and shared, zero-copy and refcounted, by every node request that needs
+   the same answer. */
 #ifndef CDNCA_PUBLISH_H
 #define CDNCA_PUBLISH_H
 

@@ -1,6 +1,6 @@
-/* signals — signals between controld replicas on one PostgreSQL database (DESIGN §10).
-   (The header is signals.h, not signal.h: controld/ is on the include path and <signal.h> must
-   stay the C library's.)
+/* signals — signals between controld replicas on one PostgreSQL database
+   (docs/design.md#cluster-mode). (The header is signals.h, not signal.h: controld/ is on the
+   include path and <signal.h> must stay the C library's.)
 
    Replicas never talk to each other; a write transaction that others must hear about sends a
    PostgreSQL NOTIFY from inside itself (the store does it, so it fires at commit and only then),

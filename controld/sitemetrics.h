@@ -1,6 +1,6 @@
-/* sitemetrics — controld's fleet and per-site gauges for GET /metrics (DESIGN §8), rendered from
-   the fleet state columns the engine keeps (store_fleet) into a cached text block: no status card
-   is computed per scrape, and only the first max_sites sites by id carry labels. */
+/* sitemetrics — controld's fleet and per-site gauges for GET /metrics (docs/design.md#metrics),
+   rendered from the fleet state columns the engine keeps (store_fleet) into a cached text block: no
+   status card is computed per scrape, and only the first max_sites sites by id carry labels. */
 #ifndef CDNCA_SITEMETRICS_H
 #define CDNCA_SITEMETRICS_H
 

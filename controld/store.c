@@ -100,9 +100,9 @@ static void note_failure(struct store *st) {
   }
 }
 
-/* The first statement of every ordered write transaction (DESIGN §10): the lock row serializes
-   writers across processes, so publication seq and event ids commit in the order they are
-   numbered; its gen is the cluster-wide write generation. */
+/* The first statement of every ordered write transaction (docs/design.md#ordered-writes): the lock
+   row serializes writers across processes, so publication seq and event ids commit in the order
+   they are numbered; its gen is the cluster-wide write generation. */
 static const char sql_ordered[] = "UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen";
 
 /* The writer's error as this thread's last write transaction left it (taken under the writer

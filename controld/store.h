@@ -58,8 +58,8 @@ int store_storage_full(struct store *st);
 /* 0 while the last write found the database unreachable (PostgreSQL down or restarting), else 1. */
 int store_db_up(struct store *st);
 
-/* 1 when the database is shared by several controld replicas (PostgreSQL: cluster mode, DESIGN
-   §10), 0 for SQLite (one process). */
+/* 1 when the database is shared by several controld replicas (PostgreSQL: cluster mode,
+ * docs/design.md#cluster-mode), 0 for SQLite (one process). */
 int store_cluster(struct store *st);
 
 /* Schema version recorded in PRAGMA user_version. */

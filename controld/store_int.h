@@ -91,9 +91,9 @@ int store_prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, con
 /* The calling thread's reader connection (opened on first use); NULL on error. */
 struct db_conn *store_reader(struct store *st);
 
-/* Lock the writer, begin a write transaction and take the ordered-write row (DESIGN §10: every
-   transaction that writes sites, origins, health, levels, publications, events, tokens, webhooks
-   or nodes); 0 or -1 (unlocked again on failure). */
+/* Lock the writer, begin a write transaction and take the ordered-write row
+   (docs/design.md#ordered-writes: every transaction that writes sites, origins, health, levels,
+   publications, events, tokens, webhooks or nodes); 0 or -1 (unlocked again on failure). */
 int store_tx_begin(struct store *st);
 
 /* The same without the ordered-write row, for writes that touch only their own rows and number

@@ -1,4 +1,4 @@
-/* store_lease — the engine lease row and the fencing check (DESIGN §10 "Engine lease").
+/* store_lease — the engine lease row and the fencing check (docs/design.md#engine-lease).
 
    The row leases('engine') names the replica whose engine runs (holder) and a fencing epoch that
    grows at every change of holder. Expiry is decided by the DATABASE clock only

@@ -1,4 +1,4 @@
-/* store_tasks — the probe task board in tables (cluster mode; DESIGN §10 "Probe tasks and votes",
+/* store_tasks — the probe task board in tables (cluster mode; docs/design.md#probe-tasks-and-votes,
    schema 0009): probe_round_open, probe_tasks, probe_votes.
 
    Every time is decided by the DATABASE clock (PostgreSQL clock_timestamp(), SQLite's 'now'), in

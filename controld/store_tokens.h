@@ -1,5 +1,6 @@
-/* store_tokens — API tokens with a name, a role and an optional expiry (DESIGN §4 "Tokens and
-   roles"), the bootstrap admin token, and the token lookup behind every authenticated request. */
+/* store_tokens — API tokens with a name, a role and an optional expiry
+ * (docs/design.md#tokens-and-roles), the bootstrap admin token, and the token lookup behind every
+ * authenticated request. */
 #ifndef CDNCA_STORE_TOKENS_H
 #define CDNCA_STORE_TOKENS_H
 

@@ -109,7 +109,7 @@ static void waiter_unlink(struct task_board *b, struct twaiter *w) {
   w->prev = w->next = NULL;
 }
 
-/* Add a task's "check": the probe options (DESIGN §5), defaults when none. */
+/* Add a task's "check": the probe options (docs/design.md#node-protocol), defaults when none. */
 static void add_check(cJSON *t, const struct hcheck_opts *check) {
   struct hcheck_opts d;
   cJSON *c = cJSON_AddObjectToObject(t, "check");

@@ -8,11 +8,12 @@ pkgs=(build-essential cmake pkg-config python3 python3-jsonschema curl openssl c
       libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev
       libpq-dev postgresql  # libpq: controld on PostgreSQL; the server: the tests' own clusters
       nginx  # nginx: the reference proxy of the edge differential test
-      haproxy)  # haproxy: the load balancer of the cluster demo (deploy/cluster/demo.sh)
+      haproxy  # haproxy: the load balancer of the cluster demo (deploy/cluster/demo.sh)
+      jq)  # jq: the shell examples of README.md and docs/ take ids from earlier answers with it
 have() {
   command -v cmake >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 &&
     command -v python3 >/dev/null 2>&1 && python3 -c 'import jsonschema' >/dev/null 2>&1 &&
-    command -v curl >/dev/null 2>&1 &&
+    command -v curl >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 &&
     command -v pkg-config >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] &&
     [ -x /usr/sbin/haproxy ] &&
     pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl libsystemd libpq &&

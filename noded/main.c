@@ -119,7 +119,7 @@ static void on_config(void *arg, struct sitecfg_set *set) {
               (long long)set->seq);
 }
 
-/* A probe task's outcome also feeds the proxy's skip state (DESIGN §2). */
+/* A probe task's outcome also feeds the proxy's skip state (docs/design.md#node-skip-and-retry). */
 static void on_probe_result(void *arg, int64_t origin_id, int ok) {
   struct node *n = arg;
   if (n->proxy) proxy_probe_result(n->proxy, origin_id, ok);

@@ -1,7 +1,8 @@
 /* proxy — HTTP/1.1 reverse proxy: one epoll loop per worker thread, SO_REUSEPORT listeners,
  * edge-triggered sockets driven by a per-connection pump through the phases of enum vphase.
  * Header rules live in rewrite.c, origin connections and pools in upstream.c. Bodies are decoded
- * and re-framed both ways (DESIGN §11): a peer never receives the other side's framing bytes. */
+ * and re-framed both ways (docs/design.md#the-edge-http-path): a peer never receives the other
+ * side's framing bytes. */
 #include "proxy.h"
 
 #include <arpa/inet.h>
@@ -120,8 +121,9 @@ struct req {
   int attempts, oidx, last_fail;
   int status;        /* the status the visitor gets */
   int have_pick;     /* the pick may hold a half-open trial slot until an outcome is recorded */
-  int request_sent;  /* bytes of this attempt's head reached the origin (retry rule, §2) */
-  int body_sent;     /* bytes of the body reached the origin (retry rule, §2) */
+  int request_sent;  /* bytes of this attempt's head reached the origin
+                        (docs/design.md#node-skip-and-retry) */
+  int body_sent;     /* bytes of the body reached the origin (the same retry rule) */
   int up_werr;       /* writing to the origin failed: wait for whatever it answers */
   int up_eof;        /* V_TUNNEL: the origin closed its side */
   int stale_retry;   /* a closed pooled connection was replaced once already */
@@ -422,8 +424,9 @@ static int conn_header(const struct vconn *c) {
 }
 
 /* Queue a JSON error (or any small local) response. The visitor connection closes after it when
- * close_after is set, or when the request body is not complete in what was read (DESIGN §11: a
- * local answer ends the body; its bytes are never parsed as a request). */
+ * close_after is set, or when the request body is not complete in what was read
+ * (docs/design.md#the-edge-http-path: a local answer ends the body; its bytes are never parsed as a
+ * request). */
 static void local_error(struct vconn *c, int status, const char *code, const char *msg,
                         int close_after) {
   struct req *r = &c->r;

@@ -1,7 +1,8 @@
 /* proxy — the node's HTTP/1.1 reverse proxy for visitor traffic: epoll workers, Host routing,
- * origin pick with skip/retry (DESIGN §2, §5), streaming both ways, origin keep-alive pools,
- * and the internet-facing rules of DESIGN §11 (strict framing, re-framed bodies, local answers
- * end the request, 1xx and Upgrade, timeouts and a connection cap).
+ * origin pick with skip/retry (docs/design.md#node-skip-and-retry, docs/design.md#visitor-traffic),
+ * streaming both ways, origin keep-alive pools, and the internet-facing rules of
+ * docs/design.md#the-edge-http-path (strict framing, re-framed bodies, local answers end the
+ * request, 1xx and Upgrade, timeouts and a connection cap).
  *
  * Embedding: proxy_new (binds) -> proxy_set_config (any time, from any thread) -> proxy_start
  * -> ... -> proxy_stop (graceful) -> proxy_free. Skip state is kept in a table keyed by

@@ -1,6 +1,6 @@
 /* rewrite — the proxy's header policy and message rewriting, without sockets: header rules as a
  * table, the upstream request head planned from a parsed visitor request, the visitor's
- * response head planned from a parsed origin response (DESIGN §11). */
+ * response head planned from a parsed origin response (docs/design.md#the-edge-http-path). */
 #ifndef CDNCA_REWRITE_H
 #define CDNCA_REWRITE_H
 

@@ -72,7 +72,7 @@ void upstream_key(char *out, size_t cap, int https, const char *address, int por
                   const char *tls_name);
 
 /* 1 when u has a byte pending (decrypted or on the socket), was closed by the origin or is in
- * error: such a connection is never reused (DESIGN §11). */
+ * error: such a connection is never reused (docs/design.md#the-edge-http-path). */
 int upstream_unread(struct upconn *u);
 
 /* Take the most recently used idle connection of key with no unread byte (others are closed);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cdnca cluster demo (DESIGN §10) in one command, everything on loopback: a throwaway
+# cdnca cluster demo (docs/design.md#cluster-mode) in one command, everything on loopback: a throwaway
 # PostgreSQL 15 in a temp dir (Unix socket there, no TCP port), 3 controld replicas sharing its
 # database, HAProxy in front of them for the API and the dashboard (health-checking GET /healthz),
 # 2 noded nodes given all three replica URLs, two demo origins, and a demo site with a primary and

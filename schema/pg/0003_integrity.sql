@@ -1,4 +1,4 @@
--- cdnca schema 3 (PostgreSQL): safe concurrent edits (DESIGN §4).
+-- cdnca schema 3 (PostgreSQL): safe concurrent edits (docs/design.md#rest-api).
 -- revision: goes up on every change to a site's configuration or its origins (API writes);
 -- GET /v1/sites/{id} answers it as the ETag, and If-Match on writes compares against it.
 ALTER TABLE sites ADD COLUMN revision BIGINT NOT NULL DEFAULT 1;

@@ -1,4 +1,4 @@
--- cdnca schema 5 (PostgreSQL): per-site health-check options (DESIGN §2 "Health-check options").
+-- cdnca schema 5 (PostgreSQL): per-site health-check options (docs/design.md#health-check-options).
 -- hc_options holds the options that differ from the defaults as one JSON object (type, method,
 -- headers, expected_codes, expected_body, port, interval_ms, level_min_healthy); NULL = every
 -- default, which is the seed's rule exactly.

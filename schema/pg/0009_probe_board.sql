@@ -1,5 +1,5 @@
--- cdnca schema 9 (PostgreSQL): the probe task board in tables (DESIGN §10 "Probe tasks and
--- votes"), so a node may poll tasks and post votes on any replica of the cluster.
+-- cdnca schema 9 (PostgreSQL): the probe task board in tables (docs/design.md#probe-tasks-and-votes),
+-- so a node may poll tasks and post votes on any replica of the cluster.
 -- probe_round_open: one row per round the engine handed to nodes. epoch is the engine lease's
 -- fencing epoch of the leader that opened it; deadline_at is ms since the epoch by the database
 -- clock. A vote is taken only while state = 'open' and the database clock is before deadline_at;

@@ -1,6 +1,6 @@
 -- cdnca schema 4: an API a team can share — fleet state flags, tokens with roles, the audit log.
 
--- Fleet view (DESIGN §4 "Fleet view"): each site's state as flags, rewritten by the health engine
+-- Fleet view (docs/design.md#fleet-view): each site's state as flags, rewritten by the health engine
 -- in the transaction that changes the level or the health it is computed from, so the summary
 -- and the state= filters are indexed counts and scans (no per-site status rendering).
 --   state_on_backup           the current level is not the first level with an enabled origin
@@ -29,7 +29,7 @@ CREATE INDEX sites_state_all_down ON sites (id) WHERE state_all_down = 1;
 CREATE INDEX sites_state_failback ON sites (id) WHERE state_failback_available = 1;
 CREATE INDEX sites_state_paused ON sites (id) WHERE state_paused = 1;
 
--- Tokens with roles (DESIGN §4 "Tokens and roles"). kind 'admin' rows are API tokens: a name,
+-- Tokens with roles (docs/design.md#tokens-and-roles). kind 'admin' rows are API tokens: a name,
 -- a role and an optional expiry; node tokens keep NULLs. The token named 'bootstrap' is the one
 -- CDNCA_ADMIN_TOKEN enrols at start (it replaces only the earlier bootstrap token).
 ALTER TABLE tokens ADD COLUMN name TEXT;
@@ -42,7 +42,7 @@ UPDATE tokens SET role = 'admin',
   WHERE kind = 'admin';
 CREATE UNIQUE INDEX tokens_api_name ON tokens (name) WHERE kind = 'admin';
 
--- Audit log (DESIGN §4 "Audit"): one row per accepted /v1 write, in the write's transaction.
+-- Audit log (docs/design.md#audit): one row per accepted /v1 write, in the write's transaction.
 -- token_id is not a foreign key: the record outlives a revoked token.
 CREATE TABLE audit (
   id         INTEGER PRIMARY KEY,

@@ -1,4 +1,4 @@
--- cdnca schema 7: the ordered-write lock row (DESIGN §10 "Ordered writes").
+-- cdnca schema 7: the ordered-write lock row (docs/design.md#ordered-writes).
 -- Every transaction that writes sites, origins, health, levels, publications, events, tokens,
 -- webhooks or nodes first runs
 --   UPDATE cdnca_meta SET gen = gen + 1 WHERE id = 1 RETURNING gen

@@ -1,4 +1,4 @@
--- cdnca schema 8: the engine lease (DESIGN §10 "Engine lease").
+-- cdnca schema 8: the engine lease (docs/design.md#engine-lease).
 -- One row per lease ('engine'): the replica holding it runs probe rounds, switching, webhook
 -- delivery and pruning. epoch is the fencing number, bumped at every change of holder;
 -- expires_at is in ms since the epoch by the database clock (written only in cluster mode on

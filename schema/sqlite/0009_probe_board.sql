@@ -1,4 +1,4 @@
--- cdnca schema 9: the probe task board in tables (DESIGN §10 "Probe tasks and votes"), used in
+-- cdnca schema 9: the probe task board in tables (docs/design.md#probe-tasks-and-votes), used in
 -- cluster mode so a node may poll tasks and post votes on any replica. With SQLite (one process)
 -- the board stays in memory and these tables stay empty.
 -- probe_round_open: one row per round the engine handed to nodes. epoch is the engine lease's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_cluster — cluster mode (DESIGN §10): 3 controld replicas on this machine, one PostgreSQL.
+"""bench_cluster — cluster mode (docs/design.md#cluster-mode): 3 controld replicas on this machine, one PostgreSQL.
 
     python3 bench_cluster.py [--build DIR] [--kills 7] [--ttl-ms 2000] [--probe-ms 500]
                              [--runs 3] [--duration 5] [--nodes 1000] [--changes 5]

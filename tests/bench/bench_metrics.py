@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_metrics — GET /metrics on controld over a large fleet (the per-site block of DESIGN §8).
+"""bench_metrics — GET /metrics on controld over a large fleet (the per-site block of docs/design.md#metrics).
 
 Fills a database with N sites the way bench_fleet.py does (its fill: two origins each, state
 flags as the engine would set them), starts controld with --metrics-max-sites M and times, over

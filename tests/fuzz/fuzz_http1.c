@@ -1,4 +1,5 @@
-/* libFuzzer target for noded's HTTP/1 edge path (http1.c + rewrite.c, DESIGN §11).
+/* libFuzzer target for noded's HTTP/1 edge path (http1.c + rewrite.c,
+ * docs/design.md#the-edge-http-path).
  *
  * Property: whatever noded accepts and re-frames, an independent strict parser reads as the same
  * message. The first input byte picks the side:

@@ -10,7 +10,7 @@ Content-Length of the chunked body (CL.TE) and with a short one (TE.CL).
 
 Every case carries a marker "zcNNNN" (in its target and in an X-Case field) so the origin can
 tell which case a request belongs to; a request hidden in a body carries "zcNNNNs". interpret()
-is the reference reading (strict RFC 9112 plus DESIGN §11's target rules): the list of requests
+is the reference reading (strict RFC 9112 plus the target rules of docs/design.md#the-edge-http-path): the list of requests
 a proxy must forward and whether the rest must be rejected.
 
     python3 edge_corpus.py            # print the cases with their reference reading
@@ -143,7 +143,7 @@ def _smuggle(mk):
 def build():
     g = _Gen()
 
-    # -- §6.2/6.3 Content-Length --
+    # -- RFC 9112 §6.2/6.3 Content-Length --
     for name, value, policy in [
             ("plain", b"5", "strict"), ("leading zeros", b"005", "strict"),
             ("OWS after", b"5 ", "strict"), ("OWS before", b" 5", "strict"),
@@ -179,7 +179,7 @@ def build():
     g.add("cl", "obs-fold value", lambda mk: _req(
         mk, fields=b"Content-Length:\r\n 5\r\n", body=b"hello"))
 
-    # -- §6.1 Transfer-Encoding obfuscations, each with no CL, CL.TE and TE.CL --
+    # -- RFC 9112 §6.1 Transfer-Encoding obfuscations, each with no CL, CL.TE and TE.CL --
     te_values = [
         ("chunked", b"chunked"), ("Chunked", b"Chunked"), ("CHUNKED", b"CHUNKED"),
         ("cHuNkEd", b"cHuNkEd"), ("OWS before", b" chunked"), ("OWS after", b"chunked "),
@@ -251,7 +251,7 @@ def build():
     g.add("te", "chunked then a real second request", lambda mk: _req(
         mk, fields=b"Transfer-Encoding: chunked\r\n", body=CHUNKED_BODY + _smuggle(mk)))
 
-    # -- §7.1 chunk lines --
+    # -- RFC 9112 §7.1 chunk lines --
     chunk_bodies = [
         ("plain", b"5\r\nhello\r\n0\r\n\r\n"), ("leading zeros", b"0005\r\nhello\r\n0\r\n\r\n"),
         ("upper hex", b"A\r\nhelloworld\r\n0\r\n\r\n"), ("lower hex", b"a\r\nhelloworld\r\n0\r\n\r\n"),
@@ -305,7 +305,7 @@ def build():
         g.add("chunk", name, lambda mk, b=body: _req(
             mk, fields=b"Transfer-Encoding: chunked\r\n", body=b), policy)
 
-    # -- §3.2 request targets --
+    # -- RFC 9112 §3.2 request targets --
     h = b"Host: %s\r\n" % HOST.encode()
     targets = [
         ("origin-form", b"GET /%(mk)s/a?b=c HTTP/1.1", "strict"),
@@ -347,7 +347,7 @@ def build():
         b"GET http://demo.example.test/%s HTTP/1.1\r\nHost: other.example.test\r\nX-Case: %s\r\n\r\n"
         % (mk.encode(), mk.encode())))
 
-    # -- §3, §5 request line and field lines --
+    # -- RFC 9112 §3, §5 request line and field lines --
     for name, build_, policy in [
             ("double space", lambda mk: b"GET  /%s HTTP/1.1\r\n%s\r\n" % (mk.encode(), h), "strict"),
             ("trailing space", lambda mk: b"GET /%s HTTP/1.1 \r\n%s\r\n" % (mk.encode(), h), "strict"),
@@ -425,7 +425,7 @@ def build():
         g.add("mutation", "base %d op %d seed %08x" % (base, op, seed), build_, "either")
         made += 1
 
-    # -- responses (§6, §7 from the origin's side): the origin answers case K with RESPONSES[K]
+    # -- responses (RFC 9112 §6, §7 from the origin's side): the origin answers case K with RESPONSES[K]
     for k, (name, _, policy) in enumerate(RESPONSES):
         g.add("response", name, lambda mk, k=k: _req(mk, method=b"GET", path=b"/zr%d" % k), policy)
         g.cases[-1].response = k

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""edge_lib — raw-socket tools for testing noded's visitor port (DESIGN §11), stdlib only.
+"""edge_lib — raw-socket tools for testing noded's visitor port (docs/design.md#the-edge-http-path), stdlib only.
 
 - parse_request / parse_response: a strict HTTP/1.1 message parser (RFC 9112: CRLF line ends
   only, no obs-fold, token names, one framing: a single plain Content-Length or exactly

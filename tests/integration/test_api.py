@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_api — controld's REST API (DESIGN §3, §4) against a real controld on loopback.
+"""test_api — controld's REST API (docs/design.md#command-lines, docs/design.md#rest-api) against a real controld on loopback.
 
-Every status code of §4 is provoked, and after every rejected request the stored state (the
+Every status code of docs/design.md#errors-and-limits is provoked, and after every rejected request the stored state (the
 full site list and the node list) is compared with what it was before: bad input never
 changes stored data.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_auth_matrix — every route of controld against every kind of credential (DESIGN §4, §5).
+"""test_auth_matrix — every route of controld against every kind of credential (docs/design.md#tokens-and-roles, docs/design.md#node-protocol).
 
 The routes are read from the route tables in controld/api*.c at test time (the
 `{"METHOD", "/pattern", AUTH_...` rows), so a new route is covered as soon as it is written.

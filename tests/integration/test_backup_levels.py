@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_backup_levels — DESIGN §2 "Node skip and retry", backup levels on the request path:
+"""test_backup_levels — docs/design.md#node-skip-and-retry, backup levels on the request path:
 a site with one level-1 origin and one level-2 origin behind a real noded, a visitor sending a
 GET every ~100 ms on one keep-alive connection. The level-1 origin breaks (503 to everything,
 health check included; or connections refused; or with controld killed first) and later

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_cluster — cluster mode (DESIGN §10): several controld replicas on one PostgreSQL database
+"""test_cluster — cluster mode (docs/design.md#cluster-mode): several controld replicas on one PostgreSQL database
 (pgfixture.py, a throwaway cluster on a Unix socket), one engine at a time by the lease.
 
 `Cluster` starts N replicas on one fresh database with a short lease (ttl 2 s) and 500 ms probe
@@ -16,7 +16,7 @@ rounds; every replica serves the API. Cases:
      which then refuses votes, and goes on with rounds of its own epoch.
   a node's suspended task poll on one replica is answered 401 when the node is deleted
      through another.
-  webhook outbox (DESIGN §10, notes §5.5): the engine is killed with kill -9 while a delivery
+  webhook outbox (docs/design.md#engine-lease): the engine is killed with kill -9 while a delivery
      is in flight (the receiver holds it); the next engine sends it again with the same
      X-Cdnca-Delivery, then the site's later events, in order.
   7. a noded given every replica (--controld URL1,URL2,URL3) serves visitors; the replica it

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_cluster_demo — deploy/cluster/demo.sh, the cluster on loopback in one command (DESIGN §10).
+"""test_cluster_demo — deploy/cluster/demo.sh, the cluster on loopback in one command (docs/design.md#cluster-mode).
 
 The script starts PostgreSQL in a temp dir, 3 controld replicas on its database, HAProxy in front
 of them (checking GET /healthz), 2 nodes given every replica, two demo origins and a demo site.

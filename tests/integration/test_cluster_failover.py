@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_cluster_failover — cluster mode across a PostgreSQL failover (DESIGN §10, issue 15 case
+"""test_cluster_failover — cluster mode across a PostgreSQL failover (docs/design.md#cluster-mode, issue 15 case
 6): a primary with a synchronous streaming standby (pgstandby.py: pg_basebackup -R over the
 primary's Unix socket, synchronous_standby_names, synchronous_commit=on), and controld replicas
 whose --db names both servers with target_session_attrs=read-write.

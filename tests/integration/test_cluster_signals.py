@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cluster mode, signals between replicas (DESIGN §10, issue 15 cases 3 and 4): several controld
+"""Cluster mode, signals between replicas (docs/design.md#cluster-mode, issue 15 cases 3 and 4): several controld
 replicas on one PostgreSQL database; a change committed on one replica reaches node long-polls
 suspended on another through LISTEN/NOTIFY (not the 1 s fallback poll), and a node revoked on
 one replica is cut off and refused on every replica within 1 s.

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 DASHBOARD = os.path.join(TOP, "deploy", "grafana", "cdnca.json")
 ALERTS = os.path.join(TOP, "deploy", "prometheus", "alerts.yml")
-# cluster mode (DESIGN §10) metrics: served only by controld on PostgreSQL
+# cluster mode (docs/design.md#cluster-mode) metrics: served only by controld on PostgreSQL
 CLUSTER_ONLY = {"cdnca_engine_leader", "cdnca_db_up", "cdnca_lease_epoch"}
 METRIC_RE = re.compile(r"\bcdnca_[a-z0-9_]+\b")
 

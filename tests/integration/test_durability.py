@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_durability — acknowledged API writes and tokens survive kill -9 and restarts (DESIGN §7).
+"""test_durability — acknowledged API writes and tokens survive kill -9 and restarts (docs/design.md#storage-and-state).
 
 A burst of site creations from several threads is acknowledged (201), controld is killed with
 SIGKILL, and after a restart on the same database every acknowledged site is there with its
@@ -128,7 +128,7 @@ def test_tokens_survive_restart(tmp):
     assert c.api("GET", "/v1/sites")[0] == 200
     assert c.api("GET", "/v1/sites", token=n["token"])[0] == 403
     # a new admin token from the environment replaces the old one (rotation by restart) with
-    # SQLite; on PostgreSQL (cluster mode, DESIGN §10) it is only ensured to exist, so replicas
+    # SQLite; on PostgreSQL (cluster mode, docs/design.md#cluster-mode) it is only ensured to exist, so replicas
     # started with different tokens do not revoke each other's: rotation is an explicit DELETE
     old = c.admin_token
     c.admin_token = "rotated-admin-token-0123456789"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_edge_diff — the edge_corpus messages against noded's visitor port and against Debian's
-nginx (proxy_pass) in front of the same recording origin (DESIGN §11).
+nginx (proxy_pass) in front of the same recording origin (docs/design.md#the-edge-http-path).
 
 Fails on the safety properties, for noded:
   framing   every byte the origin receives parses strictly (RFC 9112), and each forwarded
@@ -8,7 +8,7 @@ Fails on the safety properties, for noded:
             Host, end-to-end fields in order, body bytes);
   one-to-one no visitor message reaches the origin twice, and no request hidden in a body or
             in bytes after a rejected message reaches it at all;
-and on noded differing from the reference reading (accepting what §11 rejects, or rejecting a
+and on noded differing from the reference reading (accepting what the edge rules of docs/design.md#the-edge-http-path reject, or rejecting a
 valid message) unless the case is in ALLOWED below with its reason.
 nginx's accept/reject for every case is reported side by side (agreement with noded, with
 the reference); a difference from nginx fails unless NGINX_DIFFERENCES documents it.
@@ -49,11 +49,11 @@ _CHUNK_LINES = ["junk after size", "ext empty name", "ext =value", "ext value wi
                 "trailer without colon", "trailer space before colon", "size long zeros"]
 NGINX_DIFFERENCES = {
     "nginx does not check chunk lines and trailers against the RFC 9112 §7.1 grammar (bare LF, "
-    "junk and control bytes in extensions, malformed trailers, 16+ digit sizes); §11 answers "
+    "junk and control bytes in extensions, malformed trailers, 16+ digit sizes); noded answers "
     "400": (False, [("chunk", n) for n in _CHUNK_LINES]),
     "nginx passes an origin's malformed chunk lines, repeated or listed Content-Length, "
     "Content-Length with chunked and non-chunked codings on (head first, then aborts or "
-    "forwards); §11 answers 502 before anything is sent":
+    "forwards); noded answers 502 before anything is sent":
         (False, [("response", n) for n in (
             "chunk bare LF after size", "chunk bare LF after data", "chunk junk after size",
             "two lengths", "length list", "length and chunked", "gzip coding",
@@ -61,13 +61,13 @@ NGINX_DIFFERENCES = {
     "nginx rejects a tab as OWS around Content-Length and Transfer-Encoding values; RFC 9110 "
     "§5.5 allows it": (True, [("cl", "tab after"), ("te", "tab before alone"),
                               ("te", "tab after alone")]),
-    "nginx ends a field line at a bare CR; §11 answers 400": (False, [("te", "bare CR after alone")]),
+    "nginx ends a field line at a bare CR; noded answers 400": (False, [("te", "bare CR after alone")]),
     "nginx reads request lines loosely (extra spaces, HTTP/0.9 form) and drops field lines with "
-    "invalid names; §11 answers 400": (False, [("head", "double space"), ("head", "trailing space"),
+    "invalid names; noded answers 400": (False, [("head", "double space"), ("head", "trailing space"),
                                                ("head", "HTTP/0.9 style"), ("head", "name with @")]),
-    "nginx proxies any scheme in absolute-form; §11: http and https only":
+    "nginx proxies any scheme in absolute-form; noded: http and https only":
         (False, [("target", "absolute ftp"), ("target", "absolute ws")]),
-    "nginx answers OPTIONS * itself (400); §11 forwards it": (True, [("target", "asterisk OPTIONS")]),
+    "nginx answers OPTIONS * itself (400); noded forwards it": (True, [("target", "asterisk OPTIONS")]),
     "nginx takes a fragment in an origin-form target; a request-target has none (RFC 9112 "
     "§3.2) and noded answers 400": (False, [("target", "fragment")]),
     "nginx's only server takes a HTTP/1.0 request without Host; noded routes by Host and answers "
@@ -164,7 +164,7 @@ def check_noded(cases, by, stray, errors):
             accepted.add(c.id)
         for mk in (c.marker, c.marker + "s"):
             if c.response is not None and mk == c.marker:
-                continue  # a GET may be retried after an invalid response (§2 retry rule)
+                continue  # a GET may be retried after an invalid response (docs/design.md#node-skip-and-retry)
             got = by.get(mk, [])
             # what noded forwarded is read against the strict reading, else the lenient one
             # (an accepted message the strict reading rejects is also reported below)
@@ -199,7 +199,7 @@ def response_accepted(raw):
 
 
 def check_response(c, raw, closed):
-    """'' when the visitor got what §11 asks for the origin's response RESPONSES[c.response]:
+    """'' when the visitor got what docs/design.md#the-edge-http-path asks for the origin's response RESPONSES[c.response]:
     a valid one with its status, interim responses and body, framed by noded; an invalid one
     as a 5xx, or (when the error comes after the head went out) an incomplete response and a
     closed connection -- never as a complete response or bytes a strict reader misframes."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_edge_http — noded's visitor port as a hostile client sees it (DESIGN §11): a local
+"""test_edge_http — noded's visitor port as a hostile client sees it (docs/design.md#the-edge-http-path): a local
 502 ends the request body, strict chunked framing re-framed on both sides, absolute-form and
 other targets, Content-Length / Transfer-Encoding conflicts, pooled origin connections with
 stray bytes, the header / keep-alive / body timeouts and the connection cap, accept() at the
@@ -355,7 +355,7 @@ def test_reframing_across_reads(tmp):
 def test_pipelined_requests_in_order(tmp):
     """50 requests in one write (GET, HEAD, POST with a length, POST chunked, in turn) are each
     forwarded once and answered in order, each with its own answer. (A guard for the visitor
-    state machine; noded before §11 passed it too.)"""
+    state machine; noded before the edge rules passed it too.)"""
     e = EdgeEnv(tmp)
     data = b""
     kinds = []
@@ -418,7 +418,7 @@ def test_targets(tmp):
 # ---- Content-Length / Transfer-Encoding conflicts ----
 
 def test_length_and_coding_conflicts(tmp):
-    """noded before DESIGN §11 already refused these; the test guards the rules through the
+    """noded before docs/design.md#the-edge-http-path already refused these; the test guards the rules through the
     rewrite of the request path."""
     e = EdgeEnv(tmp)
     h = b"POST /f HTTP/1.1\r\nHost: %s\r\n" % DEMO.encode()
@@ -472,8 +472,8 @@ def test_length_and_coding_conflicts(tmp):
 def test_pool_not_poisoned(tmp):
     """Stray origin bytes after a complete response (a body on a HEAD answer, then a whole
     extra response, arriving a moment later or in the same segment) never reach the next
-    visitor. (noded before §11 already closed such connections in these shapes; the issue's
-    4-of-4 poisoning was not reproduced here, so this guards the §11 rule.)"""
+    visitor. (noded before the edge rules already closed such connections in these shapes; the issue's
+    4-of-4 poisoning was not reproduced here, so this guards the rule of docs/design.md#the-edge-http-path.)"""
     poison = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nPOISON!"
 
     def responder(req):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_hcheck — per-site health-check options (DESIGN §2 "Health-check options") end to end:
+"""test_hcheck — per-site health-check options (docs/design.md#health-check-options) end to end:
 the API (validation, PATCH, the status card), controld's own probes honouring every option
 (expected_codes, expected_body, HEAD, headers, a separate health port, tcp), a site's own
 interval_ms, a level's healthy quorum (level_min_healthy), node probe tasks and checkpoint

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_integrity — write integrity of the API (DESIGN §4 "Safe concurrent edits", issue 13).
+"""test_integrity — write integrity of the API (docs/design.md#safe-concurrent-edits, issue 13).
 
 One transaction per operation: concurrent PATCHes of different fields both survive, concurrent
 origin adds never pass the 64-origin cap, and a change can never be separated from the level

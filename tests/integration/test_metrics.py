@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_metrics — the alertable metrics of DESIGN §8 for a fleet in mixed states: cdnca_sites
+"""test_metrics — the alertable metrics of docs/design.md#metrics for a fleet in mixed states: cdnca_sites
 {state}, the per-site gauges with the --metrics-max-sites label cap, cdnca_origin_health,
 cdnca_nodes_lagging, cdnca_webhook_backlog, and noded's per-origin skip state."""
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_node — the node protocol end to end: enrolment, config sync and its disk cache,
-heartbeats, controld loss, revocation, noded's command line (DESIGN §3, §5)."""
+heartbeats, controld loss, revocation, noded's command line (docs/design.md#command-lines, docs/design.md#node-protocol)."""
 
 import json
 import os

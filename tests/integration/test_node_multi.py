@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_node_multi — noded `--controld URL1,URL2,…` (DESIGN §10): it skips a replica that is
+"""test_node_multi — noded `--controld URL1,URL2,…` (docs/design.md#cluster-mode): it skips a replica that is
 down or answers 503, fails over to a controld started on the same database at another address
 while visitors keep getting 200, does not cycle through replicas on a 401, refuses a bad list,
 and catches up at once when controld comes back after an outage (not after a backoff step)."""

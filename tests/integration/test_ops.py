@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_ops — running the daemons as an operator does (DESIGN §3): SIGHUP under load (log file
+"""test_ops — running the daemons as an operator does (docs/design.md#command-lines): SIGHUP under load (log file
 reopened, reloadable keys applied, a bad file keeps the running config, nobody dies),
 --check-config for both daemons, and the systemd notify protocol (READY=1 once serving,
 WATCHDOG=1 pings, RELOADING=1/READY=1 around a SIGHUP, STOPPING=1) seen on a NOTIFY_SOCKET."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_pg — guarantees that only PostgreSQL can break (DESIGN §7, §10); PostgreSQL pass only.
+"""test_pg — guarantees that only PostgreSQL can break (docs/design.md#storage-and-state, docs/design.md#cluster-mode); PostgreSQL pass only.
 
 1. kill -9 of controld while 1,000 acknowledged site creations are in flight: after a restart
    every 201's site is there, exactly as acknowledged.

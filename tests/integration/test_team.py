@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_team — the API a team shares (DESIGN §4 "Fleet view", "Tokens and roles", "Audit").
+"""test_team — the API a team shares (docs/design.md#fleet-view, "Tokens and roles", "Audit").
 
 Fleet: a few hundred sites in mixed states (on a backup level by a manual switch, health checks
 paused, every level down, manual failback available) against GET /v1/summary and the state= /
@@ -380,7 +380,7 @@ def test_bootstrap_token_rotation(tmp):
     assert as_token(c, tok["token"], "GET", "/v1/sites")[0] == 200  # API tokens survive
     status, body, _ = c.api("GET", "/v1/tokens")
     if harness.pg_mode():
-        # cluster mode (DESIGN §10): the environment's token is added, the earlier one stays
+        # cluster mode (docs/design.md#cluster-mode): the environment's token is added, the earlier one stays
         # (replicas started with different tokens must not revoke each other's); rotation is an
         # explicit DELETE, done here
         assert c.api("GET", "/v1/sites", token=old)[0] == 200

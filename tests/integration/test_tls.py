@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_tls — controld serving its API over TLS (--tls-cert/--tls-key) and noded syncing from
-an https controld with --controld-ca-file (DESIGN §3, §5).
+an https controld with --controld-ca-file (docs/design.md#command-lines, docs/design.md#node-protocol).
 
 A throwaway PKI (certs.make_test_pki) is made per test for 127.0.0.1 and localhost; the client
 side always verifies against its CA, never with verification turned off.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_webhooks — webhooks, their signed deliveries from the durable outbox, site messages and the
-notification center (DESIGN §4).
+notification center (docs/design.md#rest-api).
 
 A receiver on loopback (receiver.py) checks every header and signature and the per-site order;
 retries, a receiver that is down and comes back, kill -9 with pending deliveries, give-up,

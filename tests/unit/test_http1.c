@@ -1,4 +1,5 @@
-/* Tests for noded/http1: the parsing rules of the edge path (RFC 9112, DESIGN §11), row by row. */
+/* Tests for noded/http1: the parsing rules of the edge path (RFC 9112,
+ * docs/design.md#the-edge-http-path), row by row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
-/* Tests for the edge rules of noded/proxy (DESIGN §11), one per defect of the visitor path: the
- * proxy runs in-process on 127.0.0.1; the origin is a scripted thread that records every byte
- * it receives and answers by path. */
+/* Tests for the edge rules of noded/proxy (docs/design.md#the-edge-http-path), one per defect of
+ * the visitor path: the proxy runs in-process on 127.0.0.1; the origin is a scripted thread that
+ * records every byte it receives and answers by path. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

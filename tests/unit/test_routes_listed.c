@@ -1,7 +1,7 @@
 /* Unit tests for the route tables: every {"METHOD", "/pattern", AUTH_...} row written in
  * controld/api*.c is reachable through api_tables with the same auth, and the auth kinds follow
- * DESIGN §4 (node tokens for /v1/node/, the roles read / operator / admin for the rest of /v1,
- * none elsewhere), and the role checks themselves. */
+ * docs/design.md#rest-api (node tokens for /v1/node/, the roles read / operator / admin for the
+ * rest of /v1, none elsewhere), and the role checks themselves. */
 #include <glob.h>
 #include <regex.h>
 #include <setjmp.h>
@@ -137,8 +137,9 @@ static void test_every_written_route_is_served(void **state) {
   free(rows);
 }
 
-/* DESIGN §4: the routes an operator may call beyond GET, the GETs kept for admins, and the open
-   /v1 document. Every other /v1 GET takes a read token and every other /v1 write an admin. */
+/* docs/design.md#rest-api: the routes an operator may call beyond GET, the GETs kept for admins,
+   and the open /v1 document. Every other /v1 GET takes a read token and every other /v1 write an
+   admin. */
 static const struct {
   const char *method, *pattern;
   enum http_auth auth;
@@ -173,7 +174,7 @@ static void test_auth_kinds_follow_the_prefix(void **state) {
   assert_true(total >= 10);
 }
 
-/* The role order of DESIGN §4 and the kinds of token. */
+/* The role order of docs/design.md#rest-api and the kinds of token. */
 static void test_authorize(void **state) {
   static const enum http_auth roles[] = {AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN};
   (void)state;

@@ -196,7 +196,7 @@ static double mono_ms(void) {
   return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
-/* A large round (notes §5.4: 500 sites x 3 origins x 3 nodes = 4,500 tasks): one insert, every
+/* A large round (500 sites x 3 origins x 3 nodes = 4,500 tasks): one insert, every
    task handed out, every vote recorded and tallied. Prints the times (no bound asserted). */
 static void test_volume(void **state) {
   struct store *st = *state;
