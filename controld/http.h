@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "route.h"
 
 struct ctx;
 struct MHD_Connection;
@@ -17,31 +18,7 @@ struct MHD_Response;
 /* A refused body is still read (and dropped) up to this much, so a client that sends it all
    before reading can read the 413; beyond it the connection is closed. */
 #define HTTP_DRAIN_MAX (16 * 1024 * 1024)
-#define HTTP_MAX_PARAMS 4
-
-/* Who may call a route (the route table's third column) and what a presented token is.
-   AUTH_READ < AUTH_OPERATOR < AUTH_ADMIN are the roles of API tokens, in increasing power: a
-   route names the least role it takes (docs/design.md#tokens-and-roles). AUTH_NODE is a node
-   token, for the /v1/node/ routes only. */
-enum http_auth { AUTH_NONE = 0, AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN, AUTH_NODE };
-
-/* What a route handler returns. */
-enum http_rc {
-  HTTP_DONE = 0,      /* a reply was set with req_json/req_error/... */
-  HTTP_SUSPENDED = 1, /* req_suspend was called; someone will req_resume later */
-};
-
-struct req;
-typedef enum http_rc (*route_fn)(struct req *r);
-
-/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final
-   "*" matches any rest of the path), who may call it. */
-struct route {
-  const char *method;
-  const char *pattern;
-  enum http_auth auth;
-  route_fn fn;
-};
+#define HTTP_MAX_PARAMS ROUTE_MAX_PARAMS
 
 /* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
 struct req {

@@ -22,7 +22,7 @@ int route_match(const char *pattern, const char *path, int64_t *params, int *npa
         s++;
         digits++;
       }
-      if (!digits || v <= 0 || (*s && *s != '/') || n >= HTTP_MAX_PARAMS) return 0;
+      if (!digits || v <= 0 || (*s && *s != '/') || n >= ROUTE_MAX_PARAMS) return 0;
       params[n++] = v;
       continue;
     }
@@ -42,7 +42,7 @@ const struct route *route_find(const struct route *const *tables, const char *me
   *path_known = 0;
   for (const struct route *const *t = tables; *t; t++)
     for (const struct route *rt = *t; rt->method; rt++) {
-      int64_t tmp[HTTP_MAX_PARAMS];
+      int64_t tmp[ROUTE_MAX_PARAMS];
       int nt = 0;
       if (!route_match(rt->pattern, path, tmp, &nt)) continue;
       *path_known = 1;

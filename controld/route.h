@@ -1,10 +1,36 @@
-/* route — matching request paths against the route tables (pure). */
+/* route — the route tables' types (who may call a route, what handles it) and matching request
+   paths against them (pure). */
 #ifndef CDNCA_ROUTE_H
 #define CDNCA_ROUTE_H
 
 #include <stdint.h>
 
-#include "http.h"
+/* The most ":id" parameters a pattern may have. */
+#define ROUTE_MAX_PARAMS 4
+
+/* Who may call a route (the route table's third column) and what a presented token is.
+   AUTH_READ < AUTH_OPERATOR < AUTH_ADMIN are the roles of API tokens, in increasing power: a
+   route names the least role it takes (docs/design.md#tokens-and-roles). AUTH_NODE is a node
+   token, for the /v1/node/ routes only. */
+enum http_auth { AUTH_NONE = 0, AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN, AUTH_NODE };
+
+/* What a route handler returns. */
+enum http_rc {
+  HTTP_DONE = 0,      /* a reply was set with req_json/req_error/... */
+  HTTP_SUSPENDED = 1, /* req_suspend was called; someone will req_resume later */
+};
+
+struct req;
+typedef enum http_rc (*route_fn)(struct req *r);
+
+/* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final
+   "*" matches any rest of the path), who may call it. */
+struct route {
+  const char *method;
+  const char *pattern;
+  enum http_auth auth;
+  route_fn fn;
+};
 
 /* 1 when path matches pattern (":id" segments take positive integers into params, a final "*"
    takes any rest; one trailing slash is tolerated); *nparams gets the count. */

@@ -27,7 +27,7 @@ static const struct route t2[] = {
 static const struct route *const tables[] = {t1, t2, NULL};
 
 static void test_match_params(void **state) {
-  int64_t p[HTTP_MAX_PARAMS];
+  int64_t p[ROUTE_MAX_PARAMS];
   int n = -1;
   assert_true(route_match("/v1/sites/:id/origins/:id", "/v1/sites/12/origins/345", p, &n));
   assert_int_equal(n, 2);
@@ -45,7 +45,7 @@ static void test_match_params(void **state) {
 }
 
 static void test_star(void **state) {
-  int64_t p[HTTP_MAX_PARAMS];
+  int64_t p[ROUTE_MAX_PARAMS];
   int n;
   assert_true(route_match("/ui*", "/ui", p, &n));
   assert_true(route_match("/ui*", "/ui/", p, &n));
@@ -54,7 +54,7 @@ static void test_star(void **state) {
 }
 
 static void test_find(void **state) {
-  int64_t p[HTTP_MAX_PARAMS];
+  int64_t p[ROUTE_MAX_PARAMS];
   int n, known;
   const struct route *r = route_find(tables, "POST", "/v1/sites", p, &n, &known);
   assert_non_null(r);
