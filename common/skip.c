@@ -3,12 +3,6 @@
 
 #include <string.h>
 
-#include "noderetry.h"
-
-void skip_params_default(struct skip_params *p) {
-  noderetry_defaults(p);
-}
-
 void skip_rec_init(struct skip_rec *r) {
   memset(r, 0, sizeof *r);
 }

@@ -17,7 +17,7 @@
 #define SKIP_SLICES 10
 
 /* A site's node_retry settings (docs/design.md#node-skip-and-retry); defaults from
- * skip_params_default. */
+ * noderetry_defaults (noderetry.h). */
 struct skip_params {
   int retries;             /* [2] extra attempts after the first */
   int64_t retry_budget_ms; /* [15000] no retry once this much time has passed */
@@ -66,9 +66,6 @@ struct skip_choice {
   int backup;    /* 1 when that level follows the current one */
   int fail_open; /* 1 when every untried origin of the current and following levels was skipped */
 };
-
-/* Fill p with the defaults of docs/design.md#node-skip-and-retry (the table in noderetry.c). */
-void skip_params_default(struct skip_params *p);
 
 /* Reset a record to healthy with empty history and zero counters. */
 void skip_rec_init(struct skip_rec *r);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "hostname.h"
+#include "noderetry.h"
 
 /* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
 static int valid_address(char *a) {
@@ -137,14 +138,14 @@ void site_rec_defaults(struct site_rec *s) {
   s->hc_unhealthy_after = 3;
   s->hc_healthy_after = 2;
   hcheck_defaults(&s->hc);
-  skip_params_default(&nr);
+  noderetry_defaults(&nr);
   site_rec_set_retry(s, &nr);
   s->current_level = 1;
   s->config_version = 1;
 }
 
 void site_rec_retry(const struct site_rec *s, struct skip_params *p) {
-  skip_params_default(p);
+  noderetry_defaults(p);
   p->retries = (int)s->nr_retries;
   p->retry_budget_ms = s->nr_retry_budget_ms;
   p->fail_count = (int)s->nr_fail_count;

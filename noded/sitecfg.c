@@ -101,7 +101,7 @@ static int parse_retry(const cJSON *nr, struct skip_params *p, const char *prefi
                        size_t errlen) {
   char pre[96];
   struct noderetry_err e;
-  skip_params_default(p);
+  noderetry_defaults(p);
   if (!nr || cJSON_IsNull(nr)) return 0;
   snprintf(pre, sizeof pre, "%snode_retry", prefix);
   if (noderetry_apply(nr, p, 0, pre, &e) < 0) return failf(err, errlen, e.field, "%s", e.message);

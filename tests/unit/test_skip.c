@@ -8,12 +8,13 @@
 
 #include <cmocka.h>
 
+#include "noderetry.h"
 #include "skip.h"
 
 static void test_three_failures_in_window_skip(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   assert_int_equal(skip_record(&r, &p, 1000, 1), 0);
   assert_int_equal(skip_record(&r, &p, 2000, 1), 0);
@@ -32,7 +33,7 @@ static void test_three_failures_in_window_skip(void **state) {
 static void test_failures_spread_beyond_window(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   assert_int_equal(skip_record(&r, &p, 0, 1), 0);
   assert_int_equal(skip_record(&r, &p, 6000, 1), 0);
@@ -47,7 +48,7 @@ static void test_failures_spread_beyond_window(void **state) {
 static void test_successes_do_not_reset_window(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   skip_record(&r, &p, 100, 1);
   skip_record(&r, &p, 200, 0);
@@ -59,7 +60,7 @@ static void test_successes_do_not_reset_window(void **state) {
 static void test_half_open_exact_trials(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.half_open_requests = 2;
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
@@ -83,7 +84,7 @@ static void test_half_open_exact_trials(void **state) {
 static void test_half_open_default_one(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
     skip_record(&r, &p, 0, 1);
@@ -94,7 +95,7 @@ static void test_half_open_default_one(void **state) {
 static void test_half_open_success_restores_and_clears(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   skip_record(&r, &p, 0, 1);
   skip_record(&r, &p, 10, 1);
@@ -114,7 +115,7 @@ static void test_half_open_success_restores_and_clears(void **state) {
 static void test_half_open_failure_reskips(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.skip_ms = 300;
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
@@ -131,7 +132,7 @@ static void test_half_open_failure_reskips(void **state) {
 static void test_lost_trial_recovers(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.skip_ms = 1000;
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
@@ -146,7 +147,7 @@ static void test_all_skipped_fail_open(void **state) {
   struct skip_rec a, b;
   struct skip_cand c[2];
   int open = -1, idx;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&a);
   skip_rec_init(&b);
   for (int i = 0; i < 3; i++) {
@@ -177,7 +178,7 @@ static void test_weighted_distribution(void **state) {
   struct skip_rec a, b;
   struct skip_cand c[2];
   int count[2] = {0, 0}, open;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&a);
   skip_rec_init(&b);
   c[0] = (struct skip_cand){&a, 1, 0, 1};
@@ -197,7 +198,7 @@ static void test_smooth_interleaving(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   int seq[7], open;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 5, 0, 1};
@@ -215,7 +216,7 @@ static void test_tried_excluded(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   int open;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++) {
     skip_rec_init(&r[i]);
     c[i] = (struct skip_cand){&r[i], 1, 0, 1};
@@ -242,7 +243,7 @@ static void test_half_open_pick_reserves(void **state) {
   struct skip_rec a;
   struct skip_cand c[1];
   int open;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.skip_ms = 100;
   skip_rec_init(&a);
   for (int i = 0; i < 3; i++)
@@ -259,7 +260,7 @@ static void test_half_open_pick_reserves(void **state) {
 
 static void test_classification(void **state) {
   struct skip_params p;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   assert_int_equal(skip_is_failure(&p, 1, 0), 1);
   assert_int_equal(skip_is_failure(&p, 0, 502), 1);
   assert_int_equal(skip_is_failure(&p, 0, 503), 1);
@@ -275,14 +276,14 @@ static void test_classification(void **state) {
 
 static void test_retry_rules(void **state) {
   struct skip_params p;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   /* attempts: retries 2 -> at most 3 attempts */
   assert_int_equal(skip_may_retry(1, 0, &p, 1, 1, 0), 1);
   assert_int_equal(skip_may_retry(2, 0, &p, 1, 1, 0), 1);
   assert_int_equal(skip_may_retry(3, 0, &p, 1, 1, 0), 0);
   p.retries = 0;
   assert_int_equal(skip_may_retry(1, 0, &p, 1, 0, 0), 0);
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   /* budget */
   assert_int_equal(skip_may_retry(1, 15000, &p, 1, 1, 0), 1);
   assert_int_equal(skip_may_retry(1, 15001, &p, 1, 1, 0), 0);
@@ -308,7 +309,7 @@ static void test_retry_rules(void **state) {
 static void test_fail_count_cap(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.fail_count = 1000;
   skip_rec_init(&r);
   for (int i = 0; i < SKIP_RING - 1; i++)
@@ -329,7 +330,7 @@ static int feed(struct skip_rec *r, const struct skip_params *p, int64_t now, in
 static void test_ratio_off_by_default(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   assert_true(p.failure_ratio == 0);
   assert_int_equal(p.failure_min_volume, 20);
   p.fail_count = 1000; /* only the ratio could skip here */
@@ -341,7 +342,7 @@ static void test_ratio_off_by_default(void **state) {
 static void test_ratio_skips_at_share_with_volume(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.fail_count = 1000;
   p.failure_ratio = 0.5;
   p.failure_min_volume = 20;
@@ -361,7 +362,7 @@ static void test_ratio_skips_at_share_with_volume(void **state) {
 static void test_ratio_without_volume_does_not_skip(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.fail_count = 1000;
   p.failure_ratio = 0.1;
   p.failure_min_volume = 20;
@@ -375,7 +376,7 @@ static void test_ratio_without_volume_does_not_skip(void **state) {
 static void test_ratio_below_share(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.fail_count = 1000;
   p.failure_ratio = 0.5;
   skip_rec_init(&r);
@@ -386,7 +387,7 @@ static void test_ratio_below_share(void **state) {
 static void test_ratio_window_forgets(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p); /* window 10 s in slices of 1 s */
+  noderetry_defaults(&p); /* window 10 s in slices of 1 s */
   p.fail_count = 1000;
   p.failure_ratio = 0.5;
   p.failure_min_volume = 20;
@@ -403,7 +404,7 @@ static void test_ratio_window_forgets(void **state) {
 static void test_ratio_history_cleared_by_recovery(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.fail_count = 1000;
   p.failure_ratio = 0.5;
   p.failure_min_volume = 4;
@@ -426,7 +427,7 @@ static void test_ratio_history_cleared_by_recovery(void **state) {
 static void test_probe_failure_counts(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   assert_int_equal(skip_probe(&r, &p, 100, 0), 0);
   assert_int_equal(skip_record(&r, &p, 200, 1), 0);
@@ -440,7 +441,7 @@ static void test_probe_failure_counts(void **state) {
 static void test_probe_success_healthy_changes_nothing(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   skip_record(&r, &p, 100, 1);
   skip_record(&r, &p, 200, 1);
@@ -455,7 +456,7 @@ static void test_probe_success_healthy_changes_nothing(void **state) {
 static void test_probe_half_open_by_probe(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
     skip_record(&r, &p, 1000, 1);
@@ -477,7 +478,7 @@ static void test_probe_half_open_by_probe(void **state) {
 static void test_probe_failed_trial_reskips(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
     skip_record(&r, &p, 1000, 1);
@@ -494,7 +495,7 @@ static void test_probe_failed_trial_reskips(void **state) {
 static void test_probe_during_half_open(void **state) {
   struct skip_params p;
   struct skip_rec r;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   skip_rec_init(&r);
   for (int i = 0; i < 3; i++)
     skip_record(&r, &p, 1000, 1);
@@ -526,7 +527,7 @@ static void test_levels_current_first(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
   /* listed out of level order on purpose */
@@ -547,7 +548,7 @@ static void test_levels_all_tried_goes_on_in_order(void **state) {
   struct skip_rec r[4];
   struct skip_cand c[4];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 4; i++)
     skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 3};
@@ -573,7 +574,7 @@ static void test_levels_skipped_current_goes_on(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
@@ -601,7 +602,7 @@ static void test_levels_never_earlier(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
@@ -628,7 +629,7 @@ static void test_levels_fail_open_order(void **state) {
   struct skip_rec r[3];
   struct skip_cand c[3];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
   c[0] = (struct skip_cand){&r[0], 1, 0, 1};
@@ -660,7 +661,7 @@ static void test_levels_off(void **state) {
   struct skip_rec r[2];
   struct skip_cand c[2];
   struct skip_choice ch;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.backup_levels = 0;
   for (int i = 0; i < 2; i++)
     skip_rec_init(&r[i]);
@@ -681,7 +682,7 @@ static void test_levels_backup_half_open_and_weights(void **state) {
   struct skip_cand c[3];
   struct skip_choice ch;
   int n1 = 0, n2 = 0;
-  skip_params_default(&p);
+  noderetry_defaults(&p);
   p.skip_ms = 100;
   for (int i = 0; i < 3; i++)
     skip_rec_init(&r[i]);
