@@ -5,15 +5,8 @@
 
 #include <stdint.h>
 
+#include "fleet_state.h"
 #include "store.h"
-
-/* One bit per state; a site may be in several at once. */
-enum fleet_state {
-  FLEET_ON_BACKUP = 1u << 0,          /* current level is not the first non-empty level */
-  FLEET_ALL_DOWN = 1u << 1,           /* checks active, every non-empty level unhealthy */
-  FLEET_FAILBACK_AVAILABLE = 1u << 2, /* an earlier level qualifies for failback */
-  FLEET_PAUSED = 1u << 3,             /* checks on, fewer than two enabled origins */
-};
 
 /* A state's names: `api` is the value of GET /v1/sites?state=, `summary` the key of GET
    /v1/summary and the `state` label of cdnca_sites. */
