@@ -40,7 +40,7 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
    on the writer inside the caller's transaction (the answer of a write), else on a reader. */
 static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, cJSON **out) {
   struct site_rec s;
-  struct engine_outlook ol;
+  struct outlook ol;
   struct origin_obs *obs = NULL;
   int n_obs = 0, online = 0, current = 0;
   int64_t seq = 0;

@@ -116,12 +116,14 @@ static int hc_active(const struct site_rec *s) {
   return strcmp(model_hc_state(s, &reason), "active") == 0;
 }
 
-void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out) {
+void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out) {
   struct health_level_origin lo[STORE_MAX_ORIGINS];
   int n = 0;
   enum health_failback fb = HEALTH_FAILBACK_AUTO;
+  const char *reason = NULL, *hc = model_hc_state(s, &reason);
   memset(out, 0, sizeof *out);
-  out->hc_active = hc_active(s);
+  out->hc_active = strcmp(hc, "active") == 0;
+  out->hc_paused = strcmp(hc, "paused") == 0;
   for (int i = 0; i < s->n_origins && n < STORE_MAX_ORIGINS; i++) {
     const struct origin_rec *o = &s->origins[i];
     lo[n].level = o->level;
@@ -218,14 +220,15 @@ static int do_switch(struct ctx *ctx, struct site_rec *s, int level, enum health
    follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
    with its batch. 0 or -1. */
 static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now, unsigned *fleet_out) {
-  struct engine_outlook ol;
+  struct outlook ol;
   const struct health_decision *d = &ol.decision;
-  int all, fb;
+  int all, fb, switched = 0;
   cJSON *j;
   engine_outlook(s, now, &ol);
-  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
-      do_switch(ctx, s, d->to_level, d->reason, d->why, NULL) < 0)
-    return -1;
+  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level) {
+    if (do_switch(ctx, s, d->to_level, d->reason, d->why, NULL) < 0) return -1;
+    switched = 1;
+  }
   if (d->raise_all_unhealthy) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
@@ -251,12 +254,16 @@ static int evaluate_locked(struct ctx *ctx, struct site_rec *s, int64_t now, uns
     s->all_unhealthy = all;
     s->failback_notified = fb;
   }
-  /* the fleet view's flags follow the level and health written in this transaction */
+  /* The fleet view's flags follow the level and health written in this transaction. The incident
+     and notice flags just stored change neither the levels' health nor where a failback could
+     go, so the outlook taken above still describes s; a switch is a new state (another level,
+     perhaps no longer pinned), whose outlook is taken again. */
+  if (switched) engine_outlook(s, now, &ol);
   if (fleet_out) {
-    *fleet_out = fleet_state_of(s, now);
+    *fleet_out = fleet_state_of(s, &ol);
     return 0;
   }
-  return store_fleet_set_locked(ctx->store, s->id, fleet_state_of(s, now));
+  return store_fleet_set_locked(ctx->store, s->id, fleet_state_of(s, &ol));
 }
 
 /* ---- rounds ---- */
@@ -565,7 +572,7 @@ enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_
 enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t site_id, int level,
                                                      const char *by) {
   struct site_rec s;
-  struct engine_outlook ol;
+  struct outlook ol;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
   enum store_rc rc;
   int has = 0, fb;
@@ -583,14 +590,15 @@ enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t si
              level);
     if (do_switch(ctx, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0) goto out;
   }
-  /* the operator has seen the levels: a failback still possible from here counts as notified */
+  /* the operator has seen the levels: a failback still possible from here counts as notified
+     (which changes nothing the fleet flags read: the same outlook gives them) */
   engine_outlook(&s, clock_wall_ms(), &ol);
   fb = ol.decision.failback_available ? ol.decision.failback_level : 0;
   if (fb != s.failback_notified &&
       store_health_site_flags_locked(ctx->store, s.id, s.all_unhealthy, fb) < 0)
     goto out;
   s.failback_notified = fb;
-  if (store_fleet_set_locked(ctx->store, s.id, fleet_state_of(&s, clock_wall_ms())) < 0) goto out;
+  if (store_fleet_set_locked(ctx->store, s.id, fleet_state_of(&s, &ol)) < 0) goto out;
   ret = ENGINE_SWITCH_OK;
 out:
   site_rec_fini(&s);

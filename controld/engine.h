@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "health.h"
+#include "outlook.h"
 #include "store.h"
 
 struct ctx;
@@ -39,13 +40,6 @@ struct engine_site_round {
   const struct engine_verdict *v;
 };
 
-/* What the health rules would do for a site right now (pure: reads s only). */
-struct engine_outlook {
-  int hc_active; /* health checks active: origin states count */
-  struct health_site_view view;
-  struct health_decision decision;
-};
-
 enum engine_switch_rc {
   ENGINE_SWITCH_OK = 0,
   ENGINE_SWITCH_NOT_FOUND = 1, /* no such site */
@@ -58,10 +52,10 @@ enum engine_switch_rc {
    else the control probe's vote. VERDICT_NONE when none decides. Pure. */
 void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out);
 
-/* Fill *out with the level decision for s at now (wall ms). Without active health checks the
-   origins' states are ignored (every non-empty level counts as unknown): only a current level
-   with no enabled origin switches. Pure. */
-void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out);
+/* Fill *out with the health-check state of s and its level decision at now (wall ms). Without
+   active health checks the origins' states are ignored (every non-empty level counts as
+   unknown): only a current level with no enabled origin switches. Pure. */
+void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out);
 
 /* Ms from a site's round to its next probe: its own interval_ms (> 0) or the global interval,
    shortened to suspect_interval_ms (> 0) while a state change is pending (suspect). At least 1.

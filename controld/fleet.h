@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "fleet_state.h"
+#include "outlook.h"
 #include "store.h"
 
 /* A state's names: `api` is the value of GET /v1/sites?state=, `summary` the key of GET
@@ -20,8 +21,9 @@ struct fleet_state_name {
 #define FLEET_NSTATES 4
 extern const struct fleet_state_name fleet_states[FLEET_NSTATES];
 
-/* The flags of s at now (wall ms), by the same rules as the status card (engine_outlook). Pure. */
-unsigned fleet_state_of(const struct site_rec *s, int64_t now);
+/* The flags of s given its outlook ol (engine_outlook of s as it is now, the one the status card
+   shows). Pure. */
+unsigned fleet_state_of(const struct site_rec *s, const struct outlook *ol);
 
 /* The flag named `api` in GET /v1/sites?state= ("on_backup", "all_down", "failback_available",
    "paused"), or 0 when it names none. */

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "prober.h"
 #include "store.h"
+#include "store_fleet.h"
 #include "store_health.h"
 
 #define T0 1800000000000LL /* a fixed wall time for the tests */
@@ -425,7 +426,7 @@ static void test_failback_hold(void **state) {
 static void test_manual_failback(void **state) {
   struct fx *f = *state;
   char title[128];
-  struct engine_outlook ol;
+  struct outlook ol;
   struct site_rec s;
   make_site(f, "manual", 2);
   for (int i = 0; i < 3; i++)
@@ -670,6 +671,40 @@ static void test_manual_switch_pins_level(void **state) {
   site_rec_fini(&s);
 }
 
+static int take_flags(void *arg, const struct fleet_site_row *row) {
+  *(unsigned *)arg = row->state;
+  return 0;
+}
+
+/* The fixture's site's stored FLEET_* flags. */
+static unsigned fleet_flags(struct fx *f) {
+  unsigned flags = ~0u;
+  assert_int_equal(store_fleet_each_site(f->ctx.store, 1, take_flags, &flags), 0);
+  return flags;
+}
+
+/* The stored fleet flags describe the site as it is after the evaluation acted: a pinned level
+   with an earlier one healthy offers a failback; the automatic failover that ends the pin leaves
+   an auto-failback site that no longer does. */
+static void test_fleet_flags_follow_the_switch(void **state) {
+  struct fx *f = *state;
+  make_site(f, "auto", 3);
+  round3(f, 1, 1, 1);
+  round3(f, 1, 1, 1);
+  assert_int_equal(fleet_flags(f), 0);
+  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 2), ENGINE_SWITCH_OK);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
+  round3(f, 1, 1, 1);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
+  for (int i = 0; i < 3; i++)
+    round3(f, 1, 0, 1);
+  assert_int_equal(current_level(f), 3);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP);
+  round3(f, 1, 0, 1); /* unpinned, auto failback takes level 1 back */
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(fleet_flags(f), 0);
+}
+
 static void test_restart_keeps_state(void **state) {
   struct fx *f = *state;
   struct site_rec s;
@@ -840,6 +875,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_enabled_origins_switches_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_validation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_pins_level, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fleet_flags_follow_the_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),
