@@ -166,7 +166,8 @@ static enum http_rc get_verdicts(struct req *r) {
 
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
-  switch (engine_switch_manual_by_locked(op->ctx, op->r->params[0], level, op->r->token_name)) {
+  const struct engine_env *env = op->ctx->engine;
+  switch (engine_switch_manual_by_locked(env, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
