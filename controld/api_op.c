@@ -139,7 +139,7 @@ static enum store_rc run_locked(struct store *st, void *arg) {
   if (op->site_id > 0) {
     int kept = test_fault("fail_reevaluate")
                    ? -1
-                   : engine_site_changed_keep_locked(op->ctx, op->site_id, &op->after);
+                   : engine_site_changed_keep_locked(op->ctx->engine, op->site_id, &op->after);
     if (kept < 0) {
       log_error("site %lld: level re-evaluation failed; %s change rolled back",
                 (long long)op->site_id, def->what);

@@ -41,7 +41,7 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
    on the writer inside the caller's transaction (the answer of a write), else on a reader. */
 static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, cJSON **out) {
   struct site_rec s;
-  struct engine_outlook ol;
+  struct outlook ol;
   struct origin_obs *obs = NULL;
   int n_obs = 0, online = 0, current = 0;
   int64_t seq = 0;
@@ -167,7 +167,8 @@ static enum http_rc get_verdicts(struct req *r) {
 
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
-  switch (engine_switch_manual_by_locked(op->ctx, op->r->params[0], level, op->r->token_name)) {
+  const struct engine_env *env = op->ctx->engine;
+  switch (engine_switch_manual_by_locked(env, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:

@@ -18,6 +18,7 @@ struct prober;
 struct sitemetrics;
 struct signals;
 struct lease;
+struct engine_env;
 
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
@@ -60,6 +61,7 @@ struct ctx {
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
   struct signals *signals;         /* notifications from other replicas (signals.h) */
   struct lease *lease;             /* the engine lease (lease.h); NULL with SQLite: the engine */
+  struct engine_env *engine;       /* what the engine works with (engine.h) */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */
 };

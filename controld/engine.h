@@ -6,9 +6,18 @@
 #include <stdint.h>
 
 #include "health.h"
+#include "outlook.h"
 #include "store.h"
 
-struct ctx;
+struct metrics;
+
+/* What the engine works with; borrowed, the owner keeps it alive while the engine runs. */
+struct engine_env {
+  struct store *store;         /* verdicts, levels, events and fleet flags are written here */
+  struct metrics *metrics;     /* cdnca_level_switches_total */
+  int64_t probe_interval_ms;   /* the global probe interval (a site's own interval_ms wins) */
+  int64_t suspect_interval_ms; /* fast re-probe of a site with a pending change; 0 = off */
+};
 
 /* One vote behind a verdict, as recorded in the evidence. */
 struct engine_vote {
@@ -39,13 +48,6 @@ struct engine_site_round {
   const struct engine_verdict *v;
 };
 
-/* What the health rules would do for a site right now (pure: reads s only). */
-struct engine_outlook {
-  int hc_active; /* health checks active: origin states count */
-  struct health_site_view view;
-  struct health_decision decision;
-};
-
 enum engine_switch_rc {
   ENGINE_SWITCH_OK = 0,
   ENGINE_SWITCH_NOT_FOUND = 1, /* no such site */
@@ -59,10 +61,10 @@ enum engine_switch_rc {
    decides. Pure. */
 void engine_tally(const struct engine_vote *votes, int n, struct engine_verdict *out);
 
-/* Fill *out with the level decision for s at now (wall ms). Without active health checks the
-   origins' states are ignored (every non-empty level counts as unknown): only a current level
-   with no enabled origin switches. Pure. */
-void engine_outlook(const struct site_rec *s, int64_t now, struct engine_outlook *out);
+/* Fill *out with the health-check state of s and its level decision at now (wall ms). Without
+   active health checks the origins' states are ignored (every non-empty level counts as
+   unknown): only a current level with no enabled origin switches. Pure. */
+void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out);
 
 /* Ms from a site's round to its next probe: its own interval_ms (> 0) or the global interval,
    shortened to suspect_interval_ms (> 0) while a state change is pending (suspect). At least 1.
@@ -74,39 +76,42 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
    verdicts to the origins, write the evidence, evaluate the level decision and act on it (switch
    = republication, events), set last/next probe times. Sites deleted meanwhile are skipped.
    0 or -1 (nothing written). */
-int engine_apply_round(struct ctx *ctx, int64_t round_id, int64_t started_at, int64_t finished_at,
-                       const struct engine_site_round *sites, int n_sites);
+int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t started_at,
+                       int64_t finished_at, const struct engine_site_round *sites, int n_sites);
 
 /* After a config change of site_id: evaluate its levels and act (switch, events), in its own
    transaction. 0 (also for a deleted site) or -1 (nothing written). */
-int engine_site_changed(struct ctx *ctx, int64_t site_id);
+int engine_site_changed(const struct engine_env *env, int64_t site_id);
 
 /* The same inside the caller's write transaction (store_op), so the change, this re-evaluation,
    its publication and its events commit together. 0 or -1 (the caller must roll back). */
-int engine_site_changed_locked(struct ctx *ctx, int64_t site_id);
+int engine_site_changed_locked(const struct engine_env *env, int64_t site_id);
 
 /* The same, handing the site record back when it is still exactly what is stored: 1 with *out
    the site as now stored (the caller releases it with site_rec_fini), 0 when the evaluation
    switched the level (which bumps columns the record does not follow) or the site is gone, so
    the caller reads it again (*out untouched), -1 on error. Saves a caller that answers with the
    site a second read. */
-int engine_site_changed_keep_locked(struct ctx *ctx, int64_t site_id, struct site_rec *out);
+int engine_site_changed_keep_locked(const struct engine_env *env, int64_t site_id,
+                                    struct site_rec *out);
 
 /* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
    a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */
-int engine_reevaluate_all(struct ctx *ctx);
+int engine_reevaluate_all(const struct engine_env *env);
 
 /* The operator's switch of site_id to level (reason manual; also the manual failback, which
    clears the failback notice). Switching to the current level changes nothing. */
-enum engine_switch_rc engine_switch_manual(struct ctx *ctx, int64_t site_id, int level);
+enum engine_switch_rc engine_switch_manual(const struct engine_env *env, int64_t site_id,
+                                           int level);
 
 /* The same inside the caller's write transaction; on anything but ENGINE_SWITCH_OK the caller
    must roll back. */
-enum engine_switch_rc engine_switch_manual_locked(struct ctx *ctx, int64_t site_id, int level);
+enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, int64_t site_id,
+                                                  int level);
 
 /* The same, for the operator named by (the token's name, carried as data.by of the
    level.switched event; NULL = none). */
-enum engine_switch_rc engine_switch_manual_by_locked(struct ctx *ctx, int64_t site_id, int level,
-                                                     const char *by);
+enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env, int64_t site_id,
+                                                     int level, const char *by);
 
 #endif

@@ -3,9 +3,6 @@
 
 #include <string.h>
 
-#include "engine.h"
-#include "model.h"
-
 const struct fleet_state_name fleet_states[FLEET_NSTATES] = {
     {FLEET_ON_BACKUP, "on_backup", "on_backup"},
     {FLEET_ALL_DOWN, "all_down", "all_levels_unhealthy"},
@@ -21,16 +18,13 @@ int fleet_first_level(const struct site_rec *s) {
   return first;
 }
 
-unsigned fleet_state_of(const struct site_rec *s, int64_t now) {
-  struct engine_outlook ol;
-  const char *reason = NULL;
+unsigned fleet_state_of(const struct site_rec *s, const struct outlook *ol) {
   unsigned f = 0;
   int first = fleet_first_level(s);
-  engine_outlook(s, now, &ol);
   if (first && s->current_level != first) f |= FLEET_ON_BACKUP;
-  if (ol.hc_active && ol.decision.all_unhealthy) f |= FLEET_ALL_DOWN;
-  if (ol.decision.failback_available) f |= FLEET_FAILBACK_AVAILABLE;
-  if (strcmp(model_hc_state(s, &reason), "paused") == 0) f |= FLEET_PAUSED;
+  if (ol->hc_active && ol->decision.all_unhealthy) f |= FLEET_ALL_DOWN;
+  if (ol->decision.failback_available) f |= FLEET_FAILBACK_AVAILABLE;
+  if (ol->hc_paused) f |= FLEET_PAUSED;
   return f;
 }
 

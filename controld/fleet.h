@@ -5,15 +5,9 @@
 
 #include <stdint.h>
 
+#include "fleet_state.h"
+#include "outlook.h"
 #include "store.h"
-
-/* One bit per state; a site may be in several at once. */
-enum fleet_state {
-  FLEET_ON_BACKUP = 1u << 0,          /* current level is not the first non-empty level */
-  FLEET_ALL_DOWN = 1u << 1,           /* checks active, every non-empty level unhealthy */
-  FLEET_FAILBACK_AVAILABLE = 1u << 2, /* an earlier level qualifies for failback */
-  FLEET_PAUSED = 1u << 3,             /* checks on, fewer than two enabled origins */
-};
 
 /* A state's names: `api` is the value of GET /v1/sites?state=, `summary` the key of GET
    /v1/summary and the `state` label of cdnca_sites. */
@@ -27,8 +21,9 @@ struct fleet_state_name {
 #define FLEET_NSTATES 4
 extern const struct fleet_state_name fleet_states[FLEET_NSTATES];
 
-/* The flags of s at now (wall ms), by the same rules as the status card (engine_outlook). Pure. */
-unsigned fleet_state_of(const struct site_rec *s, int64_t now);
+/* The flags of s given its outlook ol (engine_outlook of s as it is now, the one the status card
+   shows). Pure. */
+unsigned fleet_state_of(const struct site_rec *s, const struct outlook *ol);
 
 /* The flag named `api` in GET /v1/sites?state= ("on_backup", "all_down", "failback_available",
    "paused"), or 0 when it names none. */

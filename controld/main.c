@@ -325,7 +325,7 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     return;
   }
   /* a site left on a level with no enabled origin is switched first, then the work starts */
-  if (engine_reevaluate_all(ctx) < 0)
+  if (engine_reevaluate_all(ctx->engine) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
   notify_set_active(ctx->notify, 1);
@@ -418,6 +418,7 @@ static void on_sighup(void *arg) {
 
 int main(int argc, char **argv) {
   struct ctx ctx;
+  struct engine_env engine;
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
@@ -425,6 +426,7 @@ int main(int argc, char **argv) {
   const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
+  memset(&engine, 0, sizeof engine);
   check = opts_take_flag(&argc, argv, "--check-config");
   mig = opts_take_flag(&argc, argv, "--migrate");
   xr = opts_take_value(&argc, argv, "--export", &export_path);
@@ -516,9 +518,14 @@ int main(int argc, char **argv) {
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
   }
+  engine.store = ctx.store;
+  engine.metrics = ctx.metrics;
+  engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
+  engine.suspect_interval_ms = ctx.cfg.suspect_interval_ms;
+  ctx.engine = &engine;
   /* a site left on a level with no enabled origin (a database from an older controld) is
      switched before anything is served */
-  if (!cluster && engine_reevaluate_all(&ctx) < 0)
+  if (!cluster && engine_reevaluate_all(ctx.engine) < 0)
     log_warn("some sites could not be re-evaluated at start");
   if (signals_start(ctx.signals) < 0) goto out;
   if (cluster && lease_setup(&ctx) < 0) goto out;

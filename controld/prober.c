@@ -449,7 +449,7 @@ static int store_round(struct prober *p, int64_t round_id, int64_t started, stru
     }
     sr[ns - 1].n++;
   }
-  rc = engine_apply_round(p->ctx, round_id, started, clock_wall_ms(), sr, ns);
+  rc = engine_apply_round(p->ctx->engine, round_id, started, clock_wall_ms(), sr, ns);
 out:
   free(sr);
   free(vs);
@@ -584,6 +584,7 @@ static void *run(void *arg) {
     int own;
     if (p->sched_pending) { /* only this thread reads the schedule while it runs */
       p->ctx->cfg.probe_interval_ms = p->sched_interval_ms;
+      p->ctx->engine->probe_interval_ms = p->sched_interval_ms;
       p->ctx->cfg.probe_batch = p->sched_batch;
       p->sched_pending = 0;
       next_round = last_start + tick_ms(p->ctx);

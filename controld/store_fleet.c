@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet.h"
 #include "log.h"
 #include "store_int.h"
 #include "store_sites.h"

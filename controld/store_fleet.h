@@ -5,11 +5,12 @@
 
 #include <stdint.h>
 
+#include "fleet_state.h"
 #include "store.h"
 
 /* GET /v1/summary: sites = on_primary + on_backup; the other site counts are flags counted
-   across both (fleet.h). Nodes online were seen at or after the cut-off; lagging ones are online
-   with a config seq below the last publication. */
+   across both (fleet_state.h). Nodes online were seen at or after the cut-off; lagging ones are
+   online with a config seq below the last publication. */
 struct fleet_summary {
   int64_t sites, on_primary, on_backup, all_down, failback_available, paused;
   int64_t nodes_online, nodes_lagging;

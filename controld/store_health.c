@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet.h"
+#include "fleet_state.h"
 #include "log.h"
 #include "store_events.h"
 #include "store_fleet.h"

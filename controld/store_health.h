@@ -107,7 +107,7 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
 /* A site's writes at the end of its part of a round: probe times and fleet flags. */
 struct site_round_row {
   int64_t site_id, probed_at, next_probe_at;
-  unsigned fleet; /* FLEET_* flags (store_fleet.h) */
+  unsigned fleet; /* FLEET_* flags (fleet_state.h) */
 };
 
 /* For each row: store_health_site_probed_locked and store_fleet_set_locked, on PostgreSQL in

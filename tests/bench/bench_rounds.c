@@ -26,6 +26,7 @@
 
 #include "clock.h"
 #include "ctx.h"
+#include "engine.h"
 #include "log.h"
 #include "metrics.h"
 #include "prober.h"
@@ -105,9 +106,11 @@ static double mono_s(void) {
 static double run_batch(int n, const struct responder *resp) {
   char dir[64], path[128], p2[160];
   struct ctx ctx;
+  struct engine_env engine;
   struct prober *p = NULL;
   double worst = -1;
   memset(&ctx, 0, sizeof ctx);
+  memset(&engine, 0, sizeof engine);
   snprintf(dir, sizeof dir, "/tmp/cdnca-bench-rounds-XXXXXX");
   if (!mkdtemp(dir)) return -1;
   snprintf(path, sizeof path, "%s/bench.db", dir);
@@ -117,6 +120,10 @@ static double run_batch(int n, const struct responder *resp) {
   ctx.cfg.probe_interval_ms = 1; /* every site is due again for the second round */
   ctx.cfg.probe_batch = n;
   ctx.cfg.node_online_ms = 60000;
+  engine.store = ctx.store;
+  engine.metrics = ctx.metrics;
+  engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
+  ctx.engine = &engine;
   p = prober_new(&ctx);
   if (!p) goto out;
   for (int round = 1; round <= 2; round++) {

@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "ctx.h"
 #include "db.h"
+#include "engine.h"
 #include "log.h"
 #include "metrics.h"
 #include "prober.h"
@@ -111,9 +112,11 @@ static const char *m_name[M_N] = {"config set ms",    "site list ms",    "round 
 /* One run on target: fills m[]; 0 or -1. */
 static int run_one(const char *target, int n, const struct responder *resp, double *m) {
   struct ctx ctx;
+  struct engine_env engine;
   struct prober *p = NULL;
   int rc = -1;
   memset(&ctx, 0, sizeof ctx);
+  memset(&engine, 0, sizeof engine);
   ctx.store = store_open(target);
   ctx.metrics = metrics_new();
   if (!ctx.store || !ctx.metrics || populate(target, n, resp) < 0) goto out;
@@ -152,6 +155,10 @@ static int run_one(const char *target, int n, const struct responder *resp, doub
   ctx.cfg.probe_interval_ms = 1; /* every site is due again for the second round */
   ctx.cfg.probe_batch = n;
   ctx.cfg.node_online_ms = 60000;
+  engine.store = ctx.store;
+  engine.metrics = ctx.metrics;
+  engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
+  ctx.engine = &engine;
   p = prober_new(&ctx);
   if (!p) goto out;
   for (int round = 0; round < 2; round++) {

@@ -12,13 +12,13 @@
 
 #include "checkpoint.h"
 #include "clock.h"
-#include "ctx.h"
 #include "engine.h"
 #include "log.h"
 #include "metrics.h"
 #include "prober.h"
 #include "store.h"
 #include "store_events.h"
+#include "store_fleet.h"
 #include "store_health.h"
 #include "store_sites.h"
 
@@ -27,7 +27,7 @@
 struct fx {
   char dir[64];
   char path[128];
-  struct ctx ctx;
+  struct engine_env env;
   int64_t site_id;
   int64_t o1, o2, o3; /* o1, o2 on level 1 and 2; o3 (optional) on level 3 */
   int64_t round;
@@ -35,8 +35,8 @@ struct fx {
 };
 
 static int open_store(struct fx *f) {
-  f->ctx.store = store_open(f->path);
-  return f->ctx.store ? 0 : -1;
+  f->env.store = store_open(f->path);
+  return f->env.store ? 0 : -1;
 }
 
 static int setup(void **state) {
@@ -47,9 +47,8 @@ static int setup(void **state) {
   if (!mkdtemp(f->dir)) return -1;
   snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
   if (open_store(f) < 0) return -1;
-  f->ctx.metrics = metrics_new();
-  f->ctx.cfg.probe_interval_ms = 30000;
-  f->ctx.cfg.node_online_ms = 60000;
+  f->env.metrics = metrics_new();
+  f->env.probe_interval_ms = 30000;
   f->now = T0;
   clock_set_fake_ms(T0);
   *state = f;
@@ -60,8 +59,8 @@ static int teardown(void **state) {
   struct fx *f = *state;
   char p[160];
   clock_set_fake_ms(-1);
-  store_close(&f->ctx.store);
-  metrics_free(&f->ctx.metrics);
+  store_close(&f->env.store);
+  metrics_free(&f->env.metrics);
   snprintf(p, sizeof p, "%s-wal", f->path);
   unlink(p);
   snprintf(p, sizeof p, "%s-shm", f->path);
@@ -94,13 +93,13 @@ static void make_site(struct fx *f, const char *failback, int levels) {
     snprintf(o->address, sizeof o->address, "10.0.0.%d", i + 1);
     snprintf(o->scheme, sizeof o->scheme, "http");
   }
-  assert_int_equal(store_site_create(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_site_create(f->env.store, &s, conflict, sizeof conflict), STORE_OK);
   f->site_id = s.id;
   f->o1 = s.origins[0].id;
   f->o2 = s.origins[1].id;
   f->o3 = levels > 2 ? s.origins[2].id : 0;
   site_rec_fini(&s);
-  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(engine_site_changed(&f->env, f->site_id), 0);
 }
 
 /* One round with a control verdict per origin: ok1/ok2/ok3 (1 success, 0 failure, -1 none). */
@@ -131,7 +130,7 @@ static void round3(struct fx *f, int ok1, int ok2, int ok3) {
   f->round++;
   f->now += 30000;
   clock_set_fake_ms(f->now);
-  assert_int_equal(engine_apply_round(&f->ctx, f->round, f->now - 10, f->now, &sr, 1), 0);
+  assert_int_equal(engine_apply_round(&f->env, f->round, f->now - 10, f->now, &sr, 1), 0);
 }
 
 static void round2(struct fx *f, int ok1, int ok2) {
@@ -140,7 +139,7 @@ static void round2(struct fx *f, int ok1, int ok2) {
 
 static struct site_rec load(struct fx *f) {
   struct site_rec s;
-  assert_int_equal(store_site_get(f->ctx.store, f->site_id, &s), STORE_OK);
+  assert_int_equal(store_site_get(f->env.store, f->site_id, &s), STORE_OK);
   return s;
 }
 
@@ -161,7 +160,7 @@ static const struct origin_rec *find(const struct site_rec *s, int64_t id) {
 static int count_events(struct fx *f, const char *type, const char *data_sub) {
   struct event_rec *ev = NULL;
   int n = 0, hits = 0;
-  assert_int_equal(store_event_list(f->ctx.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
+  assert_int_equal(store_event_list(f->env.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
   for (int i = 0; i < n; i++)
     if (strcmp(ev[i].type, type) == 0 && (!data_sub || strstr(ev[i].data, data_sub))) hits++;
   store_events_free(ev, n);
@@ -172,7 +171,7 @@ static const char *last_title(struct fx *f, const char *type, char *out, size_t 
   struct event_rec *ev = NULL;
   int n = 0;
   out[0] = '\0';
-  assert_int_equal(store_event_list(f->ctx.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
+  assert_int_equal(store_event_list(f->env.store, f->site_id, 0, 1000, &ev, &n), STORE_OK);
   for (int i = 0; i < n; i++)
     if (strcmp(ev[i].type, type) == 0) snprintf(out, cap, "%s", ev[i].title);
   store_events_free(ev, n);
@@ -293,7 +292,7 @@ static void test_round_with_node_votes(void **state) {
   sr.site_id = f->site_id;
   sr.n = 1;
   sr.v = &v;
-  assert_int_equal(engine_apply_round(&f->ctx, 1, f->now, f->now + 5, &sr, 1), 0);
+  assert_int_equal(engine_apply_round(&f->env, 1, f->now, f->now + 5, &sr, 1), 0);
   s = load(f);
   assert_string_equal(find(&s, f->o1)->last_verdict, "failure");
   assert_string_equal(find(&s, f->o1)->last_source, "nodes");
@@ -303,7 +302,7 @@ static void test_round_with_node_votes(void **state) {
   assert_string_equal(find(&s, f->o1)->health, "unknown");
   assert_string_equal(find(&s, f->o1)->last_error, "node 7: timeout");
   site_rec_fini(&s);
-  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 10, &vr, &n), STORE_OK);
+  assert_int_equal(store_health_verdicts(f->env.store, f->o1, 10, &vr, &n), STORE_OK);
   assert_int_equal(n, 1);
   assert_string_equal(vr[0].source, "nodes");
   assert_string_equal(vr[0].verdict, "failure");
@@ -407,9 +406,9 @@ static void test_failback_hold(void **state) {
   struct fx *f = *state;
   struct site_rec s;
   make_site(f, "auto", 2);
-  assert_int_equal(store_site_get(f->ctx.store, f->site_id, &s), STORE_OK);
+  assert_int_equal(store_site_get(f->env.store, f->site_id, &s), STORE_OK);
   s.failback_hold_ms = 70000; /* a bit more than two rounds of 30 s */
-  assert_int_equal(store_site_update(f->ctx.store, &s, NULL, 0), STORE_OK);
+  assert_int_equal(store_site_update(f->env.store, &s, NULL, 0), STORE_OK);
   site_rec_fini(&s);
   for (int i = 0; i < 3; i++)
     round2(f, 0, 1);
@@ -427,7 +426,7 @@ static void test_failback_hold(void **state) {
 static void test_manual_failback(void **state) {
   struct fx *f = *state;
   char title[128];
-  struct engine_outlook ol;
+  struct outlook ol;
   struct site_rec s;
   make_site(f, "manual", 2);
   for (int i = 0; i < 3; i++)
@@ -447,7 +446,7 @@ static void test_manual_failback(void **state) {
   assert_int_equal(ol.decision.action, HEALTH_STAY);
   site_rec_fini(&s);
   /* the operator switches back */
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 1), ENGINE_SWITCH_OK);
   assert_int_equal(current_level(f), 1);
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"manual\""), 1);
   assert_string_equal(last_title(f, "level.switched", title, sizeof title),
@@ -507,12 +506,12 @@ static void test_no_enabled_origins_switches_at_once(void **state) {
   o = *find(&s, f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK);
-  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(store_origin_update(f->env.store, &o), STORE_OK);
+  assert_int_equal(engine_site_changed(&f->env, f->site_id), 0);
   assert_int_equal(current_level(f), 2);
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
   /* evaluating again changes nothing */
-  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(engine_site_changed(&f->env, f->site_id), 0);
   assert_int_equal(count_events(f, "level.switched", NULL), 1);
 }
 
@@ -533,7 +532,7 @@ static enum store_rc disable_o1_and_evaluate(struct store *st, void *arg) {
   o.enabled = 0;
   rc = store_origin_update_locked(st, &o);
   if (rc != STORE_OK) return rc;
-  if (engine_site_changed_locked(&a->f->ctx, a->f->site_id) < 0) return STORE_ERROR;
+  if (engine_site_changed_locked(&a->f->env, a->f->site_id) < 0) return STORE_ERROR;
   return a->result;
 }
 
@@ -542,14 +541,14 @@ static void test_change_and_reevaluation_are_one_transaction(void **state) {
   struct change_arg a = {f, STORE_ERROR};
   struct site_rec s;
   make_site(f, "auto", 3);
-  assert_int_equal(store_op(f->ctx.store, disable_o1_and_evaluate, &a), STORE_ERROR);
+  assert_int_equal(store_op(f->env.store, disable_o1_and_evaluate, &a), STORE_ERROR);
   assert_int_equal(current_level(f), 1);
   s = load(f);
   assert_int_equal(find(&s, f->o1)->enabled, 1);
   site_rec_fini(&s);
   assert_int_equal(count_events(f, "level.switched", NULL), 0);
   a.result = STORE_OK;
-  assert_int_equal(store_op(f->ctx.store, disable_o1_and_evaluate, &a), STORE_OK);
+  assert_int_equal(store_op(f->env.store, disable_o1_and_evaluate, &a), STORE_OK);
   assert_int_equal(current_level(f), 2);
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
 }
@@ -559,7 +558,7 @@ static void test_change_and_reevaluation_are_one_transaction(void **state) {
 static enum store_rc keep_and_compare(struct store *st, void *arg) {
   struct change_arg *a = arg;
   struct site_rec kept, fresh;
-  int k = engine_site_changed_keep_locked(&a->f->ctx, a->f->site_id, &kept);
+  int k = engine_site_changed_keep_locked(&a->f->env, a->f->site_id, &kept);
   if (k < 0) return STORE_ERROR;
   a->result = k ? STORE_OK : STORE_NOT_FOUND;
   if (!k) return STORE_OK;
@@ -583,17 +582,17 @@ static void test_reevaluation_keeps_the_record(void **state) {
   struct site_rec s;
   struct origin_rec o;
   make_site(f, "auto", 3);
-  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(store_op(f->env.store, keep_and_compare, &a), STORE_OK);
   assert_int_equal(a.result, STORE_OK); /* kept, and equal to a fresh read */
   s = load(f);
   o = *find(&s, f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK); /* no re-evaluation */
-  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(store_origin_update(f->env.store, &o), STORE_OK); /* no re-evaluation */
+  assert_int_equal(store_op(f->env.store, keep_and_compare, &a), STORE_OK);
   assert_int_equal(a.result, STORE_NOT_FOUND); /* it switched: not kept */
   assert_int_equal(current_level(f), 2);
-  assert_int_equal(store_op(f->ctx.store, keep_and_compare, &a), STORE_OK);
+  assert_int_equal(store_op(f->env.store, keep_and_compare, &a), STORE_OK);
   assert_int_equal(a.result, STORE_OK); /* nothing to switch any more: kept again */
 }
 
@@ -608,12 +607,12 @@ static void test_reevaluate_all_repairs(void **state) {
   o = *find(&s, f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  assert_int_equal(store_origin_update(f->ctx.store, &o), STORE_OK); /* no re-evaluation */
+  assert_int_equal(store_origin_update(f->env.store, &o), STORE_OK); /* no re-evaluation */
   assert_int_equal(current_level(f), 1);
-  assert_int_equal(engine_reevaluate_all(&f->ctx), 0);
+  assert_int_equal(engine_reevaluate_all(&f->env), 0);
   assert_int_equal(current_level(f), 2);
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"no_enabled_origins\""), 1);
-  assert_int_equal(engine_reevaluate_all(&f->ctx), 0);
+  assert_int_equal(engine_reevaluate_all(&f->env), 0);
   assert_int_equal(count_events(f, "level.switched", NULL), 1);
 }
 
@@ -622,17 +621,17 @@ static void test_manual_switch_validation(void **state) {
   int64_t v0;
   struct site_rec s;
   make_site(f, "auto", 2);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 3), ENGINE_SWITCH_NO_ORIGIN);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id + 100, 1), ENGINE_SWITCH_NOT_FOUND);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 3), ENGINE_SWITCH_NO_ORIGIN);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id + 100, 1), ENGINE_SWITCH_NOT_FOUND);
   s = load(f);
   v0 = s.config_version;
   site_rec_fini(&s);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 1), ENGINE_SWITCH_OK);
   s = load(f);
   assert_int_equal(s.config_version, v0); /* already there: nothing published */
   site_rec_fini(&s);
   assert_int_equal(count_events(f, "level.switched", NULL), 0);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 2), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 2), ENGINE_SWITCH_OK);
   s = load(f);
   assert_int_equal(s.current_level, 2);
   assert_int_equal(s.config_version, v0 + 1);
@@ -647,7 +646,7 @@ static void test_manual_switch_pins_level(void **state) {
   make_site(f, "auto", 3);
   round3(f, 1, 1, 1);
   round3(f, 1, 1, 1);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 2), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 2), ENGINE_SWITCH_OK);
   s = load(f);
   assert_int_equal(s.manual_pin, 1);
   site_rec_fini(&s);
@@ -664,12 +663,46 @@ static void test_manual_switch_pins_level(void **state) {
   assert_int_equal(s.manual_pin, 0);
   site_rec_fini(&s);
   /* switching by hand to the first level never pins */
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 3), ENGINE_SWITCH_OK);
-  assert_int_equal(engine_switch_manual(&f->ctx, f->site_id, 1), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 3), ENGINE_SWITCH_OK);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 1), ENGINE_SWITCH_OK);
   s = load(f);
   assert_int_equal(s.manual_pin, 0);
   assert_int_equal(s.current_level, 1);
   site_rec_fini(&s);
+}
+
+static int take_flags(void *arg, const struct fleet_site_row *row) {
+  *(unsigned *)arg = row->state;
+  return 0;
+}
+
+/* The fixture's site's stored FLEET_* flags. */
+static unsigned fleet_flags(struct fx *f) {
+  unsigned flags = ~0u;
+  assert_int_equal(store_fleet_each_site(f->env.store, 1, take_flags, &flags), 0);
+  return flags;
+}
+
+/* The stored fleet flags describe the site as it is after the evaluation acted: a pinned level
+   with an earlier one healthy offers a failback; the automatic failover that ends the pin leaves
+   an auto-failback site that no longer does. */
+static void test_fleet_flags_follow_the_switch(void **state) {
+  struct fx *f = *state;
+  make_site(f, "auto", 3);
+  round3(f, 1, 1, 1);
+  round3(f, 1, 1, 1);
+  assert_int_equal(fleet_flags(f), 0);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 2), ENGINE_SWITCH_OK);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
+  round3(f, 1, 1, 1);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
+  for (int i = 0; i < 3; i++)
+    round3(f, 1, 0, 1);
+  assert_int_equal(current_level(f), 3);
+  assert_int_equal(fleet_flags(f), FLEET_ON_BACKUP);
+  round3(f, 1, 0, 1); /* unpinned, auto failback takes level 1 back */
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(fleet_flags(f), 0);
 }
 
 static void test_restart_keeps_state(void **state) {
@@ -683,9 +716,9 @@ static void test_restart_keeps_state(void **state) {
   s = load(f);
   v0 = s.config_version;
   site_rec_fini(&s);
-  store_close(&f->ctx.store);
+  store_close(&f->env.store);
   assert_int_equal(open_store(f), 0);
-  assert_int_equal(engine_site_changed(&f->ctx, f->site_id), 0);
+  assert_int_equal(engine_site_changed(&f->env, f->site_id), 0);
   s = load(f);
   assert_int_equal(s.current_level, 2);
   assert_int_equal(s.config_version, v0);
@@ -704,11 +737,11 @@ static void test_verdicts_pruned_and_next_probe(void **state) {
   struct verdict_rec *vr = NULL;
   struct site_rec s;
   int n = 0;
-  f->ctx.cfg.suspect_interval_ms = 5000;
+  f->env.suspect_interval_ms = 5000;
   make_site(f, "auto", 2);
   for (int i = 0; i < STORE_HEALTH_VERDICTS_KEEP + 5; i++)
     round2(f, 1, 1);
-  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);
+  assert_int_equal(store_health_verdicts(f->env.store, f->o1, 100, &vr, &n), STORE_OK);
   assert_int_equal(n, STORE_HEALTH_VERDICTS_KEEP);
   assert_true(vr[0].round_id > vr[1].round_id); /* newest first */
   assert_int_equal(vr[0].round_id, f->round);
@@ -759,9 +792,9 @@ static void test_own_interval_and_options_stored(void **state) {
   struct site_rec s;
   char conflict[64];
   int64_t due = -1, min_int = -1;
-  f->ctx.cfg.probe_interval_ms = 30000;
+  f->env.probe_interval_ms = 30000;
   make_site(f, "auto", 2);
-  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 0);
+  assert_int_equal(store_health_own_interval_due(f->env.store, &due, &min_int), 0);
   s = load(f);
   assert_true(hcheck_is_default(&s.hc));
   s.hc.interval_ms = 1000;
@@ -769,7 +802,7 @@ static void test_own_interval_and_options_stored(void **state) {
   s.hc.codes[0].lo = 200;
   s.hc.codes[0].hi = 299;
   s.hc.level_min_healthy = 2;
-  assert_int_equal(store_site_update(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_site_update(f->env.store, &s, conflict, sizeof conflict), STORE_OK);
   site_rec_fini(&s);
   s = load(f);
   assert_int_equal(s.hc.interval_ms, 1000);
@@ -777,19 +810,19 @@ static void test_own_interval_and_options_stored(void **state) {
   assert_int_equal(s.hc.codes[0].hi, 299);
   assert_int_equal(s.hc.level_min_healthy, 2);
   site_rec_fini(&s);
-  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 1);
+  assert_int_equal(store_health_own_interval_due(f->env.store, &due, &min_int), 1);
   assert_int_equal(due, 0); /* never probed: due now */
   assert_int_equal(min_int, 1000);
   round2(f, 1, 1);
   s = load(f);
   assert_int_equal(s.next_probe_at, s.last_probed_at + 1000);
-  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 1);
+  assert_int_equal(store_health_own_interval_due(f->env.store, &due, &min_int), 1);
   assert_int_equal(due, s.next_probe_at);
   /* back to the global interval: no longer an own-interval site */
   s.hc.interval_ms = 0;
-  assert_int_equal(store_site_update(f->ctx.store, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_site_update(f->env.store, &s, conflict, sizeof conflict), STORE_OK);
   site_rec_fini(&s);
-  assert_int_equal(store_health_own_interval_due(f->ctx.store, &due, &min_int), 0);
+  assert_int_equal(store_health_own_interval_due(f->env.store, &due, &min_int), 0);
 }
 
 /* Verdicts older than a day go, whatever their count. */
@@ -802,7 +835,7 @@ static void test_verdicts_pruned_by_age(void **state) {
     round2(f, 1, 1);
   f->now += STORE_HEALTH_VERDICTS_MAX_AGE_MS;
   round2(f, 1, 1);
-  assert_int_equal(store_health_verdicts(f->ctx.store, f->o1, 100, &vr, &n), STORE_OK);
+  assert_int_equal(store_health_verdicts(f->env.store, f->o1, 100, &vr, &n), STORE_OK);
   assert_int_equal(n, 1);
   assert_int_equal(vr[0].round_id, f->round);
   store_health_verdicts_free(vr, n);
@@ -813,16 +846,16 @@ static void test_due_sites_order(void **state) {
   int64_t *ids = NULL;
   int n = 0;
   make_site(f, "auto", 2);
-  assert_int_equal(store_health_due_sites(f->ctx.store, f->now, 10, &ids, &n), STORE_OK);
+  assert_int_equal(store_health_due_sites(f->env.store, f->now, 10, &ids, &n), STORE_OK);
   assert_int_equal(n, 1);
   assert_int_equal(ids[0], f->site_id);
   free(ids);
   round2(f, 1, 1);
   /* probed at now - 10: due again only after the interval */
-  assert_int_equal(store_health_due_sites(f->ctx.store, f->now, 10, &ids, &n), STORE_OK);
+  assert_int_equal(store_health_due_sites(f->env.store, f->now, 10, &ids, &n), STORE_OK);
   assert_int_equal(n, 0);
   free(ids);
-  assert_int_equal(store_health_due_sites(f->ctx.store, f->now + 30000, 10, &ids, &n), STORE_OK);
+  assert_int_equal(store_health_due_sites(f->env.store, f->now + 30000, 10, &ids, &n), STORE_OK);
   assert_int_equal(n, 1);
   free(ids);
 }
@@ -842,6 +875,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_enabled_origins_switches_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_validation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_pins_level, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fleet_flags_follow_the_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_due_sites_order, setup, teardown),

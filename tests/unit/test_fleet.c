@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "engine.h"
 #include "fleet.h"
 #include "log.h"
 #include "store.h"
@@ -46,22 +47,29 @@ static void set_health(struct site_rec *s, int i, const char *h) {
   if (strcmp(h, "healthy") == 0) s->origins[i].healthy_since = T0 - 600000;
 }
 
+/* The flags of s at now from its outlook, as the engine stores them. */
+static unsigned state_of(const struct site_rec *s, int64_t now) {
+  struct outlook ol;
+  engine_outlook(s, now, &ol);
+  return fleet_state_of(s, &ol);
+}
+
 static void test_state_primary_and_backup(void **state) {
   static const int lv[] = {1, 2, 0};
   struct site_rec s;
   (void)state;
   site_with(&s, lv);
-  assert_int_equal(fleet_state_of(&s, T0), 0);
+  assert_int_equal(state_of(&s, T0), 0);
   s.current_level = 2;
-  assert_int_equal(fleet_state_of(&s, T0) & FLEET_ON_BACKUP, FLEET_ON_BACKUP);
+  assert_int_equal(state_of(&s, T0) & FLEET_ON_BACKUP, FLEET_ON_BACKUP);
   /* the first level disabled: level 2 is now the first non-empty level, so the primary */
   s.origins[0].enabled = 0;
-  assert_int_equal(fleet_state_of(&s, T0) & FLEET_ON_BACKUP, 0);
+  assert_int_equal(state_of(&s, T0) & FLEET_ON_BACKUP, 0);
   assert_int_equal(fleet_first_level(&s), 2);
   /* no enabled origin at all: nothing to be on a backup of */
   s.origins[1].enabled = 0;
   assert_int_equal(fleet_first_level(&s), 0);
-  assert_int_equal(fleet_state_of(&s, T0) & FLEET_ON_BACKUP, 0);
+  assert_int_equal(state_of(&s, T0) & FLEET_ON_BACKUP, 0);
   site_rec_fini(&s);
 }
 
@@ -71,24 +79,24 @@ static void test_state_paused_and_all_down(void **state) {
   struct site_rec s;
   (void)state;
   site_with(&s, one);
-  assert_int_equal(fleet_state_of(&s, T0), 0); /* checks off: neither paused nor down */
+  assert_int_equal(state_of(&s, T0), 0); /* checks off: neither paused nor down */
   s.hc_enabled = 1;
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_PAUSED);
+  assert_int_equal(state_of(&s, T0), FLEET_PAUSED);
   set_health(&s, 0, "unhealthy");
   /* paused checks do not count the stale unhealthy state */
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_PAUSED);
+  assert_int_equal(state_of(&s, T0), FLEET_PAUSED);
   site_rec_fini(&s);
 
   site_with(&s, two);
   s.hc_enabled = 1;
   set_health(&s, 0, "unhealthy");
   set_health(&s, 1, "unhealthy");
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_ALL_DOWN);
+  assert_int_equal(state_of(&s, T0), FLEET_ALL_DOWN);
   s.current_level = 2;
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_ALL_DOWN | FLEET_ON_BACKUP);
+  assert_int_equal(state_of(&s, T0), FLEET_ALL_DOWN | FLEET_ON_BACKUP);
   /* the same states with checks turned off: no verdict counts */
   s.hc_enabled = 0;
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_ON_BACKUP);
+  assert_int_equal(state_of(&s, T0), FLEET_ON_BACKUP);
   site_rec_fini(&s);
 }
 
@@ -102,16 +110,40 @@ static void test_state_failback_available(void **state) {
   s.current_level = 2;
   set_health(&s, 0, "healthy");
   set_health(&s, 1, "healthy");
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
+  assert_int_equal(state_of(&s, T0), FLEET_ON_BACKUP | FLEET_FAILBACK_AVAILABLE);
   set_health(&s, 0, "unhealthy");
-  assert_int_equal(fleet_state_of(&s, T0), FLEET_ON_BACKUP);
+  assert_int_equal(state_of(&s, T0), FLEET_ON_BACKUP);
   /* auto failback never reports it (it switches instead) */
   set_health(&s, 0, "healthy");
   snprintf(s.failback, sizeof s.failback, "auto");
-  assert_int_equal(fleet_state_of(&s, T0) & FLEET_FAILBACK_AVAILABLE, 0);
+  assert_int_equal(state_of(&s, T0) & FLEET_FAILBACK_AVAILABLE, 0);
   /* ... unless the operator pinned the level by hand */
   s.manual_pin = 1;
-  assert_int_equal(fleet_state_of(&s, T0) & FLEET_FAILBACK_AVAILABLE, FLEET_FAILBACK_AVAILABLE);
+  assert_int_equal(state_of(&s, T0) & FLEET_FAILBACK_AVAILABLE, FLEET_FAILBACK_AVAILABLE);
+  site_rec_fini(&s);
+}
+
+/* fleet_state_of takes the health rules' answer from the outlook it is given; the site gives
+   only its levels. */
+static void test_state_reads_the_outlook(void **state) {
+  static const int two[] = {1, 2, 0};
+  struct site_rec s;
+  struct outlook ol;
+  (void)state;
+  site_with(&s, two);
+  memset(&ol, 0, sizeof ol);
+  assert_int_equal(fleet_state_of(&s, &ol), 0);
+  ol.hc_paused = 1;
+  assert_int_equal(fleet_state_of(&s, &ol), FLEET_PAUSED);
+  ol.hc_paused = 0;
+  ol.decision.all_unhealthy = 1;
+  assert_int_equal(fleet_state_of(&s, &ol), 0); /* all down counts only with active checks */
+  ol.hc_active = 1;
+  assert_int_equal(fleet_state_of(&s, &ol), FLEET_ALL_DOWN);
+  ol.decision.failback_available = 1;
+  s.current_level = 2;
+  assert_int_equal(fleet_state_of(&s, &ol),
+                   FLEET_ALL_DOWN | FLEET_FAILBACK_AVAILABLE | FLEET_ON_BACKUP);
   site_rec_fini(&s);
 }
 
@@ -349,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_state_primary_and_backup),
       cmocka_unit_test(test_state_paused_and_all_down),
       cmocka_unit_test(test_state_failback_available),
+      cmocka_unit_test(test_state_reads_the_outlook),
       cmocka_unit_test(test_state_names),
       cmocka_unit_test_setup_teardown(test_store_summary_and_lists, setup, teardown),
       cmocka_unit_test_setup_teardown(test_store_walks, setup, teardown),
