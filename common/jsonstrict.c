@@ -185,7 +185,7 @@ static int hex4(const unsigned char *p, uint32_t *out) {
  *pos. Returns -1 at the closing quote. */
 static long next_cp(const unsigned char *b, size_t *pos) {
   size_t i = *pos;
-  uint32_t cp, lo;
+  uint32_t cp = 0, lo = 0xDC00; /* the text was checked: hex4 below cannot fail, but say so */
   if (b[i] == '"') return -1;
   if (b[i] != '\\') {
     size_t k = utf8_seq(b + i, 4);

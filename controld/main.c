@@ -530,7 +530,23 @@ int main(int argc, char **argv) {
   if (signals_start(ctx.signals) < 0) goto out;
   if (cluster && lease_setup(&ctx) < 0) goto out;
   if (http_start(&ctx, api_tables) < 0) goto out;
-  ctx.prober = prober_new(&ctx);
+  {
+    struct prober_env pe = {
+        .store = ctx.store,
+        .tasks = ctx.tasks,
+        .metrics = ctx.metrics,
+        .engine = ctx.engine,
+        .deny = &ctx.targets,
+        .probe_interval_ms = ctx.cfg.probe_interval_ms,
+        .suspect_interval_ms = ctx.cfg.suspect_interval_ms,
+        .probe_batch = ctx.cfg.probe_batch,
+        .node_online_ms = ctx.cfg.node_online_ms,
+        .probe_ca_file = ctx.cfg.probe_ca_file,
+        .probe_curl = strcmp(ctx.cfg.probe_client, "curl") == 0,
+        .checkpoint_url = ctx.cfg.checkpoint_url,
+    };
+    ctx.prober = prober_new(&pe);
+  }
   if (!ctx.prober) goto out;
   /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
   if (cluster ? lease_start(ctx.lease) < 0 : prober_start(ctx.prober) < 0) goto out;

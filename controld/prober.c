@@ -10,7 +10,6 @@
 
 #include "checkpoint.h"
 #include "clock.h"
-#include "ctx.h"
 #include "engine.h"
 #include "hcheck.h"
 #include "log.h"
@@ -46,7 +45,7 @@ struct item {
 };
 
 struct prober {
-  struct ctx *ctx;
+  struct prober_env env; /* a copy; the schedule in it changes on reload (under mu) */
   struct probe *probe;
   struct checkpoint *cp; /* NULL without --checkpoint-url */
   int64_t next_round_id;
@@ -151,7 +150,7 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
     struct site_rec s;
     const char *reason = NULL;
     if (i % chunk == 0 && /* the next chunk of sites, in a few statements */
-        store_sites_get(p->ctx->store, ids + i, n_ids - i < chunk ? n_ids - i : chunk, all) !=
+        store_sites_get(p->env.store, ids + i, n_ids - i < chunk ? n_ids - i : chunk, all) !=
             STORE_OK) {
       db_failed = 1;
       goto out;
@@ -230,7 +229,7 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
   struct task_vote *votes = NULL;
   int n_votes = 0, max_timeout = 0, rc = -1;
   int64_t deadline;
-  if (n_nodes <= 0 || n <= 0 || !p->ctx->tasks) return 0;
+  if (n_nodes <= 0 || n <= 0 || !p->env.tasks) return 0;
   specs = calloc((size_t)n * (size_t)n_nodes, sizeof *specs);
   if (!specs) goto out;
   for (int i = 0; i < n; i++)
@@ -251,15 +250,15 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
   /* the global interval bounds the wait, not a site's own shorter one: half of 1 s would leave
      the nodes no time to probe, and every site of the round would lose its node votes. The
      round ends as soon as every node has voted, so a 1 s site stays near 1 s while they do. */
-  deadline = started_wall + prober_node_deadline_ms(max_timeout, p->ctx->cfg.probe_interval_ms);
-  if (tasks_round_open(p->ctx->tasks, round_id, deadline, n_nodes, nodes, per, counts) < 0) {
+  deadline = started_wall + prober_node_deadline_ms(max_timeout, p->env.probe_interval_ms);
+  if (tasks_round_open(p->env.tasks, round_id, deadline, n_nodes, nodes, per, counts) < 0) {
     log_error("probe round %lld: cannot hand tasks to the nodes", (long long)round_id);
     goto out;
   }
   free(specs);
   specs = NULL;
-  tasks_round_wait(p->ctx->tasks, round_id, &p->stop);
-  if (tasks_round_close(p->ctx->tasks, round_id, &votes, &n_votes) < 0) goto out;
+  tasks_round_wait(p->env.tasks, round_id, &p->stop);
+  if (tasks_round_close(p->env.tasks, round_id, &votes, &n_votes) < 0) goto out;
   for (int j = 0; j < n_votes; j++) {
     const struct task_vote *tv = &votes[j];
     struct engine_vote ev;
@@ -391,18 +390,17 @@ out:
 
 /* ---- a round ---- */
 
-static int64_t tick_ms(const struct ctx *ctx) {
-  int64_t t = ctx->cfg.probe_interval_ms;
-  if (ctx->cfg.suspect_interval_ms > 0 && ctx->cfg.suspect_interval_ms < t)
-    t = ctx->cfg.suspect_interval_ms;
+static int64_t tick_ms(const struct prober_env *env) {
+  int64_t t = env->probe_interval_ms;
+  if (env->suspect_interval_ms > 0 && env->suspect_interval_ms < t) t = env->suspect_interval_ms;
   return t > 0 ? t : 1;
 }
 
 /* Sites due this little after a round's start are taken into it: half the shortest interval
    in play (the global tick or the smallest own interval_ms). */
-static int64_t prober_due_slack_ms(struct ctx *ctx) {
-  int64_t t = tick_ms(ctx), due = 0, min_own = 0;
-  if (store_health_own_interval_due(ctx->store, &due, &min_own) == 1 && min_own > 0 && min_own < t)
+static int64_t prober_due_slack_ms(const struct prober_env *env) {
+  int64_t t = tick_ms(env), due = 0, min_own = 0;
+  if (store_health_own_interval_due(env->store, &due, &min_own) == 1 && min_own > 0 && min_own < t)
     t = min_own;
   return t / 2;
 }
@@ -422,7 +420,7 @@ static void count_metrics(struct prober *p, const struct item *items, int n,
     if (v->verdict == VERDICT_FAILURE) st->failures++;
     snprintf(labels, sizeof labels, "source=\"%s\",result=\"%s\"",
              health_source_to_string(v->source), health_verdict_to_string(v->verdict));
-    metrics_add(p->ctx->metrics, "cdnca_probes_total", labels, 1);
+    metrics_add(p->env.metrics, "cdnca_probes_total", labels, 1);
   }
 }
 
@@ -449,7 +447,7 @@ static int store_round(struct prober *p, int64_t round_id, int64_t started, stru
     }
     sr[ns - 1].n++;
   }
-  rc = engine_apply_round(p->ctx->engine, round_id, started, clock_wall_ms(), sr, ns);
+  rc = engine_apply_round(p->env.engine, round_id, started, clock_wall_ms(), sr, ns);
 out:
   free(sr);
   free(vs);
@@ -457,7 +455,7 @@ out:
 }
 
 int prober_run_once(struct prober *p, struct prober_stats *stp) {
-  struct ctx *ctx = p->ctx;
+  const struct prober_env *env = &p->env;
   struct prober_stats st;
   int64_t started = clock_wall_ms(), t0 = clock_mono_ms(), round_id;
   int64_t *due = NULL, nodes[PROBER_VOTE_NODES];
@@ -465,13 +463,13 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   struct item *items = NULL;
 
   memset(&st, 0, sizeof st);
-  if (store_health_online_nodes(ctx->store, started - ctx->cfg.node_online_ms, PROBER_VOTE_NODES,
-                                nodes, &n_nodes, &n_online) == 0)
-    metrics_set(ctx->metrics, "cdnca_nodes_online", "", n_online);
+  if (store_health_online_nodes(env->store, started - env->node_online_ms, PROBER_VOTE_NODES, nodes,
+                                &n_nodes, &n_online) == 0)
+    metrics_set(env->metrics, "cdnca_nodes_online", "", n_online);
   else
     n_nodes = 0;
-  if (store_health_due_sites(ctx->store, started + prober_due_slack_ms(ctx),
-                             (int)(ctx->cfg.probe_batch > 0 ? ctx->cfg.probe_batch : 1), &due,
+  if (store_health_due_sites(env->store, started + prober_due_slack_ms(env),
+                             (int)(env->probe_batch > 0 ? env->probe_batch : 1), &due,
                              &n_due) != STORE_OK)
     goto out;
   if (n_due == 0) {
@@ -484,10 +482,10 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
     rc = 0;
     goto out;
   }
-  round_id = store_health_next_round_id(ctx->store);
+  round_id = store_health_next_round_id(env->store);
   if (round_id < p->next_round_id) round_id = p->next_round_id;
-  if (ctx->tasks && round_id >= 1) { /* cluster mode: past an aborted round of another engine */
-    int64_t free_id = tasks_next_round_id(ctx->tasks);
+  if (env->tasks && round_id >= 1) { /* cluster mode: past an aborted round of another engine */
+    int64_t free_id = tasks_next_round_id(env->tasks);
     round_id = free_id < 0 ? -1 : free_id > round_id ? free_id : round_id;
   }
   if (round_id < 1) goto out;
@@ -507,7 +505,7 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
     log_warn("probe round %lld: checkpoint votes lost (out of memory)", (long long)round_id);
   st.checkpoints_ms = clock_mono_ms() - t0 - st.load_ms - st.nodes_ms;
   if (st.checkpoint_errors)
-    metrics_add(ctx->metrics, "cdnca_checkpoint_errors_total", "", st.checkpoint_errors);
+    metrics_add(env->metrics, "cdnca_checkpoint_errors_total", "", st.checkpoint_errors);
   if (p->stop) goto cancelled;
   if (probe_direct(p, items, n) < 0 && !p->stop) goto out;
   if (p->stop) goto cancelled;
@@ -517,8 +515,8 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   if (store_round(p, round_id, started, items, n) < 0) goto out;
   st.wall_ms = clock_mono_ms() - t0;
   st.store_ms = st.wall_ms - st.load_ms - st.nodes_ms - st.checkpoints_ms - st.control_ms;
-  metrics_add(ctx->metrics, "cdnca_probe_rounds_total", "", 1);
-  metrics_observe(ctx->metrics, "cdnca_probe_round_seconds", "", (double)st.wall_ms / 1000.0);
+  metrics_add(env->metrics, "cdnca_probe_rounds_total", "", 1);
+  metrics_observe(env->metrics, "cdnca_probe_round_seconds", "", (double)st.wall_ms / 1000.0);
   log_debug("probe round %lld: %d sites, %d origins (nodes %d, checkpoints %d, control %d), "
             "%lld ms",
             (long long)round_id, st.sites, st.origins, st.by_nodes, st.by_checkpoints,
@@ -583,14 +581,14 @@ static void *run(void *arg) {
     int64_t now = mono_now(), wall = clock_wall_ms(), due = 0, min_own = 0, wake;
     int own;
     if (p->sched_pending) { /* only this thread reads the schedule while it runs */
-      p->ctx->cfg.probe_interval_ms = p->sched_interval_ms;
-      p->ctx->engine->probe_interval_ms = p->sched_interval_ms;
-      p->ctx->cfg.probe_batch = p->sched_batch;
+      p->env.probe_interval_ms = p->sched_interval_ms;
+      p->env.engine->probe_interval_ms = p->sched_interval_ms;
+      p->env.probe_batch = p->sched_batch;
       p->sched_pending = 0;
-      next_round = last_start + tick_ms(p->ctx);
+      next_round = last_start + tick_ms(&p->env);
       continue;
     }
-    own = store_health_own_interval_due(p->ctx->store, &due, &min_own) == 1;
+    own = store_health_own_interval_due(p->env.store, &due, &min_own) == 1;
     if (!prober_round_due(now, next_round, not_before, own, due, wall)) {
       struct timespec ts;
       wake = prober_next_wake(now, next_round, not_before, own, due, wall, PROBER_RECHECK_MS);
@@ -603,21 +601,21 @@ static void *run(void *arg) {
     not_before = now + PROBER_MIN_GAP_MS;
     if (prober_run_once(p, NULL) < 0) {
       log_warn("probe round failed; retrying next round");
-      not_before = now + tick_ms(p->ctx); /* no fast retries of a failing store */
+      not_before = now + tick_ms(&p->env); /* no fast retries of a failing store */
     }
-    next_round = now + tick_ms(p->ctx); /* an overrun starts the next round at once */
+    next_round = now + tick_ms(&p->env); /* an overrun starts the next round at once */
     pthread_mutex_lock(&p->mu);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
-struct prober *prober_new(struct ctx *ctx) {
+struct prober *prober_new(const struct prober_env *env) {
   struct prober *p = calloc(1, sizeof *p);
   struct probe_opts po;
   pthread_condattr_t ca;
   if (!p) return NULL;
-  p->ctx = ctx;
+  p->env = *env;
   pthread_mutex_init(&p->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -625,17 +623,16 @@ struct prober *prober_new(struct ctx *ctx) {
   pthread_condattr_destroy(&ca);
   memset(&po, 0, sizeof po);
   po.user_agent = PROBE_UA_CONTROL;
-  po.ca_file = ctx->cfg.probe_ca_file[0] ? ctx->cfg.probe_ca_file : NULL;
-  po.deny = &ctx->targets;
-  po.engine =
-      strcmp(ctx->cfg.probe_client, "curl") == 0 ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
+  po.ca_file = env->probe_ca_file && env->probe_ca_file[0] ? env->probe_ca_file : NULL;
+  po.deny = env->deny;
+  po.engine = env->probe_curl ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
   p->probe = probe_new(&po);
   if (!p->probe) goto fail;
-  if (ctx->cfg.checkpoint_url[0]) {
-    p->cp = checkpoint_new(ctx->cfg.checkpoint_url);
+  if (env->checkpoint_url && env->checkpoint_url[0]) {
+    p->cp = checkpoint_new(env->checkpoint_url);
     if (!p->cp) goto fail;
   }
-  metrics_declare(ctx->metrics, "cdnca_checkpoint_errors_total", "counter",
+  metrics_declare(env->metrics, "cdnca_checkpoint_errors_total", "counter",
                   "checkpoint plugin answers that failed or were garbage");
   return p;
 fail:
@@ -651,8 +648,9 @@ void prober_set_schedule(struct prober *p, int64_t interval_ms, int64_t batch) {
     p->sched_pending = 1;
     pthread_cond_signal(&p->cv);
   } else {
-    p->ctx->cfg.probe_interval_ms = interval_ms;
-    p->ctx->cfg.probe_batch = batch;
+    p->env.probe_interval_ms = interval_ms;
+    p->env.probe_batch = batch;
+    if (p->env.engine) p->env.engine->probe_interval_ms = interval_ms;
   }
   pthread_mutex_unlock(&p->mu);
 }

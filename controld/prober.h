@@ -5,8 +5,27 @@
 
 #include <stdint.h>
 
-struct ctx;
 struct prober;
+struct store;
+struct task_board;
+struct metrics;
+struct engine_env;
+struct targets;
+
+/* What the prober works with (copied by prober_new; the pointers are borrowed and must outlive
+   the prober). */
+struct prober_env {
+  struct store *store;
+  struct task_board *tasks; /* node probe tasks and votes; NULL: no node votes */
+  struct metrics *metrics;
+  struct engine_env *engine;  /* a round's results go to engine_apply_round; its interval follows
+                                 prober_set_schedule */
+  const struct targets *deny; /* destinations probes may not connect to */
+  int64_t probe_interval_ms, suspect_interval_ms, probe_batch, node_online_ms;
+  const char *probe_ca_file;  /* NULL or "": the system's CAs */
+  int probe_curl;             /* 1: every probe through libcurl (--probe-client curl) */
+  const char *checkpoint_url; /* NULL or "": no checkpoint plugin */
+};
 
 /* What one round did. */
 struct prober_stats {
@@ -20,9 +39,9 @@ struct prober_stats {
   int64_t load_ms, nodes_ms, checkpoints_ms, control_ms, store_ms; /* its phases */
 };
 
-/* New prober for ctx (probe client, checkpoint client when cfg.checkpoint_url is set); no thread
+/* New prober for env (probe client, checkpoint client when env->checkpoint_url is set); no thread
    yet. NULL on failure (logged). Free with prober_free. */
-struct prober *prober_new(struct ctx *ctx);
+struct prober *prober_new(const struct prober_env *env);
 
 /* Start the round thread: a round every probe_interval_ms (every min(probe_interval_ms,
    suspect_interval_ms) with fast re-probes on), and in between as soon as a site with its own

@@ -159,7 +159,16 @@ static int run_one(const char *target, int n, const struct responder *resp, doub
   engine.metrics = ctx.metrics;
   engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
   ctx.engine = &engine;
-  p = prober_new(&ctx);
+  {
+    struct prober_env pe = {.store = ctx.store,
+                            .metrics = ctx.metrics,
+                            .engine = ctx.engine,
+                            .deny = &ctx.targets,
+                            .probe_interval_ms = ctx.cfg.probe_interval_ms,
+                            .probe_batch = ctx.cfg.probe_batch,
+                            .node_online_ms = ctx.cfg.node_online_ms};
+    p = prober_new(&pe);
+  }
   if (!p) goto out;
   for (int round = 0; round < 2; round++) {
     struct prober_stats st;
