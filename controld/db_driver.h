@@ -13,7 +13,7 @@
 #ifndef CDNCA_DB_DRIVER_H
 #define CDNCA_DB_DRIVER_H
 
-#include "db.h"
+#include "db_types.h"
 
 struct db_conn {
   const struct db_ops *ops;
