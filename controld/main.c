@@ -416,6 +416,11 @@ static void on_sighup(void *arg) {
   reload(ra->ctx, ra->loaded, ra->argc, ra->argv);
 }
 
+/* signals' node_revoked hook: a node deleted on another replica loses its held config poll. */
+static void revoke_node_polls(void *hub, int64_t node_id) {
+  hub_node_revoked(hub, node_id);
+}
+
 int main(int argc, char **argv) {
   struct ctx ctx;
   struct engine_env engine;
@@ -501,7 +506,10 @@ int main(int argc, char **argv) {
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
   /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
      signals_start below */
-  ctx.signals = signals_new(ctx.store, ctx.hub);
+  {
+    struct signals_hooks sh = {hub_on_publication, revoke_node_polls, ctx.hub};
+    ctx.signals = signals_new(ctx.store, &sh);
+  }
   if (!ctx.signals) goto out;
   if (cluster && /* the task board in the database: any replica takes task polls and votes */
       (tasks_use_store(ctx.tasks, ctx.store) < 0 ||

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "clock.h"
-#include "hub.h"
 #include "log.h"
 #include "store.h"
 #include "store_events.h"
@@ -80,7 +79,7 @@ struct sub {
 
 struct signals {
   struct store *st;
-  struct hub *hub;
+  struct signals_hooks hooks; /* publications and revoked nodes, told to the config long-polls */
   struct sub subs[SIGNAL_KINDS][SIGNAL_SUBS];
   int nsubs[SIGNAL_KINDS];
   pthread_t thr;
@@ -91,14 +90,14 @@ struct signals {
   struct signal_view view;
 };
 
-struct signals *signals_new(struct store *st, struct hub *hub) {
+struct signals *signals_new(struct store *st, const struct signals_hooks *hooks) {
   struct signals *s = calloc(1, sizeof *s);
   if (!s) {
     log_error("out of memory");
     return NULL;
   }
   s->st = st;
-  s->hub = hub;
+  if (hooks) s->hooks = *hooks;
   s->view.polled_gen = -1;
   atomic_store(&s->connected, !store_cluster_mode(st));
   return s;
@@ -119,7 +118,8 @@ static void tell(struct signals *s, enum signal_kind kind, const char *payload) 
 static void act(struct signals *s, unsigned a) {
   if (a & SIGNAL_ACT_GEN) store_gen_observe(s->st, s->view.gen);
   if (a & SIGNAL_ACT_CLEAR) store_caches_clear_tokens(s->st);
-  if ((a & SIGNAL_ACT_WAKE) && s->hub) hub_on_publication(s->hub, s->view.seq);
+  if ((a & SIGNAL_ACT_WAKE) && s->hooks.publication)
+    s->hooks.publication(s->hooks.arg, s->view.seq);
   if (a & SIGNAL_ACT_NOTIFY)
     for (int k = 0; k < SIGNAL_KINDS; k++)
       tell(s, (enum signal_kind)k, NULL);
@@ -141,7 +141,7 @@ static void on_notification(struct signals *s, const char *channel, const char *
     switch (sigmsg_inval_parse(payload, &node)) {
     case SIGMSG_INVAL_NODE:
       store_caches_clear_tokens(s->st);
-      if (s->hub) hub_node_revoked(s->hub, node);
+      if (s->hooks.node_revoked) s->hooks.node_revoked(s->hooks.arg, node);
       break;
     case SIGMSG_INVAL_TOKENS:
       store_caches_clear_tokens(s->st);

@@ -9,10 +9,10 @@
 
    - cdnca_pub, payload "seq=<S> gen=<G>": an ordered write committed (S: the newest publication
      seq it recorded, 0 for none; G: its cdnca_meta.gen). The reply cache's generation moves;
-     config long-polls behind S wake (hub_on_publication).
+     config long-polls behind S wake (the publication hook).
    - cdnca_inval, payload "tokens": tokens were removed; the token cache is cleared.
    - cdnca_inval, payload "node:<id>": node id was deleted; the token cache is cleared and its
-     suspended config poll is answered 401 (hub_node_revoked).
+     suspended config poll is answered 401 (the node_revoked hook).
    - cdnca_inval, payload "events": events were recorded; the store's event hook runs, which wakes
      the webhook delivery worker at once instead of at its next rescan.
    - cdnca_inval, payload "webhooks": webhooks changed (for subscribers).
@@ -38,7 +38,6 @@
 #include "sigmsg.h"
 
 struct store;
-struct hub;
 struct signals;
 
 #define SIGNAL_POLL_MS 1000        /* the fallback poll of MAX(seq) and gen */
@@ -57,7 +56,7 @@ struct signal_view {
 
 /* Actions of signal_poll_decide / signal_resync_decide (bits). */
 enum {
-  SIGNAL_ACT_WAKE = 1,   /* tell the hub about the seq read (hub_on_publication) */
+  SIGNAL_ACT_WAKE = 1,   /* tell the hub about the seq read (the publication hook) */
   SIGNAL_ACT_GEN = 2,    /* move the reply cache's generation */
   SIGNAL_ACT_CLEAR = 4,  /* clear the token cache */
   SIGNAL_ACT_NOTIFY = 8, /* call every subscriber with payload NULL (something may be missed) */
@@ -90,10 +89,18 @@ int64_t signal_backoff_ms(int attempt);
    quickly (signal a condition variable), never block on the database. */
 typedef void (*signal_fn)(void *arg, enum signal_kind kind, const char *payload);
 
-/* New signals for st (not owned). hub (may be NULL) is woken on publications and told about
+/* What the listener tells the layer above (the config long-polls): a publication seq it read,
+   and a node that was deleted. Called on the listener thread; return quickly. */
+struct signals_hooks {
+  void (*publication)(void *arg, int64_t seq);
+  void (*node_revoked)(void *arg, int64_t node_id);
+  void *arg;
+};
+
+/* New signals for st (not owned). hooks (may be NULL; copied) are told about publications and
    revoked nodes. On PostgreSQL the store's caches stay off until signals_start has connected
    once. NULL on OOM (logged). */
-struct signals *signals_new(struct store *st, struct hub *hub);
+struct signals *signals_new(struct store *st, const struct signals_hooks *hooks);
 
 /* Call fn(arg, kind, payload) for every notification on kind, and with payload NULL after a
    resync (see above). At most 8 subscribers per kind; call before signals_start. 0 or -1. */
