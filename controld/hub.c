@@ -2,7 +2,9 @@
 #include "hub.h"
 
 #include <errno.h>
+#include <microhttpd.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +19,29 @@
 
 #define HUB_FLUSH_MS 1000
 
+static void blob_release(void *cls) {
+  pub_blob_unref(cls);
+}
+
+/* Set r's reply: 200 application/json over the blob's memory (no copy; the response holds its own
+   reference) plus an X-Cdnca-Node-Id header with r->node_id. 0, or -1 with a 500 reply set. */
+static int publish_reply(struct req *r, struct pub_blob *b) {
+  struct MHD_Response *resp;
+  char id[32];
+  pub_blob_ref(b);
+  resp = MHD_create_response_from_buffer_with_free_callback_cls(
+      pub_blob_len(b), (void *)pub_blob_data(b), blob_release, b);
+  if (!resp) {
+    pub_blob_unref(b);
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  snprintf(id, sizeof id, "%lld", (long long)r->node_id);
+  MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
+  req_response(r, 200, resp);
+  return 0;
+}
 /* One suspended GET /v1/node/config. Owned by its request (r->user); on the list while suspended.
  */
 struct waiter {

@@ -1,14 +1,12 @@
 /* publish — node site-config JSON, its small answer cache and zero-copy replies. */
 #include "publish.h"
 
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
 #include "json.h"
 #include "log.h"
 #include "model.h"
@@ -190,24 +188,3 @@ out:
 }
 
 /* ---- replies ---- */
-
-static void blob_release(void *cls) {
-  pub_blob_unref(cls);
-}
-
-int publish_reply(struct req *r, struct pub_blob *b) {
-  struct MHD_Response *resp;
-  char id[32];
-  pub_blob_ref(b);
-  resp = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, blob_release, b);
-  if (!resp) {
-    pub_blob_unref(b);
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return -1;
-  }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-  snprintf(id, sizeof id, "%lld", (long long)r->node_id);
-  MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
-  req_response(r, 200, resp);
-  return 0;
-}

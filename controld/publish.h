@@ -11,7 +11,6 @@
 
 struct publish;
 struct pub_blob; /* immutable JSON text of one answer, refcounted */
-struct req;
 
 /* New publisher reading from st (not owned); NULL on OOM. */
 struct publish *publish_new(struct store *st);
@@ -39,9 +38,5 @@ struct pub_blob *pub_blob_ref(struct pub_blob *b);
 
 /* Drop a reference; the last one frees. NULL is ignored. Thread-safe. */
 void pub_blob_unref(struct pub_blob *b);
-
-/* Set r's reply: 200 application/json over the blob's memory (no copy; the response holds its own
-   reference) plus an X-Cdnca-Node-Id header with r->node_id. 0, or -1 with a 500 reply set. */
-int publish_reply(struct req *r, struct pub_blob *b);
 
 #endif
