@@ -1,6 +1,7 @@
 /* api — route list, /healthz, /metrics, shared error replies. */
 #include "api.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,27 @@
 #include "metrics.h"
 #include "signals.h"
 #include "sitemetrics.h"
+#include "store_tokens.h"
+#include "token.h"
+
+int api_authenticate(struct ctx *ctx, const char *token, struct http_identity *out) {
+  char hash[65];
+  struct token_auth a;
+  token_sha256_hex(token, strlen(token), hash);
+  switch (store_token_auth(ctx->store, hash, clock_wall_ms(), &a)) {
+  case 0:
+    break;
+  case 1:
+    return HTTP_ID_UNKNOWN;
+  default:
+    return store_db_up(ctx->store) ? HTTP_ID_ERROR : HTTP_ID_DB_DOWN;
+  }
+  out->auth = a.kind == STORE_TOKEN_NODE ? AUTH_NODE : route_role_parse(a.role);
+  out->node_id = a.node_id;
+  out->token_id = a.token_id;
+  snprintf(out->name, sizeof out->name, "%s", a.name);
+  return HTTP_ID_KNOWN;
+}
 
 void api_field_error(struct req *r, const struct field_err *err) {
   req_error(r, err->status, err->code, err->field[0] ? err->field : NULL, "%s", err->message);

@@ -16,6 +16,10 @@ extern const struct route api_ui_routes[];      /* api_ui.c: /ui/ dashboard file
 /* Every table, NULL-terminated, in match order. */
 extern const struct route *const api_tables[];
 
+/* http's authenticate hook: who the bearer token is, from the store's tokens (an enum
+   http_id_rc; a role this build does not know gives AUTH_NONE, which http refuses). */
+int api_authenticate(struct ctx *ctx, const char *token, struct http_identity *out);
+
 /* Reply with a model validation error. */
 void api_field_error(struct req *r, const struct field_err *err);
 

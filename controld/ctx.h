@@ -8,7 +8,6 @@
 
 struct store;
 struct metrics;
-struct MHD_Daemon;
 struct http_srv;
 struct rcache;
 struct hub;
@@ -51,7 +50,6 @@ struct ctx {
   struct cd_config cfg;
   struct store *store;
   struct metrics *metrics;
-  struct MHD_Daemon *mhd;
   struct http_srv *http;
   struct rcache *site_cache;       /* rendered GET /v1/sites/{id} bodies (rcache.h) */
   struct hub *hub;                 /* node config long-polls and presence (hub.h) */

@@ -15,23 +15,20 @@
 
 #include "addr.h"
 #include "clock.h"
-#include "ctx.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "route.h"
-#include "store.h"
-#include "store_tokens.h"
 #include "token.h"
 
-/* The daemon's closure: the context and the route tables. */
+/* The daemon's closure: the configuration (its strings copied), the route tables, the daemon. */
 struct http_srv {
-  struct ctx *ctx;
+  struct http_cfg cfg;
+  char listen[128];
   const struct route *const *tables;
   char *tls_cert, *tls_key;
+  struct MHD_Daemon *mhd;
 };
-
-static struct http_srv *srv_of(struct ctx *ctx);
 
 /* ---- replies ---- */
 
@@ -200,35 +197,33 @@ void req_resume(struct req *r) {
 
 /* ---- auth ---- */
 
-/* Resolve the bearer token. 0 = known (r->auth, token id and name set), 1 = none presented,
-   2 = unknown, revoked or expired, 3 = the token store could not be read (database down). */
+/* Resolve the bearer token through the API layer's hook. 0 = known (r->auth, token id and name
+   set), 1 = none presented, 2 = unknown, revoked or expired, 3 = the database cannot be reached,
+   4 = another storage error. */
 static int authenticate(struct req *r) {
   const char *h = req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
-  char hash[65];
-  struct token_auth a;
+  struct http_identity id;
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 1;
   h += 7;
   while (*h == ' ')
     h++;
   if (!*h || strlen(h) > 256) return 2;
-  token_sha256_hex(h, strlen(h), hash);
-  switch (store_token_auth(r->ctx->store, hash, clock_wall_ms(), &a)) {
-  case 0:
+  memset(&id, 0, sizeof id);
+  switch (r->srv->cfg.authenticate(r->ctx, h, &id)) {
+  case HTTP_ID_KNOWN:
     break;
-  case 1:
+  case HTTP_ID_UNKNOWN:
     return 2;
-  default:
+  case HTTP_ID_DB_DOWN:
     return 3;
+  default:
+    return 4;
   }
-  if (a.kind == STORE_TOKEN_NODE) {
-    r->auth = AUTH_NODE;
-  } else {
-    r->auth = route_role_parse(a.role);
-    if (r->auth == AUTH_NONE) return 2; /* a role this controld does not know: refuse */
-  }
-  r->node_id = a.node_id;
-  r->token_id = a.token_id;
-  snprintf(r->token_name, sizeof r->token_name, "%s", a.name);
+  if (id.auth == AUTH_NONE) return 2; /* a role this controld does not know: refuse */
+  r->auth = id.auth;
+  r->node_id = id.node_id;
+  r->token_id = id.token_id;
+  snprintf(r->token_name, sizeof r->token_name, "%s", id.name);
   return 0;
 }
 
@@ -268,7 +263,7 @@ static int precheck(struct req *r) {
   }
   memcpy(path, r->url, pl);
   path[pl] = '\0';
-  r->route = route_find(srv_of(r->ctx)->tables, r->method, path, r->params, &r->nparams, &known);
+  r->route = route_find(r->srv->tables, r->method, path, r->params, &r->nparams, &known);
   if (!r->route) {
     if (known)
       req_error(r, 405, "method_not_allowed", NULL, "method %s not allowed here", r->method);
@@ -286,10 +281,10 @@ static int precheck(struct req *r) {
       req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");
       return -1;
     }
-    if (a == 3) {
+    if (a == 3 || a == 4) {
       /* not the client's fault: a token that cannot be checked now is neither refused (401)
          nor accepted */
-      if (!store_db_up(r->ctx->store))
+      if (a == 3)
         req_error(r, 503, "db_unavailable", NULL,
                   "the database cannot be reached: nothing was changed (retry shortly)");
       else
@@ -330,7 +325,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   if (!r) {
     r = calloc(1, sizeof *r);
     if (!r) return MHD_NO;
-    r->ctx = srv->ctx;
+    r->ctx = srv->cfg.app;
+    r->srv = srv;
     r->conn = conn;
     r->url = url;
     r->method = method;
@@ -383,7 +379,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!r) return;
   snprintf(labels, sizeof labels, "route=\"%s\",code=\"%u\"",
            r->route ? r->route->pattern : "unmatched", r->status);
-  metrics_add(srv->ctx->metrics, "cdnca_http_requests_total", labels, 1);
+  metrics_add(srv->cfg.metrics, "cdnca_http_requests_total", labels, 1);
   if (r->user_free) r->user_free(r->user);
   if (r->resp_shared) MHD_destroy_response(r->resp_shared);
   free(r->resp_body);
@@ -445,25 +441,24 @@ static char *read_file(const char *path) {
   return data;
 }
 
-static struct http_srv *srv_of(struct ctx *ctx) {
-  return ctx->http;
-}
-
-int http_start(struct ctx *ctx, const struct route *const *tables) {
+struct http_srv *http_start(const struct http_cfg *cfg, const struct route *const *tables) {
   struct http_srv *srv = calloc(1, sizeof *srv);
   struct sockaddr_storage ss;
   socklen_t sl = 0;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   struct rlimit rl;
-  rlim_t want = (rlim_t)ctx->cfg.max_connections * 2 + 256;
+  rlim_t want = (rlim_t)cfg->max_connections * 2 + 256;
 
-  if (!srv) return -1;
-  srv->ctx = ctx;
+  if (!srv) return NULL;
+  srv->cfg = *cfg;
+  snprintf(srv->listen, sizeof srv->listen, "%s", cfg->listen);
+  srv->cfg.listen = srv->listen;
+  srv->cfg.tls_cert = srv->cfg.tls_key = NULL; /* read below, not kept as paths */
   srv->tables = tables;
-  if (addr_parse_listen(ctx->cfg.listen, 0, &ss, &sl) < 0) {
-    log_error("listen address '%s' is not host:port (IPv4 or [IPv6])", ctx->cfg.listen);
+  if (addr_parse_listen(srv->listen, 0, &ss, &sl) < 0) {
+    log_error("listen address '%s' is not host:port (IPv4 or [IPv6])", srv->listen);
     free(srv);
-    return -1;
+    return NULL;
   }
   /* suspended long-polls count against the limits: make room for them */
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
@@ -471,58 +466,55 @@ int http_start(struct ctx *ctx, const struct route *const *tables) {
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
       log_warn("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
   }
-  if (ctx->cfg.tls_cert[0] || ctx->cfg.tls_key[0]) {
-    srv->tls_cert = read_file(ctx->cfg.tls_cert);
-    srv->tls_key = read_file(ctx->cfg.tls_key);
+  if ((cfg->tls_cert && cfg->tls_cert[0]) || (cfg->tls_key && cfg->tls_key[0])) {
+    srv->tls_cert = cfg->tls_cert ? read_file(cfg->tls_cert) : NULL;
+    srv->tls_key = cfg->tls_key ? read_file(cfg->tls_key) : NULL;
     if (!srv->tls_cert || !srv->tls_key) {
-      log_error("cannot read --tls-cert %s / --tls-key %s", ctx->cfg.tls_cert, ctx->cfg.tls_key);
+      log_error("cannot read --tls-cert %s / --tls-key %s", cfg->tls_cert ? cfg->tls_cert : "",
+                cfg->tls_key ? cfg->tls_key : "");
       goto fail;
     }
     flags |= MHD_USE_TLS;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  ctx->http = srv;
   if (srv->tls_cert)
-    ctx->mhd =
-        MHD_start_daemon(flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-                         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ctx->cfg.http_threads,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)ctx->cfg.max_connections,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_HTTPS_MEM_CERT,
-                         srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key, MHD_OPTION_END);
-  else
-    ctx->mhd = MHD_start_daemon(
+    srv->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)ctx->cfg.http_threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)ctx->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);
-  if (!ctx->mhd) {
-    log_error("cannot listen on %s: %s", ctx->cfg.listen, strerror(errno));
+        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
+        NULL, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
+        MHD_OPTION_END);
+  else
+    srv->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
+        NULL, MHD_OPTION_END);
+  if (!srv->mhd) {
+    log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
     goto fail;
   }
-  log_info("listening on %s%s", ctx->cfg.listen, srv->tls_cert ? " (TLS)" : "");
-  return 0;
+  log_info("listening on %s%s", srv->listen, srv->tls_cert ? " (TLS)" : "");
+  return srv;
 fail:
-  ctx->http = NULL;
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
   free(srv->tls_key);
   free(srv);
-  return -1;
+  return NULL;
 }
 
-void http_stop(struct ctx *ctx) {
-  struct http_srv *srv = ctx->http;
-  if (ctx->mhd) MHD_stop_daemon(ctx->mhd);
-  ctx->mhd = NULL;
+void http_stop(struct http_srv **srvp) {
+  struct http_srv *srv = *srvp;
   if (!srv) return;
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
   free(srv->tls_key);
   free(srv);
-  ctx->http = NULL;
+  *srvp = NULL;
 }

@@ -11,6 +11,8 @@
 #include "route.h"
 
 struct ctx;
+struct http_srv;
+struct metrics;
 struct MHD_Connection;
 struct MHD_Response;
 
@@ -22,7 +24,8 @@ struct MHD_Response;
 
 /* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
 struct req {
-  struct ctx *ctx;
+  struct ctx *ctx; /* the API layer's context (http_cfg.app), opaque here */
+  struct http_srv *srv;
   struct MHD_Connection *conn;
   const struct route *route;
   const char *method;
@@ -55,16 +58,45 @@ struct req {
   void (*user_free)(void *user);
 };
 
-/* Start the server on ctx->cfg.listen with the given NULL-terminated route tables; 0 or -1
- * (logged). */
-int http_start(struct ctx *ctx, const struct route *const *tables);
+/* Who a presented token is, as the API layer's authenticate hook finds it. */
+struct http_identity {
+  enum http_auth auth; /* its role, AUTH_NODE, or AUTH_NONE for a role this build does not know */
+  int64_t node_id;     /* node tokens */
+  int64_t token_id;
+  char name[65];
+};
 
-/* Stop accepting and shut the daemon down (callers must have resumed every suspended request).
-   There is no separate "stop accepting" step: libmicrohttpd 0.9.75's MHD_quiesce_daemon races
-   its own epoll threads (both remove the listen socket; the loser aborts the process with "Failed
-   to remove listen FD from epoll set"). Requests that arrive while controld shuts down are
-   answered as usual; the config hub and the task board answer long-polls at once once closed. */
-void http_stop(struct ctx *ctx);
+/* The authenticate hook's answers. */
+enum http_id_rc {
+  HTTP_ID_KNOWN = 0,   /* *out filled */
+  HTTP_ID_UNKNOWN = 1, /* unknown, revoked or expired: 401 */
+  HTTP_ID_DB_DOWN = 2, /* the database cannot be reached: 503 */
+  HTTP_ID_ERROR = 3,   /* another storage error: 500 */
+};
+
+/* The server's configuration. Strings are copied; app is handed to every request as r->ctx and to
+   the hook. */
+struct http_cfg {
+  const char *listen; /* host:port */
+  int64_t max_connections, http_threads;
+  const char *tls_cert, *tls_key; /* file paths, NULL or "" for plain HTTP */
+  struct metrics *metrics;        /* cdnca_http_requests_total */
+  struct ctx *app;
+  /* Who the bearer token is (the raw token; the hook hashes it): an enum http_id_rc. */
+  int (*authenticate)(struct ctx *app, const char *token, struct http_identity *out);
+};
+
+/* Start the server on cfg->listen with the given NULL-terminated route tables; the server, or
+   NULL (logged). */
+struct http_srv *http_start(const struct http_cfg *cfg, const struct route *const *tables);
+
+/* Stop accepting and shut the daemon down (callers must have resumed every suspended request),
+   free it and NULL *srv. There is no separate "stop accepting" step: libmicrohttpd 0.9.75's
+   MHD_quiesce_daemon races its own epoll threads (both remove the listen socket; the loser aborts
+   the process with "Failed to remove listen FD from epoll set"). Requests that arrive while
+   controld shuts down are answered as usual; the config hub and the task board answer long-polls
+   at once once closed. */
+void http_stop(struct http_srv **srv);
 
 /* Query-string parameter or NULL. */
 const char *req_query(struct req *r, const char *key);

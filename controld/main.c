@@ -537,7 +537,17 @@ int main(int argc, char **argv) {
     log_warn("some sites could not be re-evaluated at start");
   if (signals_start(ctx.signals) < 0) goto out;
   if (cluster && lease_setup(&ctx) < 0) goto out;
-  if (http_start(&ctx, api_tables) < 0) goto out;
+  {
+    struct http_cfg hc = {.listen = ctx.cfg.listen,
+                          .max_connections = ctx.cfg.max_connections,
+                          .http_threads = ctx.cfg.http_threads,
+                          .tls_cert = ctx.cfg.tls_cert,
+                          .tls_key = ctx.cfg.tls_key,
+                          .metrics = ctx.metrics,
+                          .app = &ctx,
+                          .authenticate = api_authenticate};
+    if (!(ctx.http = http_start(&hc, api_tables))) goto out;
+  }
   {
     struct prober_env pe = {
         .store = ctx.store,
@@ -574,7 +584,7 @@ out:
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
-  http_stop(&ctx);
+  http_stop(&ctx.http);
   lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
   /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
   signals_free(&ctx.signals);
