@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "log.h"
-#include "signals.h"
+#include "sigmsg.h"
 #include "store_int.h"
 #include "store_signal.h"
 

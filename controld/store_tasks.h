@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "store.h"
-#include "tasks.h"
+#include "task.h"
 
 /* How long closed, aborted or forgotten rounds are kept (past their deadline). */
 #define STORE_TASKS_KEEP_MS 3600000

@@ -17,7 +17,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "signals.h"
+#include "sigmsg.h"
+#include "task.h"
 
 struct ctx;
 struct hcheck_opts;
@@ -31,27 +32,6 @@ struct store;
 #define TASKS_DB_RECHECK_MS 1000
 /* Cluster mode: old rounds are pruned at most this often (ms) by the engine. */
 #define TASKS_PRUNE_EVERY_MS 60000
-
-/* One probe for one node: GET url with Host/SNI = host, within timeout_ms. */
-struct task_spec {
-  int64_t task_id; /* unique within the round */
-  int64_t origin_id;
-  char url[600];  /* scheme://address:port/path (IPv6 in brackets) */
-  char host[256]; /* Host header, SNI and certificate name */
-  int timeout_ms;
-  const struct hcheck_opts *check; /* the site's options, sent as "check"; NULL = defaults.
-                                      Borrowed: must live until tasks_round_close */
-};
-
-/* One node's answer to one task. */
-struct task_vote {
-  int64_t node_id;
-  int64_t task_id;
-  int ok;
-  int status;      /* 0 when no response */
-  char error[128]; /* "" when ok */
-  int latency_ms;
-};
 
 /* One task as GET /v1/node/tasks lists it: {"task_id", "origin_id", "url", "host", "timeout_ms",
    "check": the probe options}. Caller cJSON_Delete's it; NULL on OOM. */
@@ -100,13 +80,6 @@ int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote *
 /* ---- the node side of the board (GET /v1/node/tasks, POST /v1/node/votes) ---- */
 
 struct req;
-
-enum tasks_vote_rc {
-  TASKS_VOTE_OK = 0,        /* recorded (repeats of a vote already counted are ignored) */
-  TASKS_VOTE_LATE = 1,      /* unknown or closed round, or past its deadline: 409, nothing kept */
-  TASKS_VOTE_NOT_YOURS = 2, /* a task_id not handed to this node in the round: nothing kept */
-  TASKS_VOTE_ERROR = 3,     /* cluster mode: the database failed; nothing kept (503) */
-};
 
 /* GET /v1/node/tasks for node r->node_id: hands out at once the node's tasks of an open round it
    has not received yet, else suspends r until a round for it opens or wait_ms passes (then 304).
