@@ -134,11 +134,34 @@ static enum http_rc get_config(struct req *r) {
   return hub_config_poll(r->ctx->hub, r, since, wait_ms);
 }
 
+/* The task board's answers, over the request that polls it. */
+static void task_reply(void *client, unsigned status, cJSON *body) {
+  req_json(client, status, body);
+}
+
+static void task_error(void *client, unsigned status, const char *code, const char *message) {
+  req_error(client, status, code, NULL, "%s", message);
+}
+
+static void task_hold(void *client, void *waiter, void (*free_waiter)(void *)) {
+  struct req *r = client;
+  r->user = waiter;
+  r->user_free = free_waiter;
+  req_suspend(r);
+}
+
+static void task_resume(void *client) {
+  req_resume(client);
+}
+
+static const struct tasks_client_ops task_client = {task_reply, task_error, task_hold, task_resume};
+
 static enum http_rc get_tasks(struct req *r) {
   int64_t wait_ms = 25000;
   seen(r);
   if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
-  return (enum http_rc)tasks_poll(r->ctx->tasks, r, wait_ms);
+  return tasks_poll(r->ctx->tasks, &task_client, r, r->node_id, wait_ms) ? HTTP_SUSPENDED
+                                                                         : HTTP_DONE;
 }
 
 /* Validate one result object at index i into v; 0, or -1 with the reply set. */

@@ -9,7 +9,6 @@
 
 #include "clock.h"
 #include "hcheck.h"
-#include "http.h"
 #include "json.h"
 #include "log.h"
 #include "store_tasks.h"
@@ -32,9 +31,10 @@ struct round {
   struct round *next;
 };
 
-/* One suspended GET /v1/node/tasks (owned by its request: r->user). */
+/* One held task poll (owned by its client: freed with it, see tasks_client_ops.hold). */
 struct twaiter {
-  struct req *r;
+  const struct tasks_client_ops *ops;
+  void *client;
   int64_t node_id;
   int64_t deadline; /* monotonic ms */
   struct twaiter *prev, *next;
@@ -132,8 +132,9 @@ cJSON *tasks_spec_json(const struct task_spec *s) {
   return t;
 }
 
-/* Set r's reply to the tasks of a (marks them delivered). */
-static void reply_tasks(struct req *r, const struct round *rd, struct assign *a, int64_t now) {
+/* Answer the client with the tasks of a (marks them delivered). */
+static void reply_tasks(const struct tasks_client_ops *ops, void *client, const struct round *rd,
+                        struct assign *a, int64_t now) {
   cJSON *j = cJSON_CreateObject(), *arr;
   json_add_i64(j, "round_id", rd->id);
   json_add_i64(j, "deadline_ms", rd->deadline - now);
@@ -141,7 +142,7 @@ static void reply_tasks(struct req *r, const struct round *rd, struct assign *a,
   for (int i = 0; i < a->n; i++)
     cJSON_AddItemToArray(arr, tasks_spec_json(&a->tasks[i]));
   a->delivered = 1;
-  req_json(r, 200, j);
+  ops->reply(client, 200, j);
 }
 
 /* An open round with undelivered tasks for node_id, or NULL. */
@@ -163,16 +164,16 @@ static struct assign *pending_for(struct task_board *b, int64_t node_id, int64_t
 static void resume_all(struct twaiter *list) {
   while (list) {
     struct twaiter *next = list->next;
-    req_resume(list->r); /* may free list (the request completes) */
+    list->ops->resume(list->client); /* may free list (the client completes) */
     list = next;
   }
 }
 
 /* ---- cluster mode: the board in the database ---- */
 
-/* Set r's reply to the tasks taken from the table. */
-static void reply_db_tasks(struct req *r, int64_t round_id, int64_t deadline_ms,
-                           const struct store_task *t, int n) {
+/* Answer the client with the tasks taken from the table. */
+static void reply_db_tasks(const struct tasks_client_ops *ops, void *client, int64_t round_id,
+                           int64_t deadline_ms, const struct store_task *t, int n) {
   cJSON *j = cJSON_CreateObject(), *arr;
   json_add_i64(j, "round_id", round_id);
   json_add_i64(j, "deadline_ms", deadline_ms);
@@ -194,15 +195,17 @@ static void reply_db_tasks(struct req *r, int64_t round_id, int64_t deadline_ms,
       add_check(o, NULL);
     cJSON_AddItemToArray(arr, o);
   }
-  req_json(r, 200, j);
+  ops->reply(client, 200, j);
 }
 
-/* Try to hand node_id's tasks from the table to r: 1 replied (tasks), 0 none, -1 error. */
-static int db_take(struct task_board *b, struct req *r, int64_t node_id) {
+/* Try to hand node_id's tasks from the table to the client: 1 answered (tasks), 0 none, -1
+   error. */
+static int db_take(struct task_board *b, const struct tasks_client_ops *ops, void *client,
+                   int64_t node_id) {
   struct store_task *t = NULL;
   int64_t round_id = 0, left = 0;
   int n = 0, rc = store_tasks_take(b->st, node_id, &round_id, &left, &t, &n);
-  if (rc == 1) reply_db_tasks(r, round_id, left, t, n);
+  if (rc == 1) reply_db_tasks(ops, client, round_id, left, t, n);
   store_tasks_free(t, n);
   return rc;
 }
@@ -236,14 +239,14 @@ static void db_hand_out(struct task_board *b) {
   free(ids);
   for (w = mine; w; w = next) {
     next = w->next;
-    if (db_take(b, w->r, w->node_id) == 1) {
+    if (db_take(b, w->ops, w->client, w->node_id) == 1) {
       w->next = done;
       done = w;
       continue;
     }
     pthread_mutex_lock(&b->mu);
     if (b->closed) {
-      req_json(w->r, 304, NULL);
+      w->ops->reply(w->client, 304, NULL);
       w->next = done;
       done = w;
     } else {
@@ -268,7 +271,7 @@ static void *timer_thread(void *arg) {
       next = w->next;
       if (w->deadline <= now) {
         waiter_unlink(b, w);
-        req_json(w->r, 304, NULL);
+        w->ops->reply(w->client, 304, NULL);
         w->next = done;
         done = w;
       } else if (w->deadline < wake) {
@@ -484,7 +487,7 @@ int tasks_round_open(struct task_board *b, int64_t round_id, int64_t deadline_wa
     a = assign_find(rd, w->node_id);
     if (!a || a->delivered) continue;
     waiter_unlink(b, w);
-    reply_tasks(w->r, rd, a, now);
+    reply_tasks(w->ops, w->client, rd, a, now);
     w->next = done;
     done = w;
   }
@@ -632,55 +635,55 @@ out:
   return rc;
 }
 
-int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms) {
+int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *client,
+               int64_t node_id, int64_t wait_ms) {
   struct twaiter *w = calloc(1, sizeof *w);
   struct round *rd = NULL;
   struct assign *a = NULL;
   uint64_t gen = 0;
   if (!w) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return HTTP_DONE;
+    ops->error(client, 500, "internal", "out of memory");
+    return 0;
   }
   if (b->st) { /* cluster mode: the table first, then wait for a notification */
     int got;
     pthread_mutex_lock(&b->mu);
     gen = b->wake_gen;
     pthread_mutex_unlock(&b->mu);
-    got = db_take(b, r, r->node_id);
+    got = db_take(b, ops, client, node_id);
     if (got != 0) {
       if (got < 0)
-        req_error(r, 503, "db_unavailable", NULL, "the database cannot be reached (retry shortly)");
+        ops->error(client, 503, "db_unavailable", "the database cannot be reached (retry shortly)");
       free(w);
-      return HTTP_DONE;
+      return 0;
     }
   }
   pthread_mutex_lock(&b->mu);
-  if (!b->st) a = pending_for(b, r->node_id, clock_wall_ms(), &rd);
+  if (!b->st) a = pending_for(b, node_id, clock_wall_ms(), &rd);
   if (a) {
-    reply_tasks(r, rd, a, clock_wall_ms());
+    reply_tasks(ops, client, rd, a, clock_wall_ms());
     pthread_mutex_unlock(&b->mu);
     free(w);
-    return HTTP_DONE;
+    return 0;
   }
   if (b->closed || wait_ms <= 0) {
     pthread_mutex_unlock(&b->mu);
     free(w);
-    req_json(r, 304, NULL);
-    return HTTP_DONE;
+    ops->reply(client, 304, NULL);
+    return 0;
   }
-  w->r = r;
-  w->node_id = r->node_id;
+  w->ops = ops;
+  w->client = client;
+  w->node_id = node_id;
   w->deadline = clock_mono_ms() + wait_ms;
-  r->user = w;
-  r->user_free = free;
-  req_suspend(r); /* before the waiter is visible to anyone who could resume it */
+  ops->hold(client, w, free); /* before the waiter is visible to anyone who could resume it */
   w->next = b->head;
   if (b->head) b->head->prev = w;
   b->head = w;
   if (b->st && b->wake_gen != gen) b->kick = 1; /* a round opened while the table was read */
   pthread_cond_signal(&b->timer_cv);
   pthread_mutex_unlock(&b->mu);
-  return HTTP_SUSPENDED;
+  return 1;
 }
 
 void tasks_shutdown(struct task_board *b) {
@@ -689,7 +692,7 @@ void tasks_shutdown(struct task_board *b) {
   b->closed = 1;
   while ((w = b->head) != NULL) {
     waiter_unlink(b, w);
-    req_json(w->r, 304, NULL);
+    w->ops->reply(w->client, 304, NULL);
     w->next = done;
     done = w;
   }
@@ -708,7 +711,7 @@ void tasks_node_revoked(struct task_board *b, int64_t node_id) {
     next = w->next;
     if (w->node_id != node_id) continue;
     waiter_unlink(b, w);
-    req_error(w->r, 401, "unauthorized", NULL, "unknown or revoked token");
+    w->ops->error(w->client, 401, "unauthorized", "unknown or revoked token");
     w->next = done;
     done = w;
   }

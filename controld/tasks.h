@@ -79,13 +79,25 @@ int tasks_round_close(struct task_board *b, int64_t round_id, struct task_vote *
 
 /* ---- the node side of the board (GET /v1/node/tasks, POST /v1/node/votes) ---- */
 
-struct req;
+/* How the board answers a node's task poll: the API layer's, over its request (the client). */
+struct tasks_client_ops {
+  /* Answer with status and body (taken; NULL = no body). */
+  void (*reply)(void *client, unsigned status, cJSON *body);
+  /* Answer with an error {"error": {code, message}}. */
+  void (*error)(void *client, unsigned status, const char *code, const char *message);
+  /* Hold the client unanswered; waiter is the board's, freed with free_waiter when the client
+     completes. */
+  void (*hold)(void *client, void *waiter, void (*free_waiter)(void *));
+  /* A held client was answered (from any thread): send it. */
+  void (*resume)(void *client);
+};
 
-/* GET /v1/node/tasks for node r->node_id: hands out at once the node's tasks of an open round it
-   has not received yet, else suspends r until a round for it opens or wait_ms passes (then 304).
-   The reply's deadline_ms is relative: milliseconds left until the round's deadline.
-   Returns an enum http_rc (HTTP_DONE or HTTP_SUSPENDED). */
-int tasks_poll(struct task_board *b, struct req *r, int64_t wait_ms);
+/* GET /v1/node/tasks for node_id: hands out at once the node's tasks of an open round it has
+   not received yet, else holds the client until a round for it opens or wait_ms passes (then
+   304). The answer's deadline_ms is relative: milliseconds left until the round's deadline.
+   0 when the client was answered, 1 when it is held. */
+int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *client,
+               int64_t node_id, int64_t wait_ms);
 
 /* Record node_id's votes v[0..n) for round_id at wall ms now (cluster mode: the database's now),
    all or nothing (v[i].node_id is
