@@ -99,7 +99,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
   }
 }
 
-static void on_log(void *cls, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void on_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
