@@ -147,7 +147,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   const char *host = NULL;
   unsigned host_len = 0;
   int n_host = 0, n_cl = 0, n_te = 0, te = HTTP1_TE_CHUNKED, conn_close = 0, expect = 0;
-  int n_upgrade = 0, conn_upgrade = 0;
+  int n_upgrade = 0, conn_upgrade = 0, websocket = 0;
   uint64_t cl = 0;
   struct http1_target t;
 
@@ -185,6 +185,10 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
       if (http1_ieq(h->value, h->value_len, "100-continue")) expect = 1;
     } else if (http1_name_is(h, "upgrade")) {
       n_upgrade++;
+      /* only WebSocket is tunnelled: one token, exactly "websocket" in any case. Any other
+         protocol (h2c above all: requests inside such a tunnel would reach the origin with no
+         X-Forwarded-For or Via and any Host) is forwarded without Upgrade, as nginx does */
+      if (http1_ieq(h->value, h->value_len, "websocket")) websocket = 1;
     }
   }
   if (conn_close) rq->keepalive = 0;
@@ -252,8 +256,9 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   }
   rq->has_body = n_te || cl > 0;
   rq->expect_continue = expect && rq->has_body && m->minor >= 1;
-  /* a protocol switch (WebSocket): HTTP/1.1, "Connection: upgrade", one Upgrade, no body */
-  rq->upgrade = conn_upgrade && n_upgrade == 1 && m->minor >= 1 && !rq->has_body;
+  /* a protocol switch (WebSocket only): HTTP/1.1, "Connection: upgrade", one Upgrade that is
+     "websocket", no body */
+  rq->upgrade = conn_upgrade && n_upgrade == 1 && websocket && m->minor >= 1 && !rq->has_body;
   return build_upstream(m, &t, client_ip, rq, ubase);
 }
 

@@ -682,6 +682,11 @@ def test_interim_upgrade_and_codings(tmp):
         if req.target == "/unasked101":
             return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     b"Connection: Upgrade\r\n\r\n", "tunnel")
+        if req.target == "/h2c":  # an origin that accepts h2c whenever it is asked
+            if (req.get("upgrade") or "").lower() == "h2c":
+                return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
+                        b"Connection: Upgrade\r\n\r\n", "tunnel")
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain"
         if req.target == "/gzip":
             return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nCODEDBYTES", "close")
         if req.target == "/gzipchunked":
@@ -737,6 +742,21 @@ def test_interim_upgrade_and_codings(tmp):
         b"\r\n" % DEMO.encode() + demo_get(b"/after-declined"), want=2)
     assert L.statuses(resp) == [200, 200], raw
     assert e.origin.targets() == ["/ws-declined", "/after-declined"], e.origin.targets()
+    assert e.origin.requests[1].get("via"), "the second request was not parsed by noded"
+    # h2c is never tunnelled (requests inside it would reach the origin without
+    # X-Forwarded-For or Via and with any Host): it is forwarded without Upgrade and its
+    # Connection tokens, the origin answers plain HTTP, and the connection stays noded's
+    e.origin.reset()
+    resp, _, _, raw = e.send(
+        b"GET /h2c HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n" % DEMO.encode()
+        + demo_get(b"/after-h2c"), want=2)
+    assert L.statuses(resp) == [200, 200], raw
+    assert resp[0].body == b"plain", raw
+    first = e.origin.requests[0]
+    assert first.get("upgrade") is None and first.get("http2-settings") is None, first.headers
+    assert "upgrade" not in (first.get("connection") or "").lower(), first.headers
+    assert e.origin.targets() == ["/h2c", "/after-h2c"], e.origin.targets()
     assert e.origin.requests[1].get("via"), "the second request was not parsed by noded"
     # a 101 to a request that asked for no upgrade is not a tunnel
     resp, _, closed, raw = e.send(demo_get(b"/unasked101"))

@@ -98,6 +98,39 @@ static void test_connection_listed(void **state) {
   buf_fini(&ub);
 }
 
+/* Only WebSocket is tunnelled: an h2c (or any other) upgrade is forwarded without Upgrade and
+   its Connection tokens, so an origin's 101 to it stays a failure. */
+static void test_upgrade_websocket_only(void **state) {
+  static const struct {
+    const char *head;
+    int upgrade;
+  } rows[] = {
+      {"GET /ws HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 1},
+      {"GET /ws HTTP/1.1\r\nHost: d\r\nConnection: upgrade\r\nUpgrade: WebSocket\r\n\r\n", 1},
+      {"GET / HTTP/1.1\r\nHost: d\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+       "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+       0},
+      {"GET / HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: websocket, h2c\r\n\r\n", 0},
+      {"GET / HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: websocketx\r\n\r\n", 0},
+      {"GET / HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: TLS/1.2\r\n\r\n", 0},
+      {"GET / HTTP/1.1\r\nHost: d\r\nUpgrade: websocket\r\n\r\n", 0}, /* no Connection */
+      {"GET / HTTP/1.0\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 0},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    struct rewrite_req rq;
+    struct buf ub;
+    assert_int_equal(plan(rows[i].head, &rq, &ub), 0);
+    if (rq.upgrade != rows[i].upgrade) fail_msg("row %zu: upgrade %d", i, rq.upgrade);
+    if (!rows[i].upgrade &&
+        (strstr(ub.data, "Upgrade") || strstr(ub.data, "h2c") || strstr(ub.data, "HTTP2-Settings")))
+      fail_msg("row %zu: the upstream head keeps the upgrade: %s", i, ub.data);
+    if (rows[i].upgrade && !strstr(ub.data, "Connection: upgrade\r\n"))
+      fail_msg("row %zu: no Connection: upgrade upstream", i);
+    buf_fini(&ub);
+  }
+}
+
 static void test_plan_bodies(void **state) {
   struct rewrite_req rq;
   struct buf ub;
@@ -269,11 +302,17 @@ static void test_tls_name(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_header_flags), cmocka_unit_test(test_plan_get),
-      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
-      cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
-      cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
-      cmocka_unit_test(test_tls_name),     cmocka_unit_test(test_json_escape),
+      cmocka_unit_test(test_header_flags),
+      cmocka_unit_test(test_plan_get),
+      cmocka_unit_test(test_upgrade_websocket_only),
+      cmocka_unit_test(test_plan_bodies),
+      cmocka_unit_test(test_connection_listed),
+      cmocka_unit_test(test_plan_rejects),
+      cmocka_unit_test(test_absolute_form),
+      cmocka_unit_test(test_response),
+      cmocka_unit_test(test_local_answer),
+      cmocka_unit_test(test_tls_name),
+      cmocka_unit_test(test_json_escape),
       cmocka_unit_test(test_keepalive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
