@@ -114,19 +114,15 @@ static const struct field_def audit_fields[] = {
 enum store_rc store_audit_list(struct store *st, int64_t after, int64_t site_id, int limit,
                                struct audit_rec **out, int *n) {
   static struct store_sql all, one;
-  struct db_conn *c = store_reader(st);
-  const char *sql =
-      site_id > 0 ? store_sql(&one, "SELECT ", audit_fields,
-                              " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
-                  : store_sql(&all, "SELECT ", audit_fields,
-                              " FROM audit WHERE id > ? ORDER BY id LIMIT ?");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s || limit < 1) return STORE_ERROR;
-  db_bind_i64(s, 1, after);
-  db_bind_int(s, 2, limit);
-  if (site_id > 0) db_bind_i64(s, 3, site_id);
-  return store_rows_read(c, s, audit_fields, sizeof **out, limit, (void **)out, n,
-                         "listing the audit log");
+  if (limit < 1) return STORE_ERROR;
+  if (site_id > 0)
+    return store_select(st, &one, audit_fields,
+                        " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2",
+                        sizeof **out, limit, (void **)out, n, "listing the audit log", "IiI", after,
+                        limit, site_id);
+  return store_select(st, &all, audit_fields, " FROM audit WHERE id > ? ORDER BY id LIMIT ?",
+                      sizeof **out, limit, (void **)out, n, "listing the audit log", "Ii", after,
+                      limit);
 }

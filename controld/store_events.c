@@ -182,33 +182,18 @@ void store_events_tx_reset(struct store *st) {
   es->ev_next = 0;
 }
 
-int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
-                               const char *type, const char *title, const char *data_json) {
-  struct events_state *es = events_of(st);
+int64_t store_event_insert_locked(struct store *st, int64_t site_id, const char *site_name,
+                                  const char *type, const char *title, const char *data_json,
+                                  int64_t now) {
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
      rolled-back transaction (events are never deleted) */
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) "
       "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM events), ?, ?, ?, ?, ?, ?) RETURNING id";
-  static const char outbox[] =
-      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?)";
-  struct db_stmt *q;
-  int64_t now = clock_wall_ms(), event_id;
-  if (hooks_load(st) < 0) return -1;
-  if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
-    event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
-    if (event_id > 0) es->pending = 1;
-    return event_id;
-  }
-  q = db_prep(st->w, ins);
+  struct db_stmt *q = db_prep(st->w, ins);
+  int64_t event_id;
   if (!q) return -1;
-  if (site_id) db_bind_i64(q, 1, site_id);
-  if (site_name) db_bind_text(q, 2, site_name);
-  db_bind_text(q, 3, type);
-  db_bind_text(q, 4, title);
-  db_bind_text(q, 5, data_json ? data_json : "{}");
-  db_bind_i64(q, 6, now);
+  store_bind(q, 1, "PttttI", site_id, site_name, type, title, data_json ? data_json : "{}", now);
   if (db_step(q) != DB_ROW) {
     log_error("inserting event: %s", db_errmsg(st->w));
     db_reset(q);
@@ -216,20 +201,36 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   }
   event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
   db_reset(q);
-  for (int i = 0; i < es->nhooks; i++) {
-    char uuid[40];
-    struct db_stmt *o;
-    if (!filter_matches(es->hooks[i].events, type)) continue;
-    o = db_prep(st->w, outbox);
-    if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-    db_bind_i64(o, 1, es->hooks[i].id);
-    db_bind_i64(o, 2, event_id);
-    db_bind_text(o, 3, uuid);
-    if (site_id) db_bind_i64(o, 4, site_id);
-    db_bind_i64(o, 5, now);
-    db_bind_i64(o, 6, now);
-    if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
+  return event_id;
+}
+
+int store_delivery_queue_locked(struct store *st, int64_t webhook_id, int64_t event_id,
+                                int64_t site_id, int64_t now) {
+  static const char outbox[] =
+      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)";
+  char uuid[40];
+  if (token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
+  return store_exec(st->w, "queueing webhook delivery", outbox, "IItPII", webhook_id, event_id,
+                    uuid, site_id, now, now);
+}
+
+int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+                               const char *type, const char *title, const char *data_json) {
+  struct events_state *es = events_of(st);
+  int64_t now = clock_wall_ms(), event_id;
+  if (hooks_load(st) < 0) return -1;
+  if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
+    event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
+    if (event_id > 0) es->pending = 1;
+    return event_id;
   }
+  event_id = store_event_insert_locked(st, site_id, site_name, type, title, data_json, now);
+  if (event_id < 0) return -1;
+  for (int i = 0; i < es->nhooks; i++)
+    if (filter_matches(es->hooks[i].events, type) &&
+        store_delivery_queue_locked(st, es->hooks[i].id, event_id, site_id, now) < 0)
+      return -1;
   es->pending = 1;
   return event_id;
 }
@@ -246,41 +247,48 @@ int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name
   return store_tx_commit(st) < 0 ? -1 : id;
 }
 
+#define M(m) .offset = offsetof(struct event_rec, m), .size = sizeof(((struct event_rec *)0)->m)
+/* The columns of an event but its data (an owned string, read by event_read). */
+static const struct field_def event_cols[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "site_name", .column = "site_name", .type = FIELD_STR, M(site_name)},
+    {.name = "type", .column = "type", .type = FIELD_STR, M(type)},
+    {.name = "title", .column = "title", .type = FIELD_STR, M(title)},
+    {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
+    {.name = NULL},
+};
+#undef M
+
+static int event_read(const void *ctx, struct db_stmt *s, void *rec) {
+  struct event_rec *e = rec;
+  const char *d = db_col_text(s, store_fields_read(s, 0, ctx, 0, e));
+  return (e->data = strdup(d ? d : "{}")) ? 0 : -1;
+}
+
+static void event_fini(void *rec) {
+  struct event_rec *e = rec;
+  free(e->data);
+  e->data = NULL;
+}
+
 enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
                                struct event_rec **out, int *n) {
-  static const char all[] =
-      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
-      "WHERE id > ? ORDER BY id LIMIT ?";
-  static const char one[] =
-      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
-      "WHERE site_id = ? AND id > ? ORDER BY id LIMIT ?";
+  static struct store_sql all, one;
+  const char *sql =
+      site_id ? store_sql(&one, "SELECT ", event_cols,
+                          ", data FROM events WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
+              : store_sql(&all, "SELECT ", event_cols,
+                          ", data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, site_id ? one : all) : NULL;
-  struct event_rec *arr;
-  int cnt = 0, rc, b = 1;
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s) return STORE_ERROR;
-  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
-  if (!arr) return STORE_ERROR;
-  if (site_id) db_bind_i64(s, b++, site_id);
-  db_bind_i64(s, b++, after);
-  db_bind_int(s, b, limit);
-  while ((rc = db_step(s)) == DB_ROW && cnt < limit) {
-    struct event_rec *e = &arr[cnt++];
-    const char *d = db_col_text(s, 5);
-    e->id = db_col_i64(s, 0);
-    e->site_id = db_col_i64(s, 1);
-    store_col_text(s, 2, e->site_name, sizeof e->site_name);
-    store_col_text(s, 3, e->type, sizeof e->type);
-    store_col_text(s, 4, e->title, sizeof e->title);
-    e->data = strdup(d ? d : "{}");
-    e->created_at = db_col_i64(s, 6);
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  if (!s || limit < 1) return STORE_ERROR;
+  store_bind(s, 1, "Ii", after, limit);
+  if (site_id) db_bind_i64(s, 3, site_id);
+  return store_list_read(c, s, sizeof **out, limit, event_read, event_cols, event_fini,
+                         (void **)out, n, "listing events");
 }
 
 void store_events_free(struct event_rec *arr, int n) {

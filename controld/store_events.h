@@ -51,6 +51,16 @@ int store_events_pending_locked(struct store *st);
 /* Inside a write transaction that numbered an event itself: the next queued one counts anew. */
 void store_events_renumber_locked(struct store *st);
 
+/* Inside a write transaction, at once (not queued): one event row, numbered after the last
+   (flush the queue first); its id, or -1 (logged). */
+int64_t store_event_insert_locked(struct store *st, int64_t site_id, const char *site_name,
+                                  const char *type, const char *title, const char *data_json,
+                                  int64_t now);
+/* Inside a write transaction, at once: one delivery of event_id to webhook_id, due now, under a
+   new uuid. 0 or -1 (logged). */
+int store_delivery_queue_locked(struct store *st, int64_t webhook_id, int64_t event_id,
+                                int64_t site_id, int64_t now);
+
 /* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
    with events does. */
 void store_events_arrived(struct store *st);

@@ -5,6 +5,7 @@
 #define CDNCA_STORE_INT_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -139,6 +140,24 @@ void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
    updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */
 void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first);
 
+/* ---- statements in one call ---- */
+
+/* Bind one parameter per letter of types, from idx on, from the arguments that follow: 'i' an
+   int, 'I' an int64_t, 't' a const char * (NULL binds NULL), 'z' a const char * that is NULL or
+   "" binds NULL, 'P' an int64_t that is <= 0 binds NULL (an optional time or id). Returns the
+   next parameter. */
+int store_bind(struct db_stmt *s, int idx, const char *types, ...);
+int store_bindv(struct db_stmt *s, int idx, const char *types, va_list ap);
+
+/* Prepare sql on c, bind the arguments as store_bind from parameter 1, step it to its end and
+   reset it. 0, or -1 (logged with what). */
+int store_exec(struct db_conn *c, const char *what, const char *sql, const char *types, ...);
+
+/* Step s through its rows, calling row(arg, s) for each until it returns non-zero (which stops
+   the walk, not an error). s is reset. 0, or -1 (logged with what) when a step fails. */
+int store_each(struct db_conn *c, struct db_stmt *s, const char *what,
+               int (*row)(void *arg, struct db_stmt *s), void *arg);
+
 /* ---- records through their field tables (fields.h) ---- */
 
 /* Read the columns of the rows of defs that have one and carry form (0 = every column), in
@@ -166,6 +185,38 @@ const char *store_fields_pg_type(const struct field_def *d);
 enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
                               size_t elem, int limit, void **out, int *n, const char *what);
 
+/* Step s to its end (or to limit rows; limit < 1: no limit), each row read by read(ctx, s, rec)
+   into a growing array of elem-byte records, each zeroed first; read returns 0, or -1 when memory
+   runs out. On failure the records read so far are finished with fini (may be NULL) and freed.
+   *out is malloc'd (caller frees), *n rows. STORE_OK, or STORE_ERROR (logged with what; *out
+   NULL). s is reset either way. */
+enum store_rc store_list_read(struct db_conn *c, struct db_stmt *s, size_t elem, int limit,
+                              int (*read)(const void *ctx, struct db_stmt *s, void *rec),
+                              const void *ctx, void (*fini)(void *rec), void **out, int *n,
+                              const char *what);
+
+/* A reader for store_list_read and store_one: the columns of the field table ctx (every row with
+   a column, from column 0) into rec; always 0. */
+int store_read_fields(const void *defs, struct db_stmt *s, void *rec);
+
+/* The first row of s into dst (size bytes, zeroed first) as store_list_read reads one: STORE_OK,
+   STORE_NOT_FOUND when there is no row, or STORE_ERROR (logged with what). s is reset. */
+enum store_rc store_one(struct db_conn *c, struct db_stmt *s, size_t size,
+                        int (*read)(const void *ctx, struct db_stmt *s, void *rec), const void *ctx,
+                        void (*fini)(void *rec), void *dst, const char *what);
+
+/* Step s, which writes a row under a UNIQUE constraint, to its end (a RETURNING statement: to its
+   row, left for the caller to read and reset). STORE_OK; STORE_CONFLICT with field written into
+   conflict when the constraint refused it; STORE_ERROR (logged with what). s is reset unless
+   STORE_OK with a row. */
+enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int returning,
+                                const char *field, char *conflict, size_t clen, const char *what);
+
+/* store_rows_read of one integer column (column 0 of each row) into *ids (malloc'd, caller
+   frees). */
+enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
+                             const char *what);
+
 /* A statement text built from a table, once: head, the columns of defs, tail. */
 struct store_sql {
   atomic_int ready;
@@ -176,5 +227,12 @@ struct store_sql {
    not fit (logged). Thread-safe. */
 const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
                       const char *tail);
+
+/* A list in one call, on the calling thread's reader: "SELECT " the columns of defs, then tail
+   (built once into q), the arguments bound as store_bind from parameter 1, read as
+   store_rows_read (at most limit rows; < 1: all). */
+enum store_rc store_select(struct store *st, struct store_sql *q, const struct field_def *defs,
+                           const char *tail, size_t elem, int limit, void **out, int *n,
+                           const char *what, const char *types, ...);
 
 #endif

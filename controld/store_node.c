@@ -224,13 +224,8 @@ enum store_rc store_node_create(struct store *st, struct node_rec *n, const char
 
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   static struct store_sql q;
-  struct db_conn *c = store_reader(st);
-  const char *sql = store_sql(&q, "SELECT ", node_fields, " FROM nodes ORDER BY id");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  return store_rows_read(c, s, node_fields, sizeof **out, 0, (void **)out, n, "listing nodes");
+  return store_select(st, &q, node_fields, " FROM nodes ORDER BY id", sizeof **out, 0, (void **)out,
+                      n, "listing nodes", "");
 }
 
 enum store_rc store_node_delete_locked(struct store *st, int64_t id) {

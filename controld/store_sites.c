@@ -525,11 +525,6 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   return STORE_OK;
 }
 
-/* Is this a UNIQUE-constraint failure on the writer? */
-static int is_unique_violation(struct store *st) {
-  return db_err(st->w) == DB_E_UNIQUE;
-}
-
 /* PostgreSQL: every hostname of s in one statement, sent ahead (db_prefetch) so it can share a
    round trip with the next statement; NULL on failure. hostnames_pg_read reads its answer. */
 static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec *s) {
@@ -598,22 +593,15 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
   }
   for (int i = 0; i < s->n_hostnames; i++) {
+    char field[32];
+    enum store_rc rc;
     q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
-    db_bind_text(q, 1, s->hostnames[i]);
-    db_bind_i64(q, 2, s->id);
-    db_bind_int(q, 3, i);
-    if (db_step(q) != DB_DONE) {
-      int uniq = is_unique_violation(st);
-      db_reset(q);
-      if (uniq) {
-        snprintf(conflict, clen, "hostnames[%d]", i);
-        return STORE_CONFLICT;
-      }
-      log_error("inserting hostname: %s", db_errmsg(st->w));
-      return STORE_ERROR;
-    }
-    db_reset(q);
+    store_bind(q, 1, "tIi", s->hostnames[i], s->id, i);
+    snprintf(field, sizeof field, "hostnames[%d]", i);
+    if ((rc = store_step_unique(st->w, q, 0, field, conflict, clen, "inserting a hostname")) !=
+        STORE_OK)
+      return rc;
   }
   return STORE_OK;
 }
@@ -793,17 +781,10 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   db_bind_i64(q, 20, now);
   db_bind_i64(q, 21, now);
   bind_retry_levels(q, s, 22);
-  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("inserting site: %s", db_errmsg(st->w));
-    }
-    goto fail;
-  }
+  /* RETURNING: the id without a second round trip */
+  rc = store_step_unique(st->w, q, 1, "name", conflict, clen, "inserting a site");
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
   s->id = db_col_i64(q, 0);
   db_reset(q);
   /* PostgreSQL: the hostnames go out with the origins, in one round trip */
@@ -857,18 +838,9 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
     goto fail;
   }
   db_bind_i64(q, 19, s->id);
-  if (db_step(q) != DB_DONE) {
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("updating site %lld: %s", (long long)s->id, db_errmsg(st->w));
-    }
-    goto fail;
-  }
-  db_reset(q);
+  rc = store_step_unique(st->w, q, 0, "name", conflict, clen, "updating a site");
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;

@@ -270,16 +270,10 @@ static const struct field_def token_fields[] = {
 
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
   static struct store_sql q;
-  struct db_conn *c = store_reader(st);
-  const char *sql = store_sql(&q, "SELECT ", token_fields,
-                              " FROM tokens WHERE kind = 'admin' "
-                              "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, now);
-  return store_rows_read(c, s, token_fields, sizeof **out, 0, (void **)out, n, "listing tokens");
+  return store_select(st, &q, token_fields,
+                      " FROM tokens WHERE kind = 'admin' "
+                      "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
+                      sizeof **out, 0, (void **)out, n, "listing tokens", "I", now);
 }
 
 enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
