@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "ctx.h"
+#include "json.h"
 #include "lease.h"
 #include "metrics.h"
 #include "signals.h"
@@ -138,3 +139,19 @@ const struct route *const api_tables[] = {
     api_tokens_routes,  api_audit_routes,
     api_openapi_routes, NULL,
 };
+
+void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
+                    int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec)) {
+  const char *base = recs;
+  cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, key);
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, to_json(base + (size_t)i * elem));
+  if (n > limit) {
+    int64_t id;
+    memcpy(&id, base + (size_t)(limit - 1) * elem + id_offset, sizeof id);
+    json_add_i64(j, "next", id);
+  } else {
+    cJSON_AddNullToObject(j, "next");
+  }
+  req_json(r, 200, j);
+}

@@ -1,5 +1,6 @@
 /* api_webhooks — /v1/webhooks: create (secret write-only), list, get, delete, deliveries, test. */
 #include <curl/curl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ static cJSON *webhook_json(const struct webhook_rec *w) {
   model_webhook_events_add(j, w->events);
   json_add_time(j, "created_at", w->created_at);
   return j;
+}
+
+static cJSON *delivery_json(const struct delivery_rec *d);
+
+static cJSON *delivery_json_rec(const void *rec) {
+  return delivery_json(rec);
 }
 
 static cJSON *delivery_json(const struct delivery_rec *d) {
@@ -198,7 +205,6 @@ static enum http_rc list_deliveries(struct req *r) {
   struct delivery_rec *arr = NULL;
   int64_t limit, before;
   int n = 0;
-  cJSON *j, *a;
   enum store_rc rc;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "before", 0, INT64_MAX / 2, 0, &before) < 0) return HTTP_DONE;
@@ -210,16 +216,9 @@ static enum http_rc list_deliveries(struct req *r) {
     api_store_error(r, rc, "webhook", NULL);
     return HTTP_DONE;
   }
-  j = cJSON_CreateObject();
-  a = cJSON_AddArrayToObject(j, "deliveries");
-  for (int i = 0; i < n && i < limit; i++)
-    cJSON_AddItemToArray(a, delivery_json(&arr[i]));
-  if (n > limit)
-    json_add_i64(j, "next", arr[limit - 1].id);
-  else
-    cJSON_AddNullToObject(j, "next");
+  api_page_reply(r, "deliveries", arr, sizeof *arr, n, limit, offsetof(struct delivery_rec, id),
+                 delivery_json_rec);
   free(arr);
-  req_json(r, 200, j);
   return HTTP_DONE;
 }
 
