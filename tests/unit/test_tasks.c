@@ -76,7 +76,7 @@ static struct task_board *open_round(int64_t round_id, int64_t deadline) {
   const struct task_spec *lists[2] = {a, b};
   int64_t nodes[2] = {1, 2};
   int counts[2] = {2, 1};
-  struct task_board *bd = tasks_new();
+  struct task_board *bd = tasks_new(NULL);
   assert_non_null(bd);
   spec(&a[0], 1, 10);
   spec(&a[1], 2, 11);
