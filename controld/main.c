@@ -501,7 +501,8 @@ int main(int argc, char **argv) {
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
   if (ctx.hub) hub_watch_nodes(ctx.hub, ctx.cfg.node_online_ms);
-  ctx.tasks = tasks_new();
+  /* the task board in the database in cluster mode: any replica takes task polls and votes */
+  ctx.tasks = tasks_new(cluster ? ctx.store : NULL);
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
   /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
@@ -511,9 +512,8 @@ int main(int argc, char **argv) {
     ctx.signals = signals_new(ctx.store, &sh);
   }
   if (!ctx.signals) goto out;
-  if (cluster && /* the task board in the database: any replica takes task polls and votes */
-      (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
-       signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
+  if (cluster && /* the board in the database is woken by cdnca_tasks and cdnca_votes */
+      (signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
        signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0 ||
        signal_on(ctx.signals, SIGNAL_INVAL, tasks_signal, ctx.tasks) < 0))
     goto out;

@@ -110,9 +110,14 @@ static int64_t fence_epoch(struct store *st) {
   return e;
 }
 
-/* The round id as a notification payload. */
-static void round_payload(char *out, size_t cap, int64_t round_id) {
-  snprintf(out, cap, "%" PRId64, round_id);
+/* Run s, the bound insert of round_id's rows, then notify kind with the round id as payload
+   (sent by the transaction, delivered at its commit). 0 or -1. */
+static int insert_and_signal(struct store *st, struct db_stmt *s, const char *what,
+                             enum signal_kind kind, int64_t round_id) {
+  char payload[32];
+  if (store_step_done(st->w, s, what) < 0) return -1;
+  snprintf(payload, sizeof payload, "%" PRId64, round_id);
+  return store_signal_locked(st, sigmsg_channel(kind), payload) < 0 ? -1 : 0;
 }
 
 void store_tasks_free(struct store_task *t, int n) {
@@ -125,7 +130,6 @@ void store_tasks_free(struct store_task *t, int n) {
 enum store_rc store_tasks_round_open(struct store *st, int64_t round_id, int64_t deadline_in_ms,
                                      const char *tasks_json) {
   struct db_stmt *s;
-  char payload[32];
   enum store_rc rc = STORE_ERROR;
   if (store_tx_begin_engine(st, 0) < 0) return STORE_ERROR;
   s = db_prep(st->w, DIALECT(st->w, sql_open));
@@ -147,9 +151,8 @@ enum store_rc store_tasks_round_open(struct store *st, int64_t round_id, int64_t
   if (!s) goto out;
   db_bind_i64(s, 1, round_id);
   db_bind_text(s, 2, tasks_json);
-  if (store_step_done(st->w, s, "recording a round's probe tasks") < 0) goto out;
-  round_payload(payload, sizeof payload, round_id);
-  if (store_signal_locked(st, sigmsg_channel(SIGNAL_TASKS), payload) < 0) goto out;
+  if (insert_and_signal(st, s, "recording a round's probe tasks", SIGNAL_TASKS, round_id) < 0)
+    goto out;
   rc = STORE_OK;
 out:
   if (rc != STORE_OK) {
@@ -308,7 +311,7 @@ enum tasks_vote_rc store_tasks_vote(struct store *st, int64_t node_id, int64_t r
   struct db_stmt *s;
   int64_t *mine = NULL;
   int nm = 0, cap = 0, step;
-  char *json = NULL, payload[32];
+  char *json = NULL;
   if (store_tx_begin_unordered(st) < 0) return TASKS_VOTE_ERROR;
   s = db_prep(st->w, DIALECT(st->w, sql_vote_lock));
   if (!s) goto out;
@@ -345,9 +348,7 @@ enum tasks_vote_rc store_tasks_vote(struct store *st, int64_t node_id, int64_t r
     db_bind_i64(s, 1, round_id);
     db_bind_i64(s, 2, node_id);
     db_bind_text(s, 3, json);
-    if (store_step_done(st->w, s, "recording probe votes") < 0) goto out;
-    round_payload(payload, sizeof payload, round_id);
-    if (store_signal_locked(st, sigmsg_channel(SIGNAL_VOTES), payload) < 0) goto out;
+    if (insert_and_signal(st, s, "recording probe votes", SIGNAL_VOTES, round_id) < 0) goto out;
   }
   rc = TASKS_VOTE_OK;
 out:
