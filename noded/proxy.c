@@ -999,34 +999,19 @@ static int step_upstream(struct vconn *c) {
   return prog;
 }
 
-/* Frame what the visitor sent of its body: length-framed bytes stay in in, chunked ones are
- * re-framed into bout. 1 progress, 0 none, -1 malformed. */
-static int frame_request_body(struct vconn *c) {
-  struct req *r = &c->r;
-  if (r->vbody.done || c->in.fwd >= c->in.len) return 0;
-  if (r->vbody.kind == HTTP1_BODY_CHUNKED) return reframe(&r->vbody, &c->in, &c->bout, 1);
-  {
-    size_t out;
-    long k = http1_body_feed(&r->vbody, c->in.d + c->in.fwd, c->in.len - c->in.fwd, &out, 0);
-    if (k < 0) return -1;
-    c->in.fwd += (size_t)k;
-    return k > 0;
-  }
-}
-
-/* Frame the origin's body for the visitor: length- or close-framed bytes stay in uin, chunked
- * ones are decoded into rout (re-encoded for an HTTP/1.1 visitor). 1, 0 or -1 as above. */
-static int frame_response_body(struct vconn *c) {
-  struct req *r = &c->r;
-  if (r->ubody.done || c->uin.fwd >= c->uin.len) return 0;
-  if (r->rchunked) return reframe(&r->ubody, &c->uin, &c->rout, r->rencode);
-  {
-    size_t out;
-    long k = http1_body_feed(&r->ubody, c->uin.d + c->uin.fwd, c->uin.len - c->uin.fwd, &out, 0);
-    if (k < 0) return -1;
-    c->uin.fwd += (size_t)k;
-    return k > 0;
-  }
+/* Frame the bytes of src [fwd, len) as body b: length- or close-framed bytes stay in src (fwd
+ * moves past them), chunked ones are re-framed into dst (as canonical chunks when encode, else
+ * decoded). The visitor's body goes from in to bout (encoded), the origin's from uin to rout
+ * (encoded for an HTTP/1.1 visitor). 1 progress, 0 none, -1 malformed or OOM. */
+static int frame_body(struct http1_body *b, struct sbuf *src, struct sbuf *dst, int encode) {
+  size_t out;
+  long k;
+  if (b->done || src->fwd >= src->len) return 0;
+  if (b->kind == HTTP1_BODY_CHUNKED) return reframe(b, src, dst, encode);
+  k = http1_body_feed(b, src->d + src->fwd, src->len - src->fwd, &out, 0);
+  if (k < 0) return -1;
+  src->fwd += (size_t)k;
+  return k > 0;
 }
 
 static int step_proxy(struct vconn *c) {
@@ -1042,7 +1027,7 @@ static int step_proxy(struct vconn *c) {
     }
     prog |= rc;
   }
-  rc = frame_request_body(c);
+  rc = frame_body(&r->vbody, &c->in, &c->bout, 1);
   if (rc < 0) {
     if (!r->resp_started)
       local_error(c, 400, "bad_request", "malformed chunked body", 1);
@@ -1055,7 +1040,7 @@ static int step_proxy(struct vconn *c) {
   if (c->closed || (c->phase != V_AWAIT_ORIGIN && c->phase != V_RESPONSE)) return 1;
   /* response framing and out */
   if (c->phase == V_RESPONSE) {
-    rc = frame_response_body(c);
+    rc = frame_body(&r->ubody, &c->uin, &c->rout, r->rencode);
     if (rc < 0) {
       log_warn("origin %lld sent malformed chunked framing",
                (long long)r->site->origins[r->oidx].id);
