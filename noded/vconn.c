@@ -140,13 +140,7 @@ void vconn_release_buffers(struct vconn *c) {
 }
 
 void vconn_free(struct vconn *c) {
-  sbuf_release(&c->in);
-  sbuf_release(&c->uin);
-  sbuf_release(&c->bout);
-  sbuf_release(&c->rout);
-  buf_fini(&c->oh);
-  buf_fini(&c->r.ubase);
-  buf_fini(&c->r.uhead);
+  vconn_release_buffers(c);
   free(c);
 }
 
