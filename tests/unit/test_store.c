@@ -21,6 +21,7 @@
 #include "store.h"
 #include "store_events.h"
 #include "store_health.h"
+#include "store_int.h"
 #include "store_node.h"
 #include "store_pub.h"
 #include "store_sites.h"
@@ -685,6 +686,112 @@ static void test_store_op(void **state) {
   assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
 }
 
+/* ---- the store core's statement helpers (store_int.h) ---- */
+
+struct row_t {
+  int64_t id, z_null, p_null;
+  int n;
+  char t[8];
+};
+
+#define M(m) .offset = offsetof(struct row_t, m), .size = sizeof(((struct row_t *)0)->m)
+static const struct field_def row_t_cols[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "n", .column = "n", .type = FIELD_INT, M(n)},
+    {.name = "t", .column = "t", .type = FIELD_STR, M(t)},
+    {.name = "z_null", .column = "z IS NULL", .type = FIELD_INT, M(z_null)},
+    {.name = "p_null", .column = "p IS NULL", .type = FIELD_INT, M(p_null)},
+    {.name = NULL},
+};
+#undef M
+
+static enum store_rc op_rows(struct store *st, void *arg) {
+  (void)arg;
+  if (store_exec(st->w, "creating",
+                 "CREATE TABLE rows_t (id BIGINT PRIMARY KEY, n INTEGER, "
+                 "t TEXT, z TEXT, p BIGINT)",
+                 "") < 0)
+    return STORE_ERROR;
+  /* the letters: I int64, i int, t text (NULL = NULL), z text ("" = NULL), P int64 (<= 0 = NULL) */
+  if (store_exec(st->w, "row 1", "INSERT INTO rows_t VALUES (?, ?, ?, ?, ?)", "IitzP", (int64_t)1,
+                 7, "a", "", (int64_t)0) < 0 ||
+      store_exec(st->w, "row 2", "INSERT INTO rows_t VALUES (?, ?, ?, ?, ?)", "IitzP", (int64_t)2,
+                 8, (const char *)NULL, "b", (int64_t)5) < 0)
+    return STORE_ERROR;
+  return STORE_OK;
+}
+
+/* A second row 1: refused by the primary key, named by the caller's field. */
+static enum store_rc op_clash(struct store *st, void *arg) {
+  struct db_stmt *q = db_prep(st->w, "INSERT INTO rows_t (id) VALUES (?)");
+  enum store_rc rc;
+  assert_non_null(q);
+  store_bind(q, 1, "I", (int64_t)1);
+  rc = store_step_unique(st->w, q, 0, "rows[0].id", arg, 32, "clashing");
+  return rc;
+}
+
+static int fail_second(const void *ctx, struct db_stmt *s, void *rec) {
+  int *calls = (int *)ctx;
+  store_read_fields(row_t_cols, s, rec);
+  return ++*calls == 2 ? -1 : 0;
+}
+
+static int finis;
+static void count_fini(void *rec) {
+  (void)rec;
+  finis++;
+}
+
+static void test_statement_helpers(void **state) {
+  struct fx *f = *state;
+  static struct store_sql q1, q2;
+  struct row_t *rows = NULL, one;
+  struct db_conn *c;
+  struct db_stmt *s;
+  char conflict[32] = "";
+  int n = -1, calls = 0;
+  assert_int_equal(store_op(f->st, op_rows, NULL), STORE_OK);
+  assert_int_equal(store_op(f->st, op_clash, conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "rows[0].id");
+  assert_int_equal(store_select(f->st, &q1, row_t_cols, " FROM rows_t WHERE id >= ? ORDER BY id",
+                                sizeof *rows, 0, (void **)&rows, &n, "listing", "I", (int64_t)1),
+                   STORE_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(rows[0].n, 7);
+  assert_string_equal(rows[0].t, "a");
+  assert_int_equal(rows[0].z_null, 1); /* "" as 'z' */
+  assert_int_equal(rows[0].p_null, 1); /* 0 as 'P' */
+  assert_string_equal(rows[1].t, "");  /* NULL as 't' reads back as "" */
+  assert_int_equal(rows[1].z_null, 0);
+  assert_int_equal(rows[1].p_null, 0);
+  free(rows);
+  /* one row, and none */
+  c = store_reader(f->st);
+  s = db_prep(c, store_sql(&q2, "SELECT ", row_t_cols, " FROM rows_t WHERE id = ?"));
+  assert_non_null(s);
+  db_bind_i64(s, 1, 2);
+  assert_int_equal(store_one(c, s, sizeof one, store_read_fields, row_t_cols, NULL, &one, "one"),
+                   STORE_OK);
+  assert_int_equal(one.n, 8);
+  db_bind_i64(s, 1, 3);
+  assert_int_equal(store_one(c, s, sizeof one, store_read_fields, row_t_cols, NULL, &one, "one"),
+                   STORE_NOT_FOUND);
+  assert_int_equal(one.id, 0);
+  /* a reader that fails: nothing is returned and every record read is finished */
+  s = db_prep(c, store_sql(&q1, "SELECT ", row_t_cols, " FROM rows_t WHERE id >= ? ORDER BY id"));
+  assert_non_null(s);
+  db_bind_i64(s, 1, 1);
+  finis = 0;
+  rows = (struct row_t *)1;
+  assert_int_equal(store_list_read(c, s, sizeof *rows, 0, fail_second, &calls, count_fini,
+                                   (void **)&rows, &n, "failing"),
+                   STORE_ERROR);
+  assert_null(rows);
+  assert_int_equal(n, 0);
+  assert_int_equal(finis, 2);
+}
+
 /* The origin cap is counted inside the transaction that adds. */
 static void test_origin_cap(void **state) {
   struct fx *f = *state;
@@ -852,6 +959,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rec_copy),
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
