@@ -15,8 +15,7 @@ struct task_board;
 struct notify;
 struct prober;
 struct sitemetrics;
-struct signals;
-struct lease;
+struct coord;
 struct engine_env;
 
 /* Options of the command line and the --config file (see options table in main.c). */
@@ -57,8 +56,7 @@ struct ctx {
   struct notify *notify;           /* webhook delivery worker (notify.h) */
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
-  struct signals *signals;         /* notifications from other replicas (signals.h) */
-  struct lease *lease;             /* the engine lease (lease.h); NULL with SQLite: the engine */
+  struct coord *coord; /* the engine role and other replicas' notifications (coord.h) */
   struct engine_env *engine;       /* what the engine works with (engine.h) */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */

@@ -11,11 +11,11 @@
 #include "addr.h"
 #include "api.h"
 #include "clock.h"
+#include "coord.h"
 #include "ctx.h"
 #include "engine.h"
 #include "export.h"
 #include "hub.h"
-#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -315,8 +315,11 @@ static void prune_audit(struct ctx *ctx) {
     log_warn("could not prune the audit log");
 }
 
-/* The engine lease's role changes (cluster mode, on the lease's role thread): only the engine runs
-   probe rounds, switching, webhook delivery and pruning. The API and the hub never stop. */
+static void revoke_node_polls(void *hub, int64_t node_id);
+
+/* The engine role's changes (coord.h: at start with SQLite; on the lease's role thread in cluster
+   mode): only the engine runs probe rounds, switching, webhook delivery and pruning. The API and
+   the hub never stop. */
 static void on_role(void *arg, int engine, int64_t epoch) {
   struct ctx *ctx = arg;
   if (!engine) {
@@ -338,20 +341,27 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_error("engine epoch %lld: no probe rounds", (long long)epoch);
 }
 
-/* Cluster mode: the engine lease on the shared database, with its role changes (started later
-   by lease_start, once the prober exists). Made before the HTTP threads start, which read it
-   for /healthz and /metrics. 0 or -1. */
-static int lease_setup(struct ctx *ctx) {
-  char name[256];
-  if (ctx->cfg.replica_name[0]) {
-    snprintf(name, sizeof name, "%s", ctx->cfg.replica_name);
-  } else if (gethostname(name, sizeof name) < 0 || !name[0]) {
-    snprintf(name, sizeof name, "controld");
+/* How this controld works with other replicas (coord.h): the one choice between the two modes.
+   Made before the HTTP threads start, which read the role for /healthz and /metrics; started
+   (coord_start) once the prober exists. 0 or -1. */
+static int coord_setup(struct ctx *ctx) {
+  if (store_cluster(ctx->store)) {
+    struct coord_pg_cfg pc = {
+        .replica_name = ctx->cfg.replica_name,
+        .lease_ttl_ms = ctx->cfg.lease_ttl_ms,
+        .eligible = strcmp(ctx->cfg.engine_eligible, "true") == 0,
+        .signals = {hub_on_publication, revoke_node_polls, ctx->hub},
+    };
+    ctx->coord = coord_pg_new(ctx->store, &pc);
+  } else {
+    ctx->coord = coord_local_new();
   }
-  name[sizeof name - 1] = '\0';
-  ctx->lease = lease_new(ctx->store, name, ctx->cfg.lease_ttl_ms,
-                         strcmp(ctx->cfg.engine_eligible, "true") == 0);
-  if (!ctx->lease || lease_on_change(ctx->lease, on_role, ctx) < 0) return -1;
+  if (!ctx->coord || coord_on_role(ctx->coord, on_role, ctx) < 0) return -1;
+  /* the board in the database is woken by cdnca_tasks and cdnca_votes (never, in memory) */
+  if (coord_subscribe(ctx->coord, SIGNAL_TASKS, tasks_signal, ctx->tasks) < 0 ||
+      coord_subscribe(ctx->coord, SIGNAL_VOTES, tasks_signal, ctx->tasks) < 0 ||
+      coord_subscribe(ctx->coord, SIGNAL_INVAL, tasks_signal, ctx->tasks) < 0)
+    return -1;
   return 0;
 }
 
@@ -490,10 +500,9 @@ int main(int argc, char **argv) {
   if (!ctx.store) goto out;
   cluster = store_cluster(ctx.store);
   if (enrol_admin_token(&ctx) < 0) goto out;
-  /* the audit log keeps its retention: what is older goes now (cluster mode: when this replica
-     becomes the engine), the rest as writes come */
+  /* the audit log keeps its retention: what is older goes when this process becomes the engine
+     (on_role), the rest as writes come */
   store_audit_set_retention(ctx.store, ctx.cfg.audit_retention_days * 86400000LL);
-  if (!cluster) prune_audit(&ctx);
   ctx.sitemetrics =
       sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
   if (!ctx.sitemetrics) goto out;
@@ -505,23 +514,12 @@ int main(int argc, char **argv) {
   ctx.tasks = tasks_new(cluster ? ctx.store : NULL);
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
-  /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
-     signals_start below */
-  {
-    struct signals_hooks sh = {hub_on_publication, revoke_node_polls, ctx.hub};
-    ctx.signals = signals_new(ctx.store, &sh);
-  }
-  if (!ctx.signals) goto out;
-  if (cluster && /* the board in the database is woken by cdnca_tasks and cdnca_votes */
-      (signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_INVAL, tasks_signal, ctx.tasks) < 0))
-    goto out;
+  if (coord_setup(&ctx) < 0) goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
     np.deny = &ctx.targets;
-    np.start_inactive = cluster; /* until this replica holds the engine lease */
+    np.start_inactive = 1; /* until this process has the engine role (on_role) */
     ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
@@ -531,23 +529,6 @@ int main(int argc, char **argv) {
   engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
   engine.suspect_interval_ms = ctx.cfg.suspect_interval_ms;
   ctx.engine = &engine;
-  /* a site left on a level with no enabled origin (a database from an older controld) is
-     switched before anything is served */
-  if (!cluster && engine_reevaluate_all(ctx.engine) < 0)
-    log_warn("some sites could not be re-evaluated at start");
-  if (signals_start(ctx.signals) < 0) goto out;
-  if (cluster && lease_setup(&ctx) < 0) goto out;
-  {
-    struct http_cfg hc = {.listen = ctx.cfg.listen,
-                          .max_connections = ctx.cfg.max_connections,
-                          .http_threads = ctx.cfg.http_threads,
-                          .tls_cert = ctx.cfg.tls_cert,
-                          .tls_key = ctx.cfg.tls_key,
-                          .metrics = ctx.metrics,
-                          .app = &ctx,
-                          .authenticate = api_authenticate};
-    if (!(ctx.http = http_start(&hc, api_tables))) goto out;
-  }
   {
     struct prober_env pe = {
         .store = ctx.store,
@@ -566,8 +547,21 @@ int main(int argc, char **argv) {
     ctx.prober = prober_new(&pe);
   }
   if (!ctx.prober) goto out;
-  /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
-  if (cluster ? lease_start(ctx.lease) < 0 : prober_start(ctx.prober) < 0) goto out;
+  /* the engine work starts when this process has the engine role: at once with SQLite (a site
+     left on a level with no enabled origin is switched before anything is served), when the
+     lease is won in cluster mode */
+  if (coord_start(ctx.coord) < 0) goto out;
+  {
+    struct http_cfg hc = {.listen = ctx.cfg.listen,
+                          .max_connections = ctx.cfg.max_connections,
+                          .http_threads = ctx.cfg.http_threads,
+                          .tls_cert = ctx.cfg.tls_cert,
+                          .tls_key = ctx.cfg.tls_key,
+                          .metrics = ctx.metrics,
+                          .app = &ctx,
+                          .authenticate = api_authenticate};
+    if (!(ctx.http = http_start(&hc, api_tables))) goto out;
+  }
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
@@ -579,15 +573,15 @@ int main(int argc, char **argv) {
   log_info("signal %d: shutting down", sig);
   ret = 0;
 out:
-  lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
+  coord_stop(ctx.coord);    /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx.http);
-  lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
-  /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
-  signals_free(&ctx.signals);
+  /* after the last reader of its role (/healthz, /metrics), before what its threads call (hub,
+     task board) */
+  coord_free(&ctx.coord);
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */
