@@ -20,7 +20,7 @@ static int default_status(const char *method) {
   return 200;
 }
 
-int api_audit_locked(struct req *r, int status) {
+int api_audit_locked(struct store_tx *tx, struct req *r, int status) {
   struct audit_rec a;
   cJSON *body = NULL, *reply = NULL;
   size_t pl = strcspn(r->url, "?");
@@ -40,7 +40,7 @@ int api_audit_locked(struct req *r, int status) {
   audit_summary(a.method, a.path, body, reply, a.summary, sizeof a.summary);
   cJSON_Delete(body);
   cJSON_Delete(reply);
-  return store_audit_add_locked(r->ctx->store, &a, clock_wall_ms());
+  return store_audit_add_locked(tx, &a, clock_wall_ms());
 }
 
 static cJSON *audit_json(const void *rec) {

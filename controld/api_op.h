@@ -18,16 +18,19 @@ struct api_op_def;
 #define API_OP_IDEM_KEY_MAX 128
 
 /* One API write in progress. */
+struct store_tx;
+
 struct api_op {
   const struct api_op_def *def;
   struct req *r; /* the request: steps set its reply with req_json / req_error */
   struct ctx *ctx;
-  void *arg;       /* the route's own state */
-  int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same
-                      transaction before the answer step (0 = no site to re-evaluate) */
-  int status;      /* a step of a route that answers after the commit sets its success status
-                      here, for the audit record written in the transaction (0: the reply set
-                      inside, else 201/204/200 by method) */
+  struct store_tx *tx; /* the write transaction the steps run in */
+  void *arg;           /* the route's own state */
+  int64_t site_id;     /* set by the change step: this site's levels are re-evaluated in the same
+                          transaction before the answer step (0 = no site to re-evaluate) */
+  int status;          /* a step of a route that answers after the commit sets its success status
+                          here, for the audit record written in the transaction (0: the reply set
+                          inside, else 201/204/200 by method) */
   /* the site as stored after the re-evaluation, when it could be kept (api_op_site_after) */
   struct site_rec after;
   int has_after;

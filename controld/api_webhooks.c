@@ -95,7 +95,7 @@ static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) 
 
 static enum store_rc create_change(struct api_op *op) {
   struct webhook_rec *w = op->arg;
-  enum store_rc rc = store_webhook_create_locked(op->ctx->store, w);
+  enum store_rc rc = store_webhook_create_locked(op->tx, w);
   if (rc == STORE_CONFLICT)
     req_error(op->r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
   else if (rc == STORE_OK)
@@ -188,7 +188,7 @@ static enum http_rc get_webhook(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_webhook_delete_locked(op->ctx->store, op->r->params[0]);
+  enum store_rc rc = store_webhook_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }
@@ -231,14 +231,14 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
-  return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
+  return store_webhook_test_locked(op->tx, op->r->params[0], to->site_id, to->site_name,
                                    "Webhook test", to->data, &to->delivery_id);
 }
 
 static enum store_rc test_answer(struct api_op *op) {
   struct test_op *to = op->arg;
   struct delivery_rec d;
-  enum store_rc rc = store_delivery_get_locked(op->ctx->store, to->delivery_id, &d);
+  enum store_rc rc = store_delivery_get_locked(op->tx, to->delivery_id, &d);
   if (rc == STORE_OK) req_json(op->r, 202, delivery_json(&d));
   return rc;
 }

@@ -56,7 +56,7 @@ struct ctx {
   struct notify *notify;           /* webhook delivery worker (notify.h) */
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
-  struct coord *coord; /* the engine role and other replicas' notifications (coord.h) */
+  struct coord *coord;             /* the engine role and other replicas' notifications (coord.h) */
   struct engine_env *engine;       /* what the engine works with (engine.h) */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */

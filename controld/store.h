@@ -13,6 +13,7 @@
 #include "site.h"
 
 struct store;
+struct store_tx; /* an open write transaction (store_int.h) */
 
 enum store_rc {
   STORE_OK = 0,
@@ -42,9 +43,9 @@ void store_close(struct store **st);
 int64_t store_generation(struct store *st);
 
 /* The work of one write transaction: returns STORE_OK to commit, anything else to roll back. */
-typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
+typedef enum store_rc (*store_op_fn)(struct store_tx *tx, void *arg);
 
-/* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
+/* Run fn(tx, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
    result when it is not STORE_OK (rolled back, nothing written), STORE_FULL when a statement or
    the commit failed for lack of disk space, STORE_ERROR when BEGIN or COMMIT fails otherwise
    (rolled back), else STORE_OK. The participants' hooks run around the commit (store_int.h). fn may

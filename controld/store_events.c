@@ -89,9 +89,10 @@ static int hooks_load(struct store *st) {
 /* PostgreSQL, inside an ordered transaction: number the event here (the ordered-write row keeps
    anyone else from numbering events until commit) and queue it with its outbox rows, to be written
    set-based by store_events_flush_locked. */
-static int64_t event_queue(struct store *st, int64_t site_id, const char *site_name,
+static int64_t event_queue(struct store_tx *tx, int64_t site_id, const char *site_name,
                            const char *type, const char *title, const char *data_json,
                            int64_t now) {
+  struct store *st = store_tx_store(tx);
   struct events_state *es = events_of(st);
   static const char next[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM events";
   int64_t id;
@@ -135,11 +136,12 @@ static int64_t event_queue(struct store *st, int64_t site_id, const char *site_n
   }
   es->ev_next++;
   /* bound the memory of a transaction with very many events */
-  if (es->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(st) < 0) return -1;
+  if (es->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(tx) < 0) return -1;
   return id;
 }
 
-int store_events_flush_locked(struct store *st) {
+int store_events_flush_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   struct events_state *es = events_of(st);
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) SELECT * FROM "
@@ -182,9 +184,10 @@ void store_events_tx_reset(struct store *st) {
   es->ev_next = 0;
 }
 
-int64_t store_event_insert_locked(struct store *st, int64_t site_id, const char *site_name,
+int64_t store_event_insert_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json,
                                   int64_t now) {
+  struct store *st = store_tx_store(tx);
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
      rolled-back transaction (events are never deleted) */
   static const char ins[] =
@@ -204,8 +207,9 @@ int64_t store_event_insert_locked(struct store *st, int64_t site_id, const char 
   return event_id;
 }
 
-int store_delivery_queue_locked(struct store *st, int64_t webhook_id, int64_t event_id,
+int store_delivery_queue_locked(struct store_tx *tx, int64_t webhook_id, int64_t event_id,
                                 int64_t site_id, int64_t now) {
+  struct store *st = store_tx_store(tx);
   static const char outbox[] =
       "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?)";
@@ -215,21 +219,22 @@ int store_delivery_queue_locked(struct store *st, int64_t webhook_id, int64_t ev
                     uuid, site_id, now, now);
 }
 
-int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json) {
+  struct store *st = store_tx_store(tx);
   struct events_state *es = events_of(st);
   int64_t now = clock_wall_ms(), event_id;
   if (hooks_load(st) < 0) return -1;
   if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
-    event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
+    event_id = event_queue(tx, site_id, site_name, type, title, data_json, now);
     if (event_id > 0) es->pending = 1;
     return event_id;
   }
-  event_id = store_event_insert_locked(st, site_id, site_name, type, title, data_json, now);
+  event_id = store_event_insert_locked(tx, site_id, site_name, type, title, data_json, now);
   if (event_id < 0) return -1;
   for (int i = 0; i < es->nhooks; i++)
     if (filter_matches(es->hooks[i].events, type) &&
-        store_delivery_queue_locked(st, es->hooks[i].id, event_id, site_id, now) < 0)
+        store_delivery_queue_locked(tx, es->hooks[i].id, event_id, site_id, now) < 0)
       return -1;
   es->pending = 1;
   return event_id;
@@ -238,13 +243,14 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
                         const char *title, const char *data_json) {
   int64_t id;
-  if (store_tx_begin(st) < 0) return -1;
-  id = store_event_add_locked(st, site_id, site_name, type, title, data_json);
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return -1;
+  id = store_event_add_locked(tx, site_id, site_name, type, title, data_json);
   if (id < 0) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     return -1;
   }
-  return store_tx_commit(st) < 0 ? -1 : id;
+  return store_tx_commit(tx) < 0 ? -1 : id;
 }
 
 #define M(m) .offset = offsetof(struct event_rec, m), .size = sizeof(((struct event_rec *)0)->m)
@@ -301,17 +307,17 @@ void store_events_free(struct event_rec *arr, int n) {
 
 static _Thread_local int tl_committed_events; /* between committed and released */
 
-static int events_begin(struct store *st, void *state, int engine) {
+static int events_begin(struct store_tx *tx, void *state, int engine) {
   struct events_state *es = state;
   (void)engine;
-  store_events_tx_reset(st);
+  store_events_tx_reset(store_tx_store(tx));
   es->pending = 0;
   return 0;
 }
 
-static int events_before_commit(struct store *st, void *state) {
+static int events_before_commit(struct store_tx *tx, void *state) {
   (void)state;
-  return store_events_flush_locked(st);
+  return store_events_flush_locked(tx);
 }
 
 static void events_committed(struct store *st, void *state) {
@@ -379,14 +385,17 @@ void store_events_arrived(struct store *st) {
   if (es->hook) es->hook(es->hook_arg);
 }
 
-void store_events_pending_set_locked(struct store *st) {
+void store_events_pending_set_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   events_of(st)->pending = 1;
 }
 
-int store_events_pending_locked(struct store *st) {
+int store_events_pending_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   return events_of(st)->pending;
 }
 
-void store_events_renumber_locked(struct store *st) {
+void store_events_renumber_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   events_of(st)->ev_next = 0;
 }

@@ -220,8 +220,9 @@ static enum store_rc write_origins(struct store *st, const struct site_rec *s, i
 
 /* One site: the row with its id, then its configuration and hostnames through the update the
    API uses, its origins with their ids, and the kept level, pin, versions and times. */
-static enum store_rc write_site(struct store *st, const struct site_rec *src, int si, char *what,
+static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src, int si, char *what,
                                 size_t whatlen) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO sites (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)";
   static const char fix[] =
@@ -232,7 +233,7 @@ static enum store_rc write_site(struct store *st, const struct site_rec *src, in
   enum store_rc rc = insert_row(st, ins, what, whatlen, "sites", si, "", "ItII", s.id, s.name,
                                 s.created_at, s.updated_at);
   if (rc != STORE_OK) return rc;
-  rc = store_site_update_locked(st, &s, conflict, sizeof conflict);
+  rc = store_site_update_locked(tx, &s, conflict, sizeof conflict);
   if (rc == STORE_CONFLICT) snprintf(what, whatlen, "sites[%d].%s", si, conflict);
   if (rc != STORE_OK) return rc;
   rc = write_origins(st, src, si, what, whatlen);
@@ -294,7 +295,8 @@ static enum store_rc write_webhooks(struct store *st, const struct store_export 
 
 /* Replace the publications the site writes recorded by one per site numbered from pub_seq + 1:
    a node holding any seq of the source lies before the kept history and takes the full set. */
-static enum store_rc renumber_publications(struct store *st, const struct store_export *x) {
+static enum store_rc renumber_publications(struct store_tx *tx, const struct store_export *x) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM publications";
   static const char ins[] =
       "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
@@ -302,13 +304,13 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
   struct db_stmt *q = db_prep(st->w, del);
   int64_t now = clock_wall_ms();
   if (!q || store_step_done(st->w, q, "clearing publications") < 0) return STORE_ERROR;
-  store_pub_pending_set_locked(st, 0);
+  store_pub_pending_set_locked(tx, 0);
   for (int i = 0; i < x->n_sites; i++) {
     if (store_exec(st->w, "recording an imported publication", ins, "IIII",
                    (int64_t)(x->pub_seq + 1 + i), x->sites[i].id, x->sites[i].config_version,
                    now) < 0)
       return STORE_ERROR;
-    store_pub_pending_set_locked(st, x->pub_seq + 1 + i);
+    store_pub_pending_set_locked(tx, x->pub_seq + 1 + i);
   }
   return STORE_OK;
 }
@@ -344,8 +346,9 @@ static enum store_rc advance_identities(struct store *st) {
   return STORE_OK;
 }
 
-static enum store_rc write_all(struct store *st, const struct store_export *x, char *what,
+static enum store_rc write_all(struct store_tx *tx, const struct store_export *x, char *what,
                                size_t whatlen) {
+  struct store *st = store_tx_store(tx);
   static const char drop_bootstrap[] =
       "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP "'";
   struct db_stmt *q;
@@ -354,19 +357,20 @@ static enum store_rc write_all(struct store *st, const struct store_export *x, c
   if (!(q = db_prep(st->w, drop_bootstrap)) ||
       store_step_done(st->w, q, "replacing the bootstrap token") < 0)
     return STORE_ERROR;
-  store_tokens_removed_locked(st);
+  store_tokens_removed_locked(tx);
   for (int i = 0; i < x->n_sites; i++)
-    if ((rc = write_site(st, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
+    if ((rc = write_site(tx, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_nodes(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_webhooks(st, x, what, whatlen)) != STORE_OK) return rc;
-  if ((rc = renumber_publications(st, x)) != STORE_OK) return rc;
+  if ((rc = renumber_publications(tx, x)) != STORE_OK) return rc;
   return advance_identities(st);
 }
 
 enum store_rc store_export_write(struct store *st, const struct store_export *x, char *what,
                                  size_t whatlen) {
   if (whatlen) what[0] = '\0';
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, write_all(st, x, what, whatlen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, write_all(tx, x, what, whatlen));
 }

@@ -8,7 +8,8 @@
 #include "store_int.h"
 #include "store_sites.h"
 
-int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
+int store_fleet_set_locked(struct store_tx *tx, int64_t site_id, unsigned flags) {
+  struct store *st = store_tx_store(tx);
   /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,
      so <> is exact) */
   static const char q[] =

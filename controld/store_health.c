@@ -123,8 +123,9 @@ int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_sin
   return propagation_on(c, site_id, seen_since, online, on_current, seq);
 }
 
-int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+int store_health_propagation_locked(struct store_tx *tx, int64_t site_id, int64_t seen_since,
                                     int *online, int *on_current, int64_t *seq) {
+  struct store *st = store_tx_store(tx);
   return propagation_on(st->w, site_id, seen_since, online, on_current, seq);
 }
 
@@ -174,8 +175,9 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
   return observations_on(c, site_id, out, n);
 }
 
-enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_observations_locked(struct store_tx *tx, int64_t site_id,
                                                struct origin_obs **out, int *n) {
+  struct store *st = store_tx_store(tx);
   return observations_on(st->w, site_id, out, n);
 }
 
@@ -216,29 +218,32 @@ void store_health_verdicts_free(struct verdict_rec *arr, int n) {
 
 /* ---- writes ---- */
 
-int store_health_begin(struct store *st) {
+struct store_tx *store_health_begin(struct store *st) {
   return store_tx_begin_engine(st, 1);
 }
 
-int store_health_commit(struct store *st) {
-  return store_tx_commit(st);
+int store_health_commit(struct store_tx *tx) {
+  return store_tx_commit(tx);
 }
 
-void store_health_rollback(struct store *st) {
-  store_tx_rollback(st);
+void store_health_rollback(struct store_tx *tx) {
+  store_tx_rollback(tx);
 }
 
-enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_site_load_locked(struct store_tx *tx, int64_t site_id,
                                             struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_site_load(st->w, site_id, out);
 }
 
-enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+enum store_rc store_health_sites_load_locked(struct store_tx *tx, const int64_t *ids, int n,
                                              struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_sites_load(st->w, ids, n, out);
 }
 
-int store_health_origin_save_locked(struct store *st, const struct origin_rec *o) {
+int store_health_origin_save_locked(struct store_tx *tx, const struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE origins SET health = ?, success_streak = ?, failure_streak = ?, "
       "health_changed_at = ?, healthy_since = ?, last_verdict = ?, last_source = ?, "
@@ -250,10 +255,11 @@ int store_health_origin_save_locked(struct store *st, const struct origin_rec *o
                     o->last_error, o->id);
 }
 
-int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
+int store_health_verdict_add_locked(struct store_tx *tx, int64_t round_id, int64_t site_id,
                                     int64_t origin_id, int64_t round_at, const char *source,
                                     const char *verdict, const char *state_after,
                                     const char *votes_json) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, "
       "state_after, votes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
@@ -292,7 +298,9 @@ static void arr_text_or_null(struct db_arr *a, const char *v) {
   db_arr_text(a, v && *v ? v : NULL);
 }
 
-int store_health_origins_save_locked(struct store *st, const struct origin_rec *const *os, int n) {
+int store_health_origins_save_locked(struct store_tx *tx, const struct origin_rec *const *os,
+                                     int n) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE origins AS o SET health = v.health, success_streak = v.ss, failure_streak = v.fs, "
       "health_changed_at = v.hca, healthy_since = v.hs, last_verdict = v.lv, last_source = v.ls, "
@@ -305,7 +313,7 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
   if (n <= 0) return 0;
   if (db_kind(st->w) != DB_PG) {
     for (int i = 0; i < n; i++)
-      if (store_health_origin_save_locked(st, os[i]) < 0) return -1;
+      if (store_health_origin_save_locked(tx, os[i]) < 0) return -1;
     return 0;
   }
   memset(a, 0, sizeof a);
@@ -329,7 +337,8 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
   return rc;
 }
 
-int store_health_sites_round_locked(struct store *st, const struct site_round_row *rows, int n) {
+int store_health_sites_round_locked(struct store_tx *tx, const struct site_round_row *rows, int n) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE sites AS s SET last_probed_at = v.pa, next_probe_at = v.np, "
       "state_on_backup = v.b, state_all_down = v.d, state_failback_available = v.f, "
@@ -340,9 +349,9 @@ int store_health_sites_round_locked(struct store *st, const struct site_round_ro
   if (n <= 0) return 0;
   if (db_kind(st->w) != DB_PG) {
     for (int i = 0; i < n; i++)
-      if (store_health_site_probed_locked(st, rows[i].site_id, rows[i].probed_at,
+      if (store_health_site_probed_locked(tx, rows[i].site_id, rows[i].probed_at,
                                           rows[i].next_probe_at) < 0 ||
-          store_fleet_set_locked(st, rows[i].site_id, rows[i].fleet) < 0)
+          store_fleet_set_locked(tx, rows[i].site_id, rows[i].fleet) < 0)
         return -1;
     return 0;
   }
@@ -403,7 +412,8 @@ out:
   return rc;
 }
 
-int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n) {
+int store_health_verdicts_add_locked(struct store_tx *tx, const struct verdict_row *rows, int n) {
+  struct store *st = store_tx_store(tx);
   if (n <= 0) return 0;
   if (db_kind(st->w) == DB_PG) return verdicts_add_pg(st, rows, n);
   static const char ins[] =
@@ -436,15 +446,16 @@ int store_health_verdicts_add_locked(struct store *st, const struct verdict_row 
   }
   for (; at < n; at++) { /* the rest one by one */
     const struct verdict_row *r = &rows[at];
-    if (store_health_verdict_add_locked(st, r->round_id, r->site_id, r->origin_id, r->round_at,
+    if (store_health_verdict_add_locked(tx, r->round_id, r->site_id, r->origin_id, r->round_at,
                                         r->source, r->verdict, r->state_after, r->votes_json) < 0)
       return -1;
   }
   return 0;
 }
 
-int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,
+int store_health_round_add_locked(struct store_tx *tx, int64_t round_id, int64_t started_at,
                                   int64_t finished_at, int sites, int origins) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO probe_rounds (id, started_at, finished_at, sites, origins) "
       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, "
@@ -458,27 +469,30 @@ int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t st
                     (int64_t)(round_id - STORE_HEALTH_ROUNDS_KEEP));
 }
 
-int store_health_site_probed_locked(struct store *st, int64_t site_id, int64_t probed_at,
+int store_health_site_probed_locked(struct store_tx *tx, int64_t site_id, int64_t probed_at,
                                     int64_t next_probe_at) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET last_probed_at = ?, next_probe_at = ? WHERE id = ?";
   return store_exec(st->w, "recording probe time", q, "III", probed_at, next_probe_at, site_id);
 }
 
-int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_unhealthy,
+int store_health_site_flags_locked(struct store_tx *tx, int64_t site_id, int all_unhealthy,
                                    int failback_notified) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET all_unhealthy = ?, failback_notified = ? WHERE id = ?";
   return store_exec(st->w, "storing site health flags", q, "iiI", all_unhealthy, failback_notified,
                     site_id);
 }
 
-int store_health_site_level_locked(struct store *st, int64_t site_id, int level, const char *reason,
-                                   int manual_pin) {
+int store_health_site_level_locked(struct store_tx *tx, int64_t site_id, int level,
+                                   const char *reason, int manual_pin) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET current_level = ?, manual_pin = ? WHERE id = ?";
   if (store_exec(st->w, "switching level", q, "iiI", level, manual_pin, site_id) < 0) return -1;
-  return store_publish_locked(st, site_id, reason, 0);
+  return store_publish_locked(tx, site_id, reason, 0);
 }
 
-int64_t store_health_event_locked(struct store *st, int64_t site_id, const char *site_name,
+int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json) {
-  return store_event_add_locked(st, site_id, site_name, type, title, data_json);
+  return store_event_add_locked(tx, site_id, site_name, type, title, data_json);
 }

@@ -20,9 +20,9 @@ struct store_participant {
   const char *name;
   /* After BEGIN, before anything else of the transaction (engine: an engine transaction, which
      the lease fences). -1 fails the begin: the transaction is rolled back. */
-  int (*begin)(struct store *st, void *state, int engine);
+  int (*begin)(struct store_tx *tx, void *state, int engine);
   /* Just before COMMIT: write what the transaction queued. -1 rolls it back. */
-  int (*before_commit)(struct store *st, void *state);
+  int (*before_commit)(struct store_tx *tx, void *state);
   /* After COMMIT, the writer lock still held: nothing can interleave yet. */
   void (*committed)(struct store *st, void *state);
   /* After a ROLLBACK (or a failed begin or commit), the writer lock still held. */
@@ -36,6 +36,16 @@ struct store_participant {
 
 #define STORE_MAX_PARTICIPANTS 8
 
+/* An open write transaction: what every *_locked function takes, so that "inside a transaction"
+   is a type. There is one per store (one writer connection, under the writer lock); it is open
+   from store_tx_begin* to store_tx_commit / store_tx_rollback / store_tx_end, on the thread that
+   began it. */
+struct store_tx {
+  struct store *st;
+  pthread_t owner;
+  int open;
+};
+
 struct store {
   struct store_part {
     const struct store_participant *p;
@@ -46,6 +56,7 @@ struct store {
   char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
+  struct store_tx tx;  /* the writer's transaction, open while wmu is held by a transaction */
   pthread_key_t rkey;  /* per-thread reader connection */
   pthread_mutex_t rmu; /* guards the readers list */
   struct db_conn **readers;
@@ -83,7 +94,7 @@ struct store *store_core_open(const char *path);
 
 /* Inside a write transaction: its ordered-write generation (reading a prefetched answer once), 0
    when it is unordered, -1 when taking the row failed. */
-int64_t store_tx_gen_locked(struct store *st);
+int64_t store_tx_gen_locked(struct store_tx *tx);
 
 /* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into *out,
    on the writer. 0 or -1 (logged with what). */
@@ -94,28 +105,32 @@ struct db_conn *store_reader(struct store *st);
 
 /* Lock the writer, begin a write transaction and take the ordered-write row
    (docs/design.md#ordered-writes: every transaction that writes sites, origins, health, levels,
-   publications, events, tokens, webhooks or nodes); 0 or -1 (unlocked again on failure). */
-int store_tx_begin(struct store *st);
+   publications, events, tokens, webhooks or nodes); the open transaction, or NULL (unlocked
+   again on failure). */
+struct store_tx *store_tx_begin(struct store *st);
 
 /* The same without the ordered-write row, for writes that touch only their own rows and number
    nothing (node heartbeats and last-seen batches, delivery attempts, pruning). */
-int store_tx_begin_unordered(struct store *st);
+struct store_tx *store_tx_begin_unordered(struct store *st);
 
 /* The same for the engine's own writes (probe round commits, switching by the engine, webhook
    delivery records, pruning): after BEGIN, the lease's fencing check comes first (store_lease.h);
    a fenced transaction is rolled back, the fenced hook runs, and -1 is returned. */
-int store_tx_begin_engine(struct store *st, int ordered);
+struct store_tx *store_tx_begin_engine(struct store *st, int ordered);
 
 /* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
-int store_tx_commit(struct store *st);
+int store_tx_commit(struct store_tx *tx);
 
 /* ROLLBACK and unlock. */
-void store_tx_rollback(struct store *st);
+void store_tx_rollback(struct store_tx *tx);
 
 /* End a transaction begun with store_tx_begin: COMMIT when rc is STORE_OK (STORE_FULL or
    STORE_ERROR if the commit fails), else ROLLBACK and return rc (STORE_FULL for a STORE_ERROR
    caused by a full disk). */
-enum store_rc store_tx_end(struct store *st, enum store_rc rc);
+enum store_rc store_tx_end(struct store_tx *tx, enum store_rc rc);
+
+/* The store of an open transaction; asserts that tx is open and this thread's. */
+struct store *store_tx_store(struct store_tx *tx);
 
 /* Begin / end a read transaction on a reader connection, so several statements see one snapshot
    and take the WAL read lock once. 0 or -1. */

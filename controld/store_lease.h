@@ -53,7 +53,7 @@ void store_lease_fenced(struct store *st);
 
 /* Inside a write transaction just begun (store_int.h's store_tx_begin_engine): the fencing check.
    0 = allowed, 1 = fenced (no lease), -1 = error. */
-int store_lease_fence_check_locked(struct store *st);
+int store_lease_fence_check_locked(struct store_tx *tx);
 
 /* Add the participant that fences engine transactions at their begin (store_open does it). 0 or
    -1. */

@@ -100,7 +100,8 @@ static void job_fini(void *rec) {
   delivery_job_fini(rec);
 }
 
-enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w) {
+enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_rec *w) {
+  struct store *st = store_tx_store(tx);
   static const char count[] = "SELECT COUNT(*) FROM webhooks";
   static const char ins[] =
       "INSERT INTO webhooks (url, secret, events, created_at) VALUES (?, ?, ?, ?)";
@@ -131,8 +132,9 @@ fail:
 }
 
 enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_webhook_create_locked(st, w));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_webhook_create_locked(tx, w));
 }
 
 enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out) {
@@ -159,7 +161,8 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
                          (void **)out, n, "listing webhooks");
 }
 
-enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
+enum store_rc store_webhook_delete_locked(struct store_tx *tx, int64_t id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM webhooks WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, del);
   if (!s) return STORE_ERROR;
@@ -170,8 +173,9 @@ enum store_rc store_webhook_delete_locked(struct store *st, int64_t id) {
 }
 
 enum store_rc store_webhook_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_webhook_delete_locked(st, id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_webhook_delete_locked(tx, id));
 }
 
 #define M(m)                                                                                       \
@@ -227,20 +231,22 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
   return delivery_get_on(c, id, out);
 }
 
-enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out) {
+enum store_rc store_delivery_get_locked(struct store_tx *tx, int64_t id, struct delivery_rec *out) {
+  struct store *st = store_tx_store(tx);
   return delivery_get_on(st->w, id, out);
 }
 
-enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,
+enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id, int64_t site_id,
                                         const char *site_name, const char *title,
                                         const char *data_json, int64_t *delivery_id) {
+  struct store *st = store_tx_store(tx);
   static const char hook[] = "SELECT 1 FROM webhooks WHERE id = ?";
   struct db_stmt *s;
   int64_t now = clock_wall_ms(), event_id;
   int step;
   /* this numbers an event itself: the queued ones first, and the next queued one counts anew */
-  if (store_events_flush_locked(st) < 0) return STORE_ERROR;
-  store_events_renumber_locked(st);
+  if (store_events_flush_locked(tx) < 0) return STORE_ERROR;
+  store_events_renumber_locked(tx);
   s = db_prep(st->w, hook);
   if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, webhook_id);
@@ -252,19 +258,20 @@ enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, in
     return STORE_ERROR;
   }
   event_id =
-      store_event_insert_locked(st, site_id, site_name, "webhook.test", title, data_json, now);
-  if (event_id < 0 || store_delivery_queue_locked(st, webhook_id, event_id, site_id, now) < 0)
+      store_event_insert_locked(tx, site_id, site_name, "webhook.test", title, data_json, now);
+  if (event_id < 0 || store_delivery_queue_locked(tx, webhook_id, event_id, site_id, now) < 0)
     return STORE_ERROR;
   *delivery_id = db_last_id(st->w);
-  store_events_pending_set_locked(st);
+  store_events_pending_set_locked(tx);
   return STORE_OK;
 }
 
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_webhook_test_locked(st, webhook_id, site_id, site_name, title,
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_webhook_test_locked(tx, webhook_id, site_id, site_name, title,
                                                     data_json, delivery_id));
 }
 
@@ -315,16 +322,17 @@ int store_delivery_prune(struct store *st, int64_t before_ms) {
       "DELETE FROM deliveries WHERE state IN ('delivered', 'failed') AND created_at < ?";
   struct db_stmt *s;
   int removed;
-  if (store_tx_begin_engine(st, 0) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return -1;
   s = db_prep(st->w, del);
   if (!s) goto fail;
   db_bind_i64(s, 1, before_ms);
   if (store_step_done(st->w, s, "pruning the webhook outbox") < 0) goto fail;
   removed = db_changes(st->w);
-  if (store_tx_commit(st) < 0) return -1;
+  if (store_tx_commit(tx) < 0) return -1;
   return removed;
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }
 
@@ -333,7 +341,8 @@ int store_delivery_record(struct store *st, const struct delivery_result *res, i
       "UPDATE deliveries SET state = ?, attempts = attempts + 1, last_status = ?, last_error = ?, "
       "next_attempt_at = ?, delivered_at = ? WHERE id = ? AND state = 'pending'";
   if (n <= 0) return 0;
-  if (store_tx_begin_engine(st, 0) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return -1;
   for (int i = 0; i < n; i++) {
     const struct delivery_result *r = &res[i];
     struct db_stmt *s = db_prep(st->w, upd);
@@ -346,8 +355,8 @@ int store_delivery_record(struct store *st, const struct delivery_result *res, i
     db_bind_i64(s, 6, r->id);
     if (store_step_done(st->w, s, "recording a delivery attempt") < 0) goto fail;
   }
-  return store_tx_commit(st);
+  return store_tx_commit(tx);
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct store;
+struct store_tx;
 struct store_listener;
 
 /* 1 when the store is on PostgreSQL, where several replicas may share the database. */
@@ -49,7 +50,7 @@ const char *store_listener_errmsg(struct store_listener *l);
 /* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
    payload, delivered to every listening replica when the transaction commits, never if it rolls
    back. 0 or -1 (the transaction has failed). */
-int store_signal_locked(struct store *st, const char *channel, const char *payload);
+int store_signal_locked(struct store_tx *tx, const char *channel, const char *payload);
 
 /* Add the participant that, just before each COMMIT, sends the notifications the transaction owes
    (cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens were removed and

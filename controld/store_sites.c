@@ -714,7 +714,8 @@ static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
 }
 
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
-static int bump_revision_locked(struct store *st, int64_t site_id) {
+static int bump_revision_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
@@ -722,7 +723,8 @@ static int bump_revision_locked(struct store *st, int64_t site_id) {
   return store_step_done(st->w, s, "bumping revision");
 }
 
-enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
+enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT revision FROM sites WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int rc;
@@ -757,8 +759,9 @@ static int write_retry_levels(struct store *st, const struct site_rec *s) {
   return store_step_done(st->w, q, "writing node_retry levels");
 }
 
-enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
@@ -807,7 +810,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   if (hq && (rc = hostnames_pg_read(st, hq, s, conflict, clen)) != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (orc != STORE_OK) goto fail;
-  if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
+  if (store_publish_locked(tx, s->id, "created", 0) < 0) goto fail;
   s->config_version = 1;
   s->created_at = s->updated_at = now;
   return STORE_OK;
@@ -816,12 +819,14 @@ fail:
 }
 
 enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_create_locked(tx, s, conflict, clen));
 }
 
-enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
+  struct store *st = store_tx_store(tx);
   static const char upd[] =
       "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
@@ -849,23 +854,25 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   rc = write_hostnames(st, s, conflict, clen, 0);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
-  if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, s->id) < 0) goto fail;
+  if (store_publish_locked(tx, s->id, "updated", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_update_locked(tx, s, conflict, clen));
 }
 
 /* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
    origin_id 0), before the origin or the site is deleted: on PostgreSQL verdicts carry no foreign
    keys (schema/pg/0010), so nothing deletes them by cascade. Verdicts go by origin, through the
    index on verdicts (origin_id, id). */
-static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+static int drop_origin_rows_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id) {
+  struct store *st = store_tx_store(tx);
   static const char *const q[2][2] = {
       {"DELETE FROM node_observations WHERE site_id = ?",
        "DELETE FROM verdicts WHERE origin_id IN (SELECT id FROM origins WHERE site_id = ?)"},
@@ -880,11 +887,12 @@ static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t or
   return 0;
 }
 
-enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
+enum store_rc store_site_delete_locked(struct store_tx *tx, int64_t id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (drop_origin_rows_locked(st, id, 0) < 0) goto fail; /* while its origins are there */
+  if (drop_origin_rows_locked(tx, id, 0) < 0) goto fail; /* while its origins are there */
   q = db_prep(st->w, del);
   if (!q) goto fail;
   db_bind_i64(q, 1, id);
@@ -893,19 +901,21 @@ enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
+  if (store_publish_locked(tx, id, "deleted", 1) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_site_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_delete_locked(st, id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_delete_locked(tx, id));
 }
 
 /* 1 when the site exists (writer connection, inside a transaction). */
-static int site_exists_locked(struct store *st, int64_t site_id) {
+static int site_exists_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int rc;
@@ -917,7 +927,8 @@ static int site_exists_locked(struct store *st, int64_t site_id) {
 }
 
 /* Number of origins of a site on the writer, or -1. */
-static int origin_count_locked(struct store *st, int64_t site_id) {
+static int origin_count_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int n = -1;
@@ -928,34 +939,37 @@ static int origin_count_locked(struct store *st, int64_t site_id) {
   return n;
 }
 
-enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
+enum store_rc store_origin_add_locked(struct store_tx *tx, struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   enum store_rc rc = STORE_ERROR;
   int count;
-  if (!site_exists_locked(st, o->site_id)) {
+  if (!site_exists_locked(tx, o->site_id)) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
   /* counted under the writer lock, so concurrent adds cannot pass the cap together */
-  count = origin_count_locked(st, o->site_id);
+  count = origin_count_locked(tx, o->site_id);
   if (count < 0) goto fail;
   if (count >= SITE_MAX_ORIGINS) {
     rc = STORE_LIMIT;
     goto fail;
   }
   if (insert_origin(st, o) != STORE_OK) goto fail;
-  if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  if (store_publish_locked(tx, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_add_locked(st, o));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_add_locked(tx, o));
 }
 
-enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
+enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   const struct origin_sql *osq = origin_sql();
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
@@ -971,19 +985,21 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  if (store_publish_locked(tx, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_update_locked(st, o));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_update_locked(tx, o));
 }
 
-enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
@@ -996,20 +1012,22 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (drop_origin_rows_locked(st, site_id, origin_id) < 0) goto fail;
-  if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (bump_revision_locked(st, site_id) < 0) goto fail;
+  if (drop_origin_rows_locked(tx, site_id, origin_id) < 0) goto fail;
+  if (store_publish_locked(tx, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_delete_locked(tx, site_id, origin_id));
 }
 
-enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
+enum store_rc store_site_get_locked(struct store_tx *tx, int64_t id, struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_site_load(st->w, id, out);
 }
 

@@ -521,18 +521,18 @@ struct change_arg {
   enum store_rc result;
 };
 
-static enum store_rc disable_o1_and_evaluate(struct store *st, void *arg) {
+static enum store_rc disable_o1_and_evaluate(struct store_tx *tx, void *arg) {
   struct change_arg *a = arg;
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(st, a->f->site_id, &s);
+  enum store_rc rc = store_site_get_locked(tx, a->f->site_id, &s);
   struct origin_rec o;
   if (rc != STORE_OK) return rc;
   o = *find(&s, a->f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  rc = store_origin_update_locked(st, &o);
+  rc = store_origin_update_locked(tx, &o);
   if (rc != STORE_OK) return rc;
-  if (engine_site_changed_locked(&a->f->env, a->f->site_id) < 0) return STORE_ERROR;
+  if (engine_site_changed_locked(&a->f->env, tx, a->f->site_id) < 0) return STORE_ERROR;
   return a->result;
 }
 
@@ -555,14 +555,14 @@ static void test_change_and_reevaluation_are_one_transaction(void **state) {
 
 /* engine_site_changed_keep_locked hands back the record it evaluated when nothing made it stale
    (it equals a fresh read in the same transaction), and nothing when it switched the level. */
-static enum store_rc keep_and_compare(struct store *st, void *arg) {
+static enum store_rc keep_and_compare(struct store_tx *tx, void *arg) {
   struct change_arg *a = arg;
   struct site_rec kept, fresh;
-  int k = engine_site_changed_keep_locked(&a->f->env, a->f->site_id, &kept);
+  int k = engine_site_changed_keep_locked(&a->f->env, tx, a->f->site_id, &kept);
   if (k < 0) return STORE_ERROR;
   a->result = k ? STORE_OK : STORE_NOT_FOUND;
   if (!k) return STORE_OK;
-  assert_int_equal(store_site_get_locked(st, a->f->site_id, &fresh), STORE_OK);
+  assert_int_equal(store_site_get_locked(tx, a->f->site_id, &fresh), STORE_OK);
   assert_int_equal(kept.n_origins, fresh.n_origins);
   for (int i = 0; i < kept.n_origins; i++)
     assert_memory_equal(&kept.origins[i], &fresh.origins[i], sizeof kept.origins[i]);

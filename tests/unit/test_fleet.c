@@ -213,9 +213,10 @@ static int teardown(void **state) {
 }
 
 static void set_flags(struct fx *f, int i, unsigned flags) {
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_fleet_set_locked(f->st, f->ids[i], flags), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  struct store_tx *tx;
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_fleet_set_locked(tx, f->ids[i], flags), 0);
+  assert_int_equal(store_health_commit(tx), 0);
 }
 
 /* The ids of a filtered listing, walked page by page with `next`-style paging. */

@@ -265,8 +265,8 @@ static int has(const struct note *ns, int n, const char *ch, const char *pl) {
   return 0;
 }
 
-static enum store_rc delete_then_fail(struct store *st, void *arg) {
-  assert_int_equal(store_node_delete_locked(st, *(int64_t *)arg), STORE_OK);
+static enum store_rc delete_then_fail(struct store_tx *tx, void *arg) {
+  assert_int_equal(store_node_delete_locked(tx, *(int64_t *)arg), STORE_OK);
   return STORE_CONFLICT; /* rolled back */
 }
 

@@ -648,13 +648,13 @@ struct op_arg {
   enum store_rc result; /* what the body returns after its writes */
 };
 
-static enum store_rc op_disable_first(struct store *st, void *arg) {
+static enum store_rc op_disable_first(struct store_tx *tx, void *arg) {
   struct op_arg *a = arg;
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(st, a->site_id, &s);
+  enum store_rc rc = store_site_get_locked(tx, a->site_id, &s);
   if (rc != STORE_OK) return rc;
   s.origins[0].enabled = 0;
-  rc = store_origin_update_locked(st, &s.origins[0]);
+  rc = store_origin_update_locked(tx, &s.origins[0]);
   site_rec_fini(&s);
   return rc != STORE_OK ? rc : a->result;
 }
@@ -705,7 +705,8 @@ static const struct field_def row_t_cols[] = {
 };
 #undef M
 
-static enum store_rc op_rows(struct store *st, void *arg) {
+static enum store_rc op_rows(struct store_tx *tx, void *arg) {
+  struct store *st = store_tx_store(tx);
   (void)arg;
   if (store_exec(st->w, "creating",
                  "CREATE TABLE rows_t (id BIGINT PRIMARY KEY, n INTEGER, "
@@ -722,7 +723,8 @@ static enum store_rc op_rows(struct store *st, void *arg) {
 }
 
 /* A second row 1: refused by the primary key, named by the caller's field. */
-static enum store_rc op_clash(struct store *st, void *arg) {
+static enum store_rc op_clash(struct store_tx *tx, void *arg) {
+  struct store *st = store_tx_store(tx);
   struct db_stmt *q = db_prep(st->w, "INSERT INTO rows_t (id) VALUES (?)");
   enum store_rc rc;
   assert_non_null(q);
@@ -875,6 +877,7 @@ static int verdict_count(struct fx *f, int64_t origin_id) {
 }
 
 static void test_verdicts_go_with_origins(void **state) {
+  struct store_tx *tx;
   struct fx *f = *state;
   struct site_rec g;
   struct verdict_row rows[6];
@@ -898,9 +901,9 @@ static void test_verdicts_go_with_origins(void **state) {
     rows[i].verdict = "success";
     snprintf(rows[i].state_after, sizeof rows[i].state_after, "unknown");
   }
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_health_verdicts_add_locked(f->st, rows, 5), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_health_verdicts_add_locked(tx, rows, 5), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   for (int i = 0; i < 3; i++)
     assert_int_equal(verdict_count(f, oa[i]), 1);
   assert_int_equal(store_origin_delete(f->st, a, oa[1]), STORE_OK);
