@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "names.h"
 #include "token.h"
 
 int fields_fail(struct field_err *err, unsigned status, const char *code, const char *prefix,
@@ -113,6 +114,16 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
     memcpy(member, buf, strlen(buf) + 1);
     token_wipe(buf, sizeof buf); /* the value may be a secret */
     return 0;
+  case FIELD_NAMED: {
+    int val = cJSON_IsString(v) ? names_value(d->choices, d->nchoices, v->valuestring) : -1;
+    if (!cJSON_IsString(v))
+      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
+    if (val < 0)
+      return fields_fail(err, 422, "invalid_value", prefix, d->name, "%s must be %s", d->name,
+                         d->what ? d->what : "one of the documented values");
+    memcpy(member, &val, sizeof val);
+    return 0;
+  }
   case FIELD_TEXT:
     if (!cJSON_IsString(v))
       return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
@@ -228,6 +239,14 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
     case FIELD_ENUM:
       v = cJSON_CreateString(member[0] == '\0' && d->choices ? d->choices[0] : member);
       break;
+    case FIELD_NAMED: {
+      int val;
+      const char *w;
+      memcpy(&val, member, sizeof val);
+      w = names_word(d->choices, d->nchoices, val, NULL);
+      v = w && (*w || !(d->flags & FIELD_NULLABLE)) ? cJSON_CreateString(w) : cJSON_CreateNull();
+      break;
+    }
     case FIELD_INT_LIST: {
       int n, vals[64];
       memcpy(&n, (const char *)src + d->count_offset, sizeof n);

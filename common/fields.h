@@ -18,6 +18,9 @@ enum field_type {
   FIELD_TEXT,     /* free text into a char[size] member: valid UTF-8 of min to max characters
                      (code points, not bytes; size must hold 4 * max + 1), no control
                      characters */
+  FIELD_NAMED,    /* a word of an enum's name table (names.h: choices, indexed by value, nchoices
+                     entries) into an int (enum) member: the record carries the value, every
+                     string form (JSON, SQL) the word */
 };
 
 enum {
@@ -42,7 +45,11 @@ struct field_def {
   /* A table that describes a whole record (one per record: see "Records" below) also says: */
   const char *column; /* its SQL column, NULL when it is not stored in the record's row */
   unsigned forms;     /* FORM_* bits: which forms of the record carry it */
+  int nchoices;       /* NAMED: the name table's length */
 };
+
+/* The name table of a NAMED row: .choices = table, .nchoices = its length. */
+#define FIELD_NAMES(table) .choices = (table), .nchoices = (int)(sizeof(table) / sizeof((table)[0]))
 
 /* The forms of a record a row takes part in (struct field_def.forms). */
 enum {
@@ -88,7 +95,8 @@ int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned f
 
 /* Add to obj every row of src that carries form, under the row's name: INT and BOOL as numbers
    and booleans, STR/TEXT/ENUM as strings (a FIELD_NULLABLE string that is "" as null; an ENUM that
-   is "" as its first choice), INT_LIST as an array. 0, or -1 when memory runs out. */
+   is "" as its first choice), NAMED as its word (a value without one as null), INT_LIST as an
+   array. 0, or -1 when memory runs out. */
 int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src);
 
 /* The names of the rows that carry form into out[0..cap-1], NULL-terminated (an extra_keys list);

@@ -33,25 +33,25 @@ struct heartbeat {
 
 #define H(m) FIELD_AT(struct heartbeat, m)
 static const struct field_def heartbeat_fields[] = {
-    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
     {"config_version", FIELD_INT, FIELD_REQUIRED, H(config_version), 0, INT64_MAX / 2, 0, NULL,
-     NULL, NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef H
 
 #define OB(m) FIELD_AT(struct node_obs, m)
 static const struct field_def obs_fields[] = {
     {"site_id", FIELD_INT, FIELD_REQUIRED, OB(site_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
+     NULL, 0, 0},
     {"origin_id", FIELD_INT, FIELD_REQUIRED, OB(origin_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL,
-     0, NULL, 0},
+     0, NULL, 0, 0},
     {"requests", FIELD_INT, FIELD_REQUIRED, OB(requests), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
+     NULL, 0, 0},
     {"failures", FIELD_INT, FIELD_REQUIRED, OB(failures), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
-    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, 0, 0},
+    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef OB
 

@@ -22,9 +22,11 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
       fail = obs[i].failures;
     }
   json_add_i64(j, "id", o->id);
-  cJSON_AddStringToObject(j, "health", o->health[0] ? o->health : "unknown");
+  cJSON_AddStringToObject(j, "health", health_state_to_string(o->health));
   cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  json_add_str_or_null(j, "last_verdict", o->last_verdict[0] ? o->last_verdict : NULL);
+  json_add_str_or_null(j, "last_verdict",
+                       o->last_verdict != VERDICT_NONE ? health_verdict_to_string(o->last_verdict)
+                                                       : NULL);
   json_add_str_or_null(j, "source", o->last_source[0] ? o->last_source : NULL);
   v = cJSON_AddObjectToObject(j, "votes");
   cJSON_AddNumberToObject(v, "success", o->votes_success);
@@ -67,7 +69,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, struct store_
   j = cJSON_CreateObject();
   json_add_i64(j, "site_id", s.id);
   cJSON_AddNumberToObject(j, "current_level", s.current_level);
-  cJSON_AddStringToObject(j, "failback", s.failback);
+  cJSON_AddStringToObject(j, "failback", health_failback_to_string(s.failback));
   cJSON_AddBoolToObject(j, "manual_pin", s.manual_pin);
   json_add_i64(j, "config_version", s.config_version);
   hc = cJSON_AddObjectToObject(j, "health_check");

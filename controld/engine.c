@@ -98,9 +98,7 @@ static int clamp_int(int64_t v) {
 }
 
 static enum health_state origin_state(const struct origin_rec *o) {
-  enum health_state s = HEALTH_UNKNOWN;
-  health_state_from_string(o->health, &s);
-  return s;
+  return o->health == HEALTH_EMPTY ? HEALTH_UNKNOWN : o->health; /* EMPTY is a level's */
 }
 
 static void origin_machine(const struct origin_rec *o, struct health_origin *m) {
@@ -133,7 +131,7 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out) 
     n++;
   }
   health_view_init(&out->view);
-  health_failback_from_string(s->failback, &fb);
+  fb = s->failback;
   out->view.current_level = s->current_level;
   /* a level the operator chose by hand is kept: failback waits for the operator, as in manual */
   out->view.failback = s->manual_pin ? HEALTH_FAILBACK_MANUAL : fb;
@@ -353,12 +351,12 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
   o->success_streak = m.success_streak;
   o->failure_streak = m.failure_streak;
   if (m.state != from) {
-    snprintf(o->health, sizeof o->health, "%s", health_state_to_string(m.state));
+    o->health = m.state;
     o->health_changed_at = now;
     o->healthy_since = m.state == HEALTH_HEALTHY ? now : 0;
   }
   if (v->verdict != VERDICT_NONE) {
-    snprintf(o->last_verdict, sizeof o->last_verdict, "%s", health_verdict_to_string(v->verdict));
+    o->last_verdict = v->verdict;
     snprintf(o->last_source, sizeof o->last_source, "%s", src);
     o->votes_success = v->votes_success;
     o->votes_failure = v->votes_failure;
@@ -393,7 +391,7 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
     r->round_at = round_at;
     r->source = src;
     r->verdict = health_verdict_to_string(v->verdict);
-    snprintf(r->state_after, sizeof r->state_after, "%s", o->health);
+    snprintf(r->state_after, sizeof r->state_after, "%s", health_state_to_string(o->health));
     r->votes_json = vj; /* the buffer owns it now */
     vj = NULL;
   }
@@ -403,13 +401,13 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
     json_add_i64(j, "origin_id", o->id);
     cJSON_AddNumberToObject(j, "level", o->level);
     cJSON_AddStringToObject(j, "from", health_state_to_string(from));
-    cJSON_AddStringToObject(j, "to", o->health);
+    cJSON_AddStringToObject(j, "to", health_state_to_string(o->health));
     cJSON_AddStringToObject(j, "source", src ? src : "");
     vo = cJSON_AddObjectToObject(j, "votes");
     cJSON_AddNumberToObject(vo, "success", v->votes_success);
     cJSON_AddNumberToObject(vo, "failure", v->votes_failure);
     json_add_str_or_null(j, "error", o->last_error[0] ? o->last_error : NULL);
-    snprintf(title, sizeof title, "Origin is now %s", o->health);
+    snprintf(title, sizeof title, "Origin is now %s", health_state_to_string(o->health));
     if (add_event(env, tx, s, "origin.health_changed", title, j) < 0) goto out;
   }
   rc = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "names.h"
 #include "store_int.h"
 
 static int has_col(const struct field_def *d, unsigned form) {
@@ -36,6 +37,12 @@ int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, 
     case FIELD_ENUM:
       store_col_text(s, col, m, d->size);
       break;
+    case FIELD_NAMED: { /* a word no longer known reads as the first value */
+      int v = names_value(d->choices, d->nchoices, db_col_text(s, col));
+      if (v < 0) v = 0;
+      memcpy(m, &v, sizeof v);
+      break;
+    }
     case FIELD_INT_LIST: /* not a column type: stored as text by its owner */
       break;
     }
@@ -57,14 +64,21 @@ static int64_t member_i64(const struct field_def *d, const void *src) {
   return v;
 }
 
-/* A row's member as text, or NULL for a nullable string that is "". */
+/* A row's member as text (a NAMED value as its word), or NULL for a nullable string that is "". */
 static const char *member_text(const struct field_def *d, const void *src) {
   const char *m = (const char *)src + d->offset;
+  if (d->type == FIELD_NAMED) {
+    int v;
+    memcpy(&v, m, sizeof v);
+    const char *w = names_word(d->choices, d->nchoices, v, NULL);
+    return w && (*w || !(d->flags & FIELD_NULLABLE)) ? w : NULL;
+  }
   return m[0] == '\0' && (d->flags & FIELD_NULLABLE) ? NULL : m;
 }
 
 static int is_text(const struct field_def *d) {
-  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM;
+  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM ||
+         d->type == FIELD_NAMED;
 }
 
 int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,

@@ -45,7 +45,9 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   memset(o, 0, sizeof *o);
   o->id = db_col_i64(s, 0);
   store_col_text(s, 1, o->name, sizeof o->name);
-  store_col_text(s, 2, o->failback, sizeof o->failback);
+  o->failback = health_failback_from_string(db_col_text(s, 2), &o->failback) == 0
+                    ? o->failback
+                    : HEALTH_FAILBACK_AUTO;
   o->failback_hold_ms = db_col_i64(s, 3);
   o->hc_enabled = db_col_int(s, 4);
   store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
@@ -622,7 +624,7 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   }
   o->id = db_col_i64(q, 0);
   db_reset(q);
-  memcpy(o->health, "unknown", 8);
+  o->health = HEALTH_UNKNOWN;
   return STORE_OK;
 }
 
@@ -666,7 +668,7 @@ static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
   for (int i = 0; i < n; i++) {
     s->origins[i].id = ids[i];
     s->origins[i].created_at = now;
-    memcpy(s->origins[i].health, "unknown", 8);
+    s->origins[i].health = HEALTH_UNKNOWN;
   }
   ret = STORE_OK;
 out:
@@ -684,7 +686,7 @@ static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
   char *opts = hcheck_to_text(&s->hc);
   format_status_list(s, list, sizeof list);
   db_bind_text(q, 1, s->name);
-  db_bind_text(q, 2, s->failback);
+  db_bind_text(q, 2, health_failback_to_string(s->failback));
   db_bind_i64(q, 3, s->failback_hold_ms);
   db_bind_int(q, 4, s->hc_enabled);
   db_bind_text(q, 5, s->hc_path);

@@ -204,7 +204,7 @@ static void test_site_create_get(void **state) {
   make_site(&s, "shop", "shop.example.com", 3);
   s.n_hostnames = 2;
   snprintf(s.hostnames[1], sizeof s.hostnames[1], "www.shop.example.com");
-  memcpy(s.failback, "manual", 7);
+  s.failback = HEALTH_FAILBACK_MANUAL;
   s.hc_enabled = 1;
   s.hc_timeout_ms = 1234;
   s.n_retry_on_status = 2;
@@ -223,7 +223,7 @@ static void test_site_create_get(void **state) {
   assert_int_equal(g.n_hostnames, 2);
   assert_string_equal(g.hostnames[0], "shop.example.com");
   assert_string_equal(g.hostnames[1], "www.shop.example.com");
-  assert_string_equal(g.failback, "manual");
+  assert_int_equal(g.failback, HEALTH_FAILBACK_MANUAL);
   assert_int_equal(g.hc_enabled, 1);
   assert_int_equal(g.hc_timeout_ms, 1234);
   assert_int_equal(g.n_retry_on_status, 2);
@@ -244,7 +244,7 @@ static void test_site_create_get(void **state) {
   assert_string_equal(g.origins[2].host_header, "h.example.com");
   assert_string_equal(g.origins[0].host_header, "");
   for (int i = 0; i < 3; i++) {
-    assert_string_equal(g.origins[i].health, "unknown");
+    assert_int_equal(g.origins[i].health, HEALTH_UNKNOWN);
     assert_int_equal(g.origins[i].enabled, 1);
   }
   site_rec_fini(&g);
@@ -456,7 +456,7 @@ static void test_reenable_resets_health(void **state) {
   o.port = 1111;
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
-  assert_string_equal(g.origins[0].health, "healthy");
+  assert_int_equal(g.origins[0].health, HEALTH_HEALTHY);
   assert_int_equal(g.origins[0].success_streak, 2);
   site_rec_fini(&g);
   /* disabling keeps it too */
@@ -464,14 +464,14 @@ static void test_reenable_resets_health(void **state) {
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
   assert_int_equal(g.origins[0].enabled, 0);
-  assert_string_equal(g.origins[0].health, "healthy");
+  assert_int_equal(g.origins[0].health, HEALTH_HEALTHY);
   site_rec_fini(&g);
   /* re-enabling starts over as unknown */
   o.enabled = 1;
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
   assert_int_equal(g.origins[0].enabled, 1);
-  assert_string_equal(g.origins[0].health, "unknown");
+  assert_int_equal(g.origins[0].health, HEALTH_UNKNOWN);
   assert_int_equal(g.origins[0].success_streak, 0);
   assert_int_equal(g.origins[0].failure_streak, 0);
   assert_int_equal(g.origins[0].healthy_since, 0);

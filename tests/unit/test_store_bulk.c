@@ -344,15 +344,12 @@ static void test_round_writes_batched(void **state) {
     for (int k = 0; k < s[i].n_origins && k < 3; k++) {
       struct origin_rec *o = &s[i].origins[k];
       int v = i * 3 + k;
-      snprintf(o->health, sizeof o->health, "%s",
-               v % 3 == 0   ? "healthy"
-               : v % 3 == 1 ? "unhealthy"
-                            : "unknown");
+      o->health = v % 3 == 0 ? HEALTH_HEALTHY : v % 3 == 1 ? HEALTH_UNHEALTHY : HEALTH_UNKNOWN;
       o->success_streak = v;
       o->failure_streak = 100 + v;
       o->health_changed_at = v % 2 ? 5000 + v : 0;
       o->healthy_since = v % 2 ? 0 : 6000 + v;
-      snprintf(o->last_verdict, sizeof o->last_verdict, "%s", v % 4 ? "failure" : "");
+      o->last_verdict = v % 4 ? VERDICT_FAILURE : VERDICT_NONE;
       snprintf(o->last_source, sizeof o->last_source, "%s", v % 4 ? "nodes" : "");
       o->votes_success = 2 * v;
       o->votes_failure = 3 * v;
