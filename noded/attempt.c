@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "proxy_state.h"
 #include "rewrite.h"
 #include "sbuf.h"
@@ -124,4 +125,23 @@ void attempt_done(struct vconn *c, int failed) {
     if (proxy_state_record(w->p->state, r->site, r->oidx, w->now, failed)) CINC(w->ctr.skips);
     r->have_pick = 0;
   }
+}
+
+void attempt_refused(struct vconn *c, const char *why) {
+  struct worker *w = c->w;
+  struct req *r = &c->r;
+  CINC(w->ctr.attempts[AR_REFUSED]);
+  if (r->have_pick) {
+    proxy_state_release(w->p->state, r->site, r->oidx);
+    r->have_pick = 0;
+  }
+  if (r->up) {
+    upstream_close(r->up);
+    r->up = NULL;
+  }
+  if (log_every(&w->p->last_refused_log, w->now, 1000))
+    log_warn("site %lld (%s) origin %lld: response refused (%s); the visitor got 502, the origin "
+             "is not counted as failing",
+             (long long)r->site->id, r->site->name, (long long)r->site->origins[r->oidx].id, why);
+  vconn_local_error(c, 502, "origin_response_refused", "the origin's response was refused", 0);
 }

@@ -55,15 +55,17 @@ static void got_response_head(struct vconn *c, size_t hl) {
     c->phase = V_TUNNEL;
     return;
   }
+  if (m->status == 101) {
+    attempt_refused(c, "a protocol switch nobody asked for");
+    return;
+  }
   if (m->status < 200) {
-    int rc = m->status == 101 ? -1 : interim_response(c, m, hl);
-    if (rc < 0) attempt_fail(c, AR_IO); /* a 101 nobody asked for, bad framing, or OOM */
+    if (interim_response(c, m, hl) < 0) attempt_fail(c, AR_IO); /* bad framing or OOM */
     return;
   }
   rewrite_response(m, r->rq.is_head, &rs);
   if (rs.bad) {
-    log_warn("origin %lld sent invalid response framing", (long long)r->site->origins[r->oidx].id);
-    attempt_fail(c, AR_IO);
+    attempt_refused(c, "invalid framing");
     return;
   }
   failed = skip_is_failure(&r->site->retry, 0, m->status);

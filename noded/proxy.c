@@ -47,6 +47,9 @@ static const struct {
     [AR_TIMEOUT] = {"timeout", "connect or response head took too long"},
     [AR_TLS] = {"tls_error", "TLS handshake or certificate check failed"},
     [AR_IO] = {"io_error", "the connection broke or the response head was invalid"},
+    [AR_REFUSED] = {"refused_response",
+                    "an answer refused for its framing or an unrequested 101 (the visitor gets "
+                    "502; not counted against the origin)"},
 };
 
 /* ---------- lifecycle ---------- */

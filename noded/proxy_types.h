@@ -35,7 +35,16 @@
 enum ev_kind { EV_LISTEN = 1, EV_WAKE, EV_VISITOR, EV_UPSTREAM };
 
 /* Outcome of one origin attempt (its log word and metric label: attempt_results in proxy.c). */
-enum attempt_result { AR_SUCCESS = 0, AR_STATUS, AR_CONNECT, AR_TIMEOUT, AR_TLS, AR_IO, AR__N };
+enum attempt_result {
+  AR_SUCCESS = 0,
+  AR_STATUS,
+  AR_CONNECT,
+  AR_TIMEOUT,
+  AR_TLS,
+  AR_IO,
+  AR_REFUSED, /* an answer noded refuses to relay (framing, an unrequested 101): not a failure */
+  AR__N
+};
 
 /* The visitor connection's phase; one request at a time goes through them in order. */
 enum vphase {
@@ -156,7 +165,8 @@ struct proxy {
   _Atomic int max_conns;        /* the visitor cap in force: max_connections within the fd limit,
                                    followed every sweep (the limit may change, prlimit) */
   _Atomic int n_conns;          /* visitor connections open, all workers */
-  _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
+  _Atomic int64_t last_cap_log;     /* the "accept paused" line is logged at most once a second */
+  _Atomic int64_t last_refused_log; /* and the "response refused" line */
   _Atomic int stopping;
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
   struct worker *w;

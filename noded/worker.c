@@ -52,13 +52,6 @@ static void set_nodelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Log at most once a second across workers (floods must not flood the log). */
-static int log_allowed(struct proxy *p, int64_t now) {
-  int64_t last = atomic_load_explicit(&p->last_cap_log, memory_order_relaxed);
-  if (now - last < 1000) return 0;
-  return atomic_compare_exchange_strong(&p->last_cap_log, &last, now);
-}
-
 /* Drive c through its phases while it makes progress, at most PUMP_BUDGET steps; a connection
  * still busy then waits on the ready list for its next turn. */
 static void v_pump(struct vconn *c) {
@@ -149,7 +142,7 @@ static void accept_all(struct worker *w) {
     int fd;
     int cap = atomic_load_explicit(&p->max_conns, memory_order_relaxed);
     if (atomic_load_explicit(&p->n_conns, memory_order_relaxed) >= cap) {
-      if (log_allowed(p, w->now))
+      if (log_every(&p->last_cap_log, w->now, 1000))
         log_warn("visitor connections at the cap (%d): accepting paused", cap);
       accept_pause(w, SWEEP_MS);
       return;
@@ -161,7 +154,7 @@ static void accept_all(struct worker *w) {
       /* EMFILE, ENFILE, ENOBUFS, ENOMEM: back off instead of spinning on the ready listener */
       w->accept_backoff = w->accept_backoff ? w->accept_backoff * 2 : ACCEPT_BACKOFF_MIN;
       if (w->accept_backoff > ACCEPT_BACKOFF_MAX) w->accept_backoff = ACCEPT_BACKOFF_MAX;
-      if (log_allowed(p, w->now))
+      if (log_every(&p->last_cap_log, w->now, 1000))
         log_warn("accept: %s: accepting paused for %lld ms", strerror(errno),
                  (long long)w->accept_backoff);
       accept_pause(w, w->accept_backoff);
