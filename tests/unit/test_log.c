@@ -177,10 +177,8 @@ static void test_log_every(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_file_and_reopen),
-      cmocka_unit_test(test_set_level_and_format),
-      cmocka_unit_test(test_event_text),
-      cmocka_unit_test(test_event_json),
+      cmocka_unit_test(test_file_and_reopen), cmocka_unit_test(test_set_level_and_format),
+      cmocka_unit_test(test_event_text),      cmocka_unit_test(test_event_json),
       cmocka_unit_test(test_log_every),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
