@@ -165,7 +165,7 @@ struct proxy {
   _Atomic int max_conns;        /* the visitor cap in force: max_connections within the fd limit,
                                    followed every sweep (the limit may change, prlimit) */
   _Atomic int n_conns;          /* visitor connections open, all workers */
-  _Atomic int64_t last_cap_log;     /* the "accept paused" line is logged at most once a second */
+  _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
   _Atomic int64_t last_refused_log; /* and the "response refused" line */
   _Atomic int stopping;
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
