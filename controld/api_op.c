@@ -1,6 +1,7 @@
 /* api_op — one transaction per API write (see api_op.h). */
 #include "api_op.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,14 @@
 #include "store_idem.h"
 #include "token.h"
 
-/* Fault injection for the integration tests (CDNCA_TEST_FAULT): "crash_after_change" exits at
-   once between the change and its re-evaluation (what kill -9 at that moment does);
-   "fail_reevaluate" makes the re-evaluation fail. Unset in production: no effect. */
-static int test_fault(const char *name) {
-  const char *f = getenv("CDNCA_TEST_FAULT");
-  return f && strcmp(f, name) == 0;
+static _Atomic int fault = API_OP_FAULT_NONE; /* the test seam (api_op_set_fault) */
+
+void api_op_set_fault(enum api_op_fault f) {
+  atomic_store(&fault, (int)f);
+}
+
+static int test_fault(enum api_op_fault f) {
+  return atomic_load(&fault) == (int)f;
 }
 
 int api_op_etag_matches(const char *if_match, int64_t revision) {
@@ -134,11 +137,11 @@ static enum store_rc run_locked(struct store_tx *tx, void *arg) {
   }
   rc = def->change(op);
   if (rc != STORE_OK) return rc;
-  if (test_fault("crash_after_change")) _exit(70);
+  if (test_fault(API_OP_FAULT_CRASH_AFTER_CHANGE)) _exit(70);
   /* the re-evaluation is part of the change: a failure here undoes the change too */
   if (op->site_id > 0) {
     int kept =
-        test_fault("fail_reevaluate")
+        test_fault(API_OP_FAULT_FAIL_REEVALUATE)
             ? -1
             : engine_site_changed_keep_locked(op->ctx->engine, op->tx, op->site_id, &op->after);
     if (kept < 0) {

@@ -73,4 +73,15 @@ enum store_rc api_op_if_match(struct api_op *op, int64_t revision);
    entity tags one of which is "<revision>"), else 0. */
 int api_op_etag_matches(const char *if_match, int64_t revision);
 
+/* A test seam (controld --test-fault; like proxy_state_set_resolver in noded): a fault every
+   later write operation meets. CRASH_AFTER_CHANGE exits the process (status 70) between the change
+   and its re-evaluation, as kill -9 at that moment would; FAIL_REEVALUATE makes the re-evaluation
+   fail. NONE, the default, has no effect. */
+enum api_op_fault {
+  API_OP_FAULT_NONE = 0,
+  API_OP_FAULT_CRASH_AFTER_CHANGE = 1,
+  API_OP_FAULT_FAIL_REEVALUATE = 2,
+};
+void api_op_set_fault(enum api_op_fault f);
+
 #endif

@@ -43,6 +43,8 @@ struct cd_config {
   char replica_name[64];   /* cluster mode: this replica's name in the lease ("" = hostname) */
   int64_t lease_ttl_ms;    /* cluster mode: the engine lease's ttl */
   char engine_eligible[8]; /* cluster mode: "true" | "false" */
+  char test_fault[24];     /* the test suite's seams: api_op_set_fault, store_set_max_pages */
+  int64_t test_max_pages;
 };
 
 struct ctx {

@@ -10,6 +10,7 @@
 
 #include "addr.h"
 #include "api.h"
+#include "api_op.h"
 #include "clock.h"
 #include "coord.h"
 #include "ctx.h"
@@ -18,6 +19,7 @@
 #include "hub.h"
 #include "log.h"
 #include "metrics.h"
+#include "names.h"
 #include "notify.h"
 #include "opts.h"
 #include "prober.h"
@@ -34,6 +36,8 @@
 
 static const char *const bools[] = {"true", "false", NULL};
 static const char *const probe_clients[] = {"own", "curl", NULL};
+/* --test-fault's words, indexed by enum api_op_fault */
+static const char *const test_faults[] = {"none", "crash_after_change", "fail_reevaluate", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
@@ -88,6 +92,12 @@ static const struct opt_def options[] = {
     {"engine-eligible", OPT_ENUM, O(engine_eligible), S(engine_eligible), 0, 0, bools, "true",
      "cluster mode: false = this replica never runs the engine (probe rounds, switching, "
      "webhook delivery, pruning)"},
+    {"test-fault", OPT_ENUM, O(test_fault), S(test_fault), 0, 0, test_faults, "none",
+     "for the test suite only: crash_after_change exits (status 70) between a write's change and "
+     "its re-evaluation, fail_reevaluate makes the re-evaluation fail"},
+    {"test-max-pages", OPT_INT, O(test_max_pages), 0, 0, 1000000000, NULL, "0",
+     "for the test suite only: the SQLite database cannot grow past this many pages (a full "
+     "disk); 0 = no limit"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -499,6 +509,13 @@ int main(int argc, char **argv) {
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
   cluster = store_cluster(ctx.store);
+  /* the test suite's seams: off unless asked for */
+  {
+    int f = names_value(test_faults, 3, ctx.cfg.test_fault);
+    api_op_set_fault(f > 0 ? (enum api_op_fault)f : API_OP_FAULT_NONE);
+  }
+  if (ctx.cfg.test_max_pages > 0 && store_set_max_pages(ctx.store, ctx.cfg.test_max_pages) < 0)
+    log_warn("--test-max-pages: not an SQLite database; no limit");
   if (enrol_admin_token(&ctx) < 0) goto out;
   /* the audit log keeps its retention: what is older goes when this process becomes the engine
      (on_role), the rest as writes come */

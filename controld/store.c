@@ -440,17 +440,17 @@ struct store *store_core_open(const char *path) {
     store_close(&st);
     return NULL;
   }
-  {
-    /* for the tests: a database that cannot grow beyond N pages fails writes with SQLITE_FULL,
-       as a full disk does (tests/integration/test_integrity.py when tmpfs cannot be mounted) */
-    const char *pages = getenv("CDNCA_TEST_MAX_PAGES");
-    char sql[64];
-    if (pages && *pages && db_kind(st->w) == DB_SQLITE) {
-      snprintf(sql, sizeof sql, "PRAGMA max_page_count=%ld", strtol(pages, NULL, 10));
-      db_exec(st->w, sql);
-    }
-  }
   return st;
+}
+
+int store_set_max_pages(struct store *st, int64_t pages) {
+  char sql[64];
+  if (db_kind(st->w) != DB_SQLITE || pages <= 0) return -1;
+  snprintf(sql, sizeof sql, "PRAGMA max_page_count=%lld", (long long)pages);
+  pthread_mutex_lock(&st->wmu);
+  int rc = db_exec(st->w, sql);
+  pthread_mutex_unlock(&st->wmu);
+  return rc < 0 ? -1 : 0;
 }
 
 void store_close(struct store **stp) {

@@ -63,6 +63,10 @@ int store_db_up(struct store *st);
  * docs/design.md#cluster-mode), 0 for SQLite (one process). */
 int store_cluster(struct store *st);
 
+/* A test seam (controld --test-max-pages): the SQLite database cannot grow beyond pages pages, so
+   writes fail with SQLITE_FULL as on a full disk. 0, or -1 (not SQLite, or pages <= 0). */
+int store_set_max_pages(struct store *st, int64_t pages);
+
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);
 
