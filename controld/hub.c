@@ -230,16 +230,21 @@ struct hub *hub_new(struct store *st) {
   return h;
 }
 
+/* Stop the timer thread and wait for it (a no-op when it is not running). */
+static void stop_thread(struct hub *h) {
+  if (!h->thr_started) return;
+  pthread_mutex_lock(&h->mu);
+  h->stop = 1;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  pthread_join(h->thr, NULL);
+  h->thr_started = 0;
+}
+
 void hub_free(struct hub **hp) {
   struct hub *h = *hp;
   if (!h) return;
-  if (h->thr_started) {
-    pthread_mutex_lock(&h->mu);
-    h->stop = 1;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thr, NULL);
-  }
+  stop_thread(h);
   pthread_mutex_lock(&h->mu);
   flush_seen_locked(h);
   pthread_mutex_unlock(&h->mu);
@@ -377,14 +382,7 @@ void hub_shutdown(struct hub *h) {
   /* the thread first: waiters it has taken off the list are answered only after it has built
      their answer (database reads, slower on PostgreSQL), and the daemon must not stop with one
      of them still held */
-  if (h->thr_started) {
-    pthread_mutex_lock(&h->mu);
-    h->stop = 1;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thr, NULL);
-    h->thr_started = 0;
-  }
+  stop_thread(h);
   pthread_mutex_lock(&h->mu);
   h->closed = 1;
   ws = take_waiters(h, pick_all, 0, &n);
