@@ -947,6 +947,36 @@ static void test_origin_ids_follow_the_list(void **state) {
   site_rec_fini(&s);
 }
 
+/* The test seam of controld --test-max-pages: a SQLite database capped at its size (SQLite does
+   not go below it) fills up within a few writes; the write that does not fit answers STORE_FULL
+   with nothing of it stored, and store_storage_full says so. PostgreSQL has no cap to set. */
+static void test_max_pages(void **state) {
+  struct fx *f = *state;
+  int before = count_sites(f), made = 0;
+  enum store_rc rc = STORE_OK;
+  assert_int_equal(store_set_max_pages(f->st, 0), -1);
+  assert_int_equal(store_set_max_pages(f->st, 1), g_pg ? -1 : 0); /* PostgreSQL: no cap */
+  for (int i = 0; i < 2000 && rc == STORE_OK; i++) {
+    struct site_rec s;
+    char name[32], host[64], conflict[64] = "";
+    snprintf(name, sizeof name, "full%d", i);
+    snprintf(host, sizeof host, "full%d.example.com", i);
+    make_site(&s, name, host, 10);
+    rc = store_site_create(f->st, &s, conflict, sizeof conflict);
+    if (rc == STORE_OK) made++;
+    site_rec_fini(&s);
+    if (g_pg && made == 3) break; /* no cap there: enough to see writes go on */
+  }
+  assert_int_equal(count_sites(f), before + made);
+  if (g_pg) {
+    assert_int_equal(rc, STORE_OK);
+    assert_int_equal(store_storage_full(f->st), 0);
+    return;
+  }
+  assert_int_equal(rc, STORE_FULL);
+  assert_int_equal(store_storage_full(f->st), 1);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -963,6 +993,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
