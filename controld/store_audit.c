@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The audit feature's state: its retention and when the next write prunes (under the writer
    lock). */

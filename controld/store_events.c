@@ -6,8 +6,8 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "token.h"
 
 /* The events feature's state: the event hook, and the open write transaction's events (under the

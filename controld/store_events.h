@@ -12,8 +12,8 @@
    many. */
 #define STORE_MAX_WEBHOOKS 256
 
-/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
- * filter matches. Returns the event id or -1. */
+/* Inside a write transaction (store_core.h): add an event and one pending delivery per webhook
+ * whose filter matches. Returns the event id or -1. */
 int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json);
 

@@ -10,7 +10,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_pub.h"
 #include "store_sites.h"
 #include "store_tokens.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_sites.h"
 
 int store_fleet_set_locked(struct store_tx *tx, int64_t site_id, unsigned flags) {

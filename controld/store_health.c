@@ -6,9 +6,9 @@
 
 #include "fleet_state.h"
 #include "log.h"
+#include "store_core.h"
 #include "store_events.h"
 #include "store_fleet.h"
-#include "store_int.h"
 #include "store_pub.h"
 #include "store_sites.h"
 

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_core.h"
 #include "store_idem.h"
-#include "store_int.h"
 
 enum store_rc store_idem_get_locked(struct store_tx *tx, const char *key, int64_t not_before,
                                     struct idem_rec *out) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_lease.h"
 
 /* Acquire or renew: a row back means we hold it (epoch + 1 when it changed hands). */

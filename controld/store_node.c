@@ -7,7 +7,7 @@
 #include "clock.h"
 #include "log.h"
 #include "sigmsg.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_signal.h"
 #include "store_sites.h"
 #include "store_tokens.h"

@@ -7,8 +7,8 @@
 
 #include "clock.h"
 #include "log.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "token.h"
 
 void webhook_rec_fini(struct webhook_rec *w) {

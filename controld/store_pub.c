@@ -5,7 +5,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The publications feature's state: the hook, and the open transaction's newest seq (under the
    writer lock). */

@@ -1,5 +1,5 @@
 /* store_rows — records through their field tables: columns read and bound, row lists, statements
-   built from a table (see store_int.h). Part of the store core: it names no feature. */
+   built from a table (see store_core.h). Part of the store core: it names no feature. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include "log.h"
 #include "names.h"
-#include "store_int.h"
+#include "store_core.h"
 
 static int has_col(const struct field_def *d, unsigned form) {
   return d->column && (form == 0 || (d->forms & form));

@@ -8,8 +8,8 @@
 
 #include "log.h"
 #include "sigmsg.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "store_pub.h"
 #include "store_tokens.h"
 

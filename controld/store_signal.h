@@ -1,6 +1,6 @@
 /* store_signal — the store's side of the signals between replicas (signals.h): the caches a
    notification invalidates, and the dedicated listening connection. Only signals.c uses the
-   listener; NOTIFY is sent by the store itself inside the transactions (store_int.h
+   listener; NOTIFY is sent by the store itself inside the transactions (store_core.h
    store_signal_locked). */
 #ifndef CDNCA_STORE_SIGNAL_H
 #define CDNCA_STORE_SIGNAL_H

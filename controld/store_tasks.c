@@ -11,7 +11,7 @@
 
 #include "log.h"
 #include "sigmsg.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_signal.h"
 
 #define PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"

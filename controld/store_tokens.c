@@ -9,7 +9,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The tokens feature's state: the cache of tokens seen valid, by hash (cleared whenever a token
    may have been removed), and whether the open transaction removed any (under the writer lock). */

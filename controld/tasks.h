@@ -2,7 +2,7 @@
    (thread-safe).
 
    Two homes for the board, one contract, picked when the board is made (tasks_new; the homes sit
-   behind an ops table, tasks_int.h). With SQLite (one process) rounds, tasks and votes live in
+   behind an ops table, tasks_core.h). With SQLite (one process) rounds, tasks and votes live in
    this process's memory. In cluster mode they live in the database (store_tasks.h), so a node
    may poll tasks and post votes on any replica: the engine's
    tasks_round_open inserts the round and NOTIFYs cdnca_tasks; every replica's suspended task polls

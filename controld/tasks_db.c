@@ -1,5 +1,5 @@
 /* tasks_db — the task board's rounds, tasks and votes in the database (cluster mode,
-   store_tasks.h): the home behind struct tasks_ops (tasks_int.h) when the board has a store. Any
+   store_tasks.h): the home behind struct tasks_ops (tasks_core.h) when the board has a store. Any
    replica hands out tasks and takes votes; deadlines are the database's clock. The board is
    kicked by cdnca_tasks notifications (tasks_signal) and by this process's round opens, and held
    polls re-read the table at least every TASKS_DB_RECHECK_MS. */
@@ -10,7 +10,7 @@
 #include "json.h"
 #include "log.h"
 #include "store_tasks.h"
-#include "tasks_int.h"
+#include "tasks_core.h"
 
 /* A round this process opened in the table, for the engine's wait. */
 struct dbround {

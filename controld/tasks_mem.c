@@ -1,5 +1,5 @@
 /* tasks_mem — the task board's rounds, tasks and votes in this process's memory (one controld on
-   SQLite): the home behind struct tasks_ops (tasks_int.h) when the board has no store. Deadlines
+   SQLite): the home behind struct tasks_ops (tasks_core.h) when the board has no store. Deadlines
    are this host's wall clock. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "tasks_int.h"
+#include "tasks_core.h"
 
 /* One node's share of a round. */
 struct assign {

@@ -19,9 +19,9 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_events.h"
 #include "store_health.h"
-#include "store_int.h"
 #include "store_node.h"
 #include "store_pub.h"
 #include "store_sites.h"
@@ -686,7 +686,7 @@ static void test_store_op(void **state) {
   assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
 }
 
-/* ---- the store core's statement helpers (store_int.h) ---- */
+/* ---- the store core's statement helpers (store_core.h) ---- */
 
 struct row_t {
   int64_t id, z_null, p_null;

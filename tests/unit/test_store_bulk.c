@@ -15,9 +15,9 @@
 #include "fleet.h"
 #include "log.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_fleet.h"
 #include "store_health.h"
-#include "store_int.h"
 #include "store_node.h"
 #include "store_sites.h"
 

@@ -1,6 +1,6 @@
-/* tasks_int — the task board's core (tasks.c) and the two homes of its rounds behind one ops table,
-   the way db_driver.h puts the database drivers behind db.h: tasks_mem.c keeps rounds, tasks and
-   votes in this process's memory; tasks_db.c keeps them in the database (store_tasks.h, cluster
+/* tasks_core — the task board's core (tasks_core.c) and the two homes of its rounds behind one ops
+   table, the way db_driver.h puts the database drivers behind db.h: tasks_mem.c keeps rounds, tasks
+   and votes in this process's memory; tasks_db.c keeps them in the database (store_tasks.h, cluster
    mode). tasks_new picks the home once; no function of the board asks which one it has.
 
    The core owns everything about waiting: the node polls held unanswered (the waiter list), the
@@ -13,8 +13,8 @@
    Lock rules: b->mu guards the core's fields and whatever state a home keeps in its board struct.
    Ops are called without b->mu (a home takes it for its own fields); a home calls tasks_kick and
    tasks_votes_in with b->mu held. */
-#ifndef CDNCA_TASKS_INT_H
-#define CDNCA_TASKS_INT_H
+#ifndef CDNCA_TASKS_CORE_H
+#define CDNCA_TASKS_CORE_H
 
 #include <pthread.h>
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* store — connections, migrations, tokens, sites, origins, nodes, publications. */
+/* store_core — the store core (store.h, store_core.h): connections, migrations, write transactions
+   and their participants. Names no feature. */
 #include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* ---- connections ---- */
 

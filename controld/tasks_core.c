@@ -1,6 +1,7 @@
-/* tasks — the probe-task board's core: node task polls held until tasks come or wait_ms passes,
-   the timer thread that answers them, kicks, and the engine's wait for votes. The rounds live in
-   one of two homes behind struct tasks_ops (tasks_int.h): tasks_mem.c or tasks_db.c. */
+/* tasks_core — the probe-task board's core (tasks.h): node task polls held until tasks come or
+   wait_ms passes, the timer thread that answers them, kicks, and the engine's wait for votes. The
+   rounds live in one of two homes behind struct tasks_ops (tasks_core.h): tasks_mem.c or
+   tasks_db.c. */
 #include "tasks.h"
 
 #include <pthread.h>
@@ -12,7 +13,7 @@
 #include "hcheck.h"
 #include "json.h"
 #include "log.h"
-#include "tasks_int.h"
+#include "tasks_core.h"
 
 /* One held task poll (owned by its client: freed with it, see tasks_client_ops.hold). */
 struct twaiter {

@@ -1,8 +1,8 @@
-/* store_int — the store core's internals, shared by the store's source files (store*.c only):
+/* store_core — the store core's internals, shared by the store's source files (store*.c only):
    struct store, the write transaction and its participants, and the helpers every feature's SQL
    uses. Names no feature. */
-#ifndef CDNCA_STORE_INT_H
-#define CDNCA_STORE_INT_H
+#ifndef CDNCA_STORE_CORE_H
+#define CDNCA_STORE_CORE_H
 
 #include <pthread.h>
 #include <stdarg.h>
