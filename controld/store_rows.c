@@ -125,7 +125,8 @@ enum store_rc store_list_read(struct db_conn *c, struct db_stmt *s, size_t elem,
   *out = NULL;
   *n = 0;
   while ((limit < 1 || cnt < limit) && (rc = db_step(s)) == DB_ROW) {
-    char *grown = store_grow(arr, &cap, cnt, elem, 16);
+    /* a list of at most limit rows (store_one: 1) starts no larger than that */
+    char *grown = store_grow(arr, &cap, cnt, elem, limit > 0 && limit < 16 ? limit : 16);
     if (!grown) {
       oom = 1;
       break;
