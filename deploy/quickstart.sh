@@ -12,7 +12,7 @@ node_admin_port="${CDNCA_DEMO_NODE_ADMIN_PORT:-7401}"
 o1_port="${CDNCA_DEMO_ORIGIN1_PORT:-7501}"
 o2_port="${CDNCA_DEMO_ORIGIN2_PORT:-7502}"
 
-[ -n "${CDNCA_BUILD:-}" ] || "$top/deploy/deps.sh"
+[ -n "${CDNCA_BUILD:-}" ] || "$top/deploy/deps.sh" --build --demo
 
 # every port must be free: on a taken one the demo would talk to whatever answers there
 taken="$(python3 - "$api_port" "$node_port" "$node_admin_port" "$o1_port" "$o2_port" <<'PY'
