@@ -173,6 +173,18 @@ static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* CDNCA_ADMIN_TOKEN, when set, must pass docs/operations.md#admin-token-strength. 0, or -1
+ * with the reason and how to make a good one in err. */
+static int admin_token_check(char *err, size_t errlen) {
+  const char *tok = getenv("CDNCA_ADMIN_TOKEN"), *why;
+  if (!tok || !*tok || !(why = token_admin_weakness(tok))) return 0;
+  snprintf(err, errlen,
+           "CDNCA_ADMIN_TOKEN is refused: %s; make one with `openssl rand -hex 32` and set it "
+           "(the unit reads /etc/cdnca/controld.env)",
+           why);
+  return -1;
+}
+
 /* controld --check-config: every check, each error on its own line. Exit status 0 or 2. */
 static int check_config(const struct cd_config *c) {
   char err[1024];
@@ -196,6 +208,10 @@ static int check_config(const struct cd_config *c) {
     }
   }
   if (c->log_file[0] && opts_check_appendable("log-file", c->log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    errors++;
+  }
+  if (admin_token_check(err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
     errors++;
   }
@@ -305,10 +321,6 @@ static int enrol_admin_token(struct ctx *ctx) {
   if (!tok || !*tok) {
     log_info("CDNCA_ADMIN_TOKEN is not set: keeping the stored admin token");
     return 0;
-  }
-  if (strlen(tok) < 16) {
-    log_error("CDNCA_ADMIN_TOKEN must be at least 16 characters");
-    return -1;
   }
   token_sha256_hex(tok, strlen(tok), hash);
   token_wipe(tok, strlen(tok));
@@ -486,7 +498,7 @@ int main(int argc, char **argv) {
     log_apply(&ctx.cfg);
     return mig ? migrate_only(&ctx.cfg) : transfer(&ctx.cfg, export_path, import_path);
   }
-  if (config_valid(&ctx.cfg, err, sizeof err) < 0) {
+  if (config_valid(&ctx.cfg, err, sizeof err) < 0 || admin_token_check(err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
     return 2;
   }

@@ -727,7 +727,7 @@ def test_deny_targets_flag(tmp):
         # a bad list is refused at start
         bad = Controld(tmp, name="bad", extra_args=["--deny-targets", "10.0.0.0/40"])
         bad._spawn([bad.binary, "--listen", "127.0.0.1:%d" % bad.port, "--db", bad.db,
-                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": "x" * 20})
+                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": bad.admin_token})
         assert bad.proc.wait(10) == 2
         assert "deny-targets" in open(bad.log_path).read()
     finally:
