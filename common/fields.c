@@ -75,7 +75,7 @@ static int read_str(const cJSON *v, const struct field_def *d, const char *prefi
 static int apply_one(const cJSON *v, const struct field_def *d, const char *prefix, void *target,
                      struct field_err *err) {
   char *member = (char *)target + d->offset;
-  char buf[4096];
+  char buf[8192];
   switch (d->type) {
   case FIELD_INT:
     if (!cJSON_IsNumber(v))
@@ -222,9 +222,12 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
     cJSON *v = NULL;
     if (!carries(d, form)) continue;
     switch (d->type) {
-    case FIELD_INT:
-      v = cJSON_CreateNumber((double)get_int(src, d));
+    case FIELD_INT: {
+      int64_t i = get_int(src, d);
+      v = i == 0 && (d->flags & FIELD_NULLABLE) ? cJSON_CreateNull()
+                                                : cJSON_CreateNumber((double)i);
       break;
+    }
     case FIELD_BOOL: {
       int b;
       memcpy(&b, member, sizeof b);

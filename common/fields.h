@@ -25,7 +25,8 @@ enum field_type {
 
 enum {
   FIELD_REQUIRED = 1, /* must be present when the caller creates (FIELDS_CREATE) */
-  FIELD_NULLABLE = 2, /* FIELD_STR: null stores "" */
+  FIELD_NULLABLE = 2, /* FIELD_STR: null stores ""; FIELD_INT (a record's time or id): 0 is null
+                         in its JSON and NULL in its column */
 };
 
 /* One row of a table; a table ends with a row whose name is NULL. */

@@ -51,6 +51,10 @@ static const struct field_def obs_fields[] = {
     {"failures", FIELD_INT, FIELD_REQUIRED, OB(failures), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
      NULL, 0, 0},
     {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"backup_picks", FIELD_INT, 0, OB(backup_picks), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL,
+     0, 0},
+    {"fail_open", FIELD_INT, 0, OB(fail_open), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL, 0,
+     0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef OB
@@ -196,6 +200,8 @@ static enum http_rc get_config(struct req *r) {
   seen(r);
   if (req_query_int(r, "since", 0, INT64_MAX / 2, 0, &since) < 0) return HTTP_DONE;
   if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
+  /* asking with since = SEQ says the node applied SEQ (docs/design.md#incidents: propagation) */
+  hub_node_applied(r->ctx->hub, r->node_id, since, clock_wall_ms());
   return hub_config_poll(r->ctx->hub, since, wait_ms, &p) ? HTTP_SUSPENDED : HTTP_DONE;
 }
 

@@ -15,6 +15,7 @@
 #include "model.h"
 #include "store_fleet.h"
 #include "store_health.h"
+#include "store_incidents.h"
 #include "store_sites.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
@@ -162,21 +163,171 @@ static void log_site_event(const struct site_rec *s, const char *type, const cJS
   cJSON_Delete(f);
 }
 
-static int add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
-                     const char *type, const char *title, cJSON *j) {
-  char *data = j ? json_print(j) : NULL;
-  int rc = -1;
+/* ---- incidents (docs/design.md#incidents) ---- */
+
+/* A site's incident while the engine works on it. */
+struct site_incident {
+  struct incident_rec rec;
+  int have;   /* rec is the site's latest incident */
+  int loaded; /* the latest was looked up (or the round's active list said) */
+  int dirty;  /* rec changed since it was stored */
+};
+
+/* Look the site's latest incident up once. 0 or -1. */
+static int inc_load(struct store_tx *tx, const struct site_rec *s, struct site_incident *ic) {
+  enum store_rc rc;
+  if (ic->loaded) return 0;
+  rc = store_incident_latest_locked(tx, s->id, &ic->rec);
+  if (rc != STORE_OK && rc != STORE_NOT_FOUND) return -1;
+  ic->have = rc == STORE_OK;
+  ic->loaded = 1;
+  return 0;
+}
+
+/* 1 when events of s now belong to an incident. */
+static int inc_on(const struct site_incident *ic) {
+  return ic && ic->have && ic->rec.id > 0 && incident_active(&ic->rec);
+}
+
+/* Add an event whose data is j (deleted here); while an incident is active (or `force`: the
+   incident's own announcement) the event carries incident_id and joins its timeline, with
+   votes_json (the votes behind a state change, may be NULL) in the entry. 0 or -1. */
+static int add_event_inc(const struct engine_env *env, struct store_tx *tx,
+                         const struct site_rec *s, struct site_incident *ic, int force,
+                         const char *type, const char *title, cJSON *j, const char *votes_json) {
+  char *data = NULL, *entry = NULL;
+  int64_t ev;
+  int rc = -1, linked = ic && ic->have && ic->rec.id > 0 && (force || inc_on(ic));
+  (void)env;
+  if (j && linked) json_add_i64(j, "incident_id", ic->rec.id);
   log_site_event(s, type, j);
-  cJSON_Delete(j);
+  data = j ? json_print(j) : NULL;
   if (!data) {
     log_error("site %lld: cannot format %s event", (long long)s->id, type);
     goto out;
   }
-  if (store_health_event_locked(tx, s->id, s->name, type, title, data) < 0) goto out;
+  if ((ev = store_health_event_locked(tx, s->id, s->name, type, title, data)) < 0) goto out;
+  if (linked) {
+    cJSON *v = votes_json ? cJSON_Parse(votes_json) : NULL;
+    if (v) cJSON_AddItemToObject(j, "votes", v);
+    entry = v ? json_print(j) : NULL;
+    if (store_incident_entry_locked(tx, &ic->rec, "event", ev, type, title, entry ? entry : data,
+                                    clock_wall_ms()) < 0)
+      goto out;
+    ic->dirty = 1;
+  }
   rc = 0;
 out:
+  cJSON_Delete(j);
   free(data);
+  free(entry);
   return rc;
+}
+
+static int add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                     struct site_incident *ic, const char *type, const char *title, cJSON *j) {
+  return add_event_inc(env, tx, s, ic, 0, type, title, j, NULL);
+}
+
+/* A trigger at now (docs/design.md#incidents): opens, reopens or joins the site's incident. The
+   caller writes the triggering event, then inc_announce. Returns the change or -1. */
+static int inc_trigger(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                       struct site_incident *ic, enum incident_trigger t, int64_t first_failure,
+                       int64_t now) {
+  enum incident_change ch;
+  if (!ic) return INCIDENT_SAME;
+  if (inc_load(tx, s, ic) < 0) return -1;
+  ch = incident_trigger_at(&ic->rec, ic->have, s->id, s->name, t, s->current_level, first_failure,
+                           now, env->incident_quiet_ms);
+  if (ch == INCIDENT_OPENED) {
+    if (store_incident_insert_locked(tx, &ic->rec) < 0) return -1;
+    ic->have = 1;
+  } else if (ch == INCIDENT_REOPENED) {
+    ic->dirty = 1;
+  }
+  return (int)ch;
+}
+
+/* The incident.* event of a change (and its histogram). 0 or -1. */
+static int inc_announce(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                        struct site_incident *ic, int ch) {
+  struct incident_figures f;
+  const char *type, *title;
+  cJSON *j;
+  switch (ch) {
+  case INCIDENT_OPENED:
+  case INCIDENT_REOPENED:
+    type = "incident.opened";
+    title = ch == INCIDENT_OPENED ? "Incident opened" : "Incident reopened";
+    break;
+  case INCIDENT_MITIGATED_AT:
+    type = "incident.mitigated";
+    title = "Incident mitigated";
+    break;
+  case INCIDENT_RESOLVED_AT:
+    type = "incident.resolved";
+    title = "Incident resolved";
+    break;
+  default:
+    return 0;
+  }
+  incident_figures(&ic->rec, &f);
+  j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "state", incident_state_names[ic->rec.state]);
+  cJSON_AddStringToObject(j, "trigger", incident_trigger_names[ic->rec.trigger]);
+  cJSON_AddNumberToObject(j, "opened_level", ic->rec.opened_level);
+  cJSON_AddNumberToObject(j, "current_level", s->current_level);
+  if (ch == INCIDENT_REOPENED) cJSON_AddNumberToObject(j, "reopened", ic->rec.reopened);
+  if (ch == INCIDENT_OPENED && f.detect_ms >= 0) {
+    cJSON_AddNumberToObject(j, "detect_ms", (double)f.detect_ms);
+    metrics_observe(env->metrics, "cdnca_incident_detect_seconds", NULL, f.detect_ms / 1000.0);
+  }
+  if (ch == INCIDENT_MITIGATED_AT && f.mitigate_ms >= 0) {
+    cJSON_AddNumberToObject(j, "mitigate_ms", (double)f.mitigate_ms);
+    metrics_observe(env->metrics, "cdnca_incident_mitigate_seconds", NULL, f.mitigate_ms / 1000.0);
+  }
+  if (ch == INCIDENT_RESOLVED_AT && f.resolve_ms >= 0) {
+    cJSON_AddNumberToObject(j, "resolve_ms", (double)f.resolve_ms);
+    metrics_observe(env->metrics, "cdnca_incident_resolve_seconds", NULL, f.resolve_ms / 1000.0);
+  }
+  ic->dirty = 1;
+  return add_event_inc(env, tx, s, ic, 1, type, title, j, NULL);
+}
+
+/* The end of a site's evaluation: an active incident is mitigated, unmitigated or resolved by the
+   state the site is left in (ol: its outlook now), and the record is saved when it changed.
+   0 or -1. */
+static int inc_finish(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                      const struct outlook *ol, struct site_incident *ic, int64_t now) {
+  struct incident_view v;
+  int64_t failed[SITE_MAX_ORIGINS];
+  int nf, ch;
+  if (!ic) return 0;
+  if (inc_on(ic)) {
+    memset(&v, 0, sizeof v);
+    v.current_level = s->current_level;
+    v.current_healthy = ol->hc_active && s->current_level >= 1 &&
+                        s->current_level <= HEALTH_MAX_LEVEL &&
+                        ol->view.level[s->current_level] == HEALTH_HEALTHY;
+    v.all_unhealthy = ol->decision.all_unhealthy;
+    nf = store_incident_failed_ids_locked(tx, ic->rec.id, failed, SITE_MAX_ORIGINS);
+    if (nf < 0) return -1;
+    for (int i = 0; i < nf; i++)
+      for (int k = 0; k < s->n_origins; k++)
+        if (s->origins[k].id == failed[i] && s->origins[k].enabled &&
+            s->origins[k].health != HEALTH_HEALTHY)
+          v.failed_unhealthy++;
+    ch = incident_evaluate(&ic->rec, &v, now, env->incident_quiet_ms);
+    if (ch != INCIDENT_SAME) {
+      ic->dirty = 1;
+      if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
+    }
+  }
+  if (ic->dirty && ic->have && ic->rec.id > 0) {
+    if (store_incident_save_locked(tx, &ic->rec) < 0) return -1;
+    ic->dirty = 0;
+  }
+  return 0;
 }
 
 /* The first healthy level of a view, 0 when none. */
@@ -188,7 +339,8 @@ static int first_healthy(const struct health_site_view *v) {
 
 /* Switch s to level with a level.switched event; s->current_level is updated. 0 or -1. */
 static int do_switch(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
-                     int level, enum health_reason reason, const char *why, const char *by) {
+                     struct site_incident *ic, int level, enum health_reason reason,
+                     const char *why, const char *by) {
   const char *rs = health_reason_to_string(reason);
   char labels[64];
   int pin = 0;
@@ -205,7 +357,11 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
   cJSON_AddStringToObject(j, "reason", rs);
   if (why) cJSON_AddStringToObject(j, "why", why);
   if (by) cJSON_AddStringToObject(j, "by", by); /* a manual switch: the token's name */
-  if (add_event(env, tx, s, "level.switched",
+  if (inc_on(ic)) {
+    incident_switched(&ic->rec, level, clock_wall_ms());
+    ic->dirty = 1;
+  }
+  if (add_event(env, tx, s, ic, "level.switched",
                 reason == HEALTH_REASON_MANUAL ? TITLE_MANUAL : TITLE_AUTO, j) < 0)
     return -1;
   snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
@@ -218,33 +374,41 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
    follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
    with its batch. 0 or -1. */
 static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
-                           int64_t now, unsigned *fleet_out) {
+                           struct site_incident *ic, int64_t now, unsigned *fleet_out) {
   struct outlook ol;
   const struct health_decision *d = &ol.decision;
-  int all, fb, switched = 0;
+  int all, fb, switched = 0, ch;
   cJSON *j;
   engine_outlook(s, now, &ol);
   if (d->action == HEALTH_SWITCH && d->to_level != s->current_level) {
-    if (do_switch(env, tx, s, d->to_level, d->reason, d->why, NULL) < 0) return -1;
+    /* an automatic switch away opens an incident; a failback belongs to the one it ends */
+    ch = INCIDENT_SAME;
+    if (d->reason == HEALTH_REASON_AUTO_FAILOVER || d->reason == HEALTH_REASON_NO_ENABLED_ORIGINS)
+      ch = inc_trigger(env, tx, s, ic, INCIDENT_TRIGGER_SWITCH, 0, now);
+    if (ch < 0 || do_switch(env, tx, s, ic, d->to_level, d->reason, d->why, NULL) < 0) return -1;
+    if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
     switched = 1;
   }
   if (d->raise_all_unhealthy) {
+    ch = inc_trigger(env, tx, s, ic, INCIDENT_TRIGGER_ALL_DOWN, 0, now);
+    if (ch < 0) return -1;
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     cJSON_AddStringToObject(j, "why", d->why);
-    if (add_event(env, tx, s, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
+    if (add_event(env, tx, s, ic, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
+    if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
   }
   if (d->raise_recovered) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, tx, s, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
+    if (add_event(env, tx, s, ic, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
   }
   if (d->emit_failback_available) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", d->failback_level);
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, tx, s, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
+    if (add_event(env, tx, s, ic, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
   }
   all = d->incident_open ? 1 : 0;
   fb = d->failback_notified_next ? d->failback_level : 0;
@@ -258,6 +422,7 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
      go, so the outlook taken above still describes s; a switch is a new state (another level,
      perhaps no longer pinned), whose outlook is taken again. */
   if (switched) engine_outlook(s, now, &ol);
+  if (inc_finish(env, tx, s, &ol, ic, now) < 0) return -1;
   if (fleet_out) {
     *fleet_out = fleet_state_of(s, &ol);
     return 0;
@@ -338,8 +503,9 @@ static void verdict_buf_free(struct verdict_buf *b) {
 /* Apply one verdict to origin o of s at now; writes the origin and a health_changed event, and
    queues the evidence row in vb. 0 or -1. */
 static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int64_t round_id,
-                         int64_t round_at, struct site_rec *s, struct origin_rec *o,
-                         const struct engine_verdict *v, int64_t now, struct verdict_buf *vb) {
+                         int64_t round_at, struct site_rec *s, struct site_incident *ic,
+                         struct origin_rec *o, const struct engine_verdict *v, int64_t now,
+                         struct verdict_buf *vb) {
   struct health_origin m;
   enum health_state from = origin_state(o);
   const char *src = v->verdict != VERDICT_NONE ? health_source_to_string(v->source) : NULL;
@@ -398,6 +564,24 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
   if (m.state != from) {
     cJSON *j = cJSON_CreateObject(), *vo;
     char title[48];
+    int ch = INCIDENT_SAME;
+    if (o->health == HEALTH_UNHEALTHY) {
+      /* an origin of the level serving visitors turned unhealthy: an incident opens (or this
+         joins it); any origin failing during one must recover before it resolves */
+      if (o->level == s->current_level) {
+        int64_t first = store_incident_streak_start_locked(tx, o->id);
+        ch =
+            inc_trigger(env, tx, s, ic, INCIDENT_TRIGGER_ORIGIN, first > 0 ? first : round_at, now);
+        if (ch < 0) {
+          cJSON_Delete(j);
+          goto out;
+        }
+      }
+      if (inc_on(ic) && store_incident_failed_locked(tx, ic->rec.id, o->id, o->level, now) < 0) {
+        cJSON_Delete(j);
+        goto out;
+      }
+    }
     json_add_i64(j, "origin_id", o->id);
     cJSON_AddNumberToObject(j, "level", o->level);
     cJSON_AddStringToObject(j, "from", health_state_to_string(from));
@@ -408,7 +592,12 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
     cJSON_AddNumberToObject(vo, "failure", v->votes_failure);
     json_add_str_or_null(j, "error", o->last_error[0] ? o->last_error : NULL);
     snprintf(title, sizeof title, "Origin is now %s", health_state_to_string(o->health));
-    if (add_event(env, tx, s, "origin.health_changed", title, j) < 0) goto out;
+    /* the timeline keeps the votes behind the change: which node, checkpoint or controld said
+       what */
+    if (add_event_inc(env, tx, s, ic, 0, "origin.health_changed", title, j,
+                      vb->rows[vb->n - 1].votes_json) < 0)
+      goto out;
+    if (inc_announce(env, tx, s, ic, ch) < 0) goto out;
   }
   rc = 0;
 out:
@@ -427,7 +616,7 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
    origins by pointer: s must live until vb is flushed). 0 or -1. */
 static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t round_id,
                       int64_t round_at, int64_t now, const struct engine_site_round *sr,
-                      struct site_rec *s, struct verdict_buf *vb) {
+                      struct site_rec *s, struct site_incident *ic, struct verdict_buf *vb) {
   int suspect = 0;
   struct site_round_row *row;
   if (s->id == 0) return 0; /* deleted meanwhile */
@@ -435,7 +624,7 @@ static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t
     for (int i = 0; i < sr->n; i++) {
       int k = origin_index(s, sr->v[i].origin_id);
       if (k < 0 || !s->origins[k].enabled) continue; /* deleted or disabled meanwhile */
-      if (apply_verdict(env, tx, round_id, round_at, s, &s->origins[k], &sr->v[i], now, vb) < 0)
+      if (apply_verdict(env, tx, round_id, round_at, s, ic, &s->origins[k], &sr->v[i], now, vb) < 0)
         return -1;
     }
   }
@@ -457,7 +646,7 @@ static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t
   row->probed_at = round_at;
   row->next_probe_at = round_at + engine_next_probe_ms(s->hc.interval_ms, env->probe_interval_ms,
                                                        env->suspect_interval_ms, suspect);
-  if (evaluate_locked(env, tx, s, now, &row->fleet) < 0) return -1;
+  if (evaluate_locked(env, tx, s, ic, now, &row->fleet) < 0) return -1;
   vb->ns++;
   return 0;
 }
@@ -467,7 +656,8 @@ static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t
 
 int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t started_at,
                        int64_t finished_at, const struct engine_site_round *sites, int n_sites) {
-  int origins = 0, cap = n_sites < ENGINE_LOAD_CHUNK ? n_sites : ENGINE_LOAD_CHUNK;
+  int origins = 0, cap = n_sites < ENGINE_LOAD_CHUNK ? n_sites : ENGINE_LOAD_CHUNK, n_active = 0;
+  struct incident_rec *active = NULL;
   struct verdict_buf vb;
   struct site_rec *recs = calloc((size_t)(cap ? cap : 1), sizeof *recs);
   int64_t *ids = calloc((size_t)(cap ? cap : 1), sizeof *ids);
@@ -475,6 +665,9 @@ int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t s
   if (!recs || !ids) goto fail_notx;
   struct store_tx *tx = store_health_begin(env->store);
   if (!tx) goto fail_notx;
+  /* the active incidents, once per round (few): a site without one is looked up only when a
+     trigger comes */
+  if (store_incident_active_locked(tx, &active, &n_active) != STORE_OK) goto fail;
   /* the round's sites are read in chunks, a few statements per chunk, not three per site */
   for (int at = 0; at < n_sites; at += cap) {
     int take = n_sites - at < cap ? n_sites - at : cap;
@@ -483,8 +676,17 @@ int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t s
     if (store_health_sites_load_locked(tx, ids, take, recs) != STORE_OK) goto fail;
     int frc = 0;
     for (int i = 0; i < take && frc == 0; i++) {
+      struct site_incident ic;
+      memset(&ic, 0, sizeof ic);
+      /* none active unless the list has it; the latest resolved one is looked up on a trigger */
+      for (int k = 0; k < n_active; k++)
+        if (active[k].site_id == recs[i].id) {
+          ic.rec = active[k];
+          ic.have = ic.loaded = 1;
+        }
       origins += sites[at + i].n;
-      frc = apply_site(env, tx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb);
+      frc = apply_site(env, tx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &ic,
+                       &vb);
     }
     /* the chunk's origins, evidence rows, probe times and fleet flags */
     if (frc == 0) frc = verdict_buf_flush(env, tx, &vb);
@@ -496,12 +698,14 @@ int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t s
     goto fail;
   free(recs);
   free(ids);
+  free(active);
   verdict_buf_free(&vb);
   return store_health_commit(tx);
 fail:
   store_health_rollback(tx);
 fail_notx:
   log_error("probe round %lld: results not stored", (long long)round_id);
+  free(active);
   free(recs);
   free(ids);
   verdict_buf_free(&vb);
@@ -515,7 +719,9 @@ int engine_site_changed_keep_locked(const struct engine_env *env, struct store_t
   enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
   level = s.current_level;
-  if (evaluate_locked(env, tx, &s, clock_wall_ms(), NULL) < 0) {
+  struct site_incident ic;
+  memset(&ic, 0, sizeof ic);
+  if (inc_load(tx, &s, &ic) < 0 || evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL) < 0) {
     site_rec_fini(&s);
     return -1;
   }
@@ -534,7 +740,9 @@ int engine_site_changed_locked(const struct engine_env *env, struct store_tx *tx
   int rc;
   enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
-  rc = evaluate_locked(env, tx, &s, clock_wall_ms(), NULL);
+  struct site_incident ic;
+  memset(&ic, 0, sizeof ic);
+  rc = inc_load(tx, &s, &ic) < 0 ? -1 : evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL);
   site_rec_fini(&s);
   return rc;
 }
@@ -576,6 +784,7 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
                                                      int level, const char *by) {
   struct site_rec s;
   struct outlook ol;
+  struct site_incident ic;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
   enum store_rc rc;
   int has = 0, fb;
@@ -587,11 +796,13 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
     ret = ENGINE_SWITCH_NO_ORIGIN;
     goto out;
   }
+  memset(&ic, 0, sizeof ic);
+  if (inc_load(tx, &s, &ic) < 0) goto out;
   if (level != s.current_level) {
     char why[64];
     snprintf(why, sizeof why, "switched by the operator from level %d to level %d", s.current_level,
              level);
-    if (do_switch(env, tx, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0)
+    if (do_switch(env, tx, &s, &ic, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0)
       goto out;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified
@@ -602,6 +813,7 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
       store_health_site_flags_locked(tx, s.id, s.all_unhealthy, fb) < 0)
     goto out;
   s.failback_notified = fb;
+  if (inc_finish(env, tx, &s, &ol, &ic, clock_wall_ms()) < 0) goto out;
   if (store_fleet_set_locked(tx, s.id, fleet_state_of(&s, &ol)) < 0) goto out;
   ret = ENGINE_SWITCH_OK;
 out:
@@ -620,4 +832,61 @@ enum engine_switch_rc engine_switch_manual(const struct engine_env *env, int64_t
     return ret;
   }
   return store_health_commit(tx) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
+}
+
+/* ---- incidents: the operator's notes and resolution ---- */
+
+/* The site record an incident's events are written for: the site when it still exists, else
+   its id and name as the incident kept them. */
+static void incident_site(struct store_tx *tx, const struct incident_rec *r, struct site_rec *s,
+                          int *loaded) {
+  *loaded = store_health_site_load_locked(tx, r->site_id, s) == STORE_OK;
+  if (!*loaded) {
+    memset(s, 0, sizeof *s);
+    s->id = r->site_id;
+    snprintf(s->name, sizeof s->name, "%s", r->site_name);
+  }
+}
+
+enum engine_incident_rc engine_incident_note_locked(const struct engine_env *env,
+                                                    struct store_tx *tx, int64_t id, const char *by,
+                                                    const char *text, int resolve) {
+  struct site_incident ic;
+  struct site_rec s;
+  int loaded = 0;
+  enum engine_incident_rc ret = ENGINE_INCIDENT_ERROR;
+  enum store_rc rc;
+  cJSON *j;
+  char *data = NULL;
+  memset(&ic, 0, sizeof ic);
+  rc = store_incident_get_locked(tx, id, &ic.rec);
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_INCIDENT_NOT_FOUND : ret;
+  ic.have = ic.loaded = 1;
+  if (resolve && !incident_active(&ic.rec)) return ENGINE_INCIDENT_RESOLVED;
+  if (text && *text) {
+    j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "text", text);
+    if (by && *by) cJSON_AddStringToObject(j, "by", by);
+    data = json_print(j);
+    cJSON_Delete(j);
+    if (!data ||
+        store_incident_entry_locked(tx, &ic.rec, "note", 0, resolve ? "resolve" : "note",
+                                    by && *by ? by : "operator", data, clock_wall_ms()) < 0)
+      goto out;
+    ic.dirty = 1;
+  }
+  if (resolve) {
+    incident_site(tx, &ic.rec, &s, &loaded);
+    incident_resolve_by(&ic.rec, by, clock_wall_ms());
+    if (inc_announce(env, tx, &s, &ic, INCIDENT_RESOLVED_AT) < 0) {
+      if (loaded) site_rec_fini(&s);
+      goto out;
+    }
+    if (loaded) site_rec_fini(&s);
+  }
+  if (ic.dirty && store_incident_save_locked(tx, &ic.rec) < 0) goto out;
+  ret = ENGINE_INCIDENT_OK;
+out:
+  free(data);
+  return ret;
 }

@@ -17,6 +17,8 @@ struct engine_env {
   struct metrics *metrics;     /* cdnca_level_switches_total */
   int64_t probe_interval_ms;   /* the global probe interval (a site's own interval_ms wins) */
   int64_t suspect_interval_ms; /* fast re-probe of a site with a pending change; 0 = off */
+  int64_t incident_quiet_ms;   /* docs/design.md#incidents: a trigger this soon after a
+                                  resolution reopens it; the resolution's quiet time */
 };
 
 /* One vote behind a verdict, as recorded in the evidence. */
@@ -114,5 +116,20 @@ enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, 
 enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
                                                      struct store_tx *tx, int64_t site_id,
                                                      int level, const char *by);
+
+enum engine_incident_rc {
+  ENGINE_INCIDENT_OK = 0,
+  ENGINE_INCIDENT_NOT_FOUND = 1, /* no such incident */
+  ENGINE_INCIDENT_RESOLVED = 2,  /* resolving one that is resolved already */
+  ENGINE_INCIDENT_ERROR = -1,
+};
+
+/* Inside the caller's write transaction: an operator's note on incident id (text: NULL or "" =
+   none) by the token named by, and with resolve, its resolution (docs/design.md#incidents: the
+   incident.resolved event, resolved_by). On anything but ENGINE_INCIDENT_OK the caller rolls
+   back. */
+enum engine_incident_rc engine_incident_note_locked(const struct engine_env *env,
+                                                    struct store_tx *tx, int64_t id, const char *by,
+                                                    const char *text, int resolve);
 
 #endif

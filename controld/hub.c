@@ -10,6 +10,7 @@
 #include "log.h"
 #include "nodewatch.h"
 #include "publish.h"
+#include "store_incidents.h"
 #include "store_node.h"
 #include "store_pub.h"
 
@@ -40,7 +41,14 @@ struct hub {
   int n_waiters;
   int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
   int n_seen, cap_seen;
+  struct hub_applied *applied; /* (node, seq, first time) not yet written: incident propagation */
+  int n_applied, cap_applied;
   struct nodewatch *watch; /* online/offline transitions for the log (NULL: not watched) */
+};
+
+/* A node asked for the config holding seq, first at `at`. */
+struct hub_applied {
+  int64_t node_id, seq, at;
 };
 
 /* A node's online/offline change as one structured log line. */
@@ -130,11 +138,43 @@ static void answer_all(struct waiter **ws, int n, enum hub_outcome outcome) {
     answer(ws[i], outcome, NULL);
 }
 
+/* Write the pending (node, seq) firsts for incidents' propagation (mu held; dropped while
+   writing). */
+static void flush_applied_locked(struct hub *h) {
+  struct hub_applied *a = h->applied;
+  int n = h->n_applied;
+  int64_t *ids, *seqs, *at;
+  if (!n) return;
+  h->applied = NULL;
+  h->n_applied = h->cap_applied = 0;
+  pthread_mutex_unlock(&h->mu);
+  ids = malloc((size_t)n * sizeof *ids);
+  seqs = malloc((size_t)n * sizeof *seqs);
+  at = malloc((size_t)n * sizeof *at);
+  if (ids && seqs && at) {
+    for (int i = 0; i < n; i++) {
+      ids[i] = a[i].node_id;
+      seqs[i] = a[i].seq;
+      at[i] = a[i].at;
+    }
+    if (store_incident_applied_batch(h->st, ids, seqs, at, n) < 0)
+      log_warn("could not record the config %d nodes applied", n);
+  }
+  free(ids);
+  free(seqs);
+  free(at);
+  free(a);
+  pthread_mutex_lock(&h->mu);
+}
+
 /* Write pending presence (called with mu held; drops it while writing). */
 static void flush_seen_locked(struct hub *h) {
   int64_t *ids, *at;
   int n = h->n_seen;
-  if (!n) return;
+  if (!n) {
+    flush_applied_locked(h);
+    return;
+  }
   ids = h->seen_id;
   at = h->seen_at;
   h->seen_id = h->seen_at = NULL;
@@ -145,6 +185,7 @@ static void flush_seen_locked(struct hub *h) {
   free(ids);
   free(at);
   pthread_mutex_lock(&h->mu);
+  flush_applied_locked(h);
 }
 
 static void *hub_thread(void *arg) {
@@ -259,6 +300,7 @@ void hub_free(struct hub **hp) {
   pthread_mutex_destroy(&h->mu);
   free(h->seen_id);
   free(h->seen_at);
+  free(h->applied);
   nodewatch_free(&h->watch);
   free(h);
   *hp = NULL;
@@ -372,6 +414,29 @@ void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
   h->seen_id[h->n_seen] = node_id;
   h->seen_at[h->n_seen] = now;
   h->n_seen++;
+out:
+  pthread_mutex_unlock(&h->mu);
+}
+
+void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now) {
+  if (seq <= 0) return;
+  pthread_mutex_lock(&h->mu);
+  /* the first time this batch saw the node at this seq is the one kept */
+  for (int i = h->n_applied - 1; i >= 0; i--)
+    if (h->applied[i].node_id == node_id) {
+      if (h->applied[i].seq >= seq) goto out;
+      break;
+    }
+  if (h->n_applied == h->cap_applied) {
+    int ncap = h->cap_applied ? h->cap_applied * 2 : 64;
+    struct hub_applied *na;
+    if (ncap > HUB_APPLIED_MAX) goto out; /* bounded: the next batch records the rest */
+    na = realloc(h->applied, (size_t)ncap * sizeof *na);
+    if (!na) goto out;
+    h->applied = na;
+    h->cap_applied = ncap;
+  }
+  h->applied[h->n_applied++] = (struct hub_applied){node_id, seq, now};
 out:
   pthread_mutex_unlock(&h->mu);
 }

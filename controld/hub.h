@@ -58,6 +58,12 @@ void hub_watch_nodes(struct hub *h, int64_t online_ms);
 /* Note that node_id made an authenticated call at wall ms now (written within about a second). */
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now);
 
+/* Note that node_id asked for the config holding publication seq at wall ms now: the first time
+   it did for each switch of an active incident is its propagation figure (written with the
+   presence batch; at most HUB_APPLIED_MAX notes wait per batch). */
+#define HUB_APPLIED_MAX 65536
+void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now);
+
 /* Stop the timer thread (an answer it is building is given first), answer every held poll
    HUB_UNCHANGED and later polls at once; call before http_stop. */
 void hub_shutdown(struct hub *h);

@@ -29,6 +29,7 @@
 #include "store.h"
 #include "store_audit.h"
 #include "store_export.h"
+#include "store_incidents.h"
 #include "store_pub.h"
 #include "svc.h"
 #include "tasks.h"
@@ -83,6 +84,11 @@ static const struct opt_def options[] = {
      "timeout of one webhook delivery attempt"},
     {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400",
      "audit log records older than this are deleted"},
+    {"incident-quiet-ms", OPT_INT, O(incident_quiet_ms), 0, 0, 86400000, NULL, "300000",
+     "an incident resolves after its site has been clear this long, and a new trigger this soon "
+     "after a resolution reopens it"},
+    {"incident-retention-days", OPT_INT, O(incident_retention_days), 0, 1, 36500, NULL, "400",
+     "resolved incidents older than this are deleted with their timelines"},
     {"replica-name", OPT_STR, O(replica_name), S(replica_name), 0, 0, NULL, NULL,
      "cluster mode (PostgreSQL --db): this replica's name in the engine lease (empty = the host "
      "name)"},
@@ -298,6 +304,12 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");
   metrics_declare(m, "cdnca_level_switches_total", "counter", "level switches by reason");
+  metrics_declare(m, "cdnca_incident_detect_seconds", "histogram",
+                  "incidents: first failed verdict to the incident's opening");
+  metrics_declare(m, "cdnca_incident_mitigate_seconds", "histogram",
+                  "incidents: opening to mitigation (served from a healthy other level)");
+  metrics_declare(m, "cdnca_incident_resolve_seconds", "histogram",
+                  "incidents: opening to resolution");
   metrics_declare(m, "cdnca_nodes_online", "gauge", "nodes seen within node_online_ms");
   metrics_declare(m, "cdnca_webhook_deliveries_total", "counter",
                   "webhook delivery attempts by result");
@@ -337,6 +349,14 @@ static void prune_audit(struct ctx *ctx) {
     log_warn("could not prune the audit log");
 }
 
+/* Incidents resolved before their retention go (like the audit log: at start, and when the lease
+   is gained). */
+static void prune_incidents(struct ctx *ctx) {
+  int64_t keep = ctx->cfg.incident_retention_days * 86400000LL;
+  if (store_incident_prune(ctx->store, clock_wall_ms() - keep) < 0)
+    log_warn("could not prune incidents");
+}
+
 static void revoke_node_polls(void *hub, int64_t node_id);
 
 /* The engine role's changes (coord.h: at start with SQLite; on the lease's role thread in cluster
@@ -353,6 +373,7 @@ static void on_role(void *arg, int engine, int64_t epoch) {
   if (engine_reevaluate_all(ctx->engine) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
+  prune_incidents(ctx);
   notify_set_active(ctx->notify, 1);
   /* rounds a former engine left open take no more votes (docs/design.md#probe-tasks-and-votes),
    * then rounds start */
@@ -557,6 +578,7 @@ int main(int argc, char **argv) {
   engine.metrics = ctx.metrics;
   engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
   engine.suspect_interval_ms = ctx.cfg.suspect_interval_ms;
+  engine.incident_quiet_ms = ctx.cfg.incident_quiet_ms;
   ctx.engine = &engine;
   {
     struct prober_env pe = {

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_fleet.h"
+#include "store_incidents.h"
 #include "store_notify.h"
 
 struct sitemetrics {
@@ -83,13 +84,14 @@ static int on_origin(void *arg, const struct fleet_origin_row *r) {
 static int build(struct sitemetrics *sm, int64_t now_wall, struct buf *out) {
   struct fleet_summary fs;
   struct walk w;
-  int64_t backlog = 0;
+  int64_t backlog = 0, incidents = 0;
   int ret = -1;
   memset(&w, 0, sizeof w);
   for (int i = 0; i < F__N; i++)
     buf_init(&w.fam[i], 0);
   if (store_fleet_summary(sm->st, now_wall - sm->node_online_ms, &fs) < 0 ||
-      store_delivery_backlog(sm->st, &backlog) < 0)
+      store_delivery_backlog(sm->st, &backlog) < 0 ||
+      (incidents = store_incident_open_count(sm->st)) < 0)
     goto out;
   if (buf_printf(out,
                  "# HELP cdnca_sites Sites by fleet state: on_primary + on_backup = every site; "
@@ -117,8 +119,11 @@ static int build(struct sitemetrics *sm, int64_t now_wall, struct buf *out) {
           "# HELP cdnca_webhook_backlog webhook deliveries waiting in the outbox (new or "
           "retrying)\n"
           "# TYPE cdnca_webhook_backlog gauge\n"
-          "cdnca_webhook_backlog %lld\n",
-          (long long)fs.nodes_lagging, (long long)backlog) < 0)
+          "cdnca_webhook_backlog %lld\n"
+          "# HELP cdnca_incidents_open incidents open or mitigated\n"
+          "# TYPE cdnca_incidents_open gauge\n"
+          "cdnca_incidents_open %lld\n",
+          (long long)fs.nodes_lagging, (long long)backlog, (long long)incidents) < 0)
     goto out;
   if (sm->max_sites > 0 && store_fleet_each_site(sm->st, sm->max_sites, on_site, &w) < 0) goto out;
   if (w.rc < 0) goto out;

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "sigmsg.h"
 #include "store_core.h"
+#include "store_incidents.h"
 #include "store_signal.h"
 #include "store_sites.h"
 #include "store_tokens.h"
@@ -44,12 +45,14 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
      grow the table beyond one row per published origin with ids that do not exist */
   static const char ups[] =
       "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
-      "updated_at) SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), "
-      "CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), CAST(?7 AS BIGINT) WHERE EXISTS "
+      "updated_at, backup_picks, fail_open) SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), "
+      "CAST(?3 AS BIGINT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), "
+      "CAST(?7 AS BIGINT), CAST(?8 AS BIGINT), CAST(?9 AS BIGINT) WHERE EXISTS "
       "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2 AND enabled = 1) "
       "ON CONFLICT (node_id, origin_id) DO UPDATE SET "
       "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
-      "skipped = excluded.skipped, updated_at = excluded.updated_at";
+      "skipped = excluded.skipped, updated_at = excluded.updated_at, "
+      "backup_picks = excluded.backup_picks, fail_open = excluded.fail_open";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   struct store_tx *tx = store_tx_begin_unordered(st);
@@ -65,6 +68,21 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     rc = STORE_NOT_FOUND;
     goto fail;
   }
+  if (n_obs > 0) {
+    /* visitor impact: the reports of sites with an active incident count towards it */
+    int64_t *inc = NULL, *sites = NULL;
+    int ni = store_incident_sites_active_locked(tx, &inc, &sites), bad = ni < 0;
+    for (int i = 0; i < n_obs && ni > 0 && !bad; i++)
+      for (int k = 0; k < ni; k++)
+        if (sites[k] == obs[i].site_id &&
+            store_incident_observe_locked(tx, inc[k], node_id, obs[i].origin_id, obs[i].requests,
+                                          obs[i].failures, obs[i].backup_picks, obs[i].fail_open,
+                                          now) < 0)
+          bad = 1;
+    free(inc);
+    free(sites);
+    if (bad) goto fail;
+  }
   for (int i = 0; i < n_obs; i++) {
     q = db_prep(st->w, ups);
     if (!q) goto fail;
@@ -75,6 +93,8 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     db_bind_i64(q, 5, obs[i].failures);
     db_bind_int(q, 6, obs[i].skipped ? 1 : 0);
     db_bind_i64(q, 7, now);
+    db_bind_i64(q, 8, obs[i].backup_picks);
+    db_bind_i64(q, 9, obs[i].fail_open);
     if (store_step_done(st->w, q, "storing observation") < 0) goto fail;
   }
   if (store_tx_commit(tx) < 0) return STORE_ERROR;

@@ -91,6 +91,8 @@ int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, 
         db_bind_text(q, idx, t);
       else
         db_bind_null(q, idx);
+    } else if (d->type == FIELD_INT && (d->flags & FIELD_NULLABLE) && member_i64(d, src) == 0) {
+      db_bind_null(q, idx);
     } else {
       db_bind_i64(q, idx, member_i64(d, src));
     }

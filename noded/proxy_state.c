@@ -435,6 +435,8 @@ cJSON *proxy_state_observations(struct proxy_state *t, int64_t now) {
     json_add_i64(o, "requests", (int64_t)rec.requests);
     json_add_i64(o, "failures", (int64_t)rec.failures);
     cJSON_AddBoolToObject(o, "skipped", skip_is_skipped(&rec, now));
+    json_add_i64(o, "backup_picks", (int64_t)rec.backup_picks);
+    json_add_i64(o, "fail_open", (int64_t)rec.fail_open);
     cJSON_AddItemToArray(arr, o);
   }
   pthread_rwlock_unlock(&t->tab_lock);

@@ -147,6 +147,8 @@ static const struct {
     {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR},
     {"PATCH", "/v1/sites/:id/origins/:id", AUTH_OPERATOR}, /* only "enabled" (api_origins.c) */
     {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR},
+    {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR},
+    {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR},
     {"GET", "/v1/tokens", AUTH_ADMIN},
     {"GET", "/v1/openapi.json", AUTH_NONE},
 };
