@@ -1,6 +1,7 @@
 /* fields — table-driven validation of JSON objects (see fields.h). */
 #include "fields.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -185,7 +186,7 @@ int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned f
         return fields_fail(err, 422, "required", prefix, d->name, "%s is required", d->name);
       continue;
     }
-    if (apply_one(v, d, prefix, target, err) < 0) return -1;
+    if (apply_one(v, d, prefix, target, err) < 0 && !(d->flags & FIELD_LENIENT)) return -1;
   }
   return 0;
 }
@@ -240,6 +241,65 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
     if (!v || !cJSON_AddItemToObject(obj, d->name, v)) {
       cJSON_Delete(v);
       return -1;
+    }
+  }
+  return 0;
+}
+
+static int is_string(enum field_type t) {
+  return t == FIELD_STR || t == FIELD_ENUM || t == FIELD_TEXT;
+}
+
+int fields_match(const struct field_def *dst, const struct field_def *src,
+                 const struct field_def **plan, int cap, const char **missing) {
+  int n = 0;
+  if (missing) *missing = NULL;
+  for (const struct field_def *d = dst; d->name; d++) {
+    const struct field_def *s = fields_find(src, d->name);
+    if (!s || !(s->type == d->type || (is_string(s->type) && is_string(d->type)))) {
+      if (missing) *missing = d->name;
+      return -1;
+    }
+    if (n >= cap) return -1;
+    plan[n++] = s;
+  }
+  return n;
+}
+
+int fields_copy(const struct field_def *dst, void *to, const struct field_def *const *plan,
+                const void *from) {
+  int i = 0;
+  for (const struct field_def *d = dst; d->name; d++, i++) {
+    const struct field_def *s = plan[i];
+    const char *sm = (const char *)from + s->offset;
+    char *dm = (char *)to + d->offset;
+    switch (d->type) {
+    case FIELD_INT: {
+      int64_t v = get_int(from, s);
+      if (d->size != sizeof(int64_t) && (v < INT_MIN || v > INT_MAX)) return -1;
+      set_int(to, d, v);
+      break;
+    }
+    case FIELD_BOOL:
+      memcpy(dm, sm, sizeof(int));
+      break;
+    case FIELD_STR:
+    case FIELD_ENUM:
+    case FIELD_TEXT: {
+      size_t n = strnlen(sm, s->size);
+      if (n >= d->size) return -1;
+      memcpy(dm, sm, n);
+      dm[n] = '\0';
+      break;
+    }
+    case FIELD_INT_LIST: {
+      int n;
+      memcpy(&n, (const char *)from + s->count_offset, sizeof n);
+      if (n < 0 || (size_t)n > d->size) return -1;
+      memcpy(dm, sm, (size_t)n * sizeof(int));
+      memcpy((char *)to + d->count_offset, &n, sizeof n);
+      break;
+    }
     }
   }
   return 0;

@@ -23,6 +23,9 @@ enum field_type {
 enum {
   FIELD_REQUIRED = 1, /* must be present when the caller creates (FIELDS_CREATE) */
   FIELD_NULLABLE = 2, /* FIELD_STR: null stores "" */
+  FIELD_LENIENT = 4,  /* a value that does not validate is left out (the member keeps its value)
+                         instead of failing the object: a key for people that a reader must never
+                         refuse a document for */
 };
 
 /* One row of a table; a table ends with a row whose name is NULL. */
@@ -110,6 +113,22 @@ int fields_text_valid(const char *v, int64_t min, int64_t max);
 int fields_name_ok(const char *s);
 int fields_name_valid(char *s);
 #define FIELDS_NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
+
+/* ---- Copying a record into the struct of another table ---- */
+
+/* The plan of fields_copy: plan[i] is the row of src with the name of dst's row i, for every row
+   of dst. The count, or -1 when cap is too small or a row of dst has no row of a compatible type
+   in src (INT to INT, BOOL to BOOL, STR, ENUM and TEXT to any of these, INT_LIST to INT_LIST);
+   *missing (may be NULL) then names that row. */
+int fields_match(const struct field_def *dst, const struct field_def *src,
+                 const struct field_def **plan, int cap, const char **missing);
+
+/* Write every row of dst into to, read from from through plan (fields_match): an integer, a
+   boolean, a string or a list, whatever the sizes of the two members. 0, or -1 when a value does
+   not fit its member in to (a longer string, an integer beyond an int, more list entries): to is
+   then partly written. */
+int fields_copy(const struct field_def *dst, void *to, const struct field_def *const *plan,
+                const void *from);
 
 /* Write every FIELD_INT row's default into target. */
 void fields_defaults(const struct field_def *defs, void *target);

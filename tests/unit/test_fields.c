@@ -256,12 +256,112 @@ static void test_record_forms(void **state) {
   cJSON_Delete(out);
 }
 
+/* Another struct with some of rec's rows, in another order and other sizes. */
+struct part {
+  char host[8];
+  int id;
+  char kind[8];
+  int64_t level;
+};
+
+#define P(m) .offset = offsetof(struct part, m), .size = sizeof(((struct part *)0)->m)
+static const struct field_def partdefs[] = {
+    {.name = "host", .type = FIELD_STR, .flags = FIELD_NULLABLE, P(host)},
+    {.name = "id", .type = FIELD_INT, P(id), .max = INT32_MAX},
+    {.name = "kind", .type = FIELD_STR, P(kind)}, /* an enum's value into a plain string */
+    {.name = "level", .type = FIELD_INT, P(level), .max = 9},
+    {.name = NULL},
+};
+static const struct field_def baddefs[] = {
+    {.name = "id", .type = FIELD_INT, P(id)},
+    {.name = "on", .type = FIELD_STR, P(host)}, /* a boolean is no string */
+    {.name = NULL},
+};
+#undef P
+
+/* fields_match pairs rows by name and type; fields_copy copies through the pairs and refuses
+   what does not fit. */
+static void test_copy(void **state) {
+  const struct field_def *plan[8];
+  const char *missing = "x";
+  struct rec r;
+  struct part p;
+  (void)state;
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 8, &missing), 4);
+  assert_null(missing);
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 3, NULL), -1);
+  assert_int_equal(fields_match(baddefs, recdefs, plan, 8, &missing), -1);
+  assert_string_equal(missing, "on");
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 8, NULL), 4);
+
+  memset(&r, 0, sizeof r);
+  r.id = 77;
+  r.level = 4;
+  memcpy(r.kind, "b", 2);
+  memcpy(r.host, "h.test", 7);
+  memset(&p, 0xff, sizeof p);
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), 0);
+  assert_int_equal(p.id, 77);
+  assert_int_equal(p.level, 4);
+  assert_string_equal(p.kind, "b");
+  assert_string_equal(p.host, "h.test");
+
+  r.id = INT64_C(1) << 40; /* beyond the int member */
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), -1);
+  r.id = 1;
+  memcpy(r.host, "longer.test", 12); /* beyond host[8] */
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), -1);
+}
+
+/* A FIELD_LENIENT row's bad value is left out; the object is still read. */
+static void test_lenient(void **state) {
+  static const struct field_def ldefs[] = {
+      {.name = "level",
+       .type = FIELD_INT,
+       .offset = offsetof(struct rec, level),
+       .size = sizeof(int),
+       .min = 1,
+       .max = 9},
+      {.name = "note",
+       .type = FIELD_TEXT,
+       .flags = FIELD_LENIENT,
+       .offset = offsetof(struct rec, note),
+       .size = sizeof(((struct rec *)0)->note),
+       .max = 3},
+      {.name = NULL},
+  };
+  static const char *const bad[] = {"1", "\"four\"", "null", "[\"a\"]", "\"a\\u0001\""};
+  struct rec r;
+  struct field_err err;
+  char text[64];
+  cJSON *j;
+  (void)state;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memset(&r, 0, sizeof r);
+    memcpy(r.note, "old", 4);
+    snprintf(text, sizeof text, "{\"level\":2,\"note\":%s}", bad[i]);
+    j = parse(text);
+    assert_non_null(j);
+    assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), 0);
+    assert_int_equal(r.level, 2);
+    assert_string_equal(r.note, "old");
+    cJSON_Delete(j);
+  }
+  j = parse("{\"level\":0,\"note\":\"ok\"}"); /* the other rows stay strict */
+  assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), -1);
+  assert_string_equal(err.field, "o.level");
+  cJSON_Delete(j);
+  j = parse("{\"level\":2,\"note\":\"ok\"}");
+  assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), 0);
+  assert_string_equal(r.note, "ok");
+  cJSON_Delete(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rows),
-      cmocka_unit_test(test_values_written),
-      cmocka_unit_test(test_text_valid),
-      cmocka_unit_test(test_record_forms),
+      cmocka_unit_test(test_rows),       cmocka_unit_test(test_values_written),
+      cmocka_unit_test(test_text_valid), cmocka_unit_test(test_record_forms),
+      cmocka_unit_test(test_copy),       cmocka_unit_test(test_lenient),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
