@@ -52,7 +52,6 @@ enum {
   FORM_IN = 1,      /* an API body may set it */
   FORM_OUT = 2,     /* in the API's JSON of the record */
   FORM_EXPORT = 4,  /* in the export document, and read back on import */
-  FORM_WIRE = 8,    /* in the site config published to nodes */
   FORM_CONFIG = 16, /* a configuration column: written by every write of the configuration */
 };
 

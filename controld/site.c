@@ -27,8 +27,8 @@ static const char *const schemes[] = {"http", "https", NULL};
 static const char *const healths[] = {"unknown", "healthy", "unhealthy", NULL};
 
 #define M(m) .offset = offsetof(struct origin_rec, m), .size = sizeof(((struct origin_rec *)0)->m)
-/* the configuration an API body sets, shown by the API, exported and (but enabled) published */
-#define CONFIG (FORM_IN | FORM_OUT | FORM_EXPORT | FORM_WIRE | FORM_CONFIG)
+/* the configuration an API body sets, shown by the API and exported */
+#define CONFIG (FORM_IN | FORM_OUT | FORM_EXPORT | FORM_CONFIG)
 const struct field_def site_origin_fields[] = {
     {.name = "id",
      .column = "id",
@@ -36,7 +36,7 @@ const struct field_def site_origin_fields[] = {
      M(id),
      .min = 1,
      .max = INT64_MAX,
-     .forms = FORM_OUT | FORM_EXPORT | FORM_WIRE},
+     .forms = FORM_OUT | FORM_EXPORT},
     {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
     {.name = "level",
      .column = "level",
@@ -85,11 +85,8 @@ const struct field_def site_origin_fields[] = {
      .max = 100,
      .def = 1,
      .forms = CONFIG},
-    {.name = "enabled",
-     .column = "enabled",
-     .type = FIELD_BOOL,
-     M(enabled),
-     .forms = CONFIG & ~FORM_WIRE}, /* nodes are sent the enabled origins only */
+    /* not a published key: nodes are sent the enabled origins only (publish.c) */
+    {.name = "enabled", .column = "enabled", .type = FIELD_BOOL, M(enabled), .forms = CONFIG},
     {.name = "description",
      .column = "description",
      .type = FIELD_TEXT,

@@ -7,6 +7,7 @@
 
 #include "fields.h"
 #include "hcheck.h"
+#include "sitewire.h"
 #include "skip.h"
 
 #define SITE_MAX_HOSTNAMES 32
@@ -63,13 +64,15 @@ struct site_rec {
   struct origin_rec *origins; /* owned; n_origins entries */
 };
 
-#define SITE_DESCRIPTION_MAX 200
+#define SITE_DESCRIPTION_MAX SITEWIRE_DESCRIPTION_MAX /* the published config carries it */
 
 /* The origin record's field table: one row per member, naming its column, its JSON key, its type
    and bounds, and the forms it takes part in (FORM_IN: an API body sets it; FORM_OUT: the API's
-   JSON; FORM_EXPORT: the export document; FORM_WIRE: the published site config; FORM_CONFIG: a
-   configuration column). The SQL of origins, their JSON in every form and their validation all
-   walk it: a new origin field is one row here and a migration. */
+   JSON; FORM_EXPORT: the export document; FORM_CONFIG: a configuration column). The SQL of
+   origins, their JSON in every form and their validation all walk it: a new origin field is one
+   row here and a migration. The site config published to nodes takes the origin's keys that
+   common/sitewire's origin table lists, each from the row of the same name here; a field becomes
+   published with its row there. */
 extern const struct field_def site_origin_fields[];
 
 /* Fill a site record with the defaults of the decision rules (no origins). */
