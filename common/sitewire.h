@@ -1,7 +1,8 @@
 /* sitewire — the site config controld publishes to nodes (docs/design.md#site-config-wire-format):
-   its keys, types and limits described once, with the one encoder controld's publish and the
-   node's config.json write and the one decoder the node reads both with. A new published origin
-   field is a row of sitewire_origin_fields and its member of struct sitewire_origin. */
+   its keys, types and limits described once, with the one encoder (controld's answer and the
+   node's config.json are written with it) and the one decoder (the node reads both with it). A
+   new published origin field is a row of sitewire_origin_fields and its member of struct
+   sitewire_origin. */
 #ifndef CDNCA_SITEWIRE_H
 #define CDNCA_SITEWIRE_H
 
