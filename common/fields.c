@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "names.h"
 #include "token.h"
 
 int fields_fail(struct field_err *err, unsigned status, const char *code, const char *prefix,
@@ -114,6 +115,16 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
     memcpy(member, buf, strlen(buf) + 1);
     token_wipe(buf, sizeof buf); /* the value may be a secret */
     return 0;
+  case FIELD_NAMED: {
+    int val = cJSON_IsString(v) ? names_value(d->choices, d->nchoices, v->valuestring) : -1;
+    if (!cJSON_IsString(v))
+      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
+    if (val < 0)
+      return fields_fail(err, 422, "invalid_value", prefix, d->name, "%s must be %s", d->name,
+                         d->what ? d->what : "one of the documented values");
+    memcpy(member, &val, sizeof val);
+    return 0;
+  }
   case FIELD_TEXT:
     if (!cJSON_IsString(v))
       return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a string", d->name);
@@ -229,6 +240,14 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
     case FIELD_ENUM:
       v = cJSON_CreateString(member[0] == '\0' && d->choices ? d->choices[0] : member);
       break;
+    case FIELD_NAMED: {
+      int val;
+      const char *w;
+      memcpy(&val, member, sizeof val);
+      w = names_word(d->choices, d->nchoices, val, NULL);
+      v = w && (*w || !(d->flags & FIELD_NULLABLE)) ? cJSON_CreateString(w) : cJSON_CreateNull();
+      break;
+    }
     case FIELD_INT_LIST: {
       int n, vals[64];
       memcpy(&n, (const char *)src + d->count_offset, sizeof n);
@@ -256,7 +275,8 @@ int fields_match(const struct field_def *dst, const struct field_def *src,
   if (missing) *missing = NULL;
   for (const struct field_def *d = dst; d->name; d++) {
     const struct field_def *s = fields_find(src, d->name);
-    if (!s || !(s->type == d->type || (is_string(s->type) && is_string(d->type)))) {
+    int same = s && s->type == d->type && (d->type != FIELD_NAMED || s->choices == d->choices);
+    if (!s || !(same || (is_string(d->type) && (is_string(s->type) || s->type == FIELD_NAMED)))) {
       if (missing) *missing = d->name;
       return -1;
     }
@@ -283,10 +303,21 @@ int fields_copy(const struct field_def *dst, void *to, const struct field_def *c
     case FIELD_BOOL:
       memcpy(dm, sm, sizeof(int));
       break;
+    case FIELD_NAMED:
+      memcpy(dm, sm, sizeof(int));
+      break;
     case FIELD_STR:
     case FIELD_ENUM:
     case FIELD_TEXT: {
-      size_t n = strnlen(sm, s->size);
+      size_t n;
+      if (s->type == FIELD_NAMED) { /* the value's word */
+        int val;
+        memcpy(&val, sm, sizeof val);
+        sm = names_word(s->choices, s->nchoices, val, "");
+        n = strlen(sm);
+      } else {
+        n = strnlen(sm, s->size);
+      }
       if (n >= d->size) return -1;
       memcpy(dm, sm, n);
       dm[n] = '\0';

@@ -18,6 +18,9 @@ enum field_type {
   FIELD_TEXT,     /* free text into a char[size] member: valid UTF-8 of min to max characters
                      (code points, not bytes; size must hold 4 * max + 1), no control
                      characters */
+  FIELD_NAMED,    /* a word of an enum's name table (names.h: choices, indexed by value, nchoices
+                     entries) into an int (enum) member: the record carries the value, every
+                     string form (JSON, SQL) the word */
 };
 
 enum {
@@ -45,7 +48,11 @@ struct field_def {
   /* A table that describes a whole record (one per record: see "Records" below) also says: */
   const char *column; /* its SQL column, NULL when it is not stored in the record's row */
   unsigned forms;     /* FORM_* bits: which forms of the record carry it */
+  int nchoices;       /* NAMED: the name table's length */
 };
+
+/* The name table of a NAMED row: .choices = table, .nchoices = its length. */
+#define FIELD_NAMES(table) .choices = (table), .nchoices = (int)(sizeof(table) / sizeof((table)[0]))
 
 /* The forms of a record a row takes part in (struct field_def.forms). */
 enum {
@@ -90,7 +97,8 @@ int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned f
 
 /* Add to obj every row of src that carries form, under the row's name: INT and BOOL as numbers
    and booleans, STR/TEXT/ENUM as strings (a FIELD_NULLABLE string that is "" as null; an ENUM that
-   is "" as its first choice), INT_LIST as an array. 0, or -1 when memory runs out. */
+   is "" as its first choice), NAMED as its word (a value without one as null), INT_LIST as an
+   array. 0, or -1 when memory runs out. */
 int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src);
 
 /* The names of the rows that carry form into out[0..cap-1], NULL-terminated (an extra_keys list);
@@ -117,15 +125,16 @@ int fields_name_valid(char *s);
 
 /* The plan of fields_copy: plan[i] is the row of src with the name of dst's row i, for every row
    of dst. The count, or -1 when cap is too small or a row of dst has no row of a compatible type
-   in src (INT to INT, BOOL to BOOL, STR, ENUM and TEXT to any of these, INT_LIST to INT_LIST);
-   *missing (may be NULL) then names that row. */
+   in src (INT to INT, BOOL to BOOL, STR, ENUM and TEXT to any of these, INT_LIST to INT_LIST,
+   NAMED to NAMED of the same name table, NAMED to STR, ENUM or TEXT as its word); *missing (may
+   be NULL) then names that row. */
 int fields_match(const struct field_def *dst, const struct field_def *src,
                  const struct field_def **plan, int cap, const char **missing);
 
 /* Write every row of dst into to, read from from through plan (fields_match): an integer, a
-   boolean, a string or a list, whatever the sizes of the two members. 0, or -1 when a value does
-   not fit its member in to (a longer string, an integer beyond an int, more list entries): to is
-   then partly written. */
+   boolean, a string, a list or an enum's value, whatever the sizes of the two members. 0, or -1
+   when a value does not fit its member in to (a longer string, an integer beyond an int, more list
+   entries): to is then partly written. */
 int fields_copy(const struct field_def *dst, void *to, const struct field_def *const *plan,
                 const void *from);
 

@@ -9,14 +9,14 @@
 
 /* ---- the name tables: one per enum, indexed by value ---- */
 
-static const char *const state_names[] = {
+const char *const health_state_names[HEALTH_STATES] = {
     [HEALTH_UNKNOWN] = "unknown",
     [HEALTH_HEALTHY] = "healthy",
     [HEALTH_UNHEALTHY] = "unhealthy",
     [HEALTH_EMPTY] = "empty",
 };
 
-static const char *const verdict_names[] = {
+const char *const health_verdict_names[HEALTH_VERDICTS] = {
     [VERDICT_NONE] = "", /* the stored "no verdict" */
     [VERDICT_SUCCESS] = "success",
     [VERDICT_FAILURE] = "failure",
@@ -28,7 +28,7 @@ static const char *const source_names[] = {
     [SOURCE_CONTROL] = "control",
 };
 
-static const char *const failback_names[] = {
+const char *const health_failback_names[HEALTH_FAILBACKS] = {
     [HEALTH_FAILBACK_AUTO] = "auto",
     [HEALTH_FAILBACK_MANUAL] = "manual",
 };
@@ -55,23 +55,23 @@ static int parse(const char *const *table, int n, const char *s, int *out) {
 }
 
 const char *health_state_to_string(enum health_state s) {
-  return names_word(NAMES(state_names), (int)s, "unknown");
+  return names_word(NAMES(health_state_names), (int)s, "unknown");
 }
 
 int health_state_from_string(const char *s, enum health_state *out) {
   int v;
-  if (parse(NAMES(state_names), s, &v) < 0 || !out) return -1;
+  if (parse(NAMES(health_state_names), s, &v) < 0 || !out) return -1;
   *out = (enum health_state)v;
   return 0;
 }
 
 const char *health_verdict_to_string(enum health_verdict v) {
-  return names_word(NAMES(verdict_names), (int)v, "");
+  return names_word(NAMES(health_verdict_names), (int)v, "");
 }
 
 int health_verdict_from_string(const char *s, enum health_verdict *out) {
   int v;
-  if (parse(NAMES(verdict_names), s, &v) < 0 || !out) return -1;
+  if (parse(NAMES(health_verdict_names), s, &v) < 0 || !out) return -1;
   *out = (enum health_verdict)v;
   return 0;
 }
@@ -88,12 +88,12 @@ int health_source_from_string(const char *s, enum health_source *out) {
 }
 
 const char *health_failback_to_string(enum health_failback f) {
-  return names_word(NAMES(failback_names), (int)f, "auto");
+  return names_word(NAMES(health_failback_names), (int)f, "auto");
 }
 
 int health_failback_from_string(const char *s, enum health_failback *out) {
   int v;
-  if (parse(NAMES(failback_names), s, &v) < 0 || !out) return -1;
+  if (parse(NAMES(health_failback_names), s, &v) < 0 || !out) return -1;
   *out = (enum health_failback)v;
   return 0;
 }

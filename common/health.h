@@ -38,6 +38,14 @@ enum health_reason {
   HEALTH_REASON_NO_ENABLED_ORIGINS = 4,
 };
 
+/* The name tables (names.h): the words of the values, indexed by value, for field tables. */
+#define HEALTH_STATES 4
+extern const char *const health_state_names[HEALTH_STATES];
+#define HEALTH_VERDICTS 3
+extern const char *const health_verdict_names[HEALTH_VERDICTS];
+#define HEALTH_FAILBACKS 2
+extern const char *const health_failback_names[HEALTH_FAILBACKS];
+
 /* "unknown" | "healthy" | "unhealthy" | "empty"; "unknown" for a value out of range. Static. */
 const char *health_state_to_string(enum health_state s);
 /* Parse a state ("unknown", "healthy", "unhealthy", "empty"; exact): every word

@@ -279,3 +279,9 @@ void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
     /* nothing sensible left to do */
   }
 }
+
+int log_every(_Atomic int64_t *last, int64_t now, int64_t every_ms) {
+  int64_t prev = atomic_load_explicit(last, memory_order_relaxed);
+  if (now - prev < every_ms) return 0;
+  return atomic_compare_exchange_strong(last, &prev, now);
+}

@@ -2,6 +2,8 @@
 #ifndef CDNCA_LOG_H
 #define CDNCA_LOG_H
 
+#include <stdint.h>
+
 #include <stddef.h>
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
@@ -65,5 +67,9 @@ int log_format_line(char *out, size_t cap, size_t *len, struct log_tscache *tc, 
   do {                                                                                             \
     if (log_enabled(LOG_DEBUG)) log_write(LOG_DEBUG, __func__, __VA_ARGS__);                       \
   } while (0)
+
+/* 1 when a line of one kind may be logged at now (ms): at most once per every_ms across threads
+   (*last holds the time of the last one), so a flood of one event cannot flood the log. */
+int log_every(_Atomic int64_t *last, int64_t now, int64_t every_ms);
 
 #endif

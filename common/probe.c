@@ -63,9 +63,15 @@ struct probe_slot {
 struct probe {
   CURLM *multi;
   enum probe_engine engine;
-  int tls_reuse;    /* bench only: see probe_opts.tls_session_reuse */
-  int epfd;         /* PROBE_ENGINE_EPOLL: the sockets libcurl asked us to watch */
-  int64_t timer_at; /* PROBE_ENGINE_EPOLL: monotonic ms libcurl wants to be called at; -1 none */
+  int epfd;         /* the epoll loop: the sockets libcurl asked us to watch, and our own */
+  int64_t timer_at; /* the epoll loop: monotonic ms libcurl wants to be called at; -1 none */
+  /* test seams (probe.h): a loop in place of the epoll loop, a hook on each easy handle */
+  probe_loop_fn *loop;
+  probe_easy_fn *easy_hook;
+  void *easy_ud;
+  /* the batch probe_run is working on, for probe_loop_collect */
+  const struct probe_target *run_targets;
+  struct probe_result *run_results;
   char *user_agent;
   char *ca_file;
   int ca_cacheable; /* 1 = CAPATH cleared so that libcurl builds the CA store once (probe_new) */
@@ -355,7 +361,7 @@ static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   rc |= curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, p->tls_reuse ? 1L : 0L);
+  rc |= curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
   if (p->ca_file) rc |= curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
   /* libcurl reuses the CA store it built (kept in the multi handle) only when the CAs come from
      a CA file alone; with a CA directory too it reads the file again for every connection. */
@@ -369,6 +375,7 @@ static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
   if (p->deny && targets_guard_curl(e, p->deny) < 0) rc |= CURLE_FAILED_INIT;
+  if (rc == CURLE_OK && p->easy_hook && p->easy_hook(e, p->easy_ud) < 0) rc = CURLE_FAILED_INIT;
   return rc == CURLE_OK ? 0 : -1;
 }
 
@@ -442,7 +449,7 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
     result_fail(r, "invalid target: %s", why);
     return 0;
   }
-  if (p->engine == PROBE_ENGINE_EPOLL &&
+  if (p->engine == PROBE_ENGINE_EPOLL && !p->loop &&
       (tp.check->type == HCHECK_TCP || strcmp(tp.scheme, "http") == 0))
     switch (native_start(p, s, t, &tp, i, r)) {
     case 1:
@@ -724,7 +731,7 @@ static int64_t native_wait(const struct probe *p) {
 /* ---- the epoll engine: libcurl tells which sockets and which timeout to watch ---- */
 
 const char *probe_engine_name(enum probe_engine e) {
-  return e == PROBE_ENGINE_POLL ? "poll" : e == PROBE_ENGINE_EPOLL_CURL ? "epoll-curl" : "epoll";
+  return e == PROBE_ENGINE_EPOLL_CURL ? "epoll-curl" : "epoll";
 }
 
 static int64_t mono_ms(void) {
@@ -812,24 +819,46 @@ static int epoll_turn(struct probe *p, const struct probe_target *targets,
   return 0;
 }
 
-/* One turn of the poll engine: perform, and wait when nothing more can start. 0 or -1. */
-static int poll_turn(struct probe *p, const struct probe_target *targets,
-                     struct probe_result *results, int more_to_start) {
-  int still = 0;
-  CURLMcode mc = curl_multi_perform(p->multi, &still);
-  if (mc != CURLM_OK) {
-    log_error("curl_multi_perform: %s", curl_multi_strerror(mc));
+/* libcurl's socket and timer callbacks: set for the epoll loop, cleared for a loop of the
+   test seam, which drives the multi handle its own way. */
+static int curl_callbacks(struct probe *p, int on) {
+  CURLMcode mc = CURLM_OK;
+  mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on ? on_socket : NULL);
+  mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, on ? p : NULL);
+  mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERFUNCTION, on ? on_timer : NULL);
+  mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERDATA, on ? p : NULL);
+  return mc == CURLM_OK ? 0 : -1;
+}
+
+/* ---- test seams (probe.h) ---- */
+
+int probe_set_loop(struct probe *p, probe_loop_fn *loop) {
+  if (!p) return -1;
+  if (curl_callbacks(p, loop == NULL) < 0) {
+    log_error("cannot switch the prober's loop (libcurl refused its callbacks)");
     return -1;
   }
-  probe_drain(p, targets, results);
-  if (p->nidle > 0 && more_to_start) return 0; /* room for more: start them before waiting */
-  if ((size_t)p->max_conc == p->nidle) return 0;
-  mc = curl_multi_poll(p->multi, NULL, 0, PROBE_POLL_MS, NULL);
-  if (mc != CURLM_OK) {
-    log_error("curl_multi_poll: %s", curl_multi_strerror(mc));
-    return -1;
-  }
+  p->loop = loop;
+  p->timer_at = -1;
   return 0;
+}
+
+int probe_loop_collect(struct probe *p, int *idle) {
+  if (p->run_targets) probe_drain(p, p->run_targets, p->run_results);
+  if (idle) *idle = (int)p->nidle;
+  return p->max_conc - (int)p->nidle;
+}
+
+void probe_set_easy_hook(struct probe *p, probe_easy_fn *fn, void *ud) {
+  if (!p) return;
+  p->easy_hook = fn;
+  p->easy_ud = fn ? ud : NULL;
+  /* the handles carry what the previous hook set: they take the new one's options afresh */
+  for (int i = 0; i < p->max_conc; i++)
+    if (p->slots[i].easy && p->slots[i].fixed_set) {
+      curl_easy_reset(p->slots[i].easy);
+      p->slots[i].fixed_set = 0;
+    }
 }
 
 /* 1 when the CAs can come from one CA file (ca_file, else libcurl's built-in bundle) without
@@ -865,10 +894,7 @@ struct probe *probe_new(const struct probe_opts *opts) {
   if (!p) goto out;
   p->epfd = -1;
   p->timer_at = -1;
-  p->engine = (o.engine == PROBE_ENGINE_POLL || o.engine == PROBE_ENGINE_EPOLL_CURL)
-                  ? o.engine
-                  : PROBE_ENGINE_EPOLL;
-  p->tls_reuse = o.tls_session_reuse ? 1 : 0;
+  p->engine = o.engine == PROBE_ENGINE_EPOLL_CURL ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
   p->max_conc = o.max_concurrency > 0 ? o.max_concurrency : PROBE_DEFAULT_CONCURRENCY;
   p->deny = o.deny;
   p->user_agent = strdup(o.user_agent ? o.user_agent : PROBE_UA_CONTROL);
@@ -888,25 +914,18 @@ struct probe *probe_new(const struct probe_opts *opts) {
   /* One request per connection, never multiplexed: each probe tests a fresh connection. */
   if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING) != CURLM_OK)
     goto out;
-  if (p->engine != PROBE_ENGINE_POLL) {
-    CURLMcode mc = CURLM_OK;
-    p->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (p->epfd < 0) goto out;
-    if (p->engine == PROBE_ENGINE_EPOLL) {
-      /* the longest request: line, Host, User-Agent, fixed lines, the check's headers */
-      buf_init(&p->req,
-               PROBE_PATH_MAX + PROBE_NAME_MAX + strlen(p->user_agent) + 128 +
-                   HCHECK_MAX_HEADERS * (HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4));
-      p->rbuf = malloc(PROBE_RBUF);
-      p->heap = calloc((size_t)p->max_conc, sizeof *p->heap);
-      if (!p->rbuf || !p->heap) goto out;
-    }
-    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    mc |= curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p);
-    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    mc |= curl_multi_setopt(p->multi, CURLMOPT_TIMERDATA, p);
-    if (mc != CURLM_OK) goto out;
+  p->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (p->epfd < 0) goto out;
+  if (p->engine == PROBE_ENGINE_EPOLL) {
+    /* the longest request: line, Host, User-Agent, fixed lines, the check's headers */
+    buf_init(&p->req,
+             PROBE_PATH_MAX + PROBE_NAME_MAX + strlen(p->user_agent) + 128 +
+                 HCHECK_MAX_HEADERS * (HCHECK_HEADER_NAME_MAX + HCHECK_HEADER_VALUE_MAX + 4));
+    p->rbuf = malloc(PROBE_RBUF);
+    p->heap = calloc((size_t)p->max_conc, sizeof *p->heap);
+    if (!p->rbuf || !p->heap) goto out;
   }
+  if (curl_callbacks(p, 1) < 0) goto out;
   ok = 1;
 out:
   if (!ok) {
@@ -961,6 +980,8 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
   p->nidle = 0;
   for (int i = p->max_conc - 1; i >= 0; i--)
     p->idle[p->nidle++] = (size_t)i;
+  p->run_targets = targets;
+  p->run_results = results;
 
   for (;;) {
     int turn;
@@ -974,11 +995,11 @@ int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
       cancelled = 1;
       break;
     }
-    if (p->engine != PROBE_ENGINE_POLL) {
+    if (p->loop) {
+      turn = p->loop(p, p->multi, next < n, PROBE_POLL_MS);
+    } else {
       turn = epoll_turn(p, targets, results);
       probe_drain(p, targets, results);
-    } else {
-      turn = poll_turn(p, targets, results, next < n);
     }
     if (turn < 0) goto out;
   }
@@ -1001,5 +1022,7 @@ out:
   for (; next < n; next++)
     snprintf(results[next].error, sizeof results[next].error,
              cancelled ? "cancelled" : "internal: libcurl failure");
+  p->run_targets = NULL;
+  p->run_results = NULL;
   return rc;
 }

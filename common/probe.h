@@ -55,28 +55,24 @@ struct hcheck_opts;
 #define PROBE_UA_CONTROL "cdnca-control-api/origin-probe"
 #define PROBE_UA_NODE "cdnca-node/origin-probe"
 
-/* How probe_run runs its probes. All give the same results; they differ in CPU. */
+/* How probe_run runs its probes. Both give the same results; they differ in CPU. */
 enum probe_engine {
   /* One epoll loop with timers; plain-HTTP and tcp checks of an address literal run on sockets
      of our own (probenat.h: connect, one request, proberesp reads the answer), HTTPS and DNS
      names through libcurl's curl_multi_socket_action on the same loop. Each wake-up touches only
-     the sockets that are ready: a turn costs O(ready), not O(in flight). The default. */
+     the sockets that are ready: a turn costs O(ready), not O(in flight). The default
+     (--probe-client own). */
   PROBE_ENGINE_EPOLL = 0,
-  /* curl_multi_perform + curl_multi_poll: every turn walks every transfer in flight. The engine
-     before the epoll loop, kept to compare in tests/bench. */
-  PROBE_ENGINE_POLL = 1,
-  /* The epoll loop with every probe through libcurl (curl_multi_socket_action): kept to compare
-     the two HTTP clients, in tests (same outcomes) and in tests/bench (CPU). */
-  PROBE_ENGINE_EPOLL_CURL = 2,
+  /* The epoll loop with every probe through libcurl (curl_multi_socket_action): --probe-client
+     curl, and the comparison of the two HTTP clients in tests (same outcomes) and in
+     tests/bench (CPU). */
+  PROBE_ENGINE_EPOLL_CURL = 1,
 };
 
 struct probe_opts {
   const char *user_agent;     /* User-Agent header; NULL = PROBE_UA_CONTROL */
   enum probe_engine engine;   /* [PROBE_ENGINE_EPOLL] */
   const char *ca_file;        /* PEM CA bundle for HTTPS; NULL = the system CAs */
-  int tls_session_reuse;      /* 1 = let each transfer slot resume its earlier TLS sessions. For
-                                 tests/bench only: controld and noded never set it (a resumed
-                                 session skips the certificate check; see tests/bench/README.md) */
   int max_concurrency;        /* probes in flight at once; <= 0 = PROBE_DEFAULT_CONCURRENCY;
                                  more targets wait in a queue, in order */
   const struct targets *deny; /* addresses never connected to, also after DNS (targets.h);
@@ -113,7 +109,7 @@ struct probe;
  */
 struct probe *probe_new(const struct probe_opts *opts);
 
-/* "epoll" | "poll" | "epoll-curl". Static. */
+/* "epoll" | "epoll-curl". Static. */
 const char *probe_engine_name(enum probe_engine e);
 
 /* Free the prober and its handles; sets *p to NULL. NULL or *p NULL is a no-op. */
@@ -129,5 +125,35 @@ void probe_free(struct probe **p);
  */
 int probe_run(struct probe *p, const struct probe_target *targets, size_t n,
               struct probe_result *results, atomic_int *cancel);
+
+/*
+ * Test seams. controld and noded call none of these: they are for tests/bench (other loops and
+ * libcurl settings to measure against the engines above) and the unit tests that check those
+ * give the same results.
+ */
+
+/* One turn of a loop that stands in for the epoll loop (probe_set_loop): drive the transfers
+ * of multi (the prober's libcurl multi handle, a CURLM *), hand the finished ones back with
+ * probe_loop_collect, then wait for activity for at most wait_ms (so that probe_run sees its
+ * cancel flag) unless a slot is free and more_to_start is set, or nothing is in flight. 0, or
+ * -1 on a libcurl failure (probe_run then abandons the probes in flight). */
+typedef int probe_loop_fn(struct probe *p, void *multi, int more_to_start, int wait_ms);
+
+/* Run every probe through libcurl on loop's turns instead of the epoll loop (NULL restores the
+ * engine); after probe_new, before probe_run. 0, or -1 when libcurl refuses the change. */
+int probe_set_loop(struct probe *p, probe_loop_fn *loop);
+
+/* For a loop's turn: put the finished transfers' outcomes in their results and free their
+ * slots. Returns how many probes are still in flight; *idle (when not NULL) = free slots. */
+int probe_loop_collect(struct probe *p, int *idle);
+
+/* Called with each transfer's libcurl easy handle (a CURL *) after the prober has set the
+ * options every probe shares, and with ud. 0, or -1 to fail the probe ("internal: curl option
+ * rejected"). */
+typedef int probe_easy_fn(void *easy, void *ud);
+
+/* Install fn (NULL removes it) between probe_run calls. fn runs whenever a handle is set up
+ * afresh (its first probe, and after a tcp check, which resets it), so what it sets lasts. */
+void probe_set_easy_hook(struct probe *p, probe_easy_fn *fn, void *ud);
 
 #endif

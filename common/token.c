@@ -1,6 +1,7 @@
 /* token — crypto helpers over OpenSSL libcrypto. */
 #include "token.h"
 
+#include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -49,6 +50,31 @@ int token_equal(const char *a, const char *b) {
   for (size_t i = 0; i < lb; i++)
     diff |= (unsigned char)(((i < la) ? a[i] : 0) ^ b[i]);
   return diff == 0;
+}
+
+/* docs/operations.md#admin-token-strength */
+const char *token_admin_weakness(const char *tok) {
+  /* the placeholder of the example environment file, and the one it had before */
+  static const char *const placeholders[] = {TOKEN_ADMIN_PLACEHOLDER,
+                                             "change-me-to-a-long-random-secret", NULL};
+  unsigned char seen[256] = {0};
+  size_t len = strlen(tok), distinct = 0;
+  int hex = 1;
+
+  for (size_t i = 0; placeholders[i]; i++)
+    if (strcmp(tok, placeholders[i]) == 0) return "it is the placeholder of the example file";
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)tok[i];
+    if (!isxdigit(ch)) hex = 0;
+    if (!seen[ch]) {
+      seen[ch] = 1;
+      distinct++;
+    }
+  }
+  if (hex && len < 32) return "it is shorter than 32 hex digits (128 bits)";
+  if (len < 22) return "it is shorter than 22 characters (128 bits)";
+  if (distinct < 6) return "it has fewer than 6 different characters";
+  return NULL;
 }
 
 void token_wipe(void *p, size_t n) {

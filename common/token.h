@@ -23,6 +23,15 @@ int token_equal(const char *a, const char *b);
 /* Random bytes as hex (2*n chars + NUL into out, cap >= 2n+1); 0 or -1. */
 int token_random_hex(char *out, size_t cap, size_t nbytes) __attribute__((warn_unused_result));
 
+/* The admin token the example environment file ships with (deploy/controld.env.example). */
+#define TOKEN_ADMIN_PLACEHOLDER "REPLACE-ME-with-the-output-of-openssl-rand-hex-32"
+
+/* NULL when tok may be an admin token, else why not (a static string): it is a shipped
+ * placeholder, shorter than 32 characters when every one is a hex digit or than 22 otherwise
+ * (128 bits at 4 bits a hex digit, at about 6 bits any other character), or made of fewer than
+ * 6 different characters. docs/operations.md#admin-token-strength */
+const char *token_admin_weakness(const char *tok);
+
 /* Wipe a secret before it is freed. */
 void token_wipe(void *p, size_t n);
 

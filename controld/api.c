@@ -7,10 +7,10 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "coord.h"
 #include "ctx.h"
-#include "lease.h"
+#include "json.h"
 #include "metrics.h"
-#include "signals.h"
 #include "sitemetrics.h"
 #include "store_tokens.h"
 #include "token.h"
@@ -80,8 +80,8 @@ static enum http_rc get_healthz(struct req *r) {
   cJSON_AddNumberToObject(j, "schema_version", version);
   /* docs/design.md#engine-lease: the engine runs probe rounds, switching, webhook delivery and
      pruning (with SQLite the one process, epoch 0) */
-  cJSON_AddStringToObject(j, "role", lease_is_engine(r->ctx->lease) ? "engine" : "replica");
-  cJSON_AddNumberToObject(j, "epoch", (double)lease_epoch(r->ctx->lease));
+  cJSON_AddStringToObject(j, "role", coord_is_engine(r->ctx->coord) ? "engine" : "replica");
+  cJSON_AddNumberToObject(j, "epoch", (double)coord_epoch(r->ctx->coord));
   req_json(r, down ? 503 : 200, j);
   return HTTP_DONE;
 }
@@ -90,14 +90,12 @@ static enum http_rc get_metrics(struct req *r) {
   struct buf b;
   int up = store_schema_version(r->ctx->store) >= 0 && store_db_up(r->ctx->store);
   metrics_set(r->ctx->metrics, "cdnca_db_up", "", up);
-  metrics_set(r->ctx->metrics, "cdnca_engine_leader", "", lease_is_engine(r->ctx->lease));
-  metrics_set(r->ctx->metrics, "cdnca_lease_epoch", "", (double)lease_epoch(r->ctx->lease));
+  metrics_set(r->ctx->metrics, "cdnca_engine_leader", "", coord_is_engine(r->ctx->coord));
+  metrics_set(r->ctx->metrics, "cdnca_lease_epoch", "", (double)coord_epoch(r->ctx->coord));
   buf_init(&b, 0);
-  if (r->ctx->signals) {
-    metrics_set(r->ctx->metrics, "cdnca_signals_listening", "", signals_connected(r->ctx->signals));
-    metrics_set(r->ctx->metrics, "cdnca_signals_received_total", "",
-                (double)signals_received(r->ctx->signals));
-  }
+  metrics_set(r->ctx->metrics, "cdnca_signals_listening", "", coord_listening(r->ctx->coord));
+  metrics_set(r->ctx->metrics, "cdnca_signals_received_total", "",
+              (double)coord_received(r->ctx->coord));
   /* without the database the per-site block may have nothing to serve: the process's own
      metrics still go out (cdnca_db_up 0 says why the block is missing) */
   if (metrics_render(r->ctx->metrics, &b) < 0 ||
@@ -138,3 +136,19 @@ const struct route *const api_tables[] = {
     api_tokens_routes,  api_audit_routes,
     api_openapi_routes, NULL,
 };
+
+void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
+                    int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec)) {
+  const char *base = recs;
+  cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, key);
+  for (int i = 0; i < n && i < limit; i++)
+    cJSON_AddItemToArray(a, to_json(base + (size_t)i * elem));
+  if (n > limit) {
+    int64_t id;
+    memcpy(&id, base + (size_t)(limit - 1) * elem + id_offset, sizeof id);
+    json_add_i64(j, "next", id);
+  } else {
+    cJSON_AddNullToObject(j, "next");
+  }
+  req_json(r, 200, j);
+}

@@ -31,4 +31,10 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
    may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
 int api_target_refused(struct req *r, const char *host, const char *field);
 
+/* Answer a page of a list read with one record more than limit (n records of elem bytes at recs,
+   each with an int64_t id at id_offset): 200 {key: [the first limit, each by to_json], "next":
+   the id of the last one listed when there are more, else null}. */
+void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
+                    int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec));
+
 #endif

@@ -1,6 +1,7 @@
 /* api_audit — audit records of API writes and GET /v1/audit (see api_audit.h). */
 #include "api_audit.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static int default_status(const char *method) {
   return 200;
 }
 
-int api_audit_locked(struct req *r, int status) {
+int api_audit_locked(struct store_tx *tx, struct req *r, int status) {
   struct audit_rec a;
   cJSON *body = NULL, *reply = NULL;
   size_t pl = strcspn(r->url, "?");
@@ -39,10 +40,11 @@ int api_audit_locked(struct req *r, int status) {
   audit_summary(a.method, a.path, body, reply, a.summary, sizeof a.summary);
   cJSON_Delete(body);
   cJSON_Delete(reply);
-  return store_audit_add_locked(r->ctx->store, &a, clock_wall_ms());
+  return store_audit_add_locked(tx, &a, clock_wall_ms());
 }
 
-static cJSON *audit_json(const struct audit_rec *a) {
+static cJSON *audit_json(const void *rec) {
+  const struct audit_rec *a = rec;
   cJSON *j = cJSON_CreateObject(), *t;
   json_add_i64(j, "id", a->id);
   json_add_time(j, "at", a->at);
@@ -68,7 +70,6 @@ static enum http_rc list_audit(struct req *r) {
   int64_t after, limit, site_id;
   struct audit_rec *arr = NULL;
   int n = 0;
-  cJSON *j, *a;
   enum store_rc rc;
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
@@ -78,16 +79,9 @@ static enum http_rc list_audit(struct req *r) {
     api_store_error(r, rc, "audit log", NULL);
     return HTTP_DONE;
   }
-  j = cJSON_CreateObject();
-  a = cJSON_AddArrayToObject(j, "audit");
-  for (int i = 0; i < n && i < limit; i++)
-    cJSON_AddItemToArray(a, audit_json(&arr[i]));
-  if (n > limit)
-    json_add_i64(j, "next", arr[limit - 1].id);
-  else
-    cJSON_AddNullToObject(j, "next");
+  api_page_reply(r, "audit", arr, sizeof *arr, n, limit, offsetof(struct audit_rec, id),
+                 audit_json);
   free(arr);
-  req_json(r, 200, j);
   return HTTP_DONE;
 }
 

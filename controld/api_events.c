@@ -1,5 +1,6 @@
 /* api_events — site messages (/v1/sites/{id}/messages) and the notification center
  * (/v1/notifications). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -10,12 +11,15 @@
 #include "store_events.h"
 #include "store_sites.h"
 
+static cJSON *event_json(const void *rec) {
+  return notify_event_json(rec);
+}
+
 /* Reply {"events": [...], "next": ID|null} for site_id (0 = every site). */
 static enum http_rc reply_events(struct req *r, int64_t site_id) {
   int64_t limit, after;
   struct event_rec *arr = NULL;
   int n = 0;
-  cJSON *j, *a;
   enum store_rc rc;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
@@ -24,16 +28,9 @@ static enum http_rc reply_events(struct req *r, int64_t site_id) {
     api_store_error(r, rc, "events", NULL);
     return HTTP_DONE;
   }
-  j = cJSON_CreateObject();
-  a = cJSON_AddArrayToObject(j, "events");
-  for (int i = 0; i < n && i < limit; i++)
-    cJSON_AddItemToArray(a, notify_event_json(&arr[i]));
-  if (n > limit)
-    json_add_i64(j, "next", arr[limit - 1].id);
-  else
-    cJSON_AddNullToObject(j, "next");
+  api_page_reply(r, "events", arr, sizeof *arr, n, limit, offsetof(struct event_rec, id),
+                 event_json);
   store_events_free(arr, n);
-  req_json(r, 200, j);
   return HTTP_DONE;
 }
 

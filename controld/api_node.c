@@ -1,5 +1,6 @@
 /* api_node — the node protocol routes under /v1/node/: heartbeat, config long-poll, probe tasks,
  * votes. */
+#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "hub.h"
 #include "json.h"
 #include "log.h"
+#include "publish.h"
 #include "store_node.h"
 #include "tasks.h"
 
@@ -31,25 +33,25 @@ struct heartbeat {
 
 #define H(m) FIELD_AT(struct heartbeat, m)
 static const struct field_def heartbeat_fields[] = {
-    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
     {"config_version", FIELD_INT, FIELD_REQUIRED, H(config_version), 0, INT64_MAX / 2, 0, NULL,
-     NULL, NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef H
 
 #define OB(m) FIELD_AT(struct node_obs, m)
 static const struct field_def obs_fields[] = {
     {"site_id", FIELD_INT, FIELD_REQUIRED, OB(site_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
+     NULL, 0, 0},
     {"origin_id", FIELD_INT, FIELD_REQUIRED, OB(origin_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL,
-     0, NULL, 0},
+     0, NULL, 0, 0},
     {"requests", FIELD_INT, FIELD_REQUIRED, OB(requests), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
+     NULL, 0, 0},
     {"failures", FIELD_INT, FIELD_REQUIRED, OB(failures), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
-    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, 0, 0},
+    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef OB
 
@@ -126,12 +128,75 @@ out:
   return HTTP_DONE;
 }
 
+static void blob_release(void *cls) {
+  pub_blob_unref(cls);
+}
+
+/* Set r's reply to a config: 200 application/json over the blob's memory (no copy; the response
+   holds its own reference) plus an X-Cdnca-Node-Id header with r->node_id (noded reads its id
+   from it); 500 when out of memory. */
+static void config_blob_reply(struct req *r, struct pub_blob *b) {
+  struct MHD_Response *resp;
+  char id[32];
+  pub_blob_ref(b);
+  resp = MHD_create_response_from_buffer_with_free_callback_cls(
+      pub_blob_len(b), (void *)pub_blob_data(b), blob_release, b);
+  if (!resp) {
+    pub_blob_unref(b);
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  snprintf(id, sizeof id, "%lld", (long long)r->node_id);
+  MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
+  req_response(r, 200, resp);
+}
+
+/* Set r's reply for how its config poll ended (b: the config, for HUB_CONFIG). */
+static void config_reply(struct req *r, enum hub_outcome outcome, struct pub_blob *b) {
+  switch (outcome) {
+  case HUB_CONFIG:
+    config_blob_reply(r, b);
+    break;
+  case HUB_UNCHANGED:
+    req_json(r, 304, NULL);
+    break;
+  case HUB_REVOKED:
+    req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");
+    break;
+  case HUB_DB_DOWN:
+    /* a failover, a restart: the node retries, or moves to another replica */
+    req_error(r, 503, "db_unavailable", NULL, "the database cannot be reached (retry shortly)");
+    break;
+  case HUB_NO_MEMORY:
+    req_error(r, 500, "internal", NULL, "out of memory");
+    break;
+  case HUB_FAILED:
+  default:
+    req_error(r, 500, "internal", NULL, "cannot build the node config");
+    break;
+  }
+}
+
+/* The config poll's callbacks (struct hub_poll), over its request. */
+static void config_suspend(void *arg) {
+  req_suspend(arg);
+}
+
+static void config_done(void *arg, enum hub_outcome outcome, struct pub_blob *b) {
+  struct req *r = arg;
+  config_reply(r, outcome, b);
+  /* a poll answered at once was never suspended: its handler returns HTTP_DONE */
+  if (r->suspended) req_resume(r);
+}
+
 static enum http_rc get_config(struct req *r) {
   int64_t since = 0, wait_ms = 25000;
+  struct hub_poll p = {r->node_id, config_suspend, config_done, r};
   seen(r);
   if (req_query_int(r, "since", 0, INT64_MAX / 2, 0, &since) < 0) return HTTP_DONE;
   if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
-  return hub_config_poll(r->ctx->hub, r, since, wait_ms);
+  return hub_config_poll(r->ctx->hub, since, wait_ms, &p) ? HTTP_SUSPENDED : HTTP_DONE;
 }
 
 /* The task board's answers, over the request that polls it. */

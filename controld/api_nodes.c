@@ -21,7 +21,7 @@ struct node_op {
 
 static enum store_rc create_change(struct api_op *op) {
   struct node_op *no = op->arg;
-  enum store_rc rc = store_node_create_locked(op->ctx->store, no->n, no->hash);
+  enum store_rc rc = store_node_create_locked(op->tx, no->n, no->hash);
   cJSON *j;
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "node", rc == STORE_CONFLICT ? "name" : NULL);
@@ -96,7 +96,7 @@ static enum http_rc list_nodes(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_node_delete_locked(op->ctx->store, op->r->params[0]);
+  enum store_rc rc = store_node_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }

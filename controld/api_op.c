@@ -1,6 +1,7 @@
 /* api_op — one transaction per API write (see api_op.h). */
 #include "api_op.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,14 @@
 #include "store_idem.h"
 #include "token.h"
 
-/* Fault injection for the integration tests (CDNCA_TEST_FAULT): "crash_after_change" exits at
-   once between the change and its re-evaluation (what kill -9 at that moment does);
-   "fail_reevaluate" makes the re-evaluation fail. Unset in production: no effect. */
-static int test_fault(const char *name) {
-  const char *f = getenv("CDNCA_TEST_FAULT");
-  return f && strcmp(f, name) == 0;
+static _Atomic int fault = API_OP_FAULT_NONE; /* the test seam (api_op_set_fault) */
+
+void api_op_set_fault(enum api_op_fault f) {
+  atomic_store(&fault, (int)f);
+}
+
+static int test_fault(enum api_op_fault f) {
+  return atomic_load(&fault) == (int)f;
 }
 
 int api_op_etag_matches(const char *if_match, int64_t revision) {
@@ -66,8 +69,8 @@ enum store_rc api_op_if_match(struct api_op *op, int64_t revision) {
  *replayed = 1 when replayed, STORE_OK with 0 when the key is new. */
 static enum store_rc idem_lookup(struct api_op *op, int *replayed) {
   struct idem_rec rec;
-  enum store_rc rc = store_idem_get_locked(op->ctx->store, op->idem_key,
-                                           clock_wall_ms() - STORE_IDEM_KEEP_MS, &rec);
+  enum store_rc rc =
+      store_idem_get_locked(op->tx, op->idem_key, clock_wall_ms() - STORE_IDEM_KEEP_MS, &rec);
   *replayed = 0;
   if (rc == STORE_NOT_FOUND) return STORE_OK;
   if (rc != STORE_OK) return rc;
@@ -103,7 +106,7 @@ static enum store_rc idem_store(struct api_op *op) {
     cJSON_Delete(j);
     if (!text) return STORE_ERROR;
   }
-  rc = store_idem_put_locked(op->ctx->store, op->idem_key, op->idem_hash, (int)r->status,
+  rc = store_idem_put_locked(op->tx, op->idem_key, op->idem_hash, (int)r->status,
                              text ? text : r->resp_body, r->resp_etag, clock_wall_ms());
   free(text);
   return rc;
@@ -122,24 +125,25 @@ struct run {
 };
 
 /* The store_op body: every step of def inside the one transaction. */
-static enum store_rc run_locked(struct store *st, void *arg) {
+static enum store_rc run_locked(struct store_tx *tx, void *arg) {
   struct run *run = arg;
   struct api_op *op = &run->op;
   const struct api_op_def *def = op->def;
   enum store_rc rc;
-  (void)st;
+  op->tx = tx;
   if (op->idem_key) {
     rc = idem_lookup(op, &run->replayed);
     if (rc != STORE_OK || run->replayed) return rc;
   }
   rc = def->change(op);
   if (rc != STORE_OK) return rc;
-  if (test_fault("crash_after_change")) _exit(70);
+  if (test_fault(API_OP_FAULT_CRASH_AFTER_CHANGE)) _exit(70);
   /* the re-evaluation is part of the change: a failure here undoes the change too */
   if (op->site_id > 0) {
-    int kept = test_fault("fail_reevaluate")
-                   ? -1
-                   : engine_site_changed_keep_locked(op->ctx->engine, op->site_id, &op->after);
+    int kept =
+        test_fault(API_OP_FAULT_FAIL_REEVALUATE)
+            ? -1
+            : engine_site_changed_keep_locked(op->ctx->engine, op->tx, op->site_id, &op->after);
     if (kept < 0) {
       log_error("site %lld: level re-evaluation failed; %s change rolled back",
                 (long long)op->site_id, def->what);
@@ -159,7 +163,7 @@ static enum store_rc run_locked(struct store *st, void *arg) {
     op->has_after = 0;
   }
   /* the record of an accepted write commits with it, or neither does */
-  if (api_audit_locked(op->r, op->status) < 0) return STORE_ERROR;
+  if (api_audit_locked(op->tx, op->r, op->status) < 0) return STORE_ERROR;
   if (op->idem_key && op->r->done && op->r->status < 300) return idem_store(op);
   return STORE_OK;
 }

@@ -18,16 +18,19 @@ struct api_op_def;
 #define API_OP_IDEM_KEY_MAX 128
 
 /* One API write in progress. */
+struct store_tx;
+
 struct api_op {
   const struct api_op_def *def;
   struct req *r; /* the request: steps set its reply with req_json / req_error */
   struct ctx *ctx;
-  void *arg;       /* the route's own state */
-  int64_t site_id; /* set by the change step: this site's levels are re-evaluated in the same
-                      transaction before the answer step (0 = no site to re-evaluate) */
-  int status;      /* a step of a route that answers after the commit sets its success status
-                      here, for the audit record written in the transaction (0: the reply set
-                      inside, else 201/204/200 by method) */
+  struct store_tx *tx; /* the write transaction the steps run in */
+  void *arg;           /* the route's own state */
+  int64_t site_id;     /* set by the change step: this site's levels are re-evaluated in the same
+                          transaction before the answer step (0 = no site to re-evaluate) */
+  int status;          /* a step of a route that answers after the commit sets its success status
+                          here, for the audit record written in the transaction (0: the reply set
+                          inside, else 201/204/200 by method) */
   /* the site as stored after the re-evaluation, when it could be kept (api_op_site_after) */
   struct site_rec after;
   int has_after;
@@ -69,5 +72,16 @@ enum store_rc api_op_if_match(struct api_op *op, int64_t revision);
 /* Pure: 1 when the If-Match header value matches revision ("*", or a comma list of strong
    entity tags one of which is "<revision>"), else 0. */
 int api_op_etag_matches(const char *if_match, int64_t revision);
+
+/* A test seam (controld --test-fault; like proxy_state_set_resolver in noded): a fault every
+   later write operation meets. CRASH_AFTER_CHANGE exits the process (status 70) between the change
+   and its re-evaluation, as kill -9 at that moment would; FAIL_REEVALUATE makes the re-evaluation
+   fail. NONE, the default, has no effect. */
+enum api_op_fault {
+  API_OP_FAULT_NONE = 0,
+  API_OP_FAULT_CRASH_AFTER_CHANGE = 1,
+  API_OP_FAULT_FAIL_REEVALUATE = 2,
+};
+void api_op_set_fault(enum api_op_fault f);
 
 #endif

@@ -23,7 +23,7 @@ struct origin_op {
 /* Set the answer: origin oid of the site as now stored, after the re-evaluation. */
 static enum store_rc answer_origin(struct api_op *op, unsigned status, int64_t oid) {
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(op->ctx->store, op->site_id, &s);
+  enum store_rc rc = store_site_get_locked(op->tx, op->site_id, &s);
   int i;
   if (rc != STORE_OK) return rc;
   i = find_origin(&s, oid);
@@ -40,7 +40,7 @@ static enum store_rc answer_origin(struct api_op *op, unsigned status, int64_t o
 /* If-Match on an origin route compares the site's revision. */
 static enum store_rc site_if_match(struct api_op *op) {
   int64_t revision = 0;
-  enum store_rc rc = store_site_revision_locked(op->ctx->store, op->r->params[0], &revision);
+  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (rc == STORE_NOT_FOUND) {
     req_error(op->r, 404, "not_found", NULL, "site not found");
     return rc;
@@ -53,7 +53,7 @@ static enum store_rc add_change(struct api_op *op) {
   enum store_rc rc = site_if_match(op);
   if (rc != STORE_OK) return rc;
   oo->o.site_id = op->r->params[0];
-  rc = store_origin_add_locked(op->ctx->store, &oo->o);
+  rc = store_origin_add_locked(op->tx, &oo->o);
   if (rc == STORE_LIMIT) {
     req_error(op->r, 422, "out_of_range", "origins", "a site has at most %d origins",
               SITE_MAX_ORIGINS);
@@ -91,7 +91,7 @@ static enum store_rc patch_change(struct api_op *op) {
   struct origin_op *oo = op->arg;
   struct site_rec s;
   struct field_err err;
-  enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &s);
+  enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &s);
   int i;
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", NULL);
@@ -118,7 +118,7 @@ static enum store_rc patch_change(struct api_op *op) {
   if (cJSON_GetObjectItemCaseSensitive(oo->body, "address") &&
       api_target_refused(op->r, oo->o.address, "address"))
     return STORE_ERROR;
-  rc = store_origin_update_locked(op->ctx->store, &oo->o);
+  rc = store_origin_update_locked(op->tx, &oo->o);
   if (rc != STORE_OK) return rc;
   op->site_id = oo->o.site_id;
   return STORE_OK;
@@ -152,7 +152,7 @@ static enum http_rc patch_origin(struct req *r) {
 static enum store_rc delete_change(struct api_op *op) {
   enum store_rc rc = site_if_match(op);
   if (rc != STORE_OK) return rc;
-  rc = store_origin_delete_locked(op->ctx->store, op->r->params[0], op->r->params[1]);
+  rc = store_origin_delete_locked(op->tx, op->r->params[0], op->r->params[1]);
   if (rc != STORE_OK) return rc;
   op->site_id = op->r->params[0];
   req_json(op->r, 204, NULL);

@@ -23,7 +23,7 @@ static enum store_rc answer_site(struct api_op *op, unsigned status) {
   struct site_rec s;
   /* the record the re-evaluation read, unless it switched the level: no second read */
   enum store_rc rc =
-      api_op_site_after(op, &s) ? STORE_OK : store_site_get_locked(op->ctx->store, op->site_id, &s);
+      api_op_site_after(op, &s) ? STORE_OK : store_site_get_locked(op->tx, op->site_id, &s);
   if (rc != STORE_OK) return rc;
   req_json(op->r, status, model_site_json(&s));
   req_set_etag(op->r, s.revision);
@@ -34,7 +34,7 @@ static enum store_rc answer_site(struct api_op *op, unsigned status) {
 static enum store_rc create_change(struct api_op *op) {
   struct site_op *so = op->arg;
   char conflict[64] = "";
-  enum store_rc rc = store_site_create_locked(op->ctx->store, &so->s, conflict, sizeof conflict);
+  enum store_rc rc = store_site_create_locked(op->tx, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", conflict);
     return rc;
@@ -163,7 +163,7 @@ static enum store_rc patch_change(struct api_op *op) {
   struct site_op *so = op->arg;
   struct field_err err;
   char conflict[64] = "";
-  enum store_rc rc = store_site_get_locked(op->ctx->store, op->r->params[0], &so->s);
+  enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &so->s);
   if (rc != STORE_OK) return rc;
   rc = api_op_if_match(op, so->s.revision);
   if (rc != STORE_OK) return rc;
@@ -171,7 +171,7 @@ static enum store_rc patch_change(struct api_op *op) {
     api_field_error(op->r, &err);
     return STORE_ERROR;
   }
-  rc = store_site_update_locked(op->ctx->store, &so->s, conflict, sizeof conflict);
+  rc = store_site_update_locked(op->tx, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", conflict);
     return rc;
@@ -197,9 +197,9 @@ static enum http_rc patch_site(struct req *r) {
 
 static enum store_rc delete_change(struct api_op *op) {
   int64_t revision = 0;
-  enum store_rc rc = store_site_revision_locked(op->ctx->store, op->r->params[0], &revision);
+  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (rc == STORE_OK) rc = api_op_if_match(op, revision);
-  if (rc == STORE_OK) rc = store_site_delete_locked(op->ctx->store, op->r->params[0]);
+  if (rc == STORE_OK) rc = store_site_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }

@@ -22,9 +22,11 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
       fail = obs[i].failures;
     }
   json_add_i64(j, "id", o->id);
-  cJSON_AddStringToObject(j, "health", o->health[0] ? o->health : "unknown");
+  cJSON_AddStringToObject(j, "health", health_state_to_string(o->health));
   cJSON_AddBoolToObject(j, "enabled", o->enabled);
-  json_add_str_or_null(j, "last_verdict", o->last_verdict[0] ? o->last_verdict : NULL);
+  json_add_str_or_null(j, "last_verdict",
+                       o->last_verdict != VERDICT_NONE ? health_verdict_to_string(o->last_verdict)
+                                                       : NULL);
   json_add_str_or_null(j, "source", o->last_source[0] ? o->last_source : NULL);
   v = cJSON_AddObjectToObject(j, "votes");
   cJSON_AddNumberToObject(v, "success", o->votes_success);
@@ -37,9 +39,11 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
   return j;
 }
 
-/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). locked: read
-   on the writer inside the caller's transaction (the answer of a write), else on a reader. */
-static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, cJSON **out) {
+/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). With tx: read
+   on the writer inside the caller's transaction (the answer of a write), else (NULL) on a
+   reader. */
+static enum store_rc status_card(struct ctx *ctx, int64_t site_id, struct store_tx *tx,
+                                 cJSON **out) {
   struct site_rec s;
   struct outlook ol;
   struct origin_obs *obs = NULL;
@@ -48,15 +52,15 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   const char *reason = NULL;
   int64_t now = clock_wall_ms();
   cJSON *j, *hc, *levels, *prop, *dec;
-  enum store_rc rc = locked ? store_site_get_locked(ctx->store, site_id, &s)
-                            : store_site_get(ctx->store, site_id, &s);
+  enum store_rc rc =
+      tx ? store_site_get_locked(tx, site_id, &s) : store_site_get(ctx->store, site_id, &s);
   int64_t seen = now - ctx->cfg.node_online_ms;
   *out = NULL;
   if (rc != STORE_OK) return rc;
-  if ((locked ? store_health_observations_locked(ctx->store, site_id, &obs, &n_obs)
-              : store_health_observations(ctx->store, site_id, &obs, &n_obs)) != STORE_OK ||
-      (locked ? store_health_propagation_locked(ctx->store, site_id, seen, &online, &current, &seq)
-              : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) < 0) {
+  if ((tx ? store_health_observations_locked(tx, site_id, &obs, &n_obs)
+          : store_health_observations(ctx->store, site_id, &obs, &n_obs)) != STORE_OK ||
+      (tx ? store_health_propagation_locked(tx, site_id, seen, &online, &current, &seq)
+          : store_health_propagation(ctx->store, site_id, seen, &online, &current, &seq)) < 0) {
     free(obs);
     site_rec_fini(&s);
     return STORE_ERROR;
@@ -65,7 +69,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
   j = cJSON_CreateObject();
   json_add_i64(j, "site_id", s.id);
   cJSON_AddNumberToObject(j, "current_level", s.current_level);
-  cJSON_AddStringToObject(j, "failback", s.failback);
+  cJSON_AddStringToObject(j, "failback", health_failback_to_string(s.failback));
   cJSON_AddBoolToObject(j, "manual_pin", s.manual_pin);
   json_add_i64(j, "config_version", s.config_version);
   hc = cJSON_AddObjectToObject(j, "health_check");
@@ -105,7 +109,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, int locked, c
 
 static enum http_rc get_status(struct req *r) {
   cJSON *card;
-  enum store_rc rc = status_card(r->ctx, r->params[0], 0, &card);
+  enum store_rc rc = status_card(r->ctx, r->params[0], NULL, &card);
   if (rc != STORE_OK)
     api_store_error(r, rc, "site", NULL);
   else
@@ -168,7 +172,7 @@ static enum http_rc get_verdicts(struct req *r) {
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
   const struct engine_env *env = op->ctx->engine;
-  switch (engine_switch_manual_by_locked(env, op->r->params[0], level, op->r->token_name)) {
+  switch (engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
@@ -185,7 +189,7 @@ static enum store_rc switch_change(struct api_op *op) {
 /* The answer: the status card as the switch left it (read on the writer, in the transaction). */
 static enum store_rc switch_answer(struct api_op *op) {
   cJSON *card;
-  enum store_rc rc = status_card(op->ctx, op->r->params[0], 1, &card);
+  enum store_rc rc = status_card(op->ctx, op->r->params[0], op->tx, &card);
   if (rc == STORE_OK) req_json(op->r, 200, card);
   return rc;
 }

@@ -30,7 +30,7 @@ struct token_op {
 
 static enum store_rc create_change(struct api_op *op) {
   struct token_op *to = op->arg;
-  enum store_rc rc = store_token_create_locked(op->ctx->store, to->t, to->hash);
+  enum store_rc rc = store_token_create_locked(op->tx, to->t, to->hash);
   cJSON *j;
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "token", rc == STORE_CONFLICT ? "name" : NULL);
@@ -125,7 +125,7 @@ static enum http_rc get_self(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_token_delete_locked(op->ctx->store, op->r->params[0]);
+  enum store_rc rc = store_token_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }

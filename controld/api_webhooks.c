@@ -1,5 +1,6 @@
 /* api_webhooks — /v1/webhooks: create (secret write-only), list, get, delete, deliveries, test. */
 #include <curl/curl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ static cJSON *webhook_json(const struct webhook_rec *w) {
   model_webhook_events_add(j, w->events);
   json_add_time(j, "created_at", w->created_at);
   return j;
+}
+
+static cJSON *delivery_json(const struct delivery_rec *d);
+
+static cJSON *delivery_json_rec(const void *rec) {
+  return delivery_json(rec);
 }
 
 static cJSON *delivery_json(const struct delivery_rec *d) {
@@ -88,7 +95,7 @@ static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) 
 
 static enum store_rc create_change(struct api_op *op) {
   struct webhook_rec *w = op->arg;
-  enum store_rc rc = store_webhook_create_locked(op->ctx->store, w);
+  enum store_rc rc = store_webhook_create_locked(op->tx, w);
   if (rc == STORE_CONFLICT)
     req_error(op->r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
   else if (rc == STORE_OK)
@@ -118,10 +125,10 @@ static int url_target_refused(struct req *r, const char *url) {
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
-     "an http:// or https:// URL with a host", 0, NULL, 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0, 0},
     {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef W
 
@@ -181,7 +188,7 @@ static enum http_rc get_webhook(struct req *r) {
 }
 
 static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_webhook_delete_locked(op->ctx->store, op->r->params[0]);
+  enum store_rc rc = store_webhook_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;
 }
@@ -198,7 +205,6 @@ static enum http_rc list_deliveries(struct req *r) {
   struct delivery_rec *arr = NULL;
   int64_t limit, before;
   int n = 0;
-  cJSON *j, *a;
   enum store_rc rc;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
   if (req_query_int(r, "before", 0, INT64_MAX / 2, 0, &before) < 0) return HTTP_DONE;
@@ -210,16 +216,9 @@ static enum http_rc list_deliveries(struct req *r) {
     api_store_error(r, rc, "webhook", NULL);
     return HTTP_DONE;
   }
-  j = cJSON_CreateObject();
-  a = cJSON_AddArrayToObject(j, "deliveries");
-  for (int i = 0; i < n && i < limit; i++)
-    cJSON_AddItemToArray(a, delivery_json(&arr[i]));
-  if (n > limit)
-    json_add_i64(j, "next", arr[limit - 1].id);
-  else
-    cJSON_AddNullToObject(j, "next");
+  api_page_reply(r, "deliveries", arr, sizeof *arr, n, limit, offsetof(struct delivery_rec, id),
+                 delivery_json_rec);
   free(arr);
-  req_json(r, 200, j);
   return HTTP_DONE;
 }
 
@@ -232,14 +231,14 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
-  return store_webhook_test_locked(op->ctx->store, op->r->params[0], to->site_id, to->site_name,
+  return store_webhook_test_locked(op->tx, op->r->params[0], to->site_id, to->site_name,
                                    "Webhook test", to->data, &to->delivery_id);
 }
 
 static enum store_rc test_answer(struct api_op *op) {
   struct test_op *to = op->arg;
   struct delivery_rec d;
-  enum store_rc rc = store_delivery_get_locked(op->ctx->store, to->delivery_id, &d);
+  enum store_rc rc = store_delivery_get_locked(op->tx, to->delivery_id, &d);
   if (rc == STORE_OK) req_json(op->r, 202, delivery_json(&d));
   return rc;
 }

@@ -15,8 +15,7 @@ struct task_board;
 struct notify;
 struct prober;
 struct sitemetrics;
-struct signals;
-struct lease;
+struct coord;
 struct engine_env;
 
 /* Options of the command line and the --config file (see options table in main.c). */
@@ -44,6 +43,8 @@ struct cd_config {
   char replica_name[64];   /* cluster mode: this replica's name in the lease ("" = hostname) */
   int64_t lease_ttl_ms;    /* cluster mode: the engine lease's ttl */
   char engine_eligible[8]; /* cluster mode: "true" | "false" */
+  char test_fault[24];     /* the test suite's seams: api_op_set_fault, store_set_max_pages */
+  int64_t test_max_pages;
 };
 
 struct ctx {
@@ -57,8 +58,7 @@ struct ctx {
   struct notify *notify;           /* webhook delivery worker (notify.h) */
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
-  struct signals *signals;         /* notifications from other replicas (signals.h) */
-  struct lease *lease;             /* the engine lease (lease.h); NULL with SQLite: the engine */
+  struct coord *coord;             /* the engine role and other replicas' notifications (coord.h) */
   struct engine_env *engine;       /* what the engine works with (engine.h) */
   int64_t started_ms;
   struct targets targets; /* destinations origins and webhooks may not name (targets.h) */

@@ -98,9 +98,7 @@ static int clamp_int(int64_t v) {
 }
 
 static enum health_state origin_state(const struct origin_rec *o) {
-  enum health_state s = HEALTH_UNKNOWN;
-  health_state_from_string(o->health, &s);
-  return s;
+  return o->health == HEALTH_EMPTY ? HEALTH_UNKNOWN : o->health; /* EMPTY is a level's */
 }
 
 static void origin_machine(const struct origin_rec *o, struct health_origin *m) {
@@ -133,7 +131,7 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out) 
     n++;
   }
   health_view_init(&out->view);
-  health_failback_from_string(s->failback, &fb);
+  fb = s->failback;
   out->view.current_level = s->current_level;
   /* a level the operator chose by hand is kept: failback waits for the operator, as in manual */
   out->view.failback = s->manual_pin ? HEALTH_FAILBACK_MANUAL : fb;
@@ -164,8 +162,8 @@ static void log_site_event(const struct site_rec *s, const char *type, const cJS
   cJSON_Delete(f);
 }
 
-static int add_event(const struct engine_env *env, const struct site_rec *s, const char *type,
-                     const char *title, cJSON *j) {
+static int add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                     const char *type, const char *title, cJSON *j) {
   char *data = j ? json_print(j) : NULL;
   int rc = -1;
   log_site_event(s, type, j);
@@ -174,7 +172,7 @@ static int add_event(const struct engine_env *env, const struct site_rec *s, con
     log_error("site %lld: cannot format %s event", (long long)s->id, type);
     goto out;
   }
-  if (store_health_event_locked(env->store, s->id, s->name, type, title, data) < 0) goto out;
+  if (store_health_event_locked(tx, s->id, s->name, type, title, data) < 0) goto out;
   rc = 0;
 out:
   free(data);
@@ -189,8 +187,8 @@ static int first_healthy(const struct health_site_view *v) {
 }
 
 /* Switch s to level with a level.switched event; s->current_level is updated. 0 or -1. */
-static int do_switch(const struct engine_env *env, struct site_rec *s, int level,
-                     enum health_reason reason, const char *why, const char *by) {
+static int do_switch(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+                     int level, enum health_reason reason, const char *why, const char *by) {
   const char *rs = health_reason_to_string(reason);
   char labels[64];
   int pin = 0;
@@ -199,7 +197,7 @@ static int do_switch(const struct engine_env *env, struct site_rec *s, int level
   if (reason == HEALTH_REASON_MANUAL)
     for (int i = 0; i < s->n_origins; i++)
       if (s->origins[i].enabled && s->origins[i].level < level) pin = 1;
-  if (store_health_site_level_locked(env->store, s->id, level, rs, pin) < 0) return -1;
+  if (store_health_site_level_locked(tx, s->id, level, rs, pin) < 0) return -1;
   s->manual_pin = pin;
   j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "from_level", s->current_level);
@@ -207,7 +205,7 @@ static int do_switch(const struct engine_env *env, struct site_rec *s, int level
   cJSON_AddStringToObject(j, "reason", rs);
   if (why) cJSON_AddStringToObject(j, "why", why);
   if (by) cJSON_AddStringToObject(j, "by", by); /* a manual switch: the token's name */
-  if (add_event(env, s, "level.switched",
+  if (add_event(env, tx, s, "level.switched",
                 reason == HEALTH_REASON_MANUAL ? TITLE_MANUAL : TITLE_AUTO, j) < 0)
     return -1;
   snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
@@ -219,39 +217,39 @@ static int do_switch(const struct engine_env *env, struct site_rec *s, int level
 /* Evaluate the level decision for s (origins as they are now) and act on it. The fleet flags that
    follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
    with its batch. 0 or -1. */
-static int evaluate_locked(const struct engine_env *env, struct site_rec *s, int64_t now,
-                           unsigned *fleet_out) {
+static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+                           int64_t now, unsigned *fleet_out) {
   struct outlook ol;
   const struct health_decision *d = &ol.decision;
   int all, fb, switched = 0;
   cJSON *j;
   engine_outlook(s, now, &ol);
   if (d->action == HEALTH_SWITCH && d->to_level != s->current_level) {
-    if (do_switch(env, s, d->to_level, d->reason, d->why, NULL) < 0) return -1;
+    if (do_switch(env, tx, s, d->to_level, d->reason, d->why, NULL) < 0) return -1;
     switched = 1;
   }
   if (d->raise_all_unhealthy) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     cJSON_AddStringToObject(j, "why", d->why);
-    if (add_event(env, s, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
+    if (add_event(env, tx, s, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
   }
   if (d->raise_recovered) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, s, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
+    if (add_event(env, tx, s, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
   }
   if (d->emit_failback_available) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", d->failback_level);
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, s, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
+    if (add_event(env, tx, s, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
   }
   all = d->incident_open ? 1 : 0;
   fb = d->failback_notified_next ? d->failback_level : 0;
   if (all != s->all_unhealthy || fb != s->failback_notified) {
-    if (store_health_site_flags_locked(env->store, s->id, all, fb) < 0) return -1;
+    if (store_health_site_flags_locked(tx, s->id, all, fb) < 0) return -1;
     s->all_unhealthy = all;
     s->failback_notified = fb;
   }
@@ -264,7 +262,7 @@ static int evaluate_locked(const struct engine_env *env, struct site_rec *s, int
     *fleet_out = fleet_state_of(s, &ol);
     return 0;
   }
-  return store_fleet_set_locked(env->store, s->id, fleet_state_of(s, &ol));
+  return store_fleet_set_locked(tx, s->id, fleet_state_of(s, &ol));
 }
 
 /* ---- rounds ---- */
@@ -317,10 +315,11 @@ struct verdict_buf {
   int ns, caps;
 };
 
-static int verdict_buf_flush(const struct engine_env *env, struct verdict_buf *b) {
-  int rc = store_health_origins_save_locked(env->store, b->origins, b->no);
-  if (rc == 0) rc = store_health_verdicts_add_locked(env->store, b->rows, b->n);
-  if (rc == 0) rc = store_health_sites_round_locked(env->store, b->sites, b->ns);
+static int verdict_buf_flush(const struct engine_env *env, struct store_tx *tx,
+                             struct verdict_buf *b) {
+  int rc = store_health_origins_save_locked(tx, b->origins, b->no);
+  if (rc == 0) rc = store_health_verdicts_add_locked(tx, b->rows, b->n);
+  if (rc == 0) rc = store_health_sites_round_locked(tx, b->sites, b->ns);
   for (int i = 0; i < b->n; i++)
     free((char *)b->rows[i].votes_json);
   b->n = b->no = b->ns = 0;
@@ -338,9 +337,9 @@ static void verdict_buf_free(struct verdict_buf *b) {
 
 /* Apply one verdict to origin o of s at now; writes the origin and a health_changed event, and
    queues the evidence row in vb. 0 or -1. */
-static int apply_verdict(const struct engine_env *env, int64_t round_id, int64_t round_at,
-                         struct site_rec *s, struct origin_rec *o, const struct engine_verdict *v,
-                         int64_t now, struct verdict_buf *vb) {
+static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int64_t round_id,
+                         int64_t round_at, struct site_rec *s, struct origin_rec *o,
+                         const struct engine_verdict *v, int64_t now, struct verdict_buf *vb) {
   struct health_origin m;
   enum health_state from = origin_state(o);
   const char *src = v->verdict != VERDICT_NONE ? health_source_to_string(v->source) : NULL;
@@ -352,12 +351,12 @@ static int apply_verdict(const struct engine_env *env, int64_t round_id, int64_t
   o->success_streak = m.success_streak;
   o->failure_streak = m.failure_streak;
   if (m.state != from) {
-    snprintf(o->health, sizeof o->health, "%s", health_state_to_string(m.state));
+    o->health = m.state;
     o->health_changed_at = now;
     o->healthy_since = m.state == HEALTH_HEALTHY ? now : 0;
   }
   if (v->verdict != VERDICT_NONE) {
-    snprintf(o->last_verdict, sizeof o->last_verdict, "%s", health_verdict_to_string(v->verdict));
+    o->last_verdict = v->verdict;
     snprintf(o->last_source, sizeof o->last_source, "%s", src);
     o->votes_success = v->votes_success;
     o->votes_failure = v->votes_failure;
@@ -392,7 +391,7 @@ static int apply_verdict(const struct engine_env *env, int64_t round_id, int64_t
     r->round_at = round_at;
     r->source = src;
     r->verdict = health_verdict_to_string(v->verdict);
-    snprintf(r->state_after, sizeof r->state_after, "%s", o->health);
+    snprintf(r->state_after, sizeof r->state_after, "%s", health_state_to_string(o->health));
     r->votes_json = vj; /* the buffer owns it now */
     vj = NULL;
   }
@@ -402,14 +401,14 @@ static int apply_verdict(const struct engine_env *env, int64_t round_id, int64_t
     json_add_i64(j, "origin_id", o->id);
     cJSON_AddNumberToObject(j, "level", o->level);
     cJSON_AddStringToObject(j, "from", health_state_to_string(from));
-    cJSON_AddStringToObject(j, "to", o->health);
+    cJSON_AddStringToObject(j, "to", health_state_to_string(o->health));
     cJSON_AddStringToObject(j, "source", src ? src : "");
     vo = cJSON_AddObjectToObject(j, "votes");
     cJSON_AddNumberToObject(vo, "success", v->votes_success);
     cJSON_AddNumberToObject(vo, "failure", v->votes_failure);
     json_add_str_or_null(j, "error", o->last_error[0] ? o->last_error : NULL);
-    snprintf(title, sizeof title, "Origin is now %s", o->health);
-    if (add_event(env, s, "origin.health_changed", title, j) < 0) goto out;
+    snprintf(title, sizeof title, "Origin is now %s", health_state_to_string(o->health));
+    if (add_event(env, tx, s, "origin.health_changed", title, j) < 0) goto out;
   }
   rc = 0;
 out:
@@ -426,9 +425,9 @@ int64_t engine_next_probe_ms(int64_t own_interval_ms, int64_t probe_interval_ms,
 
 /* One site's part of a round; its origin, probe-time and fleet writes are queued in vb (the
    origins by pointer: s must live until vb is flushed). 0 or -1. */
-static int apply_site(const struct engine_env *env, int64_t round_id, int64_t round_at, int64_t now,
-                      const struct engine_site_round *sr, struct site_rec *s,
-                      struct verdict_buf *vb) {
+static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t round_id,
+                      int64_t round_at, int64_t now, const struct engine_site_round *sr,
+                      struct site_rec *s, struct verdict_buf *vb) {
   int suspect = 0;
   struct site_round_row *row;
   if (s->id == 0) return 0; /* deleted meanwhile */
@@ -436,7 +435,7 @@ static int apply_site(const struct engine_env *env, int64_t round_id, int64_t ro
     for (int i = 0; i < sr->n; i++) {
       int k = origin_index(s, sr->v[i].origin_id);
       if (k < 0 || !s->origins[k].enabled) continue; /* deleted or disabled meanwhile */
-      if (apply_verdict(env, round_id, round_at, s, &s->origins[k], &sr->v[i], now, vb) < 0)
+      if (apply_verdict(env, tx, round_id, round_at, s, &s->origins[k], &sr->v[i], now, vb) < 0)
         return -1;
     }
   }
@@ -458,7 +457,7 @@ static int apply_site(const struct engine_env *env, int64_t round_id, int64_t ro
   row->probed_at = round_at;
   row->next_probe_at = round_at + engine_next_probe_ms(s->hc.interval_ms, env->probe_interval_ms,
                                                        env->suspect_interval_ms, suspect);
-  if (evaluate_locked(env, s, now, &row->fleet) < 0) return -1;
+  if (evaluate_locked(env, tx, s, now, &row->fleet) < 0) return -1;
   vb->ns++;
   return 0;
 }
@@ -474,33 +473,33 @@ int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t s
   int64_t *ids = calloc((size_t)(cap ? cap : 1), sizeof *ids);
   memset(&vb, 0, sizeof vb);
   if (!recs || !ids) goto fail_notx;
-  if (store_health_begin(env->store) < 0) goto fail_notx;
+  struct store_tx *tx = store_health_begin(env->store);
+  if (!tx) goto fail_notx;
   /* the round's sites are read in chunks, a few statements per chunk, not three per site */
   for (int at = 0; at < n_sites; at += cap) {
     int take = n_sites - at < cap ? n_sites - at : cap;
     for (int i = 0; i < take; i++)
       ids[i] = sites[at + i].site_id;
-    if (store_health_sites_load_locked(env->store, ids, take, recs) != STORE_OK) goto fail;
+    if (store_health_sites_load_locked(tx, ids, take, recs) != STORE_OK) goto fail;
     int frc = 0;
     for (int i = 0; i < take && frc == 0; i++) {
       origins += sites[at + i].n;
-      frc = apply_site(env, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb);
+      frc = apply_site(env, tx, round_id, started_at, finished_at, &sites[at + i], &recs[i], &vb);
     }
     /* the chunk's origins, evidence rows, probe times and fleet flags */
-    if (frc == 0) frc = verdict_buf_flush(env, &vb);
+    if (frc == 0) frc = verdict_buf_flush(env, tx, &vb);
     for (int i = 0; i < take; i++)
       site_rec_fini(&recs[i]);
     if (frc < 0) goto fail;
   }
-  if (store_health_round_add_locked(env->store, round_id, started_at, finished_at, n_sites,
-                                    origins) < 0)
+  if (store_health_round_add_locked(tx, round_id, started_at, finished_at, n_sites, origins) < 0)
     goto fail;
   free(recs);
   free(ids);
   verdict_buf_free(&vb);
-  return store_health_commit(env->store);
+  return store_health_commit(tx);
 fail:
-  store_health_rollback(env->store);
+  store_health_rollback(tx);
 fail_notx:
   log_error("probe round %lld: results not stored", (long long)round_id);
   free(recs);
@@ -509,14 +508,14 @@ fail_notx:
   return -1;
 }
 
-int engine_site_changed_keep_locked(const struct engine_env *env, int64_t site_id,
-                                    struct site_rec *out) {
+int engine_site_changed_keep_locked(const struct engine_env *env, struct store_tx *tx,
+                                    int64_t site_id, struct site_rec *out) {
   struct site_rec s;
   int level;
-  enum store_rc lrc = store_health_site_load_locked(env->store, site_id, &s);
+  enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
   level = s.current_level;
-  if (evaluate_locked(env, &s, clock_wall_ms(), NULL) < 0) {
+  if (evaluate_locked(env, tx, &s, clock_wall_ms(), NULL) < 0) {
     site_rec_fini(&s);
     return -1;
   }
@@ -530,23 +529,24 @@ int engine_site_changed_keep_locked(const struct engine_env *env, int64_t site_i
   return 1;
 }
 
-int engine_site_changed_locked(const struct engine_env *env, int64_t site_id) {
+int engine_site_changed_locked(const struct engine_env *env, struct store_tx *tx, int64_t site_id) {
   struct site_rec s;
   int rc;
-  enum store_rc lrc = store_health_site_load_locked(env->store, site_id, &s);
+  enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
-  rc = evaluate_locked(env, &s, clock_wall_ms(), NULL);
+  rc = evaluate_locked(env, tx, &s, clock_wall_ms(), NULL);
   site_rec_fini(&s);
   return rc;
 }
 
 int engine_site_changed(const struct engine_env *env, int64_t site_id) {
-  if (store_health_begin(env->store) < 0) return -1;
-  if (engine_site_changed_locked(env, site_id) < 0) {
-    store_health_rollback(env->store);
+  struct store_tx *tx = store_health_begin(env->store);
+  if (!tx) return -1;
+  if (engine_site_changed_locked(env, tx, site_id) < 0) {
+    store_health_rollback(tx);
     return -1;
   }
-  return store_health_commit(env->store);
+  return store_health_commit(tx);
 }
 
 int engine_reevaluate_all(const struct engine_env *env) {
@@ -566,19 +566,20 @@ int engine_reevaluate_all(const struct engine_env *env) {
   return failed ? -1 : 0;
 }
 
-enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, int64_t site_id,
-                                                  int level) {
-  return engine_switch_manual_by_locked(env, site_id, level, NULL);
+enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, struct store_tx *tx,
+                                                  int64_t site_id, int level) {
+  return engine_switch_manual_by_locked(env, tx, site_id, level, NULL);
 }
 
-enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env, int64_t site_id,
+enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
+                                                     struct store_tx *tx, int64_t site_id,
                                                      int level, const char *by) {
   struct site_rec s;
   struct outlook ol;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
   enum store_rc rc;
   int has = 0, fb;
-  rc = store_health_site_load_locked(env->store, site_id, &s);
+  rc = store_health_site_load_locked(tx, site_id, &s);
   if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
   for (int i = 0; i < s.n_origins; i++)
     if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
@@ -590,17 +591,18 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
     char why[64];
     snprintf(why, sizeof why, "switched by the operator from level %d to level %d", s.current_level,
              level);
-    if (do_switch(env, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0) goto out;
+    if (do_switch(env, tx, &s, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0)
+      goto out;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified
      (which changes nothing the fleet flags read: the same outlook gives them) */
   engine_outlook(&s, clock_wall_ms(), &ol);
   fb = ol.decision.failback_available ? ol.decision.failback_level : 0;
   if (fb != s.failback_notified &&
-      store_health_site_flags_locked(env->store, s.id, s.all_unhealthy, fb) < 0)
+      store_health_site_flags_locked(tx, s.id, s.all_unhealthy, fb) < 0)
     goto out;
   s.failback_notified = fb;
-  if (store_fleet_set_locked(env->store, s.id, fleet_state_of(&s, &ol)) < 0) goto out;
+  if (store_fleet_set_locked(tx, s.id, fleet_state_of(&s, &ol)) < 0) goto out;
   ret = ENGINE_SWITCH_OK;
 out:
   site_rec_fini(&s);
@@ -610,11 +612,12 @@ out:
 enum engine_switch_rc engine_switch_manual(const struct engine_env *env, int64_t site_id,
                                            int level) {
   enum engine_switch_rc ret;
-  if (store_health_begin(env->store) < 0) return ENGINE_SWITCH_ERROR;
-  ret = engine_switch_manual_locked(env, site_id, level);
+  struct store_tx *tx = store_health_begin(env->store);
+  if (!tx) return ENGINE_SWITCH_ERROR;
+  ret = engine_switch_manual_locked(env, tx, site_id, level);
   if (ret != ENGINE_SWITCH_OK) {
-    store_health_rollback(env->store);
+    store_health_rollback(tx);
     return ret;
   }
-  return store_health_commit(env->store) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
+  return store_health_commit(tx) < 0 ? ENGINE_SWITCH_ERROR : ENGINE_SWITCH_OK;
 }

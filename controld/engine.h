@@ -85,15 +85,15 @@ int engine_site_changed(const struct engine_env *env, int64_t site_id);
 
 /* The same inside the caller's write transaction (store_op), so the change, this re-evaluation,
    its publication and its events commit together. 0 or -1 (the caller must roll back). */
-int engine_site_changed_locked(const struct engine_env *env, int64_t site_id);
+int engine_site_changed_locked(const struct engine_env *env, struct store_tx *tx, int64_t site_id);
 
 /* The same, handing the site record back when it is still exactly what is stored: 1 with *out
    the site as now stored (the caller releases it with site_rec_fini), 0 when the evaluation
    switched the level (which bumps columns the record does not follow) or the site is gone, so
    the caller reads it again (*out untouched), -1 on error. Saves a caller that answers with the
    site a second read. */
-int engine_site_changed_keep_locked(const struct engine_env *env, int64_t site_id,
-                                    struct site_rec *out);
+int engine_site_changed_keep_locked(const struct engine_env *env, struct store_tx *tx,
+                                    int64_t site_id, struct site_rec *out);
 
 /* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
    a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */
@@ -106,12 +106,13 @@ enum engine_switch_rc engine_switch_manual(const struct engine_env *env, int64_t
 
 /* The same inside the caller's write transaction; on anything but ENGINE_SWITCH_OK the caller
    must roll back. */
-enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, int64_t site_id,
-                                                  int level);
+enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, struct store_tx *tx,
+                                                  int64_t site_id, int level);
 
 /* The same, for the operator named by (the token's name, carried as data.by of the
    level.switched event; NULL = none). */
-enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env, int64_t site_id,
+enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
+                                                     struct store_tx *tx, int64_t site_id,
                                                      int level, const char *by);
 
 #endif

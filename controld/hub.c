@@ -1,12 +1,8 @@
 /* hub — config long-poll waiters and batched node presence, driven by one timer thread. */
 #include "hub.h"
 
-#include <errno.h>
-#include <microhttpd.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -19,35 +15,13 @@
 
 #define HUB_FLUSH_MS 1000
 
-static void blob_release(void *cls) {
-  pub_blob_unref(cls);
-}
-
-/* Set r's reply: 200 application/json over the blob's memory (no copy; the response holds its own
-   reference) plus an X-Cdnca-Node-Id header with r->node_id. 0, or -1 with a 500 reply set. */
-static int publish_reply(struct req *r, struct pub_blob *b) {
-  struct MHD_Response *resp;
-  char id[32];
-  pub_blob_ref(b);
-  resp = MHD_create_response_from_buffer_with_free_callback_cls(
-      pub_blob_len(b), (void *)pub_blob_data(b), blob_release, b);
-  if (!resp) {
-    pub_blob_unref(b);
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return -1;
-  }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-  snprintf(id, sizeof id, "%lld", (long long)r->node_id);
-  MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
-  req_response(r, 200, resp);
-  return 0;
-}
-/* One suspended GET /v1/node/config. Owned by its request (r->user); on the list while suspended.
- */
+/* One held config poll. Owned by the hub: on the list while held, freed once answered. */
 struct waiter {
-  struct req *r;
+  int64_t node_id;
   int64_t since;
   int64_t deadline; /* monotonic ms */
+  void (*done)(void *arg, enum hub_outcome outcome, struct pub_blob *blob);
+  void *arg;
   struct waiter *prev, *next;
 };
 
@@ -59,7 +33,7 @@ struct hub {
   pthread_t thr;
   int thr_started;
   int stop;      /* the thread must end */
-  int closed;    /* hub_shutdown ran: no more suspending */
+  int closed;    /* hub_shutdown ran: no more holding */
   int64_t seq;   /* newest publication known */
   int64_t woken; /* waiters behind this seq were answered */
   struct waiter *head;
@@ -117,43 +91,43 @@ static int pick_all(const struct waiter *w, int64_t unused) {
   return 1;
 }
 static int pick_node(const struct waiter *w, int64_t node_id) {
-  return w->r->node_id == node_id;
+  return w->node_id == node_id;
 }
 
-/* The answer when publish_get built nothing: the database is unreachable (a failover, a
+/* The outcome when publish_get built nothing: the database is unreachable (a failover, a
    restart: the node retries, or moves to another replica) or something else failed. */
-static void answer_unbuilt(struct hub *h, struct req *r) {
-  if (!store_db_up(h->st))
-    req_error(r, 503, "db_unavailable", NULL, "the database cannot be reached (retry shortly)");
-  else
-    req_error(r, 500, "internal", NULL, "cannot build the node config");
+static enum hub_outcome unbuilt(struct hub *h) {
+  return store_db_up(h->st) ? HUB_FAILED : HUB_DB_DOWN;
 }
 
-/* Answer waiters (off the list, so owned by the caller now) and resume them. */
+/* Give a waiter (off the list, so the caller's now) its outcome and free it. */
+static void answer(struct waiter *w, enum hub_outcome outcome, struct pub_blob *b) {
+  w->done(w->arg, outcome, b);
+  free(w);
+}
+
+/* Answer waiters (off the list) with what is newer than their since. */
 static void answer_new(struct hub *h, struct waiter **ws, int n) {
   struct pub_blob *b = NULL;
   int64_t since = -1;
   for (int i = 0; i < n; i++) {
-    struct req *r = ws[i]->r;
     if (!b || ws[i]->since != since) {
       pub_blob_unref(b);
       since = ws[i]->since;
       b = publish_get(h->pub, since);
     }
     if (b)
-      publish_reply(r, b);
+      answer(ws[i], HUB_CONFIG, b);
     else
-      answer_unbuilt(h, r);
-    req_resume(r);
+      answer(ws[i], unbuilt(h), NULL);
   }
   pub_blob_unref(b);
 }
 
-static void answer_304(struct waiter **ws, int n) {
-  for (int i = 0; i < n; i++) {
-    req_json(ws[i]->r, 304, NULL);
-    req_resume(ws[i]->r);
-  }
+/* Answer waiters (off the list) with one outcome that carries no blob. */
+static void answer_all(struct waiter **ws, int n, enum hub_outcome outcome) {
+  for (int i = 0; i < n; i++)
+    answer(ws[i], outcome, NULL);
 }
 
 /* Write pending presence (called with mu held; drops it while writing). */
@@ -196,7 +170,7 @@ static void *hub_thread(void *arg) {
     ws = take_waiters(h, pick_expired, now, &n);
     if (n) {
       pthread_mutex_unlock(&h->mu);
-      answer_304(ws, n);
+      answer_all(ws, n, HUB_UNCHANGED);
       free(ws);
       pthread_mutex_lock(&h->mu);
       continue;
@@ -256,19 +230,30 @@ struct hub *hub_new(struct store *st) {
   return h;
 }
 
+/* Stop the timer thread and wait for it (a no-op when it is not running). */
+static void stop_thread(struct hub *h) {
+  if (!h->thr_started) return;
+  pthread_mutex_lock(&h->mu);
+  h->stop = 1;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  pthread_join(h->thr, NULL);
+  h->thr_started = 0;
+}
+
 void hub_free(struct hub **hp) {
   struct hub *h = *hp;
   if (!h) return;
-  if (h->thr_started) {
-    pthread_mutex_lock(&h->mu);
-    h->stop = 1;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thr, NULL);
-  }
+  stop_thread(h);
   pthread_mutex_lock(&h->mu);
   flush_seen_locked(h);
   pthread_mutex_unlock(&h->mu);
+  /* none is left after hub_shutdown; without it (a failed start) nobody waits for an answer */
+  while (h->head) {
+    struct waiter *w = h->head;
+    list_unlink(h, w);
+    free(w);
+  }
   publish_free(&h->pub);
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
@@ -289,22 +274,29 @@ void hub_on_publication(void *arg, int64_t seq) {
   pthread_mutex_unlock(&h->mu);
 }
 
-static void answer_now(struct hub *h, struct req *r, int64_t since) {
-  struct pub_blob *b = publish_get(h->pub, since);
-  if (!b) {
-    answer_unbuilt(h, r);
+/* Answer p at once: what is newer than since, or outcome when it is not HUB_CONFIG. */
+static void answer_now(struct hub *h, const struct hub_poll *p, int64_t since,
+                       enum hub_outcome outcome) {
+  struct pub_blob *b;
+  if (outcome != HUB_CONFIG) {
+    p->done(p->arg, outcome, NULL);
     return;
   }
-  publish_reply(r, b);
+  b = publish_get(h->pub, since);
+  if (!b) {
+    p->done(p->arg, unbuilt(h), NULL);
+    return;
+  }
+  p->done(p->arg, HUB_CONFIG, b);
   pub_blob_unref(b);
 }
 
-enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_t wait_ms) {
+int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
   struct waiter *w = calloc(1, sizeof *w);
   int64_t cur;
   if (!w) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return HTTP_DONE;
+    answer_now(h, p, since, HUB_NO_MEMORY);
+    return 0;
   }
   pthread_mutex_lock(&h->mu);
   if (since > h->seq) {
@@ -320,29 +312,30 @@ enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_
   if (since != h->seq) {
     pthread_mutex_unlock(&h->mu);
     free(w);
-    answer_now(h, r, since);
-    return HTTP_DONE;
+    answer_now(h, p, since, HUB_CONFIG);
+    return 0;
   }
   if (h->closed || wait_ms <= 0) {
     pthread_mutex_unlock(&h->mu);
     free(w);
-    req_json(r, 304, NULL);
-    return HTTP_DONE;
+    answer_now(h, p, since, HUB_UNCHANGED);
+    return 0;
   }
-  w->r = r;
+  w->node_id = p->node_id;
   w->since = since;
   w->deadline = clock_mono_ms() + wait_ms;
-  r->user = w;
-  r->user_free = free;
-  /* suspend before the waiter becomes visible, so nobody resumes a running connection */
-  req_suspend(r);
+  w->done = p->done;
+  w->arg = p->arg;
+  /* the caller suspends before the waiter becomes visible, so nobody answers a poll whose
+     handler is still running */
+  p->suspend(p->arg);
   w->next = h->head;
   if (h->head) h->head->prev = w;
   h->head = w;
   h->n_waiters++;
   pthread_cond_signal(&h->cv);
   pthread_mutex_unlock(&h->mu);
-  return HTTP_SUSPENDED;
+  return 1;
 }
 
 void hub_watch_nodes(struct hub *h, int64_t online_ms) {
@@ -386,22 +379,15 @@ out:
 void hub_shutdown(struct hub *h) {
   struct waiter **ws;
   int n;
-  /* the thread first: waiters it has taken off the list are resumed only after it has built
+  /* the thread first: waiters it has taken off the list are answered only after it has built
      their answer (database reads, slower on PostgreSQL), and the daemon must not stop with one
-     of them still suspended */
-  if (h->thr_started) {
-    pthread_mutex_lock(&h->mu);
-    h->stop = 1;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thr, NULL);
-    h->thr_started = 0;
-  }
+     of them still held */
+  stop_thread(h);
   pthread_mutex_lock(&h->mu);
   h->closed = 1;
   ws = take_waiters(h, pick_all, 0, &n);
   pthread_mutex_unlock(&h->mu);
-  answer_304(ws, n);
+  answer_all(ws, n, HUB_UNCHANGED);
   free(ws);
   if (n) log_info("answered %d waiting config polls before stopping", n);
 }
@@ -413,10 +399,7 @@ void hub_node_revoked(struct hub *h, int64_t node_id) {
   ws = take_waiters(h, pick_node, node_id, &n);
   if (h->watch) nodewatch_forget(h->watch, node_id);
   pthread_mutex_unlock(&h->mu);
-  for (int i = 0; i < n; i++) {
-    req_error(ws[i]->r, 401, "unauthorized", NULL, "unknown or revoked token");
-    req_resume(ws[i]->r);
-  }
+  answer_all(ws, n, HUB_REVOKED);
   free(ws);
 }
 

@@ -10,14 +10,16 @@
 
 #include "addr.h"
 #include "api.h"
+#include "api_op.h"
 #include "clock.h"
+#include "coord.h"
 #include "ctx.h"
 #include "engine.h"
 #include "export.h"
 #include "hub.h"
-#include "lease.h"
 #include "log.h"
 #include "metrics.h"
+#include "names.h"
 #include "notify.h"
 #include "opts.h"
 #include "prober.h"
@@ -34,6 +36,8 @@
 
 static const char *const bools[] = {"true", "false", NULL};
 static const char *const probe_clients[] = {"own", "curl", NULL};
+/* --test-fault's words, indexed by enum api_op_fault */
+static const char *const test_faults[] = {"none", "crash_after_change", "fail_reevaluate", NULL};
 
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
@@ -88,6 +92,12 @@ static const struct opt_def options[] = {
     {"engine-eligible", OPT_ENUM, O(engine_eligible), S(engine_eligible), 0, 0, bools, "true",
      "cluster mode: false = this replica never runs the engine (probe rounds, switching, "
      "webhook delivery, pruning)"},
+    {"test-fault", OPT_ENUM, O(test_fault), S(test_fault), 0, 0, test_faults, "none",
+     "for the test suite only: crash_after_change exits (status 70) between a write's change and "
+     "its re-evaluation, fail_reevaluate makes the re-evaluation fail"},
+    {"test-max-pages", OPT_INT, O(test_max_pages), 0, 0, 1000000000, NULL, "0",
+     "for the test suite only: the SQLite database cannot grow past this many pages (a full "
+     "disk); 0 = no limit"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -163,6 +173,18 @@ static int config_valid(const struct cd_config *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* CDNCA_ADMIN_TOKEN, when set, must pass docs/operations.md#admin-token-strength. 0, or -1
+ * with the reason and how to make a good one in err. */
+static int admin_token_check(char *err, size_t errlen) {
+  const char *tok = getenv("CDNCA_ADMIN_TOKEN"), *why;
+  if (!tok || !*tok || !(why = token_admin_weakness(tok))) return 0;
+  snprintf(err, errlen,
+           "CDNCA_ADMIN_TOKEN is refused: %s; make one with `openssl rand -hex 32` and set it "
+           "(the unit reads /etc/cdnca/controld.env)",
+           why);
+  return -1;
+}
+
 /* controld --check-config: every check, each error on its own line. Exit status 0 or 2. */
 static int check_config(const struct cd_config *c) {
   char err[1024];
@@ -186,6 +208,10 @@ static int check_config(const struct cd_config *c) {
     }
   }
   if (c->log_file[0] && opts_check_appendable("log-file", c->log_file, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    errors++;
+  }
+  if (admin_token_check(err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
     errors++;
   }
@@ -296,10 +322,6 @@ static int enrol_admin_token(struct ctx *ctx) {
     log_info("CDNCA_ADMIN_TOKEN is not set: keeping the stored admin token");
     return 0;
   }
-  if (strlen(tok) < 16) {
-    log_error("CDNCA_ADMIN_TOKEN must be at least 16 characters");
-    return -1;
-  }
   token_sha256_hex(tok, strlen(tok), hash);
   token_wipe(tok, strlen(tok));
   unsetenv("CDNCA_ADMIN_TOKEN");
@@ -315,8 +337,11 @@ static void prune_audit(struct ctx *ctx) {
     log_warn("could not prune the audit log");
 }
 
-/* The engine lease's role changes (cluster mode, on the lease's role thread): only the engine runs
-   probe rounds, switching, webhook delivery and pruning. The API and the hub never stop. */
+static void revoke_node_polls(void *hub, int64_t node_id);
+
+/* The engine role's changes (coord.h: at start with SQLite; on the lease's role thread in cluster
+   mode): only the engine runs probe rounds, switching, webhook delivery and pruning. The API and
+   the hub never stop. */
 static void on_role(void *arg, int engine, int64_t epoch) {
   struct ctx *ctx = arg;
   if (!engine) {
@@ -338,20 +363,27 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_error("engine epoch %lld: no probe rounds", (long long)epoch);
 }
 
-/* Cluster mode: the engine lease on the shared database, with its role changes (started later
-   by lease_start, once the prober exists). Made before the HTTP threads start, which read it
-   for /healthz and /metrics. 0 or -1. */
-static int lease_setup(struct ctx *ctx) {
-  char name[256];
-  if (ctx->cfg.replica_name[0]) {
-    snprintf(name, sizeof name, "%s", ctx->cfg.replica_name);
-  } else if (gethostname(name, sizeof name) < 0 || !name[0]) {
-    snprintf(name, sizeof name, "controld");
+/* How this controld works with other replicas (coord.h): the one choice between the two modes.
+   Made before the HTTP threads start, which read the role for /healthz and /metrics; started
+   (coord_start) once the prober exists. 0 or -1. */
+static int coord_setup(struct ctx *ctx) {
+  if (store_cluster(ctx->store)) {
+    struct coord_pg_cfg pc = {
+        .replica_name = ctx->cfg.replica_name,
+        .lease_ttl_ms = ctx->cfg.lease_ttl_ms,
+        .eligible = strcmp(ctx->cfg.engine_eligible, "true") == 0,
+        .signals = {hub_on_publication, revoke_node_polls, ctx->hub},
+    };
+    ctx->coord = coord_pg_new(ctx->store, &pc);
+  } else {
+    ctx->coord = coord_local_new();
   }
-  name[sizeof name - 1] = '\0';
-  ctx->lease = lease_new(ctx->store, name, ctx->cfg.lease_ttl_ms,
-                         strcmp(ctx->cfg.engine_eligible, "true") == 0);
-  if (!ctx->lease || lease_on_change(ctx->lease, on_role, ctx) < 0) return -1;
+  if (!ctx->coord || coord_on_role(ctx->coord, on_role, ctx) < 0) return -1;
+  /* the board in the database is woken by cdnca_tasks and cdnca_votes (never, in memory) */
+  if (coord_subscribe(ctx->coord, SIGNAL_TASKS, tasks_signal, ctx->tasks) < 0 ||
+      coord_subscribe(ctx->coord, SIGNAL_VOTES, tasks_signal, ctx->tasks) < 0 ||
+      coord_subscribe(ctx->coord, SIGNAL_INVAL, tasks_signal, ctx->tasks) < 0)
+    return -1;
   return 0;
 }
 
@@ -466,7 +498,7 @@ int main(int argc, char **argv) {
     log_apply(&ctx.cfg);
     return mig ? migrate_only(&ctx.cfg) : transfer(&ctx.cfg, export_path, import_path);
   }
-  if (config_valid(&ctx.cfg, err, sizeof err) < 0) {
+  if (config_valid(&ctx.cfg, err, sizeof err) < 0 || admin_token_check(err, sizeof err) < 0) {
     fprintf(stderr, "controld: %s\n", err);
     return 2;
   }
@@ -489,11 +521,17 @@ int main(int argc, char **argv) {
   ctx.store = store_open(ctx.cfg.db);
   if (!ctx.store) goto out;
   cluster = store_cluster(ctx.store);
+  /* the test suite's seams: off unless asked for */
+  {
+    int f = names_value(test_faults, 3, ctx.cfg.test_fault);
+    api_op_set_fault(f > 0 ? (enum api_op_fault)f : API_OP_FAULT_NONE);
+  }
+  if (ctx.cfg.test_max_pages > 0 && store_set_max_pages(ctx.store, ctx.cfg.test_max_pages) < 0)
+    log_warn("--test-max-pages: not an SQLite database; no limit");
   if (enrol_admin_token(&ctx) < 0) goto out;
-  /* the audit log keeps its retention: what is older goes now (cluster mode: when this replica
-     becomes the engine), the rest as writes come */
+  /* the audit log keeps its retention: what is older goes when this process becomes the engine
+     (on_role), the rest as writes come */
   store_audit_set_retention(ctx.store, ctx.cfg.audit_retention_days * 86400000LL);
-  if (!cluster) prune_audit(&ctx);
   ctx.sitemetrics =
       sitemetrics_new(ctx.store, (int)ctx.cfg.metrics_max_sites, ctx.cfg.node_online_ms);
   if (!ctx.sitemetrics) goto out;
@@ -501,27 +539,16 @@ int main(int argc, char **argv) {
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
   if (ctx.hub) hub_watch_nodes(ctx.hub, ctx.cfg.node_online_ms);
-  ctx.tasks = tasks_new();
+  /* the task board in the database in cluster mode: any replica takes task polls and votes */
+  ctx.tasks = tasks_new(cluster ? ctx.store : NULL);
   if (!ctx.hub || !ctx.tasks) goto out;
   store_set_pub_hook(ctx.store, hub_on_publication, ctx.hub);
-  /* other replicas' commits (PostgreSQL): subscribers (signal_on) register before
-     signals_start below */
-  {
-    struct signals_hooks sh = {hub_on_publication, revoke_node_polls, ctx.hub};
-    ctx.signals = signals_new(ctx.store, &sh);
-  }
-  if (!ctx.signals) goto out;
-  if (cluster && /* the task board in the database: any replica takes task polls and votes */
-      (tasks_use_store(ctx.tasks, ctx.store) < 0 ||
-       signal_on(ctx.signals, SIGNAL_TASKS, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_VOTES, tasks_signal, ctx.tasks) < 0 ||
-       signal_on(ctx.signals, SIGNAL_INVAL, tasks_signal, ctx.tasks) < 0))
-    goto out;
+  if (coord_setup(&ctx) < 0) goto out;
   {
     struct notify_policy np;
     notify_policy_from(&ctx.cfg, &np);
     np.deny = &ctx.targets;
-    np.start_inactive = cluster; /* until this replica holds the engine lease */
+    np.start_inactive = 1; /* until this process has the engine role (on_role) */
     ctx.notify = notify_new(ctx.store, ctx.metrics, &np);
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
@@ -531,23 +558,6 @@ int main(int argc, char **argv) {
   engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
   engine.suspect_interval_ms = ctx.cfg.suspect_interval_ms;
   ctx.engine = &engine;
-  /* a site left on a level with no enabled origin (a database from an older controld) is
-     switched before anything is served */
-  if (!cluster && engine_reevaluate_all(ctx.engine) < 0)
-    log_warn("some sites could not be re-evaluated at start");
-  if (signals_start(ctx.signals) < 0) goto out;
-  if (cluster && lease_setup(&ctx) < 0) goto out;
-  {
-    struct http_cfg hc = {.listen = ctx.cfg.listen,
-                          .max_connections = ctx.cfg.max_connections,
-                          .http_threads = ctx.cfg.http_threads,
-                          .tls_cert = ctx.cfg.tls_cert,
-                          .tls_key = ctx.cfg.tls_key,
-                          .metrics = ctx.metrics,
-                          .app = &ctx,
-                          .authenticate = api_authenticate};
-    if (!(ctx.http = http_start(&hc, api_tables))) goto out;
-  }
   {
     struct prober_env pe = {
         .store = ctx.store,
@@ -566,8 +576,21 @@ int main(int argc, char **argv) {
     ctx.prober = prober_new(&pe);
   }
   if (!ctx.prober) goto out;
-  /* with SQLite this process is the engine; in cluster mode the lease starts the engine work */
-  if (cluster ? lease_start(ctx.lease) < 0 : prober_start(ctx.prober) < 0) goto out;
+  /* the engine work starts when this process has the engine role: at once with SQLite (a site
+     left on a level with no enabled origin is switched before anything is served), when the
+     lease is won in cluster mode */
+  if (coord_start(ctx.coord) < 0) goto out;
+  {
+    struct http_cfg hc = {.listen = ctx.cfg.listen,
+                          .max_connections = ctx.cfg.max_connections,
+                          .http_threads = ctx.cfg.http_threads,
+                          .tls_cert = ctx.cfg.tls_cert,
+                          .tls_key = ctx.cfg.tls_key,
+                          .metrics = ctx.metrics,
+                          .app = &ctx,
+                          .authenticate = api_authenticate};
+    if (!(ctx.http = http_start(&hc, api_tables))) goto out;
+  }
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
   /* the listener answers and the database is open and migrated: ready */
@@ -579,15 +602,15 @@ int main(int argc, char **argv) {
   log_info("signal %d: shutting down", sig);
   ret = 0;
 out:
-  lease_stop(ctx.lease);    /* stops the engine work (role lost), then releases the lease row */
+  coord_stop(ctx.coord);    /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
   http_stop(&ctx.http);
-  lease_free(&ctx.lease); /* after the last reader of its role (/healthz, /metrics) */
-  /* after the API (GET /metrics reads it), before what its thread calls (hub, task board) */
-  signals_free(&ctx.signals);
+  /* after the last reader of its role (/healthz, /metrics), before what its threads call (hub,
+     task board) */
+  coord_free(&ctx.coord);
   tasks_free(&ctx.tasks);
   hub_free(&ctx.hub);
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */

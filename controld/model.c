@@ -29,29 +29,33 @@ static int valid_path(char *p) {
   return 1;
 }
 
-static const char *const failbacks[] = {"auto", "manual", NULL};
-
 #define S(m) FIELD_AT(struct site_rec, m)
+#define S_AT(m) .offset = offsetof(struct site_rec, m), .size = sizeof(((struct site_rec *)0)->m)
 static const struct field_def site_fields[] = {
     {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
-     0, NULL, 0},
-    {"failback", FIELD_ENUM, 0, S(failback), 0, 0, 0, failbacks, NULL, "\"auto\" or \"manual\"", 0,
-     NULL, 0},
+     0, NULL, 0, 0},
+    {.name = "failback",
+     .type = FIELD_NAMED,
+     S_AT(failback),
+     FIELD_NAMES(health_failback_names),
+     .what = "\"auto\" or \"manual\""},
     {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0,
-     NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 
 static const struct field_def health_check_fields[] = {
-    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
     {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
-     "a path starting with '/' with no spaces or control characters", 0, NULL, 0},
-    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0},
-    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL,
+     "a path starting with '/' with no spaces or control characters", 0, NULL, 0, 0},
+    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0,
      0},
-    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0},
-    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL,
+     0, 0},
+    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0,
+     0},
+    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 #undef S
 
@@ -67,7 +71,7 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
     fields_defaults(site_origin_fields, &cand);
     cand.enabled = 1;
     memcpy(cand.scheme, "https", 6);
-    memcpy(cand.health, "unknown", 8);
+    cand.health = HEALTH_UNKNOWN;
   } else {
     cand = *o;
   }
@@ -251,7 +255,7 @@ void model_site_settings_add(cJSON *j, const struct site_rec *s, int with_state)
   a = cJSON_AddArrayToObject(j, "hostnames");
   for (int i = 0; i < s->n_hostnames; i++)
     cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]));
-  cJSON_AddStringToObject(j, "failback", s->failback);
+  cJSON_AddStringToObject(j, "failback", health_failback_to_string(s->failback));
   json_add_i64(j, "failback_hold_ms", s->failback_hold_ms);
   hc = cJSON_AddObjectToObject(j, "health_check");
   cJSON_AddBoolToObject(hc, "enabled", s->hc_enabled);

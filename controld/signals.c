@@ -99,7 +99,6 @@ struct signals *signals_new(struct store *st, const struct signals_hooks *hooks)
   s->st = st;
   if (hooks) s->hooks = *hooks;
   s->view.polled_gen = -1;
-  atomic_store(&s->connected, !store_cluster_mode(st));
   return s;
 }
 
@@ -255,7 +254,6 @@ static void *signals_thread(void *arg) {
 }
 
 int signals_start(struct signals *s) {
-  if (!store_cluster_mode(s->st)) return 0;
   if (s->started) return 0;
   if (pthread_create(&s->thr, NULL, signals_thread, s) != 0) {
     log_error("cannot start the signals thread: %s", strerror(errno));

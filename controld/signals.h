@@ -27,8 +27,8 @@
    SIGNAL_BACKOFF_MAX_MS), LISTENs again, then resyncs: reads seq and gen, wakes the hub, clears
    the caches, calls every subscriber with payload NULL, and turns the caches back on.
 
-   On SQLite (one process) there is nothing to listen to: signals_new answers an object with no
-   thread, subscriptions are accepted and never called, and the caches stay on as before. */
+   Only cluster mode has signals (coord.h makes them); with SQLite there is nothing to listen to
+   and the coordination has none. */
 #ifndef CDNCA_SIGNALS_H
 #define CDNCA_SIGNALS_H
 
@@ -106,12 +106,11 @@ struct signals *signals_new(struct store *st, const struct signals_hooks *hooks)
    resync (see above). At most 8 subscribers per kind; call before signals_start. 0 or -1. */
 int signal_on(struct signals *s, enum signal_kind kind, signal_fn fn, void *arg);
 
-/* Start the listener thread (PostgreSQL only; a no-op returning 0 on SQLite). The first
-   connection is attempted by the thread, so a database that is down at start delays nothing.
-   0 or -1 (logged). */
+/* Start the listener thread (PostgreSQL). The first connection is attempted by the thread, so a
+   database that is down at start delays nothing. 0 or -1 (logged). */
 int signals_start(struct signals *s);
 
-/* 1 while the listener is connected and LISTENing (always 1 on SQLite). */
+/* 1 while the listener is connected and LISTENing. */
 int signals_connected(struct signals *s);
 
 /* Notifications handled since start, for tests and metrics. */

@@ -24,7 +24,6 @@ static int valid_hostname(char *h) {
 }
 
 static const char *const schemes[] = {"http", "https", NULL};
-static const char *const healths[] = {"unknown", "healthy", "unhealthy", NULL};
 
 #define M(m) .offset = offsetof(struct origin_rec, m), .size = sizeof(((struct origin_rec *)0)->m)
 /* the configuration an API body sets, shown by the API and exported */
@@ -97,9 +96,9 @@ const struct field_def site_origin_fields[] = {
     /* health state, written by the engine */
     {.name = "health",
      .column = "health",
-     .type = FIELD_ENUM,
+     .type = FIELD_NAMED,
      M(health),
-     .choices = healths,
+     FIELD_NAMES(health_state_names),
      .forms = FORM_OUT},
     {.name = "success_streak", .column = "success_streak", .type = FIELD_INT, M(success_streak)},
     {.name = "failure_streak", .column = "failure_streak", .type = FIELD_INT, M(failure_streak)},
@@ -108,7 +107,12 @@ const struct field_def site_origin_fields[] = {
      .type = FIELD_INT,
      M(health_changed_at)},
     {.name = "healthy_since", .column = "healthy_since", .type = FIELD_INT, M(healthy_since)},
-    {.name = "last_verdict", .column = "last_verdict", .type = FIELD_STR, M(last_verdict)},
+    {.name = "last_verdict",
+     .column = "last_verdict",
+     .type = FIELD_NAMED,
+     .flags = FIELD_NULLABLE,
+     M(last_verdict),
+     FIELD_NAMES(health_verdict_names)},
     {.name = "last_source", .column = "last_source", .type = FIELD_STR, M(last_source)},
     {.name = "votes_success", .column = "last_votes_success", .type = FIELD_INT, M(votes_success)},
     {.name = "votes_failure", .column = "last_votes_failure", .type = FIELD_INT, M(votes_failure)},
@@ -129,7 +133,7 @@ const struct field_def site_origin_fields[] = {
 void site_rec_defaults(struct site_rec *s) {
   struct skip_params nr;
   memset(s, 0, sizeof *s);
-  memcpy(s->failback, "auto", 5);
+  s->failback = HEALTH_FAILBACK_AUTO;
   memcpy(s->hc_path, "/", 2);
   s->hc_timeout_ms = 5000;
   s->hc_unhealthy_after = 3;

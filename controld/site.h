@@ -7,6 +7,7 @@
 
 #include "fields.h"
 #include "hcheck.h"
+#include "health.h"
 #include "sitewire.h"
 #include "skip.h"
 
@@ -23,11 +24,11 @@ struct origin_rec {
   char host_header[256]; /* "" = none (use the site's first hostname) */
   char description[801]; /* free text for operators: 0 to 200 characters (SITE_DESCRIPTION_MAX) */
   /* health state */
-  char health[12]; /* unknown | healthy | unhealthy */
+  enum health_state health; /* unknown | healthy | unhealthy (never empty) */
   int success_streak, failure_streak;
   int64_t health_changed_at, healthy_since, last_checked_at;
-  char last_verdict[12]; /* "" | success | failure */
-  char last_source[16];  /* "" | nodes | checkpoints | control */
+  enum health_verdict last_verdict; /* VERDICT_NONE (stored NULL) | success | failure */
+  char last_source[16];             /* "" | nodes | checkpoints | control */
   int votes_success, votes_failure;
   char last_error[256];
   int64_t created_at;
@@ -39,7 +40,7 @@ struct site_rec {
   char name[65];
   int n_hostnames;
   char hostnames[SITE_MAX_HOSTNAMES][254];
-  char failback[8]; /* auto | manual */
+  enum health_failback failback;
   int64_t failback_hold_ms;
   int hc_enabled;
   char hc_path[513];

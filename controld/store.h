@@ -1,9 +1,9 @@
 /* store — the store core's contract: open a database (SQLite in WAL mode, or PostgreSQL), one
    writer connection, a reader per thread, write transactions (store_op) and what every caller
    checks (disk full, database down, cluster mode). All SQL lives in the store: the core's own
-   (connections, migrations, transactions: store.c) and one store_<feature>.c per feature, each
+   (connections, migrations, transactions: store_core.c) and one store_<feature>.c per feature, each
    with its header (store_sites.h, store_node.h, store_events.h, store_pub.h, …); a feature takes
-   part in every transaction through the participant it registers (store_int.h). */
+   part in every transaction through the participant it registers (store_core.h). */
 #ifndef CDNCA_STORE_H
 #define CDNCA_STORE_H
 
@@ -13,6 +13,7 @@
 #include "site.h"
 
 struct store;
+struct store_tx; /* an open write transaction (store_core.h) */
 
 enum store_rc {
   STORE_OK = 0,
@@ -42,13 +43,13 @@ void store_close(struct store **st);
 int64_t store_generation(struct store *st);
 
 /* The work of one write transaction: returns STORE_OK to commit, anything else to roll back. */
-typedef enum store_rc (*store_op_fn)(struct store *st, void *arg);
+typedef enum store_rc (*store_op_fn)(struct store_tx *tx, void *arg);
 
-/* Run fn(st, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
+/* Run fn(tx, arg) as one write transaction (writer lock, BEGIN IMMEDIATE .. COMMIT). Returns fn's
    result when it is not STORE_OK (rolled back, nothing written), STORE_FULL when a statement or
    the commit failed for lack of disk space, STORE_ERROR when BEGIN or COMMIT fails otherwise
-   (rolled back), else STORE_OK. The participants' hooks run around the commit (store_int.h). fn may
-   call only *_locked functions of the store (a nested store_op would deadlock). */
+   (rolled back), else STORE_OK. The participants' hooks run around the commit (store_core.h). fn
+   may call only *_locked functions of the store (a nested store_op would deadlock). */
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
 
 /* 1 while writes fail for lack of disk space (set by a write that failed with SQLITE_FULL, cleared
@@ -61,6 +62,10 @@ int store_db_up(struct store *st);
 /* 1 when the database is shared by several controld replicas (PostgreSQL: cluster mode,
  * docs/design.md#cluster-mode), 0 for SQLite (one process). */
 int store_cluster(struct store *st);
+
+/* A test seam (controld --test-max-pages): the SQLite database cannot grow beyond pages pages, so
+   writes fail with SQLITE_FULL as on a full disk. 0, or -1 (not SQLite, or pages <= 0). */
+int store_set_max_pages(struct store *st, int64_t pages);
 
 /* Schema version recorded in PRAGMA user_version. */
 int store_schema_version(struct store *st);

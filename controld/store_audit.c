@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The audit feature's state: its retention and when the next write prunes (under the writer
    lock). */
@@ -34,7 +34,8 @@ void store_audit_set_retention(struct store *st, int64_t keep_ms) {
 }
 
 /* Delete up to STORE_AUDIT_PRUNE_BATCH rows older than before_ms on the writer; count or -1. */
-static int64_t prune_batch_locked(struct store *st, int64_t before_ms) {
+static int64_t prune_batch_locked(struct store_tx *tx, int64_t before_ms) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "DELETE FROM audit WHERE id IN "
                           "(SELECT id FROM audit WHERE at < ? ORDER BY id LIMIT ?)";
   struct db_stmt *s = db_prep(st->w, q);
@@ -45,7 +46,8 @@ static int64_t prune_batch_locked(struct store *st, int64_t before_ms) {
   return db_changes(st->w);
 }
 
-int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t now) {
+int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64_t now) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO audit (at, token_id, token_name, method, path, site_id, status, summary) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
@@ -72,7 +74,7 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
   if (store_defer(st->w, s, "appending to the audit log") < 0) return -1;
   /* the writer lock is held: next_prune needs no other guard */
   if (as->keep_ms > 0 && now >= as->next_prune) {
-    int64_t n = prune_batch_locked(st, now - as->keep_ms);
+    int64_t n = prune_batch_locked(tx, now - as->keep_ms);
     if (n < 0) return -1;
     /* a full batch means more are due: the next write goes on with them */
     as->next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
@@ -83,13 +85,14 @@ int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t 
 int64_t store_audit_prune(struct store *st, int64_t before_ms) {
   int64_t total = 0, n;
   do {
-    if (store_tx_begin_engine(st, 1) < 0) return -1;
-    n = prune_batch_locked(st, before_ms);
+    struct store_tx *tx = store_tx_begin_engine(st, 1);
+    if (!tx) return -1;
+    n = prune_batch_locked(tx, before_ms);
     if (n < 0) {
-      store_tx_rollback(st);
+      store_tx_rollback(tx);
       return -1;
     }
-    if (store_tx_commit(st) < 0) return -1;
+    if (store_tx_commit(tx) < 0) return -1;
     total += n;
   } while (n == STORE_AUDIT_PRUNE_BATCH);
   return total;
@@ -114,19 +117,15 @@ static const struct field_def audit_fields[] = {
 enum store_rc store_audit_list(struct store *st, int64_t after, int64_t site_id, int limit,
                                struct audit_rec **out, int *n) {
   static struct store_sql all, one;
-  struct db_conn *c = store_reader(st);
-  const char *sql =
-      site_id > 0 ? store_sql(&one, "SELECT ", audit_fields,
-                              " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
-                  : store_sql(&all, "SELECT ", audit_fields,
-                              " FROM audit WHERE id > ? ORDER BY id LIMIT ?");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s || limit < 1) return STORE_ERROR;
-  db_bind_i64(s, 1, after);
-  db_bind_int(s, 2, limit);
-  if (site_id > 0) db_bind_i64(s, 3, site_id);
-  return store_rows_read(c, s, audit_fields, sizeof **out, limit, (void **)out, n,
-                         "listing the audit log");
+  if (limit < 1) return STORE_ERROR;
+  if (site_id > 0)
+    return store_select(st, &one, audit_fields,
+                        " FROM audit WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2",
+                        sizeof **out, limit, (void **)out, n, "listing the audit log", "IiI", after,
+                        limit, site_id);
+  return store_select(st, &all, audit_fields, " FROM audit WHERE id > ? ORDER BY id LIMIT ?",
+                      sizeof **out, limit, (void **)out, n, "listing the audit log", "Ii", after,
+                      limit);
 }

@@ -35,7 +35,7 @@ void store_audit_set_retention(struct store *st, int64_t keep_ms);
    STORE_AUDIT_PRUNE_EVERY_MS, delete up to STORE_AUDIT_PRUNE_BATCH rows older than the
    retention. 0 or -1. The row is written with db_defer (db.h): on PostgreSQL it goes out with the
    transaction's next statement or its COMMIT, which fails if it does. */
-int store_audit_add_locked(struct store *st, const struct audit_rec *a, int64_t now);
+int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64_t now);
 
 /* Delete every row older than before_ms (its own transactions, in batches); rows deleted or -1.
    An engine write: fenced by the lease in cluster mode (store_lease.h). */

@@ -6,8 +6,8 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "token.h"
 
 /* The events feature's state: the event hook, and the open write transaction's events (under the
@@ -89,9 +89,10 @@ static int hooks_load(struct store *st) {
 /* PostgreSQL, inside an ordered transaction: number the event here (the ordered-write row keeps
    anyone else from numbering events until commit) and queue it with its outbox rows, to be written
    set-based by store_events_flush_locked. */
-static int64_t event_queue(struct store *st, int64_t site_id, const char *site_name,
+static int64_t event_queue(struct store_tx *tx, int64_t site_id, const char *site_name,
                            const char *type, const char *title, const char *data_json,
                            int64_t now) {
+  struct store *st = store_tx_store(tx);
   struct events_state *es = events_of(st);
   static const char next[] = "SELECT COALESCE(MAX(id), 0) + 1 FROM events";
   int64_t id;
@@ -135,11 +136,12 @@ static int64_t event_queue(struct store *st, int64_t site_id, const char *site_n
   }
   es->ev_next++;
   /* bound the memory of a transaction with very many events */
-  if (es->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(st) < 0) return -1;
+  if (es->ev_n >= STORE_EVENTS_QUEUE_MAX && store_events_flush_locked(tx) < 0) return -1;
   return id;
 }
 
-int store_events_flush_locked(struct store *st) {
+int store_events_flush_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   struct events_state *es = events_of(st);
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) SELECT * FROM "
@@ -182,33 +184,19 @@ void store_events_tx_reset(struct store *st) {
   es->ev_next = 0;
 }
 
-int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
-                               const char *type, const char *title, const char *data_json) {
-  struct events_state *es = events_of(st);
+int64_t store_event_insert_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
+                                  const char *type, const char *title, const char *data_json,
+                                  int64_t now) {
+  struct store *st = store_tx_store(tx);
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
      rolled-back transaction (events are never deleted) */
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) "
       "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM events), ?, ?, ?, ?, ?, ?) RETURNING id";
-  static const char outbox[] =
-      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?)";
-  struct db_stmt *q;
-  int64_t now = clock_wall_ms(), event_id;
-  if (hooks_load(st) < 0) return -1;
-  if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
-    event_id = event_queue(st, site_id, site_name, type, title, data_json, now);
-    if (event_id > 0) es->pending = 1;
-    return event_id;
-  }
-  q = db_prep(st->w, ins);
+  struct db_stmt *q = db_prep(st->w, ins);
+  int64_t event_id;
   if (!q) return -1;
-  if (site_id) db_bind_i64(q, 1, site_id);
-  if (site_name) db_bind_text(q, 2, site_name);
-  db_bind_text(q, 3, type);
-  db_bind_text(q, 4, title);
-  db_bind_text(q, 5, data_json ? data_json : "{}");
-  db_bind_i64(q, 6, now);
+  store_bind(q, 1, "PttttI", site_id, site_name, type, title, data_json ? data_json : "{}", now);
   if (db_step(q) != DB_ROW) {
     log_error("inserting event: %s", db_errmsg(st->w));
     db_reset(q);
@@ -216,20 +204,38 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
   }
   event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
   db_reset(q);
-  for (int i = 0; i < es->nhooks; i++) {
-    char uuid[40];
-    struct db_stmt *o;
-    if (!filter_matches(es->hooks[i].events, type)) continue;
-    o = db_prep(st->w, outbox);
-    if (!o || token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
-    db_bind_i64(o, 1, es->hooks[i].id);
-    db_bind_i64(o, 2, event_id);
-    db_bind_text(o, 3, uuid);
-    if (site_id) db_bind_i64(o, 4, site_id);
-    db_bind_i64(o, 5, now);
-    db_bind_i64(o, 6, now);
-    if (store_step_done(st->w, o, "queueing webhook delivery") < 0) return -1;
+  return event_id;
+}
+
+int store_delivery_queue_locked(struct store_tx *tx, int64_t webhook_id, int64_t event_id,
+                                int64_t site_id, int64_t now) {
+  struct store *st = store_tx_store(tx);
+  static const char outbox[] =
+      "INSERT INTO deliveries (webhook_id, event_id, uuid, site_id, next_attempt_at, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?)";
+  char uuid[40];
+  if (token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
+  return store_exec(st->w, "queueing webhook delivery", outbox, "IItPII", webhook_id, event_id,
+                    uuid, site_id, now, now);
+}
+
+int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
+                               const char *type, const char *title, const char *data_json) {
+  struct store *st = store_tx_store(tx);
+  struct events_state *es = events_of(st);
+  int64_t now = clock_wall_ms(), event_id;
+  if (hooks_load(st) < 0) return -1;
+  if (db_kind(st->w) == DB_PG && st->tx_gen != 0) {
+    event_id = event_queue(tx, site_id, site_name, type, title, data_json, now);
+    if (event_id > 0) es->pending = 1;
+    return event_id;
   }
+  event_id = store_event_insert_locked(tx, site_id, site_name, type, title, data_json, now);
+  if (event_id < 0) return -1;
+  for (int i = 0; i < es->nhooks; i++)
+    if (filter_matches(es->hooks[i].events, type) &&
+        store_delivery_queue_locked(tx, es->hooks[i].id, event_id, site_id, now) < 0)
+      return -1;
   es->pending = 1;
   return event_id;
 }
@@ -237,50 +243,58 @@ int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *si
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
                         const char *title, const char *data_json) {
   int64_t id;
-  if (store_tx_begin(st) < 0) return -1;
-  id = store_event_add_locked(st, site_id, site_name, type, title, data_json);
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return -1;
+  id = store_event_add_locked(tx, site_id, site_name, type, title, data_json);
   if (id < 0) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     return -1;
   }
-  return store_tx_commit(st) < 0 ? -1 : id;
+  return store_tx_commit(tx) < 0 ? -1 : id;
+}
+
+#define M(m) .offset = offsetof(struct event_rec, m), .size = sizeof(((struct event_rec *)0)->m)
+/* The columns of an event but its data (an owned string, read by event_read). */
+static const struct field_def event_cols[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "site_id", .column = "site_id", .type = FIELD_INT, M(site_id)},
+    {.name = "site_name", .column = "site_name", .type = FIELD_STR, M(site_name)},
+    {.name = "type", .column = "type", .type = FIELD_STR, M(type)},
+    {.name = "title", .column = "title", .type = FIELD_STR, M(title)},
+    {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(created_at)},
+    {.name = NULL},
+};
+#undef M
+
+static int event_read(const void *ctx, struct db_stmt *s, void *rec) {
+  struct event_rec *e = rec;
+  const char *d = db_col_text(s, store_fields_read(s, 0, ctx, 0, e));
+  return (e->data = strdup(d ? d : "{}")) ? 0 : -1;
+}
+
+static void event_fini(void *rec) {
+  struct event_rec *e = rec;
+  free(e->data);
+  e->data = NULL;
 }
 
 enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,
                                struct event_rec **out, int *n) {
-  static const char all[] =
-      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
-      "WHERE id > ? ORDER BY id LIMIT ?";
-  static const char one[] =
-      "SELECT id, site_id, site_name, type, title, data, created_at FROM events "
-      "WHERE site_id = ? AND id > ? ORDER BY id LIMIT ?";
+  static struct store_sql all, one;
+  const char *sql =
+      site_id ? store_sql(&one, "SELECT ", event_cols,
+                          ", data FROM events WHERE site_id = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
+              : store_sql(&all, "SELECT ", event_cols,
+                          ", data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, site_id ? one : all) : NULL;
-  struct event_rec *arr;
-  int cnt = 0, rc, b = 1;
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s) return STORE_ERROR;
-  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
-  if (!arr) return STORE_ERROR;
-  if (site_id) db_bind_i64(s, b++, site_id);
-  db_bind_i64(s, b++, after);
-  db_bind_int(s, b, limit);
-  while ((rc = db_step(s)) == DB_ROW && cnt < limit) {
-    struct event_rec *e = &arr[cnt++];
-    const char *d = db_col_text(s, 5);
-    e->id = db_col_i64(s, 0);
-    e->site_id = db_col_i64(s, 1);
-    store_col_text(s, 2, e->site_name, sizeof e->site_name);
-    store_col_text(s, 3, e->type, sizeof e->type);
-    store_col_text(s, 4, e->title, sizeof e->title);
-    e->data = strdup(d ? d : "{}");
-    e->created_at = db_col_i64(s, 6);
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  return STORE_OK;
+  if (!s || limit < 1) return STORE_ERROR;
+  store_bind(s, 1, "Ii", after, limit);
+  if (site_id) db_bind_i64(s, 3, site_id);
+  return store_list_read(c, s, sizeof **out, limit, event_read, event_cols, event_fini,
+                         (void **)out, n, "listing events");
 }
 
 void store_events_free(struct event_rec *arr, int n) {
@@ -293,17 +307,17 @@ void store_events_free(struct event_rec *arr, int n) {
 
 static _Thread_local int tl_committed_events; /* between committed and released */
 
-static int events_begin(struct store *st, void *state, int engine) {
+static int events_begin(struct store_tx *tx, void *state, int engine) {
   struct events_state *es = state;
   (void)engine;
-  store_events_tx_reset(st);
+  store_events_tx_reset(store_tx_store(tx));
   es->pending = 0;
   return 0;
 }
 
-static int events_before_commit(struct store *st, void *state) {
+static int events_before_commit(struct store_tx *tx, void *state) {
   (void)state;
-  return store_events_flush_locked(st);
+  return store_events_flush_locked(tx);
 }
 
 static void events_committed(struct store *st, void *state) {
@@ -371,14 +385,17 @@ void store_events_arrived(struct store *st) {
   if (es->hook) es->hook(es->hook_arg);
 }
 
-void store_events_pending_set_locked(struct store *st) {
+void store_events_pending_set_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   events_of(st)->pending = 1;
 }
 
-int store_events_pending_locked(struct store *st) {
+int store_events_pending_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   return events_of(st)->pending;
 }
 
-void store_events_renumber_locked(struct store *st) {
+void store_events_renumber_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   events_of(st)->ev_next = 0;
 }

@@ -12,9 +12,9 @@
    many. */
 #define STORE_MAX_WEBHOOKS 256
 
-/* Inside a write transaction (store_int.h): add an event and one pending delivery per webhook whose
- * filter matches. Returns the event id or -1. */
-int64_t store_event_add_locked(struct store *st, int64_t site_id, const char *site_name,
+/* Inside a write transaction (store_core.h): add an event and one pending delivery per webhook
+ * whose filter matches. Returns the event id or -1. */
+int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json);
 
 /* Add an event in its own transaction; id or -1. */
@@ -38,18 +38,28 @@ void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg);
 /* Write the events (and outbox rows) this transaction queued (PostgreSQL; nothing to do on
    SQLite, which writes each at once). Called before COMMIT and before any statement of the
    transaction that reads or numbers events itself. 0 or -1. */
-int store_events_flush_locked(struct store *st);
+int store_events_flush_locked(struct store_tx *tx);
 /* Forget the transaction's queued events and webhook list (at begin, commit and rollback). */
 void store_events_tx_reset(struct store *st);
 /* Forget the webhook list only. */
 void store_events_tx_reset_hooks(struct store *st);
 /* Inside a write transaction: it recorded events or deliveries (the event hook runs after its
    commit, and other replicas are told); whether it did. */
-void store_events_pending_set_locked(struct store *st);
-int store_events_pending_locked(struct store *st);
+void store_events_pending_set_locked(struct store_tx *tx);
+int store_events_pending_locked(struct store_tx *tx);
 
 /* Inside a write transaction that numbered an event itself: the next queued one counts anew. */
-void store_events_renumber_locked(struct store *st);
+void store_events_renumber_locked(struct store_tx *tx);
+
+/* Inside a write transaction, at once (not queued): one event row, numbered after the last
+   (flush the queue first); its id, or -1 (logged). */
+int64_t store_event_insert_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
+                                  const char *type, const char *title, const char *data_json,
+                                  int64_t now);
+/* Inside a write transaction, at once: one delivery of event_id to webhook_id, due now, under a
+   new uuid. 0 or -1 (logged). */
+int store_delivery_queue_locked(struct store_tx *tx, int64_t webhook_id, int64_t event_id,
+                                int64_t site_id, int64_t now);
 
 /* Another replica recorded events: run the event hook (store_set_event_hook), as a local commit
    with events does. */

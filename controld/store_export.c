@@ -2,6 +2,7 @@
    configuration, and one write transaction that stores it with its ids into an empty database. */
 #include "store_export.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_pub.h"
 #include "store_sites.h"
 #include "store_tokens.h"
@@ -21,17 +22,10 @@ static enum store_rc read_sites(struct db_conn *c, struct store_export *x) {
   static const char q[] = "SELECT id FROM sites ORDER BY id";
   struct db_stmt *s = db_prep(c, q);
   int64_t *ids = NULL;
-  int n = 0, cap = 0, step;
+  int n = 0;
   enum store_rc rc = STORE_ERROR;
   if (!s) return STORE_ERROR;
-  while ((step = db_step(s)) == DB_ROW) {
-    int64_t *na = store_grow(ids, &cap, n, sizeof *ids, 64);
-    if (!na) break;
-    ids = na;
-    ids[n++] = db_col_i64(s, 0);
-  }
-  db_reset(s);
-  if (step != DB_DONE) goto out;
+  if (store_ids_read(c, s, 0, &ids, &n, "reading the sites") != STORE_OK) return STORE_ERROR;
   x->sites = calloc((size_t)(n ? n : 1), sizeof *x->sites);
   if (!x->sites) goto out;
   for (int i = 0; i < n; i++) {
@@ -166,26 +160,26 @@ void store_export_fini(struct store_export *x) {
 
 /* ---- writing ---- */
 
-/* Is the writer's last failure a UNIQUE or PRIMARY KEY clash? */
-static int unique_clash(struct store *st) {
-  return db_err(st->w) == DB_E_UNIQUE;
-}
-
 /* Step an INSERT of the import: STORE_OK, STORE_CONFLICT (what = path) or STORE_ERROR. */
 static enum store_rc step_insert(struct store *st, struct db_stmt *q, char *what, size_t whatlen,
                                  const char *path) {
-  enum store_rc rc = STORE_OK;
-  if (db_step(q) != DB_DONE) {
-    if (unique_clash(st)) {
-      snprintf(what, whatlen, "%s", path);
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("importing %s: %s", path, db_errmsg(st->w));
-      rc = STORE_ERROR;
-    }
-  }
-  db_reset(q);
-  return rc;
+  return store_step_unique(st->w, q, 0, path, what, whatlen, "importing");
+}
+
+/* Prepare ins, bind the arguments as store_bind, and step it as step_insert with the path
+   "<list>[i]<suffix>". */
+static enum store_rc insert_row(struct store *st, const char *ins, char *what, size_t whatlen,
+                                const char *list, int i, const char *suffix, const char *types,
+                                ...) {
+  struct db_stmt *q = db_prep(st->w, ins);
+  char path[64];
+  va_list ap;
+  if (!q) return STORE_ERROR;
+  va_start(ap, types);
+  store_bindv(q, 1, types, ap);
+  va_end(ap);
+  snprintf(path, sizeof path, "%s[%d]%s", list, i, suffix);
+  return step_insert(st, q, what, whatlen, path);
 }
 
 /* STORE_OK when the target holds nothing an import could clash with, else STORE_CONFLICT. */
@@ -226,41 +220,29 @@ static enum store_rc write_origins(struct store *st, const struct site_rec *s, i
 
 /* One site: the row with its id, then its configuration and hostnames through the update the
    API uses, its origins with their ids, and the kept level, pin, versions and times. */
-static enum store_rc write_site(struct store *st, const struct site_rec *src, int si, char *what,
+static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src, int si, char *what,
                                 size_t whatlen) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO sites (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)";
   static const char fix[] =
       "UPDATE sites SET current_level = ?, manual_pin = ?, config_version = ?, revision = ?, "
       "created_at = ?, updated_at = ? WHERE id = ?";
   struct site_rec s = *src; /* shallow: the update reads it, the origins stay src's */
-  char path[64], conflict[48] = "";
-  struct db_stmt *q = db_prep(st->w, ins);
-  enum store_rc rc;
-  if (!q) return STORE_ERROR;
-  db_bind_i64(q, 1, s.id);
-  db_bind_text(q, 2, s.name);
-  db_bind_i64(q, 3, s.created_at);
-  db_bind_i64(q, 4, s.updated_at);
-  snprintf(path, sizeof path, "sites[%d]", si);
-  rc = step_insert(st, q, what, whatlen, path);
+  char conflict[48] = "";
+  enum store_rc rc = insert_row(st, ins, what, whatlen, "sites", si, "", "ItII", s.id, s.name,
+                                s.created_at, s.updated_at);
   if (rc != STORE_OK) return rc;
-  rc = store_site_update_locked(st, &s, conflict, sizeof conflict);
+  rc = store_site_update_locked(tx, &s, conflict, sizeof conflict);
   if (rc == STORE_CONFLICT) snprintf(what, whatlen, "sites[%d].%s", si, conflict);
   if (rc != STORE_OK) return rc;
   rc = write_origins(st, src, si, what, whatlen);
   if (rc != STORE_OK) return rc;
-  q = db_prep(st->w, fix);
-  if (!q) return STORE_ERROR;
-  db_bind_int(q, 1, src->current_level);
-  db_bind_int(q, 2, src->manual_pin);
-  db_bind_i64(q, 3, src->config_version);
-  db_bind_i64(q, 4, src->revision);
-  db_bind_i64(q, 5, src->created_at);
-  db_bind_i64(q, 6, src->updated_at);
-  db_bind_i64(q, 7, src->id);
-  return store_step_done(st->w, q, "importing a site's level and versions") < 0 ? STORE_ERROR
-                                                                                : STORE_OK;
+  return store_exec(st->w, "importing a site's level and versions", fix, "iiIIIII",
+                    src->current_level, src->manual_pin, src->config_version, src->revision,
+                    src->created_at, src->updated_at, src->id) < 0
+             ? STORE_ERROR
+             : STORE_OK;
 }
 
 static enum store_rc write_tokens(struct store *st, const struct store_export *x, char *what,
@@ -269,21 +251,9 @@ static enum store_rc write_tokens(struct store *st, const struct store_export *x
                             "created_at) VALUES (?, 'admin', ?, ?, ?, ?, ?)";
   for (int i = 0; i < x->n_tokens; i++) {
     const struct export_token *t = &x->tokens[i];
-    struct db_stmt *q = db_prep(st->w, ins);
-    char path[32];
-    enum store_rc rc;
-    if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, t->id);
-    db_bind_text(q, 2, t->hash);
-    db_bind_text(q, 3, t->name);
-    db_bind_text(q, 4, t->role);
-    if (t->expires_at > 0)
-      db_bind_i64(q, 5, t->expires_at);
-    else
-      db_bind_null(q, 5);
-    db_bind_i64(q, 6, t->created_at);
-    snprintf(path, sizeof path, "tokens[%d]", i);
-    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+    enum store_rc rc = insert_row(st, ins, what, whatlen, "tokens", i, "", "ItttPI", t->id, t->hash,
+                                  t->name, t->role, t->expires_at, t->created_at);
+    if (rc != STORE_OK) return rc;
   }
   return STORE_OK;
 }
@@ -300,22 +270,12 @@ static enum store_rc write_nodes(struct store *st, const struct store_export *x,
     if (x->tokens[i].id >= next_id) next_id = x->tokens[i].id + 1;
   for (int i = 0; i < x->n_nodes; i++) {
     const struct export_node *n = &x->nodes[i];
-    struct db_stmt *q = db_prep(st->w, ins);
-    char path[40];
-    enum store_rc rc;
-    if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, n->id);
-    db_bind_text(q, 2, n->name);
-    db_bind_i64(q, 3, n->created_at);
-    snprintf(path, sizeof path, "nodes[%d]", i);
-    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
-    if (!(q = db_prep(st->w, tok))) return STORE_ERROR;
-    db_bind_i64(q, 1, next_id++);
-    db_bind_text(q, 2, n->token_hash);
-    db_bind_i64(q, 3, n->id);
-    db_bind_i64(q, 4, n->created_at);
-    snprintf(path, sizeof path, "nodes[%d].token_sha256", i);
-    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+    enum store_rc rc =
+        insert_row(st, ins, what, whatlen, "nodes", i, "", "ItI", n->id, n->name, n->created_at);
+    if (rc != STORE_OK) return rc;
+    rc = insert_row(st, tok, what, whatlen, "nodes", i, ".token_sha256", "ItII", next_id++,
+                    n->token_hash, n->id, n->created_at);
+    if (rc != STORE_OK) return rc;
   }
   return STORE_OK;
 }
@@ -326,27 +286,17 @@ static enum store_rc write_webhooks(struct store *st, const struct store_export 
       "INSERT INTO webhooks (id, url, secret, events, created_at) VALUES (?, ?, ?, ?, ?)";
   for (int i = 0; i < x->n_webhooks; i++) {
     const struct webhook_rec *w = &x->webhooks[i];
-    struct db_stmt *q = db_prep(st->w, ins);
-    char path[32];
-    enum store_rc rc;
-    if (!q) return STORE_ERROR;
-    db_bind_i64(q, 1, w->id);
-    db_bind_text(q, 2, w->url);
-    db_bind_text(q, 3, w->secret);
-    if (w->events)
-      db_bind_text(q, 4, w->events);
-    else
-      db_bind_null(q, 4);
-    db_bind_i64(q, 5, w->created_at);
-    snprintf(path, sizeof path, "webhooks[%d]", i);
-    if ((rc = step_insert(st, q, what, whatlen, path)) != STORE_OK) return rc;
+    enum store_rc rc = insert_row(st, ins, what, whatlen, "webhooks", i, "", "ItttI", w->id, w->url,
+                                  w->secret, w->events, w->created_at);
+    if (rc != STORE_OK) return rc;
   }
   return STORE_OK;
 }
 
 /* Replace the publications the site writes recorded by one per site numbered from pub_seq + 1:
    a node holding any seq of the source lies before the kept history and takes the full set. */
-static enum store_rc renumber_publications(struct store *st, const struct store_export *x) {
+static enum store_rc renumber_publications(struct store_tx *tx, const struct store_export *x) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM publications";
   static const char ins[] =
       "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
@@ -354,15 +304,13 @@ static enum store_rc renumber_publications(struct store *st, const struct store_
   struct db_stmt *q = db_prep(st->w, del);
   int64_t now = clock_wall_ms();
   if (!q || store_step_done(st->w, q, "clearing publications") < 0) return STORE_ERROR;
-  store_pub_pending_set_locked(st, 0);
+  store_pub_pending_set_locked(tx, 0);
   for (int i = 0; i < x->n_sites; i++) {
-    if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
-    db_bind_i64(q, 1, x->pub_seq + 1 + i);
-    db_bind_i64(q, 2, x->sites[i].id);
-    db_bind_i64(q, 3, x->sites[i].config_version);
-    db_bind_i64(q, 4, now);
-    if (store_step_done(st->w, q, "recording an imported publication") < 0) return STORE_ERROR;
-    store_pub_pending_set_locked(st, x->pub_seq + 1 + i);
+    if (store_exec(st->w, "recording an imported publication", ins, "IIII",
+                   (int64_t)(x->pub_seq + 1 + i), x->sites[i].id, x->sites[i].config_version,
+                   now) < 0)
+      return STORE_ERROR;
+    store_pub_pending_set_locked(tx, x->pub_seq + 1 + i);
   }
   return STORE_OK;
 }
@@ -398,8 +346,9 @@ static enum store_rc advance_identities(struct store *st) {
   return STORE_OK;
 }
 
-static enum store_rc write_all(struct store *st, const struct store_export *x, char *what,
+static enum store_rc write_all(struct store_tx *tx, const struct store_export *x, char *what,
                                size_t whatlen) {
+  struct store *st = store_tx_store(tx);
   static const char drop_bootstrap[] =
       "DELETE FROM tokens WHERE kind = 'admin' AND name = '" STORE_TOKEN_BOOTSTRAP "'";
   struct db_stmt *q;
@@ -408,19 +357,20 @@ static enum store_rc write_all(struct store *st, const struct store_export *x, c
   if (!(q = db_prep(st->w, drop_bootstrap)) ||
       store_step_done(st->w, q, "replacing the bootstrap token") < 0)
     return STORE_ERROR;
-  store_tokens_removed_locked(st);
+  store_tokens_removed_locked(tx);
   for (int i = 0; i < x->n_sites; i++)
-    if ((rc = write_site(st, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
+    if ((rc = write_site(tx, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_nodes(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_webhooks(st, x, what, whatlen)) != STORE_OK) return rc;
-  if ((rc = renumber_publications(st, x)) != STORE_OK) return rc;
+  if ((rc = renumber_publications(tx, x)) != STORE_OK) return rc;
   return advance_identities(st);
 }
 
 enum store_rc store_export_write(struct store *st, const struct store_export *x, char *what,
                                  size_t whatlen) {
   if (whatlen) what[0] = '\0';
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, write_all(st, x, what, whatlen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, write_all(tx, x, what, whatlen));
 }

@@ -5,10 +5,11 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_sites.h"
 
-int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
+int store_fleet_set_locked(struct store_tx *tx, int64_t site_id, unsigned flags) {
+  struct store *st = store_tx_store(tx);
   /* rows already right are skipped: an unchanged site dirties no page (the flags are NOT NULL,
      so <> is exact) */
   static const char q[] =
@@ -18,10 +19,8 @@ int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags) {
       "state_paused <> ?4)";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
-  db_bind_int(s, 1, (flags & FLEET_ON_BACKUP) != 0);
-  db_bind_int(s, 2, (flags & FLEET_ALL_DOWN) != 0);
-  db_bind_int(s, 3, (flags & FLEET_FAILBACK_AVAILABLE) != 0);
-  db_bind_int(s, 4, (flags & FLEET_PAUSED) != 0);
+  for (int i = 0; i < 4; i++) /* FLEET_* bit i is parameter i + 1 */
+    db_bind_int(s, i + 1, (flags & (1u << i)) != 0);
   db_bind_i64(s, 5, site_id);
   return store_defer(st->w, s, "storing site fleet state");
 }
@@ -149,7 +148,7 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
   struct site_rec *arr = NULL;
   int64_t *ids = NULL;
   char *lq = NULL;
-  int cnt = 0, rc = DB_DONE, loaded = 0;
+  int cnt = 0, loaded = 0;
   enum store_rc ret = STORE_ERROR;
   *out = NULL;
   *n = 0;
@@ -157,26 +156,13 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
   /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and
    * "SHOP.example.com" */
   if (has_q && !(lq = like_pattern(q))) return STORE_ERROR;
-  ids = calloc((size_t)limit, sizeof *ids);
   arr = calloc((size_t)limit, sizeof *arr);
-  if (!ids || !arr || store_read_begin(c) < 0) goto out_nosnap;
-  db_bind_i64(s, 1, after);
-  if (lq)
-    db_bind_text(s, 2, lq);
-  else
-    db_bind_null(s, 2);
-  db_bind_int(s, 3, limit);
+  if (!arr || store_read_begin(c) < 0) goto out_nosnap;
+  store_bind(s, 1, "Iti", after, lq, limit);
   if (bind_state) /* the statements with the state as parameters */
     for (int i = 0; i < 4; i++)
       db_bind_int(s, 4 + i, (state & (1u << i)) != 0);
-  while (cnt < limit && (rc = db_step(s)) == DB_ROW)
-    ids[cnt++] = db_col_i64(s, 0);
-  if (cnt < limit && rc != DB_DONE) {
-    log_error("listing sites by state: %s", db_errmsg(c));
-    db_reset(s);
-    goto out;
-  }
-  db_reset(s);
+  if (store_ids_read(c, s, limit, &ids, &cnt, "listing sites by state") != STORE_OK) goto out;
   if (store_sites_load(c, ids, cnt, arr) != STORE_OK) goto out;
   loaded = cnt;
   for (int i = 0; i < cnt; i++)
@@ -198,35 +184,57 @@ out_nosnap:
   return ret;
 }
 
+/* The caller's callback of a walk and its argument. */
+struct site_walk {
+  int (*fn)(void *arg, const struct fleet_site_row *row);
+  void *arg;
+};
+struct origin_walk {
+  int (*fn)(void *arg, const struct fleet_origin_row *row);
+  void *arg;
+};
+
+static int site_row(void *arg, struct db_stmt *s) {
+  const struct site_walk *w = arg;
+  struct fleet_site_row row;
+  row.id = db_col_i64(s, 0);
+  row.name = db_col_text(s, 1);
+  if (!row.name) row.name = "";
+  row.current_level = db_col_int(s, 2);
+  row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) | (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
+              (db_col_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
+              (db_col_int(s, 6) ? FLEET_PAUSED : 0);
+  return w->fn(w->arg, &row);
+}
+
+static int origin_row(void *arg, struct db_stmt *s) {
+  const struct origin_walk *w = arg;
+  struct fleet_origin_row row;
+  row.site_id = db_col_i64(s, 0);
+  row.origin_id = db_col_i64(s, 1);
+  row.level = db_col_int(s, 2);
+  row.enabled = db_col_int(s, 3);
+  row.health = db_col_text(s, 4);
+  if (!row.health) row.health = "unknown";
+  return w->fn(w->arg, &row);
+}
+
+/* Prepare q on the reader, bind max, walk its rows with row. */
+static int walk(struct store *st, const char *q, int max, int (*row)(void *, struct db_stmt *),
+                void *w, const char *what) {
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  if (!s) return -1;
+  db_bind_int(s, 1, max);
+  return store_each(c, s, what, row, w);
+}
+
 int store_fleet_each_site(struct store *st, int max,
                           int (*fn)(void *arg, const struct fleet_site_row *row), void *arg) {
   static const char q[] = "SELECT id, name, current_level, state_on_backup, state_all_down, "
                           "state_failback_available, state_paused FROM sites ORDER BY id LIMIT ?";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  int rc;
-  if (!s) return -1;
-  db_bind_int(s, 1, max);
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct fleet_site_row row;
-    row.id = db_col_i64(s, 0);
-    row.name = db_col_text(s, 1);
-    if (!row.name) row.name = "";
-    row.current_level = db_col_int(s, 2);
-    row.state = (db_col_int(s, 3) ? FLEET_ON_BACKUP : 0) | (db_col_int(s, 4) ? FLEET_ALL_DOWN : 0) |
-                (db_col_int(s, 5) ? FLEET_FAILBACK_AVAILABLE : 0) |
-                (db_col_int(s, 6) ? FLEET_PAUSED : 0);
-    if (fn(arg, &row) != 0) {
-      rc = DB_DONE;
-      break;
-    }
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("walking sites: %s", db_errmsg(c));
-    return -1;
-  }
-  return 0;
+  struct site_walk w = {fn, arg};
+  return walk(st, q, max, site_row, &w, "walking sites");
 }
 
 int store_fleet_each_origin(struct store *st, int max,
@@ -234,28 +242,6 @@ int store_fleet_each_origin(struct store *st, int max,
   static const char q[] =
       "SELECT site_id, id, level, enabled, health FROM origins WHERE site_id IN "
       "(SELECT id FROM sites ORDER BY id LIMIT ?) ORDER BY site_id, level, id";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  int rc;
-  if (!s) return -1;
-  db_bind_int(s, 1, max);
-  while ((rc = db_step(s)) == DB_ROW) {
-    struct fleet_origin_row row;
-    row.site_id = db_col_i64(s, 0);
-    row.origin_id = db_col_i64(s, 1);
-    row.level = db_col_int(s, 2);
-    row.enabled = db_col_int(s, 3);
-    row.health = db_col_text(s, 4);
-    if (!row.health) row.health = "unknown";
-    if (fn(arg, &row) != 0) {
-      rc = DB_DONE;
-      break;
-    }
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("walking origins: %s", db_errmsg(c));
-    return -1;
-  }
-  return 0;
+  struct origin_walk w = {fn, arg};
+  return walk(st, q, max, origin_row, &w, "walking origins");
 }

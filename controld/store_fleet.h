@@ -32,9 +32,9 @@ struct fleet_origin_row {
   const char *health;
 };
 
-/* Inside a write transaction (store_int.h / store_health_begin): store site_id's FLEET_* flags;
+/* Inside a write transaction (store_core.h / store_health_begin): store site_id's FLEET_* flags;
    a row whose flags are already these is not rewritten. 0 or -1. */
-int store_fleet_set_locked(struct store *st, int64_t site_id, unsigned flags);
+int store_fleet_set_locked(struct store_tx *tx, int64_t site_id, unsigned flags);
 
 /* Fill *out (one read snapshot): site counts from the state columns' partial indexes, nodes
    online since online_since and lagging. 0 or -1 (logged). */

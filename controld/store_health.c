@@ -6,9 +6,9 @@
 
 #include "fleet_state.h"
 #include "log.h"
+#include "store_core.h"
 #include "store_events.h"
 #include "store_fleet.h"
-#include "store_int.h"
 #include "store_pub.h"
 #include "store_sites.h"
 
@@ -23,39 +23,11 @@ enum store_rc store_health_due_sites(struct store *st, int64_t due_before, int l
       "ORDER BY s.last_probed_at IS NOT NULL, s.last_probed_at, s.id LIMIT ?2";
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  int64_t *arr = NULL;
-  int cnt = 0, cap = 0, rc;
-  enum store_rc ret = STORE_ERROR;
   *ids = NULL;
   *n = 0;
-  if (!s) goto out;
-  db_bind_i64(s, 1, due_before);
-  db_bind_int(s, 2, limit);
-  while ((rc = db_step(s)) == DB_ROW) {
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 64;
-      int64_t *na = realloc(arr, (size_t)ncap * sizeof *na);
-      if (!na) {
-        db_reset(s);
-        goto out;
-      }
-      arr = na;
-      cap = ncap;
-    }
-    arr[cnt++] = db_col_i64(s, 0);
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("selecting due sites: %s", db_errmsg(c));
-    goto out;
-  }
-  *ids = arr;
-  *n = cnt;
-  arr = NULL;
-  ret = STORE_OK;
-out:
-  free(arr);
-  return ret;
+  if (!s) return STORE_ERROR;
+  store_bind(s, 1, "Ii", due_before, limit);
+  return store_ids_read(c, s, 0, ids, n, "selecting due sites");
 }
 
 int store_health_own_interval_due(struct store *st, int64_t *due_at, int64_t *min_interval) {
@@ -151,51 +123,49 @@ int store_health_propagation(struct store *st, int64_t site_id, int64_t seen_sin
   return propagation_on(c, site_id, seen_since, online, on_current, seq);
 }
 
-int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+int store_health_propagation_locked(struct store_tx *tx, int64_t site_id, int64_t seen_since,
                                     int *online, int *on_current, int64_t *seq) {
+  struct store *st = store_tx_store(tx);
   return propagation_on(st->w, site_id, seen_since, online, on_current, seq);
 }
 
+#define M(t, m) .offset = offsetof(struct t, m), .size = sizeof(((struct t *)0)->m)
+/* The columns of the per-origin sums, as the query reads them. */
+static const struct field_def obs_cols[] = {
+    {.name = "origin_id", .column = "origin_id", .type = FIELD_INT, M(origin_obs, origin_id)},
+    {.name = "requests", .column = "SUM(requests)", .type = FIELD_INT, M(origin_obs, requests)},
+    {.name = "failures", .column = "SUM(failures)", .type = FIELD_INT, M(origin_obs, failures)},
+    {.name = NULL},
+};
+
+/* The columns of a verdict before its votes (an owned string, read by verdict_row). */
+static const struct field_def verdict_cols[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(verdict_rec, id)},
+    {.name = "round_id", .column = "round_id", .type = FIELD_INT, M(verdict_rec, round_id)},
+    {.name = "round_at", .column = "round_at", .type = FIELD_INT, M(verdict_rec, round_at)},
+    {.name = "source", .column = "source", .type = FIELD_STR, M(verdict_rec, source)},
+    {.name = "verdict", .column = "verdict", .type = FIELD_STR, M(verdict_rec, verdict)},
+    {.name = "state_after",
+     .column = "state_after",
+     .type = FIELD_STR,
+     M(verdict_rec, state_after)},
+    {.name = NULL},
+};
+#undef M
+
 static enum store_rc observations_on(struct db_conn *c, int64_t site_id, struct origin_obs **out,
                                      int *n) {
-  static const char q[] = "SELECT origin_id, SUM(requests), SUM(failures) FROM node_observations "
-                          "WHERE site_id = ? GROUP BY origin_id ORDER BY origin_id";
-  struct db_stmt *s = db_prep(c, q);
-  struct origin_obs *arr = NULL;
-  int cnt = 0, cap = 0, rc;
-  enum store_rc ret = STORE_ERROR;
+  static struct store_sql q;
+  const char *sql = store_sql(&q, "SELECT ", obs_cols,
+                              " FROM node_observations WHERE site_id = ? GROUP BY origin_id "
+                              "ORDER BY origin_id");
+  struct db_stmt *s = sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s) goto out;
+  if (!s) return STORE_ERROR;
   db_bind_i64(s, 1, site_id);
-  while ((rc = db_step(s)) == DB_ROW) {
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 8;
-      struct origin_obs *na = realloc(arr, (size_t)ncap * sizeof *na);
-      if (!na) {
-        db_reset(s);
-        goto out;
-      }
-      arr = na;
-      cap = ncap;
-    }
-    arr[cnt].origin_id = db_col_i64(s, 0);
-    arr[cnt].requests = db_col_i64(s, 1);
-    arr[cnt].failures = db_col_i64(s, 2);
-    cnt++;
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("reading observations of site %lld: %s", (long long)site_id, db_errmsg(c));
-    goto out;
-  }
-  *out = arr;
-  *n = cnt;
-  arr = NULL;
-  ret = STORE_OK;
-out:
-  free(arr);
-  return ret;
+  return store_rows_read(c, s, obs_cols, sizeof **out, 0, (void **)out, n,
+                         "reading a site's observations");
 }
 
 enum store_rc store_health_observations(struct store *st, int64_t site_id, struct origin_obs **out,
@@ -205,57 +175,38 @@ enum store_rc store_health_observations(struct store *st, int64_t site_id, struc
   return observations_on(c, site_id, out, n);
 }
 
-enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_observations_locked(struct store_tx *tx, int64_t site_id,
                                                struct origin_obs **out, int *n) {
+  struct store *st = store_tx_store(tx);
   return observations_on(st->w, site_id, out, n);
+}
+
+static int verdict_read(const void *ctx, struct db_stmt *s, void *rec) {
+  struct verdict_rec *v = rec;
+  int col = store_fields_read(s, 0, ctx, 0, v);
+  const char *votes = db_col_text(s, col);
+  return (v->votes = strdup(votes ? votes : "[]")) ? 0 : -1;
+}
+
+static void verdict_fini(void *rec) {
+  struct verdict_rec *v = rec;
+  free(v->votes);
+  v->votes = NULL;
 }
 
 enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int limit,
                                     struct verdict_rec **out, int *n) {
-  static const char q[] = "SELECT id, round_id, round_at, source, verdict, state_after, votes "
-                          "FROM verdicts WHERE origin_id = ? ORDER BY id DESC LIMIT ?";
+  static struct store_sql q;
+  const char *sql = store_sql(&q, "SELECT ", verdict_cols,
+                              ", votes FROM verdicts WHERE origin_id = ? ORDER BY id DESC LIMIT ?");
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  struct verdict_rec *arr = NULL;
-  int cnt = 0, rc;
-  enum store_rc ret = STORE_ERROR;
+  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
   *n = 0;
-  if (!s || limit < 1) goto out;
-  arr = calloc((size_t)limit, sizeof *arr);
-  if (!arr) goto out;
-  db_bind_i64(s, 1, origin_id);
-  db_bind_int(s, 2, limit);
-  while (cnt < limit && (rc = db_step(s)) == DB_ROW) {
-    struct verdict_rec *v = &arr[cnt];
-    const char *votes = db_col_text(s, 6);
-    v->id = db_col_i64(s, 0);
-    v->round_id = db_col_i64(s, 1);
-    v->round_at = db_col_i64(s, 2);
-    store_col_text(s, 3, v->source, sizeof v->source);
-    store_col_text(s, 4, v->verdict, sizeof v->verdict);
-    store_col_text(s, 5, v->state_after, sizeof v->state_after);
-    v->votes = strdup(votes ? votes : "[]");
-    cnt++;
-    if (!v->votes) {
-      db_reset(s);
-      goto out;
-    }
-  }
-  if (cnt < limit && rc != DB_DONE) {
-    log_error("reading verdicts of origin %lld: %s", (long long)origin_id, db_errmsg(c));
-    db_reset(s);
-    goto out;
-  }
-  db_reset(s);
-  *out = arr;
-  *n = cnt;
-  arr = NULL;
-  cnt = 0;
-  ret = STORE_OK;
-out:
-  store_health_verdicts_free(arr, cnt);
-  return ret;
+  if (!s || limit < 1) return STORE_ERROR;
+  store_bind(s, 1, "Ii", origin_id, limit);
+  return store_list_read(c, s, sizeof **out, limit, verdict_read, verdict_cols, verdict_fini,
+                         (void **)out, n, "reading an origin's verdicts");
 }
 
 void store_health_verdicts_free(struct verdict_rec *arr, int n) {
@@ -267,94 +218,61 @@ void store_health_verdicts_free(struct verdict_rec *arr, int n) {
 
 /* ---- writes ---- */
 
-int store_health_begin(struct store *st) {
+struct store_tx *store_health_begin(struct store *st) {
   return store_tx_begin_engine(st, 1);
 }
 
-int store_health_commit(struct store *st) {
-  return store_tx_commit(st);
+int store_health_commit(struct store_tx *tx) {
+  return store_tx_commit(tx);
 }
 
-void store_health_rollback(struct store *st) {
-  store_tx_rollback(st);
+void store_health_rollback(struct store_tx *tx) {
+  store_tx_rollback(tx);
 }
 
-enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_site_load_locked(struct store_tx *tx, int64_t site_id,
                                             struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_site_load(st->w, site_id, out);
 }
 
-enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+enum store_rc store_health_sites_load_locked(struct store_tx *tx, const int64_t *ids, int n,
                                              struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_sites_load(st->w, ids, n, out);
 }
 
-/* Bind an integer, or NULL when v <= 0 (timestamps: 0 = unset). */
-static void bind_time(struct db_stmt *s, int col, int64_t v) {
-  if (v > 0)
-    db_bind_i64(s, col, v);
-  else
-    db_bind_null(s, col);
-}
-
-/* Bind text, or NULL when empty. */
-static void bind_text_or_null(struct db_stmt *s, int col, const char *v) {
-  if (v && *v)
-    db_bind_text(s, col, v);
-  else
-    db_bind_null(s, col);
-}
-
-int store_health_origin_save_locked(struct store *st, const struct origin_rec *o) {
+int store_health_origin_save_locked(struct store_tx *tx, const struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE origins SET health = ?, success_streak = ?, failure_streak = ?, "
       "health_changed_at = ?, healthy_since = ?, last_verdict = ?, last_source = ?, "
       "last_votes_success = ?, last_votes_failure = ?, last_checked_at = ?, last_error = ? "
       "WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_text(s, 1, o->health);
-  db_bind_int(s, 2, o->success_streak);
-  db_bind_int(s, 3, o->failure_streak);
-  bind_time(s, 4, o->health_changed_at);
-  bind_time(s, 5, o->healthy_since);
-  bind_text_or_null(s, 6, o->last_verdict);
-  bind_text_or_null(s, 7, o->last_source);
-  db_bind_int(s, 8, o->votes_success);
-  db_bind_int(s, 9, o->votes_failure);
-  bind_time(s, 10, o->last_checked_at);
-  bind_text_or_null(s, 11, o->last_error);
-  db_bind_i64(s, 12, o->id);
-  return store_step_done(st->w, s, "saving origin health");
+  return store_exec(st->w, "saving origin health", q, "tiiPPzziiPzI",
+                    health_state_to_string(o->health), o->success_streak, o->failure_streak,
+                    o->health_changed_at, o->healthy_since,
+                    health_verdict_to_string(o->last_verdict), o->last_source, o->votes_success,
+                    o->votes_failure, o->last_checked_at, o->last_error, o->id);
 }
 
-int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
+int store_health_verdict_add_locked(struct store_tx *tx, int64_t round_id, int64_t site_id,
                                     int64_t origin_id, int64_t round_at, const char *source,
                                     const char *verdict, const char *state_after,
                                     const char *votes_json) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO verdicts (round_id, site_id, origin_id, round_at, source, verdict, "
       "state_after, votes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   static const char prune[] =
       "DELETE FROM verdicts WHERE origin_id = ?1 AND (round_at < ?3 OR id <= "
       "(SELECT id FROM verdicts WHERE origin_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2))";
-  struct db_stmt *s = db_prep(st->w, ins);
-  if (!s) return -1;
-  db_bind_i64(s, 1, round_id);
-  db_bind_i64(s, 2, site_id);
-  db_bind_i64(s, 3, origin_id);
-  db_bind_i64(s, 4, round_at);
-  bind_text_or_null(s, 5, source);
-  bind_text_or_null(s, 6, verdict);
-  db_bind_text(s, 7, state_after);
-  db_bind_text(s, 8, votes_json ? votes_json : "[]");
-  if (store_step_done(st->w, s, "inserting verdict") < 0) return -1;
-  s = db_prep(st->w, prune);
-  if (!s) return -1;
-  db_bind_i64(s, 1, origin_id);
-  db_bind_int(s, 2, STORE_HEALTH_VERDICTS_KEEP);
-  db_bind_i64(s, 3, round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS);
-  return store_step_done(st->w, s, "pruning verdicts");
+  if (store_exec(st->w, "inserting verdict", ins, "IIIIzztt", round_id, site_id, origin_id,
+                 round_at, source, verdict, state_after, votes_json ? votes_json : "[]") < 0)
+    return -1;
+  return store_exec(st->w, "pruning verdicts", prune, "IiI", origin_id,
+                    (int)STORE_HEALTH_VERDICTS_KEEP,
+                    (int64_t)(round_at - STORE_HEALTH_VERDICTS_MAX_AGE_MS));
 }
 
 /* 16 rows of 8 parameters; the prune's 16 origin ids then KEEP and the cutoff. */
@@ -368,7 +286,7 @@ static void arrays_free(struct db_arr *a, int n) {
     db_arr_free(&a[i]);
 }
 
-/* An array element for a time: NULL when v <= 0 (as bind_time). */
+/* An array element for a time: NULL when v <= 0 (as store_bind's 'P'). */
 static void arr_time(struct db_arr *a, int64_t v) {
   if (v > 0)
     db_arr_i64(a, v);
@@ -376,12 +294,14 @@ static void arr_time(struct db_arr *a, int64_t v) {
     db_arr_null(a);
 }
 
-/* An array element for text: NULL when empty (as bind_text_or_null). */
+/* An array element for text: NULL when empty (as store_bind's 'z'). */
 static void arr_text_or_null(struct db_arr *a, const char *v) {
   db_arr_text(a, v && *v ? v : NULL);
 }
 
-int store_health_origins_save_locked(struct store *st, const struct origin_rec *const *os, int n) {
+int store_health_origins_save_locked(struct store_tx *tx, const struct origin_rec *const *os,
+                                     int n) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE origins AS o SET health = v.health, success_streak = v.ss, failure_streak = v.fs, "
       "health_changed_at = v.hca, healthy_since = v.hs, last_verdict = v.lv, last_source = v.ls, "
@@ -394,19 +314,19 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
   if (n <= 0) return 0;
   if (db_kind(st->w) != DB_PG) {
     for (int i = 0; i < n; i++)
-      if (store_health_origin_save_locked(st, os[i]) < 0) return -1;
+      if (store_health_origin_save_locked(tx, os[i]) < 0) return -1;
     return 0;
   }
   memset(a, 0, sizeof a);
   for (int i = 0; i < n; i++) {
     const struct origin_rec *o = os[i];
     db_arr_i64(&a[0], o->id);
-    db_arr_text(&a[1], o->health);
+    db_arr_text(&a[1], health_state_to_string(o->health));
     db_arr_i64(&a[2], o->success_streak);
     db_arr_i64(&a[3], o->failure_streak);
     arr_time(&a[4], o->health_changed_at);
     arr_time(&a[5], o->healthy_since);
-    arr_text_or_null(&a[6], o->last_verdict);
+    arr_text_or_null(&a[6], health_verdict_to_string(o->last_verdict));
     arr_text_or_null(&a[7], o->last_source);
     db_arr_i64(&a[8], o->votes_success);
     db_arr_i64(&a[9], o->votes_failure);
@@ -418,7 +338,8 @@ int store_health_origins_save_locked(struct store *st, const struct origin_rec *
   return rc;
 }
 
-int store_health_sites_round_locked(struct store *st, const struct site_round_row *rows, int n) {
+int store_health_sites_round_locked(struct store_tx *tx, const struct site_round_row *rows, int n) {
+  struct store *st = store_tx_store(tx);
   static const char q[] =
       "UPDATE sites AS s SET last_probed_at = v.pa, next_probe_at = v.np, "
       "state_on_backup = v.b, state_all_down = v.d, state_failback_available = v.f, "
@@ -429,9 +350,9 @@ int store_health_sites_round_locked(struct store *st, const struct site_round_ro
   if (n <= 0) return 0;
   if (db_kind(st->w) != DB_PG) {
     for (int i = 0; i < n; i++)
-      if (store_health_site_probed_locked(st, rows[i].site_id, rows[i].probed_at,
+      if (store_health_site_probed_locked(tx, rows[i].site_id, rows[i].probed_at,
                                           rows[i].next_probe_at) < 0 ||
-          store_fleet_set_locked(st, rows[i].site_id, rows[i].fleet) < 0)
+          store_fleet_set_locked(tx, rows[i].site_id, rows[i].fleet) < 0)
         return -1;
     return 0;
   }
@@ -492,7 +413,8 @@ out:
   return rc;
 }
 
-int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n) {
+int store_health_verdicts_add_locked(struct store_tx *tx, const struct verdict_row *rows, int n) {
+  struct store *st = store_tx_store(tx);
   if (n <= 0) return 0;
   if (db_kind(st->w) == DB_PG) return verdicts_add_pg(st, rows, n);
   static const char ins[] =
@@ -510,15 +432,8 @@ int store_health_verdicts_add_locked(struct store *st, const struct verdict_row 
     if (!s) return -1;
     for (int i = 0; i < VBATCH; i++) {
       const struct verdict_row *r = &rows[at + i];
-      int b = i * 8;
-      db_bind_i64(s, b + 1, r->round_id);
-      db_bind_i64(s, b + 2, r->site_id);
-      db_bind_i64(s, b + 3, r->origin_id);
-      db_bind_i64(s, b + 4, r->round_at);
-      bind_text_or_null(s, b + 5, r->source);
-      bind_text_or_null(s, b + 6, r->verdict);
-      db_bind_text(s, b + 7, r->state_after);
-      db_bind_text(s, b + 8, r->votes_json ? r->votes_json : "[]");
+      store_bind(s, i * 8 + 1, "IIIIzztt", r->round_id, r->site_id, r->origin_id, r->round_at,
+                 r->source, r->verdict, r->state_after, r->votes_json ? r->votes_json : "[]");
       if (r->round_at < oldest) oldest = r->round_at;
     }
     if (store_step_done(st->w, s, "inserting verdicts") < 0) return -1;
@@ -532,70 +447,53 @@ int store_health_verdicts_add_locked(struct store *st, const struct verdict_row 
   }
   for (; at < n; at++) { /* the rest one by one */
     const struct verdict_row *r = &rows[at];
-    if (store_health_verdict_add_locked(st, r->round_id, r->site_id, r->origin_id, r->round_at,
+    if (store_health_verdict_add_locked(tx, r->round_id, r->site_id, r->origin_id, r->round_at,
                                         r->source, r->verdict, r->state_after, r->votes_json) < 0)
       return -1;
   }
   return 0;
 }
 
-int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,
+int store_health_round_add_locked(struct store_tx *tx, int64_t round_id, int64_t started_at,
                                   int64_t finished_at, int sites, int origins) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO probe_rounds (id, started_at, finished_at, sites, origins) "
       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, "
       "finished_at = excluded.finished_at, sites = excluded.sites, origins = excluded.origins";
   static const char prune[] = "DELETE FROM probe_rounds WHERE id <= ?";
-  struct db_stmt *s = db_prep(st->w, ins);
-  if (!s) return -1;
-  db_bind_i64(s, 1, round_id);
-  db_bind_i64(s, 2, started_at);
-  db_bind_i64(s, 3, finished_at);
-  db_bind_int(s, 4, sites);
-  db_bind_int(s, 5, origins);
-  if (store_step_done(st->w, s, "recording probe round") < 0) return -1;
+  if (store_exec(st->w, "recording probe round", ins, "IIIii", round_id, started_at, finished_at,
+                 sites, origins) < 0)
+    return -1;
   if (round_id <= STORE_HEALTH_ROUNDS_KEEP) return 0;
-  s = db_prep(st->w, prune);
-  if (!s) return -1;
-  db_bind_i64(s, 1, round_id - STORE_HEALTH_ROUNDS_KEEP);
-  return store_step_done(st->w, s, "pruning probe rounds");
+  return store_exec(st->w, "pruning probe rounds", prune, "I",
+                    (int64_t)(round_id - STORE_HEALTH_ROUNDS_KEEP));
 }
 
-int store_health_site_probed_locked(struct store *st, int64_t site_id, int64_t probed_at,
+int store_health_site_probed_locked(struct store_tx *tx, int64_t site_id, int64_t probed_at,
                                     int64_t next_probe_at) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET last_probed_at = ?, next_probe_at = ? WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_i64(s, 1, probed_at);
-  db_bind_i64(s, 2, next_probe_at);
-  db_bind_i64(s, 3, site_id);
-  return store_step_done(st->w, s, "recording probe time");
+  return store_exec(st->w, "recording probe time", q, "III", probed_at, next_probe_at, site_id);
 }
 
-int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_unhealthy,
+int store_health_site_flags_locked(struct store_tx *tx, int64_t site_id, int all_unhealthy,
                                    int failback_notified) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET all_unhealthy = ?, failback_notified = ? WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_int(s, 1, all_unhealthy);
-  db_bind_int(s, 2, failback_notified);
-  db_bind_i64(s, 3, site_id);
-  return store_step_done(st->w, s, "storing site health flags");
+  return store_exec(st->w, "storing site health flags", q, "iiI", all_unhealthy, failback_notified,
+                    site_id);
 }
 
-int store_health_site_level_locked(struct store *st, int64_t site_id, int level, const char *reason,
-                                   int manual_pin) {
+int store_health_site_level_locked(struct store_tx *tx, int64_t site_id, int level,
+                                   const char *reason, int manual_pin) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET current_level = ?, manual_pin = ? WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_int(s, 1, level);
-  db_bind_int(s, 2, manual_pin);
-  db_bind_i64(s, 3, site_id);
-  if (store_step_done(st->w, s, "switching level") < 0) return -1;
-  return store_publish_locked(st, site_id, reason, 0);
+  if (store_exec(st->w, "switching level", q, "iiI", level, manual_pin, site_id) < 0) return -1;
+  return store_publish_locked(tx, site_id, reason, 0);
 }
 
-int64_t store_health_event_locked(struct store *st, int64_t site_id, const char *site_name,
+int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json) {
-  return store_event_add_locked(st, site_id, site_name, type, title, data_json);
+  return store_event_add_locked(tx, site_id, site_name, type, title, data_json);
 }

@@ -67,9 +67,9 @@ enum store_rc store_health_verdicts(struct store *st, int64_t origin_id, int lim
                                     struct verdict_rec **out, int *n);
 
 /* The two status-card reads above on the writer, inside a store_op (see the uncommitted change). */
-int store_health_propagation_locked(struct store *st, int64_t site_id, int64_t seen_since,
+int store_health_propagation_locked(struct store_tx *tx, int64_t site_id, int64_t seen_since,
                                     int *online, int *on_current, int64_t *seq);
-enum store_rc store_health_observations_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_observations_locked(struct store_tx *tx, int64_t site_id,
                                                struct origin_obs **out, int *n);
 
 /* Free a list from store_health_verdicts. */
@@ -78,31 +78,32 @@ void store_health_verdicts_free(struct verdict_rec *arr, int n);
 /* ---- writes: only between store_health_begin and store_health_commit/rollback ---- */
 
 /* Open the engine's write transaction (takes the writer lock; in cluster mode the lease's fencing
-   check comes first, store_lease.h); 0 or -1 (also when fenced). */
-int store_health_begin(struct store *st);
+   check comes first, store_lease.h); the open transaction, or NULL (also when fenced). */
+struct store_tx *store_health_begin(struct store *st);
 
 /* Commit and release (publication/event hooks run after); 0 or -1 (rolled back). */
-int store_health_commit(struct store *st);
+int store_health_commit(struct store_tx *tx);
 
 /* Roll back and release. */
-void store_health_rollback(struct store *st);
+void store_health_rollback(struct store_tx *tx);
 
 /* Load a site with hostnames and origins on the writer (caller site_rec_fini's it). */
-enum store_rc store_health_site_load_locked(struct store *st, int64_t site_id,
+enum store_rc store_health_site_load_locked(struct store_tx *tx, int64_t site_id,
                                             struct site_rec *out);
 
 /* Load the n distinct sites ids[0..n) on the writer into out[0..n), in that order, with a few
    statements in all; a site not there leaves out[i].id == 0 (caller site_rec_fini's each). */
-enum store_rc store_health_sites_load_locked(struct store *st, const int64_t *ids, int n,
+enum store_rc store_health_sites_load_locked(struct store_tx *tx, const int64_t *ids, int n,
                                              struct site_rec *out);
 
 /* Store an origin's health fields (health, streaks, changed/healthy since, last verdict, source,
    votes, checked at, error) from o. 0 or -1. */
-int store_health_origin_save_locked(struct store *st, const struct origin_rec *o);
+int store_health_origin_save_locked(struct store_tx *tx, const struct origin_rec *o);
 
 /* Store the health fields of os[0..n) (distinct origins) as store_health_origin_save_locked does
    for each: on PostgreSQL in one set-based statement (arrays), on SQLite row by row. 0 or -1. */
-int store_health_origins_save_locked(struct store *st, const struct origin_rec *const *os, int n);
+int store_health_origins_save_locked(struct store_tx *tx, const struct origin_rec *const *os,
+                                     int n);
 
 /* A site's writes at the end of its part of a round: probe times and fleet flags. */
 struct site_round_row {
@@ -112,7 +113,7 @@ struct site_round_row {
 
 /* For each row: store_health_site_probed_locked and store_fleet_set_locked, on PostgreSQL in
    one set-based statement, on SQLite row by row (sites distinct). 0 or -1. */
-int store_health_sites_round_locked(struct store *st, const struct site_round_row *rows, int n);
+int store_health_sites_round_locked(struct store_tx *tx, const struct site_round_row *rows, int n);
 
 /* One verdict row for store_health_verdicts_add_locked (the strings are the caller's). */
 struct verdict_row {
@@ -127,35 +128,35 @@ struct verdict_row {
    cutoff age from the earliest round_at among them): on PostgreSQL with two set-based statements
    (arrays) for all of them, on SQLite with two statements per 16 rows instead of two per row.
    0 or -1. */
-int store_health_verdicts_add_locked(struct store *st, const struct verdict_row *rows, int n);
+int store_health_verdicts_add_locked(struct store_tx *tx, const struct verdict_row *rows, int n);
 
 /* Add one verdict row (source/verdict NULL or "" = none; votes_json NULL = "[]") and prune the
    origin's rows beyond STORE_HEALTH_VERDICTS_KEEP or older than STORE_HEALTH_VERDICTS_MAX_AGE_MS
    before round_at. 0 or -1. */
-int store_health_verdict_add_locked(struct store *st, int64_t round_id, int64_t site_id,
+int store_health_verdict_add_locked(struct store_tx *tx, int64_t round_id, int64_t site_id,
                                     int64_t origin_id, int64_t round_at, const char *source,
                                     const char *verdict, const char *state_after,
                                     const char *votes_json);
 
 /* Record a finished probe round and prune old round rows. 0 or -1. */
-int store_health_round_add_locked(struct store *st, int64_t round_id, int64_t started_at,
+int store_health_round_add_locked(struct store_tx *tx, int64_t round_id, int64_t started_at,
                                   int64_t finished_at, int sites, int origins);
 
 /* Set a site's last_probed_at and next_probe_at. 0 or -1. */
-int store_health_site_probed_locked(struct store *st, int64_t site_id, int64_t probed_at,
+int store_health_site_probed_locked(struct store_tx *tx, int64_t site_id, int64_t probed_at,
                                     int64_t next_probe_at);
 
 /* Set a site's incident flags (all_unhealthy; failback_notified = level notified, 0 = none). */
-int store_health_site_flags_locked(struct store *st, int64_t site_id, int all_unhealthy,
+int store_health_site_flags_locked(struct store_tx *tx, int64_t site_id, int all_unhealthy,
                                    int failback_notified);
 
 /* Switch a site's current level and republish it (reason recorded with the publication).
    Returns 0 or -1. */
-int store_health_site_level_locked(struct store *st, int64_t site_id, int level, const char *reason,
-                                   int manual_pin);
+int store_health_site_level_locked(struct store_tx *tx, int64_t site_id, int level,
+                                   const char *reason, int manual_pin);
 
 /* Add an event (and its webhook outbox rows) to the open transaction; id or -1. */
-int64_t store_health_event_locked(struct store *st, int64_t site_id, const char *site_name,
+int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json);
 
 #endif

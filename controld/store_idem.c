@@ -3,11 +3,12 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_core.h"
 #include "store_idem.h"
-#include "store_int.h"
 
-enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
+enum store_rc store_idem_get_locked(struct store_tx *tx, const char *key, int64_t not_before,
                                     struct idem_rec *out) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT request_hash, status, body, etag, created_at "
                           "FROM idempotency_keys WHERE key = ? AND created_at >= ?";
   struct db_stmt *s = db_prep(st->w, q);
@@ -33,8 +34,9 @@ enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t n
   return STORE_ERROR;
 }
 
-enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
+enum store_rc store_idem_put_locked(struct store_tx *tx, const char *key, const char *request_hash,
                                     int status, const char *body, const char *etag, int64_t now) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] = "INSERT INTO idempotency_keys "
                             "(key, request_hash, status, body, etag, created_at) "
                             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "

@@ -20,12 +20,12 @@ struct idem_rec {
 };
 
 /* Inside a store_op: the answer stored for key since not_before; STORE_NOT_FOUND when none. */
-enum store_rc store_idem_get_locked(struct store *st, const char *key, int64_t not_before,
+enum store_rc store_idem_get_locked(struct store_tx *tx, const char *key, int64_t not_before,
                                     struct idem_rec *out);
 
 /* Inside a store_op: store the answer for key (replacing an expired one) and prune rows older
    than now - STORE_IDEM_KEEP_MS and beyond STORE_IDEM_MAX_ROWS. */
-enum store_rc store_idem_put_locked(struct store *st, const char *key, const char *request_hash,
+enum store_rc store_idem_put_locked(struct store_tx *tx, const char *key, const char *request_hash,
                                     int status, const char *body, const char *etag, int64_t now);
 
 #endif

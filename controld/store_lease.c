@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_lease.h"
 
 /* Acquire or renew: a row back means we hold it (epoch + 1 when it changed hands). */
@@ -128,7 +128,8 @@ void store_lease_fenced(struct store *st) {
   pthread_mutex_unlock(&st->fmu);
 }
 
-int store_lease_fence_check_locked(struct store *st) {
+int store_lease_fence_check_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   char holder[sizeof st->fence_holder];
   int64_t epoch;
   struct db_stmt *s;
@@ -163,10 +164,10 @@ int store_lease_fence_check_locked(struct store *st) {
 
 static _Thread_local int tl_fenced; /* this thread's begin was fenced: run the hook once released */
 
-static int lease_begin(struct store *st, void *state, int engine) {
+static int lease_begin(struct store_tx *tx, void *state, int engine) {
   int fenced;
   (void)state;
-  if (!engine || (fenced = store_lease_fence_check_locked(st)) == 0) return 0;
+  if (!engine || (fenced = store_lease_fence_check_locked(tx)) == 0) return 0;
   tl_fenced = fenced == 1;
   return -1;
 }

@@ -48,12 +48,12 @@ void store_lease_fence_set(struct store *st, const char *holder, int64_t epoch);
    returned, the hook is not running and will not run. fn must not call store_lease_fence_set. */
 void store_lease_set_fenced_hook(struct store *st, void (*fn)(void *arg), void *arg);
 
-/* Run the fenced hook (store.c, after a fenced transaction's rollback). */
+/* Run the fenced hook (store_core.c, after a fenced transaction's rollback). */
 void store_lease_fenced(struct store *st);
 
-/* Inside a write transaction just begun (store_int.h's store_tx_begin_engine): the fencing check.
+/* Inside a write transaction just begun (store_core.h's store_tx_begin_engine): the fencing check.
    0 = allowed, 1 = fenced (no lease), -1 = error. */
-int store_lease_fence_check_locked(struct store *st);
+int store_lease_fence_check_locked(struct store_tx *tx);
 
 /* Add the participant that fences engine transactions at their begin (store_open does it). 0 or
    -1. */

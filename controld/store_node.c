@@ -7,7 +7,7 @@
 #include "clock.h"
 #include "log.h"
 #include "sigmsg.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_signal.h"
 #include "store_sites.h"
 #include "store_tokens.h"
@@ -18,7 +18,8 @@ int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *s
       "ELSE ?1 END WHERE id = ?2";
   int rc = -1;
   if (n <= 0) return 0;
-  if (store_tx_begin_unordered(st) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_unordered(st);
+  if (!tx) return -1;
   for (int i = 0; i < n; i++) {
     struct db_stmt *q = db_prep(st->w, upd);
     if (!q) goto out;
@@ -28,8 +29,8 @@ int store_node_seen_batch(struct store *st, const int64_t *ids, const int64_t *s
   }
   rc = 0;
 out:
-  if (rc == 0) return store_tx_commit(st);
-  store_tx_rollback(st);
+  if (rc == 0) return store_tx_commit(tx);
+  store_tx_rollback(tx);
   return -1;
 }
 
@@ -51,7 +52,8 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
       "skipped = excluded.skipped, updated_at = excluded.updated_at";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin_unordered(st) < 0) return STORE_ERROR;
+  struct store_tx *tx = store_tx_begin_unordered(st);
+  if (!tx) return STORE_ERROR;
   q = db_prep(st->w, upd);
   if (!q) goto fail;
   db_bind_text(q, 1, version);
@@ -75,10 +77,10 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     db_bind_i64(q, 7, now);
     if (store_step_done(st->w, q, "storing observation") < 0) goto fail;
   }
-  if (store_tx_commit(st) < 0) return STORE_ERROR;
+  if (store_tx_commit(tx) < 0) return STORE_ERROR;
   return STORE_OK;
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return rc;
 }
 
@@ -182,8 +184,9 @@ void store_config_snapshot_free(struct config_snapshot *s) {
 
 /* ---- nodes: the records behind /v1/nodes ---- */
 
-enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
                                        const char *token_hash) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
@@ -218,40 +221,38 @@ fail:
 }
 
 enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_node_create_locked(st, n, token_hash));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_node_create_locked(tx, n, token_hash));
 }
 
 enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n) {
   static struct store_sql q;
-  struct db_conn *c = store_reader(st);
-  const char *sql = store_sql(&q, "SELECT ", node_fields, " FROM nodes ORDER BY id");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  return store_rows_read(c, s, node_fields, sizeof **out, 0, (void **)out, n, "listing nodes");
+  return store_select(st, &q, node_fields, " FROM nodes ORDER BY id", sizeof **out, 0, (void **)out,
+                      n, "listing nodes", "");
 }
 
-enum store_rc store_node_delete_locked(struct store *st, int64_t id) {
+enum store_rc store_node_delete_locked(struct store_tx *tx, int64_t id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM nodes WHERE id = ?";
   struct db_stmt *q = db_prep(st->w, del);
   if (!q) return STORE_ERROR;
   db_bind_i64(q, 1, id);
   if (store_step_done(st->w, q, "deleting node") < 0) return STORE_ERROR;
   if (db_changes(st->w) == 0) return STORE_NOT_FOUND;
-  store_tokens_removed_locked(st); /* the token cache is cleared once this commits */
+  store_tokens_removed_locked(tx); /* the token cache is cleared once this commits */
   {
     /* the other replicas cut the node's suspended poll too */
     char payload[SIGNAL_PAYLOAD_MAX];
     if (sigmsg_node_format(payload, sizeof payload, id) < 0 ||
-        store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), payload) < 0)
+        store_signal_locked(tx, sigmsg_channel(SIGNAL_INVAL), payload) < 0)
       return STORE_ERROR;
   }
   return STORE_OK;
 }
 
 enum store_rc store_node_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_node_delete_locked(st, id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_node_delete_locked(tx, id));
 }

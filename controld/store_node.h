@@ -55,8 +55,8 @@ enum store_rc store_node_list(struct store *st, struct node_rec **out, int *n);
 enum store_rc store_node_delete(struct store *st, int64_t id);
 
 /* The same, inside a store_op. */
-enum store_rc store_node_create_locked(struct store *st, struct node_rec *n,
+enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
                                        const char *token_hash);
-enum store_rc store_node_delete_locked(struct store *st, int64_t id);
+enum store_rc store_node_delete_locked(struct store_tx *tx, int64_t id);
 
 #endif

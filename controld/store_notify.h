@@ -87,8 +87,8 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
 enum store_rc store_webhook_delete(struct store *st, int64_t id);
 
 /* The same two, inside a store_op. */
-enum store_rc store_webhook_create_locked(struct store *st, struct webhook_rec *w);
-enum store_rc store_webhook_delete_locked(struct store *st, int64_t id);
+enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_rec *w);
+enum store_rc store_webhook_delete_locked(struct store_tx *tx, int64_t id);
 
 /* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd
  * (caller frees). */
@@ -99,14 +99,14 @@ enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t 
 enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_rec *out);
 
 /* The same inside a store_op. */
-enum store_rc store_delivery_get_locked(struct store *st, int64_t id, struct delivery_rec *out);
+enum store_rc store_delivery_get_locked(struct store_tx *tx, int64_t id, struct delivery_rec *out);
 
 /* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only;
  * *delivery_id set. Wakes the event hook. */
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id);
-enum store_rc store_webhook_test_locked(struct store *st, int64_t webhook_id, int64_t site_id,
+enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id, int64_t site_id,
                                         const char *site_name, const char *title,
                                         const char *data_json, int64_t *delivery_id);
 

@@ -3,8 +3,8 @@
 #include "store.h"
 
 #include "store_audit.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "store_lease.h"
 #include "store_pub.h"
 #include "store_signal.h"

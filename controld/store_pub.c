@@ -5,7 +5,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The publications feature's state: the hook, and the open transaction's newest seq (under the
    writer lock). */
@@ -22,7 +22,8 @@ static struct pub_state *pub_of(struct store *st) {
   return store_participant_state(st, &pub_participant);
 }
 
-int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted) {
+int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reason, int deleted) {
+  struct store *st = store_tx_store(tx);
   struct pub_state *ps = pub_of(st);
   static const char bump[] =
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
@@ -70,7 +71,8 @@ int store_publish_locked(struct store *st, int64_t site_id, const char *reason, 
 
 /* The transaction's newest publication seq into ps->pending (reading the prefetched answer).
    0 or -1. */
-static int pub_resolve_locked(struct store *st) {
+static int pub_resolve_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   struct pub_state *ps = pub_of(st);
   if (!ps->q) return 0;
   return store_prefetched_i64(st, &ps->q, &ps->pending, "recording publication");
@@ -91,17 +93,17 @@ int64_t store_pub_seq(struct store *st) {
 
 static _Thread_local int64_t tl_committed_seq; /* between committed and released */
 
-static int pub_begin(struct store *st, void *state, int engine) {
+static int pub_begin(struct store_tx *tx, void *state, int engine) {
   struct pub_state *ps = state;
-  (void)st, (void)engine;
+  (void)tx, (void)engine;
   ps->q = NULL;
   ps->pending = 0;
   return 0;
 }
 
-static int pub_before_commit(struct store *st, void *state) {
+static int pub_before_commit(struct store_tx *tx, void *state) {
   (void)state;
-  return pub_resolve_locked(st);
+  return pub_resolve_locked(tx);
 }
 
 static void pub_committed(struct store *st, void *state) {
@@ -154,10 +156,12 @@ void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), vo
   ps->hook_arg = arg;
 }
 
-int64_t store_pub_pending_locked(struct store *st) {
+int64_t store_pub_pending_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   return pub_of(st)->pending;
 }
 
-void store_pub_pending_set_locked(struct store *st, int64_t seq) {
+void store_pub_pending_set_locked(struct store_tx *tx, int64_t seq) {
+  struct store *st = store_tx_store(tx);
   pub_of(st)->pending = seq;
 }

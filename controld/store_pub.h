@@ -16,13 +16,13 @@ void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), vo
 /* Inside a write transaction: bump the site's config_version (unless deleted) and record a
    publication. Returns 0 or -1. Its seq reaches the hook once the transaction commits (on
    PostgreSQL the INSERT is sent ahead with db_prefetch and its seq read at the commit). */
-int store_publish_locked(struct store *st, int64_t site_id, const char *reason, int deleted);
+int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reason, int deleted);
 
 /* Inside a write transaction: the newest publication seq it recorded (0 = none; read at the
    commit on PostgreSQL), and the same set by a writer that numbers publications itself (an
    import). */
-int64_t store_pub_pending_locked(struct store *st);
-void store_pub_pending_set_locked(struct store *st, int64_t seq);
+int64_t store_pub_pending_locked(struct store_tx *tx);
+void store_pub_pending_set_locked(struct store_tx *tx, int64_t seq);
 
 /* Add the participant that reads the transaction's publication seq before COMMIT and runs the
    publication hook after it (store_open does it). 0 or -1. */

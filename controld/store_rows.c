@@ -1,13 +1,16 @@
 /* store_rows — records through their field tables: columns read and bound, row lists, statements
-   built from a table (see store_int.h). Part of the store core: it names no feature. */
+   built from a table (see store_core.h). Part of the store core: it names no feature. */
+#include <assert.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
-#include "store_int.h"
+#include "names.h"
+#include "store_core.h"
 
 static int has_col(const struct field_def *d, unsigned form) {
   return d->column && (form == 0 || (d->forms & form));
@@ -34,6 +37,12 @@ int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, 
     case FIELD_ENUM:
       store_col_text(s, col, m, d->size);
       break;
+    case FIELD_NAMED: { /* a word no longer known reads as the first value */
+      int v = names_value(d->choices, d->nchoices, db_col_text(s, col));
+      if (v < 0) v = 0;
+      memcpy(m, &v, sizeof v);
+      break;
+    }
     case FIELD_INT_LIST: /* not a column type: stored as text by its owner */
       break;
     }
@@ -55,14 +64,21 @@ static int64_t member_i64(const struct field_def *d, const void *src) {
   return v;
 }
 
-/* A row's member as text, or NULL for a nullable string that is "". */
+/* A row's member as text (a NAMED value as its word), or NULL for a nullable string that is "". */
 static const char *member_text(const struct field_def *d, const void *src) {
   const char *m = (const char *)src + d->offset;
+  if (d->type == FIELD_NAMED) {
+    int v;
+    memcpy(&v, m, sizeof v);
+    const char *w = names_word(d->choices, d->nchoices, v, NULL);
+    return w && (*w || !(d->flags & FIELD_NULLABLE)) ? w : NULL;
+  }
   return m[0] == '\0' && (d->flags & FIELD_NULLABLE) ? NULL : m;
 }
 
 static int is_text(const struct field_def *d) {
-  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM;
+  return d->type == FIELD_STR || d->type == FIELD_TEXT || d->type == FIELD_ENUM ||
+         d->type == FIELD_NAMED;
 }
 
 int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
@@ -100,33 +116,64 @@ const char *store_fields_pg_type(const struct field_def *d) {
   return is_text(d) ? "text" : "bigint";
 }
 
-enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
-                              size_t elem, int limit, void **out, int *n, const char *what) {
+enum store_rc store_list_read(struct db_conn *c, struct db_stmt *s, size_t elem, int limit,
+                              int (*read)(const void *ctx, struct db_stmt *s, void *rec),
+                              const void *ctx, void (*fini)(void *rec), void **out, int *n,
+                              const char *what) {
   char *arr = NULL;
-  int cnt = 0, cap = 0, rc = DB_DONE;
+  int cnt = 0, cap = 0, rc = DB_DONE, oom = 0;
   *out = NULL;
   *n = 0;
   while ((limit < 1 || cnt < limit) && (rc = db_step(s)) == DB_ROW) {
-    char *grown = store_grow(arr, &cap, cnt, elem, 16);
+    /* a list of at most limit rows (store_one: 1) starts no larger than that */
+    char *grown = store_grow(arr, &cap, cnt, elem, limit > 0 && limit < 16 ? limit : 16);
     if (!grown) {
-      log_error("%s: out of memory", what);
-      free(arr);
-      db_reset(s);
-      return STORE_ERROR;
+      oom = 1;
+      break;
     }
     arr = grown;
     memset(arr + (size_t)cnt * elem, 0, elem);
-    store_fields_read(s, 0, defs, 0, arr + (size_t)cnt++ * elem);
+    if (read(ctx, s, arr + (size_t)cnt * elem) < 0) {
+      if (fini) fini(arr + (size_t)cnt * elem);
+      oom = 1;
+      break;
+    }
+    cnt++;
   }
   db_reset(s);
-  if (rc != DB_DONE && rc != DB_ROW) {
-    log_error("%s: %s", what, db_errmsg(c));
+  if (oom || (rc != DB_DONE && rc != DB_ROW)) {
+    if (oom)
+      log_error("%s: out of memory", what);
+    else
+      log_error("%s: %s", what, db_errmsg(c));
+    for (int i = 0; fini && i < cnt; i++)
+      fini(arr + (size_t)i * elem);
     free(arr);
     return STORE_ERROR;
   }
   *out = arr;
   *n = cnt;
   return STORE_OK;
+}
+
+int store_read_fields(const void *defs, struct db_stmt *s, void *rec) {
+  store_fields_read(s, 0, defs, 0, rec);
+  return 0;
+}
+
+enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
+                              size_t elem, int limit, void **out, int *n, const char *what) {
+  return store_list_read(c, s, elem, limit, store_read_fields, defs, NULL, out, n, what);
+}
+
+static const struct field_def id_column[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, .offset = 0, .size = sizeof(int64_t)},
+    {.name = NULL},
+};
+
+enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
+                             const char *what) {
+  return store_rows_read(c, s, id_column, sizeof **ids, limit, (void **)ids, n, what);
 }
 
 static pthread_mutex_t sql_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -149,4 +196,122 @@ const char *store_sql(struct store_sql *q, const char *head, const struct field_
   pthread_mutex_unlock(&sql_mu);
   if (!text) log_error("a statement built from a field table does not fit: %s...%s", head, tail);
   return text;
+}
+
+/* ---- statements in one call ---- */
+
+int store_bindv(struct db_stmt *s, int idx, const char *types, va_list ap) {
+  for (const char *t = types; *t; t++, idx++) {
+    switch (*t) {
+    case 'i':
+      db_bind_int(s, idx, va_arg(ap, int));
+      break;
+    case 'I':
+      db_bind_i64(s, idx, va_arg(ap, int64_t));
+      break;
+    case 'P': {
+      int64_t v = va_arg(ap, int64_t);
+      if (v > 0)
+        db_bind_i64(s, idx, v);
+      else
+        db_bind_null(s, idx);
+      break;
+    }
+    case 't':
+    case 'z': {
+      const char *v = va_arg(ap, const char *);
+      if (v && (*t == 't' || *v))
+        db_bind_text(s, idx, v);
+      else
+        db_bind_null(s, idx);
+      break;
+    }
+    default:
+      assert(!"store_bind: unknown type letter");
+      break;
+    }
+  }
+  return idx;
+}
+
+int store_bind(struct db_stmt *s, int idx, const char *types, ...) {
+  va_list ap;
+  va_start(ap, types);
+  idx = store_bindv(s, idx, types, ap);
+  va_end(ap);
+  return idx;
+}
+
+int store_exec(struct db_conn *c, const char *what, const char *sql, const char *types, ...) {
+  struct db_stmt *s = db_prep(c, sql);
+  va_list ap;
+  if (!s) return -1;
+  va_start(ap, types);
+  store_bindv(s, 1, types, ap);
+  va_end(ap);
+  return store_step_done(c, s, what);
+}
+
+int store_each(struct db_conn *c, struct db_stmt *s, const char *what,
+               int (*row)(void *arg, struct db_stmt *s), void *arg) {
+  int rc;
+  while ((rc = db_step(s)) == DB_ROW)
+    if (row(arg, s) != 0) {
+      rc = DB_DONE;
+      break;
+    }
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("%s: %s", what, db_errmsg(c));
+    return -1;
+  }
+  return 0;
+}
+
+enum store_rc store_one(struct db_conn *c, struct db_stmt *s, size_t size,
+                        int (*read)(const void *ctx, struct db_stmt *s, void *rec), const void *ctx,
+                        void (*fini)(void *rec), void *dst, const char *what) {
+  void *arr = NULL;
+  int n = 0;
+  enum store_rc rc = store_list_read(c, s, size, 1, read, ctx, fini, &arr, &n, what);
+  memset(dst, 0, size);
+  if (rc != STORE_OK) return rc;
+  if (n == 1) {
+    memcpy(dst, arr, size);
+    explicit_bzero(arr, size); /* a record may hold a secret */
+  }
+  free(arr);
+  return n == 1 ? STORE_OK : STORE_NOT_FOUND;
+}
+
+enum store_rc store_select(struct store *st, struct store_sql *q, const struct field_def *defs,
+                           const char *tail, size_t elem, int limit, void **out, int *n,
+                           const char *what, const char *types, ...) {
+  struct db_conn *c = store_reader(st);
+  const char *sql = c ? store_sql(q, "SELECT ", defs, tail) : NULL;
+  struct db_stmt *s = sql ? db_prep(c, sql) : NULL;
+  va_list ap;
+  *out = NULL;
+  *n = 0;
+  if (!s) return STORE_ERROR;
+  va_start(ap, types);
+  store_bindv(s, 1, types, ap);
+  va_end(ap);
+  return store_rows_read(c, s, defs, elem, limit, out, n, what);
+}
+
+enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int returning,
+                                const char *field, char *conflict, size_t clen, const char *what) {
+  int rc = db_step(s);
+  if (rc == (returning ? DB_ROW : DB_DONE)) {
+    if (!returning) db_reset(s);
+    return STORE_OK;
+  }
+  db_reset(s);
+  if (db_err(c) == DB_E_UNIQUE) {
+    snprintf(conflict, clen, "%s", field);
+    return STORE_CONFLICT;
+  }
+  log_error("%s: %s", what, db_errmsg(c));
+  return STORE_ERROR;
 }

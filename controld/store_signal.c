@@ -8,8 +8,8 @@
 
 #include "log.h"
 #include "sigmsg.h"
+#include "store_core.h"
 #include "store_events.h"
-#include "store_int.h"
 #include "store_pub.h"
 #include "store_tokens.h"
 
@@ -47,7 +47,8 @@ void store_gen_observe(struct store *st, int64_t gen) {
   }
 }
 
-int store_signal_locked(struct store *st, const char *channel, const char *payload) {
+int store_signal_locked(struct store_tx *tx, const char *channel, const char *payload) {
+  struct store *st = store_tx_store(tx);
   static const char sql[] = "SELECT pg_notify(?, ?)";
   struct db_stmt *s;
   if (db_kind(st->w) != DB_PG) return 0;
@@ -58,20 +59,21 @@ int store_signal_locked(struct store *st, const char *channel, const char *paylo
   return store_defer(st->w, s, "sending a notification");
 }
 
-static int store_signal_commit_locked(struct store *st) {
+static int store_signal_commit_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   char payload[SIGNAL_PAYLOAD_MAX];
   if (db_kind(st->w) != DB_PG) return 0;
   if (st->tx_gen > 0) {
-    int64_t seq = store_pub_pending_locked(st) > 0 ? store_pub_pending_locked(st) : 0;
+    int64_t seq = store_pub_pending_locked(tx) > 0 ? store_pub_pending_locked(tx) : 0;
     if (sigmsg_pub_format(payload, sizeof payload, seq, st->tx_gen) < 0 ||
-        store_signal_locked(st, sigmsg_channel(SIGNAL_PUB), payload) < 0)
+        store_signal_locked(tx, sigmsg_channel(SIGNAL_PUB), payload) < 0)
       return -1;
   }
   if (store_tokens_removed_pending(st) &&
-      store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
+      store_signal_locked(tx, sigmsg_channel(SIGNAL_INVAL), "tokens") < 0)
     return -1;
-  if (store_events_pending_locked(st) &&
-      store_signal_locked(st, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
+  if (store_events_pending_locked(tx) &&
+      store_signal_locked(tx, sigmsg_channel(SIGNAL_INVAL), "events") < 0)
     return -1;
   return 0;
 }
@@ -131,9 +133,9 @@ const char *store_listener_errmsg(struct store_listener *l) {
 
 /* ---- the transaction participant ---- */
 
-static int signal_before_commit(struct store *st, void *state) {
+static int signal_before_commit(struct store_tx *tx, void *state) {
   (void)state;
-  return store_signal_commit_locked(st);
+  return store_signal_commit_locked(tx);
 }
 
 static void signal_committed(struct store *st, void *state) {

@@ -1,6 +1,6 @@
 /* store_signal — the store's side of the signals between replicas (signals.h): the caches a
    notification invalidates, and the dedicated listening connection. Only signals.c uses the
-   listener; NOTIFY is sent by the store itself inside the transactions (store_int.h
+   listener; NOTIFY is sent by the store itself inside the transactions (store_core.h
    store_signal_locked). */
 #ifndef CDNCA_STORE_SIGNAL_H
 #define CDNCA_STORE_SIGNAL_H
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct store;
+struct store_tx;
 struct store_listener;
 
 /* 1 when the store is on PostgreSQL, where several replicas may share the database. */
@@ -49,7 +50,7 @@ const char *store_listener_errmsg(struct store_listener *l);
 /* Inside a write transaction (PostgreSQL; a no-op returning 0 on SQLite): NOTIFY channel with
    payload, delivered to every listening replica when the transaction commits, never if it rolls
    back. 0 or -1 (the transaction has failed). */
-int store_signal_locked(struct store *st, const char *channel, const char *payload);
+int store_signal_locked(struct store_tx *tx, const char *channel, const char *payload);
 
 /* Add the participant that, just before each COMMIT, sends the notifications the transaction owes
    (cdnca_pub "seq=… gen=…" for an ordered one, cdnca_inval "tokens" when tokens were removed and

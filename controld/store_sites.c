@@ -8,7 +8,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_pub.h"
 #include "store_sites.h"
 
@@ -45,7 +45,9 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
   memset(o, 0, sizeof *o);
   o->id = db_col_i64(s, 0);
   store_col_text(s, 1, o->name, sizeof o->name);
-  store_col_text(s, 2, o->failback, sizeof o->failback);
+  o->failback = health_failback_from_string(db_col_text(s, 2), &o->failback) == 0
+                    ? o->failback
+                    : HEALTH_FAILBACK_AUTO;
   o->failback_hold_ms = db_col_i64(s, 3);
   o->hc_enabled = db_col_int(s, 4);
   store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
@@ -525,11 +527,6 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   return STORE_OK;
 }
 
-/* Is this a UNIQUE-constraint failure on the writer? */
-static int is_unique_violation(struct store *st) {
-  return db_err(st->w) == DB_E_UNIQUE;
-}
-
 /* PostgreSQL: every hostname of s in one statement, sent ahead (db_prefetch) so it can share a
    round trip with the next statement; NULL on failure. hostnames_pg_read reads its answer. */
 static struct db_stmt *hostnames_pg_send(struct store *st, const struct site_rec *s) {
@@ -598,22 +595,15 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
     return q ? hostnames_pg_read(st, q, s, conflict, clen) : STORE_ERROR;
   }
   for (int i = 0; i < s->n_hostnames; i++) {
+    char field[32];
+    enum store_rc rc;
     q = db_prep(st->w, ins);
     if (!q) return STORE_ERROR;
-    db_bind_text(q, 1, s->hostnames[i]);
-    db_bind_i64(q, 2, s->id);
-    db_bind_int(q, 3, i);
-    if (db_step(q) != DB_DONE) {
-      int uniq = is_unique_violation(st);
-      db_reset(q);
-      if (uniq) {
-        snprintf(conflict, clen, "hostnames[%d]", i);
-        return STORE_CONFLICT;
-      }
-      log_error("inserting hostname: %s", db_errmsg(st->w));
-      return STORE_ERROR;
-    }
-    db_reset(q);
+    store_bind(q, 1, "tIi", s->hostnames[i], s->id, i);
+    snprintf(field, sizeof field, "hostnames[%d]", i);
+    if ((rc = store_step_unique(st->w, q, 0, field, conflict, clen, "inserting a hostname")) !=
+        STORE_OK)
+      return rc;
   }
   return STORE_OK;
 }
@@ -634,7 +624,7 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   }
   o->id = db_col_i64(q, 0);
   db_reset(q);
-  memcpy(o->health, "unknown", 8);
+  o->health = HEALTH_UNKNOWN;
   return STORE_OK;
 }
 
@@ -678,7 +668,7 @@ static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
   for (int i = 0; i < n; i++) {
     s->origins[i].id = ids[i];
     s->origins[i].created_at = now;
-    memcpy(s->origins[i].health, "unknown", 8);
+    s->origins[i].health = HEALTH_UNKNOWN;
   }
   ret = STORE_OK;
 out:
@@ -696,7 +686,7 @@ static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
   char *opts = hcheck_to_text(&s->hc);
   format_status_list(s, list, sizeof list);
   db_bind_text(q, 1, s->name);
-  db_bind_text(q, 2, s->failback);
+  db_bind_text(q, 2, health_failback_to_string(s->failback));
   db_bind_i64(q, 3, s->failback_hold_ms);
   db_bind_int(q, 4, s->hc_enabled);
   db_bind_text(q, 5, s->hc_path);
@@ -726,7 +716,8 @@ static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
 }
 
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
-static int bump_revision_locked(struct store *st, int64_t site_id) {
+static int bump_revision_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   if (!s) return -1;
@@ -734,7 +725,8 @@ static int bump_revision_locked(struct store *st, int64_t site_id) {
   return store_step_done(st->w, s, "bumping revision");
 }
 
-enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision) {
+enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT revision FROM sites WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int rc;
@@ -769,8 +761,9 @@ static int write_retry_levels(struct store *st, const struct site_rec *s) {
   return store_step_done(st->w, q, "writing node_retry levels");
 }
 
-enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
       "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
@@ -793,17 +786,10 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   db_bind_i64(q, 20, now);
   db_bind_i64(q, 21, now);
   bind_retry_levels(q, s, 22);
-  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("inserting site: %s", db_errmsg(st->w));
-    }
-    goto fail;
-  }
+  /* RETURNING: the id without a second round trip */
+  rc = store_step_unique(st->w, q, 1, "name", conflict, clen, "inserting a site");
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
   s->id = db_col_i64(q, 0);
   db_reset(q);
   /* PostgreSQL: the hostnames go out with the origins, in one round trip */
@@ -826,7 +812,7 @@ enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, cha
   if (hq && (rc = hostnames_pg_read(st, hq, s, conflict, clen)) != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (orc != STORE_OK) goto fail;
-  if (store_publish_locked(st, s->id, "created", 0) < 0) goto fail;
+  if (store_publish_locked(tx, s->id, "created", 0) < 0) goto fail;
   s->config_version = 1;
   s->created_at = s->updated_at = now;
   return STORE_OK;
@@ -835,12 +821,14 @@ fail:
 }
 
 enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_create_locked(st, s, conflict, clen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_create_locked(tx, s, conflict, clen));
 }
 
-enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
+  struct store *st = store_tx_store(tx);
   static const char upd[] =
       "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
       "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
@@ -857,18 +845,9 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
     goto fail;
   }
   db_bind_i64(q, 19, s->id);
-  if (db_step(q) != DB_DONE) {
-    int uniq = is_unique_violation(st);
-    db_reset(q);
-    if (uniq) {
-      snprintf(conflict, clen, "name");
-      rc = STORE_CONFLICT;
-    } else {
-      log_error("updating site %lld: %s", (long long)s->id, db_errmsg(st->w));
-    }
-    goto fail;
-  }
-  db_reset(q);
+  rc = store_step_unique(st->w, q, 0, "name", conflict, clen, "updating a site");
+  if (rc != STORE_OK) goto fail;
+  rc = STORE_ERROR;
   if (db_changes(st->w) == 0) {
     rc = STORE_NOT_FOUND;
     goto fail;
@@ -877,23 +856,25 @@ enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, cha
   rc = write_hostnames(st, s, conflict, clen, 0);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
-  if (store_publish_locked(st, s->id, "updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, s->id) < 0) goto fail;
+  if (store_publish_locked(tx, s->id, "updated", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_update_locked(st, s, conflict, clen));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_update_locked(tx, s, conflict, clen));
 }
 
 /* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
    origin_id 0), before the origin or the site is deleted: on PostgreSQL verdicts carry no foreign
    keys (schema/pg/0010), so nothing deletes them by cascade. Verdicts go by origin, through the
    index on verdicts (origin_id, id). */
-static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+static int drop_origin_rows_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id) {
+  struct store *st = store_tx_store(tx);
   static const char *const q[2][2] = {
       {"DELETE FROM node_observations WHERE site_id = ?",
        "DELETE FROM verdicts WHERE origin_id IN (SELECT id FROM origins WHERE site_id = ?)"},
@@ -908,11 +889,12 @@ static int drop_origin_rows_locked(struct store *st, int64_t site_id, int64_t or
   return 0;
 }
 
-enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
+enum store_rc store_site_delete_locked(struct store_tx *tx, int64_t id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM sites WHERE id = ?";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
-  if (drop_origin_rows_locked(st, id, 0) < 0) goto fail; /* while its origins are there */
+  if (drop_origin_rows_locked(tx, id, 0) < 0) goto fail; /* while its origins are there */
   q = db_prep(st->w, del);
   if (!q) goto fail;
   db_bind_i64(q, 1, id);
@@ -921,19 +903,21 @@ enum store_rc store_site_delete_locked(struct store *st, int64_t id) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (store_publish_locked(st, id, "deleted", 1) < 0) goto fail;
+  if (store_publish_locked(tx, id, "deleted", 1) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_site_delete(struct store *st, int64_t id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_site_delete_locked(st, id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_site_delete_locked(tx, id));
 }
 
 /* 1 when the site exists (writer connection, inside a transaction). */
-static int site_exists_locked(struct store *st, int64_t site_id) {
+static int site_exists_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT 1 FROM sites WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int rc;
@@ -945,7 +929,8 @@ static int site_exists_locked(struct store *st, int64_t site_id) {
 }
 
 /* Number of origins of a site on the writer, or -1. */
-static int origin_count_locked(struct store *st, int64_t site_id) {
+static int origin_count_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
   static const char q[] = "SELECT COUNT(*) FROM origins WHERE site_id = ?";
   struct db_stmt *s = db_prep(st->w, q);
   int n = -1;
@@ -956,34 +941,37 @@ static int origin_count_locked(struct store *st, int64_t site_id) {
   return n;
 }
 
-enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o) {
+enum store_rc store_origin_add_locked(struct store_tx *tx, struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   enum store_rc rc = STORE_ERROR;
   int count;
-  if (!site_exists_locked(st, o->site_id)) {
+  if (!site_exists_locked(tx, o->site_id)) {
     rc = STORE_NOT_FOUND;
     goto fail;
   }
   /* counted under the writer lock, so concurrent adds cannot pass the cap together */
-  count = origin_count_locked(st, o->site_id);
+  count = origin_count_locked(tx, o->site_id);
   if (count < 0) goto fail;
   if (count >= SITE_MAX_ORIGINS) {
     rc = STORE_LIMIT;
     goto fail;
   }
   if (insert_origin(st, o) != STORE_OK) goto fail;
-  if (store_publish_locked(st, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  if (store_publish_locked(tx, o->site_id, "origin_added", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_add_locked(st, o));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_add_locked(tx, o));
 }
 
-enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o) {
+enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o) {
+  struct store *st = store_tx_store(tx);
   const struct origin_sql *osq = origin_sql();
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
@@ -999,19 +987,21 @@ enum store_rc store_origin_update_locked(struct store *st, const struct origin_r
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (store_publish_locked(st, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (bump_revision_locked(st, o->site_id) < 0) goto fail;
+  if (store_publish_locked(tx, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_update_locked(st, o));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_update_locked(tx, o));
 }
 
-enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id) {
+enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id) {
+  struct store *st = store_tx_store(tx);
   static const char del[] = "DELETE FROM origins WHERE id = ? AND site_id = ?";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
@@ -1024,20 +1014,22 @@ enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int6
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (drop_origin_rows_locked(st, site_id, origin_id) < 0) goto fail;
-  if (store_publish_locked(st, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (bump_revision_locked(st, site_id) < 0) goto fail;
+  if (drop_origin_rows_locked(tx, site_id, origin_id) < 0) goto fail;
+  if (store_publish_locked(tx, site_id, "origin_deleted", 0) < 0) goto fail;
+  if (bump_revision_locked(tx, site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
 }
 
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id) {
-  if (store_tx_begin(st) < 0) return STORE_ERROR;
-  return store_tx_end(st, store_origin_delete_locked(st, site_id, origin_id));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return STORE_ERROR;
+  return store_tx_end(tx, store_origin_delete_locked(tx, site_id, origin_id));
 }
 
-enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out) {
+enum store_rc store_site_get_locked(struct store_tx *tx, int64_t id, struct site_rec *out) {
+  struct store *st = store_tx_store(tx);
   return store_site_load(st->w, id, out);
 }
 

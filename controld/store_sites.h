@@ -43,19 +43,19 @@ enum store_rc store_origin_update(struct store *st, const struct origin_rec *o);
 enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t origin_id);
 
 /* The same, inside a store_op (the writer connection; the caller's transaction). */
-enum store_rc store_site_get_locked(struct store *st, int64_t id, struct site_rec *out);
-enum store_rc store_site_create_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_get_locked(struct store_tx *tx, int64_t id, struct site_rec *out);
+enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen);
-enum store_rc store_site_update_locked(struct store *st, struct site_rec *s, char *conflict,
+enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen);
-enum store_rc store_site_delete_locked(struct store *st, int64_t id);
+enum store_rc store_site_delete_locked(struct store_tx *tx, int64_t id);
 /* STORE_LIMIT when the site already has SITE_MAX_ORIGINS origins (counted in the transaction). */
-enum store_rc store_origin_add_locked(struct store *st, struct origin_rec *o);
-enum store_rc store_origin_update_locked(struct store *st, const struct origin_rec *o);
-enum store_rc store_origin_delete_locked(struct store *st, int64_t site_id, int64_t origin_id);
+enum store_rc store_origin_add_locked(struct store_tx *tx, struct origin_rec *o);
+enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o);
+enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id);
 
 /* The site's revision (inside a store_op). */
-enum store_rc store_site_revision_locked(struct store *st, int64_t site_id, int64_t *revision);
+enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision);
 
 /* Up to limit site ids > after, ascending, into ids[]; *n of them. */
 enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);

@@ -11,7 +11,7 @@
 
 #include "log.h"
 #include "sigmsg.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_signal.h"
 
 #define PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -110,9 +110,15 @@ static int64_t fence_epoch(struct store *st) {
   return e;
 }
 
-/* The round id as a notification payload. */
-static void round_payload(char *out, size_t cap, int64_t round_id) {
-  snprintf(out, cap, "%" PRId64, round_id);
+/* Run s, the bound insert of round_id's rows, then notify kind with the round id as payload
+   (sent by the transaction, delivered at its commit). 0 or -1. */
+static int insert_and_signal(struct store_tx *tx, struct db_stmt *s, const char *what,
+                             enum signal_kind kind, int64_t round_id) {
+  struct store *st = store_tx_store(tx);
+  char payload[32];
+  if (store_step_done(st->w, s, what) < 0) return -1;
+  snprintf(payload, sizeof payload, "%" PRId64, round_id);
+  return store_signal_locked(tx, sigmsg_channel(kind), payload) < 0 ? -1 : 0;
 }
 
 void store_tasks_free(struct store_task *t, int n) {
@@ -125,9 +131,9 @@ void store_tasks_free(struct store_task *t, int n) {
 enum store_rc store_tasks_round_open(struct store *st, int64_t round_id, int64_t deadline_in_ms,
                                      const char *tasks_json) {
   struct db_stmt *s;
-  char payload[32];
   enum store_rc rc = STORE_ERROR;
-  if (store_tx_begin_engine(st, 0) < 0) return STORE_ERROR;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return STORE_ERROR;
   s = db_prep(st->w, DIALECT(st->w, sql_open));
   if (!s) goto out;
   db_bind_i64(s, 1, round_id);
@@ -147,16 +153,15 @@ enum store_rc store_tasks_round_open(struct store *st, int64_t round_id, int64_t
   if (!s) goto out;
   db_bind_i64(s, 1, round_id);
   db_bind_text(s, 2, tasks_json);
-  if (store_step_done(st->w, s, "recording a round's probe tasks") < 0) goto out;
-  round_payload(payload, sizeof payload, round_id);
-  if (store_signal_locked(st, sigmsg_channel(SIGNAL_TASKS), payload) < 0) goto out;
+  if (insert_and_signal(tx, s, "recording a round's probe tasks", SIGNAL_TASKS, round_id) < 0)
+    goto out;
   rc = STORE_OK;
 out:
   if (rc != STORE_OK) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     return rc;
   }
-  return store_tx_commit(st) < 0 ? STORE_ERROR : STORE_OK;
+  return store_tx_commit(tx) < 0 ? STORE_ERROR : STORE_OK;
 }
 
 int64_t store_tasks_next_round_id(struct store *st) {
@@ -217,7 +222,8 @@ int store_tasks_take(struct store *st, int64_t node_id, int64_t *round_id, int64
   step = db_step(s);
   db_reset(s);
   if (step != DB_ROW) return step == DB_DONE ? 0 : -1;
-  if (store_tx_begin_unordered(st) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_unordered(st);
+  if (!tx) return -1;
   s = db_prep(st->w, DIALECT(st->w, sql_take_round));
   if (!s) goto out;
   db_bind_i64(s, 1, node_id);
@@ -258,11 +264,11 @@ int store_tasks_take(struct store *st, int64_t node_id, int64_t *round_id, int64
   rc = cnt > 0;
 out:
   if (rc < 0 || cnt == 0) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     store_tasks_free(out, cnt);
     return rc;
   }
-  if (store_tx_commit(st) < 0) {
+  if (store_tx_commit(tx) < 0) {
     store_tasks_free(out, cnt);
     return -1;
   }
@@ -308,8 +314,9 @@ enum tasks_vote_rc store_tasks_vote(struct store *st, int64_t node_id, int64_t r
   struct db_stmt *s;
   int64_t *mine = NULL;
   int nm = 0, cap = 0, step;
-  char *json = NULL, payload[32];
-  if (store_tx_begin_unordered(st) < 0) return TASKS_VOTE_ERROR;
+  char *json = NULL;
+  struct store_tx *tx = store_tx_begin_unordered(st);
+  if (!tx) return TASKS_VOTE_ERROR;
   s = db_prep(st->w, DIALECT(st->w, sql_vote_lock));
   if (!s) goto out;
   db_bind_i64(s, 1, round_id);
@@ -345,19 +352,17 @@ enum tasks_vote_rc store_tasks_vote(struct store *st, int64_t node_id, int64_t r
     db_bind_i64(s, 1, round_id);
     db_bind_i64(s, 2, node_id);
     db_bind_text(s, 3, json);
-    if (store_step_done(st->w, s, "recording probe votes") < 0) goto out;
-    round_payload(payload, sizeof payload, round_id);
-    if (store_signal_locked(st, sigmsg_channel(SIGNAL_VOTES), payload) < 0) goto out;
+    if (insert_and_signal(tx, s, "recording probe votes", SIGNAL_VOTES, round_id) < 0) goto out;
   }
   rc = TASKS_VOTE_OK;
 out:
   free(mine);
   free(json);
   if (rc != TASKS_VOTE_OK) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     return rc;
   }
-  return store_tx_commit(st) < 0 ? TASKS_VOTE_ERROR : TASKS_VOTE_OK;
+  return store_tx_commit(tx) < 0 ? TASKS_VOTE_ERROR : TASKS_VOTE_OK;
 }
 
 int64_t store_tasks_vote_count(struct store *st, int64_t round_id) {
@@ -377,7 +382,8 @@ int store_tasks_round_close(struct store *st, int64_t round_id, struct task_vote
   int cnt = 0, cap = 0, step, ok = 0;
   *votes = NULL;
   *n = 0;
-  if (store_tx_begin_engine(st, 0) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return -1;
   s = db_prep(st->w, sql_close);
   if (!s) goto out;
   db_bind_i64(s, 1, round_id);
@@ -407,11 +413,11 @@ int store_tasks_round_close(struct store *st, int64_t round_id, struct task_vote
   ok = step == DB_DONE;
 out:
   if (!ok) {
-    store_tx_rollback(st);
+    store_tx_rollback(tx);
     free(out);
     return -1;
   }
-  if (store_tx_commit(st) < 0) {
+  if (store_tx_commit(tx) < 0) {
     free(out);
     return -1;
   }
@@ -424,16 +430,17 @@ out:
 static int engine_write(struct store *st, const char *sql, int64_t arg, const char *what) {
   struct db_stmt *s;
   int64_t changed;
-  if (store_tx_begin_engine(st, 0) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return -1;
   s = db_prep(st->w, sql);
   if (!s) goto fail;
   db_bind_i64(s, 1, arg);
   if (store_step_done(st->w, s, what) < 0) goto fail;
   changed = db_changes(st->w);
-  if (store_tx_commit(st) < 0) return -1;
+  if (store_tx_commit(tx) < 0) return -1;
   return (int)changed;
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }
 
@@ -456,7 +463,8 @@ int store_tasks_round_state(struct store *st, int64_t round_id, char *out, int c
 int store_tasks_prune(struct store *st, int64_t keep_ms) {
   const char *sqls[3];
   int64_t removed = 0;
-  if (store_tx_begin_engine(st, 0) < 0) return -1;
+  struct store_tx *tx = store_tx_begin_engine(st, 0);
+  if (!tx) return -1;
   sqls[0] = DIALECT(st->w, sql_prune_votes);
   sqls[1] = DIALECT(st->w, sql_prune_tasks);
   sqls[2] = DIALECT(st->w, sql_prune_rounds);
@@ -467,9 +475,9 @@ int store_tasks_prune(struct store *st, int64_t keep_ms) {
     if (store_step_done(st->w, s, "pruning old probe rounds") < 0) goto fail;
     removed = db_changes(st->w);
   }
-  if (store_tx_commit(st) < 0) return -1;
+  if (store_tx_commit(tx) < 0) return -1;
   return (int)removed;
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }

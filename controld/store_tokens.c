@@ -9,7 +9,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* The tokens feature's state: the cache of tokens seen valid, by hash (cleared whenever a token
    may have been removed), and whether the open transaction removed any (under the writer lock). */
@@ -159,7 +159,8 @@ int store_admin_token_set(struct store *st, const char *hash) {
       "ON CONFLICT (hash) DO UPDATE SET name = excluded.name, role = 'admin', expires_at = NULL "
       "WHERE tokens.kind = 'admin'";
   struct db_stmt *s;
-  if (store_tx_begin(st) < 0) return -1;
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return -1;
   s = db_prep(st->w, del);
   if (!s) goto fail;
   db_bind_text(s, 1, hash);
@@ -170,11 +171,11 @@ int store_admin_token_set(struct store *st, const char *hash) {
   db_bind_i64(s, 2, clock_wall_ms());
   if (store_step_done(st->w, s, "storing the bootstrap token") < 0) goto fail;
   ts->clear_pending = 1; /* other replicas clear their token caches too */
-  if (store_tx_commit(st) < 0) return -1;
+  if (store_tx_commit(tx) < 0) return -1;
   store_token_cache_clear(st); /* after the commit: no lookup can re-cache a removed token */
   return 0;
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }
 
@@ -191,7 +192,8 @@ int store_admin_token_ensure(struct store *st, const char *hash) {
   const char *const steps[] = {ins, ins_named};
   struct db_stmt *s;
   int found = 0;
-  if (store_tx_begin(st) < 0) return -1;
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return -1;
   for (size_t i = 0; i < sizeof steps / sizeof *steps && !found; i++) {
     s = db_prep(st->w, steps[i]);
     if (!s) goto fail;
@@ -208,13 +210,15 @@ int store_admin_token_ensure(struct store *st, const char *hash) {
     log_error("the admin token could not be stored (its hash belongs to a node token?)");
     goto fail;
   }
-  return store_tx_commit(st);
+  return store_tx_commit(tx);
 fail:
-  store_tx_rollback(st);
+  store_tx_rollback(tx);
   return -1;
 }
 
-enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash) {
+enum store_rc store_token_create_locked(struct store_tx *tx, struct token_rec *t,
+                                        const char *hash) {
+  struct store *st = store_tx_store(tx);
   static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
                             "VALUES ('admin', ?, ?, ?, ?, ?)";
   struct db_stmt *s = db_prep(st->w, ins);
@@ -246,9 +250,9 @@ struct create_arg {
   const char *hash;
 };
 
-static enum store_rc create_fn(struct store *st, void *arg) {
+static enum store_rc create_fn(struct store_tx *tx, void *arg) {
   struct create_arg *a = arg;
-  return store_token_create_locked(st, a->t, a->hash);
+  return store_token_create_locked(tx, a->t, a->hash);
 }
 
 enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash) {
@@ -270,19 +274,14 @@ static const struct field_def token_fields[] = {
 
 enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec **out, int *n) {
   static struct store_sql q;
-  struct db_conn *c = store_reader(st);
-  const char *sql = store_sql(&q, "SELECT ", token_fields,
-                              " FROM tokens WHERE kind = 'admin' "
-                              "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id");
-  struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
-  *out = NULL;
-  *n = 0;
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, now);
-  return store_rows_read(c, s, token_fields, sizeof **out, 0, (void **)out, n, "listing tokens");
+  return store_select(st, &q, token_fields,
+                      " FROM tokens WHERE kind = 'admin' "
+                      "AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
+                      sizeof **out, 0, (void **)out, n, "listing tokens", "I", now);
 }
 
-enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
+enum store_rc store_token_delete_locked(struct store_tx *tx, int64_t id) {
+  struct store *st = store_tx_store(tx);
   struct tokens_state *ts = tokens_of(st);
   static const char del[] = "DELETE FROM tokens WHERE id = ? AND kind = 'admin'";
   struct db_stmt *s = db_prep(st->w, del);
@@ -294,8 +293,8 @@ enum store_rc store_token_delete_locked(struct store *st, int64_t id) {
   return STORE_OK;
 }
 
-static enum store_rc delete_fn(struct store *st, void *arg) {
-  return store_token_delete_locked(st, *(int64_t *)arg);
+static enum store_rc delete_fn(struct store_tx *tx, void *arg) {
+  return store_token_delete_locked(tx, *(int64_t *)arg);
 }
 
 enum store_rc store_token_delete(struct store *st, int64_t id) {
@@ -334,7 +333,8 @@ int store_token_put(struct store *st, int kind, const char *hash, int64_t node_i
       "ON CONFLICT (hash) DO NOTHING";
   struct db_stmt *s;
   int rc = -1;
-  if (store_tx_begin(st) < 0) return -1;
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return -1;
   s = db_prep(st->w, sql);
   if (!s) goto out;
   db_bind_text(s, 1, kind == STORE_TOKEN_ADMIN ? "admin" : "node");
@@ -343,8 +343,8 @@ int store_token_put(struct store *st, int kind, const char *hash, int64_t node_i
   db_bind_i64(s, 4, clock_wall_ms());
   rc = store_step_done(st->w, s, "storing token");
 out:
-  if (rc == 0) return store_tx_commit(st);
-  store_tx_rollback(st);
+  if (rc == 0) return store_tx_commit(tx);
+  store_tx_rollback(tx);
   return -1;
 }
 
@@ -390,7 +390,8 @@ int store_tokens_attach(struct store *st) {
   return 0;
 }
 
-void store_tokens_removed_locked(struct store *st) {
+void store_tokens_removed_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   tokens_of(st)->clear_pending = 1;
 }
 

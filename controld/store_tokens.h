@@ -45,7 +45,7 @@ int store_token_auth(struct store *st, const char *hash, int64_t now, struct tok
 enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash);
 
 /* The same inside a store_op. */
-enum store_rc store_token_create_locked(struct store *st, struct token_rec *t, const char *hash);
+enum store_rc store_token_create_locked(struct store_tx *tx, struct token_rec *t, const char *hash);
 
 /* API token id as listed; STORE_NOT_FOUND for none (or a node token). */
 enum store_rc store_token_get(struct store *st, int64_t id, struct token_rec *out);
@@ -58,7 +58,7 @@ enum store_rc store_token_list(struct store *st, int64_t now, struct token_rec *
 enum store_rc store_token_delete(struct store *st, int64_t id);
 
 /* The same inside a store_op: the cache is cleared when the transaction commits. */
-enum store_rc store_token_delete_locked(struct store *st, int64_t id);
+enum store_rc store_token_delete_locked(struct store_tx *tx, int64_t id);
 
 /* Store a token hash of a kind (node_id for node tokens, else 0); an existing hash is kept. 0 or
  * -1. */
@@ -87,7 +87,7 @@ int store_tokens_attach(struct store *st);
 
 /* Inside a write transaction: tokens were removed; the token cache is cleared when it commits
    (and other replicas are told to clear theirs). */
-void store_tokens_removed_locked(struct store *st);
+void store_tokens_removed_locked(struct store_tx *tx);
 
 /* Inside a write transaction: 1 when it removed tokens. */
 int store_tokens_removed_pending(struct store *st);

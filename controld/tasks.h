@@ -1,9 +1,10 @@
 /* tasks — the board of probe tasks handed to nodes each round and the votes they send back
    (thread-safe).
 
-   Two homes for the board, one contract. With SQLite (one process) rounds, tasks and votes live
-   in this process's memory. In cluster mode (tasks_use_store) they live in the database
-   (store_tasks.h), so a node may poll tasks and post votes on any replica: the engine's
+   Two homes for the board, one contract, picked when the board is made (tasks_new; the homes sit
+   behind an ops table, tasks_core.h). With SQLite (one process) rounds, tasks and votes live in
+   this process's memory. In cluster mode they live in the database (store_tasks.h), so a node
+   may poll tasks and post votes on any replica: the engine's
    tasks_round_open inserts the round and NOTIFYs cdnca_tasks; every replica's suspended task polls
    re-read the table when a cdnca_tasks notification arrives (tasks_signal) and at least every
    TASKS_DB_RECHECK_MS; votes are inserted under the open round's row lock and 409 once the round
@@ -37,12 +38,9 @@ struct store;
    "check": the probe options}. Caller cJSON_Delete's it; NULL on OOM. */
 cJSON *tasks_spec_json(const struct task_spec *t);
 
-/* New empty board; NULL on OOM. */
-struct task_board *tasks_new(void);
-
-/* Cluster mode: keep the board in st's tables from now on (call before any round or poll; st
-   must outlive the board). 0. */
-int tasks_use_store(struct task_board *b, struct store *st);
+/* New empty board: in memory when st is NULL, else (cluster mode) in st's tables (st must
+   outlive the board). NULL on OOM. */
+struct task_board *tasks_new(struct store *st);
 
 /* A signal_fn (signals.h) for SIGNAL_TASKS, SIGNAL_VOTES and SIGNAL_INVAL, arg = the board: a
    cdnca_tasks notification makes suspended polls re-read the table, a cdnca_votes one wakes the

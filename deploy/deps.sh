@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# Make sure the Debian packages cdnca builds and tests with are installed: installs them with
-# apt-get when run as root and something is missing, else says what to install. Sourced or run
-# by deploy/quickstart.sh and tests/run.sh. CDNCA_NO_INSTALL=1: only check.
+# The Debian packages cdnca runs and builds with. Installs the missing ones with apt-get when run
+# as root, else prints the apt-get line and exits 1 (CDNCA_NO_INSTALL=1: only check).
+#
+#   deploy/deps.sh            the daemons' run-time libraries (what the .deb packages depend on)
+#   deploy/deps.sh --build    and the compiler, cmake and the -dev packages (controld with its
+#                             PostgreSQL driver: libpq-dev)
+#   deploy/deps.sh --demo     and what deploy/quickstart.sh and the shell examples of README.md
+#                             and docs/ use: python3 (the demo origins), curl, jq
+#   deploy/deps.sh --cluster  and HAProxy and the PostgreSQL server binaries, for
+#                             deploy/cluster/demo.sh (it runs its own PostgreSQL and HAProxy)
+#
+# Options combine (quickstart.sh: --build --demo). No service is started or enabled: a server
+# package installed here is there for its binaries (deploy/pkgs.sh). What only the tests need
+# is in tests/deps.sh.
 set -euo pipefail
-# python3-jsonschema: the integration tests check every answer against controld/openapi.json
-pkgs=(build-essential cmake pkg-config python3 python3-jsonschema curl openssl ca-certificates
-      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libssl-dev libsystemd-dev
-      libpq-dev postgresql  # libpq: controld on PostgreSQL; the server: the tests' own clusters
-      nginx  # nginx: the reference proxy of the edge differential test
-      haproxy  # haproxy: the load balancer of the cluster demo (deploy/cluster/demo.sh)
-      jq)  # jq: the shell examples of README.md and docs/ take ids from earlier answers with it
-have() {
-  command -v cmake >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 &&
-    command -v python3 >/dev/null 2>&1 && python3 -c 'import jsonschema' >/dev/null 2>&1 &&
-    command -v curl >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 &&
-    command -v pkg-config >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] &&
-    [ -x /usr/sbin/haproxy ] &&
-    pkg-config --exists libmicrohttpd sqlite3 libcurl libcjson cmocka libcrypto libssl libsystemd libpq &&
-    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
-}
-if have; then exit 0; fi
-if [ "${CDNCA_NO_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "cdnca: installing build dependencies: ${pkgs[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-  have && exit 0
-fi
-echo "cdnca: missing build dependencies; install them with:" >&2
-echo "  apt-get install -y ${pkgs[*]}" >&2
-exit 1
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=deploy/pkgs.sh
+. "$here/pkgs.sh"
+
+pkgs=(libmicrohttpd12 libsqlite3-0 libcurl4 libcjson1 libssl3 libsystemd0 libpq5 ca-certificates)
+what="run-time libraries"
+for arg in "$@"; do
+  case "$arg" in
+  --build)
+    pkgs+=(build-essential cmake pkg-config libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
+           libcjson-dev libssl-dev libsystemd-dev libpq-dev)
+    what+=", build tools" ;;
+  --demo)
+    pkgs+=(python3 curl jq)
+    what+=", the demo's tools" ;;
+  --cluster)
+    pkgs+=(haproxy postgresql)
+    what+=", HAProxy and PostgreSQL" ;;
+  *)
+    echo "usage: deploy/deps.sh [--build] [--demo] [--cluster]" >&2
+    exit 2 ;;
+  esac
+done
+pkgs_install "$what" "${pkgs[@]}"

@@ -12,8 +12,33 @@ node_admin_port="${CDNCA_DEMO_NODE_ADMIN_PORT:-7401}"
 o1_port="${CDNCA_DEMO_ORIGIN1_PORT:-7501}"
 o2_port="${CDNCA_DEMO_ORIGIN2_PORT:-7502}"
 
+[ -n "${CDNCA_BUILD:-}" ] || "$top/deploy/deps.sh" --build --demo
+
+# every port must be free: on a taken one the demo would talk to whatever answers there
+taken="$(python3 - "$api_port" "$node_port" "$node_admin_port" "$o1_port" "$o2_port" <<'PY'
+import socket, sys
+ports = [("API", "controld's API"), ("NODE", "noded's visitor port"),
+         ("NODE_ADMIN", "noded's admin port"), ("ORIGIN1", "the primary demo origin"),
+         ("ORIGIN2", "the backup demo origin")]
+for (var, what), port in zip(ports, sys.argv[1:]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", int(port)))
+    except OSError as e:
+        print("  port %s (%s): %s; stop what holds it or set CDNCA_DEMO_%s_PORT"
+              % (port, what, e.strerror, var))
+    finally:
+        s.close()
+PY
+)"
+if [ -n "$taken" ]; then
+  echo "quickstart: a port the demo needs is taken (another program, or a demo still running):" >&2
+  echo "$taken" >&2
+  exit 1
+fi
+
 if [ -z "${CDNCA_BUILD:-}" ]; then
-  "$top/deploy/deps.sh"
   cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$build" -j"$(nproc)" >/dev/null
 fi

@@ -1,35 +1,49 @@
 #!/usr/bin/env bash
-# What the tests need beyond the build (deploy/deps.sh): the PostgreSQL server for the pg tests'
-# clusters, the dashboard's browser test (Debian's
-# chromium, Node.js and npm, playwright-core from npm in tests/integration/ui), promtool (Debian
-# package prometheus) for the alert rules, systemd-analyze (systemd) for the units, logrotate. Installs
-# what is missing with apt-get/npm when run as root, else prints the exact commands; never
-# installs with CDNCA_NO_INSTALL=1. Returns 0 even when something is missing: the tests that
-# need it then report themselves as skipped, and CI (.ci/run) fails on any skipped test.
+# What the tests need beyond the build (deploy/deps.sh --build). Installs the missing packages
+# with apt-get when run as root (deploy/pkgs.sh: no service is started or enabled), else prints
+# the commands; never installs with CDNCA_NO_INSTALL=1.
+#   required (exit 1 when missing: the tests fail without them, they do not skip): python3,
+#     python3-jsonschema (every answer is checked against controld/openapi.json), curl, jq (the
+#     shell examples of README.md and docs/), openssl (the tests' TLS certificates), libcmocka-dev
+#     (the unit tests)
+#   optional (the tests that need one report themselves as skipped, and CI (.ci/run) fails on any
+#     skipped test): the PostgreSQL server binaries for the pg tests' own clusters, nginx (the
+#     edge differential test's reference proxy), HAProxy (the cluster demo's test), Debian's
+#     chromium, Node.js and npm with playwright-core from npm in tests/integration/ui (the
+#     dashboard's browser test), promtool (package prometheus) for the alert rules,
+#     systemd-analyze (systemd) for the units, logrotate, groff (the man pages render cleanly).
 set -uo pipefail
 top="$(cd "$(dirname "$0")/.." && pwd)"
 ui="$top/tests/integration/ui"
-missing=()
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-[ -x /usr/sbin/logrotate ] || command -v logrotate >/dev/null 2>&1 || missing+=(logrotate)
-# the PostgreSQL tests start their own cluster (tests/pg/pgctl.sh): initdb, pg_ctl, postgres
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+# shellcheck source=deploy/pkgs.sh
+. "$top/deploy/pkgs.sh"
 no_install="${CDNCA_NO_INSTALL:-0}"
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ "$no_install" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "cdnca tests: installing ${missing[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || true
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-      echo "cdnca tests: apt-get install ${missing[*]} failed; the tests that need them will be skipped" >&2
-  else
-    echo "cdnca tests: missing ${missing[*]}; tests that need them will be skipped. Install with:" >&2
-    echo "  apt-get install -y ${missing[*]}" >&2
-  fi
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+# checked by what the tests run (a tool may come from elsewhere than Debian, Node.js for one)
+required=()
+have python3 || required+=(python3)
+python3 -c 'import jsonschema' >/dev/null 2>&1 || required+=(python3-jsonschema)
+have curl || required+=(curl)
+have jq || required+=(jq)
+have openssl || required+=(openssl)
+pkg-config --exists cmocka 2>/dev/null || required+=(libcmocka-dev)
+optional=()
+# the PostgreSQL tests start their own cluster (tests/pg/pgctl.sh): initdb, pg_ctl, postgres
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || optional+=(postgresql)
+have nginx || optional+=(nginx)
+have haproxy || optional+=(haproxy)
+have chromium || optional+=(chromium)
+have node || optional+=(nodejs)
+have npm || optional+=(npm)
+have promtool || optional+=(prometheus)
+have systemd-analyze || optional+=(systemd)
+have logrotate || optional+=(logrotate)
+have groff || optional+=(groff-base)
+rc=0
+[ "${#required[@]}" = 0 ] || pkgs_install "the tests' tools" "${required[@]}" || rc=1
+if [ "${#optional[@]}" -gt 0 ]; then
+  pkgs_install "the tools some tests need (without them they are skipped)" "${optional[@]}" ||
+    echo "cdnca tests: the tests that need what is missing will be skipped" >&2
 fi
 if [ ! -d "$ui/node_modules/playwright-core" ]; then
   if [ "$no_install" != 1 ] && command -v npm >/dev/null 2>&1; then
@@ -41,4 +55,4 @@ if [ ! -d "$ui/node_modules/playwright-core" ]; then
     echo "  (cd tests/integration/ui && npm install --no-package-lock)" >&2
   fi
 fi
-exit 0
+exit "$rc"

@@ -12,7 +12,8 @@
 # time plainly and on PostgreSQL, 3 under ASan, 2 under TSan; CDNCA_TEST_JOBS=N overrides. A test
 # that fails in the parallel run is run once more alone; the run passes only if it passes then,
 # and every such test is listed as "flaky" at the end so it can be fixed.
-# It first installs what is missing (deploy/deps.sh: build; tests/deps.sh: chromium, Node.js and
+# It first installs what is missing (deploy/deps.sh --build: build; tests/deps.sh: the test tools,
+# the PostgreSQL, nginx and HAProxy binaries (no service enabled), chromium, Node.js and
 # playwright-core for the browser test, promtool, systemd-analyze); CDNCA_NO_INSTALL=1 installs
 # nothing. A test whose tools are missing is reported by ctest as skipped (exit code 77).
 set -euo pipefail
@@ -40,7 +41,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   jobs=2
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
-"$top/deploy/deps.sh"
+"$top/deploy/deps.sh" --build
 "$top/tests/deps.sh"
 cmake -S "$top" -B "$dir" "${cmake_args[@]}" -DCDNCA_PG_TESTS="$pg" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

@@ -60,7 +60,7 @@ die() {
 }
 
 if [ -z "${CDNCA_BUILD:-}" ]; then
-  "$top/deploy/deps.sh"
+  "$top/deploy/deps.sh" --build --demo --cluster
   cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$build" -j"$(nproc)" >/dev/null
 fi
@@ -68,7 +68,7 @@ controld_bin="$build/controld/controld"
 noded_bin="$build/noded/noded"
 [ -x "$controld_bin" ] && [ -x "$noded_bin" ] || die "no controld/noded in $build"
 haproxy_bin="$(command -v haproxy || echo /usr/sbin/haproxy)"
-[ -x "$haproxy_bin" ] || die "HAProxy is needed (Debian package haproxy; deploy/deps.sh installs it)"
+[ -x "$haproxy_bin" ] || die "HAProxy is needed (Debian package haproxy; deploy/deps.sh --cluster installs it)"
 pgctl="$top/tests/pg/pgctl.sh"
 # every port must be free: another server answering there would be taken for ours
 for port in "$lb_port" "$stats_port" "${cp_ports[@]}" "${node_ports[@]}" "${node_admin_ports[@]}" \

@@ -145,7 +145,7 @@ class Cluster:
     def __init__(self, args, tmp, ttl_ms=15000, probe_ms=30000, n=3):
         self.db = pgfixture.new_database()
         self.dbname = pgfixture.dbname_of(self.db)
-        self.admin = "bench-admin-" + os.urandom(8).hex()
+        self.admin = "bench-admin-" + os.urandom(16).hex()
         self.replicas = [Replica(args.build, self.db, tmp, "r%d" % (i + 1), self.admin, ttl_ms,
                                  probe_ms) for i in range(n)]
 

@@ -60,7 +60,7 @@ end
 class Controld:
     def __init__(self, build, db, tmp, tag):
         self.port = bench_longpoll.free_port()
-        self.admin = "bench-admin-" + os.urandom(8).hex()
+        self.admin = "bench-admin-" + os.urandom(16).hex()
         self.log = open(os.path.join(tmp, "controld-%s.log" % tag), "wb")
         self.proc = subprocess.Popen(
             [os.path.join(build, "controld", "controld"), "--listen", "%s:%d" % (HOST, self.port),

@@ -52,7 +52,7 @@ freeport() {
 }
 ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN=$(freeport)
 CTL_PORT=$(freeport)
-TOKEN="adm-bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+TOKEN="adm-bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 
 if [ "$ACCESS_LOG" = on ]; then
   NGX_ACCESS="access_log $TMP/proxy/access.log;"; NODE_LOG_LEVEL=info

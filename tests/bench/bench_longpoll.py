@@ -149,7 +149,7 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
     tmp = tempfile.mkdtemp(prefix="bench-longpoll-")
     port = free_port()
-    admin = "bench-admin-" + os.urandom(8).hex()
+    admin = "bench-admin-" + os.urandom(16).hex()
     log = open(os.path.join(tmp, "controld.log"), "wb")
     proc = subprocess.Popen([os.path.join(args.build, "controld", "controld"), "--listen",
                              "%s:%d" % (HOST, port), "--db", os.path.join(tmp, "c.db"),

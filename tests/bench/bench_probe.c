@@ -13,14 +13,18 @@
  *   tests/integration/certs.py), a full handshake with verification per probe. --system-cas: the
  *   probers' CA file is the system bundle (/etc/ssl/certs/ca-certificates.crt) plus the test CA,
  *   a CA store of the size controld and noded load in production. --tls-resume
- *   lets each transfer slot resume its previous TLS session (measurement only; the daemons
- *   never do this, see tests/bench/README.md). --spread: every origin of every site has its own
- *   address (127.a.b.c) and the port is closed, so each probe is a refused connection: what a
- *   prober pays per probe as the number of distinct origin addresses grows (failed = probes).
+ *   lets each transfer slot resume its previous TLS session (measurement only, set through
+ *   probe.h's easy-handle hook; the daemons never do this, see tests/bench/README.md). The poll
+ *   engine is probe_poll.c's loop on probe.h's loop seam, not one of the prober's. --spread: every
+ * origin of every site has its own address (127.a.b.c) and the port is closed, so each probe is a
+ * refused connection: what a prober pays per probe as the number of distinct origin addresses grows
+ * (failed = probes).
  */
 #include "probe.h"
+#include "probe_poll.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -46,6 +50,17 @@
 #define MAX_EVENTS 256
 #define MAX_SIZES 16
 #define MAX_ENGINES 3
+
+/* The engines compared: the prober's two and the poll loop of probe_poll.c. */
+enum bench_engine { ENG_EPOLL, ENG_EPOLL_CURL, ENG_POLL };
+static const char *const ENGINE_NAMES[] = {"epoll", "epoll-curl", "poll"};
+
+/* --tls-resume: libcurl's TLS session cache on, for each transfer slot (probe.h's easy-handle
+   hook; the prober turns it off). */
+static int tls_resume(void *easy, void *ud) {
+  (void)ud;
+  return curl_easy_setopt((CURL *)easy, CURLOPT_SSL_SESSIONID_CACHE, 1L) == CURLE_OK ? 0 : -1;
+}
 
 static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                                "Content-Length: 3\r\nConnection: close\r\n\r\nok\n";
@@ -428,7 +443,7 @@ static void usage(const char *argv0) {
 
 int main(int argc, char **argv) {
   int sizes[MAX_SIZES] = {1000, 10000, 30000, 100000}, nsizes = 4;
-  enum probe_engine engines[MAX_ENGINES] = {PROBE_ENGINE_EPOLL, PROBE_ENGINE_POLL};
+  enum bench_engine engines[MAX_ENGINES] = {ENG_EPOLL, ENG_POLL};
   int nengines = 2, conc = PROBE_DEFAULT_CONCURRENCY, delay_ms = 0, https = 0, resume = 0;
   int system_cas = 0, spread = 0, spread_port = 0, spread_fd = -1;
   double budget = 30.0;
@@ -465,11 +480,11 @@ int main(int argc, char **argv) {
       for (char *w = strtok_r(list, ",", &save); w && nengines < MAX_ENGINES;
            w = strtok_r(NULL, ",", &save)) {
         if (strcmp(w, "epoll") == 0)
-          engines[nengines++] = PROBE_ENGINE_EPOLL;
+          engines[nengines++] = ENG_EPOLL;
         else if (strcmp(w, "poll") == 0)
-          engines[nengines++] = PROBE_ENGINE_POLL;
+          engines[nengines++] = ENG_POLL;
         else if (strcmp(w, "epoll-curl") == 0)
-          engines[nengines++] = PROBE_ENGINE_EPOLL_CURL;
+          engines[nengines++] = ENG_EPOLL_CURL;
         else
           nengines = -10;
       }
@@ -527,11 +542,13 @@ int main(int argc, char **argv) {
   for (int e = 0; e < nengines; e++) {
     struct probe_opts o = {.user_agent = PROBE_UA_CONTROL,
                            .max_concurrency = conc,
-                           .engine = engines[e],
-                           .ca_file = https ? pki.ca : NULL,
-                           .tls_session_reuse = resume};
+                           .engine = engines[e] == ENG_EPOLL ? PROBE_ENGINE_EPOLL
+                                                             : PROBE_ENGINE_EPOLL_CURL,
+                           .ca_file = https ? pki.ca : NULL};
     p[e] = probe_new(&o);
     if (!p[e]) goto out;
+    if (engines[e] == ENG_POLL && probe_poll_use(p[e]) != 0) goto out;
+    if (resume) probe_set_easy_hook(p[e], tls_resume, NULL);
   }
 
   if (spread)
@@ -555,7 +572,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "batch of %d sites failed to run\n", sizes[i]);
         goto out;
       }
-      row.engine = probe_engine_name(engines[e]);
+      row.engine = ENGINE_NAMES[engines[e]];
       printf("| %s | %d | %zu | %.2f | %.0f | %.2f | %.0f | %.2f | %zu%s%s |\n", row.engine,
              row.sites, row.probes, row.wall, (double)row.probes / row.wall, row.cpu_prober,
              (double)row.probes / row.cpu_prober, row.cpu_all, row.failed,
@@ -571,29 +588,28 @@ int main(int argc, char **argv) {
   }
   for (int e = 0; e < nengines; e++) {
     if (best[e].probes == 0) {
-      printf("%s: no batch ran within %.0f s without failures\n", probe_engine_name(engines[e]),
-             budget);
+      printf("%s: no batch ran within %.0f s without failures\n", ENGINE_NAMES[engines[e]], budget);
       continue;
     }
     printf("%s: largest batch within %.0f s: %d sites x %d (%.2f s wall); at %.0f probes per "
            "prober CPU-second one core fits about %.0f sites x %d in a %.0f s round\n",
-           probe_engine_name(engines[e]), budget, best[e].sites, ORIGINS, best[e].wall, per_cpu[e],
+           ENGINE_NAMES[engines[e]], budget, best[e].sites, ORIGINS, best[e].wall, per_cpu[e],
            per_cpu[e] * budget / ORIGINS, ORIGINS, budget);
   }
   /* every engine against every other that ran the same largest batch */
   for (int a = 0; a < nengines; a++)
     for (int b = 0; b < nengines; b++)
-      if (a != b && engines[b] == PROBE_ENGINE_POLL && per_cpu[b] > 0 && per_cpu[a] > 0 &&
+      if (a != b && engines[b] == ENG_POLL && per_cpu[b] > 0 && per_cpu[a] > 0 &&
           best[a].sites == best[b].sites)
         printf("%s / %s, probes per prober CPU-second at %d sites: %.2fx\n",
-               probe_engine_name(engines[a]), probe_engine_name(engines[b]), best[a].sites,
+               ENGINE_NAMES[engines[a]], ENGINE_NAMES[engines[b]], best[a].sites,
                per_cpu[a] / per_cpu[b]);
   for (int a = 0; a < nengines; a++)
     for (int b = 0; b < nengines; b++)
-      if (engines[a] == PROBE_ENGINE_EPOLL && engines[b] == PROBE_ENGINE_EPOLL_CURL &&
-          per_cpu[b] > 0 && per_cpu[a] > 0 && best[a].sites == best[b].sites)
+      if (engines[a] == ENG_EPOLL && engines[b] == ENG_EPOLL_CURL && per_cpu[b] > 0 &&
+          per_cpu[a] > 0 && best[a].sites == best[b].sites)
         printf("%s / %s, probes per prober CPU-second at %d sites: %.2fx\n",
-               probe_engine_name(engines[a]), probe_engine_name(engines[b]), best[a].sites,
+               ENGINE_NAMES[engines[a]], ENGINE_NAMES[engines[b]], best[a].sites,
                per_cpu[a] / per_cpu[b]);
   printf("responder answered %ld requests\n", r.answered);
   rc = 0;

@@ -1,9 +1,9 @@
 /* fuzz_node_proto — libFuzzer target: the node protocol bodies (POST /v1/node/heartbeat and
  * POST /v1/node/votes) through controld's own handlers. api_node.c is compiled into this file so
- * its static validators run unchanged; the HTTP layer, the store and the task board are replaced
- * by recording stubs below. Properties: a rejected body reaches neither the store nor the board,
- * an accepted one reaches them exactly once with every field inside the protocol's limits, and
- * every request gets exactly one reply. */
+ * its static validators run unchanged; the HTTP layer, the hub, the store and the task board are
+ * replaced by recording stubs below. Properties: a rejected body reaches neither the store nor the
+ * board, an accepted one reaches them exactly once with every field inside the protocol's limits,
+ * and every request gets exactly one reply. */
 #include "../../controld/api_node.c"
 
 #include <stdarg.h>
@@ -70,15 +70,49 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
   req_error(r, rc == STORE_NOT_FOUND ? 404 : 500, "store", NULL, "%s", what);
 }
 
-/* ---- stubs of the hub, the store and the task board ---- */
+/* Held polls and the config reply: the stub hub and task board below never hold a poll, nor
+   hand out a config. */
+void req_response(struct req *r, unsigned status, struct MHD_Response *resp) {
+  FUZZ_CHECK(0);
+}
+
+void req_suspend(struct req *r) {
+  FUZZ_CHECK(0);
+}
+
+void req_resume(struct req *r) {
+  FUZZ_CHECK(0);
+}
+
+/* ---- stubs of the hub, the published config, the store and the task board ---- */
 
 void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
   FUZZ_CHECK(node_id > 0);
 }
 
-enum http_rc hub_config_poll(struct hub *h, struct req *r, int64_t since, int64_t wait_ms) {
-  req_json(r, 304, NULL);
-  return HTTP_DONE;
+int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
+  FUZZ_CHECK(p->node_id > 0);
+  p->done(p->arg, HUB_UNCHANGED, NULL);
+  return 0;
+}
+
+struct pub_blob *pub_blob_ref(struct pub_blob *b) {
+  FUZZ_CHECK(0);
+  return b;
+}
+
+void pub_blob_unref(struct pub_blob *b) {
+  FUZZ_CHECK(b == NULL);
+}
+
+const char *pub_blob_data(const struct pub_blob *b) {
+  FUZZ_CHECK(0);
+  return NULL;
+}
+
+size_t pub_blob_len(const struct pub_blob *b) {
+  FUZZ_CHECK(0);
+  return 0;
 }
 
 int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *client,

@@ -38,7 +38,6 @@ static void check_site(const struct site_rec *s) {
   char *txt;
   const char *reason = NULL;
   FUZZ_CHECK(FUZZ_TERMINATED(s->name));
-  FUZZ_CHECK(FUZZ_TERMINATED(s->failback));
   FUZZ_CHECK(FUZZ_TERMINATED(s->hc_path));
   FUZZ_CHECK(s->name[0] != '\0');
   FUZZ_CHECK(s->n_hostnames >= 1 && s->n_hostnames <= SITE_MAX_HOSTNAMES);
@@ -48,7 +47,7 @@ static void check_site(const struct site_rec *s) {
     for (int k = 0; k < i; k++)
       FUZZ_CHECK(strcmp(s->hostnames[i], s->hostnames[k]) != 0);
   }
-  FUZZ_CHECK(strcmp(s->failback, "auto") == 0 || strcmp(s->failback, "manual") == 0);
+  FUZZ_CHECK(s->failback == HEALTH_FAILBACK_AUTO || s->failback == HEALTH_FAILBACK_MANUAL);
   FUZZ_CHECK(s->hc_path[0] == '/');
   FUZZ_CHECK(s->n_retry_on_status >= 0 && s->n_retry_on_status <= SITE_MAX_RETRY_STATUS);
   FUZZ_CHECK(s->n_origins >= 0 && s->n_origins <= SITE_MAX_ORIGINS);

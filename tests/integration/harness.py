@@ -179,10 +179,10 @@ class OpenAPIDoc:
 
     def __init__(self, path=OPENAPI):
         try:
-            import jsonschema  # noqa: F401 - python3-jsonschema (deploy/deps.sh installs it)
+            import jsonschema  # noqa: F401 - python3-jsonschema (tests/deps.sh installs it)
         except ImportError as e:
             raise OpenAPIMismatch("python3-jsonschema is needed to check answers against "
-                                 "controld/openapi.json (deploy/deps.sh installs it): %s" % e)
+                                 "controld/openapi.json (tests/deps.sh installs it): %s" % e)
         from jsonschema import Draft202012Validator
         self._validator_class = Draft202012Validator
         with open(path, encoding="utf-8") as f:
@@ -652,7 +652,7 @@ def main(tests=None, argv=None):
         import pgfixture  # noqa: PLC0415
         if not pgfixture.available():
             print("SKIP: CDNCA_TEST_DB=pg but no PostgreSQL server binaries "
-                  "(/usr/lib/postgresql/*/bin; deploy/deps.sh installs postgresql)")
+                  "(/usr/lib/postgresql/*/bin; tests/deps.sh installs postgresql)")
             sys.exit(77)
     if pg_mode() and SQLITE_ONLY:
         names = {t.__name__ for t in tests}

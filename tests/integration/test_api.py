@@ -125,7 +125,29 @@ def test_cli_bad_options(tmp):
     r = run_bin("--config", os.path.join(tmp, "missing.json"))
     assert r.returncode == 2 and "missing.json" in r.stderr, r
     r = run_bin("--db", os.path.join(tmp, "x.db"), env={"CDNCA_ADMIN_TOKEN": "short"})
-    assert r.returncode != 0 and "CDNCA_ADMIN_TOKEN" in r.stderr + r.stdout, r
+    assert r.returncode == 2 and "CDNCA_ADMIN_TOKEN" in r.stderr, r
+
+
+def test_cli_weak_admin_token_refused(tmp):
+    """docs/operations.md#admin-token-strength: the example env file's placeholder, a short
+    token and a token of one repeated character are refused at start and by --check-config,
+    with the command that makes a good one; nothing is created. A strong token passes."""
+    example = os.path.join(harness.HERE, "..", "..", "deploy", "controld.env.example")
+    with open(example) as f:
+        placeholder = [ln.split("=", 1)[1].strip() for ln in f
+                       if ln.startswith("CDNCA_ADMIN_TOKEN=")][0]
+    db = os.path.join(tmp, "x.db")
+    for weak in (placeholder, "3f9c2a7be41d08f65c9e2b7a1d4f80c", "z" * 64):
+        for args in (("--db", db), ("--check-config", "--db", db)):
+            r = run_bin(*args, env={"CDNCA_ADMIN_TOKEN": weak})
+            assert r.returncode == 2, (weak, args, r)
+            assert "CDNCA_ADMIN_TOKEN is refused" in r.stderr, (weak, args, r)
+            assert "openssl rand -hex 32" in r.stderr, (weak, args, r)
+            assert weak not in r.stderr + r.stdout, "the token was printed"
+            assert not os.path.exists(db), "a database was created"
+    strong = "3f9c2a7be41d08f65c9e2b7a1d4f80c36e5b9a2d7c1f04e8b3a6d9c2f5e8b1a4"
+    r = run_bin("--check-config", "--db", db, env={"CDNCA_ADMIN_TOKEN": strong})
+    assert r.returncode == 0 and "configuration OK" in r.stdout, r
 
 
 def test_config_file_applies(tmp):

@@ -669,7 +669,7 @@ def test_node_keeps_serving_while_its_replica_is_killed(tmp):
 
 if __name__ == "__main__":
     if not pgfixture.available():
-        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; deploy/deps.sh "
+        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; tests/deps.sh "
               "installs postgresql)")
         sys.exit(77)
     harness.main()

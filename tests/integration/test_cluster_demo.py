@@ -12,7 +12,7 @@ Every port is a free loopback port (CDNCA_CLUSTER_DEMO_*_PORT), the lease ttl is
     → another replica becomes the engine (and the script says so), the API still answers through
     HAProxy, and a change made afterwards through HAProxy reaches both nodes. SIGINT stops every
     process it started (PostgreSQL too), frees every port and removes the temp dir.
-Needs PostgreSQL and HAProxy (deploy/deps.sh installs both); without them it exits 77 (skipped,
+Needs PostgreSQL and HAProxy (tests/deps.sh installs both); without them it exits 77 (skipped,
 which CI counts as a failure)."""
 
 import ctypes
@@ -323,10 +323,10 @@ def test_engine_killed_api_through_haproxy_and_nodes_follow(tmp):
 
 if __name__ == "__main__":
     if not pgfixture.available():
-        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; deploy/deps.sh "
+        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; tests/deps.sh "
               "installs postgresql)")
         sys.exit(77)
     if not shutil.which("haproxy") and not os.access("/usr/sbin/haproxy", os.X_OK):
-        print("SKIP: no HAProxy (deploy/deps.sh installs haproxy)")
+        print("SKIP: no HAProxy (tests/deps.sh installs haproxy)")
         sys.exit(77)
     harness.main()

@@ -350,7 +350,7 @@ def test_listener_reconnects_and_resyncs(tmp):
 
 if __name__ == "__main__":
     if not pgfixture.available():
-        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; deploy/deps.sh "
+        print("SKIP: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin; tests/deps.sh "
               "installs postgresql)")
         sys.exit(77)
     harness.main()

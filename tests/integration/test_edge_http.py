@@ -773,5 +773,57 @@ def test_interim_upgrade_and_codings(tmp):
         assert_coded_framing(raw, coded)
 
 
+
+def node_metric(e, name, **labels):
+    """The value of one sample of noded's /metrics (0 when absent)."""
+    st, text, _ = e.n.admin("GET", "/metrics")
+    assert st == 200, text
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        key, _, val = line.rpartition(" ")
+        inner = key[len(name):].strip("{}")
+        if not want or all(part in inner.split(",") for part in want.split(",")):
+            total += float(val)
+    return total
+
+
+def test_refused_response_ejects_no_origin(tmp):
+    """An answer noded refuses to relay (repeated Content-Length, Transfer-Encoding: identity, a
+    101 nobody asked for) says little about the origin: 50 visitors asking for such URLs get 502
+    origin_response_refused, the origin is neither counted as failing nor skipped, and other URLs
+    are served from it all along (a visitor cannot eject a site's origins)."""
+    refused = {
+        "/twocl": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+        "/identity": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 5\r\n"
+                     b"\r\nhello",
+        "/h101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+    }
+
+    def responder(req):
+        if req.target in refused:
+            return (refused[req.target], "close")
+        return L.default_response(req)
+    # three failures in a minute would skip the site's only origin for a minute
+    e = EdgeEnv(tmp, responder=responder,
+                node_retry={"fail_count": 3, "fail_window_ms": 60000, "skip_ms": 60000})
+    paths = sorted(refused)
+    for i in range(50):
+        resp, _, _, raw = e.send(demo_get(paths[i % len(paths)].encode()))
+        assert L.statuses(resp) == [502], raw
+        assert json.loads(resp[0].body)["error"]["code"] == "origin_response_refused", raw
+    assert node_metric(e, "cdnca_node_origin_attempts_total", result="refused_response") == 50
+    for result in ("io_error", "error_status", "connect_error", "timeout"):
+        assert node_metric(e, "cdnca_node_origin_attempts_total", result=result) == 0, result
+    assert node_metric(e, "cdnca_node_origin_skipped") == 0
+    e.origin.reset()
+    for i in range(5):
+        resp, _, _, raw = e.send(demo_get(b"/fine-%d" % i))
+        assert L.statuses(resp) == [200], raw
+    assert e.origin.targets() == ["/fine-%d" % i for i in range(5)], e.origin.targets()
+
+
 if __name__ == "__main__":
     harness.main()

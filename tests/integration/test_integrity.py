@@ -168,14 +168,14 @@ def test_kill9_never_strands_a_site_on_an_empty_level(tmp):
 
 
 def test_crash_between_change_and_reevaluation_leaves_neither(tmp):
-    """controld dies (CDNCA_TEST_FAULT=crash_after_change: _exit right after the change's SQL,
+    """controld dies (--test-fault crash_after_change: _exit right after the change's SQL,
     before its re-evaluation, the window of the old two-transaction code): after a restart the
     disable is not there either, so the site is on level 1 with its origin enabled."""
     c = Controld(tmp).start()
     s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
     sid, oid = s["id"], s["origins"][0]["id"]
     c.stop()
-    c.env["CDNCA_TEST_FAULT"] = "crash_after_change"
+    c.extra_args += ["--test-fault", "crash_after_change"]
     c.start()
     try:
         status, j, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, oid), {"enabled": False},
@@ -185,7 +185,7 @@ def test_crash_between_change_and_reevaluation_leaves_neither(tmp):
         pass
     harness.wait_until(lambda: not c.running(), what="controld to exit")
     assert c.proc.returncode == 70, c.proc.returncode
-    del c.env["CDNCA_TEST_FAULT"]
+    c.extra_args = c.extra_args[:-2]
     c.start()
     status, j, _ = c.api("GET", "/v1/sites/%d" % sid)
     assert j["current_level"] == 1 and j["origins"][0]["enabled"] is True, j
@@ -203,7 +203,7 @@ def test_failed_reevaluation_undoes_the_change(tmp):
     s = make_site(c, "shop", [{"address": "10.0.0.1"}, {"address": "10.0.0.2", "level": 2}])
     sid, oid = s["id"], s["origins"][0]["id"]
     c.stop()
-    c.env["CDNCA_TEST_FAULT"] = "fail_reevaluate"
+    c.extra_args += ["--test-fault", "fail_reevaluate"]
     c.start()
     status, j, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, oid), {"enabled": False})
     assert status == 500 and j["error"]["code"] == "internal", (status, j)
@@ -569,15 +569,15 @@ def test_full_disk_answers_507_and_recovers(tmp):
     fs = os.path.join(tmp, "fs")
     mounted = _mount_tmpfs(fs, "4m")
     filler = os.path.join(fs, "filler")
-    env = {}
+    args = []
     if mounted:
         db = os.path.join(fs, "controld.db")
     else:
         os.makedirs(fs, exist_ok=True)
         db = os.path.join(fs, "controld.db")
-        env["CDNCA_TEST_MAX_PAGES"] = "120"
+        args = ["--test-max-pages", "120"]
     print("disk full via %s" % ("a 4 MiB tmpfs" if mounted else "max_page_count"))
-    c = Controld(tmp, db=db, env=env)
+    c = Controld(tmp, db=db, extra_args=args)
     try:
         c.start()
         acked = set()
@@ -622,7 +622,7 @@ def test_full_disk_answers_507_and_recovers(tmp):
             os.unlink(filler)
         else:
             c.stop()
-            c.env.pop("CDNCA_TEST_MAX_PAGES")
+            c.extra_args = [a for a in c.extra_args if a not in args]
             c.start()
         st, j, _ = c.api("POST", "/v1/sites", {"name": "after", "hostnames": ["after.example.com"]})
         assert st == 201, j
@@ -727,7 +727,7 @@ def test_deny_targets_flag(tmp):
         # a bad list is refused at start
         bad = Controld(tmp, name="bad", extra_args=["--deny-targets", "10.0.0.0/40"])
         bad._spawn([bad.binary, "--listen", "127.0.0.1:%d" % bad.port, "--db", bad.db,
-                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": "x" * 20})
+                    "--deny-targets", "10.0.0.0/40"], {"CDNCA_ADMIN_TOKEN": bad.admin_token})
         assert bad.proc.wait(10) == 2
         assert "deny-targets" in open(bad.log_path).read()
     finally:

@@ -6,7 +6,8 @@ port (CDNCA_DEMO_DIR, CDNCA_DEMO_*_PORT), waits for its "Try:" text, then runs t
 commands it printed, as printed: a request through the node is served by "primary"; breaking
 the primary moves the site to level 2 and requests to "backup"; repairing it fails back
 (failback auto). Last, SIGTERM to the script (as a service manager or `kill` would send) must
-stop every process it started.
+stop every process it started. With one of its ports taken, it stops before starting anything
+and names the port.
 
 Run by hand, the script builds into the repository's ./build first (as the README says); under
 ctest CDNCA_BUILD names the build being tested, and the script uses its binaries as they are."""
@@ -195,6 +196,35 @@ def test_quickstart_demo_then_sigterm_stops_everything(tmp):
                     os.kill(k, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def test_quickstart_names_a_taken_port_and_starts_nothing(tmp):
+    """deploy/quickstart.sh checks its ports before it starts anything: with one of them held by
+    another program it exits 1 at once, naming that port and the variable that moves it (no
+    Python traceback), and leaves no process and no state behind."""
+    demo = os.path.join(tmp, "demo")
+    ports = {k: free_port() for k in ("API", "NODE", "NODE_ADMIN", "ORIGIN1", "ORIGIN2")}
+    env = dict(os.environ)
+    env["CDNCA_DEMO_DIR"] = demo
+    for k, p in ports.items():
+        env["CDNCA_DEMO_%s_PORT" % k] = str(p)
+    for held in ("API", "ORIGIN2"):
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", ports[held]))
+            squatter.listen(1)
+            r = subprocess.run(["bash", SCRIPT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, cwd=tmp, timeout=30, text=True)
+        assert r.returncode == 1, (held, r)
+        assert "port %d" % ports[held] in r.stderr, (held, r.stderr)
+        assert "CDNCA_DEMO_%s_PORT" % held in r.stderr, (held, r.stderr)
+        others = [k for k in ports if k != held]
+        for k in others:
+            assert "port %d" % ports[k] not in r.stderr, (held, k, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr
+        assert not os.path.exists(demo), "state created although a port was taken"
+        still = [ports[k] for k in others if port_open(ports[k])]
+        assert still == [], "something was started on %s" % still
 
 
 if __name__ == "__main__":

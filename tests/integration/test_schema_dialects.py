@@ -387,6 +387,6 @@ def test_constraints_refuse_the_same_rows(tmp):
 
 if __name__ == "__main__":
     if not pgfixture.available():
-        print("SKIP: no PostgreSQL server binaries (deploy/deps.sh installs postgresql)")
+        print("SKIP: no PostgreSQL server binaries (tests/deps.sh installs postgresql)")
         sys.exit(77)
     harness.main()

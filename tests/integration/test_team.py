@@ -523,7 +523,7 @@ def test_audit_of_every_write(tmp):
 
 def test_audit_commits_with_its_write(tmp):
     # the write's re-evaluation fails: the write, its events and its audit record all roll back
-    c = Controld(tmp, env={"CDNCA_TEST_FAULT": "fail_reevaluate"}).start()
+    c = Controld(tmp, extra_args=["--test-fault", "fail_reevaluate"]).start()
     status, body, _ = c.api("POST", "/v1/sites", {"name": "s", "hostnames": ["s.example.com"],
                                                   "origins": [{"address": "10.0.0.1"}]})
     assert status == 500, (status, body)
@@ -534,13 +534,13 @@ def test_audit_commits_with_its_write(tmp):
     assert [r["path"] for r in audit(c)] == ["/v1/nodes"]
     c.stop()
     # killed between the change and its commit: neither is there after the restart
-    c = Controld(tmp, env={"CDNCA_TEST_FAULT": "crash_after_change"}, name="crash").start()
+    c = Controld(tmp, extra_args=["--test-fault", "crash_after_change"], name="crash").start()
     try:
         c.api("POST", "/v1/sites", {"name": "s", "hostnames": ["s.example.com"]}, timeout=5)
     except (ConnectionError, OSError):
         pass
     wait_until(lambda: not c.running(), timeout=10, what="controld to exit")
-    c.env = {}
+    c.extra_args = []
     c.start()
     assert c.api("GET", "/v1/sites")[1]["sites"] == []
     assert audit(c) == []

@@ -41,7 +41,7 @@ if [ -z "$bindir" ]; then
     fi
   done
 fi
-[ -n "$bindir" ] || die "PostgreSQL server binaries (initdb, pg_ctl) not found via pg_config --bindir or /usr/lib/postgresql/*/bin; install the postgresql package (deploy/deps.sh, tests/deps.sh)"
+[ -n "$bindir" ] || die "PostgreSQL server binaries (initdb, pg_ctl) not found via pg_config --bindir or /usr/lib/postgresql/*/bin; install the postgresql package (tests/deps.sh, or deploy/deps.sh --cluster)"
 
 as_owner() {
   if [ "$(id -u)" = 0 ]; then

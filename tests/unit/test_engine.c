@@ -79,7 +79,7 @@ static void make_site(struct fx *f, const char *failback, int levels) {
   snprintf(s.name, sizeof s.name, "shop");
   s.n_hostnames = 1;
   snprintf(s.hostnames[0], sizeof s.hostnames[0], "shop.example.com");
-  snprintf(s.failback, sizeof s.failback, "%s", failback);
+  assert_int_equal(health_failback_from_string(failback, &s.failback), 0);
   s.hc_enabled = 1;
   s.n_origins = levels;
   s.origins = calloc((size_t)levels, sizeof *s.origins);
@@ -294,12 +294,12 @@ static void test_round_with_node_votes(void **state) {
   sr.v = &v;
   assert_int_equal(engine_apply_round(&f->env, 1, f->now, f->now + 5, &sr, 1), 0);
   s = load(f);
-  assert_string_equal(find(&s, f->o1)->last_verdict, "failure");
+  assert_int_equal(find(&s, f->o1)->last_verdict, VERDICT_FAILURE);
   assert_string_equal(find(&s, f->o1)->last_source, "nodes");
   assert_int_equal(find(&s, f->o1)->votes_failure, 2);
   assert_int_equal(find(&s, f->o1)->votes_success, 1);
   assert_int_equal(find(&s, f->o1)->failure_streak, 1);
-  assert_string_equal(find(&s, f->o1)->health, "unknown");
+  assert_int_equal(find(&s, f->o1)->health, HEALTH_UNKNOWN);
   assert_string_equal(find(&s, f->o1)->last_error, "node 7: timeout");
   site_rec_fini(&s);
   assert_int_equal(store_health_verdicts(f->env.store, f->o1, 10, &vr, &n), STORE_OK);
@@ -376,8 +376,8 @@ static void test_failover_and_auto_failback(void **state) {
   round2(f, 1, 1);
   round2(f, 1, 1);
   s = load(f);
-  assert_string_equal(find(&s, f->o1)->health, "healthy");
-  assert_string_equal(find(&s, f->o2)->health, "healthy");
+  assert_int_equal(find(&s, f->o1)->health, HEALTH_HEALTHY);
+  assert_int_equal(find(&s, f->o2)->health, HEALTH_HEALTHY);
   v0 = s.config_version;
   site_rec_fini(&s);
   round2(f, 0, 1);
@@ -386,7 +386,7 @@ static void test_failover_and_auto_failback(void **state) {
   round2(f, 0, 1); /* the third failure */
   assert_int_equal(current_level(f), 2);
   s = load(f);
-  assert_string_equal(find(&s, f->o1)->health, "unhealthy");
+  assert_int_equal(find(&s, f->o1)->health, HEALTH_UNHEALTHY);
   assert_true(s.config_version > v0); /* a switch is a republication */
   site_rec_fini(&s);
   assert_int_equal(count_events(f, "level.switched", "\"reason\":\"auto_failover\""), 1);
@@ -521,18 +521,18 @@ struct change_arg {
   enum store_rc result;
 };
 
-static enum store_rc disable_o1_and_evaluate(struct store *st, void *arg) {
+static enum store_rc disable_o1_and_evaluate(struct store_tx *tx, void *arg) {
   struct change_arg *a = arg;
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(st, a->f->site_id, &s);
+  enum store_rc rc = store_site_get_locked(tx, a->f->site_id, &s);
   struct origin_rec o;
   if (rc != STORE_OK) return rc;
   o = *find(&s, a->f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  rc = store_origin_update_locked(st, &o);
+  rc = store_origin_update_locked(tx, &o);
   if (rc != STORE_OK) return rc;
-  if (engine_site_changed_locked(&a->f->env, a->f->site_id) < 0) return STORE_ERROR;
+  if (engine_site_changed_locked(&a->f->env, tx, a->f->site_id) < 0) return STORE_ERROR;
   return a->result;
 }
 
@@ -555,14 +555,14 @@ static void test_change_and_reevaluation_are_one_transaction(void **state) {
 
 /* engine_site_changed_keep_locked hands back the record it evaluated when nothing made it stale
    (it equals a fresh read in the same transaction), and nothing when it switched the level. */
-static enum store_rc keep_and_compare(struct store *st, void *arg) {
+static enum store_rc keep_and_compare(struct store_tx *tx, void *arg) {
   struct change_arg *a = arg;
   struct site_rec kept, fresh;
-  int k = engine_site_changed_keep_locked(&a->f->env, a->f->site_id, &kept);
+  int k = engine_site_changed_keep_locked(&a->f->env, tx, a->f->site_id, &kept);
   if (k < 0) return STORE_ERROR;
   a->result = k ? STORE_OK : STORE_NOT_FOUND;
   if (!k) return STORE_OK;
-  assert_int_equal(store_site_get_locked(st, a->f->site_id, &fresh), STORE_OK);
+  assert_int_equal(store_site_get_locked(tx, a->f->site_id, &fresh), STORE_OK);
   assert_int_equal(kept.n_origins, fresh.n_origins);
   for (int i = 0; i < kept.n_origins; i++)
     assert_memory_equal(&kept.origins[i], &fresh.origins[i], sizeof kept.origins[i]);
@@ -722,12 +722,12 @@ static void test_restart_keeps_state(void **state) {
   s = load(f);
   assert_int_equal(s.current_level, 2);
   assert_int_equal(s.config_version, v0);
-  assert_string_equal(find(&s, f->o1)->health, "unhealthy");
+  assert_int_equal(find(&s, f->o1)->health, HEALTH_UNHEALTHY);
   assert_int_equal(find(&s, f->o1)->success_streak, 1);
   site_rec_fini(&s);
   round2(f, 1, 1); /* the streak carried over: healthy now, notice once */
   s = load(f);
-  assert_string_equal(find(&s, f->o1)->health, "healthy");
+  assert_int_equal(find(&s, f->o1)->health, HEALTH_HEALTHY);
   site_rec_fini(&s);
   assert_int_equal(count_events(f, "origin.failback_available", NULL), 1);
 }

@@ -71,7 +71,7 @@ static void test_reads_every_field(void **state) {
   assert_int_equal(s->id, 3);
   assert_string_equal(s->name, "shop");
   assert_int_equal(s->n_hostnames, 2);
-  assert_string_equal(s->failback, "manual");
+  assert_int_equal(s->failback, HEALTH_FAILBACK_MANUAL);
   assert_int_equal(s->failback_hold_ms, 60000);
   assert_int_equal(s->hc_enabled, 1);
   assert_string_equal(s->hc_path, "/h");

@@ -32,16 +32,16 @@ static const char *const kinds[] = {"a", "b", NULL};
 
 #define T(m) FIELD_AT(struct thing, m)
 static const struct field_def defs[] = {
-    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0, NULL, 0},
-    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0, NULL, 0},
-    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
-    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0, NULL, 0},
-    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0, NULL, 0},
-    {"host", FIELD_STR, FIELD_NULLABLE, T(host), 0, 0, 0, NULL, lower_only, "lowercase", 0, NULL,
+    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0, NULL, 0, 0},
+    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0, NULL, 0, 0},
+    {"host", FIELD_STR, FIELD_NULLABLE, T(host), 0, 0, 0, NULL, lower_only, "lowercase", 0, NULL, 0,
      0},
     {"codes", FIELD_INT_LIST, 0, offsetof(struct thing, codes), 3, 400, 599, 0, NULL, NULL, NULL,
-     offsetof(struct thing, n_codes), NULL, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0},
+     offsetof(struct thing, n_codes), NULL, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
 };
 
 struct row {
@@ -279,6 +279,25 @@ static const struct field_def baddefs[] = {
 };
 #undef P
 
+/* FIELD_NAMED: the record carries the value; every string form is the word of the name table. */
+enum shade { SHADE_NONE = 0, SHADE_DARK = 1, SHADE_LIGHT = 2 };
+static const char *const shade_names[] = {
+    [SHADE_NONE] = "", [SHADE_DARK] = "dark", [SHADE_LIGHT] = "light"};
+struct painted {
+  enum shade shade, last;
+};
+#define P(m) .offset = offsetof(struct painted, m), .size = sizeof(((struct painted *)0)->m)
+static const struct field_def painted_defs[] = {
+    {.name = "shade", .type = FIELD_NAMED, P(shade), FIELD_NAMES(shade_names), .what = "a shade"},
+    {.name = "last",
+     .type = FIELD_NAMED,
+     .flags = FIELD_NULLABLE,
+     P(last),
+     FIELD_NAMES(shade_names)},
+    {.name = NULL},
+};
+#undef P
+
 /* fields_match pairs rows by name and type; fields_copy copies through the pairs and refuses
    what does not fit. */
 static void test_copy(void **state) {
@@ -357,11 +376,89 @@ static void test_lenient(void **state) {
   cJSON_Delete(j);
 }
 
+static void test_named(void **state) {
+  struct painted p = {SHADE_NONE, SHADE_NONE};
+  struct field_err err;
+  cJSON *in, *out;
+  char *text;
+  (void)state;
+  in = json_parse("{\"shade\":\"light\"}", 17);
+  assert_int_equal(fields_apply(in, painted_defs, NULL, "", 0, &p, &err), 0);
+  assert_int_equal(p.shade, SHADE_LIGHT);
+  cJSON_Delete(in);
+  in = json_parse("{\"shade\":\"grey\"}", 16);
+  assert_int_equal(fields_apply(in, painted_defs, NULL, "", 0, &p, &err), -1);
+  assert_int_equal(err.status, 422);
+  assert_string_equal(err.code, "invalid_value");
+  assert_string_equal(err.field, "shade");
+  assert_string_equal(err.message, "shade must be a shade");
+  cJSON_Delete(in);
+  in = json_parse("{\"shade\":1}", 11);
+  assert_int_equal(fields_apply(in, painted_defs, NULL, "", 0, &p, &err), -1);
+  assert_string_equal(err.code, "invalid_type");
+  cJSON_Delete(in);
+  assert_int_equal(p.shade, SHADE_LIGHT); /* unchanged by the refusals */
+  /* out: the word; the "" word of a nullable row as null */
+  out = cJSON_CreateObject();
+  assert_int_equal(fields_json_add(out, painted_defs, 0, &p), 0);
+  text = cJSON_PrintUnformatted(out);
+  assert_string_equal(text, "{\"shade\":\"light\",\"last\":null}");
+  free(text);
+  cJSON_Delete(out);
+  p.last = SHADE_DARK;
+  p.shade = (enum shade)7; /* no word: null */
+  out = cJSON_CreateObject();
+  assert_int_equal(fields_json_add(out, painted_defs, 0, &p), 0);
+  text = cJSON_PrintUnformatted(out);
+  assert_string_equal(text, "{\"shade\":null,\"last\":\"dark\"}");
+  free(text);
+  cJSON_Delete(out);
+}
+
+/* fields_copy of NAMED rows: the value into a row of the same name table, the word into a
+   string; a row of another name table does not match. */
+struct painted_copy {
+  char shade[8];
+  enum shade last;
+};
+static const char *const other_names[] = {"x", "y", "z"};
+#define P(m)                                                                                       \
+  .offset = offsetof(struct painted_copy, m), .size = sizeof(((struct painted_copy *)0)->m)
+static const struct field_def painted_copy_defs[] = {
+    {.name = "shade", .type = FIELD_STR, P(shade)},
+    {.name = "last", .type = FIELD_NAMED, P(last), FIELD_NAMES(shade_names)},
+    {.name = NULL},
+};
+static const struct field_def painted_other_defs[] = {
+    {.name = "last", .type = FIELD_NAMED, P(last), FIELD_NAMES(other_names)},
+    {.name = NULL},
+};
+#undef P
+
+static void test_named_copy(void **state) {
+  const struct field_def *plan[4];
+  const char *missing;
+  struct painted p = {SHADE_LIGHT, SHADE_DARK};
+  struct painted_copy c;
+  (void)state;
+  assert_int_equal(fields_match(painted_copy_defs, painted_defs, plan, 4, &missing), 2);
+  memset(&c, 0xff, sizeof c);
+  assert_int_equal(fields_copy(painted_copy_defs, &c, plan, &p), 0);
+  assert_string_equal(c.shade, "light");
+  assert_int_equal(c.last, SHADE_DARK);
+  p.shade = SHADE_NONE;
+  assert_int_equal(fields_copy(painted_copy_defs, &c, plan, &p), 0);
+  assert_string_equal(c.shade, "");
+  assert_int_equal(fields_match(painted_other_defs, painted_defs, plan, 4, &missing), -1);
+  assert_string_equal(missing, "last");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows),       cmocka_unit_test(test_values_written),
       cmocka_unit_test(test_text_valid), cmocka_unit_test(test_record_forms),
       cmocka_unit_test(test_copy),       cmocka_unit_test(test_lenient),
+      cmocka_unit_test(test_named),      cmocka_unit_test(test_named_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,13 +36,13 @@ static void site_with(struct site_rec *s, const int *levels) {
     s->origins[i].port = 8000 + i;
     snprintf(s->origins[i].address, sizeof s->origins[i].address, "10.0.0.%d", i + 1);
     snprintf(s->origins[i].scheme, sizeof s->origins[i].scheme, "http");
-    snprintf(s->origins[i].health, sizeof s->origins[i].health, "unknown");
+    s->origins[i].health = HEALTH_UNKNOWN;
   }
   s->current_level = levels[0] ? levels[0] : 1;
 }
 
 static void set_health(struct site_rec *s, int i, const char *h) {
-  snprintf(s->origins[i].health, sizeof s->origins[i].health, "%s", h);
+  assert_int_equal(health_state_from_string(h, &s->origins[i].health), 0);
   s->origins[i].health_changed_at = T0 - 600000;
   if (strcmp(h, "healthy") == 0) s->origins[i].healthy_since = T0 - 600000;
 }
@@ -106,7 +106,7 @@ static void test_state_failback_available(void **state) {
   (void)state;
   site_with(&s, two);
   s.hc_enabled = 1;
-  snprintf(s.failback, sizeof s.failback, "manual");
+  s.failback = HEALTH_FAILBACK_MANUAL;
   s.current_level = 2;
   set_health(&s, 0, "healthy");
   set_health(&s, 1, "healthy");
@@ -115,7 +115,7 @@ static void test_state_failback_available(void **state) {
   assert_int_equal(state_of(&s, T0), FLEET_ON_BACKUP);
   /* auto failback never reports it (it switches instead) */
   set_health(&s, 0, "healthy");
-  snprintf(s.failback, sizeof s.failback, "auto");
+  s.failback = HEALTH_FAILBACK_AUTO;
   assert_int_equal(state_of(&s, T0) & FLEET_FAILBACK_AVAILABLE, 0);
   /* ... unless the operator pinned the level by hand */
   s.manual_pin = 1;
@@ -213,9 +213,10 @@ static int teardown(void **state) {
 }
 
 static void set_flags(struct fx *f, int i, unsigned flags) {
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_fleet_set_locked(f->st, f->ids[i], flags), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  struct store_tx *tx;
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_fleet_set_locked(tx, f->ids[i], flags), 0);
+  assert_int_equal(store_health_commit(tx), 0);
 }
 
 /* The ids of a filtered listing, walked page by page with `next`-style paging. */

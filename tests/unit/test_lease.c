@@ -206,6 +206,7 @@ static int round_count(struct fx *f) {
 }
 
 static void test_fencing_engine_transactions(void **state) {
+  struct store_tx *tx;
   struct fx *f = *state;
   int64_t epoch = 0;
   struct delivery_result res;
@@ -214,22 +215,22 @@ static void test_fencing_engine_transactions(void **state) {
   res.state = "delivered";
   res.error = "";
   /* no fence configured (SQLite, one process): engine transactions run */
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_health_round_add_locked(f->st, 1, 1000, 1001, 0, 0), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_health_round_add_locked(tx, 1, 1000, 1001, 0, 0), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   assert_int_equal(round_count(f), 1);
   /* fencing on, holding nothing: refused without a round trip, the hook runs */
   store_lease_fence_enable(f->st);
-  assert_int_equal(store_health_begin(f->st), -1);
+  assert_null(store_health_begin(f->st));
   assert_int_equal(f->fenced_calls, 1);
   assert_int_equal(store_delivery_record(f->st, &res, 1), -1);
   assert_int_equal(store_delivery_prune(f->st, 0), -1);
   /* holding epoch 1: allowed */
   assert_int_equal(store_lease_acquire(f->st, "a#1", 1, &epoch), 1);
   store_lease_fence_set(f->st, "a#1", epoch);
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_health_round_add_locked(f->st, 2, 2000, 2001, 0, 0), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_health_round_add_locked(tx, 2, 2000, 2001, 0, 0), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   assert_int_equal(store_delivery_record(f->st, &res, 1), 0);
   assert_int_equal(store_delivery_prune(f->st, 0), 0);
   f->fenced_calls = 0;
@@ -237,7 +238,7 @@ static void test_fencing_engine_transactions(void **state) {
   usleep(20000);
   assert_int_equal(store_lease_acquire(f->st, "b#2", 60000, &epoch), 1);
   assert_int_equal(epoch, 2);
-  assert_int_equal(store_health_begin(f->st), -1);
+  assert_null(store_health_begin(f->st));
   assert_int_equal(f->fenced_calls, 1);
   assert_int_equal(round_count(f), 2);
   /* the fence was cleared by the failed check: later writes are refused locally */
@@ -247,8 +248,8 @@ static void test_fencing_engine_transactions(void **state) {
   assert_int_equal(store_token_put(f->st, STORE_TOKEN_ADMIN, "h-api", 0), 0);
   /* b with its epoch may write */
   store_lease_fence_set(f->st, "b#2", 2);
-  assert_int_equal(store_health_begin(f->st), 0);
-  store_health_rollback(f->st);
+  assert_non_null(tx = store_health_begin(f->st));
+  store_health_rollback(tx);
 }
 
 static void test_admin_token_ensure(void **state) {

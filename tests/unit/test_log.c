@@ -161,12 +161,25 @@ static void test_event_json(void **state) {
   free(text);
 }
 
+/* log_every: once per period, the first call at once, whatever the calls in between. */
+static void test_log_every(void **state) {
+  _Atomic int64_t last = 0;
+  (void)state;
+  assert_int_equal(log_every(&last, 5000, 1000), 1);
+  assert_int_equal(log_every(&last, 5000, 1000), 0);
+  assert_int_equal(log_every(&last, 5999, 1000), 0);
+  assert_int_equal(log_every(&last, 6000, 1000), 1);
+  for (int64_t t = 6001; t < 7000; t++)
+    assert_int_equal(log_every(&last, t, 1000), 0);
+  assert_int_equal(log_every(&last, 9000, 1000), 1);
+  assert_int_equal(log_every(&last, 8000, 1000), 0); /* a clock seen going back: no line */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_file_and_reopen),
-      cmocka_unit_test(test_set_level_and_format),
-      cmocka_unit_test(test_event_text),
-      cmocka_unit_test(test_event_json),
+      cmocka_unit_test(test_file_and_reopen), cmocka_unit_test(test_set_level_and_format),
+      cmocka_unit_test(test_event_text),      cmocka_unit_test(test_event_json),
+      cmocka_unit_test(test_log_every),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

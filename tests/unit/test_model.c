@@ -43,7 +43,7 @@ static void test_defaults_minimal(void **state) {
   assert_string_equal(s.name, "shop");
   assert_int_equal(s.n_hostnames, 1);
   assert_string_equal(s.hostnames[0], "shop.example.com");
-  assert_string_equal(s.failback, "auto");
+  assert_int_equal(s.failback, HEALTH_FAILBACK_AUTO);
   assert_int_equal(s.failback_hold_ms, 0);
   assert_int_equal(s.hc_enabled, 0);
   assert_string_equal(s.hc_path, "/");
@@ -80,7 +80,7 @@ static void test_origin_defaults_and_hc_default(void **state) {
   assert_string_equal(s.origins[0].scheme, "https");
   assert_int_equal(s.origins[0].weight, 1);
   assert_int_equal(s.origins[0].enabled, 1);
-  assert_string_equal(s.origins[0].health, "unknown");
+  assert_int_equal(s.origins[0].health, HEALTH_UNKNOWN);
   assert_string_equal(s.origins[0].host_header, "");
   assert_int_equal(s.origins[1].port, 80);
   assert_int_equal(s.origins[1].level, 2);
@@ -136,7 +136,7 @@ static void test_explicit_values(void **state) {
       0);
   assert_string_equal(s.name, "x_1.y-z");
   assert_int_equal(s.n_hostnames, 2);
-  assert_string_equal(s.failback, "manual");
+  assert_int_equal(s.failback, HEALTH_FAILBACK_MANUAL);
   assert_int_equal(s.failback_hold_ms, 60000);
   assert_int_equal(s.hc_enabled, 1);
   assert_string_equal(s.hc_path, "/hc?x=1");
@@ -374,7 +374,7 @@ static void test_patch_rules(void **state) {
   s.origins[1].enabled = 0;
   assert_int_equal(patch("{\"failback\":\"manual\"}", &s, &e), 0);
   assert_int_equal(s.hc_enabled, 1);
-  assert_string_equal(s.failback, "manual");
+  assert_int_equal(s.failback, HEALTH_FAILBACK_MANUAL);
   /* ... but asking for them is a 422 */
   assert_int_equal(patch("{\"health_check\":{\"enabled\":true}}", &s, &e), -1);
   assert_int_equal(e.status, 422);
@@ -414,7 +414,7 @@ static void test_origin_apply(void **state) {
   assert_int_equal(o.weight, 1);
   assert_int_equal(o.enabled, 1);
   o.id = 5;
-  memcpy(o.health, "healthy", 8);
+  o.health = HEALTH_HEALTHY;
   /* PATCH: only what is given changes; paths have no prefix */
   assert_int_equal(apply("{\"port\":8080,\"enabled\":false}", &o, 0, "", &e), 0);
   assert_int_equal(o.port, 8080);
@@ -422,7 +422,7 @@ static void test_origin_apply(void **state) {
   assert_string_equal(o.scheme, "http");
   assert_string_equal(o.address, "up.example.com");
   assert_int_equal(o.id, 5);
-  assert_string_equal(o.health, "healthy");
+  assert_int_equal(o.health, HEALTH_HEALTHY);
   /* changing the scheme keeps an explicit port */
   assert_int_equal(apply("{\"scheme\":\"https\"}", &o, 0, "", &e), 0);
   assert_int_equal(o.port, 8080);
@@ -516,7 +516,7 @@ static void test_site_json(void **state) {
    row writes every member. */
 static int align_of(const struct field_def *d) {
   if (d->type == FIELD_INT) return d->size == 8 ? 8 : 4;
-  if (d->type == FIELD_BOOL) return 4;
+  if (d->type == FIELD_BOOL || d->type == FIELD_NAMED) return 4;
   return 1;
 }
 

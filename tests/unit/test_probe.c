@@ -13,6 +13,7 @@
 #include "hcheck.h"
 #include "json.h"
 #include "probe.h"
+#include "probe_poll.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -271,13 +272,23 @@ static int test_setup(void **state) {
   return 0;
 }
 
-/* The engine every test runs with: main runs the whole group once per engine. */
+/* The engine every test runs with: main runs the whole group once per engine, and once more
+   on the poll loop of tests/bench/probe_poll.c (g_poll, on PROBE_ENGINE_EPOLL_CURL). */
 static enum probe_engine g_engine = PROBE_ENGINE_EPOLL;
+static int g_poll;
+
+/* probe_new on the engine of the run. */
+static struct probe *probe_new_engine(struct probe_opts *o) {
+  struct probe *p;
+  o->engine = g_engine;
+  p = probe_new(o);
+  if (p && g_poll) assert_int_equal(probe_poll_use(p), 0);
+  return p;
+}
 
 static struct probe *new_probe(const char *ca, int conc) {
-  struct probe_opts o = {
-      .user_agent = TEST_UA, .ca_file = ca, .max_concurrency = conc, .engine = g_engine};
-  struct probe *p = probe_new(&o);
+  struct probe_opts o = {.user_agent = TEST_UA, .ca_file = ca, .max_concurrency = conc};
+  struct probe *p = probe_new_engine(&o);
   assert_non_null(p);
   return p;
 }
@@ -575,7 +586,7 @@ static void test_deny_list(void **state) {
   struct targets deny;
   char err[64];
   struct probe_target t = http_target(&e->a, "origin.test", "/denied", 5000);
-  struct probe_opts o = {.user_agent = TEST_UA, .engine = g_engine, .deny = &deny};
+  struct probe_opts o = {.user_agent = TEST_UA, .deny = &deny};
   struct probe *p;
   struct probe_result r;
   cJSON *s;
@@ -584,7 +595,7 @@ static void test_deny_list(void **state) {
   s = origin_stats(e, &e->a);
   before = stats_int(s, "total");
   cJSON_Delete(s);
-  p = probe_new(&o);
+  p = probe_new_engine(&o);
   assert_non_null(p);
   assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
   probe_free(&p);
@@ -1019,12 +1030,14 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   int failed;
   /* every behaviour holds with every engine: epoll (the default: plain HTTP on our own sockets),
-     poll and epoll-curl (everything through libcurl; kept for the bench) */
+     epoll-curl (everything through libcurl), and the bench's poll loop (everything through
+     libcurl, on curl_multi_poll through probe.h's loop seam) */
   g_engine = PROBE_ENGINE_EPOLL;
   failed = cmocka_run_group_tests_name("probe, engine epoll", tests, group_setup, group_teardown);
-  g_engine = PROBE_ENGINE_POLL;
-  failed += cmocka_run_group_tests_name("probe, engine poll", tests, group_setup, group_teardown);
   g_engine = PROBE_ENGINE_EPOLL_CURL;
+  g_poll = 1;
+  failed += cmocka_run_group_tests_name("probe, engine poll", tests, group_setup, group_teardown);
+  g_poll = 0;
   failed +=
       cmocka_run_group_tests_name("probe, engine epoll-curl", tests, group_setup, group_teardown);
   return failed;

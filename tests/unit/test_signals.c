@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "coord.h"
 #include "db.h"
 #include "signals.h"
 #include "store.h"
@@ -173,8 +174,17 @@ static void count(void *arg, enum signal_kind kind, const char *payload) {
   g_calls++;
 }
 
-/* SQLite: no thread, connected, caches on; turning caches off makes every generation new and
-   turning them on again keeps it stable. */
+static int g_roles, g_engine = -1;
+static int64_t g_epoch = -1;
+static void role(void *arg, int engine, int64_t epoch) {
+  (void)arg;
+  g_roles++;
+  g_engine = engine;
+  g_epoch = epoch;
+}
+
+/* SQLite: the local coordination (no thread, the engine at once), caches on; turning caches off
+   makes every generation new and turning them on again keeps it stable. */
 static void test_sqlite_mode(void **state) {
   char dir[] = "/tmp/test_signals.XXXXXX", path[64];
   assert_non_null(mkdtemp(dir));
@@ -183,15 +193,30 @@ static void test_sqlite_mode(void **state) {
   assert_non_null(st);
   assert_int_equal(store_cluster_mode(st), 0);
   assert_int_equal(store_caches_on(st), 1);
-  struct signals *s = signals_new(st, NULL);
-  assert_non_null(s);
-  assert_int_equal(signal_on(s, SIGNAL_TASKS, count, NULL), 0);
-  assert_int_equal(signal_on(s, SIGNAL_KINDS, count, NULL), -1);
-  assert_int_equal(signal_on(s, SIGNAL_VOTES, NULL, NULL), -1);
-  assert_int_equal(signals_start(s), 0);
-  assert_int_equal(signals_connected(s), 1);
-  assert_int_equal(signals_received(s), 0);
+  /* one process: the local coordination, always the engine, nothing to hear */
+  struct coord *co = coord_local_new();
+  assert_non_null(co);
+  assert_int_equal(coord_subscribe(co, SIGNAL_TASKS, count, NULL), 0);
+  assert_int_equal(coord_subscribe(co, SIGNAL_KINDS, count, NULL), -1);
+  assert_int_equal(coord_subscribe(co, SIGNAL_VOTES, NULL, NULL), -1);
+  assert_int_equal(coord_on_role(co, role, NULL), 0);
+  assert_int_equal(coord_is_engine(co), 0);
+  assert_int_equal(coord_start(co), 0);
+  assert_int_equal(g_roles, 1); /* reported before coord_start returned */
+  assert_int_equal(g_engine, 1);
+  assert_int_equal(g_epoch, 0);
+  assert_int_equal(coord_is_engine(co), 1);
+  assert_int_equal(coord_epoch(co), 0);
+  assert_int_equal(coord_listening(co), 1);
+  assert_int_equal(coord_received(co), 0);
   assert_int_equal(g_calls, 0);
+  coord_stop(co); /* the engine work stops: reported once */
+  assert_int_equal(g_roles, 2);
+  assert_int_equal(g_engine, 0);
+  assert_int_equal(coord_is_engine(co), 0);
+  coord_free(&co);
+  assert_null(co);
+  assert_int_equal(g_roles, 2);
 
   int64_t g0 = store_generation(st);
   assert_int_equal(store_generation(st), g0);
@@ -212,8 +237,6 @@ static void test_sqlite_mode(void **state) {
   assert_true(c > b);
   assert_int_equal(store_generation(st), c);
 
-  signals_free(&s);
-  assert_null(s);
   store_close(&st);
   snprintf(path, sizeof path, "rm -rf %s", dir);
   assert_int_equal(system(path), 0);
@@ -242,8 +265,8 @@ static int has(const struct note *ns, int n, const char *ch, const char *pl) {
   return 0;
 }
 
-static enum store_rc delete_then_fail(struct store *st, void *arg) {
-  assert_int_equal(store_node_delete_locked(st, *(int64_t *)arg), STORE_OK);
+static enum store_rc delete_then_fail(struct store_tx *tx, void *arg) {
+  assert_int_equal(store_node_delete_locked(tx, *(int64_t *)arg), STORE_OK);
   return STORE_CONFLICT; /* rolled back */
 }
 

@@ -59,6 +59,14 @@ static void sample(void *target, const struct field_def *d) {
     snprintf(m, d->size, "%s", d->choices[n - 1]); /* "" would be written as the first */
     return;
   }
+  case FIELD_NAMED: { /* the last value with a word */
+    int v = d->nchoices - 1;
+    while (v > 0 && !(d->choices[v] && *d->choices[v]))
+      v--;
+    assert_true(v > 0);
+    memcpy(m, &v, sizeof v);
+    return;
+  }
   case FIELD_STR:
     for (const char *const *c = str_samples; *c; c++) {
       char buf[512];
@@ -333,6 +341,10 @@ static int bad_values(const struct field_def *d, char out[][320], int cap) {
     snprintf(out[n++], 320, "null");
     break;
   case FIELD_BOOL:
+    snprintf(out[n++], 320, "1");
+    break;
+  case FIELD_NAMED:
+    snprintf(out[n++], 320, "\"nope\"");
     snprintf(out[n++], 320, "1");
     break;
   case FIELD_ENUM:

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_events.h"
 #include "store_health.h"
 #include "store_node.h"
@@ -203,7 +204,7 @@ static void test_site_create_get(void **state) {
   make_site(&s, "shop", "shop.example.com", 3);
   s.n_hostnames = 2;
   snprintf(s.hostnames[1], sizeof s.hostnames[1], "www.shop.example.com");
-  memcpy(s.failback, "manual", 7);
+  s.failback = HEALTH_FAILBACK_MANUAL;
   s.hc_enabled = 1;
   s.hc_timeout_ms = 1234;
   s.n_retry_on_status = 2;
@@ -222,7 +223,7 @@ static void test_site_create_get(void **state) {
   assert_int_equal(g.n_hostnames, 2);
   assert_string_equal(g.hostnames[0], "shop.example.com");
   assert_string_equal(g.hostnames[1], "www.shop.example.com");
-  assert_string_equal(g.failback, "manual");
+  assert_int_equal(g.failback, HEALTH_FAILBACK_MANUAL);
   assert_int_equal(g.hc_enabled, 1);
   assert_int_equal(g.hc_timeout_ms, 1234);
   assert_int_equal(g.n_retry_on_status, 2);
@@ -243,7 +244,7 @@ static void test_site_create_get(void **state) {
   assert_string_equal(g.origins[2].host_header, "h.example.com");
   assert_string_equal(g.origins[0].host_header, "");
   for (int i = 0; i < 3; i++) {
-    assert_string_equal(g.origins[i].health, "unknown");
+    assert_int_equal(g.origins[i].health, HEALTH_UNKNOWN);
     assert_int_equal(g.origins[i].enabled, 1);
   }
   site_rec_fini(&g);
@@ -455,7 +456,7 @@ static void test_reenable_resets_health(void **state) {
   o.port = 1111;
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
-  assert_string_equal(g.origins[0].health, "healthy");
+  assert_int_equal(g.origins[0].health, HEALTH_HEALTHY);
   assert_int_equal(g.origins[0].success_streak, 2);
   site_rec_fini(&g);
   /* disabling keeps it too */
@@ -463,14 +464,14 @@ static void test_reenable_resets_health(void **state) {
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
   assert_int_equal(g.origins[0].enabled, 0);
-  assert_string_equal(g.origins[0].health, "healthy");
+  assert_int_equal(g.origins[0].health, HEALTH_HEALTHY);
   site_rec_fini(&g);
   /* re-enabling starts over as unknown */
   o.enabled = 1;
   assert_int_equal(store_origin_update(f->st, &o), STORE_OK);
   assert_int_equal(store_site_get(f->st, id, &g), STORE_OK);
   assert_int_equal(g.origins[0].enabled, 1);
-  assert_string_equal(g.origins[0].health, "unknown");
+  assert_int_equal(g.origins[0].health, HEALTH_UNKNOWN);
   assert_int_equal(g.origins[0].success_streak, 0);
   assert_int_equal(g.origins[0].failure_streak, 0);
   assert_int_equal(g.origins[0].healthy_since, 0);
@@ -647,13 +648,13 @@ struct op_arg {
   enum store_rc result; /* what the body returns after its writes */
 };
 
-static enum store_rc op_disable_first(struct store *st, void *arg) {
+static enum store_rc op_disable_first(struct store_tx *tx, void *arg) {
   struct op_arg *a = arg;
   struct site_rec s;
-  enum store_rc rc = store_site_get_locked(st, a->site_id, &s);
+  enum store_rc rc = store_site_get_locked(tx, a->site_id, &s);
   if (rc != STORE_OK) return rc;
   s.origins[0].enabled = 0;
-  rc = store_origin_update_locked(st, &s.origins[0]);
+  rc = store_origin_update_locked(tx, &s.origins[0]);
   site_rec_fini(&s);
   return rc != STORE_OK ? rc : a->result;
 }
@@ -683,6 +684,114 @@ static void test_store_op(void **state) {
   site_rec_fini(&g);
   a.site_id = id + 100; /* the body's own error code comes back */
   assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
+}
+
+/* ---- the store core's statement helpers (store_core.h) ---- */
+
+struct row_t {
+  int64_t id, z_null, p_null;
+  int n;
+  char t[8];
+};
+
+#define M(m) .offset = offsetof(struct row_t, m), .size = sizeof(((struct row_t *)0)->m)
+static const struct field_def row_t_cols[] = {
+    {.name = "id", .column = "id", .type = FIELD_INT, M(id)},
+    {.name = "n", .column = "n", .type = FIELD_INT, M(n)},
+    {.name = "t", .column = "t", .type = FIELD_STR, M(t)},
+    {.name = "z_null", .column = "z IS NULL", .type = FIELD_INT, M(z_null)},
+    {.name = "p_null", .column = "p IS NULL", .type = FIELD_INT, M(p_null)},
+    {.name = NULL},
+};
+#undef M
+
+static enum store_rc op_rows(struct store_tx *tx, void *arg) {
+  struct store *st = store_tx_store(tx);
+  (void)arg;
+  if (store_exec(st->w, "creating",
+                 "CREATE TABLE rows_t (id BIGINT PRIMARY KEY, n INTEGER, "
+                 "t TEXT, z TEXT, p BIGINT)",
+                 "") < 0)
+    return STORE_ERROR;
+  /* the letters: I int64, i int, t text (NULL = NULL), z text ("" = NULL), P int64 (<= 0 = NULL) */
+  if (store_exec(st->w, "row 1", "INSERT INTO rows_t VALUES (?, ?, ?, ?, ?)", "IitzP", (int64_t)1,
+                 7, "a", "", (int64_t)0) < 0 ||
+      store_exec(st->w, "row 2", "INSERT INTO rows_t VALUES (?, ?, ?, ?, ?)", "IitzP", (int64_t)2,
+                 8, (const char *)NULL, "b", (int64_t)5) < 0)
+    return STORE_ERROR;
+  return STORE_OK;
+}
+
+/* A second row 1: refused by the primary key, named by the caller's field. */
+static enum store_rc op_clash(struct store_tx *tx, void *arg) {
+  struct store *st = store_tx_store(tx);
+  struct db_stmt *q = db_prep(st->w, "INSERT INTO rows_t (id) VALUES (?)");
+  enum store_rc rc;
+  assert_non_null(q);
+  store_bind(q, 1, "I", (int64_t)1);
+  rc = store_step_unique(st->w, q, 0, "rows[0].id", arg, 32, "clashing");
+  return rc;
+}
+
+static int fail_second(const void *ctx, struct db_stmt *s, void *rec) {
+  int *calls = (int *)ctx;
+  store_read_fields(row_t_cols, s, rec);
+  return ++*calls == 2 ? -1 : 0;
+}
+
+static int finis;
+static void count_fini(void *rec) {
+  (void)rec;
+  finis++;
+}
+
+static void test_statement_helpers(void **state) {
+  struct fx *f = *state;
+  static struct store_sql q1, q2;
+  struct row_t *rows = NULL, one;
+  struct db_conn *c;
+  struct db_stmt *s;
+  char conflict[32] = "";
+  int n = -1, calls = 0;
+  assert_int_equal(store_op(f->st, op_rows, NULL), STORE_OK);
+  assert_int_equal(store_op(f->st, op_clash, conflict), STORE_CONFLICT);
+  assert_string_equal(conflict, "rows[0].id");
+  assert_int_equal(store_select(f->st, &q1, row_t_cols, " FROM rows_t WHERE id >= ? ORDER BY id",
+                                sizeof *rows, 0, (void **)&rows, &n, "listing", "I", (int64_t)1),
+                   STORE_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(rows[0].n, 7);
+  assert_string_equal(rows[0].t, "a");
+  assert_int_equal(rows[0].z_null, 1); /* "" as 'z' */
+  assert_int_equal(rows[0].p_null, 1); /* 0 as 'P' */
+  assert_string_equal(rows[1].t, "");  /* NULL as 't' reads back as "" */
+  assert_int_equal(rows[1].z_null, 0);
+  assert_int_equal(rows[1].p_null, 0);
+  free(rows);
+  /* one row, and none */
+  c = store_reader(f->st);
+  s = db_prep(c, store_sql(&q2, "SELECT ", row_t_cols, " FROM rows_t WHERE id = ?"));
+  assert_non_null(s);
+  db_bind_i64(s, 1, 2);
+  assert_int_equal(store_one(c, s, sizeof one, store_read_fields, row_t_cols, NULL, &one, "one"),
+                   STORE_OK);
+  assert_int_equal(one.n, 8);
+  db_bind_i64(s, 1, 3);
+  assert_int_equal(store_one(c, s, sizeof one, store_read_fields, row_t_cols, NULL, &one, "one"),
+                   STORE_NOT_FOUND);
+  assert_int_equal(one.id, 0);
+  /* a reader that fails: nothing is returned and every record read is finished */
+  s = db_prep(c, store_sql(&q1, "SELECT ", row_t_cols, " FROM rows_t WHERE id >= ? ORDER BY id"));
+  assert_non_null(s);
+  db_bind_i64(s, 1, 1);
+  finis = 0;
+  rows = (struct row_t *)1;
+  assert_int_equal(store_list_read(c, s, sizeof *rows, 0, fail_second, &calls, count_fini,
+                                   (void **)&rows, &n, "failing"),
+                   STORE_ERROR);
+  assert_null(rows);
+  assert_int_equal(n, 0);
+  assert_int_equal(finis, 2);
 }
 
 /* The origin cap is counted inside the transaction that adds. */
@@ -768,6 +877,7 @@ static int verdict_count(struct fx *f, int64_t origin_id) {
 }
 
 static void test_verdicts_go_with_origins(void **state) {
+  struct store_tx *tx;
   struct fx *f = *state;
   struct site_rec g;
   struct verdict_row rows[6];
@@ -791,9 +901,9 @@ static void test_verdicts_go_with_origins(void **state) {
     rows[i].verdict = "success";
     snprintf(rows[i].state_after, sizeof rows[i].state_after, "unknown");
   }
-  assert_int_equal(store_health_begin(f->st), 0);
-  assert_int_equal(store_health_verdicts_add_locked(f->st, rows, 5), 0);
-  assert_int_equal(store_health_commit(f->st), 0);
+  assert_non_null(tx = store_health_begin(f->st));
+  assert_int_equal(store_health_verdicts_add_locked(tx, rows, 5), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   for (int i = 0; i < 3; i++)
     assert_int_equal(verdict_count(f, oa[i]), 1);
   assert_int_equal(store_origin_delete(f->st, a, oa[1]), STORE_OK);
@@ -837,6 +947,36 @@ static void test_origin_ids_follow_the_list(void **state) {
   site_rec_fini(&s);
 }
 
+/* The test seam of controld --test-max-pages: a SQLite database capped at its size (SQLite does
+   not go below it) fills up within a few writes; the write that does not fit answers STORE_FULL
+   with nothing of it stored, and store_storage_full says so. PostgreSQL has no cap to set. */
+static void test_max_pages(void **state) {
+  struct fx *f = *state;
+  int before = count_sites(f), made = 0;
+  enum store_rc rc = STORE_OK;
+  assert_int_equal(store_set_max_pages(f->st, 0), -1);
+  assert_int_equal(store_set_max_pages(f->st, 1), g_pg ? -1 : 0); /* PostgreSQL: no cap */
+  for (int i = 0; i < 2000 && rc == STORE_OK; i++) {
+    struct site_rec s;
+    char name[32], host[64], conflict[64] = "";
+    snprintf(name, sizeof name, "full%d", i);
+    snprintf(host, sizeof host, "full%d.example.com", i);
+    make_site(&s, name, host, 10);
+    rc = store_site_create(f->st, &s, conflict, sizeof conflict);
+    if (rc == STORE_OK) made++;
+    site_rec_fini(&s);
+    if (g_pg && made == 3) break; /* no cap there: enough to see writes go on */
+  }
+  assert_int_equal(count_sites(f), before + made);
+  if (g_pg) {
+    assert_int_equal(rc, STORE_OK);
+    assert_int_equal(store_storage_full(f->st), 0);
+    return;
+  }
+  assert_int_equal(rc, STORE_FULL);
+  assert_int_equal(store_storage_full(f->st), 1);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -852,6 +992,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rec_copy),
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),

@@ -15,9 +15,9 @@
 #include "fleet.h"
 #include "log.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_fleet.h"
 #include "store_health.h"
-#include "store_int.h"
 #include "store_node.h"
 #include "store_sites.h"
 
@@ -276,6 +276,7 @@ static void test_config_snapshot(void **state) {
 /* Verdict rows written in batches of 16 (and one by one for the rest) keep each origin's 100
    newest rows and none older than the age limit, as the per-row prune does. */
 static void test_verdicts_batched(void **state) {
+  struct store_tx *tx;
   struct store *st = *state;
   enum { NO = 20, ROUNDS = STORE_HEALTH_VERDICTS_KEEP + 5 };
   struct verdict_row rows[NO];
@@ -299,9 +300,9 @@ static void test_verdicts_batched(void **state) {
       rows[i] = (struct verdict_row){r, site[i], origin[i], at, "control", "success", "", "[]"};
       snprintf(rows[i].state_after, sizeof rows[i].state_after, "healthy");
     }
-    assert_int_equal(store_health_begin(st), 0);
-    assert_int_equal(store_health_verdicts_add_locked(st, rows, NO), 0);
-    assert_int_equal(store_health_commit(st), 0);
+    assert_non_null(tx = store_health_begin(st));
+    assert_int_equal(store_health_verdicts_add_locked(tx, rows, NO), 0);
+    assert_int_equal(store_health_commit(tx), 0);
     if (r == ROUNDS || r == ROUNDS + 1) {
       for (int i = 0; i < NO; i++) {
         struct verdict_rec *arr = NULL;
@@ -324,6 +325,7 @@ static void test_verdicts_batched(void **state) {
    store_fleet_set_locked store one by one: empty text and zero times as NULL (read back as "" and
    0), quotes and backslashes as data. */
 static void test_round_writes_batched(void **state) {
+  struct store_tx *tx;
   struct store *st = *state;
   enum { NS = 6 };
   struct site_rec s[NS];
@@ -342,15 +344,12 @@ static void test_round_writes_batched(void **state) {
     for (int k = 0; k < s[i].n_origins && k < 3; k++) {
       struct origin_rec *o = &s[i].origins[k];
       int v = i * 3 + k;
-      snprintf(o->health, sizeof o->health, "%s",
-               v % 3 == 0   ? "healthy"
-               : v % 3 == 1 ? "unhealthy"
-                            : "unknown");
+      o->health = v % 3 == 0 ? HEALTH_HEALTHY : v % 3 == 1 ? HEALTH_UNHEALTHY : HEALTH_UNKNOWN;
       o->success_streak = v;
       o->failure_streak = 100 + v;
       o->health_changed_at = v % 2 ? 5000 + v : 0;
       o->healthy_since = v % 2 ? 0 : 6000 + v;
-      snprintf(o->last_verdict, sizeof o->last_verdict, "%s", v % 4 ? "failure" : "");
+      o->last_verdict = v % 4 ? VERDICT_FAILURE : VERDICT_NONE;
       snprintf(o->last_source, sizeof o->last_source, "%s", v % 4 ? "nodes" : "");
       o->votes_success = 2 * v;
       o->votes_failure = 3 * v;
@@ -364,10 +363,10 @@ static void test_round_writes_batched(void **state) {
     rows[i].next_probe_at = 9000 + i;
     rows[i].fleet = i == 0 ? FLEET_ON_BACKUP | FLEET_ALL_DOWN : i == 1 ? FLEET_PAUSED : 0;
   }
-  assert_int_equal(store_health_begin(st), 0);
-  assert_int_equal(store_health_origins_save_locked(st, op, no), 0);
-  assert_int_equal(store_health_sites_round_locked(st, rows, NS), 0);
-  assert_int_equal(store_health_commit(st), 0);
+  assert_non_null(tx = store_health_begin(st));
+  assert_int_equal(store_health_origins_save_locked(tx, op, no), 0);
+  assert_int_equal(store_health_sites_round_locked(tx, rows, NS), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   for (int i = 0; i < NS; i++) {
     struct site_rec got;
     assert_int_equal(store_site_get(st, s[i].id, &got), STORE_OK);
@@ -383,16 +382,16 @@ static void test_round_writes_batched(void **state) {
   assert_int_equal(after.all_down, before.all_down + 1);
   assert_int_equal(after.paused, before.paused + 1);
   /* nothing to write is no statement and no error */
-  assert_int_equal(store_health_begin(st), 0);
-  assert_int_equal(store_health_origins_save_locked(st, op, 0), 0);
-  assert_int_equal(store_health_sites_round_locked(st, rows, 0), 0);
-  assert_int_equal(store_health_commit(st), 0);
+  assert_non_null(tx = store_health_begin(st));
+  assert_int_equal(store_health_origins_save_locked(tx, op, 0), 0);
+  assert_int_equal(store_health_sites_round_locked(tx, rows, 0), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   /* the flags back to none, for the other tests */
   for (int i = 0; i < NS; i++)
     rows[i].fleet = 0;
-  assert_int_equal(store_health_begin(st), 0);
-  assert_int_equal(store_health_sites_round_locked(st, rows, NS), 0);
-  assert_int_equal(store_health_commit(st), 0);
+  assert_non_null(tx = store_health_begin(st));
+  assert_int_equal(store_health_sites_round_locked(tx, rows, NS), 0);
+  assert_int_equal(store_health_commit(tx), 0);
   for (int i = 0; i < NS; i++)
     site_rec_fini(&s[i]);
 }

@@ -1,7 +1,7 @@
 /* Unit tests for the probe task board in tables (store_tasks.h, cluster mode's board) and the
-   board's database mode (tasks_use_store): open, hand out, vote, close, the 409 rules by the
-   database clock, aborting older epochs, pruning, fencing. On SQLite, and with the argument "pg"
-   on PostgreSQL (CDNCA_TEST_PG: a conninfo; ctest's `pg` fixture sets it). */
+   board's database mode (tasks_new with the store): open, hand out, vote, close, the 409 rules by
+   the database clock, aborting older epochs, pruning, fencing. On SQLite, and with the argument
+   "pg" on PostgreSQL (CDNCA_TEST_PG: a conninfo; ctest's `pg` fixture sets it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -254,7 +254,7 @@ static void test_volume(void **state) {
 /* The board in database mode (no HTTP: the engine's side and votes). */
 static void test_board_db_mode(void **state) {
   struct store *st = *state;
-  struct task_board *b = tasks_new();
+  struct task_board *b = tasks_new(NULL);
   struct task_spec specs[2];
   const struct task_spec *per[1] = {specs};
   int64_t node = 5, id;
@@ -262,7 +262,9 @@ static void test_board_db_mode(void **state) {
   struct task_vote v[2], *got;
   assert_non_null(b);
   assert_int_equal(tasks_next_round_id(b), 1); /* memory: no table */
-  assert_int_equal(tasks_use_store(b, st), 0);
+  tasks_free(&b);
+  b = tasks_new(st);
+  assert_non_null(b);
   id = tasks_next_round_id(b);
   assert_true(id >= 42);
   memset(specs, 0, sizeof specs);

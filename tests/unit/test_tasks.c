@@ -1,12 +1,16 @@
-/* test_tasks — the controld probe-task board: rounds, votes, deadlines, early wake. */
+/* test_tasks — the controld probe-task board in memory: rounds, votes, deadlines, early wake, and
+   the node side: task polls answered at once, held until a round opens or wait_ms passes, ended
+   by a revoked token or the shutdown. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -76,7 +80,7 @@ static struct task_board *open_round(int64_t round_id, int64_t deadline) {
   const struct task_spec *lists[2] = {a, b};
   int64_t nodes[2] = {1, 2};
   int counts[2] = {2, 1};
-  struct task_board *bd = tasks_new();
+  struct task_board *bd = tasks_new(NULL);
   assert_non_null(bd);
   spec(&a[0], 1, 10);
   spec(&a[1], 2, 11);
@@ -218,12 +222,228 @@ static void test_wait_ends_at_deadline(void **state) {
   clock_set_fake_ms(-1);
 }
 
+/* A node's task poll as the API layer holds it: what the board answered, and whether it was
+   resumed (then the poll completes and frees the board's waiter, as a request does). */
+struct client {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned status;
+  char code[32];
+  cJSON *body;
+  void *waiter;
+  void (*free_waiter)(void *);
+  int held, resumed;
+};
+
+static void c_reply(void *client, unsigned status, cJSON *body) {
+  struct client *c = client;
+  pthread_mutex_lock(&c->mu);
+  c->status = status;
+  cJSON_Delete(c->body);
+  c->body = body;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void c_error(void *client, unsigned status, const char *code, const char *message) {
+  struct client *c = client;
+  (void)message;
+  pthread_mutex_lock(&c->mu);
+  c->status = status;
+  snprintf(c->code, sizeof c->code, "%s", code);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void c_hold(void *client, void *waiter, void (*free_waiter)(void *)) {
+  struct client *c = client;
+  pthread_mutex_lock(&c->mu);
+  c->waiter = waiter;
+  c->free_waiter = free_waiter;
+  c->held = 1;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void c_resume(void *client) {
+  struct client *c = client;
+  pthread_mutex_lock(&c->mu);
+  c->free_waiter(c->waiter); /* the request completes */
+  c->waiter = NULL;
+  c->resumed = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static const struct tasks_client_ops client_ops = {c_reply, c_error, c_hold, c_resume};
+
+static void client_init(struct client *c) {
+  memset(c, 0, sizeof *c);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+}
+
+static void client_done(struct client *c) {
+  cJSON_Delete(c->body);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+}
+
+/* Wait (up to 10 s of real time) until the held poll was resumed; 1 when it was. */
+static int resumed(struct client *c) {
+  struct timespec ts;
+  int r;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 10;
+  pthread_mutex_lock(&c->mu);
+  while (!c->resumed)
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) != 0) break;
+  r = c->resumed;
+  pthread_mutex_unlock(&c->mu);
+  return r;
+}
+
+/* Whether the poll was resumed by now (no wait). */
+static int resumed_now(struct client *c) {
+  int r;
+  pthread_mutex_lock(&c->mu);
+  r = c->resumed;
+  pthread_mutex_unlock(&c->mu);
+  return r;
+}
+
+/* The task ids of an answer's "tasks", in order, as "1,2". */
+static void task_ids(const cJSON *body, char *out, size_t cap) {
+  const cJSON *t;
+  size_t len = 0;
+  out[0] = '\0';
+  cJSON_ArrayForEach(t, cJSON_GetObjectItem(body, "tasks")) {
+    int k = snprintf(out + len, cap - len, "%s%lld", len ? "," : "",
+                     (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "task_id")));
+    if (k < 0 || (size_t)k >= cap - len) break;
+    len += (size_t)k;
+  }
+}
+
+static int64_t num(const cJSON *body, const char *key) {
+  return (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(body, key));
+}
+
+/* A poll finds its node's tasks of an open round at once, only once; other nodes get theirs. */
+static void test_poll_answered_at_once(void **state) {
+  struct task_board *bd;
+  struct client c;
+  char ids[64];
+  (void)state;
+  clock_set_fake_ms(T0);
+  bd = open_round(7, T0 + 30000);
+  client_init(&c);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c, 1, 25000), 0);
+  assert_int_equal(c.status, 200);
+  assert_int_equal(num(c.body, "round_id"), 7);
+  assert_int_equal(num(c.body, "deadline_ms"), 30000); /* relative: ms left */
+  task_ids(c.body, ids, sizeof ids);
+  assert_string_equal(ids, "1,2");
+  /* delivered: the next poll without waiting is 304 */
+  assert_int_equal(tasks_poll(bd, &client_ops, &c, 1, 0), 0);
+  assert_int_equal(c.status, 304);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c, 2, 0), 0);
+  assert_int_equal(c.status, 200);
+  task_ids(c.body, ids, sizeof ids);
+  assert_string_equal(ids, "3");
+  assert_int_equal(tasks_poll(bd, &client_ops, &c, 9, 0), 0); /* no tasks for node 9 */
+  assert_int_equal(c.status, 304);
+  assert_int_equal(c.held, 0);
+  client_done(&c);
+  tasks_free(&bd);
+  clock_set_fake_ms(-1);
+}
+
+/* A held poll gets its tasks when a round for its node opens; another node's stays held until
+   its wait_ms passes (304). */
+static void test_held_poll_woken_by_round(void **state) {
+  static struct task_spec a[1];
+  const struct task_spec *lists[1] = {a};
+  int64_t nodes[1] = {1};
+  int counts[1] = {1};
+  struct task_board *bd;
+  struct client c1, c2;
+  char ids[64];
+  (void)state;
+  clock_set_fake_ms(T0);
+  bd = tasks_new(NULL);
+  assert_non_null(bd);
+  client_init(&c1);
+  client_init(&c2);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c1, 1, 25000), 1);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c2, 2, 200), 1);
+  assert_int_equal(c1.held, 1);
+  spec(&a[0], 5, 50);
+  assert_int_equal(tasks_round_open(bd, 3, T0 + 10000, 1, nodes, lists, counts), 0);
+  assert_true(resumed(&c1));
+  assert_int_equal(c1.status, 200);
+  assert_int_equal(num(c1.body, "round_id"), 3);
+  assert_int_equal(num(c1.body, "deadline_ms"), 10000);
+  task_ids(c1.body, ids, sizeof ids);
+  assert_string_equal(ids, "5");
+  assert_false(resumed_now(&c2));
+  clock_set_fake_ms(T0 + 201); /* node 2's wait_ms passed */
+  assert_true(resumed(&c2));
+  assert_int_equal(c2.status, 304);
+  assert_null(c2.body);
+  client_done(&c1);
+  client_done(&c2);
+  tasks_free(&bd);
+  clock_set_fake_ms(-1);
+}
+
+/* A revoked node's held polls end 401; the shutdown ends the others 304, and later polls are
+   answered at once. */
+static void test_held_polls_end(void **state) {
+  struct task_board *bd;
+  struct client c1, c2, c3;
+  (void)state;
+  bd = tasks_new(NULL);
+  assert_non_null(bd);
+  client_init(&c1);
+  client_init(&c2);
+  client_init(&c3);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c1, 1, 25000), 1);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c2, 2, 25000), 1);
+  tasks_node_revoked(bd, 1);
+  assert_true(resumed(&c1));
+  assert_int_equal(c1.status, 401);
+  assert_string_equal(c1.code, "unauthorized");
+  assert_false(resumed_now(&c2));
+  tasks_shutdown(bd);
+  assert_int_equal(c2.resumed, 1);
+  assert_int_equal(c2.status, 304);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c3, 3, 25000), 0);
+  assert_int_equal(c3.status, 304);
+  assert_int_equal(c3.held, 0);
+  client_done(&c1);
+  client_done(&c2);
+  client_done(&c3);
+  tasks_free(&bd);
+}
+
+/* In memory there are no other engines: nothing to abort, and round ids start at 1. */
+static void test_memory_home(void **state) {
+  struct task_board *bd = tasks_new(NULL);
+  (void)state;
+  assert_non_null(bd);
+  assert_int_equal(tasks_abort_older(bd, 5), 0);
+  assert_int_equal(tasks_next_round_id(bd), 1);
+  tasks_free(&bd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_task_json_carries_check),
       cmocka_unit_test(test_votes_and_early_wait),
       cmocka_unit_test(test_late_votes_refused),
       cmocka_unit_test(test_wait_ends_at_deadline),
+      cmocka_unit_test(test_poll_answered_at_once),
+      cmocka_unit_test(test_held_poll_woken_by_round),
+      cmocka_unit_test(test_held_polls_end),
+      cmocka_unit_test(test_memory_home),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,12 +42,38 @@ static void test_equal(void **state) {
   assert_true(token_equal("", ""));
 }
 
+/* docs/operations.md#admin-token-strength */
+static void test_admin_weakness(void **state) {
+  char tok[TOKEN_HEX_LEN + 1];
+  /* openssl rand -hex 32, openssl rand -hex 16, 22 base64url characters, the tests' tokens */
+  assert_null(
+      token_admin_weakness("3f9c2a7be41d08f65c9e2b7a1d4f80c36e5b9a2d7c1f04e8b3a6d9c2f5e8b1a4"));
+  assert_null(token_admin_weakness("3f9c2a7be41d08f65c9e2b7a1d4f80c3"));
+  assert_null(token_admin_weakness("Vq3_xR8-kL2pZ7mN4tY9wB"));
+  assert_null(token_admin_weakness("adm-3f9c2a7be41d08f65c9e2b7a1d4f80c3"));
+  assert_int_equal(token_random(tok, sizeof tok), 0);
+  assert_null(token_admin_weakness(tok));
+  /* the shipped placeholders */
+  assert_non_null(token_admin_weakness(TOKEN_ADMIN_PLACEHOLDER));
+  assert_non_null(token_admin_weakness("change-me-to-a-long-random-secret"));
+  /* hex: 32 digits at least (31 is not), upper case counts as hex */
+  assert_non_null(token_admin_weakness("3f9c2a7be41d08f65c9e2b7a1d4f80c"));
+  assert_non_null(token_admin_weakness("3F9C2A7BE41D08F65C9E2B7A1D4F80C"));
+  assert_null(token_admin_weakness("3F9C2A7BE41D08F65C9E2B7A1D4F80C3"));
+  /* anything else: 22 characters at least (21 is not) */
+  assert_non_null(token_admin_weakness("Vq3_xR8-kL2pZ7mN4tY9w"));
+  assert_non_null(token_admin_weakness("short"));
+  /* long enough but from too few characters */
+  assert_non_null(token_admin_weakness("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
+  assert_non_null(token_admin_weakness("abababababababababababababababababababab"));
+  assert_non_null(token_admin_weakness("abcdeabcdeabcdeabcdeabcdeabcdeabcdeabcde"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sha256_vector),
-      cmocka_unit_test(test_hmac_vector),
-      cmocka_unit_test(test_random),
-      cmocka_unit_test(test_equal),
+      cmocka_unit_test(test_sha256_vector),  cmocka_unit_test(test_hmac_vector),
+      cmocka_unit_test(test_random),         cmocka_unit_test(test_equal),
+      cmocka_unit_test(test_admin_weakness),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store.h"
-#include "store_int.h"
+#include "store_core.h"
 #include "store_tokens.h"
 
 #define T0 1800000000000LL

@@ -1,4 +1,6 @@
-/* store — connections, migrations, tokens, sites, origins, nodes, publications. */
+/* store_core — the store core (store.h, store_core.h): connections, migrations, write transactions
+   and their participants. Names no feature. */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "schema.h"
-#include "store_int.h"
+#include "store_core.h"
 
 /* ---- connections ---- */
 
@@ -131,14 +133,15 @@ void *store_participant_state(struct store *st, const struct store_participant *
 
 static int parts_begin(struct store *st, int engine) {
   for (int i = 0; i < st->nparts; i++)
-    if (st->parts[i].p->begin && st->parts[i].p->begin(st, st->parts[i].state, engine) < 0)
+    if (st->parts[i].p->begin && st->parts[i].p->begin(&st->tx, st->parts[i].state, engine) < 0)
       return -1;
   return 0;
 }
 
 static int parts_before_commit(struct store *st) {
   for (int i = 0; i < st->nparts; i++)
-    if (st->parts[i].p->before_commit && st->parts[i].p->before_commit(st, st->parts[i].state) < 0)
+    if (st->parts[i].p->before_commit &&
+        st->parts[i].p->before_commit(&st->tx, st->parts[i].state) < 0)
       return -1;
   return 0;
 }
@@ -158,8 +161,22 @@ static void parts_released(struct store *st, int committed) {
 
 /* ---- write transactions ---- */
 
+/* The writer lock is released: the transaction is no longer anybody's. */
+static void tx_unlock(struct store *st) {
+  st->tx.open = 0;
+  pthread_mutex_unlock(&st->wmu);
+}
+
+struct store *store_tx_store(struct store_tx *tx) {
+  assert(tx && tx->open && pthread_equal(tx->owner, pthread_self()));
+  return tx->st;
+}
+
 static int tx_begin(struct store *st, int ordered, int engine) {
   pthread_mutex_lock(&st->wmu);
+  st->tx.st = st;
+  st->tx.owner = pthread_self();
+  st->tx.open = 1;
   db_clear_err(st->w);
   if (db_begin_write(st->w) < 0) goto fail;
   st->tx_gen = 0;
@@ -199,7 +216,7 @@ fail:
   note_db(st, st->w);
   tl_werr = db_err(st->w);
   parts_end(st, 0);
-  pthread_mutex_unlock(&st->wmu);
+  tx_unlock(st);
   parts_released(st, 0);
   return -1;
 }
@@ -217,23 +234,24 @@ int store_prefetched_i64(struct store *st, struct db_stmt **q, int64_t *out, con
   return 0;
 }
 
-int64_t store_tx_gen_locked(struct store *st) {
+int64_t store_tx_gen_locked(struct store_tx *tx) {
+  struct store *st = store_tx_store(tx);
   if (!st->tx_gen_q) return st->tx_gen;
   if (store_prefetched_i64(st, &st->tx_gen_q, &st->tx_gen, "taking the ordered-write row") < 0)
     return -1;
   return st->tx_gen;
 }
 
-int store_tx_begin(struct store *st) {
-  return tx_begin(st, 1, 0);
+struct store_tx *store_tx_begin(struct store *st) {
+  return tx_begin(st, 1, 0) < 0 ? NULL : &st->tx;
 }
 
-int store_tx_begin_unordered(struct store *st) {
-  return tx_begin(st, 0, 0);
+struct store_tx *store_tx_begin_unordered(struct store *st) {
+  return tx_begin(st, 0, 0) < 0 ? NULL : &st->tx;
 }
 
-int store_tx_begin_engine(struct store *st, int ordered) {
-  return tx_begin(st, ordered, 1);
+struct store_tx *store_tx_begin_engine(struct store *st, int ordered) {
+  return tx_begin(st, ordered, 1) < 0 ? NULL : &st->tx;
 }
 
 int store_storage_full(struct store *st) {
@@ -258,10 +276,11 @@ static void note_db(struct store *st, struct db_conn *c) {
   }
 }
 
-int store_tx_commit(struct store *st) {
+static int tx_commit(struct store *st) {
   /* what the participants queued is written, and their notifications go out, with the commit
      or not at all */
-  int rc = store_tx_gen_locked(st) == -1 || parts_before_commit(st) < 0 ? -1 : db_commit(st->w);
+  int rc =
+      store_tx_gen_locked(&st->tx) == -1 || parts_before_commit(st) < 0 ? -1 : db_commit(st->w);
   if (rc < 0) {
     note_failure(st);
     tl_werr = db_err(st->w);
@@ -278,20 +297,28 @@ int store_tx_commit(struct store *st) {
   /* after the commit and before the writer lock goes: e.g. no lookup can re-cache a removed
      token */
   parts_end(st, rc == 0);
-  pthread_mutex_unlock(&st->wmu);
+  tx_unlock(st);
   parts_released(st, rc == 0);
   return rc;
 }
 
-void store_tx_rollback(struct store *st) {
+int store_tx_commit(struct store_tx *tx) {
+  return tx_commit(store_tx_store(tx));
+}
+
+static void tx_rollback(struct store *st) {
   note_failure(st);
   note_db(st, st->w);
   if (st->tx_gen_q) db_reset(st->tx_gen_q); /* its answer, if any, is dropped */
   st->tx_gen_q = NULL;
   db_rollback(st->w); /* a no-op when the database rolled back already (e.g. after a full disk) */
   parts_end(st, 0);
-  pthread_mutex_unlock(&st->wmu);
+  tx_unlock(st);
   parts_released(st, 0);
+}
+
+void store_tx_rollback(struct store_tx *tx) {
+  tx_rollback(store_tx_store(tx));
 }
 
 /* The store result for this thread's failed write transaction (tl_werr): a full disk, a lost
@@ -307,20 +334,22 @@ static enum store_rc failure_rc(void) {
   }
 }
 
-enum store_rc store_tx_end(struct store *st, enum store_rc rc) {
+enum store_rc store_tx_end(struct store_tx *tx, enum store_rc rc) {
+  struct store *st = store_tx_store(tx);
   if (rc != STORE_OK) {
     tl_werr = db_err(st->w);
     if (rc == STORE_ERROR) rc = failure_rc();
-    store_tx_rollback(st);
+    tx_rollback(st);
     return rc;
   }
-  if (store_tx_commit(st) == 0) return STORE_OK;
+  if (tx_commit(st) == 0) return STORE_OK;
   return failure_rc();
 }
 
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
-  if (store_tx_begin(st) < 0) return failure_rc();
-  return store_tx_end(st, fn(st, arg));
+  struct store_tx *tx = store_tx_begin(st);
+  if (!tx) return failure_rc();
+  return store_tx_end(tx, fn(tx, arg));
 }
 
 /* ---- migrations ---- */
@@ -336,13 +365,13 @@ static int migrate(struct store *st) {
   if (tx_begin(st, 0, 0) < 0) return -1;
   if (db_migrate_lock(st->w) < 0 || (cur = db_schema_version(st->w)) < 0) {
     log_error("database %s: reading the schema version: %s", st->label, db_errmsg(st->w));
-    store_tx_rollback(st);
+    tx_rollback(st);
     return -1;
   }
   if (count > 0 && cur > list[count - 1].version) {
     log_error("database schema version %d is newer than this controld knows (%d)", cur,
               list[count - 1].version);
-    store_tx_rollback(st);
+    tx_rollback(st);
     return -1;
   }
   for (int i = 0; i < count; i++) {
@@ -351,13 +380,13 @@ static int migrate(struct store *st) {
     if (db_exec(st->w, m->sql) < 0 || db_schema_record(st->w, m->version, m->name) < 0) {
       log_error("migration %s failed (%s); database left at version %d", m->name, db_errmsg(st->w),
                 cur);
-      store_tx_rollback(st);
+      tx_rollback(st);
       return -1;
     }
     log_info("applying migration %s", m->name);
     applied = m->version;
   }
-  if (store_tx_commit(st) < 0) return -1;
+  if (tx_commit(st) < 0) return -1;
   if (applied) log_info("database %s at schema version %d", st->label, applied);
   return 0;
 }
@@ -412,17 +441,17 @@ struct store *store_core_open(const char *path) {
     store_close(&st);
     return NULL;
   }
-  {
-    /* for the tests: a database that cannot grow beyond N pages fails writes with SQLITE_FULL,
-       as a full disk does (tests/integration/test_integrity.py when tmpfs cannot be mounted) */
-    const char *pages = getenv("CDNCA_TEST_MAX_PAGES");
-    char sql[64];
-    if (pages && *pages && db_kind(st->w) == DB_SQLITE) {
-      snprintf(sql, sizeof sql, "PRAGMA max_page_count=%ld", strtol(pages, NULL, 10));
-      db_exec(st->w, sql);
-    }
-  }
   return st;
+}
+
+int store_set_max_pages(struct store *st, int64_t pages) {
+  char sql[64];
+  if (db_kind(st->w) != DB_SQLITE || pages <= 0) return -1;
+  snprintf(sql, sizeof sql, "PRAGMA max_page_count=%lld", (long long)pages);
+  pthread_mutex_lock(&st->wmu);
+  int rc = db_exec(st->w, sql);
+  pthread_mutex_unlock(&st->wmu);
+  return rc < 0 ? -1 : 0;
 }
 
 void store_close(struct store **stp) {

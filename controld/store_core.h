@@ -1,10 +1,11 @@
-/* store_int — the store core's internals, shared by the store's source files (store*.c only):
+/* store_core — the store core's internals, shared by the store's source files (store*.c only):
    struct store, the write transaction and its participants, and the helpers every feature's SQL
    uses. Names no feature. */
-#ifndef CDNCA_STORE_INT_H
-#define CDNCA_STORE_INT_H
+#ifndef CDNCA_STORE_CORE_H
+#define CDNCA_STORE_CORE_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -19,9 +20,9 @@ struct store_participant {
   const char *name;
   /* After BEGIN, before anything else of the transaction (engine: an engine transaction, which
      the lease fences). -1 fails the begin: the transaction is rolled back. */
-  int (*begin)(struct store *st, void *state, int engine);
+  int (*begin)(struct store_tx *tx, void *state, int engine);
   /* Just before COMMIT: write what the transaction queued. -1 rolls it back. */
-  int (*before_commit)(struct store *st, void *state);
+  int (*before_commit)(struct store_tx *tx, void *state);
   /* After COMMIT, the writer lock still held: nothing can interleave yet. */
   void (*committed)(struct store *st, void *state);
   /* After a ROLLBACK (or a failed begin or commit), the writer lock still held. */
@@ -35,6 +36,16 @@ struct store_participant {
 
 #define STORE_MAX_PARTICIPANTS 8
 
+/* An open write transaction: what every *_locked function takes, so that "inside a transaction"
+   is a type. There is one per store (one writer connection, under the writer lock); it is open
+   from store_tx_begin* to store_tx_commit / store_tx_rollback / store_tx_end, on the thread that
+   began it. */
+struct store_tx {
+  struct store *st;
+  pthread_t owner;
+  int open;
+};
+
 struct store {
   struct store_part {
     const struct store_participant *p;
@@ -45,6 +56,7 @@ struct store {
   char *label;       /* the target for log lines (db_target_redact: no password) */
   struct db_conn *w; /* the one writer, under wmu */
   pthread_mutex_t wmu;
+  struct store_tx tx;  /* the writer's transaction, open while wmu is held by a transaction */
   pthread_key_t rkey;  /* per-thread reader connection */
   pthread_mutex_t rmu; /* guards the readers list */
   struct db_conn **readers;
@@ -82,7 +94,7 @@ struct store *store_core_open(const char *path);
 
 /* Inside a write transaction: its ordered-write generation (reading a prefetched answer once), 0
    when it is unordered, -1 when taking the row failed. */
-int64_t store_tx_gen_locked(struct store *st);
+int64_t store_tx_gen_locked(struct store_tx *tx);
 
 /* Read the one-number answer of a statement sent ahead with db_prefetch (*q, cleared) into *out,
    on the writer. 0 or -1 (logged with what). */
@@ -93,28 +105,32 @@ struct db_conn *store_reader(struct store *st);
 
 /* Lock the writer, begin a write transaction and take the ordered-write row
    (docs/design.md#ordered-writes: every transaction that writes sites, origins, health, levels,
-   publications, events, tokens, webhooks or nodes); 0 or -1 (unlocked again on failure). */
-int store_tx_begin(struct store *st);
+   publications, events, tokens, webhooks or nodes); the open transaction, or NULL (unlocked
+   again on failure). */
+struct store_tx *store_tx_begin(struct store *st);
 
 /* The same without the ordered-write row, for writes that touch only their own rows and number
    nothing (node heartbeats and last-seen batches, delivery attempts, pruning). */
-int store_tx_begin_unordered(struct store *st);
+struct store_tx *store_tx_begin_unordered(struct store *st);
 
 /* The same for the engine's own writes (probe round commits, switching by the engine, webhook
    delivery records, pruning): after BEGIN, the lease's fencing check comes first (store_lease.h);
    a fenced transaction is rolled back, the fenced hook runs, and -1 is returned. */
-int store_tx_begin_engine(struct store *st, int ordered);
+struct store_tx *store_tx_begin_engine(struct store *st, int ordered);
 
 /* COMMIT and unlock; 0 or -1 (rolled back and unlocked on failure). */
-int store_tx_commit(struct store *st);
+int store_tx_commit(struct store_tx *tx);
 
 /* ROLLBACK and unlock. */
-void store_tx_rollback(struct store *st);
+void store_tx_rollback(struct store_tx *tx);
 
 /* End a transaction begun with store_tx_begin: COMMIT when rc is STORE_OK (STORE_FULL or
    STORE_ERROR if the commit fails), else ROLLBACK and return rc (STORE_FULL for a STORE_ERROR
    caused by a full disk). */
-enum store_rc store_tx_end(struct store *st, enum store_rc rc);
+enum store_rc store_tx_end(struct store_tx *tx, enum store_rc rc);
+
+/* The store of an open transaction; asserts that tx is open and this thread's. */
+struct store *store_tx_store(struct store_tx *tx);
 
 /* Begin / end a read transaction on a reader connection, so several statements see one snapshot
    and take the WAL read lock once. 0 or -1. */
@@ -138,6 +154,24 @@ void store_col_text(struct db_stmt *s, int col, char *out, size_t cap);
    use. Returns arr when there is room, a larger copy (first elements, then doubling; *cap
    updated) when it was full, or NULL when memory runs out (arr unchanged, still the caller's). */
 void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first);
+
+/* ---- statements in one call ---- */
+
+/* Bind one parameter per letter of types, from idx on, from the arguments that follow: 'i' an
+   int, 'I' an int64_t, 't' a const char * (NULL binds NULL), 'z' a const char * that is NULL or
+   "" binds NULL, 'P' an int64_t that is <= 0 binds NULL (an optional time or id). Returns the
+   next parameter. */
+int store_bind(struct db_stmt *s, int idx, const char *types, ...);
+int store_bindv(struct db_stmt *s, int idx, const char *types, va_list ap);
+
+/* Prepare sql on c, bind the arguments as store_bind from parameter 1, step it to its end and
+   reset it. 0, or -1 (logged with what). */
+int store_exec(struct db_conn *c, const char *what, const char *sql, const char *types, ...);
+
+/* Step s through its rows, calling row(arg, s) for each until it returns non-zero (which stops
+   the walk, not an error). s is reset. 0, or -1 (logged with what) when a step fails. */
+int store_each(struct db_conn *c, struct db_stmt *s, const char *what,
+               int (*row)(void *arg, struct db_stmt *s), void *arg);
 
 /* ---- records through their field tables (fields.h) ---- */
 
@@ -166,6 +200,38 @@ const char *store_fields_pg_type(const struct field_def *d);
 enum store_rc store_rows_read(struct db_conn *c, struct db_stmt *s, const struct field_def *defs,
                               size_t elem, int limit, void **out, int *n, const char *what);
 
+/* Step s to its end (or to limit rows; limit < 1: no limit), each row read by read(ctx, s, rec)
+   into a growing array of elem-byte records, each zeroed first; read returns 0, or -1 when memory
+   runs out. On failure the records read so far are finished with fini (may be NULL) and freed.
+   *out is malloc'd (caller frees), *n rows. STORE_OK, or STORE_ERROR (logged with what; *out
+   NULL). s is reset either way. */
+enum store_rc store_list_read(struct db_conn *c, struct db_stmt *s, size_t elem, int limit,
+                              int (*read)(const void *ctx, struct db_stmt *s, void *rec),
+                              const void *ctx, void (*fini)(void *rec), void **out, int *n,
+                              const char *what);
+
+/* A reader for store_list_read and store_one: the columns of the field table ctx (every row with
+   a column, from column 0) into rec; always 0. */
+int store_read_fields(const void *defs, struct db_stmt *s, void *rec);
+
+/* The first row of s into dst (size bytes, zeroed first) as store_list_read reads one: STORE_OK,
+   STORE_NOT_FOUND when there is no row, or STORE_ERROR (logged with what). s is reset. */
+enum store_rc store_one(struct db_conn *c, struct db_stmt *s, size_t size,
+                        int (*read)(const void *ctx, struct db_stmt *s, void *rec), const void *ctx,
+                        void (*fini)(void *rec), void *dst, const char *what);
+
+/* Step s, which writes a row under a UNIQUE constraint, to its end (a RETURNING statement: to its
+   row, left for the caller to read and reset). STORE_OK; STORE_CONFLICT with field written into
+   conflict when the constraint refused it; STORE_ERROR (logged with what). s is reset unless
+   STORE_OK with a row. */
+enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int returning,
+                                const char *field, char *conflict, size_t clen, const char *what);
+
+/* store_rows_read of one integer column (column 0 of each row) into *ids (malloc'd, caller
+   frees). */
+enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
+                             const char *what);
+
 /* A statement text built from a table, once: head, the columns of defs, tail. */
 struct store_sql {
   atomic_int ready;
@@ -176,5 +242,12 @@ struct store_sql {
    not fit (logged). Thread-safe. */
 const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
                       const char *tail);
+
+/* A list in one call, on the calling thread's reader: "SELECT " the columns of defs, then tail
+   (built once into q), the arguments bound as store_bind from parameter 1, read as
+   store_rows_read (at most limit rows; < 1: all). */
+enum store_rc store_select(struct store *st, struct store_sql *q, const struct field_def *defs,
+                           const char *tail, size_t elem, int limit, void **out, int *n,
+                           const char *what, const char *types, ...);
 
 #endif
