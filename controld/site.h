@@ -76,6 +76,16 @@ struct site_rec {
    published with its row there. */
 extern const struct field_def site_origin_fields[];
 
+/* The site record's field table: one row per column of sites (and per JSON key of the site's
+   own values), in the order of the API's JSON: the top-level keys, the health_check object's
+   (.object = "health_check", the probe options through hcheck_codec), the node_retry object's
+   (.object = "node_retry", the names of common/noderetry's table), then the levels, versions
+   and times. The SQL of sites (column list, row decoding, binds), the site's JSON in the API and
+   the export, and the API's validation of its top-level and health_check keys all walk it; the
+   hostnames and origins have tables of their own. node_retry is validated by common/noderetry,
+   the rule the node applies too. */
+extern const struct field_def site_fields[];
+
 /* Fill a site record with the defaults of the decision rules (no origins). */
 void site_rec_defaults(struct site_rec *s);
 

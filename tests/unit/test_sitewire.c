@@ -59,6 +59,14 @@ static void sample(void *target, const struct field_def *d) {
     snprintf(m, d->size, "%s", d->choices[n - 1]); /* "" would be written as the first */
     return;
   }
+  case FIELD_DOUBLE: {
+    double x = (double)d->max;
+    memcpy(m, &x, sizeof x);
+    return;
+  }
+  case FIELD_JSON:
+    fail_msg("row %s: no sample for a JSON row; add one here", d->name);
+    return;
   case FIELD_NAMED: { /* the last value with a word */
     int v = d->nchoices - 1;
     while (v > 0 && !(d->choices[v] && *d->choices[v]))
@@ -346,6 +354,13 @@ static int bad_values(const struct field_def *d, char out[][320], int cap) {
   case FIELD_NAMED:
     snprintf(out[n++], 320, "\"nope\"");
     snprintf(out[n++], 320, "1");
+    break;
+  case FIELD_DOUBLE:
+    snprintf(out[n++], 320, "\"1\"");
+    snprintf(out[n++], 320, "%lld", (long long)d->max + 1);
+    break;
+  case FIELD_JSON:
+    fail_msg("row %s: no bad values for a JSON row; add them here", d->name);
     break;
   case FIELD_ENUM:
     snprintf(out[n++], 320, "\"nope\"");
