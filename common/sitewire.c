@@ -261,13 +261,10 @@ static int read_retry(const cJSON *j, const char *path, struct skip_params *p,
                       struct field_err *err) {
   const cJSON *nr = cJSON_GetObjectItemCaseSensitive(j, "node_retry");
   char pre[96];
-  struct noderetry_err e;
   noderetry_defaults(p);
   if (!nr || cJSON_IsNull(nr)) return 0;
   snprintf(pre, sizeof pre, "%s%snode_retry", path, *path ? "." : "");
-  if (noderetry_apply(nr, p, 0, pre, &e) < 0)
-    return fields_fail(err, e.status, e.code, e.field, NULL, "%s", e.message);
-  return 0;
+  return noderetry_apply(nr, p, 0, pre, err);
 }
 
 int sitewire_site_read(const cJSON *j, const char *path, struct sitewire_site *s,

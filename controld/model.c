@@ -88,10 +88,8 @@ static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_
 /* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
 static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct field_err *err) {
   struct skip_params p;
-  struct noderetry_err e;
   site_rec_retry(s, &p);
-  if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
-    return fields_fail(err, e.status, e.code, NULL, e.field, "%s", e.message);
+  if (noderetry_apply(nr, &p, 1, "node_retry", err) < 0) return -1;
   site_rec_set_retry(s, &p);
   return 0;
 }
