@@ -1,6 +1,7 @@
 /* fields — table-driven validation of JSON objects (see fields.h). */
 #include "fields.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -156,6 +157,24 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
     memcpy((char *)target + d->count_offset, &n, sizeof n);
     return 0;
   }
+  case FIELD_DOUBLE: {
+    double x = 0;
+    if (cJSON_IsNull(v) && (d->flags & FIELD_NULLABLE)) {
+      memcpy(member, &x, sizeof x);
+      return 0;
+    }
+    if (!cJSON_IsNumber(v))
+      return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be a number", d->name);
+    x = v->valuedouble;
+    if (!(x >= (double)d->min && x <= (double)d->max))
+      return fields_fail(err, 422, "out_of_range", prefix, d->name,
+                         "%s must be a number from %lld to %lld", d->name, (long long)d->min,
+                         (long long)d->max);
+    memcpy(member, &x, sizeof x);
+    return 0;
+  }
+  case FIELD_JSON: /* read from the enclosing object by apply_rows */
+    break;
   }
   return fields_fail(err, 500, "internal", prefix, d->name, "bad row");
 }
@@ -164,11 +183,19 @@ static int carries(const struct field_def *d, unsigned form) {
   return form == 0 || (d->forms & form) != 0;
 }
 
-static const struct field_def *find_form(const struct field_def *defs, unsigned form,
-                                         const char *name) {
-  for (const struct field_def *d = defs; d->name; d++)
-    if (carries(d, form) && strcmp(d->name, name) == 0) return d;
-  return NULL;
+/* 1 when row d sits in the object named object (NULL: the top). */
+static int in_object(const struct field_def *d, const char *object) {
+  return object ? d->object && strcmp(d->object, object) == 0 : !d->object;
+}
+
+/* 1 when key is a key of a row of object that carries form (a JSON row's keys are its codec's). */
+static int known_key(const struct field_def *defs, unsigned form, const char *object,
+                     const char *key) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    if (!carries(d, form) || !in_object(d, object)) continue;
+    if (d->type == FIELD_JSON ? listed(d->codec->keys, key) : strcmp(d->name, key) == 0) return 1;
+  }
+  return 0;
 }
 
 int fields_apply(const cJSON *obj, const struct field_def *defs, const char *const *extra_keys,
@@ -176,29 +203,53 @@ int fields_apply(const cJSON *obj, const struct field_def *defs, const char *con
   return fields_apply_form(obj, defs, 0, extra_keys, prefix, flags, target, err);
 }
 
-int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned form,
-                      const char *const *extra_keys, const char *prefix, unsigned flags,
-                      void *target, struct field_err *err) {
+/* A JSON row: its codec reads its keys of obj; its error's field is relative to obj. */
+static int apply_codec(const cJSON *obj, const struct field_def *d, const char *prefix,
+                       void *target, struct field_err *err) {
+  struct field_err ce;
+  if (d->codec->apply(obj, (char *)target + d->offset, &ce) == 0) return 0;
+  return fields_fail(err, ce.status, ce.code, prefix, ce.field, "%s", ce.message);
+}
+
+static int apply_rows(const cJSON *obj, const struct field_def *defs, const char *object,
+                      unsigned form, const char *const *extra_keys, const char *prefix,
+                      unsigned flags, void *target, struct field_err *err) {
   const cJSON *v;
   if (!cJSON_IsObject(obj))
     return fields_fail(err, 422, "invalid_type", prefix, NULL, "%s must be an object",
                        prefix && *prefix ? prefix : "the body");
   if (!(flags & FIELDS_ALLOW_UNKNOWN)) cJSON_ArrayForEach(v, obj) {
-      if (!find_form(defs, form, v->string) && !listed(extra_keys, v->string))
+      if (!known_key(defs, form, object, v->string) && !listed(extra_keys, v->string))
         return fields_fail(err, 400, "unknown_field", prefix, v->string, "unknown field '%s'",
                            v->string);
     }
   for (const struct field_def *d = defs; d->name; d++) {
-    if (!carries(d, form)) continue;
+    if (!carries(d, form) || !in_object(d, object)) continue;
+    if (d->type == FIELD_JSON) {
+      if (apply_codec(obj, d, prefix, target, err) < 0 && !(d->flags & FIELD_LENIENT)) return -1;
+      continue;
+    }
     v = cJSON_GetObjectItemCaseSensitive(obj, d->name);
     if (!v) {
       if ((flags & FIELDS_CREATE) && (d->flags & FIELD_REQUIRED))
         return fields_fail(err, 422, "required", prefix, d->name, "%s is required", d->name);
       continue;
     }
-    if (apply_one(v, d, prefix, target, err) < 0) return -1;
+    if (apply_one(v, d, prefix, target, err) < 0 && !(d->flags & FIELD_LENIENT)) return -1;
   }
   return 0;
+}
+
+int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned form,
+                      const char *const *extra_keys, const char *prefix, unsigned flags,
+                      void *target, struct field_err *err) {
+  return apply_rows(obj, defs, NULL, form, extra_keys, prefix, flags, target, err);
+}
+
+int fields_apply_in(const cJSON *obj, const struct field_def *defs, const char *object,
+                    unsigned form, const char *const *extra_keys, const char *prefix,
+                    unsigned flags, void *target, struct field_err *err) {
+  return apply_rows(obj, defs, object, form, extra_keys, prefix, flags, target, err);
 }
 
 /* ---- records ---- */
@@ -216,12 +267,30 @@ static int64_t get_int(const void *src, const struct field_def *d) {
   }
 }
 
+/* The member named name of obj, an object added when there is none; NULL on out of memory or
+   when the member is no object. */
+static cJSON *nested(cJSON *obj, const char *name) {
+  cJSON *o = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (!o) o = cJSON_AddObjectToObject(obj, name);
+  return cJSON_IsObject(o) ? o : NULL;
+}
+
 int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src) {
   for (const struct field_def *d = defs; d->name; d++) {
     const char *member = (const char *)src + d->offset;
-    cJSON *v = NULL;
+    cJSON *v = NULL, *to = obj;
     if (!carries(d, form)) continue;
+    if (d->object && !(to = nested(obj, d->object))) return -1;
     switch (d->type) {
+    case FIELD_DOUBLE: {
+      double x;
+      memcpy(&x, member, sizeof x);
+      v = x == 0 && (d->flags & FIELD_NULLABLE) ? cJSON_CreateNull() : cJSON_CreateNumber(x);
+      break;
+    }
+    case FIELD_JSON:
+      if (d->codec->add_json(to, member) < 0) return -1;
+      continue;
     case FIELD_INT: {
       int64_t i = get_int(src, d);
       v = i == 0 && (d->flags & FIELD_NULLABLE) ? cJSON_CreateNull()
@@ -259,9 +328,87 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
       break;
     }
     }
-    if (!v || !cJSON_AddItemToObject(obj, d->name, v)) {
+    if (!v || !cJSON_AddItemToObject(to, d->name, v)) {
       cJSON_Delete(v);
       return -1;
+    }
+  }
+  return 0;
+}
+
+static int is_string(enum field_type t) {
+  return t == FIELD_STR || t == FIELD_ENUM || t == FIELD_TEXT;
+}
+
+int fields_match(const struct field_def *dst, const struct field_def *src,
+                 const struct field_def **plan, int cap, const char **missing) {
+  int n = 0;
+  if (missing) *missing = NULL;
+  for (const struct field_def *d = dst; d->name; d++) {
+    const struct field_def *s = fields_find(src, d->name);
+    int same = s && s->type == d->type && (d->type != FIELD_NAMED || s->choices == d->choices) &&
+               (d->type != FIELD_JSON || (s->codec == d->codec && s->size == d->size));
+    if (!s || !(same || (is_string(d->type) && (is_string(s->type) || s->type == FIELD_NAMED)))) {
+      if (missing) *missing = d->name;
+      return -1;
+    }
+    if (n >= cap) return -1;
+    plan[n++] = s;
+  }
+  return n;
+}
+
+int fields_copy(const struct field_def *dst, void *to, const struct field_def *const *plan,
+                const void *from) {
+  int i = 0;
+  for (const struct field_def *d = dst; d->name; d++, i++) {
+    const struct field_def *s = plan[i];
+    const char *sm = (const char *)from + s->offset;
+    char *dm = (char *)to + d->offset;
+    switch (d->type) {
+    case FIELD_INT: {
+      int64_t v = get_int(from, s);
+      if (d->size != sizeof(int64_t) && (v < INT_MIN || v > INT_MAX)) return -1;
+      set_int(to, d, v);
+      break;
+    }
+    case FIELD_BOOL:
+      memcpy(dm, sm, sizeof(int));
+      break;
+    case FIELD_NAMED:
+      memcpy(dm, sm, sizeof(int));
+      break;
+    case FIELD_DOUBLE:
+      memcpy(dm, sm, sizeof(double));
+      break;
+    case FIELD_JSON:
+      memcpy(dm, sm, d->size);
+      break;
+    case FIELD_STR:
+    case FIELD_ENUM:
+    case FIELD_TEXT: {
+      size_t n;
+      if (s->type == FIELD_NAMED) { /* the value's word */
+        int val;
+        memcpy(&val, sm, sizeof val);
+        sm = names_word(s->choices, s->nchoices, val, "");
+        n = strlen(sm);
+      } else {
+        n = strnlen(sm, s->size);
+      }
+      if (n >= d->size) return -1;
+      memcpy(dm, sm, n);
+      dm[n] = '\0';
+      break;
+    }
+    case FIELD_INT_LIST: {
+      int n;
+      memcpy(&n, (const char *)from + s->count_offset, sizeof n);
+      if (n < 0 || (size_t)n > d->size) return -1;
+      memcpy(dm, sm, (size_t)n * sizeof(int));
+      memcpy((char *)to + d->count_offset, &n, sizeof n);
+      break;
+    }
     }
   }
   return 0;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct field_err;
+
 enum field_type {
   FIELD_INT,      /* a JSON integer in [min, max] into an int or int64_t member (size says which) */
   FIELD_BOOL,     /* true/false into an int member */
@@ -21,12 +23,37 @@ enum field_type {
   FIELD_NAMED,    /* a word of an enum's name table (names.h: choices, indexed by value, nchoices
                      entries) into an int (enum) member: the record carries the value, every
                      string form (JSON, SQL) the word */
+  FIELD_DOUBLE,   /* a JSON number in [min, max] into a double member; FIELD_NULLABLE: null (JSON)
+                     and NULL (SQL) stand for 0 */
+  FIELD_JSON,     /* a member with a codec of its own (struct field_codec): in JSON its keys sit
+                     in the row's object beside the other rows (the row's name is no key); its
+                     column holds them as one JSON object text */
+};
+
+/* The codec of a FIELD_JSON row: the member's keys, how they are read from and added to a JSON
+   object, and its column's text. */
+struct field_codec {
+  const char *const *keys; /* the keys it reads (NULL-terminated) */
+  /* Apply the keys present in obj onto the member: 0, or -1 with err filled (its field relative
+     to obj) and the member unchanged. */
+  int (*apply)(const cJSON *obj, void *member, struct field_err *err);
+  int (*add_json)(cJSON *obj, const void *member); /* 0, or -1 on out of memory */
+  /* The column's text (caller frees), or NULL: SQL NULL when is_default, else out of memory. */
+  char *(*to_text)(const void *member);
+  int (*is_default)(const void *member);
+  /* Read the column's text (NULL = the defaults) into the member: 0, or -1 (the member then
+     holds the defaults). */
+  int (*from_text)(const char *text, void *member);
 };
 
 enum {
   FIELD_REQUIRED = 1, /* must be present when the caller creates (FIELDS_CREATE) */
-  FIELD_NULLABLE = 2, /* FIELD_STR: null stores ""; FIELD_INT (a record's time or id): 0 is null
-                         in its JSON and NULL in its column */
+  FIELD_NULLABLE = 2, /* FIELD_STR: null stores "" (NULL in SQL); FIELD_DOUBLE: null stores 0;
+                         FIELD_INT (a time or an id): 0 is null in
+                         JSON and NULL in SQL */
+  FIELD_LENIENT = 4,  /* a value that does not validate is left out (the member keeps its value)
+                         instead of failing the object: a key for people that a reader must never
+                         refuse a document for */
 };
 
 /* One row of a table; a table ends with a row whose name is NULL. */
@@ -36,7 +63,8 @@ struct field_def {
   int flags;
   size_t offset;              /* of the member in the target struct */
   size_t size;                /* INT: sizeof the member (4 or 8); STR/ENUM: the array's size;
-                                 INT_LIST: the array's capacity in elements */
+                                 INT_LIST: the array's capacity in elements; JSON: the member's
+                                 size */
   int64_t min, max;           /* INT, INT_LIST: value bounds; STR: minimum length (max unused) */
   int64_t def;                /* INT: the default fields_defaults writes */
   const char *const *choices; /* ENUM: NULL-terminated */
@@ -47,6 +75,10 @@ struct field_def {
   const char *column; /* its SQL column, NULL when it is not stored in the record's row */
   unsigned forms;     /* FORM_* bits: which forms of the record carry it */
   int nchoices;       /* NAMED: the name table's length */
+  const char *object; /* the nested JSON object of the record the row sits in ("health_check"),
+                         NULL at the top: fields_json_add writes it there, fields_apply_in reads
+                         it from there */
+  const struct field_codec *codec; /* JSON */
 };
 
 /* The name table of a NAMED row: .choices = table, .nchoices = its length. */
@@ -57,7 +89,6 @@ enum {
   FORM_IN = 1,      /* an API body may set it */
   FORM_OUT = 2,     /* in the API's JSON of the record */
   FORM_EXPORT = 4,  /* in the export document, and read back on import */
-  FORM_WIRE = 8,    /* in the site config published to nodes */
   FORM_CONFIG = 16, /* a configuration column: written by every write of the configuration */
 };
 
@@ -86,18 +117,27 @@ enum {
 int fields_apply(const cJSON *obj, const struct field_def *defs, const char *const *extra_keys,
                  const char *prefix, unsigned flags, void *target, struct field_err *err);
 
-/* fields_apply over the rows that carry form (any FORM_* bit; 0 = every row): the keys of the
-   other rows are unknown_field like any key that is no row. */
+/* fields_apply over the rows that carry form (any FORM_* bit; 0 = every row) and sit at the top
+   of the record (no object): the keys of the other rows are unknown_field like any key that is
+   no row. */
 int fields_apply_form(const cJSON *obj, const struct field_def *defs, unsigned form,
                       const char *const *extra_keys, const char *prefix, unsigned flags,
                       void *target, struct field_err *err);
+
+/* fields_apply_form over the rows of the nested object named object (obj is that object, prefix
+   its path). */
+int fields_apply_in(const cJSON *obj, const struct field_def *defs, const char *object,
+                    unsigned form, const char *const *extra_keys, const char *prefix,
+                    unsigned flags, void *target, struct field_err *err);
 
 /* ---- Records: a table with columns and forms is the one description of a record ---- */
 
 /* Add to obj every row of src that carries form, under the row's name: INT and BOOL as numbers
    and booleans, STR/TEXT/ENUM as strings (a FIELD_NULLABLE string that is "" as null; an ENUM that
    is "" as its first choice), NAMED as its word (a value without one as null), INT_LIST as an
-   array. 0, or -1 when memory runs out. */
+   array, DOUBLE as a number (a FIELD_NULLABLE 0 as null), JSON as its codec's keys. A row with an
+   object goes into obj's member of that name, an object added at its first row. 0, or -1 when
+   memory runs out. */
 int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, const void *src);
 
 /* The names of the rows that carry form into out[0..cap-1], NULL-terminated (an extra_keys list);
@@ -119,6 +159,23 @@ int fields_text_valid(const char *v, int64_t min, int64_t max);
 int fields_name_ok(const char *s);
 int fields_name_valid(char *s);
 #define FIELDS_NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
+
+/* ---- Copying a record into the struct of another table ---- */
+
+/* The plan of fields_copy: plan[i] is the row of src with the name of dst's row i, for every row
+   of dst. The count, or -1 when cap is too small or a row of dst has no row of a compatible type
+   in src (INT to INT, BOOL to BOOL, STR, ENUM and TEXT to any of these, INT_LIST to INT_LIST,
+   NAMED to NAMED of the same name table, NAMED to STR, ENUM or TEXT as its word); *missing (may
+   be NULL) then names that row. */
+int fields_match(const struct field_def *dst, const struct field_def *src,
+                 const struct field_def **plan, int cap, const char **missing);
+
+/* Write every row of dst into to, read from from through plan (fields_match): an integer, a
+   boolean, a string, a list or an enum's value, whatever the sizes of the two members. 0, or -1
+   when a value does not fit its member in to (a longer string, an integer beyond an int, more list
+   entries): to is then partly written. */
+int fields_copy(const struct field_def *dst, void *to, const struct field_def *const *plan,
+                const void *from);
 
 /* Write every FIELD_INT row's default into target. */
 void fields_defaults(const struct field_def *defs, void *target);

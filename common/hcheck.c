@@ -406,3 +406,42 @@ int hcheck_rejudge(const struct hcheck_opts *o, int ok, int status, const char *
   if (evidence) snprintf(evidence, cap, "%s", ok ? "" : err);
   return ok;
 }
+
+static const char *const codec_keys[] = {"type",
+                                         "method",
+                                         "headers",
+                                         "expected_codes",
+                                         "expected_body",
+                                         "port",
+                                         "interval_ms",
+                                         "level_min_healthy",
+                                         NULL};
+
+static int codec_apply(const cJSON *obj, void *member, struct field_err *err) {
+  return hcheck_apply_json(obj, member, err);
+}
+
+static int codec_add_json(cJSON *obj, const void *member) {
+  return hcheck_add_json(obj, member, 1);
+}
+
+static char *codec_to_text(const void *member) {
+  return hcheck_to_text(member);
+}
+
+static int codec_is_default(const void *member) {
+  return hcheck_is_default(member);
+}
+
+static int codec_from_text(const char *text, void *member) {
+  return hcheck_from_text(text, member);
+}
+
+const struct field_codec hcheck_codec = {
+    .keys = codec_keys,
+    .apply = codec_apply,
+    .add_json = codec_add_json,
+    .to_text = codec_to_text,
+    .is_default = codec_is_default,
+    .from_text = codec_from_text,
+};

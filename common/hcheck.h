@@ -78,6 +78,11 @@ char *hcheck_to_text(const struct hcheck_opts *o);
  * validate. */
 int hcheck_from_text(const char *text, struct hcheck_opts *o);
 
+/* The options as a record's FIELD_JSON row (fields.h): their keys (as the API shows them, with
+ * interval_ms and level_min_healthy) in the record's health_check object, hcheck_to_text's text
+ * in its column. */
+extern const struct field_codec hcheck_codec;
+
 /* 1 when status is accepted by o (expected_codes, else status < 500), else 0. */
 int hcheck_status_ok(const struct hcheck_opts *o, int status);
 

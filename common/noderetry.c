@@ -70,7 +70,7 @@ void noderetry_defaults(struct skip_params *p) {
   }
 }
 
-static int fail(struct noderetry_err *err, unsigned status, const char *code, const char *prefix,
+static int fail(struct field_err *err, unsigned status, const char *code, const char *prefix,
                 const char *name, int index, const char *msg) {
   err->status = status;
   err->code = code;
@@ -84,7 +84,7 @@ static int fail(struct noderetry_err *err, unsigned status, const char *code, co
 
 /* Validate one present value v of field f into q. */
 static int apply_field(const struct noderetry_field *f, const cJSON *v, struct skip_params *q,
-                       const char *prefix, struct noderetry_err *err) {
+                       const char *prefix, struct field_err *err) {
   char msg[160];
   switch (f->type) {
   case NR_INT:
@@ -150,7 +150,7 @@ static int apply_field(const struct noderetry_field *f, const cJSON *v, struct s
 }
 
 int noderetry_apply(const cJSON *obj, struct skip_params *p, int strict, const char *prefix,
-                    struct noderetry_err *err) {
+                    struct field_err *err) {
   struct skip_params q = *p;
   const cJSON *it;
   if (!cJSON_IsObject(obj)) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fields.h"
 #include "skip.h"
 
 enum noderetry_type {
@@ -33,24 +34,16 @@ extern const struct noderetry_field noderetry_fields[];
 extern const int noderetry_default_statuses[];
 extern const int noderetry_n_default_statuses;
 
-/* An error of noderetry_apply: HTTP status (400 unknown field, 422 bad value), code, the full
- * field path and a message. */
-struct noderetry_err {
-  unsigned status;
-  const char *code;
-  char field[128];
-  char message[160];
-};
-
 /* Fill p with every field's default (docs/design.md#node-skip-and-retry). */
 void noderetry_defaults(struct skip_params *p);
 
 /* Apply the node_retry object obj onto *p: fields present replace p's values, absent ones keep
  * them. prefix is the object's field path ("node_retry", "sites[0].node_retry"). strict: an
  * unknown key is an error (the API); otherwise unknown keys are ignored (a node reading a newer
- * controld's config). 0, or -1 with *err filled and *p unchanged. */
+ * controld's config). 0, or -1 with *err filled (400 unknown_field, 422 for a bad value; the
+ * field's full path, e.g. "node_retry.retry_on_status[1]") and *p unchanged. */
 int noderetry_apply(const cJSON *obj, struct skip_params *p, int strict, const char *prefix,
-                    struct noderetry_err *err);
+                    struct field_err *err);
 
 /* The node_retry object with every field of p; caller frees. NULL on OOM. */
 cJSON *noderetry_json(const struct skip_params *p);

@@ -33,29 +33,31 @@ struct heartbeat {
 
 #define H(m) FIELD_AT(struct heartbeat, m)
 static const struct field_def heartbeat_fields[] = {
-    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"config_version", FIELD_INT, FIELD_REQUIRED, H(config_version), 0, INT64_MAX / 2, 0, NULL,
-     NULL, NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef H
 
 #define OB(m) FIELD_AT(struct node_obs, m)
 static const struct field_def obs_fields[] = {
     {"site_id", FIELD_INT, FIELD_REQUIRED, OB(site_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
     {"origin_id", FIELD_INT, FIELD_REQUIRED, OB(origin_id), 1, INT64_MAX / 2, 0, NULL, NULL, NULL,
-     0, NULL, 0, 0},
+     0, NULL, 0, 0, NULL, NULL},
     {"requests", FIELD_INT, FIELD_REQUIRED, OB(requests), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
     {"failures", FIELD_INT, FIELD_REQUIRED, OB(failures), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
-    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
+    {"skipped", FIELD_BOOL, FIELD_REQUIRED, OB(skipped), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"backup_picks", FIELD_INT, 0, OB(backup_picks), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL,
-     0, 0},
+     0, 0, NULL, NULL},
     {"fail_open", FIELD_INT, 0, OB(fail_open), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL, 0,
-     0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef OB
 

@@ -125,10 +125,10 @@ static int url_target_refused(struct req *r, const char *url) {
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
-     "an http:// or https:// URL with a host", 0, NULL, 0, 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
     {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef W
 

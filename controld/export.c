@@ -58,13 +58,10 @@ static cJSON *origin_json(const struct origin_rec *o) {
    times). */
 static cJSON *site_json(const struct site_rec *s) {
   cJSON *j = cJSON_CreateObject(), *a;
-  model_site_settings_add(j, s, 0);
-  json_add_i64(j, "current_level", s->current_level);
-  cJSON_AddBoolToObject(j, "manual_pin", s->manual_pin);
-  json_add_i64(j, "config_version", s->config_version);
-  json_add_i64(j, "revision", s->revision);
-  json_add_i64(j, "created_at_ms", s->created_at);
-  json_add_i64(j, "updated_at_ms", s->updated_at);
+  if (!j || model_site_json_add(j, s, FORM_EXPORT) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   a = cJSON_AddArrayToObject(j, "origins");
   for (int i = 0; i < s->n_origins; i++)
     cJSON_AddItemToArray(a, origin_json(&s->origins[i]));
@@ -142,42 +139,45 @@ static int valid_url(char *url) {
 
 #define S(m) FIELD_AT(struct site_rec, m)
 static const struct field_def site_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, S(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"current_level", FIELD_INT, FIELD_REQUIRED, S(current_level), 1, 16, 1, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
     {"manual_pin", FIELD_BOOL, FIELD_REQUIRED, S(manual_pin), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0,
-     0},
+     0, NULL, NULL},
     {"config_version", FIELD_INT, FIELD_REQUIRED, S(config_version), 1, EXPORT_INT_MAX, 1, NULL,
-     NULL, NULL, 0, NULL, 0, 0},
+     NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
     {"revision", FIELD_INT, FIELD_REQUIRED, S(revision), 1, EXPORT_INT_MAX, 1, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, S(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
     {"updated_at_ms", FIELD_INT, FIELD_REQUIRED, S(updated_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef S
 
 #define O(m) FIELD_AT(struct origin_rec, m)
 static const struct field_def origin_meta[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, O(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, O(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef O
 
 #define N(m) FIELD_AT(struct export_node, m)
 static const struct field_def node_doc_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, N(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"name", FIELD_STR, FIELD_REQUIRED, N(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
-     0, NULL, 0, 0},
+     0, NULL, 0, 0, NULL, NULL},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, N(token_hash), 64, 0, 0, NULL, valid_hash,
-     HASH_WHAT, 0, NULL, 0, 0},
+     HASH_WHAT, 0, NULL, 0, 0, NULL, NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, N(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef N
 
@@ -185,32 +185,34 @@ static const char *const roles[] = {"admin", "operator", "read", NULL};
 
 #define T(m) FIELD_AT(struct export_token, m)
 static const struct field_def token_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, T(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"name", FIELD_STR, FIELD_REQUIRED, T(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
-     0, NULL, 0, 0},
+     0, NULL, 0, 0, NULL, NULL},
     {"role", FIELD_ENUM, FIELD_REQUIRED, T(role), 0, 0, 0, roles, NULL,
-     "\"admin\", \"operator\" or \"read\"", 0, NULL, 0, 0},
+     "\"admin\", \"operator\" or \"read\"", 0, NULL, 0, 0, NULL, NULL},
     {"token_sha256", FIELD_STR, FIELD_REQUIRED, T(hash), 64, 0, 0, NULL, valid_hash, HASH_WHAT, 0,
-     NULL, 0, 0},
+     NULL, 0, 0, NULL, NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, T(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
     /* 0 = never */
     {"expires_at_ms", FIELD_INT, FIELD_REQUIRED, T(expires_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef T
 
 #define W(m) FIELD_AT(struct webhook_rec, m)
 static const struct field_def webhook_fields[] = {
-    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+    {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
-     "an http:// or https:// URL with a host", 0, NULL, 0, 0},
+     "an http:// or https:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
     {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef W
 

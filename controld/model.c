@@ -22,43 +22,6 @@ static int from_fields(struct field_err *err, const struct field_err *fe) {
   return -1;
 }
 
-static int valid_path(char *p) {
-  if (p[0] != '/') return 0;
-  for (; *p; p++)
-    if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7f) return 0;
-  return 1;
-}
-
-#define S(m) FIELD_AT(struct site_rec, m)
-#define S_AT(m) .offset = offsetof(struct site_rec, m), .size = sizeof(((struct site_rec *)0)->m)
-static const struct field_def site_fields[] = {
-    {"name", FIELD_STR, FIELD_REQUIRED, S(name), 1, 0, 0, NULL, fields_name_valid, FIELDS_NAME_WHAT,
-     0, NULL, 0, 0},
-    {.name = "failback",
-     .type = FIELD_NAMED,
-     S_AT(failback),
-     FIELD_NAMES(health_failback_names),
-     .what = "\"auto\" or \"manual\""},
-    {"failback_hold_ms", FIELD_INT, 0, S(failback_hold_ms), 0, 86400000, 0, NULL, NULL, NULL, 0,
-     NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
-};
-
-static const struct field_def health_check_fields[] = {
-    {"enabled", FIELD_BOOL, 0, S(hc_enabled), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
-    {"path", FIELD_STR, 0, S(hc_path), 1, 0, 0, NULL, valid_path,
-     "a path starting with '/' with no spaces or control characters", 0, NULL, 0, 0},
-    {"timeout_ms", FIELD_INT, 0, S(hc_timeout_ms), 100, 60000, 5000, NULL, NULL, NULL, 0, NULL, 0,
-     0},
-    {"unhealthy_after", FIELD_INT, 0, S(hc_unhealthy_after), 1, 100, 3, NULL, NULL, NULL, 0, NULL,
-     0, 0},
-    {"healthy_after", FIELD_INT, 0, S(hc_healthy_after), 1, 100, 2, NULL, NULL, NULL, 0, NULL, 0,
-     0},
-    {"checkpoints", FIELD_BOOL, 0, S(hc_checkpoints), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
-};
-#undef S
-
 int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, const char *prefix,
                        struct field_err *err) {
   struct field_err fe;
@@ -114,35 +77,19 @@ static int apply_hostnames(const cJSON *arr, struct site_rec *s, struct field_er
   return 0;
 }
 
+/* The health_check object through the site table's rows of that object (their probe options
+   through hcheck_codec: common/hcheck, which nodes read too). */
 static int apply_health_check(const cJSON *hc, struct site_rec *s, int *enabled_given,
                               struct field_err *err) {
-  /* the option keys are read by hcheck_apply_json (common/hcheck: nodes parse them too) */
-  static const char *const option_keys[] = {"type",
-                                            "method",
-                                            "headers",
-                                            "expected_codes",
-                                            "expected_body",
-                                            "port",
-                                            "interval_ms",
-                                            "level_min_healthy",
-                                            NULL};
-  struct field_err fe;
-  struct field_err he;
   *enabled_given = cJSON_IsObject(hc) && cJSON_GetObjectItemCaseSensitive(hc, "enabled") != NULL;
-  if (fields_apply(hc, health_check_fields, option_keys, "health_check", 0, s, &fe) < 0)
-    return from_fields(err, &fe);
-  if (hcheck_apply_json(hc, &s->hc, &he) < 0)
-    return fields_fail(err, he.status, he.code, "health_check", he.field, "%s", he.message);
-  return 0;
+  return fields_apply_in(hc, site_fields, "health_check", FORM_IN, NULL, "health_check", 0, s, err);
 }
 
 /* node_retry through the shared field table (common/noderetry): unknown keys are 400. */
 static int apply_node_retry(const cJSON *nr, struct site_rec *s, struct field_err *err) {
   struct skip_params p;
-  struct noderetry_err e;
   site_rec_retry(s, &p);
-  if (noderetry_apply(nr, &p, 1, "node_retry", &e) < 0)
-    return fields_fail(err, e.status, e.code, NULL, e.field, "%s", e.message);
+  if (noderetry_apply(nr, &p, 1, "node_retry", err) < 0) return -1;
   site_rec_set_retry(s, &p);
   return 0;
 }
@@ -166,9 +113,8 @@ int model_check_health_rule(const struct site_rec *s, struct field_err *err) {
 static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_given,
                         unsigned flags, struct field_err *err) {
   static const char *const nested[] = {"hostnames", "health_check", "node_retry", "origins", NULL};
-  struct field_err fe;
   const cJSON *v;
-  if (fields_apply(body, site_fields, nested, "", flags, s, &fe) < 0) return from_fields(err, &fe);
+  if (fields_apply_form(body, site_fields, FORM_IN, nested, "", flags, s, err) < 0) return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "hostnames");
   if (!v && (flags & FIELDS_CREATE))
     return fields_fail(err, 422, "required", NULL, "hostnames", "hostnames is required");
@@ -241,32 +187,31 @@ cJSON *model_origin_json(const struct origin_rec *o) {
   return j;
 }
 
-cJSON *model_node_retry_json(const struct site_rec *s) {
-  struct skip_params p;
-  site_rec_retry(s, &p);
-  return noderetry_json(&p);
+/* Move obj's member key (added last) to just after its member after: the members between them go
+   behind it, in their order. */
+static void move_after(cJSON *obj, const char *after, const char *key) {
+  cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  cJSON *at = cJSON_GetObjectItemCaseSensitive(obj, after);
+  if (!item || !at) return;
+  while (at->next && at->next != item)
+    cJSON_AddItemToArray(obj, cJSON_DetachItemViaPointer(obj, at->next)); /* keeps its key */
 }
 
-void model_site_settings_add(cJSON *j, const struct site_rec *s, int with_state) {
+int model_site_json_add(cJSON *j, const struct site_rec *s, unsigned form) {
   cJSON *a, *hc;
   const char *reason;
-  json_add_i64(j, "id", s->id);
-  cJSON_AddStringToObject(j, "name", s->name);
+  if (fields_json_add(j, site_fields, form, s) < 0) return -1;
   a = cJSON_AddArrayToObject(j, "hostnames");
-  for (int i = 0; i < s->n_hostnames; i++)
-    cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]));
-  cJSON_AddStringToObject(j, "failback", health_failback_to_string(s->failback));
-  json_add_i64(j, "failback_hold_ms", s->failback_hold_ms);
-  hc = cJSON_AddObjectToObject(j, "health_check");
-  cJSON_AddBoolToObject(hc, "enabled", s->hc_enabled);
-  if (with_state) cJSON_AddStringToObject(hc, "state", model_hc_state(s, &reason));
-  cJSON_AddStringToObject(hc, "path", s->hc_path);
-  json_add_i64(hc, "timeout_ms", s->hc_timeout_ms);
-  json_add_i64(hc, "unhealthy_after", s->hc_unhealthy_after);
-  json_add_i64(hc, "healthy_after", s->hc_healthy_after);
-  cJSON_AddBoolToObject(hc, "checkpoints", s->hc_checkpoints);
-  hcheck_add_json(hc, &s->hc, 1);
-  cJSON_AddItemToObject(j, "node_retry", model_node_retry_json(s));
+  for (int i = 0; a && i < s->n_hostnames; i++)
+    if (!cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]))) return -1;
+  if (!a) return -1;
+  move_after(j, "name", "hostnames");
+  hc = cJSON_GetObjectItemCaseSensitive(j, "health_check");
+  if (form == FORM_OUT && hc) {
+    if (!cJSON_AddStringToObject(hc, "state", model_hc_state(s, &reason))) return -1;
+    move_after(hc, "enabled", "state");
+  }
+  return 0;
 }
 
 void model_webhook_events_add(cJSON *j, const char *events) {
@@ -281,10 +226,10 @@ void model_webhook_events_add(cJSON *j, const char *events) {
 
 cJSON *model_site_json(const struct site_rec *s) {
   cJSON *j = cJSON_CreateObject(), *a;
-  model_site_settings_add(j, s, 1);
-  json_add_i64(j, "current_level", s->current_level);
-  json_add_i64(j, "config_version", s->config_version);
-  json_add_i64(j, "revision", s->revision);
+  if (!j || model_site_json_add(j, s, FORM_OUT) < 0) {
+    cJSON_Delete(j);
+    return NULL;
+  }
   a = cJSON_AddArrayToObject(j, "origins");
   for (int i = 0; i < s->n_origins; i++)
     cJSON_AddItemToArray(a, model_origin_json(&s->origins[i]));

@@ -29,18 +29,16 @@ int model_enabled_origins(const struct site_rec *s);
 /* "active" | "paused" | "disabled" for the site's health checks, and a reason in words. */
 const char *model_hc_state(const struct site_rec *s, const char **reason);
 
-/* The settings every view of a site shares, added to j: id, name, hostnames, failback,
-   failback_hold_ms, health_check (its options, with "state" when with_state) and node_retry. */
-void model_site_settings_add(cJSON *j, const struct site_rec *s, int with_state);
+/* Add to j the site's own values in form (FORM_OUT: the API's, FORM_EXPORT: the export's), from
+   the site field table (site_fields), with the hostnames after "name" and, in the API's form,
+   health_check's "state" after "enabled". 0, or -1 on out of memory. */
+int model_site_json_add(cJSON *j, const struct site_rec *s, unsigned form);
 
 /* A webhook's "events", added to j: its stored JSON array, or null (every event). */
 void model_webhook_events_add(cJSON *j, const char *events);
 
 /* JSON of a site as the API returns it (caller cJSON_Delete's it). */
 cJSON *model_site_json(const struct site_rec *s);
-
-/* The site's node_retry object, as the API returns it and nodes receive it. */
-cJSON *model_node_retry_json(const struct site_rec *s);
 
 /* JSON of an origin as the API returns it. */
 cJSON *model_origin_json(const struct origin_rec *o);

@@ -9,7 +9,8 @@
 
 #include "json.h"
 #include "log.h"
-#include "model.h"
+#include "site.h"
+#include "sitewire.h"
 #include "store_pub.h"
 
 #define PUB_CACHE 16
@@ -63,42 +64,67 @@ size_t pub_blob_len(const struct pub_blob *b) {
 
 /* ---- JSON ---- */
 
-static cJSON *site_config_json(const struct site_rec *s) {
-  cJSON *o = cJSON_CreateObject(), *h, *arr;
-  json_add_i64(o, "id", s->id);
-  cJSON_AddStringToObject(o, "name", s->name);
-  h = cJSON_AddArrayToObject(o, "hostnames");
+/* The site record holds what the wire carries (checked at build time for the lists, and by the
+   origin plan below for each origin key). */
+_Static_assert(SITE_MAX_HOSTNAMES <= SITEWIRE_MAX_HOSTNAMES, "a site's hostnames fit the wire");
+_Static_assert(SITE_MAX_ORIGINS <= SITEWIRE_MAX_ORIGINS, "a site's origins fit the wire");
+
+/* For each published origin key (common/sitewire's origin table), the origin record's row of the
+   same name: a published origin is copied out of the record through it. */
+static const struct field_def *origin_plan[32];
+static int origin_plan_ok;
+static pthread_once_t origin_plan_once = PTHREAD_ONCE_INIT;
+
+static void origin_plan_build(void) {
+  const char *missing = NULL;
+  origin_plan_ok = fields_match(sitewire_origin_fields, site_origin_fields, origin_plan,
+                                (int)(sizeof origin_plan / sizeof origin_plan[0]), &missing) >= 0;
+  if (!origin_plan_ok)
+    log_error("published origin key '%s' has no row of a matching type in the origin record",
+              missing ? missing : "(more keys than the plan holds)");
+}
+
+/* The site as published (its enabled origins only) into *w. 0, or -1 when a value does not fit
+   the wire. */
+static int site_wire(const struct site_rec *s, struct sitewire_site *w) {
+  w->id = s->id;
+  snprintf(w->name, sizeof w->name, "%s", s->name);
+  w->n_hostnames = s->n_hostnames;
   for (int i = 0; i < s->n_hostnames; i++)
-    cJSON_AddItemToArray(h, cJSON_CreateString(s->hostnames[i]));
-  json_add_i64(o, "config_version", s->config_version);
-  cJSON_AddNumberToObject(o, "current_level", s->current_level);
-  arr = cJSON_AddArrayToObject(o, "origins");
+    snprintf(w->hostnames[i], sizeof w->hostnames[i], "%s", s->hostnames[i]);
+  w->config_version = s->config_version;
+  w->current_level = s->current_level;
+  w->n_origins = 0;
   for (int i = 0; i < s->n_origins; i++) {
-    const struct origin_rec *g = &s->origins[i];
-    cJSON *x;
-    if (!g->enabled) continue;
-    x = cJSON_CreateObject();
-    if (x) fields_json_add(x, site_origin_fields, FORM_WIRE, g);
-    cJSON_AddItemToArray(arr, x);
+    if (!s->origins[i].enabled) continue;
+    if (fields_copy(sitewire_origin_fields, &w->origins[w->n_origins], origin_plan,
+                    &s->origins[i]) < 0)
+      return -1;
+    w->n_origins++;
   }
-  cJSON_AddItemToObject(o, "node_retry", model_node_retry_json(s));
-  return o;
+  site_rec_retry(s, &w->retry);
+  return 0;
 }
 
 char *publish_json(const struct config_snapshot *s, size_t *len) {
-  cJSON *root = cJSON_CreateObject(), *sites, *del;
+  struct sitewire_doc d = {.seq = s->seq, .full = s->full};
+  struct sitewire_site *w = NULL;
+  cJSON *root = NULL;
   char *text = NULL;
-  if (!root) return NULL;
-  json_add_i64(root, "seq", s->seq);
-  cJSON_AddBoolToObject(root, "full", s->full);
-  sites = cJSON_AddArrayToObject(root, "sites");
-  for (int i = 0; i < s->n_sites; i++)
-    cJSON_AddItemToArray(sites, site_config_json(&s->sites[i]));
-  del = cJSON_AddArrayToObject(root, "deleted");
-  for (int i = 0; i < s->n_deleted; i++)
-    cJSON_AddItemToArray(del, cJSON_CreateNumber((double)s->deleted[i]));
+  pthread_once(&origin_plan_once, origin_plan_build);
+  if (!origin_plan_ok || !(w = malloc(sizeof *w))) goto out;
+  if (!(root = sitewire_doc_json(&d, s->deleted, s->n_deleted))) goto out;
+  for (int i = 0; i < s->n_sites; i++) {
+    if (site_wire(&s->sites[i], w) < 0) {
+      log_error("site %lld: a value does not fit the published config", (long long)s->sites[i].id);
+      goto out;
+    }
+    if (sitewire_doc_add_site(root, sitewire_site_json(w)) < 0) goto out;
+  }
   text = json_print(root);
+out:
   cJSON_Delete(root);
+  free(w);
   if (text) *len = strlen(text);
   return text;
 }

@@ -8,6 +8,7 @@
 #include "fields.h"
 #include "hcheck.h"
 #include "health.h"
+#include "sitewire.h"
 #include "skip.h"
 
 #define SITE_MAX_HOSTNAMES 32
@@ -64,14 +65,26 @@ struct site_rec {
   struct origin_rec *origins; /* owned; n_origins entries */
 };
 
-#define SITE_DESCRIPTION_MAX 200
+#define SITE_DESCRIPTION_MAX SITEWIRE_DESCRIPTION_MAX /* the published config carries it */
 
 /* The origin record's field table: one row per member, naming its column, its JSON key, its type
    and bounds, and the forms it takes part in (FORM_IN: an API body sets it; FORM_OUT: the API's
-   JSON; FORM_EXPORT: the export document; FORM_WIRE: the published site config; FORM_CONFIG: a
-   configuration column). The SQL of origins, their JSON in every form and their validation all
-   walk it: a new origin field is one row here and a migration. */
+   JSON; FORM_EXPORT: the export document; FORM_CONFIG: a configuration column). The SQL of
+   origins, their JSON in every form and their validation all walk it: a new origin field is one
+   row here and a migration. The site config published to nodes takes the origin's keys that
+   common/sitewire's origin table lists, each from the row of the same name here; a field becomes
+   published with its row there. */
 extern const struct field_def site_origin_fields[];
+
+/* The site record's field table: one row per column of sites (and per JSON key of the site's
+   own values), in the order of the API's JSON: the top-level keys, the health_check object's
+   (.object = "health_check", the probe options through hcheck_codec), the node_retry object's
+   (.object = "node_retry", the names of common/noderetry's table), then the levels, versions
+   and times. The SQL of sites (column list, row decoding, binds), the site's JSON in the API and
+   the export, and the API's validation of its top-level and health_check keys all walk it; the
+   hostnames and origins have tables of their own. node_retry is validated by common/noderetry,
+   the rule the node applies too. */
+extern const struct field_def site_fields[];
 
 /* Fill a site record with the defaults of the decision rules (no origins). */
 void site_rec_defaults(struct site_rec *s);

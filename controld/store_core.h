@@ -180,17 +180,19 @@ int store_each(struct db_conn *c, struct db_stmt *s, const char *what,
 int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
                       void *dst);
 
-/* Bind the same rows' members of src as parameters idx.. of q (a nullable string that is "" as
-   NULL). Returns the next parameter. */
+/* Bind the same rows' members of src as parameters idx.. of q (a nullable string that is "" and
+   a nullable double that is 0 as NULL, an INT_LIST as its text "[502,503]", a JSON row as its
+   codec's text). Returns the next parameter, or -1 when a JSON row's text cannot be made (out
+   of memory). */
 int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
                       const void *src);
 
 /* Append the same rows' members of src to the arrays a[0..] (one array per column, for a
-   set-based write on PostgreSQL). */
+   set-based write on PostgreSQL; INT, BOOL and string rows only). */
 void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned form,
                       const void *src);
 
-/* The PostgreSQL type of a row's column: "bigint" or "text". */
+/* The PostgreSQL type of a row's column: "bigint", "double precision" or "text". */
 const char *store_fields_pg_type(const struct field_def *d);
 
 /* Step s to its end (or to limit rows; limit < 1: no limit), reading each row's columns through

@@ -16,6 +16,31 @@ static int has_col(const struct field_def *d, unsigned form) {
   return d->column && (form == 0 || (d->forms & form));
 }
 
+/* An INT_LIST column's text ("[502,503]": the integers in it, up to the row's capacity). */
+static void read_int_list(const char *text, const struct field_def *d, void *dst) {
+  int n = 0, *vals = (int *)(void *)((char *)dst + d->offset);
+  for (const char *p = text; p && *p && (size_t)n < d->size; p++) {
+    if (*p >= '0' && *p <= '9') {
+      char *end;
+      vals[n++] = (int)strtol(p, &end, 10);
+      p = end - 1;
+    }
+  }
+  memcpy((char *)dst + d->count_offset, &n, sizeof n);
+}
+
+/* The text of an INT_LIST member ("[502,503]") into out. */
+static void format_int_list(const struct field_def *d, const void *src, char *out, size_t cap) {
+  const int *vals = (const int *)(const void *)((const char *)src + d->offset);
+  int n;
+  size_t at;
+  memcpy(&n, (const char *)src + d->count_offset, sizeof n);
+  at = (size_t)snprintf(out, cap, "[");
+  for (int i = 0; i < n && (size_t)i < d->size && at < cap; i++)
+    at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? "," : "", vals[i]);
+  if (at < cap) snprintf(out + at, cap - at, "]");
+}
+
 int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, unsigned form,
                       void *dst) {
   for (const struct field_def *d = defs; d->name; d++) {
@@ -43,7 +68,17 @@ int store_fields_read(struct db_stmt *s, int col, const struct field_def *defs, 
       memcpy(m, &v, sizeof v);
       break;
     }
-    case FIELD_INT_LIST: /* not a column type: stored as text by its owner */
+    case FIELD_DOUBLE: {
+      double v = db_col_null(s, col) ? 0 : db_col_double(s, col);
+      memcpy(m, &v, sizeof v);
+      break;
+    }
+    case FIELD_INT_LIST:
+      read_int_list(db_col_text(s, col), d, dst);
+      break;
+    case FIELD_JSON: /* text that does not read leaves the defaults (written from valid values) */
+      if (d->codec->from_text(db_col_text(s, col), m) < 0)
+        log_warn("stored %s unreadable; using the defaults", d->column);
       break;
     }
     col++;
@@ -84,8 +119,28 @@ static int is_text(const struct field_def *d) {
 int store_fields_bind(struct db_stmt *q, int idx, const struct field_def *defs, unsigned form,
                       const void *src) {
   for (const struct field_def *d = defs; d->name; d++) {
+    const char *m = (const char *)src + d->offset;
     if (!has_col(d, form)) continue;
-    if (is_text(d)) {
+    if (d->type == FIELD_DOUBLE) {
+      double x;
+      memcpy(&x, m, sizeof x);
+      if (x == 0 && (d->flags & FIELD_NULLABLE))
+        db_bind_null(q, idx);
+      else
+        db_bind_double(q, idx, x);
+    } else if (d->type == FIELD_INT_LIST) {
+      char list[16 * 12];
+      format_int_list(d, src, list, sizeof list);
+      db_bind_text(q, idx, list);
+    } else if (d->type == FIELD_JSON) {
+      char *t = d->codec->to_text(m);
+      if (t)
+        db_bind_text(q, idx, t);
+      else
+        db_bind_null(q, idx);
+      free(t);
+      if (!t && !d->codec->is_default(m)) return -1;
+    } else if (is_text(d)) {
       const char *t = member_text(d, src);
       if (t)
         db_bind_text(q, idx, t);
@@ -106,6 +161,7 @@ void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned f
   int k = 0;
   for (const struct field_def *d = defs; d->name; d++) {
     if (!has_col(d, form)) continue;
+    assert(d->type != FIELD_DOUBLE && d->type != FIELD_INT_LIST && d->type != FIELD_JSON);
     if (is_text(d))
       db_arr_text(&a[k], member_text(d, src));
     else
@@ -115,7 +171,8 @@ void store_fields_arr(struct db_arr *a, const struct field_def *defs, unsigned f
 }
 
 const char *store_fields_pg_type(const struct field_def *d) {
-  return is_text(d) ? "text" : "bigint";
+  if (d->type == FIELD_DOUBLE) return "double precision";
+  return is_text(d) || d->type == FIELD_INT_LIST || d->type == FIELD_JSON ? "text" : "bigint";
 }
 
 enum store_rc store_list_read(struct db_conn *c, struct db_stmt *s, size_t elem, int limit,

@@ -12,80 +12,18 @@
 #include "store_pub.h"
 #include "store_sites.h"
 
-#define SITE_COLS                                                                                  \
-  "id, name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "                     \
-  "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "         \
-  "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "      \
-  "current_level, config_version, last_probed_at, next_probe_at, all_unhealthy, "                  \
-  "failback_notified, created_at, updated_at, manual_pin, nr_backup_levels, "                      \
-  "nr_failure_ratio, nr_failure_min_volume, revision, hc_options"
-
-static void parse_status_list(const char *text, struct site_rec *s) {
-  s->n_retry_on_status = 0;
-  for (const char *p = text; p && *p && s->n_retry_on_status < SITE_MAX_RETRY_STATUS; p++) {
-    if (*p >= '0' && *p <= '9') {
-      char *end;
-      long v = strtol(p, &end, 10);
-      s->retry_on_status[s->n_retry_on_status++] = (int)v;
-      p = end - 1;
-    }
-  }
-}
-
-static void format_status_list(const struct site_rec *s, char *out, size_t cap) {
-  size_t n = 0;
-  n += (size_t)snprintf(out + n, cap - n, "[");
-  for (int i = 0; i < s->n_retry_on_status && n < cap; i++)
-    n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? "," : "", s->retry_on_status[i]);
-  if (n < cap) snprintf(out + n, cap - n, "]");
-}
-
+/* Cleared first: records are compared whole (memcmp), so the bytes after a string's end must be
+   zero too. */
 static void site_from_row(struct db_stmt *s, struct site_rec *o) {
-  char list[128];
   memset(o, 0, sizeof *o);
-  o->id = db_col_i64(s, 0);
-  store_col_text(s, 1, o->name, sizeof o->name);
-  o->failback = health_failback_from_string(db_col_text(s, 2), &o->failback) == 0
-                    ? o->failback
-                    : HEALTH_FAILBACK_AUTO;
-  o->failback_hold_ms = db_col_i64(s, 3);
-  o->hc_enabled = db_col_int(s, 4);
-  store_col_text(s, 5, o->hc_path, sizeof o->hc_path);
-  o->hc_timeout_ms = db_col_i64(s, 6);
-  o->hc_unhealthy_after = db_col_i64(s, 7);
-  o->hc_healthy_after = db_col_i64(s, 8);
-  o->hc_checkpoints = db_col_int(s, 9);
-  o->nr_retries = db_col_i64(s, 10);
-  o->nr_retry_budget_ms = db_col_i64(s, 11);
-  o->nr_fail_count = db_col_i64(s, 12);
-  o->nr_fail_window_ms = db_col_i64(s, 13);
-  o->nr_skip_ms = db_col_i64(s, 14);
-  o->nr_half_open_requests = db_col_i64(s, 15);
-  store_col_text(s, 16, list, sizeof list);
-  parse_status_list(list, o);
-  o->current_level = db_col_int(s, 17);
-  o->config_version = db_col_i64(s, 18);
-  o->last_probed_at = db_col_i64(s, 19);
-  o->next_probe_at = db_col_i64(s, 20);
-  o->all_unhealthy = db_col_int(s, 21);
-  o->failback_notified = db_col_int(s, 22);
-  o->created_at = db_col_i64(s, 23);
-  o->updated_at = db_col_i64(s, 24);
-  o->manual_pin = db_col_int(s, 25);
-  o->nr_backup_levels = db_col_int(s, 26);
-  o->nr_failure_ratio = db_col_null(s, 27) ? 0 : db_col_double(s, 27);
-  o->nr_failure_min_volume = db_col_i64(s, 28);
-  o->revision = db_col_i64(s, 29);
-  /* written by bind_site_cfg from validated options; unreadable text falls back to the defaults */
-  if (hcheck_from_text(db_col_text(s, 30), &o->hc) < 0)
-    log_warn("site %lld: stored health-check options unreadable; using the defaults",
-             (long long)o->id);
+  store_fields_read(s, 0, site_fields, 0, o);
 }
 
-/* ---- the origins' SQL, from the origin field table (site_origin_fields) ---- */
+/* ---- the sites' and origins' SQL, from their field tables (site_fields, site_origin_fields) ----
+ */
 
 /* Built once; the texts live as long as the process (db_prep keys its cache by their address). */
-struct origin_sql {
+struct sites_sql {
   char one[1536];        /* a site's origins */
   char bulk_range[1536]; /* the origins of a range of sites */
   char bulk_in[1792];    /* the origins of up to 32 sites */
@@ -94,10 +32,17 @@ struct origin_sql {
   char insert_pg[2048];  /* every origin of a new site in one statement (PostgreSQL) */
   char update[2048];     /* one origin's configuration: ?1..?ncfg, then its id and site */
   int ncfg;              /* configuration columns */
+  /* sites, from the site field table (site_fields) */
+  char site_one[1024];    /* one site */
+  char site_range[1024];  /* the sites of an id range */
+  char site_in[1024];     /* up to 32 sites */
+  char site_page[1024];   /* the sites after an id, up to a limit */
+  char site_insert[1024]; /* the configuration, current_level, created_at, updated_at */
+  char site_update[1024]; /* the configuration, then the id */
   int ok;
 };
-static struct origin_sql osql;
-static pthread_once_t osql_once = PTHREAD_ONCE_INIT;
+static struct sites_sql ssql;
+static pthread_once_t ssql_once = PTHREAD_ONCE_INIT;
 
 /* snprintf into a fixed buffer; 0, or -1 when it does not fit */
 static int fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
@@ -110,12 +55,44 @@ static int fmt(char *out, size_t cap, const char *f, ...) {
   return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-static void osql_build(void) {
+/* The sites' statements into ssql; 0 or -1. Parameters: the configuration columns in table
+   order (site_fields' FORM_CONFIG rows), then what each statement names after them. */
+static int site_sql_build(const char *q32) {
+  char cols[1024], cfg[512], marks[256], sets[768];
+  int n = fields_columns(site_fields, 0, "", cols, sizeof cols), k = 0;
+  size_t lm = 0, ls = 0;
+  if (n < 0 || fields_columns(site_fields, FORM_CONFIG, "", cfg, sizeof cfg) < 0) return -1;
+  marks[0] = sets[0] = '\0';
+  for (const struct field_def *d = site_fields; d->name; d++) {
+    if (!d->column || !(d->forms & FORM_CONFIG)) continue;
+    k++;
+    lm += (size_t)snprintf(marks + lm, sizeof marks - lm, "%s?", k > 1 ? ", " : "");
+    ls += (size_t)snprintf(sets + ls, sizeof sets - ls, "%s%s = ?", k > 1 ? ", " : "", d->column);
+    if (lm >= sizeof marks || ls >= sizeof sets) return -1;
+  }
+  if (fmt(ssql.site_one, sizeof ssql.site_one, "SELECT %s FROM sites WHERE id = ?", cols) < 0 ||
+      fmt(ssql.site_range, sizeof ssql.site_range,
+          "SELECT %s FROM sites WHERE id BETWEEN ? AND ? ORDER BY id", cols) < 0 ||
+      fmt(ssql.site_in, sizeof ssql.site_in, "SELECT %s FROM sites WHERE id IN (%s) ORDER BY id",
+          cols, q32) < 0 ||
+      fmt(ssql.site_page, sizeof ssql.site_page,
+          "SELECT %s FROM sites WHERE id > ? ORDER BY id LIMIT ?", cols) < 0 ||
+      /* config_version 0: the site's first publication makes it 1 */
+      fmt(ssql.site_insert, sizeof ssql.site_insert,
+          "INSERT INTO sites (%s, current_level, config_version, created_at, updated_at) "
+          "VALUES (%s, ?, 0, ?, ?) RETURNING id",
+          cfg, marks) < 0 ||
+      fmt(ssql.site_update, sizeof ssql.site_update, "UPDATE sites SET %s WHERE id = ?", sets) < 0)
+    return -1;
+  return 0;
+}
+
+static void ssql_build(void) {
   char cols[1024], cfg[512], tcfg[512], arrs[512], marks[256], sets[1024], q32[64];
   int enabled = 0, k = 0, nc = fields_columns(site_origin_fields, 0, "", cols, sizeof cols);
   size_t la = 0, lm = 0, ls = 0;
-  osql.ncfg = fields_columns(site_origin_fields, FORM_CONFIG, "", cfg, sizeof cfg);
-  if (nc < 0 || osql.ncfg < 0 ||
+  ssql.ncfg = fields_columns(site_origin_fields, FORM_CONFIG, "", cfg, sizeof cfg);
+  if (nc < 0 || ssql.ncfg < 0 ||
       fields_columns(site_origin_fields, FORM_CONFIG, "t.", tcfg, sizeof tcfg) < 0)
     return;
   for (size_t i = 0, p = 0; i < 32; i++) { /* "?,?,…": 32 placeholders */
@@ -135,28 +112,28 @@ static void osql_build(void) {
                            k);
     if (la >= sizeof arrs || lm >= sizeof marks || ls >= sizeof sets) return;
   }
-  if (!enabled) return;
-  if (fmt(osql.one, sizeof osql.one, "SELECT %s FROM origins WHERE site_id = ? ORDER BY level, id",
+  if (!enabled || site_sql_build(q32) < 0) return;
+  if (fmt(ssql.one, sizeof ssql.one, "SELECT %s FROM origins WHERE site_id = ? ORDER BY level, id",
           cols) < 0 ||
-      fmt(osql.bulk_range, sizeof osql.bulk_range,
+      fmt(ssql.bulk_range, sizeof ssql.bulk_range,
           "SELECT %s FROM origins WHERE site_id BETWEEN ? AND ? ORDER BY site_id, level, id",
           cols) < 0 ||
-      fmt(osql.bulk_in, sizeof osql.bulk_in,
+      fmt(ssql.bulk_in, sizeof ssql.bulk_in,
           "SELECT %s FROM origins WHERE site_id IN (%s) ORDER BY site_id, level, id", cols,
           q32) < 0 ||
-      fmt(osql.insert, sizeof osql.insert,
+      fmt(ssql.insert, sizeof ssql.insert,
           "INSERT INTO origins (site_id, %s, created_at) VALUES (?, %s, ?) RETURNING id", cfg,
           marks) < 0 ||
-      fmt(osql.insert_id, sizeof osql.insert_id,
+      fmt(ssql.insert_id, sizeof ssql.insert_id,
           "INSERT INTO origins (id, site_id, %s, created_at) VALUES (?, ?, %s, ?)", cfg,
           marks) < 0 ||
       /* the rows go in in list order, so the identity hands out ascending ids in that order */
-      fmt(osql.insert_pg, sizeof osql.insert_pg,
+      fmt(ssql.insert_pg, sizeof ssql.insert_pg,
           "INSERT INTO origins (site_id, %s, created_at) SELECT ?::bigint, %s, ?::bigint FROM "
           "unnest(%s) WITH ORDINALITY AS t(%s, n) ORDER BY t.n RETURNING id",
           cfg, tcfg, arrs, cfg) < 0 ||
       /* re-enabling (enabled 0 -> 1) starts the origin over as unknown */
-      fmt(osql.update, sizeof osql.update,
+      fmt(ssql.update, sizeof ssql.update,
           "UPDATE origins SET "
           "health = CASE WHEN enabled = 0 AND ?%d = 1 THEN 'unknown' ELSE health END, "
           "success_streak = CASE WHEN enabled = 0 AND ?%d = 1 THEN 0 ELSE success_streak END, "
@@ -165,15 +142,15 @@ static void osql_build(void) {
           "%s WHERE id = ?%d AND site_id = ?%d",
           enabled, enabled, enabled, enabled, sets, k + 1, k + 2) < 0)
     return;
-  osql.ok = 1;
+  ssql.ok = 1;
 }
 
-/* The origins' SQL, or NULL when it could not be built (logged once). */
-static const struct origin_sql *origin_sql(void) {
+/* The sites' and origins' SQL, or NULL when it could not be built (logged once). */
+static const struct sites_sql *sites_sql(void) {
   static atomic_int said;
-  pthread_once(&osql_once, osql_build);
-  if (osql.ok) return &osql;
-  if (!atomic_exchange(&said, 1)) log_error("the origins' SQL does not fit its buffers");
+  pthread_once(&ssql_once, ssql_build);
+  if (ssql.ok) return &ssql;
+  if (!atomic_exchange(&said, 1)) log_error("the sites' and origins' SQL does not fit its buffers");
   return NULL;
 }
 
@@ -184,7 +161,6 @@ static void origin_from_row(struct db_stmt *s, struct origin_rec *o) {
   store_fields_read(s, 0, site_origin_fields, 0, o);
 }
 
-static const char site_one_q[] = "SELECT " SITE_COLS " FROM sites WHERE id = ?";
 static const char site_hosts_q[] =
     "SELECT hostname FROM hostnames WHERE site_id = ? ORDER BY position";
 
@@ -233,13 +209,13 @@ static enum store_rc site_read_children(struct db_conn *c, struct db_stmt *sh, s
 /* The site row, its hostnames and its origins: three statements, sent together (one round trip
    on PostgreSQL). */
 enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *out) {
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *s, *sh = NULL, *so = NULL;
   int rc;
   memset(out, 0, sizeof *out);
-  s = site_read_sent(c, site_one_q, id);
+  s = osq ? site_read_sent(c, osq->site_one, id) : NULL;
   if (s) sh = site_read_sent(c, site_hosts_q, id);
-  if (sh) so = osq ? site_read_sent(c, osq->one, id) : NULL;
+  if (sh) so = site_read_sent(c, osq->one, id);
   if (!so) {
     if (s) db_reset(s);
     if (sh) db_reset(sh);
@@ -270,10 +246,6 @@ enum store_rc store_site_load(struct db_conn *c, int64_t id, struct site_rec *ou
 #define BULK_Q16 BULK_Q4 "," BULK_Q4 "," BULK_Q4 "," BULK_Q4
 #define BULK_Q32 BULK_Q16 "," BULK_Q16
 
-static const char bulk_sites_range[] =
-    "SELECT " SITE_COLS " FROM sites WHERE id BETWEEN ? AND ? ORDER BY id";
-static const char bulk_sites_in[] =
-    "SELECT " SITE_COLS " FROM sites WHERE id IN (" BULK_Q32 ") ORDER BY id";
 static const char bulk_hosts_range[] = "SELECT site_id, hostname FROM hostnames WHERE site_id "
                                        "BETWEEN ? AND ? ORDER BY site_id, position";
 static const char bulk_hosts_in[] = "SELECT site_id, hostname FROM hostnames WHERE site_id IN "
@@ -368,7 +340,7 @@ static enum store_rc bulk_read(struct db_conn *c, struct bulk *b, int range, con
    order has no other sites in between). */
 static enum store_rc bulk_children(struct db_conn *c, const int64_t *ids, int n,
                                    struct site_rec *arr, int range) {
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct bulk b = {ids, n, arr, NULL, 0};
   enum store_rc rc;
   if (n == 0) return STORE_OK;
@@ -394,6 +366,7 @@ static int id_at_cmp(const void *a, const void *b) {
 }
 
 enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, struct site_rec *out) {
+  const struct sites_sql *osq = sites_sql();
   int64_t *sorted = NULL;
   struct id_at *pairs = NULL;
   int *ord = NULL, in_order = 1;
@@ -423,8 +396,9 @@ enum store_rc store_sites_load(struct db_conn *c, const int64_t *ids, int n, str
     }
   }
   b = (struct bulk){in_order ? ids : sorted, n, out, NULL, 0};
-  rc = bulk_read(c, &b, store_bulk_dense(b.ids[0], b.ids[n - 1], n), bulk_sites_range,
-                 bulk_sites_in, bulk_site_row, "sites");
+  rc = osq ? bulk_read(c, &b, store_bulk_dense(b.ids[0], b.ids[n - 1], n), osq->site_range,
+                       osq->site_in, bulk_site_row, "sites")
+           : STORE_ERROR;
   if (rc == STORE_OK) rc = bulk_children(c, b.ids, n, out, 0);
   if (rc != STORE_OK) {
     for (int i = 0; i < n; i++)
@@ -489,9 +463,9 @@ enum store_rc store_sites_get(struct store *st, const int64_t *ids, int n, struc
 
 enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct site_rec **out,
                               int *n) {
-  static const char q[] = "SELECT " SITE_COLS " FROM sites WHERE id > ? ORDER BY id LIMIT ?";
+  const struct sites_sql *osq = sites_sql();
   struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  struct db_stmt *s = c && osq ? db_prep(c, osq->site_page) : NULL;
   struct site_rec *arr = NULL;
   int64_t *ids;
   int cnt = 0, rc;
@@ -609,7 +583,7 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
 }
 
 static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *q = osq ? db_prep(st->w, osq->insert) : NULL;
   int next;
   if (!q) return STORE_ERROR;
@@ -637,7 +611,7 @@ static int i64_cmp(const void *a, const void *b) {
    identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
    in list order. */
 static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct db_arr a[32];
   struct db_stmt *q;
   int64_t *ids = calloc((size_t)s->n_origins, sizeof *ids), now = clock_wall_ms();
@@ -678,43 +652,6 @@ out:
   return ret;
 }
 
-/* Bind the site's configuration fields as parameters 1..18 (name .. hc_interval_ms), the order
-   both the INSERT and the UPDATE of a site use. -1 when the options cannot be formatted (memory).
- */
-static int bind_site_cfg(struct db_stmt *q, const struct site_rec *s) {
-  char list[128];
-  char *opts = hcheck_to_text(&s->hc);
-  format_status_list(s, list, sizeof list);
-  db_bind_text(q, 1, s->name);
-  db_bind_text(q, 2, health_failback_to_string(s->failback));
-  db_bind_i64(q, 3, s->failback_hold_ms);
-  db_bind_int(q, 4, s->hc_enabled);
-  db_bind_text(q, 5, s->hc_path);
-  db_bind_i64(q, 6, s->hc_timeout_ms);
-  db_bind_i64(q, 7, s->hc_unhealthy_after);
-  db_bind_i64(q, 8, s->hc_healthy_after);
-  db_bind_int(q, 9, s->hc_checkpoints);
-  db_bind_i64(q, 10, s->nr_retries);
-  db_bind_i64(q, 11, s->nr_retry_budget_ms);
-  db_bind_i64(q, 12, s->nr_fail_count);
-  db_bind_i64(q, 13, s->nr_fail_window_ms);
-  db_bind_i64(q, 14, s->nr_skip_ms);
-  db_bind_i64(q, 15, s->nr_half_open_requests);
-  db_bind_text(q, 16, list);
-  if (opts) {
-    db_bind_text(q, 17, opts);
-    free(opts);
-  } else {
-    db_bind_null(q, 17);
-    if (!hcheck_is_default(&s->hc)) return -1;
-  }
-  if (s->hc.interval_ms > 0)
-    db_bind_i64(q, 18, s->hc.interval_ms);
-  else
-    db_bind_null(q, 18);
-  return 0;
-}
-
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
 static int bump_revision_locked(struct store_tx *tx, int64_t site_id) {
   struct store *st = store_tx_store(tx);
@@ -739,53 +676,23 @@ enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, i
   return rc == DB_DONE ? STORE_NOT_FOUND : STORE_ERROR;
 }
 
-/* Bind the node_retry columns added by schema 6 (backup levels, failure ratio, minimum volume) of
-   s as parameters first..first+2. */
-static void bind_retry_levels(struct db_stmt *q, const struct site_rec *s, int first) {
-  db_bind_int(q, first, s->nr_backup_levels);
-  if (s->nr_failure_ratio > 0)
-    db_bind_double(q, first + 1, s->nr_failure_ratio);
-  else
-    db_bind_null(q, first + 1);
-  db_bind_i64(q, first + 2, s->nr_failure_min_volume);
-}
-
-/* Write the node_retry columns added by schema 6 (backup levels, failure ratio) of site s. */
-static int write_retry_levels(struct store *st, const struct site_rec *s) {
-  struct db_stmt *q = db_prep(st->w, "UPDATE sites SET nr_backup_levels = ?, "
-                                     "nr_failure_ratio = ?, nr_failure_min_volume = ? "
-                                     "WHERE id = ?");
-  if (!q) return -1;
-  bind_retry_levels(q, s, 1);
-  db_bind_i64(q, 4, s->id);
-  return store_step_done(st->w, q, "writing node_retry levels");
-}
-
 enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
   struct store *st = store_tx_store(tx);
-  static const char ins[] =
-      "INSERT INTO sites (name, failback, failback_hold_ms, hc_enabled, hc_path, hc_timeout_ms, "
-      "hc_unhealthy_after, hc_healthy_after, hc_checkpoints, nr_retries, nr_retry_budget_ms, "
-      "nr_fail_count, nr_fail_window_ms, nr_skip_ms, nr_half_open_requests, nr_retry_on_status, "
-      "hc_options, hc_interval_ms, current_level, config_version, created_at, updated_at, "
-      "nr_backup_levels, nr_failure_ratio, nr_failure_min_volume) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) "
-      "RETURNING id";
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *q, *hq = NULL;
   enum store_rc rc = STORE_ERROR, orc = STORE_OK;
   int64_t now = clock_wall_ms();
+  int next;
 
-  q = db_prep(st->w, ins);
+  q = osq ? db_prep(st->w, osq->site_insert) : NULL;
   if (!q) goto fail;
-  if (bind_site_cfg(q, s) < 0) {
+  next = store_fields_bind(q, 1, site_fields, FORM_CONFIG, s);
+  if (next < 0) {
     db_reset(q);
     goto fail;
   }
-  db_bind_int(q, 19, s->current_level);
-  db_bind_i64(q, 20, now);
-  db_bind_i64(q, 21, now);
-  bind_retry_levels(q, s, 22);
+  store_bind(q, next, "iII", s->current_level, now, now);
   /* RETURNING: the id without a second round trip */
   rc = store_step_unique(st->w, q, 1, "name", conflict, clen, "inserting a site");
   if (rc != STORE_OK) goto fail;
@@ -829,22 +736,19 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
 enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen) {
   struct store *st = store_tx_store(tx);
-  static const char upd[] =
-      "UPDATE sites SET name = ?, failback = ?, failback_hold_ms = ?, hc_enabled = ?, "
-      "hc_path = ?, hc_timeout_ms = ?, hc_unhealthy_after = ?, hc_healthy_after = ?, "
-      "hc_checkpoints = ?, nr_retries = ?, nr_retry_budget_ms = ?, nr_fail_count = ?, "
-      "nr_fail_window_ms = ?, nr_skip_ms = ?, nr_half_open_requests = ?, "
-      "nr_retry_on_status = ?, hc_options = ?, hc_interval_ms = ? WHERE id = ?";
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
+  int next;
 
-  q = db_prep(st->w, upd);
+  q = osq ? db_prep(st->w, osq->site_update) : NULL;
   if (!q) goto fail;
-  if (bind_site_cfg(q, s) < 0) {
+  next = store_fields_bind(q, 1, site_fields, FORM_CONFIG, s);
+  if (next < 0) {
     db_reset(q);
     goto fail;
   }
-  db_bind_i64(q, 19, s->id);
+  db_bind_i64(q, next, s->id);
   rc = store_step_unique(st->w, q, 0, "name", conflict, clen, "updating a site");
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
@@ -852,7 +756,6 @@ enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, 
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (write_retry_levels(st, s) < 0) goto fail;
   rc = write_hostnames(st, s, conflict, clen, 0);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
@@ -972,7 +875,7 @@ enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
 
 enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o) {
   struct store *st = store_tx_store(tx);
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int next;
@@ -1050,7 +953,7 @@ enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t
 
 struct db_stmt *store_origin_insert_with_id(struct store *st, int64_t site_id,
                                             const struct origin_rec *o) {
-  const struct origin_sql *osq = origin_sql();
+  const struct sites_sql *osq = sites_sql();
   struct db_stmt *q = osq ? db_prep(st->w, osq->insert_id) : NULL;
   int next;
   if (!q) return NULL;

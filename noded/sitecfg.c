@@ -1,21 +1,15 @@
 /* sitecfg — published site config: parser, snapshots, Host lookup, serializer. */
 #include "sitecfg.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hostname.h"
 #include "json.h"
 #include "log.h"
-#include "noderetry.h"
-
-/* Largest id, seq or version accepted: cJSON prints numbers with 15 significant digits, so larger
-   values would not survive the round trip through the disk cache. */
-#define SITECFG_ID_MAX INT64_C(999999999999999)
+#include "sitewire.h"
 
 static int failf(char *err, size_t errlen, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -30,22 +24,18 @@ static int failf(char *err, size_t errlen, const char *field, const char *fmt, .
   return -1;
 }
 
+/* A decoding error of common/sitewire as "path: message". */
+static int fail_wire(char *err, size_t errlen, const struct field_err *fe) {
+  if (err && errlen)
+    snprintf(err, errlen, "%s: %s", fe->field[0] ? fe->field : "body", fe->message);
+  return -1;
+}
+
 static char *dupstr(const char *s) {
   size_t n = strlen(s);
   char *d = malloc(n + 1);
   if (d) memcpy(d, s, n + 1);
   return d;
-}
-
-static int valid_address(const char *a) {
-  unsigned char tmp[16];
-  char low[256];
-  size_t n = strlen(a);
-  if (inet_pton(AF_INET, a, tmp) == 1 || inet_pton(AF_INET6, a, tmp) == 1) return 1;
-  if (n == 0 || n >= sizeof low) return 0;
-  memcpy(low, a, n + 1);
-  hostname_lower(low);
-  return strcmp(low, a) == 0 && hostname_valid(low);
 }
 
 static void site_free(struct sitecfg_site *s) {
@@ -71,175 +61,52 @@ void sitecfg_site_unref(struct sitecfg_site *s) {
   if (s && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) site_free(s);
 }
 
-/* Required integer field: 0 or -1 with err. */
-static int req_int(const cJSON *o, const char *key, int64_t min, int64_t max, int64_t *out,
-                   const char *prefix, char *err, size_t errlen) {
-  char f[160];
-  int r = json_int(o, key, min, max, out);
-  snprintf(f, sizeof f, "%s%s", prefix, key);
-  if (r == 1) return failf(err, errlen, f, "is required");
-  if (r < 0)
-    return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
-                 (long long)max);
+/* The node's origin from a published one: what the proxy uses (keys it does not use, such as
+   description, are not kept). 0, or -1 on out of memory. */
+static int origin_from_wire(const struct sitewire_origin *w, struct sitecfg_origin *o) {
+  o->id = w->id;
+  o->level = w->level;
+  o->port = w->port;
+  o->https = strcmp(w->scheme, "https") == 0;
+  o->weight = w->weight;
+  if (!(o->address = dupstr(w->address))) return -1;
+  if (w->host_header[0] && !(o->host_header = dupstr(w->host_header))) return -1;
   return 0;
 }
 
-/* Optional integer field: keeps *out when absent. */
-static int opt_int(const cJSON *o, const char *key, int64_t min, int64_t max, int64_t *out,
-                   const char *prefix, char *err, size_t errlen) {
-  char f[160];
-  int r = json_int(o, key, min, max, out);
-  snprintf(f, sizeof f, "%s%s", prefix, key);
-  if (r < 0)
-    return failf(err, errlen, f, "must be an integer from %lld to %lld", (long long)min,
-                 (long long)max);
-  return 0;
-}
-
-/* node_retry through the shared table; unknown keys are ignored (a newer controld may add some). */
-static int parse_retry(const cJSON *nr, struct skip_params *p, const char *prefix, char *err,
-                       size_t errlen) {
-  char pre[96];
-  struct noderetry_err e;
-  noderetry_defaults(p);
-  if (!nr || cJSON_IsNull(nr)) return 0;
-  snprintf(pre, sizeof pre, "%snode_retry", prefix);
-  if (noderetry_apply(nr, p, 0, pre, &e) < 0) return failf(err, errlen, e.field, "%s", e.message);
-  return 0;
-}
-
-static int parse_origin(const cJSON *o, struct sitecfg_origin *out, const char *prefix, char *err,
-                        size_t errlen) {
-  char f[160];
-  int64_t v;
-  const char *s = NULL;
-  int r;
-  if (!cJSON_IsObject(o)) return failf(err, errlen, prefix, "an origin must be an object");
-  if (req_int(o, "id", 1, SITECFG_ID_MAX, &out->id, prefix, err, errlen) < 0) return -1;
-  if (req_int(o, "level", 1, SITECFG_MAX_LEVEL, &v, prefix, err, errlen) < 0) return -1;
-  out->level = (int)v;
-  snprintf(f, sizeof f, "%saddress", prefix);
-  r = json_str(o, "address", 255, &s);
-  if (r == 1) return failf(err, errlen, f, "is required");
-  if (r < 0 || !valid_address(s))
-    return failf(err, errlen, f, "must be an IP address or a lower-case hostname");
-  if (!(out->address = dupstr(s))) return failf(err, errlen, f, "out of memory");
-  if (req_int(o, "port", 1, 65535, &v, prefix, err, errlen) < 0) return -1;
-  out->port = (int)v;
-  snprintf(f, sizeof f, "%sscheme", prefix);
-  r = json_str(o, "scheme", 8, &s);
-  if (r == 1) return failf(err, errlen, f, "is required");
-  if (r < 0 || (strcmp(s, "http") != 0 && strcmp(s, "https") != 0))
-    return failf(err, errlen, f, "must be \"http\" or \"https\"");
-  out->https = strcmp(s, "https") == 0;
-  snprintf(f, sizeof f, "%shost_header", prefix);
-  r = json_str(o, "host_header", 253, &s);
-  if (r < 0) return failf(err, errlen, f, "must be a hostname or null");
-  if (r == 0) {
-    if (!(out->host_header = dupstr(s))) return failf(err, errlen, f, "out of memory");
-    hostname_lower(out->host_header);
-    if (!hostname_valid(out->host_header))
-      return failf(err, errlen, f, "must be a valid hostname or null");
-  }
-  v = 1;
-  if (opt_int(o, "weight", 1, 100, &v, prefix, err, errlen) < 0) return -1;
-  out->weight = (int)v;
-  return 0;
-}
-
-static int parse_site(const cJSON *j, struct sitecfg_site **out, int idx, char *err,
-                      size_t errlen) {
-  char pre[32], f[160];
-  struct sitecfg_site *s;
-  const cJSON *arr, *it;
-  const char *str = NULL;
-  int64_t v;
-  int r, n, rc = -1;
-  snprintf(pre, sizeof pre, "sites[%d].", idx);
-  if (!cJSON_IsObject(j)) {
-    snprintf(f, sizeof f, "sites[%d]", idx);
-    return failf(err, errlen, f, "a site must be an object");
-  }
-  if (!(s = calloc(1, sizeof *s))) return failf(err, errlen, pre, "out of memory");
+/* The node's site from a published one (one reference); NULL on out of memory. */
+static struct sitecfg_site *site_from_wire(const struct sitewire_site *w) {
+  struct sitecfg_site *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
   atomic_init(&s->refs, 1);
-  if (req_int(j, "id", 1, SITECFG_ID_MAX, &s->id, pre, err, errlen) < 0) goto out;
-  snprintf(f, sizeof f, "%sname", pre);
-  r = json_str(j, "name", 128, &str);
-  if (r == 1) {
-    failf(err, errlen, f, "is required");
-    goto out;
-  }
-  if (r < 0 || !str[0]) {
-    failf(err, errlen, f, "must be a non-empty string of at most 128 bytes");
-    goto out;
-  }
-  if (!(s->name = dupstr(str))) goto out;
-  snprintf(f, sizeof f, "%shostnames", pre);
-  arr = cJSON_GetObjectItemCaseSensitive(j, "hostnames");
-  if (!arr) {
-    failf(err, errlen, f, "is required");
-    goto out;
-  }
-  n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
-  if (n < 1 || n > SITECFG_MAX_HOSTNAMES) {
-    failf(err, errlen, f, "must be an array of 1 to %d hostnames", SITECFG_MAX_HOSTNAMES);
-    goto out;
-  }
-  if (!(s->hostnames = calloc((size_t)n, sizeof *s->hostnames))) goto out;
-  cJSON_ArrayForEach(it, arr) {
-    char *h;
-    snprintf(f, sizeof f, "%shostnames[%d]", pre, s->n_hostnames);
-    if (!cJSON_IsString(it) || strlen(it->valuestring) > 253) {
-      failf(err, errlen, f, "must be a hostname");
-      goto out;
-    }
-    if (!(h = dupstr(it->valuestring))) goto out;
-    s->hostnames[s->n_hostnames++] = h;
-    hostname_lower(h);
-    if (!hostname_valid(h)) {
-      failf(err, errlen, f, "'%s' is not a valid hostname", it->valuestring);
-      goto out;
-    }
-  }
-  if (req_int(j, "config_version", 0, SITECFG_ID_MAX, &s->config_version, pre, err, errlen) < 0)
-    goto out;
-  if (req_int(j, "current_level", 1, SITECFG_MAX_LEVEL, &v, pre, err, errlen) < 0) goto out;
-  s->current_level = (int)v;
-  snprintf(f, sizeof f, "%sorigins", pre);
-  arr = cJSON_GetObjectItemCaseSensitive(j, "origins");
-  if (!arr) {
-    failf(err, errlen, f, "is required");
-    goto out;
-  }
-  n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
-  if (n < 0 || n > SITECFG_MAX_ORIGINS) {
-    failf(err, errlen, f, "must be an array of at most %d origins", SITECFG_MAX_ORIGINS);
-    goto out;
-  }
-  if (n > 0 && !(s->origins = calloc((size_t)n, sizeof *s->origins))) goto out;
-  cJSON_ArrayForEach(it, arr) {
-    char opre[64];
-    int k = s->n_origins;
-    snprintf(opre, sizeof opre, "%sorigins[%d].", pre, k);
-    s->n_origins++;
-    if (parse_origin(it, &s->origins[k], opre, err, errlen) < 0) goto out;
-    for (int m = 0; m < k; m++)
-      if (s->origins[m].id == s->origins[k].id) {
-        snprintf(f, sizeof f, "%sid", opre);
-        failf(err, errlen, f, "origin id %lld is listed twice", (long long)s->origins[k].id);
-        goto out;
-      }
-  }
-  if (parse_retry(cJSON_GetObjectItemCaseSensitive(j, "node_retry"), &s->retry, pre, err, errlen) <
-      0)
-    goto out;
-  *out = s;
-  s = NULL;
-  rc = 0;
-out:
-  if (rc < 0 && err && errlen && !err[0]) failf(err, errlen, pre, "out of memory");
+  s->id = w->id;
+  s->config_version = w->config_version;
+  s->current_level = w->current_level;
+  s->retry = w->retry;
+  if (!(s->name = dupstr(w->name))) goto fail;
+  if (!(s->hostnames = calloc((size_t)w->n_hostnames, sizeof *s->hostnames))) goto fail;
+  for (; s->n_hostnames < w->n_hostnames; s->n_hostnames++)
+    if (!(s->hostnames[s->n_hostnames] = dupstr(w->hostnames[s->n_hostnames]))) goto fail;
+  if (w->n_origins > 0 && !(s->origins = calloc((size_t)w->n_origins, sizeof *s->origins)))
+    goto fail;
+  s->n_origins = w->n_origins; /* every pointer NULL until filled: site_free copes */
+  for (int i = 0; i < w->n_origins; i++)
+    if (origin_from_wire(&w->origins[i], &s->origins[i]) < 0) goto fail;
+  return s;
+fail:
   site_free(s);
-  return rc;
+  return NULL;
+}
+
+/* Read sites[idx] (into the scratch w) and build the node's site. 0 or -1 with err. */
+static int parse_site(const cJSON *j, int idx, struct sitewire_site *w, struct sitecfg_site **out,
+                      char *err, size_t errlen) {
+  char path[32];
+  struct field_err fe;
+  snprintf(path, sizeof path, "sites[%d]", idx);
+  if (sitewire_site_read(j, path, w, &fe) < 0) return fail_wire(err, errlen, &fe);
+  if (!(*out = site_from_wire(w))) return failf(err, errlen, path, "out of memory");
+  return 0;
 }
 
 void sitecfg_update_free(struct sitecfg_update **up) {
@@ -258,7 +125,10 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
   cJSON *root = NULL;
   const cJSON *arr, *it;
   struct sitecfg_update *u = NULL;
-  int n, rc = -1, r;
+  struct sitewire_site *w = NULL; /* one site as read, before the node keeps it */
+  struct sitewire_doc doc;
+  struct field_err fe;
+  int n, rc = -1;
   if (err && errlen) err[0] = '\0';
   *out = NULL;
   if (!(root = json_parse(json, len))) {
@@ -269,27 +139,18 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
     failf(err, errlen, "body", "must be a JSON object");
     goto out;
   }
-  if (!(u = calloc(1, sizeof *u))) goto out;
-  if (req_int(root, "seq", 0, SITECFG_ID_MAX, &u->seq, "", err, errlen) < 0) goto out;
-  r = json_bool(root, "full", &u->full);
-  if (r != 0) {
-    failf(err, errlen, "full", r == 1 ? "is required" : "must be a boolean");
+  if (!(u = calloc(1, sizeof *u)) || !(w = malloc(sizeof *w))) goto out;
+  if (sitewire_doc_read(root, &doc, &arr, &fe) < 0) {
+    fail_wire(err, errlen, &fe);
     goto out;
   }
-  arr = cJSON_GetObjectItemCaseSensitive(root, "sites");
-  if (!arr) {
-    failf(err, errlen, "sites", "is required");
-    goto out;
-  }
-  if (!cJSON_IsArray(arr)) {
-    failf(err, errlen, "sites", "must be an array");
-    goto out;
-  }
+  u->seq = doc.seq;
+  u->full = doc.full;
   n = cJSON_GetArraySize(arr);
   if (n > 0 && !(u->sites = calloc((size_t)n, sizeof *u->sites))) goto out;
   cJSON_ArrayForEach(it, arr) {
     struct sitecfg_site *s = NULL;
-    if (parse_site(it, &s, u->n_sites, err, errlen) < 0) goto out;
+    if (parse_site(it, u->n_sites, w, &s, err, errlen) < 0) goto out;
     for (int k = 0; k < u->n_sites; k++)
       if (u->sites[k]->id == s->id) {
         char f[64];
@@ -300,22 +161,19 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
       }
     u->sites[u->n_sites++] = s;
   }
-  arr = cJSON_GetObjectItemCaseSensitive(root, "deleted");
-  if (arr && !cJSON_IsNull(arr)) {
-    if (!cJSON_IsArray(arr)) {
-      failf(err, errlen, "deleted", "must be an array of site ids");
-      goto out;
-    }
+  if (sitewire_doc_deleted(root, &arr, &fe) < 0) {
+    fail_wire(err, errlen, &fe);
+    goto out;
+  }
+  if (arr) {
     n = cJSON_GetArraySize(arr);
     if (n > 0 && !(u->deleted = calloc((size_t)n, sizeof *u->deleted))) goto out;
     cJSON_ArrayForEach(it, arr) {
-      if (!json_is_int(it, 1, SITECFG_ID_MAX)) {
-        char f[64];
-        snprintf(f, sizeof f, "deleted[%d]", u->n_deleted);
-        failf(err, errlen, f, "must be a site id");
+      if (sitewire_deleted_read(it, u->n_deleted, &u->deleted[u->n_deleted], &fe) < 0) {
+        fail_wire(err, errlen, &fe);
         goto out;
       }
-      u->deleted[u->n_deleted++] = (int64_t)it->valuedouble;
+      u->n_deleted++;
     }
   }
   *out = u;
@@ -323,6 +181,7 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
   rc = 0;
 out:
   if (rc < 0 && err && errlen && !err[0]) failf(err, errlen, "body", "out of memory");
+  free(w);
   sitecfg_update_free(&u);
   cJSON_Delete(root);
   return rc;
@@ -490,57 +349,50 @@ int sitecfg_origin_same(const struct sitecfg_origin *a, const struct sitecfg_ori
          strcmp(a->address, b->address) == 0;
 }
 
-static cJSON *site_json(const struct sitecfg_site *s) {
-  cJSON *j = cJSON_CreateObject(), *a, *nr;
-  if (!j) return NULL;
-  json_add_i64(j, "id", s->id);
-  cJSON_AddStringToObject(j, "name", s->name);
-  a = cJSON_AddArrayToObject(j, "hostnames");
+/* A kept origin as published again: the keys the node does not keep take their defaults. */
+static void origin_to_wire(const struct sitecfg_origin *o, struct sitewire_origin *w) {
+  memset(w, 0, sizeof *w);
+  fields_defaults(sitewire_origin_fields, w);
+  w->id = o->id;
+  w->level = o->level;
+  w->port = o->port;
+  w->weight = o->weight;
+  snprintf(w->scheme, sizeof w->scheme, "%s", o->https ? "https" : "http");
+  snprintf(w->address, sizeof w->address, "%s", o->address);
+  snprintf(w->host_header, sizeof w->host_header, "%s", o->host_header ? o->host_header : "");
+}
+
+static void site_to_wire(const struct sitecfg_site *s, struct sitewire_site *w) {
+  w->id = s->id;
+  snprintf(w->name, sizeof w->name, "%s", s->name);
+  w->n_hostnames = s->n_hostnames;
   for (int i = 0; i < s->n_hostnames; i++)
-    cJSON_AddItemToArray(a, cJSON_CreateString(s->hostnames[i]));
-  json_add_i64(j, "config_version", s->config_version);
-  json_add_i64(j, "current_level", s->current_level);
-  a = cJSON_AddArrayToObject(j, "origins");
-  for (int i = 0; i < s->n_origins; i++) {
-    const struct sitecfg_origin *o = &s->origins[i];
-    cJSON *oj = cJSON_CreateObject();
-    json_add_i64(oj, "id", o->id);
-    json_add_i64(oj, "level", o->level);
-    cJSON_AddStringToObject(oj, "address", o->address);
-    json_add_i64(oj, "port", o->port);
-    cJSON_AddStringToObject(oj, "scheme", o->https ? "https" : "http");
-    json_add_str_or_null(oj, "host_header", o->host_header);
-    json_add_i64(oj, "weight", o->weight);
-    cJSON_AddItemToArray(a, oj);
-  }
-  if (!(nr = noderetry_json(&s->retry))) {
-    cJSON_Delete(j);
-    return NULL;
-  }
-  cJSON_AddItemToObject(j, "node_retry", nr);
-  return j;
+    snprintf(w->hostnames[i], sizeof w->hostnames[i], "%s", s->hostnames[i]);
+  w->config_version = s->config_version;
+  w->current_level = s->current_level;
+  w->n_origins = s->n_origins;
+  for (int i = 0; i < s->n_origins; i++)
+    origin_to_wire(&s->origins[i], &w->origins[i]);
+  w->retry = s->retry;
 }
 
 int sitecfg_serialize(const struct sitecfg_set *s, struct buf *out) {
-  cJSON *root = cJSON_CreateObject(), *arr;
+  struct sitewire_doc doc = {.seq = s ? s->seq : 0, .full = 1};
+  struct sitewire_site *w = malloc(sizeof *w);
+  cJSON *root = w ? sitewire_doc_json(&doc, NULL, 0) : NULL;
   char *txt = NULL;
   int rc = -1;
   if (!root) goto out;
-  json_add_i64(root, "seq", s ? s->seq : 0);
-  cJSON_AddBoolToObject(root, "full", 1);
-  arr = cJSON_AddArrayToObject(root, "sites");
-  if (!arr) goto out;
   for (int i = 0; s && i < s->n_sites; i++) {
-    cJSON *sj = site_json(s->sites[i]);
-    if (!sj) goto out;
-    cJSON_AddItemToArray(arr, sj);
+    site_to_wire(s->sites[i], w);
+    if (sitewire_doc_add_site(root, sitewire_site_json(w)) < 0) goto out;
   }
-  if (!cJSON_AddArrayToObject(root, "deleted")) goto out;
   if (!(txt = json_print(root))) goto out;
   if (buf_puts(out, txt) < 0) goto out;
   rc = 0;
 out:
   free(txt);
+  free(w);
   cJSON_Delete(root);
   return rc;
 }

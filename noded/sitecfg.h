@@ -8,11 +8,12 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "sitewire.h"
 #include "skip.h"
 
-#define SITECFG_MAX_ORIGINS 64   /* per site (the controld limit) */
-#define SITECFG_MAX_HOSTNAMES 32 /* per site */
-#define SITECFG_MAX_LEVEL 16
+#define SITECFG_MAX_ORIGINS SITEWIRE_MAX_ORIGINS
+#define SITECFG_MAX_HOSTNAMES SITEWIRE_MAX_HOSTNAMES
+#define SITECFG_MAX_LEVEL SITEWIRE_MAX_LEVEL
 
 struct sitecfg_origin {
   int64_t id;
@@ -63,8 +64,9 @@ struct sitecfg_set {
   atomic_int refs;
 };
 
-/* Parse and validate a publication. 0 and *out (free with sitecfg_update_free), or -1 with a
- * message naming the offending field in err. Unknown keys are ignored; known ones are strict. */
+/* Parse and validate a publication with common/sitewire's decoder. 0 and *out (free with
+ * sitecfg_update_free), or -1 with "path: message" naming the offending field in err. Unknown keys
+ * are ignored; known ones are strict. */
 int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, char *err,
                   size_t errlen);
 
@@ -104,7 +106,8 @@ struct sitecfg_site *sitecfg_find(const struct sitecfg_set *s, int64_t site_id);
 int sitecfg_origin_same(const struct sitecfg_origin *a, const struct sitecfg_origin *b);
 
 /* Append the snapshot as a full publication {"seq","full":true,"sites",[...],"deleted":[]}
- * (the format sitecfg_parse reads) to out. 0 or -1. */
+ * (the format sitecfg_parse reads) to out, written by common/sitewire's encoder; the origin keys
+ * the node does not keep (description) take their defaults. 0 or -1. */
 int sitecfg_serialize(const struct sitecfg_set *s, struct buf *out);
 
 #endif

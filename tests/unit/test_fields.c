@@ -32,16 +32,19 @@ static const char *const kinds[] = {"a", "b", NULL};
 
 #define T(m) FIELD_AT(struct thing, m)
 static const struct field_def defs[] = {
-    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0, NULL, 0, 0},
-    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0, NULL, 0, 0},
-    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
-    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0, NULL, 0, 0},
-    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0, NULL, 0, 0},
+    {"small", FIELD_INT, 0, T(small), -5, 5, 1, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
+    {"big", FIELD_INT, FIELD_REQUIRED, T(big), 0, 5000000000LL, 7, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
+    {"flag", FIELD_BOOL, 0, T(flag), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
+    {"name", FIELD_STR, 0, T(name), 2, 0, 0, NULL, lower_only, "lowercase letters", 0, NULL, 0, 0,
+     NULL, NULL},
+    {"kind", FIELD_ENUM, 0, T(kind), 0, 0, 0, kinds, NULL, "\"a\" or \"b\"", 0, NULL, 0, 0, NULL,
+     NULL},
     {"host", FIELD_STR, FIELD_NULLABLE, T(host), 0, 0, 0, NULL, lower_only, "lowercase", 0, NULL, 0,
-     0},
+     0, NULL, NULL},
     {"codes", FIELD_INT_LIST, 0, offsetof(struct thing, codes), 3, 400, 599, 0, NULL, NULL, NULL,
-     offsetof(struct thing, n_codes), NULL, 0, 0},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0},
+     offsetof(struct thing, n_codes), NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
 struct row {
@@ -256,6 +259,29 @@ static void test_record_forms(void **state) {
   cJSON_Delete(out);
 }
 
+/* Another struct with some of rec's rows, in another order and other sizes. */
+struct part {
+  char host[8];
+  int id;
+  char kind[8];
+  int64_t level;
+};
+
+#define P(m) .offset = offsetof(struct part, m), .size = sizeof(((struct part *)0)->m)
+static const struct field_def partdefs[] = {
+    {.name = "host", .type = FIELD_STR, .flags = FIELD_NULLABLE, P(host)},
+    {.name = "id", .type = FIELD_INT, P(id), .max = INT32_MAX},
+    {.name = "kind", .type = FIELD_STR, P(kind)}, /* an enum's value into a plain string */
+    {.name = "level", .type = FIELD_INT, P(level), .max = 9},
+    {.name = NULL},
+};
+static const struct field_def baddefs[] = {
+    {.name = "id", .type = FIELD_INT, P(id)},
+    {.name = "on", .type = FIELD_STR, P(host)}, /* a boolean is no string */
+    {.name = NULL},
+};
+#undef P
+
 /* FIELD_NAMED: the record carries the value; every string form is the word of the name table. */
 enum shade { SHADE_NONE = 0, SHADE_DARK = 1, SHADE_LIGHT = 2 };
 static const char *const shade_names[] = {
@@ -274,6 +300,84 @@ static const struct field_def painted_defs[] = {
     {.name = NULL},
 };
 #undef P
+
+/* fields_match pairs rows by name and type; fields_copy copies through the pairs and refuses
+   what does not fit. */
+static void test_copy(void **state) {
+  const struct field_def *plan[8];
+  const char *missing = "x";
+  struct rec r;
+  struct part p;
+  (void)state;
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 8, &missing), 4);
+  assert_null(missing);
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 3, NULL), -1);
+  assert_int_equal(fields_match(baddefs, recdefs, plan, 8, &missing), -1);
+  assert_string_equal(missing, "on");
+  assert_int_equal(fields_match(partdefs, recdefs, plan, 8, NULL), 4);
+
+  memset(&r, 0, sizeof r);
+  r.id = 77;
+  r.level = 4;
+  memcpy(r.kind, "b", 2);
+  memcpy(r.host, "h.test", 7);
+  memset(&p, 0xff, sizeof p);
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), 0);
+  assert_int_equal(p.id, 77);
+  assert_int_equal(p.level, 4);
+  assert_string_equal(p.kind, "b");
+  assert_string_equal(p.host, "h.test");
+
+  r.id = INT64_C(1) << 40; /* beyond the int member */
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), -1);
+  r.id = 1;
+  memcpy(r.host, "longer.test", 12); /* beyond host[8] */
+  assert_int_equal(fields_copy(partdefs, &p, plan, &r), -1);
+}
+
+/* A FIELD_LENIENT row's bad value is left out; the object is still read. */
+static void test_lenient(void **state) {
+  static const struct field_def ldefs[] = {
+      {.name = "level",
+       .type = FIELD_INT,
+       .offset = offsetof(struct rec, level),
+       .size = sizeof(int),
+       .min = 1,
+       .max = 9},
+      {.name = "note",
+       .type = FIELD_TEXT,
+       .flags = FIELD_LENIENT,
+       .offset = offsetof(struct rec, note),
+       .size = sizeof(((struct rec *)0)->note),
+       .max = 3},
+      {.name = NULL},
+  };
+  static const char *const bad[] = {"1", "\"four\"", "null", "[\"a\"]", "\"a\\u0001\""};
+  struct rec r;
+  struct field_err err;
+  char text[64];
+  cJSON *j;
+  (void)state;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memset(&r, 0, sizeof r);
+    memcpy(r.note, "old", 4);
+    snprintf(text, sizeof text, "{\"level\":2,\"note\":%s}", bad[i]);
+    j = parse(text);
+    assert_non_null(j);
+    assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), 0);
+    assert_int_equal(r.level, 2);
+    assert_string_equal(r.note, "old");
+    cJSON_Delete(j);
+  }
+  j = parse("{\"level\":0,\"note\":\"ok\"}"); /* the other rows stay strict */
+  assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), -1);
+  assert_string_equal(err.field, "o.level");
+  cJSON_Delete(j);
+  j = parse("{\"level\":2,\"note\":\"ok\"}");
+  assert_int_equal(fields_apply(j, ldefs, NULL, "o", 0, &r, &err), 0);
+  assert_string_equal(r.note, "ok");
+  cJSON_Delete(j);
+}
 
 static void test_named(void **state) {
   struct painted p = {SHADE_NONE, SHADE_NONE};
@@ -314,11 +418,145 @@ static void test_named(void **state) {
   cJSON_Delete(out);
 }
 
+/* fields_copy of NAMED rows: the value into a row of the same name table, the word into a
+   string; a row of another name table does not match. */
+struct painted_copy {
+  char shade[8];
+  enum shade last;
+};
+static const char *const other_names[] = {"x", "y", "z"};
+#define P(m)                                                                                       \
+  .offset = offsetof(struct painted_copy, m), .size = sizeof(((struct painted_copy *)0)->m)
+static const struct field_def painted_copy_defs[] = {
+    {.name = "shade", .type = FIELD_STR, P(shade)},
+    {.name = "last", .type = FIELD_NAMED, P(last), FIELD_NAMES(shade_names)},
+    {.name = NULL},
+};
+static const struct field_def painted_other_defs[] = {
+    {.name = "last", .type = FIELD_NAMED, P(last), FIELD_NAMES(other_names)},
+    {.name = NULL},
+};
+#undef P
+
+static void test_named_copy(void **state) {
+  const struct field_def *plan[4];
+  const char *missing;
+  struct painted p = {SHADE_LIGHT, SHADE_DARK};
+  struct painted_copy c;
+  (void)state;
+  assert_int_equal(fields_match(painted_copy_defs, painted_defs, plan, 4, &missing), 2);
+  memset(&c, 0xff, sizeof c);
+  assert_int_equal(fields_copy(painted_copy_defs, &c, plan, &p), 0);
+  assert_string_equal(c.shade, "light");
+  assert_int_equal(c.last, SHADE_DARK);
+  p.shade = SHADE_NONE;
+  assert_int_equal(fields_copy(painted_copy_defs, &c, plan, &p), 0);
+  assert_string_equal(c.shade, "");
+  assert_int_equal(fields_match(painted_other_defs, painted_defs, plan, 4, &missing), -1);
+  assert_string_equal(missing, "last");
+}
+
+/* A record with a nested object, a double and a codec row (its keys spread in its object). */
+struct inner {
+  int level;
+};
+struct nested_rec {
+  int a;
+  int b;
+  double ratio;
+  struct inner in;
+};
+static const char *const inner_keys[] = {"level", NULL};
+static int inner_apply(const cJSON *obj, void *m, struct field_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "level");
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 1)
+    return fields_fail(err, 422, "out_of_range", NULL, "level", "level must be at least 1");
+  ((struct inner *)m)->level = (int)v->valuedouble;
+  return 0;
+}
+static int inner_add(cJSON *obj, const void *m) {
+  return cJSON_AddNumberToObject(obj, "level", ((const struct inner *)m)->level) ? 0 : -1;
+}
+static const struct field_codec inner_codec = {
+    .keys = inner_keys, .apply = inner_apply, .add_json = inner_add};
+#define P(m) .offset = offsetof(struct nested_rec, m), .size = sizeof(((struct nested_rec *)0)->m)
+static const struct field_def nested_defs[] = {
+    {.name = "a", .type = FIELD_INT, P(a), .max = 9, .forms = FORM_IN | FORM_OUT},
+    {.name = "b", .type = FIELD_INT, P(b), .max = 9, .object = "sub", .forms = FORM_IN | FORM_OUT},
+    {.name = "ratio",
+     .type = FIELD_DOUBLE,
+     .flags = FIELD_NULLABLE,
+     P(ratio),
+     .min = 0,
+     .max = 1,
+     .object = "sub",
+     .forms = FORM_IN | FORM_OUT},
+    {.name = "inner",
+     .type = FIELD_JSON,
+     P(in),
+     .codec = &inner_codec,
+     .object = "sub",
+     .forms = FORM_IN | FORM_OUT},
+    {.name = NULL},
+};
+#undef P
+
+static void test_nested(void **state) {
+  struct nested_rec r = {0, 0, 0, {0}};
+  struct field_err err;
+  cJSON *in, *out;
+  char *text;
+  (void)state;
+  /* the top's rows only; the nested object's key is the caller's */
+  in = parse("{\"a\":1,\"sub\":{}}");
+  assert_int_equal(fields_apply_form(in, nested_defs, FORM_IN, NULL, "", 0, &r, &err), -1);
+  assert_string_equal(err.code, "unknown_field");
+  assert_int_equal(fields_apply_form(in, nested_defs, FORM_IN, (const char *const[]){"sub", NULL},
+                                     "", 0, &r, &err),
+                   0);
+  assert_int_equal(r.a, 1);
+  cJSON_Delete(in);
+  in = parse("{\"b\":2,\"ratio\":0.5,\"level\":3}");
+  assert_int_equal(fields_apply_in(in, nested_defs, "sub", FORM_IN, NULL, "sub", 0, &r, &err), 0);
+  assert_int_equal(r.b, 2);
+  assert_true(r.ratio == 0.5);
+  assert_int_equal(r.in.level, 3);
+  cJSON_Delete(in);
+  in = parse("{\"ratio\":2}");
+  assert_int_equal(fields_apply_in(in, nested_defs, "sub", FORM_IN, NULL, "sub", 0, &r, &err), -1);
+  assert_string_equal(err.field, "sub.ratio");
+  cJSON_Delete(in);
+  in = parse("{\"level\":0}"); /* the codec's error, under the object's path */
+  assert_int_equal(fields_apply_in(in, nested_defs, "sub", FORM_IN, NULL, "sub", 0, &r, &err), -1);
+  assert_string_equal(err.field, "sub.level");
+  cJSON_Delete(in);
+  in = parse("{\"a\":1}"); /* a top-level row is no key of the object */
+  assert_int_equal(fields_apply_in(in, nested_defs, "sub", FORM_IN, NULL, "sub", 0, &r, &err), -1);
+  assert_string_equal(err.code, "unknown_field");
+  cJSON_Delete(in);
+  out = cJSON_CreateObject();
+  assert_int_equal(fields_json_add(out, nested_defs, FORM_OUT, &r), 0);
+  text = cJSON_PrintUnformatted(out);
+  assert_string_equal(text, "{\"a\":1,\"sub\":{\"b\":2,\"ratio\":0.5,\"level\":3}}");
+  free(text);
+  cJSON_Delete(out);
+  r.ratio = 0; /* a nullable double's 0 is null */
+  out = cJSON_CreateObject();
+  assert_int_equal(fields_json_add(out, nested_defs, FORM_OUT, &r), 0);
+  text = cJSON_PrintUnformatted(out);
+  assert_string_equal(text, "{\"a\":1,\"sub\":{\"b\":2,\"ratio\":null,\"level\":3}}");
+  free(text);
+  cJSON_Delete(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows),       cmocka_unit_test(test_values_written),
       cmocka_unit_test(test_text_valid), cmocka_unit_test(test_record_forms),
-      cmocka_unit_test(test_named),
+      cmocka_unit_test(test_copy),       cmocka_unit_test(test_lenient),
+      cmocka_unit_test(test_named),      cmocka_unit_test(test_named_copy),
+      cmocka_unit_test(test_nested),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,12 +3,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "json.h"
 #include "model.h"
+#include "noderetry.h"
 
 static cJSON *parse(const char *txt) {
   cJSON *j = json_parse(txt, strlen(txt));
@@ -511,6 +513,59 @@ static void test_site_json(void **state) {
   site_rec_fini(&s);
 }
 
+/* The keys of object j, comma-separated, into out. */
+static void keys_of(const cJSON *j, char *out, size_t cap) {
+  size_t at = 0;
+  const cJSON *it;
+  out[0] = '\0';
+  cJSON_ArrayForEach(it, j) at +=
+      (size_t)snprintf(out + at, cap - at, "%s%s", at ? "," : "", it->string);
+}
+
+/* The site's JSON from its field table keeps the API's and the export's keys in their order, and
+   the node_retry object is the one common/noderetry writes. */
+static void test_site_json_keys(void **state) {
+  struct site_rec s;
+  struct field_err e;
+  struct skip_params p;
+  cJSON *j, *nr;
+  char keys[1024], *a, *b;
+  (void)state;
+  assert_int_equal(create("{\"name\":\"a\",\"hostnames\":[\"a.com\"],\"health_check\":"
+                          "{\"type\":\"tcp\",\"interval_ms\":5000},"
+                          "\"node_retry\":{\"failure_ratio\":0.25}}",
+                          &s, &e),
+                   0);
+  j = model_site_json(&s);
+  keys_of(j, keys, sizeof keys);
+  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,health_check,node_retry,"
+                            "current_level,config_version,revision,origins,created_at,updated_at");
+  keys_of(cJSON_GetObjectItem(j, "health_check"), keys, sizeof keys);
+  assert_string_equal(keys, "enabled,state,path,timeout_ms,unhealthy_after,healthy_after,"
+                            "checkpoints,type,method,headers,expected_codes,expected_body,port,"
+                            "interval_ms,level_min_healthy");
+  assert_string_equal(
+      cJSON_GetObjectItem(cJSON_GetObjectItem(j, "health_check"), "type")->valuestring, "tcp");
+  site_rec_retry(&s, &p);
+  nr = noderetry_json(&p);
+  a = cJSON_PrintUnformatted(nr);
+  b = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "node_retry"));
+  assert_string_equal(b, a);
+  free(a);
+  free(b);
+  cJSON_Delete(nr);
+  cJSON_Delete(j);
+  j = cJSON_CreateObject();
+  assert_int_equal(model_site_json_add(j, &s, FORM_EXPORT), 0);
+  keys_of(j, keys, sizeof keys);
+  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,health_check,node_retry,"
+                            "current_level,manual_pin,config_version,revision,created_at_ms,"
+                            "updated_at_ms");
+  assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "health_check"), "state"));
+  cJSON_Delete(j);
+  site_rec_fini(&s);
+}
+
 /* The origin's field table covers the whole record: between two members there is no more room
    than the next one's alignment needs (a member without a row would leave a hole), so reading a
    row writes every member. */
@@ -558,6 +613,7 @@ int main(void) {
       cmocka_unit_test(test_origin_apply),
       cmocka_unit_test(test_hc_state),
       cmocka_unit_test(test_site_json),
+      cmocka_unit_test(test_site_json_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

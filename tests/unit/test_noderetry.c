@@ -11,8 +11,7 @@
 #include "noderetry.h"
 
 /* Apply text (a JSON object) strictly onto defaults; returns the apply result. */
-static int apply_text(const char *text, struct skip_params *p, int strict,
-                      struct noderetry_err *err) {
+static int apply_text(const char *text, struct skip_params *p, int strict, struct field_err *err) {
   cJSON *j = cJSON_Parse(text);
   int r;
   assert_non_null(j);
@@ -23,7 +22,7 @@ static int apply_text(const char *text, struct skip_params *p, int strict,
 
 static void expect_error(const char *text, unsigned status, const char *code, const char *field) {
   struct skip_params p, before;
-  struct noderetry_err err;
+  struct field_err err;
   noderetry_defaults(&p);
   before = p;
   memset(&err, 0, sizeof err);
@@ -54,7 +53,7 @@ static void test_defaults(void **state) {
 
 static void test_every_field_applies(void **state) {
   struct skip_params p;
-  struct noderetry_err err;
+  struct field_err err;
   noderetry_defaults(&p);
   assert_int_equal(apply_text("{\"retries\": 0, \"retry_budget_ms\": 600000, \"fail_count\": 1000,"
                               " \"fail_window_ms\": 100, \"skip_ms\": 3600000,"
@@ -116,7 +115,7 @@ static void test_bounds_row_by_row(void **state) {
 
 static void test_unknown_keys(void **state) {
   struct skip_params p, before;
-  struct noderetry_err err;
+  struct field_err err;
   expect_error("{\"retries\": 1, \"bogus\": 1}", 400, "unknown_field", "node_retry.bogus");
   /* lenient (the node): ignored, the rest applies */
   noderetry_defaults(&p);
@@ -129,7 +128,7 @@ static void test_unknown_keys(void **state) {
 
 static void test_not_an_object(void **state) {
   struct skip_params p;
-  struct noderetry_err err;
+  struct field_err err;
   cJSON *j = cJSON_CreateNumber(5);
   noderetry_defaults(&p);
   assert_int_equal(noderetry_apply(j, &p, 0, "sites[0].node_retry", &err), -1);
@@ -140,7 +139,7 @@ static void test_not_an_object(void **state) {
 
 static void test_json_round_trip(void **state) {
   struct skip_params p, q;
-  struct noderetry_err err;
+  struct field_err err;
   cJSON *j;
   char *txt;
   noderetry_defaults(&p);

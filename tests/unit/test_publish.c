@@ -11,7 +11,9 @@
 #include <cmocka.h>
 
 #include "json.h"
+#include "model.h"
 #include "publish.h"
+#include "sitewire.h"
 #include "store_node.h"
 #include "store_sites.h"
 
@@ -187,10 +189,76 @@ static void test_json_and_cache(void **state) {
   assert_null(p);
 }
 
+/* Every key of the published origin (common/sitewire's table) comes from the origin record's row
+   of the same name, and what publish writes the node's decoder reads back as the record holds it,
+   row by row. */
+static void test_published_origin_decodes(void **state) {
+  static const char body[] =
+      "{\"level\":2,\"address\":\"Origin.Example.NET\",\"port\":8443,\"scheme\":\"https\","
+      "\"host_header\":\"h.example.org\",\"weight\":7,\"description\":\"caf\u00e9 \\\"a\\\"\"}";
+  struct fx *f = *state;
+  const struct field_def *plan[32];
+  const char *missing = NULL;
+  struct publish *p = publish_new(f->st);
+  struct sitewire_site *w = malloc(sizeof *w);
+  struct sitewire_origin want;
+  struct sitewire_doc doc;
+  struct field_err err;
+  struct site_rec s, got;
+  struct pub_blob *b;
+  const cJSON *sites;
+  char conflict[64];
+  cJSON *j;
+  int n = 0;
+  assert_non_null(p);
+  assert_non_null(w);
+  while (sitewire_origin_fields[n].name)
+    n++;
+  assert_int_equal(fields_match(sitewire_origin_fields, site_origin_fields, plan, 32, &missing), n);
+
+  site_rec_defaults(&s);
+  memcpy(s.name, "shop", 5);
+  s.n_hostnames = 1;
+  memcpy(s.hostnames[0], "shop.test", 10);
+  s.origins = calloc(1, sizeof *s.origins);
+  s.n_origins = 1;
+  j = json_parse(body, strlen(body));
+  assert_non_null(j);
+  assert_int_equal(model_origin_apply(j, &s.origins[0], 1, "origins[0]", &err), 0);
+  cJSON_Delete(j);
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  assert_int_equal(store_site_get(f->st, s.id, &got), STORE_OK);
+  site_rec_fini(&s);
+  assert_int_equal(fields_copy(sitewire_origin_fields, &want, plan, &got.origins[0]), 0);
+
+  b = publish_get(p, 0);
+  assert_non_null(b);
+  j = blob_json(b);
+  assert_int_equal(sitewire_doc_read(j, &doc, &sites, &err), 0);
+  if (sitewire_site_read(cJSON_GetArrayItem(sites, 0), "sites[0]", w, &err) < 0)
+    fail_msg("%s: %s", err.field, err.message);
+  assert_int_equal(w->n_origins, 1);
+  for (const struct field_def *d = sitewire_origin_fields; d->name; d++) {
+    const char *x = (const char *)&want + d->offset, *y = (const char *)&w->origins[0] + d->offset;
+    int same = d->type == FIELD_INT || d->type == FIELD_BOOL ? memcmp(x, y, d->size) == 0
+                                                             : strcmp(x, y) == 0;
+    if (!same) fail_msg("published origin key %s does not read back", d->name);
+  }
+  assert_string_equal(w->origins[0].address, "origin.example.net");
+  assert_string_equal(w->origins[0].description, "caf\xc3\xa9 \"a\"");
+  assert_int_equal(w->origins[0].id, got.origins[0].id);
+  cJSON_Delete(j);
+  site_rec_fini(&got);
+  pub_blob_unref(b);
+  publish_free(&p);
+  free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_full_delta_tombstone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_json_and_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_published_origin_decodes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -261,8 +261,32 @@ static void test_origin_identity(void **state) {
   assert_int_equal(sitecfg_origin_same(&a, &b), 0);
 }
 
+/* An origin's description is for people: the node never refuses a config for it (it did not
+   read the key before the decoder was shared with controld), and config.json writes it empty. */
+static void test_description_never_refuses(void **state) {
+  static const char *const values[] = {"\"shop origin\"", "5", "null", "\"a\\u0001\"", "{}"};
+  char doc[4096];
+  struct buf out;
+  (void)state;
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    const char *at = strstr(FULL, "\"weight\": 3}");
+    struct sitecfg_set *s;
+    assert_non_null(at);
+    snprintf(doc, sizeof doc, "%.*s\"weight\": 3, \"description\": %s}%s", (int)(at - FULL), FULL,
+             values[i], at + strlen("\"weight\": 3}"));
+    s = load(doc);
+    assert_non_null(s);
+    buf_init(&out, 0);
+    assert_int_equal(sitecfg_serialize(s, &out), 0);
+    assert_non_null(strstr(out.data, "\"weight\":3,\"description\":\"\"}"));
+    buf_fini(&out);
+    sitecfg_set_unref(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_description_never_refuses),
       cmocka_unit_test(test_parse_valid),
       cmocka_unit_test(test_reject_each_field),
       cmocka_unit_test(test_delta_apply),
