@@ -240,8 +240,7 @@ enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, 
       size_t idx = (size_t)(d - defs);
       int again = idx < sizeof seen && seen[idx];
       if (idx < sizeof seen) seen[idx] = 1;
-      if (list_put(d, (char *)target + d->offset, value, again, err, errlen) < 0)
-        return OPTS_ERROR;
+      if (list_put(d, (char *)target + d->offset, value, again, err, errlen) < 0) return OPTS_ERROR;
       continue;
     }
     if (strchr(name, '_') || opts_set(defs, target, name, value, err, errlen) < 0) {

@@ -44,7 +44,8 @@ static int parse_addr(int af, const char *s, size_t n, char *out, size_t cap) {
   for (size_t i = 0; i < n; i++) {
     char ch = s[i];
     int ok = (ch >= '0' && ch <= '9') || ch == '.';
-    if (af == AF_INET6) ok = ok || ch == ':' || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+    if (af == AF_INET6)
+      ok = ok || ch == ':' || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
     if (!ok) return -1;
   }
   memcpy(tmp, s, n);
@@ -63,8 +64,7 @@ static enum pp_status v1_line(struct pp *p) {
   size_t fl[4];
   int af, k = 0;
   struct pp_result *r = &p->res;
-  if ((size_t)(end - s) >= 7 && memcmp(s, "UNKNOWN", 7) == 0 &&
-      (s + 7 == end || s[7] == ' ')) {
+  if ((size_t)(end - s) >= 7 && memcmp(s, "UNKNOWN", 7) == 0 && (s + 7 == end || s[7] == ' ')) {
     r->has_addr = 0;
     r->family = AF_UNSPEC;
     return PP_DONE;

@@ -25,32 +25,32 @@ enum pp_status {
 
 /* What a complete header says. */
 struct pp_result {
-  int version;      /* 1 or 2 */
-  int has_addr;     /* 1: src/dst are the visitor's and the proxy's addresses (TCP over IPv4 or
-                       IPv6); 0: v1 UNKNOWN, v2 LOCAL, v2 UNSPEC or a Unix address: the receiver
-                       keeps the connection's own addresses */
-  int family;       /* AF_INET or AF_INET6 when has_addr, else AF_UNSPEC */
-  char src[46];     /* text form of the source address ("" without has_addr) */
-  char dst[46];     /* and of the destination */
+  int version;  /* 1 or 2 */
+  int has_addr; /* 1: src/dst are the visitor's and the proxy's addresses (TCP over IPv4 or
+                   IPv6); 0: v1 UNKNOWN, v2 LOCAL, v2 UNSPEC or a Unix address: the receiver
+                   keeps the connection's own addresses */
+  int family;   /* AF_INET or AF_INET6 when has_addr, else AF_UNSPEC */
+  char src[46]; /* text form of the source address ("" without has_addr) */
+  char dst[46]; /* and of the destination */
   uint16_t sport, dport;
-  size_t len;       /* bytes of the whole header */
+  size_t len; /* bytes of the whole header */
 };
 
 /* The reader's state; zero it with pp_init. */
 struct pp {
   int state;
   unsigned char buf[PP_KEEP];
-  size_t n;          /* bytes kept in buf */
-  size_t total;      /* bytes taken so far */
-  size_t v2_len;     /* v2: the length field */
-  size_t v2_addr;    /* v2: bytes of the address block */
-  size_t left;       /* v2: bytes of the header still to come after buf */
-  int v2_skip;       /* v2: the rest is skipped unread (LOCAL, UNSPEC) rather than read as TLVs */
+  size_t n;       /* bytes kept in buf */
+  size_t total;   /* bytes taken so far */
+  size_t v2_len;  /* v2: the length field */
+  size_t v2_addr; /* v2: bytes of the address block */
+  size_t left;    /* v2: bytes of the header still to come after buf */
+  int v2_skip;    /* v2: the rest is skipped unread (LOCAL, UNSPEC) rather than read as TLVs */
   unsigned char tlv_head[3];
-  int tlv_n;         /* bytes of the current TLV's 3-byte head seen */
-  size_t tlv_left;   /* bytes of the current TLV's value still to come */
-  int err;           /* PP_BAD or PP_NOT_PROXY once failed (returned again), else 0 */
-  const char *why;   /* after PP_BAD or PP_NOT_PROXY: what was wrong (a static string) */
+  int tlv_n;       /* bytes of the current TLV's 3-byte head seen */
+  size_t tlv_left; /* bytes of the current TLV's value still to come */
+  int err;         /* PP_BAD or PP_NOT_PROXY once failed (returned again), else 0 */
+  const char *why; /* after PP_BAD or PP_NOT_PROXY: what was wrong (a static string) */
   struct pp_result res;
 };
 

@@ -68,8 +68,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     FUZZ_CHECK(whole.len == 16 + (((size_t)data[14] << 8) | data[15]));
     if (whole.has_addr) {
       size_t al = whole.family == AF_INET ? 4 : 16;
-      FUZZ_CHECK(inet_pton(whole.family, whole.src, bin) == 1 &&
-                 memcmp(bin, data + 16, al) == 0);
+      FUZZ_CHECK(inet_pton(whole.family, whole.src, bin) == 1 && memcmp(bin, data + 16, al) == 0);
       FUZZ_CHECK(inet_pton(whole.family, whole.dst, bin) == 1 &&
                  memcmp(bin, data + 16 + al, al) == 0);
       FUZZ_CHECK(whole.sport == ((data[16 + 2 * al] << 8) | data[17 + 2 * al]));

@@ -209,9 +209,12 @@ static void test_changed(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_defaults_and_flags), cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_config_file),        cmocka_unit_test(test_take_flag),
-      cmocka_unit_test(test_take_value),         cmocka_unit_test(test_changed),
+      cmocka_unit_test(test_defaults_and_flags),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_config_file),
+      cmocka_unit_test(test_take_flag),
+      cmocka_unit_test(test_take_value),
+      cmocka_unit_test(test_changed),
       cmocka_unit_test(test_list),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

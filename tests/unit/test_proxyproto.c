@@ -34,8 +34,8 @@ static enum pp_status feed_pieces(const unsigned char *in, size_t n, size_t piec
 }
 
 /* Feed two pieces split at cut. */
-static enum pp_status feed_split(const unsigned char *in, size_t n, size_t cut,
-                                 struct pp_result *r, size_t *taken) {
+static enum pp_status feed_split(const unsigned char *in, size_t n, size_t cut, struct pp_result *r,
+                                 size_t *taken) {
   struct pp p;
   size_t u1 = 0, u2 = 0;
   enum pp_status st;
@@ -107,28 +107,36 @@ static void test_v1_rows(void **state) {
        31},
       /* the longest TCP6 line: 104 bytes with CRLF */
       {"tcp6 long",
-       T("PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
+       T("PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
+         "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
          "65535 65535\r\n"),
        PP_DONE, 1, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
        "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 65535, 65535, 104},
       {"not proxy: GET", T("GET / HTTP/1.1\r\n"), PP_NOT_PROXY, 0, NULL, NULL, 0, 0, 0},
-      {"not proxy: lowercase", T("proxy TCP4 1.2.3.4 1.2.3.4 1 2\r\n"), PP_NOT_PROXY, 0, NULL, NULL, 0, 0, 0},
+      {"not proxy: lowercase", T("proxy TCP4 1.2.3.4 1.2.3.4 1 2\r\n"), PP_NOT_PROXY, 0, NULL, NULL,
+       0, 0, 0},
       {"not proxy: no space", T("PROXYTCP4"), PP_NOT_PROXY, 0, NULL, NULL, 0, 0, 0},
       {"tcp4 with v6 address", T("PROXY TCP4 ::1 ::1 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"tcp6 with v4 address", T("PROXY TCP6 1.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
+      {"tcp6 with v4 address", T("PROXY TCP6 1.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
       {"tcp5", T("PROXY TCP5 1.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"unknownx", T("PROXY UNKNOWNX\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"two spaces", T("PROXY TCP4  1.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"trailing space", T("PROXY TCP4 1.2.3.4 1.2.3.4 1 2 \r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"five fields", T("PROXY TCP4 1.2.3.4 1.2.3.4 1 2 3\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"three fields", T("PROXY TCP4 1.2.3.4 1.2.3.4 1\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"leading zero octet", T("PROXY TCP4 01.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"octet above 255", T("PROXY TCP4 256.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
+      {"leading zero octet", T("PROXY TCP4 01.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
+      {"octet above 255", T("PROXY TCP4 256.2.3.4 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
       {"short v4", T("PROXY TCP4 1.2.3 1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"port leading zero", T("PROXY TCP4 1.2.3.4 1.2.3.4 01 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"port above 65535", T("PROXY TCP4 1.2.3.4 1.2.3.4 65536 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
+      {"port leading zero", T("PROXY TCP4 1.2.3.4 1.2.3.4 01 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
+      {"port above 65535", T("PROXY TCP4 1.2.3.4 1.2.3.4 65536 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
       {"port sign", T("PROXY TCP4 1.2.3.4 1.2.3.4 +1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
-      {"port six digits", T("PROXY TCP4 1.2.3.4 1.2.3.4 000001 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
+      {"port six digits", T("PROXY TCP4 1.2.3.4 1.2.3.4 000001 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0,
+       0},
       {"tab", T("PROXY TCP4 1.2.3.4\t1.2.3.4 1 2\r\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"bare LF", T("PROXY TCP4 1.2.3.4 1.2.3.4 1 2\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
       {"CR alone", T("PROXY TCP4 1.2.3.4 1.2.3.4 1 2\rX\n"), PP_BAD, 0, NULL, NULL, 0, 0, 0},
@@ -143,7 +151,8 @@ static void test_v1_rows(void **state) {
   memset(line, 'x', sizeof line);
   memcpy(line, "PROXY UNKNOWN ", 14);
   memcpy(line + 105, "\r\nGET", 5);
-  w = (struct row){"107 bytes", (const unsigned char *)line, 110, PP_DONE, 0, NULL, NULL, 0, 0, 107};
+  w = (struct row){"107 bytes", (const unsigned char *)line, 110, PP_DONE, 0, NULL, NULL, 0, 0,
+                   107};
   check_row(&w);
   memset(line, 'x', sizeof line);
   memcpy(line, "PROXY UNKNOWN ", 14);
@@ -152,7 +161,8 @@ static void test_v1_rows(void **state) {
   check_row(&w);
   memset(line, 'x', sizeof line);
   memcpy(line, "PROXY UNKNOWN ", 14);
-  w = (struct row){"no CRLF", (const unsigned char *)line, sizeof line, PP_BAD, 0, NULL, NULL, 0, 0, 0};
+  w = (struct row){"no CRLF", (const unsigned char *)line, sizeof line, PP_BAD, 0, NULL, NULL, 0, 0,
+                   0};
   check_row(&w);
 }
 
@@ -220,7 +230,8 @@ static void test_v2_rows(void **state) {
   ROW("tcp6 short length", PP_BAD, 0, NULL, NULL, 0, 0, 0x21, 0x21, in6, 12, 12, "");
   ROW("tlv past the end", PP_BAD, 0, NULL, NULL, 0, 0, 0x21, 0x11, in4tlv, 16, 16, "");
   ROW("tlv head cut", PP_BAD, 0, NULL, NULL, 0, 0, 0x21, 0x11, in4tlv, 14, 14, "");
-  rows[k++] = (struct row){"bad signature", T("\r\n\r\n\0\r\nQUIX\n!\x11\0\0"), PP_NOT_PROXY, 0, NULL, NULL, 0, 0, 0};
+  rows[k++] = (struct row){
+      "bad signature", T("\r\n\r\n\0\r\nQUIX\n!\x11\0\0"), PP_NOT_PROXY, 0, NULL, NULL, 0, 0, 0};
   for (int i = 0; i < k; i++)
     check_row(&rows[i]);
 #undef ROW
