@@ -119,14 +119,22 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
       continue;
     if (put_header(ub, h->name, h->name_len, h->value, h->value_len)) return -1;
   }
-  /* a trusted peer's X-Forwarded-For is extended; anyone else's is replaced */
+  /* a trusted peer's X-Forwarded-For is extended with its address (a trusted Unix-socket peer,
+     which has none, passes its own on as it is); anyone else's is replaced */
   if (buf_puts(ub, "X-Forwarded-For: ")) return -1;
-  for (int i = 0; trusted && i < m->n_headers; i++)
-    if (http1_name_is(&m->headers[i], "x-forwarded-for")) {
-      if (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", "))
-        return -1;
-    }
-  if (buf_puts(ub, client_ip) || buf_puts(ub, "\r\nX-Forwarded-Proto: http\r\nVia: ")) return -1;
+  {
+    int n = 0, peer_has_ip = strcmp(client_ip, "unix:") != 0;
+    for (int i = 0; trusted && i < m->n_headers; i++)
+      if (http1_name_is(&m->headers[i], "x-forwarded-for")) {
+        if ((n++ && buf_puts(ub, ", ")) ||
+            buf_append(ub, m->headers[i].value, m->headers[i].value_len))
+          return -1;
+      }
+    if ((n && peer_has_ip && buf_puts(ub, ", ")) ||
+        ((!n || peer_has_ip) && buf_puts(ub, client_ip)))
+      return -1;
+  }
+  if (buf_puts(ub, "\r\nX-Forwarded-Proto: http\r\nVia: ")) return -1;
   for (int i = 0; i < m->n_headers; i++)
     if (http1_name_is(&m->headers[i], "via") &&
         (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", ")))

@@ -47,7 +47,11 @@ static void test_forwarded_for(void **state) {
        "10.0.0.1, 10.0.0.2, 10.1.2.3", "10.0.0.1"},
       {"10.0.0.0/8", "10.1.2.3", "X-Forwarded-For: ,1.1.1.1 , \r\n", ",1.1.1.1 ,, 10.1.2.3",
        "1.1.1.1"},
-      {"unix", "unix:", "X-Forwarded-For: 2001:db8::1\r\n", "2001:db8::1, unix:", "2001:db8::1"},
+      /* a trusted Unix-socket peer has no address to add: its header goes on as it is */
+      {"unix", "unix:", "X-Forwarded-For: 2001:db8::1\r\n", "2001:db8::1", "2001:db8::1"},
+      {"unix", "unix:", "X-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: 2.2.2.2\r\n",
+       "1.1.1.1, 2.2.2.2", "2.2.2.2"},
+      {"unix", "unix:", "", "unix:", "unix:"},
       {"10.0.0.0/8", "unix:", "X-Forwarded-For: 1.1.1.1\r\n", "unix:", "unix:"},
       {"::1", "::1", "X-Forwarded-For: 1.1.1.1\r\n", "1.1.1.1, ::1", "1.1.1.1"},
   };
