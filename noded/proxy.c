@@ -267,6 +267,10 @@ int proxy_start(struct proxy *p) {
 void proxy_stop(struct proxy *p) {
   if (!p || p->stopped) return;
   atomic_store(&p->stopping, 1);
+  /* a Unix socket's path goes first: a front proxy connecting now is refused at once (and may
+     serve stale) instead of waiting in the backlog of a socket no worker accepts on any more */
+  for (int i = 0; i < p->nls; i++)
+    if (p->ls[i].fd >= 0) listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
   for (int i = 0; p->w && i < p->nthreads; i++) {
     uint64_t one = 1;
     if (p->w[i].wfd >= 0 && write(p->w[i].wfd, &one, sizeof one) < 0)

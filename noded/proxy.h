@@ -40,8 +40,9 @@ int proxy_set_config(struct proxy *p, struct sitecfg_set *s);
 /* Start the worker threads and the origin resolver thread. 0 or -1. */
 int proxy_start(struct proxy *p);
 
-/* Graceful stop: stop accepting, let in-flight requests finish within stop_grace_ms, close the
- * rest, join the workers. Safe to call twice or without proxy_start. */
+/* Graceful stop: stop accepting (Unix socket files are removed at once), let in-flight requests
+ * finish within stop_grace_ms, close the rest, join the workers. Safe to call twice or without
+ * proxy_start. */
 void proxy_stop(struct proxy *p);
 
 /* Write out the access lines the workers buffer (they are written in batches, at most 100 ms

@@ -267,7 +267,8 @@ static void sweep(struct worker *w) {
       vconn_close(c);
       continue;
     }
-    if (c->phase == V_HEAD && c->in.len == 0 && c->in.d && now - c->last_io >= IDLE_RELEASE_MS)
+    if ((c->phase == V_HEAD || c->phase == V_PROXY) && c->in.len == 0 && c->in.d &&
+        now - c->last_io >= IDLE_RELEASE_MS)
       vconn_release_buffers(c);
     if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
