@@ -29,6 +29,23 @@ static const struct opt_def *find(const struct opt_def *defs, const char *name) 
   return NULL;
 }
 
+/* Put one item into the OPT_LIST at p: replacing the list, or appended with '\n'. 0 or -1. */
+static int list_put(const struct opt_def *d, char *p, const char *value, int append, char *err,
+                    size_t errlen) {
+  size_t have = append ? strlen(p) : 0, n = strlen(value);
+  if (n == 0 || strchr(value, '\n')) {
+    snprintf(err, errlen, "option %s: an empty value or one with a line break", d->name);
+    return -1;
+  }
+  if (have + (have ? 1 : 0) + n >= d->size) {
+    snprintf(err, errlen, "option %s: values too long together (max %zu)", d->name, d->size - 1);
+    return -1;
+  }
+  if (have) p[have++] = '\n';
+  memcpy(p + have, value, n + 1);
+  return 0;
+}
+
 static int apply(const struct opt_def *d, void *target, const char *value, char *err,
                  size_t errlen) {
   char *p = (char *)target + d->offset;
@@ -45,6 +62,7 @@ static int apply(const struct opt_def *d, void *target, const char *value, char 
     *(int64_t *)(void *)p = v;
     return 0;
   }
+  if (d->type == OPT_LIST) return list_put(d, p, value, 0, err, errlen);
   if (strlen(value) >= d->size) {
     snprintf(err, errlen, "option %s: value too long (max %zu)", d->name, d->size - 1);
     return -1;
@@ -125,6 +143,25 @@ int opts_load_file(const struct opt_def *defs, void *target, const char *path, c
         goto out;
       }
       snprintf(text, sizeof text, "%lld", (long long)it->valuedouble);
+    } else if (d->type == OPT_LIST && cJSON_IsArray(it)) {
+      /* every item a string; an empty array is refused like an empty string */
+      const cJSON *el;
+      int k = 0;
+      cJSON_ArrayForEach(el, it) {
+        if (!cJSON_IsString(el) ||
+            list_put(d, (char *)target + d->offset, el->valuestring, k > 0, sub, sizeof sub) < 0) {
+          if (!cJSON_IsString(el))
+            snprintf(sub, sizeof sub, "option %s: every item must be a string", d->name);
+          snprintf(err, errlen, "config %s: %s", path, sub);
+          goto out;
+        }
+        k++;
+      }
+      if (k == 0) {
+        snprintf(err, errlen, "config %s: key '%s' is an empty list", path, it->string);
+        goto out;
+      }
+      continue;
     } else if (d->type == OPT_ENUM && cJSON_IsBool(it)) {
       /* a true|false option may be written as a JSON boolean */
       value = cJSON_IsTrue(it) ? "true" : "false";
@@ -150,6 +187,7 @@ out:
 
 enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, char **argv,
                             char *err, size_t errlen) {
+  unsigned char seen[256]; /* list options given on the command line already, by row */
   /* first pass: --help, --version, --config */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return OPTS_HELP;
@@ -168,8 +206,10 @@ enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, 
     }
     if (cfg && opts_load_file(defs, target, cfg, err, errlen) < 0) return OPTS_ERROR;
   }
+  memset(seen, 0, sizeof seen);
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *eq, *value;
+    const struct opt_def *d;
     char name[64];
     size_t nl;
     if (strncmp(arg, "--", 2) != 0) {
@@ -195,6 +235,14 @@ enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, 
       value = argv[++i];
     }
     if (strcmp(name, "config") == 0) continue;
+    if (!strchr(name, '_') && (d = find(defs, name)) && d->type == OPT_LIST) {
+      /* a repeated list flag adds an item; its first one replaces the file's and the default */
+      size_t idx = (size_t)(d - defs);
+      int again = idx < sizeof seen && seen[idx];
+      if (idx < sizeof seen) seen[idx] = 1;
+      if (list_put(d, (char *)target + d->offset, value, again, err, errlen) < 0) return OPTS_ERROR;
+      continue;
+    }
     if (strchr(name, '_') || opts_set(defs, target, name, value, err, errlen) < 0) {
       if (strchr(name, '_')) snprintf(err, errlen, "unknown option '--%s'", name);
       return OPTS_ERROR;

@@ -9,6 +9,9 @@ enum opt_type {
   OPT_INT,  /* int64_t at offset, within [min, max] */
   OPT_STR,  /* char[size] at offset */
   OPT_ENUM, /* char[size] at offset, one of choices */
+  OPT_LIST, /* char[size] at offset: items joined by '\n'. A repeated flag adds an item (the
+               first one on the command line replaces the file's and the default); the file
+               takes a string or an array of strings. Items are not empty and hold no '\n'. */
 };
 
 struct opt_def {

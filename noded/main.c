@@ -17,6 +17,7 @@
 #include "ctlset.h"
 #include "heartbeat.h"
 #include "json.h"
+#include "listen.h"
 #include "log.h"
 #include "opts.h"
 #include "proxy.h"
@@ -25,11 +26,13 @@
 #include "sync.h"
 #include "tasks.h"
 #include "token.h"
+#include "trust.h"
 
 /* Options of the command line and the --config file. */
 struct node_cfg {
   char controld[CTLSET_MAX * CTLSET_URL_MAX]; /* one URL or URL1,URL2,… */
-  char listen[128];
+  char listen[LISTEN_MAX * 256];              /* --listen values joined by '\n' (OPT_LIST) */
+  char trusted_proxies[2048];
   char admin_listen[128];
   char state_dir[512];
   char name[65];
@@ -68,8 +71,12 @@ static const char *const probe_clients[] = {"own", "curl", NULL};
 static const struct opt_def options[] = {
     {"controld", OPT_STR, O(controld), S(controld), 0, 0, NULL, NULL,
      "controld base URL, or the replicas as URL1,URL2,... (up to 8; required)"},
-    {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480",
-     "address:port for visitor traffic"},
+    {"listen", OPT_LIST, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7480",
+     "visitor listener, repeatable: host:port, [v6]:port or unix:/path, then options "
+     "(,proxy-protocol; unix: ,mode=0660 ,owner=USER ,group=GROUP)"},
+    {"trusted-proxies", OPT_STR, O(trusted_proxies), S(trusted_proxies), 0, 0, NULL, NULL,
+     "CIDR,...,unix: peers whose X-Forwarded-For is extended (anyone else's is replaced; "
+     "unix = every Unix-socket peer)"},
     {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401",
      "address:port of /healthz, /status, /metrics"},
     {"state-dir", OPT_STR, O(state_dir), S(state_dir), 0, 0, NULL, "./noded-state",
@@ -264,13 +271,13 @@ static int check_controld(const struct node_cfg *c, char *err, size_t errlen) {
 }
 
 static int check_listen(const struct node_cfg *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (addr_parse_listen(c->listen, 1, &ss, &sl) < 0) {
-    snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
-    return -1;
-  }
-  return 0;
+  struct listen_spec ls[LISTEN_MAX];
+  return listen_parse_list(c->listen, ls, LISTEN_MAX, err, errlen) < 0 ? -1 : 0;
+}
+
+static int check_trusted_proxies(const struct node_cfg *c, char *err, size_t errlen) {
+  struct trust t;
+  return trust_parse(c->trusted_proxies, &t, err, errlen);
 }
 
 static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen) {
@@ -287,6 +294,7 @@ static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen
 static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
     check_controld,
     check_listen,
+    check_trusted_proxies,
     check_admin_listen,
 };
 
@@ -342,6 +350,18 @@ static int check_config(const struct node_cfg *c) {
     if (opts_check_readable(files[i].option, files[i].path, err, sizeof err) < 0) {
       fprintf(stderr, "noded: %s\n", err);
       errors++;
+    }
+  }
+  if (check_listen(c, err, sizeof err) == 0) { /* the owners and groups of Unix sockets exist */
+    struct listen_spec ls[LISTEN_MAX];
+    int n = listen_parse_list(c->listen, ls, LISTEN_MAX, err, sizeof err);
+    for (int i = 0; i < n; i++) {
+      uid_t uid;
+      gid_t gid;
+      if (ls[i].is_unix && listen_ids(&ls[i], &uid, &gid, err, sizeof err) < 0) {
+        fprintf(stderr, "noded: %s\n", err);
+        errors++;
+      }
     }
   }
   if (check_state_dir(c->state_dir, err, sizeof err) < 0) {
@@ -489,6 +509,7 @@ int main(int argc, char **argv) {
 
   proxy_opts_default(&po);
   po.listen = n.cfg.listen;
+  po.trusted_proxies = n.cfg.trusted_proxies;
   po.origin_ca_file = n.cfg.origin_ca_file[0] ? n.cfg.origin_ca_file : NULL;
   po.threads = (int)n.cfg.proxy_threads;
   po.header_timeout_ms = (int)n.cfg.header_timeout_ms;
@@ -517,8 +538,14 @@ int main(int argc, char **argv) {
     log_error("cannot start the node threads");
     goto out;
   }
-  log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION, n.cfg.name,
-           n.cfg.controld, n.cfg.listen, n.cfg.state_dir);
+  {
+    char shown[sizeof n.cfg.listen];
+    memcpy(shown, n.cfg.listen, sizeof shown);
+    for (char *q = shown; (q = strchr(q, '\n'));)
+      *q = ' ';
+    log_info("noded %s started as '%s' (controld %s, proxy %s, state %s)", CDNCA_VERSION,
+             n.cfg.name, n.cfg.controld, shown, n.cfg.state_dir);
+  }
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
   {

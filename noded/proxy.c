@@ -20,14 +20,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "addr.h"
 #include "alog.h"
 #include "clock.h"
 #include "json.h"
+#include "listen.h"
 #include "log.h"
 #include "metrics.h"
 #include "proxy_state.h"
 #include "proxy_types.h"
+#include "trust.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -50,6 +51,16 @@ static const struct {
     [AR_REFUSED] = {"refused_response",
                     "an answer refused for its framing or an unrequested 101 (the visitor gets "
                     "502; not counted against the origin)"},
+};
+
+/* The metric label of each enum pp_error, and what it means. */
+static const struct {
+  const char *name;
+  const char *desc;
+} pp_errors[PPE__N] = {
+    [PPE_MISSING] = {"missing", "the first bytes were no PROXY header"},
+    [PPE_MALFORMED] = {"malformed", "a PROXY header breaking the grammar or a bound"},
+    [PPE_INCOMPLETE] = {"incomplete", "closed or timed out before a whole PROXY header"},
 };
 
 /* ---------- lifecycle ---------- */
@@ -88,30 +99,67 @@ static void raise_fd_limit(void) {
   }
 }
 
-static int make_listener(struct sockaddr_storage *sa, socklen_t len) {
-  int one = 1;
-  int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-      bind(fd, (struct sockaddr *)sa, len) < 0 || listen(fd, 1024) < 0) {
-    close(fd);
-    return -1;
+/* The port of a bound TCP socket. */
+static int bound_port(int fd) {
+  struct sockaddr_storage bound;
+  socklen_t bl = sizeof bound;
+  if (getsockname(fd, (struct sockaddr *)&bound, &bl) < 0) return -1;
+  return ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                          : ((struct sockaddr_in6 *)&bound)->sin6_port);
+}
+
+/* Add listener l to worker w: a TCP socket of its own (the port port 0 picked for the first
+ * worker is kept for the others), or the Unix socket every worker shares. 0 or -1 (logged). */
+static int add_listener(struct proxy *p, struct worker *w, struct listener *l) {
+  struct wlisten *wl = &w->wl[w->nwl];
+  struct epoll_event ev;
+  wl->kind = EV_LISTEN;
+  wl->proxy_protocol = l->spec.proxy_protocol;
+  wl->is_unix = l->spec.is_unix;
+  if (l->spec.is_unix) {
+    wl->fd = l->fd;
+    wl->shared = 1;
+  } else {
+    struct sockaddr_storage *sa = &l->spec.sa;
+    if ((wl->fd = listen_tcp_open(sa, l->spec.salen)) < 0) {
+      log_error("cannot listen on %s: %s", l->spec.text, strerror(errno));
+      return -1;
+    }
+    if (w->idx == 0) { /* port 0: the others bind the port the first one got */
+      int port = bound_port(wl->fd);
+      if (port < 0) {
+        close(wl->fd);
+        return -1;
+      }
+      if (!p->port) p->port = port;
+      if (sa->ss_family == AF_INET)
+        ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
+      else
+        ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
+    }
   }
-  return fd;
+  w->nwl++;
+  /* a shared socket wakes one worker per connection, not all of them */
+  ev.events = EPOLLIN | (wl->shared ? EPOLLEXCLUSIVE : 0);
+  ev.data.ptr = wl;
+  return epoll_ctl(w->epfd, EPOLL_CTL_ADD, wl->fd, &ev);
 }
 
 struct proxy *proxy_new(const struct proxy_opts *o) {
   struct proxy *p = calloc(1, sizeof *p);
-  struct sockaddr_storage sa;
-  socklen_t salen;
+  char err[512];
   if (!p) return NULL;
   p->o = *o;
   pthread_mutex_init(&p->cfg_mu, NULL);
+  for (int i = 0; i < LISTEN_MAX; i++)
+    p->ls[i].fd = -1;
   p->listen = dupstr(o->listen ? o->listen : "127.0.0.1:7480");
   p->ca_file = dupstr(o->origin_ca_file);
+  p->trusted = dupstr(o->trusted_proxies ? o->trusted_proxies : "");
   p->o.listen = p->listen;
   p->o.origin_ca_file = p->ca_file;
+  p->o.trusted_proxies = p->trusted;
+  if (!p->listen || !p->trusted) goto fail;
   if (p->o.threads < 1) p->o.threads = 1;
   if (p->o.threads > 64) p->o.threads = 64;
   if (p->o.connect_timeout_ms <= 0) p->o.connect_timeout_ms = 5000;
@@ -130,46 +178,49 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   p->nthreads = p->o.threads;
   if (!(p->state = proxy_state_new())) goto fail;
   if (!(p->ssl = upstream_tls_ctx(p->ca_file))) goto fail;
-  if (addr_parse_listen(p->listen, 1, &sa, &salen) < 0) {
-    log_error("invalid listen address '%s' (want host:port)", p->listen);
+  {
+    struct listen_spec specs[LISTEN_MAX];
+    int n = listen_parse_list(p->listen, specs, LISTEN_MAX, err, sizeof err);
+    if (n < 0) {
+      log_error("%s", err);
+      goto fail;
+    }
+    for (int i = 0; i < n; i++)
+      p->ls[i].spec = specs[i];
+    p->nls = n;
+  }
+  if (trust_parse(p->trusted, &p->trust, err, sizeof err) < 0) {
+    log_error("%s", err);
     goto fail;
+  }
+  for (int i = 0; i < p->nls; i++) {
+    struct listener *l = &p->ls[i];
+    if (!l->spec.is_unix) continue;
+    if ((l->fd = listen_unix_open(&l->spec, &l->dev, &l->ino, err, sizeof err)) < 0) {
+      log_error("%s", err);
+      goto fail;
+    }
   }
   if (!(p->w = calloc((size_t)p->nthreads, sizeof *p->w))) goto fail;
   for (int i = 0; i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
     w->p = p;
     w->idx = i;
-    w->lfd = w->wfd = w->epfd = -1;
+    w->wfd = w->epfd = -1;
     buf_init(&w->logbuf, 8192); /* a longer access line is not logged */
     if (!(w->alog = alog_new(STDERR_FILENO, ALOG_CAP, ALOG_FLUSH_MS))) goto fail;
   }
   for (int i = 0; i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
     struct epoll_event ev;
-    if ((w->lfd = make_listener(&sa, salen)) < 0) {
-      log_error("cannot listen on %s: %s", p->listen, strerror(errno));
-      goto fail;
-    }
-    if (i == 0) {
-      struct sockaddr_storage bound;
-      socklen_t bl = sizeof bound;
-      if (getsockname(w->lfd, (struct sockaddr *)&bound, &bl) < 0) goto fail;
-      p->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
-                                                 : ((struct sockaddr_in6 *)&bound)->sin6_port);
-      if (sa.ss_family == AF_INET)
-        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)p->port);
-      else
-        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)p->port);
-    }
     if ((w->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
         (w->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
         !(w->ups = upstream_new(p->ssl, w->epfd, EV_UPSTREAM, p->o.max_idle_per_origin)))
       goto fail;
-    w->ltag.kind = EV_LISTEN;
+    for (int k = 0; k < p->nls; k++)
+      if (add_listener(p, w, &p->ls[k]) < 0) goto fail;
     w->wtag.kind = EV_WAKE;
     ev.events = EPOLLIN;
-    ev.data.ptr = &w->ltag;
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lfd, &ev) < 0) goto fail;
     ev.data.ptr = &w->wtag;
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wfd, &ev) < 0) goto fail;
   }
@@ -216,6 +267,10 @@ int proxy_start(struct proxy *p) {
 void proxy_stop(struct proxy *p) {
   if (!p || p->stopped) return;
   atomic_store(&p->stopping, 1);
+  /* a Unix socket's path goes first: a front proxy connecting now is refused at once (and may
+     serve stale) instead of waiting in the backlog of a socket no worker accepts on any more */
+  for (int i = 0; i < p->nls; i++)
+    if (p->ls[i].fd >= 0) listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
   for (int i = 0; p->w && i < p->nthreads; i++) {
     uint64_t one = 1;
     if (p->w[i].wfd >= 0 && write(p->w[i].wfd, &one, sizeof one) < 0)
@@ -235,7 +290,8 @@ void proxy_free(struct proxy **pp) {
   proxy_stop(p);
   for (int i = 0; p->w && i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
-    if (w->lfd >= 0) close(w->lfd);
+    for (int k = 0; k < w->nwl; k++)
+      if (!w->wl[k].shared && w->wl[k].fd >= 0) close(w->wl[k].fd);
     if (w->wfd >= 0) close(w->wfd);
     upstream_free(&w->ups);
     buf_fini(&w->logbuf);
@@ -244,12 +300,18 @@ void proxy_free(struct proxy **pp) {
     sitecfg_set_unref(w->cfg);
   }
   free(p->w);
+  for (int i = 0; i < p->nls; i++)
+    if (p->ls[i].fd >= 0) {
+      close(p->ls[i].fd);
+      listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+    }
   sitecfg_set_unref(p->cfg);
   proxy_state_free(&p->state);
   if (p->ssl) SSL_CTX_free(p->ssl);
   pthread_mutex_destroy(&p->cfg_mu);
   free(p->listen);
   free(p->ca_file);
+  free(p->trusted);
   free(p);
   *pp = NULL;
 }
@@ -262,13 +324,14 @@ void proxy_flush_log(struct proxy *p) {
 /* ---------- observability ---------- */
 
 int proxy_metrics(struct proxy *p, struct buf *out) {
-  uint64_t codes[600], att[AR__N], retries = 0, skips = 0, fo = 0, bp = 0;
+  uint64_t codes[600], att[AR__N], ppe[PPE__N], retries = 0, skips = 0, fo = 0, bp = 0;
   int64_t seq = 0;
   struct metrics *m;
   char label[64];
   int rc;
   memset(codes, 0, sizeof codes);
   memset(att, 0, sizeof att);
+  memset(ppe, 0, sizeof ppe);
   for (int i = 0; i < p->nthreads; i++) {
     struct counters *c = &p->w[i].ctr;
     for (int k = 100; k < 600; k++)
@@ -279,6 +342,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
     bp += atomic_load_explicit(&c->backup_picks, memory_order_relaxed);
+    for (int k = 0; k < PPE__N; k++)
+      ppe[k] += atomic_load_explicit(&c->pp_errors[k], memory_order_relaxed);
   }
   skips += atomic_load_explicit(&p->probe_skips, memory_order_relaxed);
   pthread_mutex_lock(&p->cfg_mu);
@@ -309,6 +374,13 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   metrics_declare(m, "cdnca_node_backup_picks_total", "counter",
                   "Picks of an origin on a level after the site's current one.");
   metrics_add(m, "cdnca_node_backup_picks_total", "", (double)bp);
+  metrics_declare(m, "cdnca_node_proxy_header_errors_total", "counter",
+                  "Connections of proxy-protocol listeners closed for their PROXY header, by "
+                  "reason (missing, malformed, incomplete).");
+  for (int k = 0; k < PPE__N; k++) {
+    snprintf(label, sizeof label, "reason=\"%s\"", pp_errors[k].name);
+    metrics_add(m, "cdnca_node_proxy_header_errors_total", label, (double)ppe[k]);
+  }
   metrics_declare(m, "cdnca_node_config_seq", "gauge", "Sequence of the config being served.");
   metrics_set(m, "cdnca_node_config_seq", "", (double)seq);
   rc = metrics_render(m, out);

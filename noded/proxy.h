@@ -20,14 +20,16 @@
 
 struct proxy;
 
-/* Fill o with the defaults of proxy_opts.h ([n] after a field; listen = "127.0.0.1:7480"). */
+/* Fill o with the defaults of proxy_opts.h ([n] after a field; listen = "127.0.0.1:7480",
+ * nobody trusted with X-Forwarded-For). */
 void proxy_opts_default(struct proxy_opts *o);
 
-/* Create a proxy and bind its listeners (nothing is served before proxy_start). NULL on error
- * (logged). Free with proxy_free. Strings in o are copied. */
+/* Create a proxy and bind its listeners (nothing is served before proxy_start; Unix socket files
+ * are removed by proxy_free). NULL on error (logged). Free with proxy_free. Strings in o are
+ * copied. */
 struct proxy *proxy_new(const struct proxy_opts *o);
 
-/* The bound TCP port (useful with port 0). */
+/* The port of the first TCP listener (useful with port 0); 0 when every listener is Unix. */
 int proxy_port(const struct proxy *p);
 
 /* Serve snapshot s from now on (takes its own reference; the caller keeps its own). Syncs the
@@ -38,8 +40,9 @@ int proxy_set_config(struct proxy *p, struct sitecfg_set *s);
 /* Start the worker threads and the origin resolver thread. 0 or -1. */
 int proxy_start(struct proxy *p);
 
-/* Graceful stop: stop accepting, let in-flight requests finish within stop_grace_ms, close the
- * rest, join the workers. Safe to call twice or without proxy_start. */
+/* Graceful stop: stop accepting (Unix socket files are removed at once), let in-flight requests
+ * finish within stop_grace_ms, close the rest, join the workers. Safe to call twice or without
+ * proxy_start. */
 void proxy_stop(struct proxy *p);
 
 /* Write out the access lines the workers buffer (they are written in batches, at most 100 ms
@@ -52,7 +55,8 @@ void proxy_free(struct proxy **p);
 
 /* Append the node proxy metrics (cdnca_node_requests_total{code}, ..._origin_attempts_total
  * {result}, ..._retries_total, ..._origin_skips_total, ..._fail_open_total,
- * ..._backup_picks_total, ..._config_seq) in Prometheus text format to out. 0 or -1. */
+ * ..._backup_picks_total, ..._proxy_header_errors_total{reason}, ..._config_seq) in Prometheus
+ * text format to out. 0 or -1. */
 int proxy_metrics(struct proxy *p, struct buf *out);
 
 /* Append the per-origin skip state metrics (proxy_state_skip_metrics, at most max_labelled

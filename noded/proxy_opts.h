@@ -8,11 +8,12 @@
 
 /* One finished visitor request, for the access log. Strings are borrowed for the call. */
 struct proxy_access {
-  int64_t site_id;   /* 0 when no site matched */
-  const char *site;  /* site name or "" */
-  int64_t origin_id; /* last origin tried, 0 when none */
-  int level;         /* that origin's level (0 when none): above the site's current level when
-                        a backup level served (node_retry.backup_levels) */
+  int64_t site_id;    /* 0 when no site matched */
+  const char *site;   /* site name or "" */
+  int64_t origin_id;  /* last origin tried, 0 when none */
+  const char *client; /* the visitor's address (docs/design.md#noded-behind-an-edge-cache) */
+  int level;          /* that origin's level (0 when none): above the site's current level when
+                         a backup level served (node_retry.backup_levels) */
   int attempts;
   int status; /* status sent to the visitor; 499 when the visitor went away first */
   int64_t duration_ms;
@@ -25,23 +26,26 @@ struct proxy_access {
 typedef void (*proxy_access_fn)(void *arg, const struct proxy_access *a);
 
 struct proxy_opts {
-  const char *listen;         /* "127.0.0.1:7480", "[::1]:7480"; port 0 picks a free one */
-  const char *origin_ca_file; /* CA bundle for HTTPS origins; NULL = system default */
-  int threads;                /* [2] worker threads, each with its own epoll and listener */
-  int connect_timeout_ms;     /* [5000] TCP connect + TLS handshake to an origin */
-  int origin_timeout_ms;      /* [60000] origin silent while we wait for it */
-  int visitor_timeout_ms;     /* [60000] visitor not taking the bytes written to it */
-  int header_timeout_ms;      /* [10000] a whole request head must arrive within this (from
-                                 accept, or from its first byte on a keep-alive connection) */
-  int keepalive_timeout_ms;   /* [60000] idle keep-alive connection between requests */
-  int body_timeout_ms;        /* [60000] visitor silent while noded waits for body bytes */
-  int max_connections;        /* [10000] open visitor connections (all threads); lowered to fit
-                                 the descriptor limit; at the cap accepting pauses */
-  int stop_grace_ms;          /* [10000] proxy_stop waits this long for in-flight requests */
-  int origin_idle_ms;         /* [30000] idle origin connections are closed after this */
-  int max_idle_per_origin;    /* [32] idle origin connections kept per origin and thread */
-  proxy_access_fn access_log; /* NULL: one JSON line per request, formatted as a log_info line
-                                 and written in batches (proxy_flush_log) */
+  const char *listen;          /* "127.0.0.1:7480", "[::1]:7480", "unix:/path", each with
+                                  options (listen.h), several joined by '\n'; port 0 picks a
+                                  free one */
+  const char *trusted_proxies; /* "CIDR,...,unix" trusted with X-Forwarded-For; NULL = none */
+  const char *origin_ca_file;  /* CA bundle for HTTPS origins; NULL = system default */
+  int threads;                 /* [2] worker threads, each with its own epoll and listener */
+  int connect_timeout_ms;      /* [5000] TCP connect + TLS handshake to an origin */
+  int origin_timeout_ms;       /* [60000] origin silent while we wait for it */
+  int visitor_timeout_ms;      /* [60000] visitor not taking the bytes written to it */
+  int header_timeout_ms;       /* [10000] a whole request head must arrive within this (from
+                                  accept, or from its first byte on a keep-alive connection) */
+  int keepalive_timeout_ms;    /* [60000] idle keep-alive connection between requests */
+  int body_timeout_ms;         /* [60000] visitor silent while noded waits for body bytes */
+  int max_connections;         /* [10000] open visitor connections (all threads); lowered to fit
+                                  the descriptor limit; at the cap accepting pauses */
+  int stop_grace_ms;           /* [10000] proxy_stop waits this long for in-flight requests */
+  int origin_idle_ms;          /* [30000] idle origin connections are closed after this */
+  int max_idle_per_origin;     /* [32] idle origin connections kept per origin and thread */
+  proxy_access_fn access_log;  /* NULL: one JSON line per request, formatted as a log_info line
+                                  and written in batches (proxy_flush_log) */
   void *access_arg;
 };
 

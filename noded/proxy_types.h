@@ -13,11 +13,14 @@
 #include "alog.h"
 #include "buf.h"
 #include "http1.h"
+#include "listen.h"
 #include "proxy_opts.h"
 #include "proxy_state.h"
+#include "proxyproto.h"
 #include "rewrite.h"
 #include "sbuf.h"
 #include "sitecfg.h"
+#include "trust.h"
 #include "upstream.h"
 
 /* A request or response head is at most 32 KiB (nginx's large_client_header_buffers allow
@@ -46,13 +49,23 @@ enum attempt_result {
   AR__N
 };
 
+/* Why a connection on a proxy-protocol listener was closed before its first request (the
+ * metric label of each: pp_errors in proxy.c). */
+enum pp_error {
+  PPE_MISSING = 0, /* its first bytes are no PROXY header */
+  PPE_MALFORMED,   /* a PROXY header that breaks the grammar or a bound */
+  PPE_INCOMPLETE,  /* closed, or silent past the header timeout, before a whole header */
+  PPE__N
+};
+
 /* The visitor connection's phase; one request at a time goes through them in order. */
 enum vphase {
   V_HEAD = 0,     /* reading a request head (an idle keep-alive connection too) */
   V_LOCAL,        /* writing an answer of noded's own (an error, 404, 502/504) */
   V_AWAIT_ORIGIN, /* an attempt connects, sends the request, waits for the response head */
   V_RESPONSE,     /* the origin's response streams to the visitor */
-  V_TUNNEL        /* after a 101: bytes are relayed both ways until one side closes */
+  V_TUNNEL,       /* after a 101: bytes are relayed both ways until one side closes */
+  V_PROXY         /* a proxy-protocol listener's connection: reading its PROXY header first */
 };
 
 #define CINC(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -61,6 +74,7 @@ struct counters {
   _Atomic uint64_t codes[600];
   _Atomic uint64_t attempts[AR__N];
   _Atomic uint64_t retries, skips, fail_open, backup_picks;
+  _Atomic uint64_t pp_errors[PPE__N];
 };
 
 struct worker;
@@ -115,8 +129,9 @@ struct vconn {
   int64_t last_io;    /* last byte read or written */
   int64_t last_read;  /* last byte read (body timeout) */
   int64_t head_start; /* V_HEAD: first byte of this head (or accept); 0 while idle keep-alive */
-  char ip[64];
-  struct sbuf in; /* visitor bytes: [sent, fwd) length-framed body waiting for the origin */
+  char ip[64];        /* the client: the PROXY header's source, else the socket peer ("unix:") */
+  struct pp *pp;      /* V_PROXY: the header being read (freed once it is read) */
+  struct sbuf in;     /* visitor bytes: [sent, fwd) length-framed body waiting for the origin */
   size_t head_scan;
   struct buf oh; /* head bytes for the visitor (interim and final heads, local answers) */
   size_t oh_off;
@@ -130,12 +145,32 @@ struct tag {
   int kind;
 };
 
+/* One listener in a worker's epoll: TCP ones are the worker's own (SO_REUSEPORT), a Unix one is
+ * shared by every worker (struct listener's fd). */
+struct wlisten {
+  int kind; /* EV_LISTEN; first member */
+  int fd;
+  int shared;         /* the fd belongs to the proxy (closed by proxy_free) */
+  int proxy_protocol; /* each connection starts with a PROXY header */
+  int is_unix;
+};
+
+/* A --listen value and, for a Unix socket, its one descriptor and socket file. */
+struct listener {
+  struct listen_spec spec;
+  int fd; /* Unix: the socket every worker accepts on; TCP: -1 (each worker has its own) */
+  dev_t dev;
+  ino_t ino;
+};
+
 struct worker {
   struct proxy *p;
   int idx, started;
   pthread_t th;
-  int epfd, lfd, wfd;
-  struct tag ltag, wtag;
+  int epfd, wfd;
+  struct wlisten wl[LISTEN_MAX];
+  int nwl;
+  struct tag wtag;
   struct vconn *conns;
   int n_conns;
   struct vconn *ready, *vgrave;
@@ -147,7 +182,7 @@ struct worker {
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
   int stopping;
-  int accept_paused; /* the listener is out of epoll until resume_at (cap or EMFILE) */
+  int accept_paused; /* the listeners are out of epoll until resume_at (cap or EMFILE) */
   int64_t resume_at;
   int64_t accept_backoff; /* current pause after an accept() failure, ms */
   int64_t stop_deadline, now, last_sweep;
@@ -155,7 +190,10 @@ struct worker {
 
 struct proxy {
   struct proxy_opts o;
-  char *listen, *ca_file;
+  char *listen, *ca_file, *trusted;
+  struct listener ls[LISTEN_MAX];
+  int nls;
+  struct trust trust; /* --trusted-proxies */
   SSL_CTX *ssl;
   struct proxy_state *state;
   pthread_mutex_t cfg_mu;
@@ -167,6 +205,7 @@ struct proxy {
   _Atomic int n_conns;          /* visitor connections open, all workers */
   _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
   _Atomic int64_t last_refused_log; /* and the "response refused" line */
+  _Atomic int64_t last_pp_log;      /* and the "PROXY header refused" line */
   _Atomic int stopping;
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
   struct worker *w;

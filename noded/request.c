@@ -3,10 +3,13 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attempt.h"
 #include "http1.h"
+#include "log.h"
+#include "proxyproto.h"
 #include "rewrite.h"
 #include "sitecfg.h"
 #include "vconn.h"
@@ -30,6 +33,7 @@ static void start_request(struct vconn *c, size_t hl) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   struct http1_msg *m = &w->msg;
+  struct rewrite_peer peer;
   int rc;
 
   r->active = 1;
@@ -55,7 +59,9 @@ static void start_request(struct vconn *c, size_t hl) {
     vconn_local_error(c, 400, "bad_request", "malformed request head", 1);
     return;
   }
-  if (rewrite_request(m, c->ip, &r->rq, &r->ubase) < 0) {
+  peer.addr = c->ip;
+  peer.trust = &w->p->trust;
+  if (rewrite_request(m, &peer, &r->rq, &r->ubase) < 0) {
     vconn_local_error(c, 502, "internal", "request head too large or out of memory", 1);
     return;
   }
@@ -118,4 +124,54 @@ int request_step(struct vconn *c) {
     return 0;
   }
   return rd;
+}
+
+void request_proxy_refused(struct vconn *c, enum pp_error why, const char *detail) {
+  struct proxy *p = c->w->p;
+  static const char *const words[PPE__N] = {"missing", "malformed", "incomplete"};
+  CINC(c->w->ctr.pp_errors[why]);
+  /* at most one line a second, whatever a visitor sends */
+  if (log_every(&p->last_pp_log, c->w->now, 1000))
+    log_warn("PROXY header %s from %s: %s; connection closed (further ones for a second are only "
+             "counted)",
+             words[why], c->ip, detail);
+}
+
+int request_proxy_step(struct vconn *c) {
+  struct pp_result res;
+  size_t used = 0;
+  enum pp_status st;
+  int rd;
+  if (c->in.len == 0) {
+    if (c->w->stopping) {
+      vconn_close(c);
+      return 0;
+    }
+    rd = vconn_read(c);
+    if (rd < 0) {
+      request_proxy_refused(c, PPE_INCOMPLETE, "closed before a whole header");
+      vconn_close(c);
+      return 0;
+    }
+    if (rd == 0) return 0;
+  }
+  st = pp_feed(c->pp, (const unsigned char *)c->in.d, c->in.len, &used, &res);
+  if (st == PP_MORE) { /* every byte is in the reader (at most PP_KEEP of them are kept) */
+    c->in.len = 0;
+    return 1;
+  }
+  if (st != PP_DONE) {
+    request_proxy_refused(c, st == PP_NOT_PROXY ? PPE_MISSING : PPE_MALFORMED, c->pp->why);
+    vconn_close(c);
+    return 0;
+  }
+  /* the bytes after the header are the first request's */
+  memmove(c->in.d, c->in.d + used, c->in.len - used);
+  c->in.len -= used;
+  if (res.has_addr) memcpy(c->ip, res.src, strlen(res.src) + 1); /* 46 bytes at most */
+  free(c->pp);
+  c->pp = NULL;
+  c->phase = V_HEAD;
+  c->head_scan = 0;
+  return 1;
 }

@@ -98,8 +98,11 @@ static int put_header(struct buf *b, const char *n, size_t nl, const char *v, si
 
 /* The upstream head from a validated request: request line, passed headers, rewritten ones. */
 static int build_upstream(const struct http1_msg *m, const struct http1_target *t,
-                          const char *client_ip, const struct rewrite_req *rq, struct buf *ub) {
+                          const struct rewrite_peer *peer, const struct rewrite_req *rq,
+                          struct buf *ub) {
   int opts = connection_options(m);
+  const char *client_ip = peer->addr;
+  int trusted = peer->trust && trust_has(peer->trust, client_ip, strlen(client_ip));
   ub->len = 0;
   /* appended piece by piece (no printf on the per-request path) */
   if (buf_append(ub, m->method, m->method_len) || buf_append(ub, " ", 1)) return -1;
@@ -116,13 +119,22 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
       continue;
     if (put_header(ub, h->name, h->name_len, h->value, h->value_len)) return -1;
   }
+  /* a trusted peer's X-Forwarded-For is extended with its address (a trusted Unix-socket peer,
+     which has none, passes its own on as it is); anyone else's is replaced */
   if (buf_puts(ub, "X-Forwarded-For: ")) return -1;
-  for (int i = 0; i < m->n_headers; i++)
-    if (http1_name_is(&m->headers[i], "x-forwarded-for")) {
-      if (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", "))
-        return -1;
-    }
-  if (buf_puts(ub, client_ip) || buf_puts(ub, "\r\nX-Forwarded-Proto: http\r\nVia: ")) return -1;
+  {
+    int n = 0, peer_has_ip = strcmp(client_ip, "unix:") != 0;
+    for (int i = 0; trusted && i < m->n_headers; i++)
+      if (http1_name_is(&m->headers[i], "x-forwarded-for")) {
+        if ((n++ && buf_puts(ub, ", ")) ||
+            buf_append(ub, m->headers[i].value, m->headers[i].value_len))
+          return -1;
+      }
+    if ((n && peer_has_ip && buf_puts(ub, ", ")) ||
+        ((!n || peer_has_ip) && buf_puts(ub, client_ip)))
+      return -1;
+  }
+  if (buf_puts(ub, "\r\nX-Forwarded-Proto: http\r\nVia: ")) return -1;
   for (int i = 0; i < m->n_headers; i++)
     if (http1_name_is(&m->headers[i], "via") &&
         (buf_append(ub, m->headers[i].value, m->headers[i].value_len) || buf_puts(ub, ", ")))
@@ -142,8 +154,49 @@ static int build_upstream(const struct http1_msg *m, const struct http1_target *
   return 0;
 }
 
-int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rewrite_req *rq,
-                    struct buf *ubase) {
+/* X-Forwarded-For items looked at from the right at most (a longer chain of trusted proxies
+ * ends there). */
+#define XFF_WALK_MAX 64
+
+void rewrite_visitor(const struct http1_msg *m, const struct rewrite_peer *peer, char *out,
+                     size_t cap) {
+  const char *best = peer->addr;
+  size_t best_len = strlen(peer->addr);
+  int walked = 0;
+  if (!peer->trust || !trust_has(peer->trust, best, best_len)) goto done;
+  for (int i = m->n_headers - 1; i >= 0 && walked < XFF_WALK_MAX; i--) {
+    const struct http1_header *h = &m->headers[i];
+    size_t end = h->value_len;
+    if (!http1_name_is(h, "x-forwarded-for")) continue;
+    /* the items of this field, from the right */
+    while (end > 0 && walked < XFF_WALK_MAX) {
+      size_t b = end, e;
+      while (b > 0 && h->value[b - 1] != ',')
+        b--;
+      e = end;
+      end = b ? b - 1 : 0;
+      while (b < e && (h->value[b] == ' ' || h->value[b] == '\t'))
+        b++;
+      while (e > b && (h->value[e - 1] == ' ' || h->value[e - 1] == '\t'))
+        e--;
+      if (e == b) { /* an empty list element */
+        if (!end) break;
+        continue;
+      }
+      walked++;
+      if (!trust_is_addr(h->value + b, e - b)) goto done;
+      best = h->value + b;
+      best_len = e - b;
+      if (!trust_has(peer->trust, best, best_len)) goto done;
+      if (!end) break;
+    }
+  }
+done:
+  copy_trunc(out, cap, best, best_len);
+}
+
+int rewrite_request(const struct http1_msg *m, const struct rewrite_peer *peer,
+                    struct rewrite_req *rq, struct buf *ubase) {
   const char *host = NULL;
   unsigned host_len = 0;
   int n_host = 0, n_cl = 0, n_te = 0, te = HTTP1_TE_CHUNKED, conn_close = 0, expect = 0;
@@ -152,6 +205,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   struct http1_target t;
 
   memset(rq, 0, sizeof *rq);
+  rewrite_visitor(m, peer, rq->visitor, sizeof rq->visitor);
   copy_trunc(rq->method, sizeof rq->method, m->method, m->method_len);
   rq->idempotent = skip_method_idempotent(m->method, m->method_len);
   rq->is_head = m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
@@ -259,7 +313,7 @@ int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rew
   /* a protocol switch (WebSocket only): HTTP/1.1, "Connection: upgrade", one Upgrade that is
      "websocket", no body */
   rq->upgrade = conn_upgrade && n_upgrade == 1 && websocket && m->minor >= 1 && !rq->has_body;
-  return build_upstream(m, &t, client_ip, rq, ubase);
+  return build_upstream(m, &t, peer, rq, ubase);
 }
 
 int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out) {

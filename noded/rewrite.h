@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "http1.h"
+#include "trust.h"
 
 /* What the policy does with a header field (bits of rewrite_header_flags). */
 enum rewrite_flag {
@@ -37,13 +38,29 @@ struct rewrite_req {
   int upgrade;               /* asks for a protocol switch (Upgrade + Connection: upgrade) */
   char host[256];            /* routing host (Host header or absolute-form authority) */
   char path[512];            /* the request target as received, truncated (for the log) */
+  char visitor[64];          /* the visitor's address (rewrite_visitor), for the log */
 };
 
-/* Apply the request rules to the parsed head m from a visitor at client_ip: fills rq, and unless
+/* Who sent a request: the connection's client and the proxies trusted with X-Forwarded-For
+ * (docs/design.md#noded-behind-an-edge-cache). */
+struct rewrite_peer {
+  const char *addr;          /* the PROXY header's source, else the socket peer ("unix:" on a
+                                Unix socket) */
+  const struct trust *trust; /* NULL: nobody is trusted */
+};
+
+/* Apply the request rules to the parsed head m from peer: fills rq (rq->visitor too), and unless
  * rq->status is set, writes into ubase the upstream head without Host and the final empty line
- * (request line, passed headers, X-Forwarded-For/-Proto, Via, framing). 0, or -1 on OOM. */
-int rewrite_request(const struct http1_msg *m, const char *client_ip, struct rewrite_req *rq,
-                    struct buf *ubase);
+ * (request line, passed headers, X-Forwarded-For extended when peer->addr is trusted and replaced
+ * otherwise, X-Forwarded-Proto, Via, framing). 0, or -1 on OOM. */
+int rewrite_request(const struct http1_msg *m, const struct rewrite_peer *peer,
+                    struct rewrite_req *rq, struct buf *ubase);
+
+/* The visitor behind peer for the access log: the rightmost address of the chain m's
+ * X-Forwarded-For + peer->addr that is not a trusted proxy (peer->addr itself when it is not
+ * trusted; an item that is not an address ends the walk at the one after it), into out[cap]. */
+void rewrite_visitor(const struct http1_msg *m, const struct rewrite_peer *peer, char *out,
+                     size_t cap);
 
 /* Append "Host: <host>\r\n\r\n" to ubase's copy in out: the head of one attempt. 0 or -1. */
 int rewrite_attempt_head(const struct buf *ubase, const char *host, struct buf *out);

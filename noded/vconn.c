@@ -25,6 +25,7 @@ static void access_default(struct worker *w, const struct proxy_access *a) {
   b->len = 0;
   if (!(buf_puts(b, "{\"type\":\"access\",\"site_id\":") || buf_put_i64(b, a->site_id) ||
         buf_puts(b, ",\"site\":\"") || rewrite_json_escape(b, a->site) ||
+        buf_puts(b, "\",\"client\":\"") || rewrite_json_escape(b, a->client) ||
         buf_puts(b, "\",\"host\":\"") || rewrite_json_escape(b, a->host) ||
         buf_puts(b, "\",\"method\":\"") || rewrite_json_escape(b, a->method) ||
         buf_puts(b, "\",\"path\":\"") || rewrite_json_escape(b, a->path) ||
@@ -47,6 +48,7 @@ void vconn_finish(struct vconn *c, int status) {
   a.site_id = r->site ? r->site->id : 0;
   a.site = r->site ? r->site->name : "";
   a.origin_id = (r->site && r->attempts > 0) ? r->site->origins[r->oidx].id : 0;
+  a.client = r->rq.visitor[0] ? r->rq.visitor : c->ip;
   a.level = (r->site && r->attempts > 0) ? r->pick.level : 0;
   a.attempts = r->attempts;
   a.status = status;
@@ -141,6 +143,7 @@ void vconn_release_buffers(struct vconn *c) {
 
 void vconn_free(struct vconn *c) {
   vconn_release_buffers(c);
+  free(c->pp);
   free(c);
 }
 

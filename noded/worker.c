@@ -63,6 +63,9 @@ static void v_pump(struct vconn *c) {
     case V_HEAD:
       prog = request_step(c);
       break;
+    case V_PROXY:
+      prog = request_proxy_step(c);
+      break;
     case V_LOCAL:
       prog = vconn_step_local(c);
       break;
@@ -111,28 +114,53 @@ void worker_update_cap(struct proxy *p) {
              p->o.max_connections);
 }
 
-/* Take the listener out of epoll until now + ms (and below the cap). */
+/* Take the listeners out of epoll until now + ms (and below the cap). */
 static void accept_pause(struct worker *w, int64_t ms) {
-  if (!w->accept_paused && w->lfd >= 0) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->lfd, NULL);
+  if (!w->accept_paused)
+    for (int i = 0; i < w->nwl; i++)
+      if (w->wl[i].fd >= 0) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->wl[i].fd, NULL);
   w->accept_paused = 1;
   w->resume_at = w->now + ms;
 }
 
-/* Put the listener back when its pause is over and the cap allows. */
+/* Put the listeners back when their pause is over and the cap allows. */
 static void accept_maybe_resume(struct worker *w) {
-  struct epoll_event ev;
-  if (!w->accept_paused || w->stopping || w->lfd < 0 || w->now < w->resume_at) return;
+  if (!w->accept_paused || w->stopping || w->now < w->resume_at) return;
   if (atomic_load_explicit(&w->p->n_conns, memory_order_relaxed) >=
       atomic_load_explicit(&w->p->max_conns, memory_order_relaxed)) {
     w->resume_at = w->now + SWEEP_MS; /* still at the cap: look again later, do not spin */
     return;
   }
-  ev.events = EPOLLIN;
-  ev.data.ptr = &w->ltag;
-  if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lfd, &ev) == 0) w->accept_paused = 0;
+  for (int i = 0; i < w->nwl; i++) {
+    struct epoll_event ev;
+    if (w->wl[i].fd < 0) continue;
+    ev.events = EPOLLIN | (w->wl[i].shared ? EPOLLEXCLUSIVE : 0);
+    ev.data.ptr = &w->wl[i];
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wl[i].fd, &ev) < 0 && errno != EEXIST)
+      log_warn("cannot resume accepting: %s", strerror(errno));
+  }
+  w->accept_paused = 0;
 }
 
-static void accept_all(struct worker *w) {
+/* The client address text of an accepted socket: IPv4 (an IPv4-mapped IPv6 peer too), IPv6, or
+ * "unix:" for a Unix socket (as nginx writes it). */
+static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap) {
+  if (sa->ss_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+  } else if (sa->ss_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a))
+      inet_ntop(AF_INET, a->s6_addr + 12, out, (socklen_t)cap);
+    else
+      inet_ntop(AF_INET6, a, out, (socklen_t)cap);
+  } else if (sa->ss_family == AF_UNIX) {
+    copy_trunc(out, cap, "unix:", 5);
+  } else {
+    copy_trunc(out, cap, "unknown", 7);
+  }
+}
+
+static void accept_all(struct worker *w, struct wlisten *wl) {
   struct proxy *p = w->p;
   for (int i = 0; i < 64; i++) {
     struct sockaddr_storage sa;
@@ -147,7 +175,7 @@ static void accept_all(struct worker *w) {
       accept_pause(w, SWEEP_MS);
       return;
     }
-    fd = accept4(w->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    fd = accept4(wl->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
         return;
@@ -172,13 +200,18 @@ static void accept_all(struct worker *w) {
     buf_init(&c->oh, 0);
     buf_init(&c->r.ubase, HEAD_MAX * 2);
     buf_init(&c->r.uhead, HEAD_MAX * 2 + 1024);
-    if (sa.ss_family == AF_INET)
-      inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, c->ip, sizeof c->ip);
-    else if (sa.ss_family == AF_INET6)
-      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, c->ip, sizeof c->ip);
-    else
-      copy_trunc(c->ip, sizeof c->ip, "unknown", 7);
-    set_nodelay(fd);
+    peer_text(&sa, c->ip, sizeof c->ip);
+    if (wl->proxy_protocol) {
+      /* the PROXY header comes first (docs/design.md#noded-behind-an-edge-cache) */
+      if (!(c->pp = malloc(sizeof *c->pp))) {
+        vconn_free(c);
+        close(fd);
+        continue;
+      }
+      pp_init(c->pp);
+      c->phase = V_PROXY;
+    }
+    if (!wl->is_unix) set_nodelay(fd);
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c;
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -200,6 +233,8 @@ static int visitor_expired(const struct worker *w, const struct vconn *c) {
   const struct req *r = &c->r;
   int64_t now = w->now;
   switch (c->phase) {
+  case V_PROXY: /* the header timeout counts from accept */
+    return now - c->head_start > o->header_timeout_ms;
   case V_HEAD:
     if (c->head_start) return now - c->head_start > o->header_timeout_ms;
     return now - c->last_io > o->keepalive_timeout_ms; /* idle between requests */
@@ -228,11 +263,12 @@ static void sweep(struct worker *w) {
   for (c = w->conns; c; c = next) {
     struct req *r = &c->r;
     next = c->next;
-    if (c->phase == V_HEAD && w->stopping && c->in.len == 0) {
+    if ((c->phase == V_HEAD || c->phase == V_PROXY) && w->stopping && c->in.len == 0) {
       vconn_close(c);
       continue;
     }
-    if (c->phase == V_HEAD && c->in.len == 0 && c->in.d && now - c->last_io >= IDLE_RELEASE_MS)
+    if ((c->phase == V_HEAD || c->phase == V_PROXY) && c->in.len == 0 && c->in.d &&
+        now - c->last_io >= IDLE_RELEASE_MS)
       vconn_release_buffers(c);
     if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
@@ -253,7 +289,10 @@ static void sweep(struct worker *w) {
         continue;
       }
     }
-    if (visitor_expired(w, c)) vconn_close(c);
+    if (visitor_expired(w, c)) {
+      if (c->phase == V_PROXY) request_proxy_refused(c, PPE_INCOMPLETE, "no whole header in time");
+      vconn_close(c);
+    }
   }
   upstream_pool_sweep(w->ups, now, p->o.origin_idle_ms, w->stopping);
   if (w->idx == 0) worker_update_cap(p);
@@ -272,10 +311,12 @@ static void begin_stop(struct worker *w) {
   if (w->stopping) return;
   w->stopping = 1;
   w->stop_deadline = w->now + w->p->o.stop_grace_ms;
-  if (w->lfd >= 0) {
-    if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->lfd, NULL);
-    close(w->lfd);
-    w->lfd = -1;
+  for (int i = 0; i < w->nwl; i++) {
+    struct wlisten *wl = &w->wl[i];
+    if (wl->fd < 0) continue;
+    if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, wl->fd, NULL);
+    if (!wl->shared) close(wl->fd); /* a shared Unix socket is closed by proxy_free */
+    wl->fd = -1;
   }
   sweep(w);
 }
@@ -311,7 +352,7 @@ void *worker_main(void *arg) {
       int kind = *(int *)evs[i].data.ptr;
       uint32_t e = evs[i].events;
       if (kind == EV_LISTEN) {
-        if (!w->stopping && !w->accept_paused) accept_all(w);
+        if (!w->stopping && !w->accept_paused) accept_all(w, evs[i].data.ptr);
       } else if (kind == EV_WAKE) {
         uint64_t v;
         if (read(w->wfd, &v, sizeof v) < 0) { /* nothing */

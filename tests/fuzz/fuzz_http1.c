@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "http1.h"
 #include "rewrite.h"
+#include "trust.h"
 
 #define FAIL(...)                                                                                  \
   do {                                                                                             \
@@ -203,6 +204,9 @@ static int body_reframe(enum http1_body_kind kind, uint64_t len, char *p, size_t
 
 static void check_request(char *p, size_t n) {
   static struct http1_msg m;
+  static struct trust trust; /* the peer is a trusted proxy: its X-Forwarded-For is walked */
+  struct rewrite_peer peer = {"192.0.2.1", &trust};
+  char terr[128];
   struct rewrite_req rq;
   struct buf ubase, head, msg, body, framed;
   struct ref_msg ref;
@@ -214,7 +218,9 @@ static void check_request(char *p, size_t n) {
   buf_init(&msg, 1 << 21);
   buf_init(&body, 1 << 20);
   buf_init(&framed, 1 << 21);
-  if (rewrite_request(&m, "192.0.2.1", &rq, &ubase) < 0 || rq.status) goto out;
+  if (!trust.n && trust_parse("192.0.2.0/24", &trust, terr, sizeof terr) < 0) abort();
+  if (rewrite_request(&m, &peer, &rq, &ubase) < 0 || rq.status) goto out;
+  if (!memchr(rq.visitor, '\0', sizeof rq.visitor)) FAIL("visitor not terminated");
   rc = body_reframe(rq.body, rq.body_len, p + hl, n - hl, 1, &body, &framed, &used);
   if (rc <= 0) goto out;
   if (rewrite_attempt_head(&ubase, rq.host, &head) || buf_append(&msg, head.data, head.len) ||

@@ -98,6 +98,60 @@ static void test_config_file(void **state) {
   assert_int_equal(run(&c, err, 3, argv), OPTS_ERROR);
 }
 
+/* A list option: defaults, a repeated flag adding items (its first replacing the file's), the
+ * file's string or array; empty items, line breaks and overflow refused with the option named. */
+struct lcfg {
+  char addrs[32];
+};
+static const struct opt_def ldefs[] = {
+    {"addr", OPT_LIST, offsetof(struct lcfg, addrs), 32, 0, 0, NULL, "a:1", "addresses"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+
+static enum opts_result lrun(struct lcfg *c, char *err, int argc, char **argv) {
+  memset(c, 0, sizeof *c);
+  assert_int_equal(opts_defaults(ldefs, c), 0);
+  return opts_parse(ldefs, c, argc, argv, err, 256);
+}
+
+static void test_list(void **state) {
+  struct lcfg c;
+  char err[256], path[] = "/tmp/cdnca-opts-XXXXXX";
+  int fd = mkstemp(path);
+  char *a1[] = {"x", NULL};
+  char *a2[] = {"x", "--addr", "b:2", "--addr=c:3", NULL};
+  char *a3[] = {"x", "--config", path, NULL};
+  char *a4[] = {"x", "--config", path, "--addr", "d:4", NULL};
+  char *a5[] = {"x", "--addr", "", NULL};
+  char *a6[] = {"x", "--addr", "0123456789", "--addr", "0123456789", "--addr", "0123456789", NULL};
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(lrun(&c, err, 1, a1), OPTS_OK);
+  assert_string_equal(c.addrs, "a:1");
+  assert_int_equal(lrun(&c, err, 4, a2), OPTS_OK);
+  assert_string_equal(c.addrs, "b:2\nc:3");
+  write_file(path, "{\"addr\": [\"e:5\", \"f:6\"]}");
+  assert_int_equal(lrun(&c, err, 3, a3), OPTS_OK);
+  assert_string_equal(c.addrs, "e:5\nf:6");
+  assert_int_equal(lrun(&c, err, 5, a4), OPTS_OK);
+  assert_string_equal(c.addrs, "d:4");
+  write_file(path, "{\"addr\": \"g:7\"}");
+  assert_int_equal(lrun(&c, err, 3, a3), OPTS_OK);
+  assert_string_equal(c.addrs, "g:7");
+  write_file(path, "{\"addr\": []}");
+  assert_int_equal(lrun(&c, err, 3, a3), OPTS_ERROR);
+  assert_non_null(strstr(err, "addr"));
+  write_file(path, "{\"addr\": [\"a\", 1]}");
+  assert_int_equal(lrun(&c, err, 3, a3), OPTS_ERROR);
+  write_file(path, "{\"addr\": [\"a\\nb\"]}");
+  assert_int_equal(lrun(&c, err, 3, a3), OPTS_ERROR);
+  assert_int_equal(lrun(&c, err, 3, a5), OPTS_ERROR);
+  assert_non_null(strstr(err, "addr"));
+  assert_int_equal(lrun(&c, err, 7, a6), OPTS_ERROR);
+  assert_non_null(strstr(err, "too long"));
+  unlink(path);
+}
+
 /* A switch is taken out of argv wherever it stands; the rest keeps its order. */
 static void test_take_flag(void **state) {
   char *argv[] = {"x", "--check-config", "--listen", "127.0.0.2:9", "--check-config", NULL};
@@ -155,9 +209,13 @@ static void test_changed(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_defaults_and_flags), cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_config_file),        cmocka_unit_test(test_take_flag),
-      cmocka_unit_test(test_take_value),         cmocka_unit_test(test_changed),
+      cmocka_unit_test(test_defaults_and_flags),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_config_file),
+      cmocka_unit_test(test_take_flag),
+      cmocka_unit_test(test_take_value),
+      cmocka_unit_test(test_changed),
+      cmocka_unit_test(test_list),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

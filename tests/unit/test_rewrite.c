@@ -10,13 +10,99 @@
 
 #include "http1.h"
 #include "rewrite.h"
+#include "trust.h"
 
-/* Parse a request head (must be valid) and plan it from 192.0.2.7. */
+/* Parse a request head (must be valid) and plan it from 192.0.2.7, a trusted proxy. */
 static int plan(const char *head, struct rewrite_req *rq, struct buf *ub) {
   static struct http1_msg m;
+  static struct trust t;
+  struct rewrite_peer peer = {"192.0.2.7", &t};
+  char err[256];
+  assert_int_equal(trust_parse("192.0.2.0/24", &t, err, sizeof err), 0);
   assert_int_equal(http1_parse_request(head, strlen(head), &m), HTTP1_OK);
   buf_init(ub, 65536);
-  return rewrite_request(&m, "192.0.2.7", rq, ub);
+  return rewrite_request(&m, &peer, rq, ub);
+}
+
+/* X-Forwarded-For from a trusted peer is extended, from anyone else replaced; the visitor is the
+ * rightmost untrusted address of the chain (docs/design.md#noded-behind-an-edge-cache). */
+static void test_forwarded_for(void **state) {
+  static const struct {
+    const char *trusted, *peer, *fields; /* fields: the request's X-Forwarded-For lines */
+    const char *xff, *visitor;
+  } rows[] = {
+      {"", "203.0.113.5", "", "203.0.113.5", "203.0.113.5"},
+      {"", "203.0.113.5", "X-Forwarded-For: 1.1.1.1\r\n", "203.0.113.5", "203.0.113.5"},
+      {"10.0.0.0/8", "203.0.113.5", "X-Forwarded-For: 1.1.1.1\r\n", "203.0.113.5", "203.0.113.5"},
+      {"10.0.0.0/8", "10.1.2.3", "", "10.1.2.3", "10.1.2.3"},
+      {"10.0.0.0/8", "10.1.2.3", "X-Forwarded-For: 1.1.1.1\r\n", "1.1.1.1, 10.1.2.3", "1.1.1.1"},
+      /* several fields and items: the rightmost untrusted one is the visitor */
+      {"10.0.0.0/8", "10.1.2.3",
+       "X-Forwarded-For: 6.6.6.6, 1.1.1.1\r\nX-Forwarded-For: 10.9.9.9\r\n",
+       "6.6.6.6, 1.1.1.1, 10.9.9.9, 10.1.2.3", "1.1.1.1"},
+      /* an item that is no address ends the walk: the last trusted hop stays the visitor */
+      {"10.0.0.0/8", "10.1.2.3", "X-Forwarded-For: 1.1.1.1, unknown\r\n",
+       "1.1.1.1, unknown, 10.1.2.3", "10.1.2.3"},
+      {"10.0.0.0/8", "10.1.2.3", "X-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n",
+       "10.0.0.1, 10.0.0.2, 10.1.2.3", "10.0.0.1"},
+      {"10.0.0.0/8", "10.1.2.3", "X-Forwarded-For: ,1.1.1.1 , \r\n", ",1.1.1.1 ,, 10.1.2.3",
+       "1.1.1.1"},
+      /* a trusted Unix-socket peer has no address to add: its header goes on as it is */
+      {"unix", "unix:", "X-Forwarded-For: 2001:db8::1\r\n", "2001:db8::1", "2001:db8::1"},
+      {"unix", "unix:", "X-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: 2.2.2.2\r\n",
+       "1.1.1.1, 2.2.2.2", "2.2.2.2"},
+      {"unix", "unix:", "", "unix:", "unix:"},
+      {"10.0.0.0/8", "unix:", "X-Forwarded-For: 1.1.1.1\r\n", "unix:", "unix:"},
+      {"::1", "::1", "X-Forwarded-For: 1.1.1.1\r\n", "1.1.1.1, ::1", "1.1.1.1"},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    static struct http1_msg m;
+    struct trust t;
+    struct rewrite_req rq;
+    struct rewrite_peer peer = {rows[i].peer, &t};
+    struct buf ub, head, want;
+    char err[256];
+    assert_int_equal(trust_parse(rows[i].trusted, &t, err, sizeof err), 0);
+    buf_init(&head, 0);
+    buf_init(&want, 0);
+    buf_init(&ub, 65536);
+    assert_int_equal(buf_printf(&head, "GET / HTTP/1.1\r\nHost: a.test\r\n%s\r\n", rows[i].fields),
+                     0);
+    assert_int_equal(http1_parse_request(head.data, head.len, &m), HTTP1_OK);
+    assert_int_equal(rewrite_request(&m, &peer, &rq, &ub), 0);
+    assert_int_equal(buf_printf(&want, "\r\nX-Forwarded-For: %s\r\n", rows[i].xff), 0);
+    if (!strstr(ub.data, want.data)) fail_msg("row %zu: %s", i, ub.data);
+    if (strcmp(rq.visitor, rows[i].visitor) != 0)
+      fail_msg("row %zu: visitor %s, want %s", i, rq.visitor, rows[i].visitor);
+    buf_fini(&ub);
+    buf_fini(&head);
+    buf_fini(&want);
+  }
+  (void)state;
+}
+
+/* --trusted-proxies: CIDRs of both families and "unix"; bad items named. */
+static void test_trust_parse(void **state) {
+  struct trust t;
+  char err[256];
+  static const char *const bad[] = {"10.0.0.1/8",      "10.0.0.0/33", "10.0.0.0/",   "10.0.0.0/08",
+                                    "::1/129",         "example.com", "10.0.0.0/8,", ",10.0.0.0/8",
+                                    "::ffff:10.0.0.1", "unix:",       "1.2.3.4 ",    NULL};
+  assert_int_equal(
+      trust_parse("10.0.0.0/8,192.0.2.1,2001:db8::/32,unix,0.0.0.0/0", &t, err, sizeof err), 0);
+  assert_int_equal(t.n, 4);
+  assert_true(t.unix_peers);
+  assert_int_equal(trust_parse("172.16.0.0/12,2001:db8::/33", &t, err, sizeof err), 0);
+  assert_true(trust_has(&t, "172.31.255.255", 14));
+  assert_false(trust_has(&t, "172.32.0.0", 10));
+  assert_true(trust_has(&t, "::ffff:172.16.0.1", 17)); /* IPv4-mapped counts as IPv4 */
+  assert_true(trust_has(&t, "2001:db8:7fff::1", 16));
+  assert_false(trust_has(&t, "2001:db8:8000::1", 16));
+  assert_false(trust_has(&t, "unix:", 5));
+  assert_false(trust_has(&t, "garbage", 7));
+  for (int i = 0; bad[i]; i++)
+    if (trust_parse(bad[i], &t, err, sizeof err) == 0) fail_msg("'%s' was accepted", bad[i]);
+  (void)state;
 }
 
 static void test_header_flags(void **state) {
@@ -304,6 +390,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_flags),
       cmocka_unit_test(test_plan_get),
+      cmocka_unit_test(test_forwarded_for),
+      cmocka_unit_test(test_trust_parse),
       cmocka_unit_test(test_upgrade_websocket_only),
       cmocka_unit_test(test_plan_bodies),
       cmocka_unit_test(test_connection_listed),
