@@ -55,8 +55,8 @@ static const struct field_def obs_fields[] = {
      NULL, NULL},
     {"backup_picks", FIELD_INT, 0, OB(backup_picks), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL,
      0, 0, NULL, NULL},
-    {"fail_open", FIELD_INT, 0, OB(fail_open), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL, 0,
-     0, NULL, NULL},
+    {"fail_open", FIELD_INT, 0, OB(fail_open), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
+     NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef OB
