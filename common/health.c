@@ -22,7 +22,8 @@ const char *const health_verdict_names[HEALTH_VERDICTS] = {
     [VERDICT_FAILURE] = "failure",
 };
 
-static const char *const source_names[] = {
+const char *const health_source_names[HEALTH_SOURCES] = {
+    [SOURCE_NONE] = "", /* the stored "no source yet" */
     [SOURCE_NODES] = "nodes",
     [SOURCE_CHECKPOINTS] = "checkpoints",
     [SOURCE_CONTROL] = "control",
@@ -77,12 +78,12 @@ int health_verdict_from_string(const char *s, enum health_verdict *out) {
 }
 
 const char *health_source_to_string(enum health_source src) {
-  return names_word(NAMES(source_names), (int)src, "control");
+  return names_word(NAMES(health_source_names), (int)src, "control");
 }
 
 int health_source_from_string(const char *s, enum health_source *out) {
   int v;
-  if (parse(NAMES(source_names), s, &v) < 0 || !out) return -1;
+  if (parse(NAMES(health_source_names), s, &v) < 0 || !out) return -1;
   *out = (enum health_source)v;
   return 0;
 }

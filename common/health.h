@@ -22,7 +22,14 @@ enum health_state {
 enum health_verdict { VERDICT_NONE = 0, VERDICT_SUCCESS = 1, VERDICT_FAILURE = 2 };
 
 /* Who produced a verdict. */
-enum health_source { SOURCE_NODES = 0, SOURCE_CHECKPOINTS = 1, SOURCE_CONTROL = 2 };
+/* Who decided a verdict; SOURCE_NONE: nobody yet (an origin's last_source before its first
+   verdict, stored NULL). */
+enum health_source {
+  SOURCE_NONE = 0,
+  SOURCE_NODES = 1,
+  SOURCE_CHECKPOINTS = 2,
+  SOURCE_CONTROL = 3,
+};
 
 enum health_failback { HEALTH_FAILBACK_AUTO = 0, HEALTH_FAILBACK_MANUAL = 1 };
 
@@ -43,6 +50,8 @@ enum health_reason {
 extern const char *const health_state_names[HEALTH_STATES];
 #define HEALTH_VERDICTS 3
 extern const char *const health_verdict_names[HEALTH_VERDICTS];
+#define HEALTH_SOURCES 4
+extern const char *const health_source_names[HEALTH_SOURCES];
 #define HEALTH_FAILBACKS 2
 extern const char *const health_failback_names[HEALTH_FAILBACKS];
 

@@ -27,7 +27,8 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
   json_add_str_or_null(j, "last_verdict",
                        o->last_verdict != VERDICT_NONE ? health_verdict_to_string(o->last_verdict)
                                                        : NULL);
-  json_add_str_or_null(j, "source", o->last_source[0] ? o->last_source : NULL);
+  json_add_str_or_null(
+      j, "source", o->last_source != SOURCE_NONE ? health_source_to_string(o->last_source) : NULL);
   v = cJSON_AddObjectToObject(j, "votes");
   cJSON_AddNumberToObject(v, "success", o->votes_success);
   cJSON_AddNumberToObject(v, "failure", o->votes_failure);

@@ -76,7 +76,8 @@ static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) 
       snprintf(field, sizeof field, "events[%d]", i);
       req_error(r, 422, "invalid_value", field,
                 "unknown event type (known: level.switched, origin.failback_available, "
-                "site.all_levels_unhealthy, site.recovered, origin.health_changed)");
+                "site.all_levels_unhealthy, site.recovered, origin.health_changed, "
+                "incident.opened, incident.mitigated, incident.resolved)");
       cJSON_Delete(clean);
       return -1;
     }

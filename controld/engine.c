@@ -235,7 +235,7 @@ static int inc_trigger(const struct engine_env *env, struct store_tx *tx, const 
                        struct site_incident *ic, enum incident_trigger t, int64_t first_failure,
                        int64_t now) {
   enum incident_change ch;
-  if (!ic) return INCIDENT_SAME;
+  if (!ic || env->no_incidents) return INCIDENT_SAME;
   if (inc_load(tx, s, ic) < 0) return -1;
   ch = incident_trigger_at(&ic->rec, ic->have, s->id, s->name, t, s->current_level, first_failure,
                            now, env->incident_quiet_ms);
@@ -302,7 +302,7 @@ static int inc_finish(const struct engine_env *env, struct store_tx *tx, const s
   struct incident_view v;
   int64_t failed[SITE_MAX_ORIGINS];
   int nf, ch;
-  if (!ic) return 0;
+  if (!ic || env->no_incidents) return 0;
   if (inc_on(ic)) {
     memset(&v, 0, sizeof v);
     v.current_level = s->current_level;
@@ -523,7 +523,7 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
   }
   if (v->verdict != VERDICT_NONE) {
     o->last_verdict = v->verdict;
-    snprintf(o->last_source, sizeof o->last_source, "%s", src);
+    o->last_source = v->source;
     o->votes_success = v->votes_success;
     o->votes_failure = v->votes_failure;
     o->last_checked_at = now;
@@ -667,7 +667,8 @@ int engine_apply_round(const struct engine_env *env, int64_t round_id, int64_t s
   if (!tx) goto fail_notx;
   /* the active incidents, once per round (few): a site without one is looked up only when a
      trigger comes */
-  if (store_incident_active_locked(tx, &active, &n_active) != STORE_OK) goto fail;
+  if (!env->no_incidents && store_incident_active_locked(tx, &active, &n_active) != STORE_OK)
+    goto fail;
   /* the round's sites are read in chunks, a few statements per chunk, not three per site */
   for (int at = 0; at < n_sites; at += cap) {
     int take = n_sites - at < cap ? n_sites - at : cap;

@@ -19,6 +19,8 @@ struct engine_env {
   int64_t suspect_interval_ms; /* fast re-probe of a site with a pending change; 0 = off */
   int64_t incident_quiet_ms;   /* docs/design.md#incidents: a trigger this soon after a
                                   resolution reopens it; the resolution's quiet time */
+  int no_incidents;            /* a benchmark seam (tests/bench/bench_incidents.c measures the
+                                  rounds with and without incident records); 0 in the daemon */
 };
 
 /* One vote behind a verdict, as recorded in the evidence. */

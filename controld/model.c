@@ -33,7 +33,7 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
     memset(&cand, 0, sizeof cand);
     fields_defaults(site_origin_fields, &cand);
     cand.enabled = 1;
-    memcpy(cand.scheme, "https", 6);
+    cand.scheme = SCHEME_HTTPS;
     cand.health = HEALTH_UNKNOWN;
   } else {
     cand = *o;
@@ -42,7 +42,7 @@ int model_origin_apply(const cJSON *obj, struct origin_rec *o, int creating, con
                         creating ? FIELDS_CREATE : 0, &cand, &fe) < 0)
     return from_fields(err, &fe);
   if (creating && !cJSON_GetObjectItemCaseSensitive(obj, "port"))
-    cand.port = strcmp(cand.scheme, "https") == 0 ? 443 : 80;
+    cand.port = cand.scheme == SCHEME_HTTPS ? 443 : 80;
   *o = cand;
   return 0;
 }

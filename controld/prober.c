@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "names.h"
 #include "probe.h"
 #include "store.h"
 #include "store_health.h"
@@ -107,7 +108,8 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
                      : s->n_hostnames > 0 ? s->hostnames[0]
                                           : o->address;
   int v6 = strchr(o->address, ':') != NULL;
-  size_t ulen = strlen(o->scheme) + strlen(o->address) + strlen(s->hc_path) + 24;
+  const char *scheme = names_word(NAMES(origin_scheme_names), (int)o->scheme, "http");
+  size_t ulen = strlen(scheme) + strlen(o->address) + strlen(s->hc_path) + 24;
   memset(it, 0, sizeof *it);
   it->site_id = s->id;
   it->origin_id = o->id;
@@ -118,13 +120,13 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
                                                                : PROBE_DEFAULT_TIMEOUT_MS);
   it->checkpoints = s->hc_checkpoints;
   it->check = check;
-  it->scheme = strdup(o->scheme);
+  it->scheme = strdup(scheme);
   it->address = strdup(o->address);
   it->host = strdup(host);
   it->path = strdup(s->hc_path[0] ? s->hc_path : "/");
   it->url = malloc(ulen);
   if (!it->scheme || !it->address || !it->host || !it->path || !it->url) return -1;
-  snprintf(it->url, ulen, "%s://%s%s%s:%d%s", o->scheme, v6 ? "[" : "", o->address, v6 ? "]" : "",
+  snprintf(it->url, ulen, "%s://%s%s%s:%d%s", scheme, v6 ? "[" : "", o->address, v6 ? "]" : "",
            o->port, it->path);
   return 0;
 }

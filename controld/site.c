@@ -23,7 +23,10 @@ static int valid_hostname(char *h) {
   return hostname_valid(h);
 }
 
-static const char *const schemes[] = {"http", "https", NULL};
+const char *const origin_scheme_names[ORIGIN_SCHEMES] = {
+    [SCHEME_HTTP] = "http",
+    [SCHEME_HTTPS] = "https",
+};
 
 #define M(m) .offset = offsetof(struct origin_rec, m), .size = sizeof(((struct origin_rec *)0)->m)
 /* the configuration an API body sets, shown by the API and exported */
@@ -63,9 +66,9 @@ const struct field_def site_origin_fields[] = {
      .forms = CONFIG},
     {.name = "scheme",
      .column = "scheme",
-     .type = FIELD_ENUM,
+     .type = FIELD_NAMED,
      M(scheme),
-     .choices = schemes,
+     FIELD_NAMES(origin_scheme_names),
      .what = "\"http\" or \"https\"",
      .forms = CONFIG},
     {.name = "host_header",
@@ -113,7 +116,12 @@ const struct field_def site_origin_fields[] = {
      .flags = FIELD_NULLABLE,
      M(last_verdict),
      FIELD_NAMES(health_verdict_names)},
-    {.name = "last_source", .column = "last_source", .type = FIELD_STR, M(last_source)},
+    {.name = "last_source",
+     .column = "last_source",
+     .type = FIELD_NAMED,
+     .flags = FIELD_NULLABLE,
+     M(last_source),
+     FIELD_NAMES(health_source_names)},
     {.name = "votes_success", .column = "last_votes_success", .type = FIELD_INT, M(votes_success)},
     {.name = "votes_failure", .column = "last_votes_failure", .type = FIELD_INT, M(votes_failure)},
     {.name = "last_checked_at", .column = "last_checked_at", .type = FIELD_INT, M(last_checked_at)},

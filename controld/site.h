@@ -16,11 +16,16 @@
 #define SITE_MAX_RETRY_STATUS 16
 
 /* An origin as stored (config and health state). */
+/* How controld and nodes talk to an origin. */
+enum origin_scheme { SCHEME_HTTP = 0, SCHEME_HTTPS = 1 };
+#define ORIGIN_SCHEMES 2
+extern const char *const origin_scheme_names[ORIGIN_SCHEMES];
+
 struct origin_rec {
   int64_t id, site_id;
   int level, port, weight, enabled;
   char address[256];
-  char scheme[8];
+  enum origin_scheme scheme;
   char host_header[256]; /* "" = none (use the site's first hostname) */
   char description[801]; /* free text for operators: 0 to 200 characters (SITE_DESCRIPTION_MAX) */
   /* health state */
@@ -28,7 +33,7 @@ struct origin_rec {
   int success_streak, failure_streak;
   int64_t health_changed_at, healthy_since, last_checked_at;
   enum health_verdict last_verdict; /* VERDICT_NONE (stored NULL) | success | failure */
-  char last_source[16];             /* "" | nodes | checkpoints | control */
+  enum health_source last_source;   /* SOURCE_NONE (stored NULL) | nodes | checkpoints | control */
   int votes_success, votes_failure;
   char last_error[256];
   int64_t created_at;

@@ -249,11 +249,11 @@ int store_health_origin_save_locked(struct store_tx *tx, const struct origin_rec
       "health_changed_at = ?, healthy_since = ?, last_verdict = ?, last_source = ?, "
       "last_votes_success = ?, last_votes_failure = ?, last_checked_at = ?, last_error = ? "
       "WHERE id = ?";
-  return store_exec(st->w, "saving origin health", q, "tiiPPzziiPzI",
-                    health_state_to_string(o->health), o->success_streak, o->failure_streak,
-                    o->health_changed_at, o->healthy_since,
-                    health_verdict_to_string(o->last_verdict), o->last_source, o->votes_success,
-                    o->votes_failure, o->last_checked_at, o->last_error, o->id);
+  return store_exec(
+      st->w, "saving origin health", q, "tiiPPzziiPzI", health_state_to_string(o->health),
+      o->success_streak, o->failure_streak, o->health_changed_at, o->healthy_since,
+      health_verdict_to_string(o->last_verdict), health_source_to_string(o->last_source),
+      o->votes_success, o->votes_failure, o->last_checked_at, o->last_error, o->id);
 }
 
 int store_health_verdict_add_locked(struct store_tx *tx, int64_t round_id, int64_t site_id,
@@ -327,7 +327,7 @@ int store_health_origins_save_locked(struct store_tx *tx, const struct origin_re
     arr_time(&a[4], o->health_changed_at);
     arr_time(&a[5], o->healthy_since);
     arr_text_or_null(&a[6], health_verdict_to_string(o->last_verdict));
-    arr_text_or_null(&a[7], o->last_source);
+    arr_text_or_null(&a[7], health_source_to_string(o->last_source));
     db_arr_i64(&a[8], o->votes_success);
     db_arr_i64(&a[9], o->votes_failure);
     arr_time(&a[10], o->last_checked_at);

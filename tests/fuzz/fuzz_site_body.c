@@ -21,13 +21,12 @@ static const char BASE_SITE[] =
 
 static void check_origin(const struct origin_rec *o) {
   FUZZ_CHECK(FUZZ_TERMINATED(o->address));
-  FUZZ_CHECK(FUZZ_TERMINATED(o->scheme));
   FUZZ_CHECK(FUZZ_TERMINATED(o->host_header));
   FUZZ_CHECK(o->level >= 1 && o->level <= 16);
   FUZZ_CHECK(o->port >= 1 && o->port <= 65535);
   FUZZ_CHECK(o->weight >= 1 && o->weight <= 100);
   FUZZ_CHECK(o->enabled == 0 || o->enabled == 1);
-  FUZZ_CHECK(strcmp(o->scheme, "http") == 0 || strcmp(o->scheme, "https") == 0);
+  FUZZ_CHECK(o->scheme == SCHEME_HTTP || o->scheme == SCHEME_HTTPS);
   FUZZ_CHECK(o->address[0] != '\0');
   FUZZ_CHECK(!o->host_header[0] || hostname_valid(o->host_header));
 }

@@ -183,6 +183,10 @@ def test_outage_with_auto_failback_is_one_incident(tmp):
     assert incident(c, inc["id"])["timeline_entries"] == full["timeline_entries"] + 1
     st, j, _ = c.api("GET", "/v1/incidents?state=bogus")
     assert st == 400, (st, j)
+    # a webhook may ask for the incident events alone
+    st, j, _ = c.api("POST", "/v1/webhooks", {"url": rx.url + "/inc", "secret": "t" * 32,
+                                             "events": ["incident.opened", "incident.resolved"]})
+    assert st == 201 and j["events"] == ["incident.opened", "incident.resolved"], (st, j)
     st, text, _ = c.api("GET", "/v1/incidents/%d/report" % inc["id"])
     assert "disk full" in text
     # read tokens read, and may not write

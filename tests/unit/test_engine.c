@@ -91,7 +91,7 @@ static void make_site(struct fx *f, const char *failback, int levels) {
     o->weight = 1;
     o->enabled = 1;
     snprintf(o->address, sizeof o->address, "10.0.0.%d", i + 1);
-    snprintf(o->scheme, sizeof o->scheme, "http");
+    o->scheme = SCHEME_HTTP;
   }
   assert_int_equal(store_site_create(f->env.store, &s, conflict, sizeof conflict), STORE_OK);
   f->site_id = s.id;
@@ -295,7 +295,7 @@ static void test_round_with_node_votes(void **state) {
   assert_int_equal(engine_apply_round(&f->env, 1, f->now, f->now + 5, &sr, 1), 0);
   s = load(f);
   assert_int_equal(find(&s, f->o1)->last_verdict, VERDICT_FAILURE);
-  assert_string_equal(find(&s, f->o1)->last_source, "nodes");
+  assert_int_equal(find(&s, f->o1)->last_source, SOURCE_NODES);
   assert_int_equal(find(&s, f->o1)->votes_failure, 2);
   assert_int_equal(find(&s, f->o1)->votes_success, 1);
   assert_int_equal(find(&s, f->o1)->failure_streak, 1);

@@ -280,7 +280,7 @@ static int64_t mk_site(struct store *st, const char *name, const char *hostname)
     s.origins[i].weight = 1;
     s.origins[i].enabled = 1;
     snprintf(s.origins[i].address, sizeof s.origins[i].address, "10.0.0.%d", i + 1);
-    memcpy(s.origins[i].scheme, "https", 6);
+    s.origins[i].scheme = SCHEME_HTTPS;
   }
   assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
   site_rec_fini(&s);

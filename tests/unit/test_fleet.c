@@ -35,7 +35,7 @@ static void site_with(struct site_rec *s, const int *levels) {
     s->origins[i].weight = 1;
     s->origins[i].port = 8000 + i;
     snprintf(s->origins[i].address, sizeof s->origins[i].address, "10.0.0.%d", i + 1);
-    snprintf(s->origins[i].scheme, sizeof s->origins[i].scheme, "http");
+    s->origins[i].scheme = SCHEME_HTTP;
     s->origins[i].health = HEALTH_UNKNOWN;
   }
   s->current_level = levels[0] ? levels[0] : 1;

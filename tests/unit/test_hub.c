@@ -144,7 +144,7 @@ static void make_site(struct store *st, const char *name, const char *host) {
   s.origins[0].weight = 1;
   s.origins[0].enabled = 1;
   memcpy(s.origins[0].address, "127.0.0.1", 10);
-  memcpy(s.origins[0].scheme, "http", 5);
+  s.origins[0].scheme = SCHEME_HTTP;
   assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
   site_rec_fini(&s);
 }

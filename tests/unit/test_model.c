@@ -79,7 +79,7 @@ static void test_origin_defaults_and_hc_default(void **state) {
   assert_int_equal(s.n_origins, 2);
   assert_int_equal(s.origins[0].level, 1);
   assert_int_equal(s.origins[0].port, 443);
-  assert_string_equal(s.origins[0].scheme, "https");
+  assert_int_equal(s.origins[0].scheme, SCHEME_HTTPS);
   assert_int_equal(s.origins[0].weight, 1);
   assert_int_equal(s.origins[0].enabled, 1);
   assert_int_equal(s.origins[0].health, HEALTH_UNKNOWN);
@@ -421,7 +421,7 @@ static void test_origin_apply(void **state) {
   assert_int_equal(apply("{\"port\":8080,\"enabled\":false}", &o, 0, "", &e), 0);
   assert_int_equal(o.port, 8080);
   assert_int_equal(o.enabled, 0);
-  assert_string_equal(o.scheme, "http");
+  assert_int_equal(o.scheme, SCHEME_HTTP);
   assert_string_equal(o.address, "up.example.com");
   assert_int_equal(o.id, 5);
   assert_int_equal(o.health, HEALTH_HEALTHY);

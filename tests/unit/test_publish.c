@@ -60,7 +60,7 @@ static int64_t make_site(struct store *st, const char *name, const char *host) {
     s.origins[i].weight = 1;
     s.origins[i].enabled = i == 0;
     memcpy(s.origins[i].address, "127.0.0.1", 10);
-    memcpy(s.origins[i].scheme, "http", 5);
+    s.origins[i].scheme = SCHEME_HTTP;
   }
   assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
   site_rec_fini(&s);

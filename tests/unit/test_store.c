@@ -119,7 +119,7 @@ static void make_site(struct site_rec *s, const char *name, const char *host, in
     o->weight = 1;
     o->enabled = 1;
     snprintf(o->address, sizeof o->address, "10.0.0.%d", i + 1);
-    snprintf(o->scheme, sizeof o->scheme, "%s", i % 2 ? "http" : "https");
+    o->scheme = i % 2 ? SCHEME_HTTP : SCHEME_HTTPS;
   }
 }
 
@@ -240,7 +240,7 @@ static void test_site_create_get(void **state) {
   assert_int_equal(g.origins[2].level, 2);
   assert_true(g.origins[0].id < g.origins[1].id);
   assert_int_equal(g.origins[0].port, 8000);
-  assert_string_equal(g.origins[1].scheme, "http");
+  assert_int_equal(g.origins[1].scheme, SCHEME_HTTP);
   assert_string_equal(g.origins[2].host_header, "h.example.com");
   assert_string_equal(g.origins[0].host_header, "");
   for (int i = 0; i < 3; i++) {
@@ -396,7 +396,7 @@ static void test_origins(void **state) {
   o.weight = 4;
   o.enabled = 1;
   memcpy(o.address, "up.example.com", 15);
-  memcpy(o.scheme, "http", 5);
+  o.scheme = SCHEME_HTTP;
   assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
   assert_true(o.id > 0);
   assert_int_equal(store_pub_seq(f->st), seq + 1);
@@ -807,7 +807,7 @@ static void test_origin_cap(void **state) {
   o.weight = 1;
   o.enabled = 1;
   snprintf(o.address, sizeof o.address, "10.1.0.1");
-  snprintf(o.scheme, sizeof o.scheme, "http");
+  o.scheme = SCHEME_HTTP;
   for (int i = 2; i < SITE_MAX_ORIGINS; i++)
     assert_int_equal(store_origin_add(f->st, &o), STORE_OK);
   assert_int_equal(store_origin_add(f->st, &o), STORE_LIMIT);

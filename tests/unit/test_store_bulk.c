@@ -87,7 +87,7 @@ static void populate(struct store *st) {
       o->weight = 1 + k;
       o->enabled = k != 4;
       snprintf(o->address, sizeof o->address, "10.%d.%d.%d", i / 250, i % 250, k + 1);
-      snprintf(o->scheme, sizeof o->scheme, "%s", k % 2 ? "http" : "https");
+      o->scheme = k % 2 ? SCHEME_HTTP : SCHEME_HTTPS;
     }
     conflict[0] = '\0';
     assert_int_equal(store_site_create(st, &s, conflict, sizeof conflict), STORE_OK);
@@ -350,7 +350,7 @@ static void test_round_writes_batched(void **state) {
       o->health_changed_at = v % 2 ? 5000 + v : 0;
       o->healthy_since = v % 2 ? 0 : 6000 + v;
       o->last_verdict = v % 4 ? VERDICT_FAILURE : VERDICT_NONE;
-      snprintf(o->last_source, sizeof o->last_source, "%s", v % 4 ? "nodes" : "");
+      o->last_source = v % 4 ? SOURCE_NODES : SOURCE_NONE;
       o->votes_success = 2 * v;
       o->votes_failure = 3 * v;
       o->last_checked_at = 7000 + v;
