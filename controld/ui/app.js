@@ -8,6 +8,7 @@ import { who, loadRole, knownRole, forgetRole, may } from './roles.js';
 import { pageOverview } from './fleet.js';
 import { pageSites } from './sites.js';
 import { pageSite } from './site.js';
+import { pageIncidents, pageIncident } from './incidents.js';
 import { pageAudit } from './audit.js';
 import { pageTokens } from './tokens.js';
 
@@ -38,6 +39,8 @@ function route() {
   if (hash === '#/login' || hash === '#/' || hash === '#/overview') return mount(pageOverview());
   if (hash === '#/sites') return mount(pageSites(query));
   if ((m = /^#\/sites\/(\d+)$/.exec(hash))) return mount(pageSite(parseInt(m[1], 10)));
+  if (hash === '#/incidents') return mount(pageIncidents(query));
+  if ((m = /^#\/incidents\/(\d+)$/.exec(hash))) return mount(pageIncident(parseInt(m[1], 10)));
   if (hash === '#/notifications') return mount(pageNotifications());
   if (hash === '#/nodes') return mount(pageNodes());
   if (hash === '#/webhooks') return mount(pageWebhooks());

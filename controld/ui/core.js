@@ -86,6 +86,8 @@ const HEALTH = {
   healthy: ['\u2713', 'ok'], unhealthy: ['\u2717', 'bad'], unknown: ['?', 'unk'], empty: ['\u2013', 'none'],
   active: ['\u2713', 'ok'], paused: ['\u2016', 'unk'], disabled: ['\u2013', 'none'],
   online: ['\u2713', 'ok'], offline: ['\u2717', 'bad'], success: ['\u2713', 'ok'], failure: ['\u2717', 'bad'],
+  open: ['\u26a0', 'bad'], mitigated: ['\u25d0', 'unk'], resolved: ['\u2713', 'ok'],
+  delivered: ['\u2713', 'ok'], pending: ['\u231b', 'unk'], failed: ['\u2717', 'bad'],
 };
 /* A state badge: an icon and the word, never colour alone. */
 function badge(state, testid) {
@@ -93,6 +95,21 @@ function badge(state, testid) {
   const [icon, cls] = HEALTH[s] || ['\u2022', 'unk'];
   return h('span', { class: 'badge b-' + cls, 'data-testid': testid, 'data-state': s },
     h('span', { 'aria-hidden': 'true' }, icon), ' ' + s);
+}
+/* A wall-clock time in ms (as the incidents API gives it) like fmtTime. */
+function fmtMs(ms) {
+  return typeof ms === 'number' ? fmtTime(new Date(ms).toISOString()) : fmtTime(null);
+}
+/* A duration in ms in words: "850 ms", "12.3 s", "4 min 5 s", "2 h 10 min"; null = a dash. */
+function fmtDur(ms) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) return '\u2014';
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  if (s < 172800) return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} days ${Math.round((s % 86400) / 3600)} h`;
 }
 function votesText(v) {
   if (!v || typeof v !== 'object') return '';
@@ -179,7 +196,9 @@ const auth = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
-async function api(method, path, body) {
+/* Call the API; resolves to the parsed JSON answer, or with how.text to the body as text (e.g. a
+   Markdown report). Throws ApiError (auth, network, forbidden set for those). */
+async function api(method, path, body, how) {
   const token = auth.get();
   if (!token) {
     const e = new ApiError(401, 'no_token', 'not signed in');
@@ -189,7 +208,7 @@ async function api(method, path, body) {
   }
   const opts = {
     method, cache: 'no-store', credentials: 'omit', redirect: 'error',
-    headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' },
+    headers: { Authorization: 'Bearer ' + token, Accept: how && how.text ? 'text/*, application/json' : 'application/json' },
   };
   if (body !== undefined) {
     opts.headers['Content-Type'] = 'application/json';
@@ -211,6 +230,7 @@ async function api(method, path, body) {
   }
   banners.clear('network');
   let data = null;
+  if (how && how.text && res.ok) return text;
   if (text) {
     try { data = JSON.parse(text); } catch (e) { data = null; }
   }
@@ -298,6 +318,13 @@ function describeEvent(e) {
     case 'origin.health_changed':
       return `origin #${d.origin_id}: ${d.from} \u2192 ${d.to}` + (d.source ? ` (${d.source}` +
         (d.votes ? ', ' + votesText(d.votes) : '') + ')' : '');
+    case 'incident.opened':
+      return `${d.trigger || '?'} on level ${d.opened_level ?? '?'}` + (d.reopened ? `, reopened ${d.reopened}\u00d7` : '') +
+        (typeof d.detect_ms === 'number' ? `, detected in ${fmtDur(d.detect_ms)}` : '');
+    case 'incident.mitigated':
+      return `served from level ${d.current_level ?? '?'}` + (typeof d.mitigate_ms === 'number' ? `, mitigated in ${fmtDur(d.mitigate_ms)}` : '');
+    case 'incident.resolved':
+      return `back on level ${d.current_level ?? '?'}` + (typeof d.resolve_ms === 'number' ? `, resolved in ${fmtDur(d.resolve_ms)}` : '');
     default: return short(e.data, 160);
   }
 }
@@ -438,7 +465,7 @@ function go(hash) {
 
 export {
   POLL_MS, EVENT_TYPES, h, add, put, $, tid, field, input, select, button, table, pad, fmtTime,
-  badge, votesText, short, num, splitList, listOf, banners, showError, ApiError, auth, api, soft,
+  fmtMs, fmtDur, badge, votesText, short, num, splitList, listOf, banners, showError, ApiError, auth, api, soft,
   fetchAll, tailAfter, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
   refreshNow, act, signOut, go, markField,
 };

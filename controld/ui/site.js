@@ -1,5 +1,5 @@
-/* site — one site: status card, health timeline, levels and origins, propagation per node, audit,
-   settings and messages. Write controls follow the token's role (roles.js). */
+/* site — one site: the banner of its active incident, status card, health timeline, levels and
+   origins, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
 import {
   h, add, put, $, tid, field, input, select, button, table, fmtTime, badge, votesText, short, num,
   splitList, listOf, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
@@ -8,6 +8,7 @@ import {
 import { may } from './roles.js';
 import { timelineView, propagationView } from './timeline.js';
 import { auditList } from './audit.js';
+import { siteIncident, incidentBanner } from './incidents.js';
 
 /* Empty = null (off); a number as a number; anything else as typed (the server names it). */
 function ratioOrNull(v) {
@@ -58,7 +59,7 @@ function pageSite(id) {
   const feed = eventFeed(`/v1/sites/${id}/messages`);
   const msgs = eventList('messages-list', false);
   const audit = auditList(`site-audit`, id);
-  let elTitle, elCard, elLevels, elVerdicts, elTimeline, elProp, settings, originForm, switchForm;
+  let elTitle, elIncident, elCard, elLevels, elVerdicts, elTimeline, elProp, settings, originForm, switchForm;
 
   async function switchTo(level, ok) {
     await act(() => api('POST', `/v1/sites/${id}/switch`, { level }), ok || `Switched to level ${level}.`);
@@ -370,6 +371,7 @@ function pageSite(id) {
     title: `Site #${id}`, nav: 'sites',
     mount(main) {
       elTitle = h('h1', null, `Site #${id}`);
+      elIncident = h('div', { class: 'incident-slot', ...tid('incident-slot') });
       elCard = h('section', { class: 'card status-card', id: 'status-card', 'aria-live': 'polite', ...tid('status-card') },
         h('p', { class: 'muted' }, 'Loading\u2026'));
       switchForm = buildSwitchForm();
@@ -380,7 +382,7 @@ function pageSite(id) {
       elTimeline = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
       elProp = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
       add(main, h('div', { class: 'page-head' }, h('a', { href: '#/sites' }, '\u2190 Sites'), elTitle),
-        elCard,
+        elIncident, elCard,
         h('section', { class: 'card', id: 'timeline' }, h('h2', null, 'Health timeline'),
           h('p', { class: 'muted' }, 'Each mark is one probe round\u2019s verdict (upper: success, lower: failure); hover for the votes.'), elTimeline),
         elLevels, originForm, elVerdicts,
@@ -390,8 +392,8 @@ function pageSite(id) {
         h('section', { class: 'card' }, h('h2', null, 'Site messages'), msgs.el));
     },
     async refresh(alive) {
-      const [site, status] = await Promise.all([api('GET', `/v1/sites/${id}`),
-        api('GET', `/v1/sites/${id}/status`).catch(soft)]);
+      const [site, status, incident] = await Promise.all([api('GET', `/v1/sites/${id}`),
+        api('GET', `/v1/sites/${id}/status`).catch(soft), siteIncident(id)]);
       await feed.update().catch(soft);
       const origins = (site && site.origins) || [];
       const [history, nodes] = await Promise.all([
@@ -413,6 +415,7 @@ function pageSite(id) {
       const levels = mergeLevels(st.site, st.status);
       const cur = st.status ? st.status.current_level : st.site.current_level;
       fillSwitch(levels, cur);
+      put(elIncident, incidentBanner(incident));
       paintCard(st.site, st.status);
       paintLevels(levels, cur);
       paintVerdicts();

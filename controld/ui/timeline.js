@@ -1,7 +1,8 @@
 /* timeline — a site's health over time, drawn from the verdict history: per origin a strip of
    success/failure marks (state changes and level switches marked, hover shows the evidence), a
-   latency sparkline, and the propagation of the site's config to each node. Inline SVG only. */
-import { h, put, tid, badge, table, fmtTime, short } from './core.js';
+   latency sparkline, and the propagation of the site's config to each node; an incident's
+   timeline on the same kind of strip. Inline SVG only. */
+import { h, put, tid, badge, table, fmtTime, fmtMs, short, describeEvent } from './core.js';
 import { originMarks, levelSwitches, windowOf } from './model.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -133,6 +134,80 @@ function timelineView(origins, verdictsBy, events, now) {
     tip.el);
 }
 
+/* The mark class of an incident timeline entry: shape and colour as on the health strips. */
+function entryClass(e) {
+  if (e.kind === 'note') return 'note';
+  switch (e.type) {
+    case 'incident.opened': case 'site.all_levels_unhealthy': return 'bad';
+    case 'incident.mitigated': case 'origin.failback_available': return 'unk';
+    case 'incident.resolved': case 'site.recovered': return 'ok';
+    case 'level.switched': return 'switch';
+    default: return 'none';
+  }
+}
+/* What one entry says in words (notes: their text). */
+function entryText(e) {
+  const d = e.data || {};
+  if (e.kind === 'note') return typeof d.text === 'string' ? d.text : '';
+  return describeEvent({ type: e.type, data: d });
+}
+
+/* An incident's timeline: one strip over [t0, t1] (wall ms) with a line per level switch (blue)
+   and origin state change (dashed), a mark per other entry, hover for the entry; then every
+   entry in time order. entries: the API's timeline [{id, at, kind, event_id, type, title, data}]. */
+function incidentTimelineView(entries, t0, t1) {
+  const tip = tooltip();
+  const list = (entries || []).filter((e) => e && typeof e.at === 'number').slice()
+    .sort((a, b) => a.at - b.at || a.id - b.id);
+  const first = list.length ? list[0].at : t0;
+  const win = { t0: Math.min(t0, first), t1: Math.max(t1, t0 + 1000, list.length ? list[list.length - 1].at : 0) };
+  const g = svg('svg', { viewBox: `0 0 ${W} ${STRIP_H}`, preserveAspectRatio: 'none', class: 'tl-svg',
+    role: 'img', 'aria-label': `incident timeline: ${list.length} entries` },
+  svg('line', { x1: 0, x2: W, y1: STRIP_H / 2, y2: STRIP_H / 2, class: 'tl-axis' }));
+  for (const e of list) {
+    const x = xOf(e.at, win);
+    if (e.type === 'level.switched') {
+      g.appendChild(svg('line', { x1: x, x2: x, y1: 0, y2: STRIP_H, class: 'tl-switch' }));
+    } else if (e.type === 'origin.health_changed') {
+      g.appendChild(svg('line', { x1: x, x2: x, y1: 0, y2: STRIP_H, class: 'tl-change st-' + ((e.data || {}).to || 'unknown') }));
+    } else {
+      const cls = entryClass(e);
+      g.appendChild(svg('rect', { x: x - 4, y: cls === 'ok' || cls === 'note' ? 2 : STRIP_H / 2 + 1, width: 8,
+        height: STRIP_H / 2 - 3, class: 'tl-mark m-' + cls }));
+    }
+  }
+  const wrap = h('div', { class: 'tl-strip', ...tid('incident-strip'), 'data-entries': list.length }, g);
+  wrap.addEventListener('mousemove', (ev) => {
+    if (!list.length) return;
+    const r = wrap.getBoundingClientRect();
+    const t = win.t0 + ((ev.clientX - r.left) / r.width) * (win.t1 - win.t0);
+    let best = 0;
+    for (let i = 1; i < list.length; i++) if (Math.abs(list[i].at - t) < Math.abs(list[best].at - t)) best = i;
+    const e = list[best];
+    tip.show([`${new Date(e.at).toLocaleTimeString()} \u2014 ${e.title || e.type}`, e.type, short(entryText(e), 300)],
+      ev.clientX - r.left, wrap, 'incident', best);
+  });
+  wrap.addEventListener('mouseleave', () => tip.hide());
+  return h('div', { class: 'timeline', ...tid('incident-timeline'), 'data-entries': list.length },
+    h('div', { class: 'tl-axis-labels tl-axis-full muted' }, h('span', null, fmtMs(win.t0)),
+      h('span', null, `${Math.round((win.t1 - win.t0) / 1000)} s`), h('span', null, fmtMs(win.t1))),
+    wrap,
+    h('div', { class: 'tl-legend muted' },
+      h('span', { class: 'lg lg-bad' }, 'opened / all down'), h('span', { class: 'lg lg-unk' }, 'mitigated'),
+      h('span', { class: 'lg lg-ok' }, 'resolved / recovered'), h('span', { class: 'lg lg-note' }, 'note'),
+      h('span', { class: 'lg lg-change' }, 'origin state change'), h('span', { class: 'lg lg-switch' }, 'level switch')),
+    list.length ? h('ol', { class: 'events incident-entries' }, list.map((e) => h('li', {
+      'data-testid': `tl-entry-${e.id}`, 'data-type': e.type, 'data-kind': e.kind, class: 'ent-' + entryClass(e) },
+    h('div', { class: 'ev-head' }, h('span', { class: 'ent-dot', 'aria-hidden': 'true' }), h('strong', null, e.title || e.type), ' ',
+      h('code', { class: 'ev-type' }, e.kind === 'note' ? (e.type === 'resolve' ? 'note on resolving' : 'note') : e.type)),
+    e.kind === 'note'
+      ? h('div', { class: 'note-text' }, entryText(e))
+      : null,
+    h('div', { class: 'ev-meta muted' }, fmtMs(e.at), e.kind === 'note' ? '' : [' \u00b7 ', entryText(e)]))))
+      : h('p', { class: 'muted' }, 'No entries yet.'),
+    tip.el);
+}
+
 /* Which nodes have the site's current config: nodes (GET /v1/nodes), seq = the site's last
    publication (status card propagation.seq). */
 function propagationView(nodes, seq) {
@@ -150,4 +225,4 @@ function propagationView(nodes, seq) {
   }), tid('propagation-nodes'));
 }
 
-export { timelineView, propagationView };
+export { timelineView, propagationView, incidentTimelineView };
