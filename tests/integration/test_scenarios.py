@@ -415,6 +415,8 @@ def test_manual_failback_only_notifies_until_switched(tmp):
     fb = events(c, sid, "origin.failback_available")
     assert len(fb) == 1, fb
     assert fb[0]["title"] == "Origin recovered (manual failback available)", fb[0]
+    # the notice belongs to the outage's incident (docs/design.md#incidents)
+    assert isinstance(fb[0]["data"].pop("incident_id"), int), fb[0]
     assert fb[0]["data"] == {"level": 1, "current_level": 2}, fb[0]
     # the notice is also in the notification center
     st, nc, _ = c.api("GET", "/v1/notifications?limit=1000")
