@@ -79,6 +79,10 @@ static int apply_one(const cJSON *v, const struct field_def *d, const char *pref
   char buf[8192];
   switch (d->type) {
   case FIELD_INT:
+    if (cJSON_IsNull(v) && (d->flags & FIELD_NULLABLE)) { /* null is 0, as in every other form */
+      set_int(target, d, 0);
+      return 0;
+    }
     if (!cJSON_IsNumber(v))
       return fields_fail(err, 422, "invalid_type", prefix, d->name, "%s must be an integer",
                          d->name);

@@ -49,7 +49,7 @@ struct field_codec {
 enum {
   FIELD_REQUIRED = 1, /* must be present when the caller creates (FIELDS_CREATE) */
   FIELD_NULLABLE = 2, /* FIELD_STR: null stores "" (NULL in SQL); FIELD_DOUBLE: null stores 0;
-                         FIELD_INT (a time or an id): 0 is null in
+                         FIELD_INT (a time, an id, a limit): null stores 0, and 0 is null in
                          JSON and NULL in SQL */
   FIELD_LENIENT = 4,  /* a value that does not validate is left out (the member keeps its value)
                          instead of failing the object: a key for people that a reader must never

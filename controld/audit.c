@@ -11,11 +11,11 @@ static const struct {
   const char *plural, *singular;
 } nouns[] = {
     {"sites", "site"},       {"origins", "origin"}, {"nodes", "node"},
-    {"webhooks", "webhook"}, {"tokens", "token"},
+    {"webhooks", "webhook"}, {"tokens", "token"},   {"enrolment-keys", "enrolment key"},
 };
 
 /* Request keys whose values never appear in a summary. */
-static const char *const secret_keys[] = {"secret", "token", "password", NULL};
+static const char *const secret_keys[] = {"secret", "token", "password", "key", NULL};
 
 /* The longest string value shown in full. */
 #define SHOWN_STRING_MAX 40
@@ -139,6 +139,23 @@ void audit_summary(const char *method, const char *path, const cJSON *body, cons
   const cJSON *rname =
       cJSON_IsObject(reply) ? cJSON_GetObjectItemCaseSensitive(reply, "name") : NULL;
   if (cap) out[0] = '\0';
+  if (strcmp(path, "/v1/node/enrol") == 0 && strcmp(method, "POST") == 0) {
+    /* docs/design.md#enrolment-keys: a node made with a key names the key (the reply's
+       "enrolment_key"; the key itself is in no summary) */
+    const cJSON *k =
+        cJSON_IsObject(reply) ? cJSON_GetObjectItemCaseSensitive(reply, "enrolment_key") : NULL;
+    const cJSON *kid = cJSON_IsObject(k) ? cJSON_GetObjectItemCaseSensitive(k, "id") : NULL;
+    const cJSON *kname = cJSON_IsObject(k) ? cJSON_GetObjectItemCaseSensitive(k, "name") : NULL;
+    put(&b, "enrolled node");
+    if (cJSON_IsNumber(rid)) put(&b, " %.0f", rid->valuedouble);
+    if (cJSON_IsString(rname) && strlen(rname->valuestring) <= SHOWN_STRING_MAX)
+      put(&b, " (%s)", rname->valuestring);
+    put(&b, " with enrolment key");
+    if (cJSON_IsNumber(kid)) put(&b, " %.0f", kid->valuedouble);
+    if (cJSON_IsString(kname) && strlen(kname->valuestring) <= SHOWN_STRING_MAX)
+      put(&b, " (%s)", kname->valuestring);
+    return;
+  }
   parse_path(path, &pp);
   if (pp.n == 0) {
     put(&b, "%s %s", method, path);

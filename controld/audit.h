@@ -9,9 +9,10 @@
 
 /* Write into out (cap bytes, always terminated; cut with "..." when longer) a line such as
    "created site 3 (shop): name=shop, hostnames, origins", "changed origin 7 of site 3:
-   enabled=false", "deleted token 4", "switch site 3: level=2". body and reply may be NULL. Scalar
-   values are shown (strings up to 40 bytes), objects and arrays by their key only, and the
-   values of secret-bearing keys (secret, token, password) never. */
+   enabled=false", "deleted token 4", "switch site 3: level=2", and for POST /v1/node/enrol
+   "enrolled node 8 (edge-1) with enrolment key 2 (fleet)" from the reply. body and reply may be
+   NULL. Scalar values are shown (strings up to 40 bytes), objects and arrays by their key only,
+   and the values of secret-bearing keys (secret, token, password, key) never. */
 void audit_summary(const char *method, const char *path, const cJSON *body, const cJSON *reply,
                    char *out, size_t cap);
 

@@ -22,11 +22,7 @@ int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_f
   atomic_init(&c->revoked, 0);
   atomic_init(&c->stop, 0);
   if (ctlset_parse(&c->set, url, err, errlen) < 0) return -1;
-  if (!token || !*token || strlen(token) > 256 || strpbrk(token, "\r\n ")) {
-    snprintf(err, errlen, "CDNCA_NODE_TOKEN must be set to the node token shown by POST /v1/nodes");
-    return -1;
-  }
-  snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
+  if (token && *token && ctl_set_token(c, token, err, errlen) < 0) return -1;
   if (ca_file && *ca_file) {
     if (strlen(ca_file) >= sizeof c->ca_file) {
       snprintf(err, errlen, "option controld-ca-file: path too long");
@@ -34,6 +30,15 @@ int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_f
     }
     memcpy(c->ca_file, ca_file, strlen(ca_file) + 1);
   }
+  return 0;
+}
+
+int ctl_set_token(struct ctl *c, const char *token, char *err, size_t errlen) {
+  if (!token || !*token || strlen(token) > 256 || strpbrk(token, "\r\n \t")) {
+    snprintf(err, errlen, "the node token must be 1 to 256 characters without spaces");
+    return -1;
+  }
+  snprintf(c->auth, sizeof c->auth, "Authorization: Bearer %s", token);
   return 0;
 }
 
@@ -165,7 +170,7 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
   snprintf(url, sizeof url, "%s%s", base, path);
   x.idx = idx;
   easy_common(c, h, url, timeout_ms, &x);
-  hdrs = curl_slist_append(hdrs, c->auth);
+  if (c->auth[0]) hdrs = curl_slist_append(hdrs, c->auth); /* none before enrolment */
   hdrs = curl_slist_append(hdrs, "Accept: application/json");
   if (json_body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -192,7 +197,7 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
   snprintf(why, sizeof why, "HTTP %ld", out->status);
   report(c, idx, gen, 1, out->status, why);
-  if (out->status == 401 && !atomic_exchange(&c->revoked, 1))
+  if (out->status == 401 && c->auth[0] && !atomic_exchange(&c->revoked, 1))
     log_error("controld refused the node token (401 on %s %s): the node was revoked or the token "
               "is wrong; syncing stops and the last config keeps being served",
               method, path);

@@ -16,7 +16,7 @@
 struct ctl {
   pthread_mutex_t mu; /* guards set */
   struct ctlset set;  /* the controld URLs, the current one, the shared backoff */
-  char auth[320];     /* "Authorization: Bearer <token>" (a secret: never logged) */
+  char auth[320];     /* "Authorization: Bearer <token>" (a secret: never logged); "" = none */
   char ca_file[512];  /* CA bundle for an https controld; "" = system CAs */
   atomic_int cur_idx; /* set.cur, for transfer callbacks that do not take the mutex */
   atomic_int revoked; /* controld answered 401: the token is revoked or wrong */
@@ -30,10 +30,15 @@ struct ctl_resp {
 };
 
 /* Fill c from the controld URL list ("URL" or "URL1,URL2,…", each http:// or https://, see
-   ctlset_parse), the token and an optional CA file. 0, or -1 with err filled (the token is never
-   put in err); ctl_fini it either way. */
+   ctlset_parse), the node token (NULL or "": none yet, set later with ctl_set_token; calls then
+   go without one) and an optional CA file. 0, or -1 with err filled (the token is never put in
+   err); ctl_fini it either way. */
 int ctl_init(struct ctl *c, const char *url, const char *token, const char *ca_file, char *err,
              size_t errlen);
+
+/* Make token the node token of every later call (before the loops start). 0, or -1 with err
+   filled when it is empty, longer than 256 characters or holds a space (never put in err). */
+int ctl_set_token(struct ctl *c, const char *token, char *err, size_t errlen);
 
 /* Wipe the token from c and free what ctl_init made. */
 void ctl_fini(struct ctl *c);
@@ -42,13 +47,14 @@ void ctl_fini(struct ctl *c);
 CURL *ctl_handle(void);
 
 /* One request to the current replica: method, path with query, optional JSON body,
-   whole-transfer timeout. 0 when a response arrived (out->status set; a 401 also sets c->revoked
-   and is logged once), -1 on a transport error or shutdown (err filled). The outcome is reported
-   to the replica set: an answer ends the shared backoff, a transport error or 502/503/504 moves
-   to the next replica (logged once per switch). A call still running when another loop moved
-   to the next replica is aborted (-1, "moved to …"), so a long-poll held by a stalled replica
-   does not outlast the switch. out is initialised here; after 0 the caller ctl_resp_fini's
-   it, after -1 there is nothing to free (a partial body is released here). */
+   whole-transfer timeout. 0 when a response arrived (out->status set; a 401 to a call with the
+   node token also sets c->revoked and is logged once), -1 on a transport error or shutdown (err
+   filled). The outcome is reported to the replica set: an answer ends the shared backoff, a
+   transport error or 502/503/504 moves to the next replica (logged once per switch). A call still
+   running when another loop moved to the next replica is aborted (-1, "moved to …"), so a long-poll
+   held by a stalled replica does not outlast the switch. out is initialised here; after 0 the
+   caller ctl_resp_fini's it, after -1 there is nothing to free (a partial body is released here).
+ */
 int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const char *json_body,
              long timeout_ms, struct ctl_resp *out, char *err, size_t errlen);
 

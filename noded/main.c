@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "ctlset.h"
+#include "enrol.h"
 #include "heartbeat.h"
 #include "json.h"
 #include "listen.h"
@@ -36,6 +37,7 @@ struct node_cfg {
   char admin_listen[128];
   char state_dir[512];
   char name[65];
+  char enrol_key_file[512];
   char origin_ca_file[512];
   char probe_client[8]; /* "own" | "curl" */
   char controld_ca_file[512];
@@ -80,9 +82,12 @@ static const struct opt_def options[] = {
     {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, "127.0.0.1:7401",
      "address:port of /healthz, /status, /metrics"},
     {"state-dir", OPT_STR, O(state_dir), S(state_dir), 0, 0, NULL, "./noded-state",
-     "directory of the config cache"},
+     "directory of the config cache and the node token"},
     {"name", OPT_STR, O(name), S(name), 0, 0, NULL, NULL,
-     "node name shown in /status (default: host name)"},
+     "node name shown in /status and enrolled as (default: host name)"},
+    {"enrol-key-file", OPT_STR, O(enrol_key_file), S(enrol_key_file), 0, 0, NULL, NULL,
+     "file holding an enrolment key: used once, at a start with no node token (none in "
+     "CDNCA_NODE_TOKEN or the state directory)"},
     {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL,
      "CA bundle for HTTPS origins (empty = system)"},
     {"probe-client", OPT_ENUM, O(probe_client), S(probe_client), 0, 0, probe_clients, "own",
@@ -322,6 +327,10 @@ static int check_state_dir(const char *dir, char *err, size_t errlen) {
   return opts_check_appendable("state-dir", dir, err, errlen);
 }
 
+#define NO_TOKEN                                                                                   \
+  "no node token: set CDNCA_NODE_TOKEN, or give an enrolment key (--enrol-key-file or "            \
+  "CDNCA_ENROL_KEY) for the first start"
+
 /* noded --check-config: every check, each error on its own line. Exit status 0 or 2. */
 static int check_config(const struct node_cfg *c) {
   char err[1024];
@@ -344,6 +353,19 @@ static int check_config(const struct node_cfg *c) {
       errors++;
     }
     ctl_fini(&ctl);
+  }
+  /* a node token, or the means to get one (docs/design.md#enrolment-keys) */
+  if (c->enrol_key_file[0] &&
+      opts_check_readable("enrol-key-file", c->enrol_key_file, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    errors++;
+  } else if (!getenv("CDNCA_NODE_TOKEN") && !getenv("CDNCA_ENROL_KEY") && !c->enrol_key_file[0]) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", c->state_dir, ENROL_TOKEN_FILE);
+    if (access(path, R_OK) < 0) {
+      fprintf(stderr, "noded: %s\n", NO_TOKEN);
+      errors++;
+    }
   }
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     if (!files[i].path[0]) continue;
@@ -434,16 +456,74 @@ static void on_sighup(void *arg) {
 
 /* ---- start-up ---- */
 
-/* Read the node token from the environment into ctl, then wipe it there. 0, or -1 (logged). */
-static int take_token(struct node *n) {
-  char *tok = getenv("CDNCA_NODE_TOKEN");
-  char err[256];
-  int rc;
-  rc = ctl_init(&n->ctl, n->cfg.controld, tok, n->cfg.controld_ca_file, err, sizeof err);
-  if (tok) token_wipe(tok, strlen(tok));
-  unsetenv("CDNCA_NODE_TOKEN");
-  if (rc < 0) fprintf(stderr, "noded: %s\n", err);
+/* Move the secret in environment variable name into out (cap bytes, "" when unset) and wipe it
+   from the environment. 0, or -1 (said on stderr) when it is set but no usable secret. */
+static int take_env_secret(const char *name, char *out, size_t cap) {
+  char *v = getenv(name);
+  int rc = 0;
+  out[0] = '\0';
+  if (!v) return 0;
+  if (enrol_secret_text(v, strlen(v), out, cap) < 0) {
+    fprintf(stderr, "noded: %s must be 1 to %d printable characters without spaces\n", name,
+            ENROL_SECRET_MAX);
+    rc = -1;
+  }
+  token_wipe(v, strlen(v));
+  unsetenv(name);
   return rc;
+}
+
+/* The node token (docs/design.md#enrolment-keys): CDNCA_NODE_TOKEN (token, already in n->ctl
+   when set), else the state directory's node-token, else one enrolment with the key (key, or
+   --enrol-key-file), whose token is then kept there. 0, or the exit status (logged): 1 a start
+   failure, 2 no token and no key, 3 controld refused the enrolment. */
+static int node_token(struct node *n, const char *token, char *key) {
+  char tok[ENROL_SECRET_MAX + 1], err[1200], why[512];
+  int rc;
+  if (token[0]) return 0;
+  rc = enrol_token_load(n->cfg.state_dir, tok, sizeof tok, err, sizeof err);
+  if (rc == 0) {
+    rc = ctl_set_token(&n->ctl, tok, err, sizeof err);
+    token_wipe(tok, sizeof tok);
+    if (rc < 0) log_error("%s/%s: %s", n->cfg.state_dir, ENROL_TOKEN_FILE, err);
+    return rc < 0 ? 1 : 0;
+  }
+  if (rc < 0) {
+    log_error("%s", err);
+    return 1;
+  }
+  if (!key[0] && n->cfg.enrol_key_file[0] &&
+      enrol_key_load(n->cfg.enrol_key_file, key, ENROL_SECRET_MAX + 1, err, sizeof err) < 0) {
+    log_error("%s", err);
+    return 2;
+  }
+  if (!key[0]) {
+    log_error("%s", NO_TOKEN);
+    return 2;
+  }
+  log_info("no node token yet: enrolling as '%s' with controld %s", n->cfg.name, n->cfg.controld);
+  switch (enrol_run(&n->ctl, key, n->cfg.name, tok, sizeof tok, why, sizeof why)) {
+  case ENROL_OK:
+    break;
+  case ENROL_REFUSED:
+    log_error("enrolment as '%s' refused: %s", n->cfg.name, why);
+    return 3;
+  case ENROL_STOPPED:
+  default:
+    return 1;
+  }
+  rc = enrol_token_store(n->cfg.state_dir, tok, err, sizeof err);
+  if (rc == 0) rc = ctl_set_token(&n->ctl, tok, err, sizeof err);
+  token_wipe(tok, sizeof tok);
+  if (rc < 0) {
+    log_error("enrolled as '%s', but the node token could not be kept: %s (delete node '%s' on "
+              "controld and start again)",
+              n->cfg.name, err, n->cfg.name);
+    return 1;
+  }
+  log_info("enrolled as '%s'; the node token is kept in %s/%s", n->cfg.name, n->cfg.state_dir,
+           ENROL_TOKEN_FILE);
+  return 0;
 }
 
 static int make_state_dir(const char *dir) {
@@ -465,6 +545,7 @@ int main(int argc, char **argv) {
   struct proxy_opts po;
   struct admin_src as;
   char err[512];
+  char token[ENROL_SECRET_MAX + 1], key[ENROL_SECRET_MAX + 1]; /* secrets: wiped once used */
   sigset_t sigs;
   int sig = 0, ret = 1, check;
 
@@ -473,8 +554,10 @@ int main(int argc, char **argv) {
   if (opts_defaults(options, &n.cfg) < 0) return 2;
   switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(options, "noded",
-               "--controld URL[,URL...] [--check-config] [options]  (token in CDNCA_NODE_TOKEN)");
+    opts_usage(
+        options, "noded",
+        "--controld URL[,URL...] [--check-config] [options]  (token in CDNCA_NODE_TOKEN, or an "
+        "enrolment key in CDNCA_ENROL_KEY)");
     return 0;
   case OPTS_VERSION:
     printf("noded %s\n", CDNCA_VERSION);
@@ -492,7 +575,16 @@ int main(int argc, char **argv) {
   }
   if (!n.cfg.name[0] && gethostname(n.cfg.name, sizeof n.cfg.name - 1) < 0)
     memcpy(n.cfg.name, "noded", 6);
-  if (take_token(&n) < 0) return 2;
+  /* both secrets leave the environment at once, whatever happens next */
+  if (take_env_secret("CDNCA_NODE_TOKEN", token, sizeof token) < 0 ||
+      take_env_secret("CDNCA_ENROL_KEY", key, sizeof key) < 0)
+    return 2;
+  if (ctl_init(&n.ctl, n.cfg.controld, token[0] ? token : NULL, n.cfg.controld_ca_file, err,
+               sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    token_wipe(key, sizeof key);
+    return 2;
+  }
   log_init("noded", LOG_TEXT, LOG_INFO);
   log_apply(&n.cfg);
   if (n.cfg.log_file[0] && log_open_file(n.cfg.log_file, err, sizeof err) < 0) {
@@ -501,11 +593,17 @@ int main(int argc, char **argv) {
   }
   loaded = n.cfg;
 
-  /* signals are taken synchronously by main; threads started later inherit the mask */
-  svc_block_signals(&sigs);
   n.started_ms = clock_mono_ms();
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) goto out;
   if (make_state_dir(n.cfg.state_dir) < 0) goto out;
+  /* before the signals are blocked: SIGTERM ends an enrolment still waiting for controld */
+  ret = node_token(&n, token, key);
+  token_wipe(token, sizeof token);
+  token_wipe(key, sizeof key);
+  if (ret != 0) goto out;
+  ret = 1;
+  /* signals are taken synchronously by main; threads started later inherit the mask */
+  svc_block_signals(&sigs);
 
   proxy_opts_default(&po);
   po.listen = n.cfg.listen;

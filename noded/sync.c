@@ -55,7 +55,12 @@ int sync_write_atomic(const char *dir, const char *name, const char *text, size_
   size_t off = 0;
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
   snprintf(dst, sizeof dst, "%s/%s", dir, name);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* a fresh file, so its mode is 0600 whatever a stale one left there had */
+  if (unlink(tmp) < 0 && errno != ENOENT) {
+    snprintf(err, errlen, "cannot remove %s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     goto out;

@@ -58,8 +58,8 @@ void sync_get_info(struct sync *s, struct sync_info *out);
 /* "starting" | "cached" | "live" | "retrying" | "revoked". */
 const char *sync_state_name(enum sync_state st);
 
-/* Write text to dir/name atomically: temp file, fsync, rename, fsync of the directory. 0, or -1
-   with err filled. */
+/* Write text to dir/name atomically: a new temp file of mode 0600, fsync, rename, fsync of the
+   directory. 0, or -1 with err filled. */
 int sync_write_atomic(const char *dir, const char *name, const char *text, size_t len, char *err,
                       size_t errlen);
 

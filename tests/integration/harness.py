@@ -498,7 +498,8 @@ class Noded(_Proc):
         """Launch and wait for the admin GET /healthz 200; returns self."""
         os.makedirs(self.state_dir, exist_ok=True)
         env = dict(self.env)
-        env["CDNCA_NODE_TOKEN"] = self.node_token
+        if self.node_token is not None:  # None: none given (a token file or an enrolment key)
+            env["CDNCA_NODE_TOKEN"] = self.node_token
         curl = self.controld.url if isinstance(self.controld, Controld) else str(self.controld)
         self._spawn([self.binary, "--controld", curl,
                      "--listen", "%s:%d" % (HOST, self.port),

@@ -8,7 +8,9 @@ Each ":id" takes the id of an existing record of the resource named by the segme
 For routes that take an API token (AUTH_READ, AUTH_OPERATOR, AUTH_ADMIN: the least role they
 take) and AUTH_NODE routes: no Authorization header -> 401, an unknown token -> 401, malformed
 headers -> 401, the other kind of token -> 403 forbidden (a node token on an API route, the admin
-token on a node route). AUTH_NONE routes answer without a token (and ignore a bad one).
+token on a node route). AUTH_NONE routes answer without a token (and ignore a bad one);
+POST /v1/node/enrol, whose credential is the enrolment key in its body
+(docs/design.md#enrolment-keys), answers an empty body 422 whatever the header says.
 The role matrix: a read, an operator and an admin token against every API route: a role below
 the route's is 403 forbidden_role, a role at or above it gets past the check.
 After all the rejected calls the stored state (sites, origins, nodes, webhooks) is unchanged.
@@ -26,7 +28,9 @@ SRC = os.path.abspath(os.path.join(HERE, "..", "..", "controld"))
 ROW = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,\s*(AUTH_[A-Z]+)\s*,')
 # segment before ":id" -> key of the ids dict
 RESOURCE = {"sites": "site", "origins": "origin", "nodes": "node", "webhooks": "webhook",
-            "tokens": "token"}
+            "tokens": "token", "enrolment-keys": "enrolment_key"}
+# AUTH_NONE routes under /v1/node/: the credential is in the body (an empty body: 422)
+NODE_OPEN = {"/v1/node/enrol"}
 ROLES = ["AUTH_READ", "AUTH_OPERATOR", "AUTH_ADMIN"]  # increasing power
 ROLE_OF = {"AUTH_READ": "read", "AUTH_OPERATOR": "operator", "AUTH_ADMIN": "admin"}
 
@@ -120,7 +124,9 @@ def test_routes_are_found():
     assert len(rows) >= 20, rows
     assert {"AUTH_NONE", "AUTH_NODE"} | set(ROLES) <= kinds, kinds
     for method, pattern, auth, fname in rows:
-        if pattern.startswith("/v1/node/"):
+        if pattern in NODE_OPEN:
+            assert auth == "AUTH_NONE", (method, pattern, auth, fname)
+        elif pattern.startswith("/v1/node/"):
             assert auth == "AUTH_NODE", (method, pattern, auth, fname)
         elif pattern == "/v1/openapi.json":
             assert auth == "AUTH_NONE", (method, pattern, auth, fname)
@@ -149,9 +155,13 @@ def test_matrix(tmp):
         if auth == "AUTH_NONE":
             paths = [path] if not pattern.endswith("*") else [path + "/", path + "/index.html"]
             for p in paths:
-                for hdr in (None, "Bearer unknown-token", "Basic x"):
+                for hdr in (None, "Bearer unknown-token", "Basic x", "Bearer " + admin):
                     status, body, _ = call(c, method, p, hdr)
-                    if status >= 400:
+                    if pattern in NODE_OPEN:
+                        if status != 422:
+                            bad.append("%s with %r: got %s %r, want 422 (no key in the body)"
+                                       % (what, hdr, status, body))
+                    elif status >= 400:
                         bad.append("%s with %r: got %s %r, want it served without a token"
                                    % (what.replace(path, p), hdr, status, body))
             checked += 1

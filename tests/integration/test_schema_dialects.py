@@ -341,6 +341,11 @@ REFUSED = [
     "VALUES (1, 1, 'u2', 'lost', 1, 1)",
     "INSERT INTO cdnca_meta (id, gen) VALUES (2, 0)",
     "INSERT INTO hostnames (hostname, site_id, position) VALUES ('h.example', 999, 0)",
+    "INSERT INTO enrolment_keys (name, hash, created_at, max_uses) VALUES ('k0', 'e0', 1, 0)",
+    "INSERT INTO enrolment_keys (name, hash, created_at, max_uses, uses) "
+    "VALUES ('k1', 'e1', 1, 2, 3)",
+    "INSERT INTO enrolment_keys (name, hash, created_at, uses) VALUES ('k2', 'e2', 1, -1)",
+    "INSERT INTO enrolment_keys (name, hash) VALUES ('k3', 'e3')",
 ]
 ACCEPTED = [
     "INSERT INTO sites (name, created_at, updated_at) VALUES ('good', 1, 1)",
@@ -352,6 +357,8 @@ ACCEPTED = [
     "INSERT INTO events (type, title, created_at) VALUES ('t', 't', 1)",
     "INSERT INTO deliveries (webhook_id, event_id, uuid, next_attempt_at, created_at) "
     "VALUES (1, 1, 'u1', 1, 1)",
+    "INSERT INTO enrolment_keys (name, hash, created_at, max_uses, uses) "
+    "VALUES ('kk', 'ee', 1, 2, 2)",
 ]
 
 

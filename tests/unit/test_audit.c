@@ -44,6 +44,16 @@ static void test_summaries(void **state) {
         "created token 6 (ci): name=ci, role=admin, token");
   check("POST", "/v1/nodes", "{\"name\":\"edge-1\"}",
         "{\"id\":2,\"name\":\"edge-1\",\"token\":\"t\"}", "created node 2 (edge-1): name=edge-1");
+  /* enrolment keys: the secret never; an enrolment names the node and the key */
+  check("POST", "/v1/enrolment-keys", "{\"name\":\"fleet\",\"max_uses\":10}",
+        "{\"id\":3,\"name\":\"fleet\",\"key\":\"abcdef\"}",
+        "created enrolment key 3 (fleet): name=fleet, max_uses=10");
+  check("DELETE", "/v1/enrolment-keys/3", NULL, NULL, "deleted enrolment key 3");
+  check("POST", "/v1/node/enrol", "{\"key\":\"0123\",\"name\":\"edge-1\"}",
+        "{\"id\":8,\"name\":\"edge-1\",\"token\":\"t\","
+        "\"enrolment_key\":{\"id\":3,\"name\":\"fleet\"}}",
+        "enrolled node 8 (edge-1) with enrolment key 3 (fleet)");
+  check("POST", "/v1/node/enrol", "{\"key\":\"0123\"}", NULL, "enrolled node with enrolment key");
   /* long strings by key only; unknown paths as they are */
   check("PATCH", "/v1/sites/3",
         "{\"hc_path\":\"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", NULL,

@@ -20,6 +20,7 @@ struct thing {
   char host[16];
   int n_codes;
   int codes[3];
+  int64_t limit; /* a nullable integer: null is 0 */
 };
 
 static int lower_only(char *s) {
@@ -44,6 +45,8 @@ static const struct field_def defs[] = {
      0, NULL, NULL},
     {"codes", FIELD_INT_LIST, 0, offsetof(struct thing, codes), 3, 400, 599, 0, NULL, NULL, NULL,
      offsetof(struct thing, n_codes), NULL, 0, 0, NULL, NULL},
+    {"limit", FIELD_INT, FIELD_NULLABLE, T(limit), 1, 10, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL,
+     NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -79,6 +82,10 @@ static const struct row rows[] = {
     {"{\"codes\":[\"x\"]}", 0, 422, "invalid_type", "p.codes[0]"},
     {"{\"codes\":{}}", 0, 422, "invalid_type", "p.codes"},
     {"[]", 0, 422, "invalid_type", "p"},
+    {"{\"limit\":null}", 0, 0, NULL, NULL},
+    {"{\"limit\":10}", 0, 0, NULL, NULL},
+    {"{\"limit\":0}", 0, 422, "out_of_range", "p.limit"},
+    {"{\"small\":null}", 0, 422, "invalid_type", "p.small"},
 };
 
 static void test_rows(void **state) {
@@ -124,6 +131,12 @@ static void test_values_written(void **state) {
   assert_string_equal(t.host, "h");
   assert_int_equal(t.n_codes, 2);
   assert_int_equal(t.codes[1], 503);
+  /* a nullable integer: null writes 0 over what was there */
+  t.limit = 5;
+  j = json_parse("{\"limit\":null}", 14);
+  assert_int_equal(fields_apply(j, defs, NULL, "", 0, &t, &err), 0);
+  cJSON_Delete(j);
+  assert_int_equal(t.limit, 0);
 }
 
 /* FIELD_TEXT's rule, row by row: code points (not bytes) counted, no control characters, valid

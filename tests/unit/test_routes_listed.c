@@ -138,8 +138,8 @@ static void test_every_written_route_is_served(void **state) {
 }
 
 /* docs/design.md#rest-api: the routes an operator may call beyond GET, the GETs kept for admins,
-   and the open /v1 document. Every other /v1 GET takes a read token and every other /v1 write an
-   admin. */
+   the open /v1 document, and the node route that takes no token. Every other /v1 GET takes a read
+   token and every other /v1 write an admin. */
 static const struct {
   const char *method, *pattern;
   enum http_auth auth;
@@ -150,7 +150,10 @@ static const struct {
     {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR},
     {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR},
     {"GET", "/v1/tokens", AUTH_ADMIN},
+    {"GET", "/v1/enrolment-keys", AUTH_ADMIN},
     {"GET", "/v1/openapi.json", AUTH_NONE},
+    /* the enrolment key in the body is the credential (docs/design.md#enrolment-keys) */
+    {"POST", "/v1/node/enrol", AUTH_NONE},
 };
 
 static enum http_auth expected_auth(const struct route *r) {
