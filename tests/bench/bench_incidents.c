@@ -48,8 +48,9 @@ static int populate(const char *target, int n, int64_t now, int64_t *site_ids, i
       "RETURNING id";
   static const char q_host[] =
       "INSERT INTO hostnames (hostname, site_id, position) VALUES (?, ?, 0)";
-  static const char q_origin[] = "INSERT INTO origins (site_id, level, address, port, scheme, "
-                                 "created_at) VALUES (?, ?, '127.0.0.1', ?, 'http', ?) RETURNING id";
+  static const char q_origin[] =
+      "INSERT INTO origins (site_id, level, address, port, scheme, "
+      "created_at) VALUES (?, ?, '127.0.0.1', ?, 'http', ?) RETURNING id";
   static const char q_pub[] = "INSERT INTO publications (site_id, config_version, deleted, "
                               "reason, created_at) VALUES (?, 1, 0, 'bench', ?)";
   struct db_conn *c = db_open(target);
@@ -107,7 +108,7 @@ static int64_t query_i64(const char *target, const char *sql) {
 }
 
 struct result {
-  double store_ms;         /* median per timed round */
+  double store_ms; /* median per timed round */
   int64_t incidents, entries, bytes;
 };
 
@@ -237,8 +238,8 @@ int main(int argc, char **argv) {
   }
   if (nd == 2 && !(admin = db_open(pg))) return 1;
   if (nd == 1) printf("(no PostgreSQL conninfo: SQLite only)\n");
-  printf("%d sites x 2 origins, every %d-th flapping, %d rounds of %d s (%d timed), %d runs\n\n",
-         n, flap, rounds, ROUND_MS / 1000, rounds - 2, runs);
+  printf("%d sites x 2 origins, every %d-th flapping, %d rounds of %d s (%d timed), %d runs\n\n", n,
+         flap, rounds, ROUND_MS / 1000, rounds - 2, runs);
   printf("| driver | run | store ms/round, off | store ms/round, on | on/off | incidents | "
          "timeline entries | incident tables MB |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
   for (int r = 0; r < runs; r++)
