@@ -12,6 +12,7 @@
 #include "fields.h"
 #include "json.h"
 #include "model.h"
+#include "names.h"
 #include "notify.h"
 #include "store_notify.h"
 #include "store_sites.h"
@@ -43,14 +44,14 @@ static cJSON *delivery_json(const struct delivery_rec *d) {
     json_add_i64(j, "site_id", d->site_id);
   else
     cJSON_AddNullToObject(j, "site_id");
-  cJSON_AddStringToObject(j, "state", d->state);
+  cJSON_AddStringToObject(j, "state", names_word(NAMES(delivery_state_names), (int)d->state, ""));
   cJSON_AddNumberToObject(j, "attempts", d->attempts);
   if (d->last_status > 0)
     cJSON_AddNumberToObject(j, "last_status", d->last_status);
   else
     cJSON_AddNullToObject(j, "last_status");
   json_add_str_or_null(j, "last_error", d->last_error[0] ? d->last_error : NULL);
-  json_add_time(j, "next_attempt_at", strcmp(d->state, "pending") == 0 ? d->next_attempt_at : 0);
+  json_add_time(j, "next_attempt_at", d->state == DELIVERY_PENDING ? d->next_attempt_at : 0);
   json_add_time(j, "created_at", d->created_at);
   json_add_time(j, "delivered_at", d->delivered_at);
   return j;

@@ -1,5 +1,5 @@
 /* event — the record of one event (a site message, a notification-center entry, what a webhook
-   delivers). No SQL, no JSON. */
+   delivers) and the states of its webhook deliveries. No SQL, no JSON. */
 #ifndef CDNCA_EVENT_H
 #define CDNCA_EVENT_H
 
@@ -13,5 +13,11 @@ struct event_rec {
   char *data; /* JSON text, owned */
   int64_t created_at;
 };
+
+/* A webhook delivery's state (its outbox row's): waiting to be tried or retried, delivered (a 2xx),
+   or given up. */
+enum delivery_state { DELIVERY_PENDING = 0, DELIVERY_DELIVERED = 1, DELIVERY_FAILED = 2 };
+#define DELIVERY_STATES 3
+extern const char *const delivery_state_names[DELIVERY_STATES];
 
 #endif

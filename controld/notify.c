@@ -310,9 +310,9 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
   f->res =
       notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n), &next);
   f->r.id = x->id;
-  f->r.state = f->res == NOTIFY_DELIVERED ? "delivered"
-               : f->res == NOTIFY_RETRY   ? "pending"
-                                          : "failed";
+  f->r.state = f->res == NOTIFY_DELIVERED ? DELIVERY_DELIVERED
+               : f->res == NOTIFY_RETRY   ? DELIVERY_PENDING
+                                          : DELIVERY_FAILED;
   f->r.status = (int)status;
   f->r.error = f->err;
   f->r.next_attempt_at = next;

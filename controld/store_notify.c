@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "names.h"
 #include "store_core.h"
 #include "store_events.h"
 #include "token.h"
@@ -187,7 +188,11 @@ static const struct field_def delivery_fields[] = {
     {.name = "event_id", .column = "d.event_id", .type = FIELD_INT, M(event_id)},
     {.name = "site_id", .column = "d.site_id", .type = FIELD_INT, M(site_id)},
     {.name = "uuid", .column = "d.uuid", .type = FIELD_STR, M(uuid)},
-    {.name = "state", .column = "d.state", .type = FIELD_STR, M(state)},
+    {.name = "state",
+     .column = "d.state",
+     .type = FIELD_NAMED,
+     M(state),
+     FIELD_NAMES(delivery_state_names)},
     {.name = "event_type", .column = "e.type", .type = FIELD_STR, M(event_type)},
     {.name = "attempts", .column = "d.attempts", .type = FIELD_INT, M(attempts)},
     {.name = "last_status", .column = "d.last_status", .type = FIELD_INT, M(last_status)},
@@ -347,11 +352,11 @@ int store_delivery_record(struct store *st, const struct delivery_result *res, i
     const struct delivery_result *r = &res[i];
     struct db_stmt *s = db_prep(st->w, upd);
     if (!s) goto fail;
-    db_bind_text(s, 1, r->state);
+    db_bind_text(s, 1, names_word(NAMES(delivery_state_names), (int)r->state, "pending"));
     if (r->status > 0) db_bind_int(s, 2, r->status);
     if (r->error && *r->error) db_bind_text(s, 3, r->error);
-    db_bind_i64(s, 4, strcmp(r->state, "pending") == 0 ? r->next_attempt_at : r->at);
-    if (strcmp(r->state, "delivered") == 0) db_bind_i64(s, 5, r->at);
+    db_bind_i64(s, 4, r->state == DELIVERY_PENDING ? r->next_attempt_at : r->at);
+    if (r->state == DELIVERY_DELIVERED) db_bind_i64(s, 5, r->at);
     db_bind_i64(s, 6, r->id);
     if (store_step_done(st->w, s, "recording a delivery attempt") < 0) goto fail;
   }

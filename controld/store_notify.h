@@ -24,7 +24,7 @@ struct webhook_rec {
 struct delivery_rec {
   int64_t id, webhook_id, event_id, site_id; /* site_id 0 = none */
   char uuid[40];
-  char state[12]; /* pending | delivered | failed */
+  enum delivery_state state;
   char event_type[48];
   int attempts;
   int last_status;      /* 0 = no HTTP answer (yet) */
@@ -52,11 +52,11 @@ struct delivery_job {
 /* The result of one attempt, written back by store_delivery_record. */
 struct delivery_result {
   int64_t id;
-  const char *state;       /* pending (retry later) | delivered | failed */
-  int status;              /* HTTP status, 0 = none */
-  const char *error;       /* NULL or "" = none */
-  int64_t next_attempt_at; /* for pending */
-  int64_t at;              /* when the attempt ended (wall ms) */
+  enum delivery_state state; /* pending (retry later) | delivered | failed */
+  int status;                /* HTTP status, 0 = none */
+  const char *error;         /* NULL or "" = none */
+  int64_t next_attempt_at;   /* for pending */
+  int64_t at;                /* when the attempt ended (wall ms) */
 };
 
 /* Deliveries waiting in the outbox (state pending: not yet tried, or retrying) into *n, counted

@@ -212,7 +212,7 @@ static void test_fencing_engine_transactions(void **state) {
   struct delivery_result res;
   memset(&res, 0, sizeof res);
   res.id = 12345; /* no such row: the record is a no-op that still needs the fence */
-  res.state = "delivered";
+  res.state = DELIVERY_DELIVERED;
   res.error = "";
   /* no fence configured (SQLite, one process): engine transactions run */
   assert_non_null(tx = store_health_begin(f->st));

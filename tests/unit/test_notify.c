@@ -246,7 +246,8 @@ static int find_head(const struct delivery_head *h, int n, int64_t hook, int64_t
   return -1;
 }
 
-static void record(struct store *st, int64_t id, const char *state, int status, int64_t next) {
+static void record(struct store *st, int64_t id, enum delivery_state state, int status,
+                   int64_t next) {
   struct delivery_result r = {.id = id,
                               .state = state,
                               .status = status,
@@ -268,8 +269,8 @@ static void test_outbox_prune(void **state) {
   assert_int_equal(store_delivery_list(f->st, hook, 0, 100, &arr, &n), STORE_OK);
   assert_int_equal(n, 3);
   /* newest first: [0] site 2 pending, [1] delivered, [2] failed */
-  record(f->st, arr[1].id, "delivered", 200, 0);
-  record(f->st, arr[2].id, "failed", 500, 0);
+  record(f->st, arr[1].id, DELIVERY_DELIVERED, 200, 0);
+  record(f->st, arr[2].id, DELIVERY_FAILED, 500, 0);
   free(arr);
   assert_int_equal(store_delivery_prune(f->st, 0), 0); /* nothing is that old */
   assert_int_equal(store_delivery_prune(f->st, INT64_MAX), 2);
@@ -311,7 +312,7 @@ static void test_queue_heads_in_order(void **state) {
   delivery_job_fini(&job);
 
   /* a failed head keeps blocking its queue (with its retry time), not the other queue */
-  record(f->st, head1, "pending", 500, 123456);
+  record(f->st, head1, DELIVERY_PENDING, 500, 123456);
   assert_int_equal(store_delivery_heads(f->st, &h, &n), STORE_OK);
   assert_int_equal(n, 2);
   i = find_head(h, n, hook, 1);
@@ -319,15 +320,15 @@ static void test_queue_heads_in_order(void **state) {
   assert_int_equal(h[i].next_attempt_at, 123456);
   free(h);
   assert_int_equal(store_delivery_get(f->st, head1, &d), STORE_OK);
-  assert_string_equal(d.state, "pending");
+  assert_int_equal(d.state, DELIVERY_PENDING);
   assert_int_equal(d.attempts, 1);
   assert_int_equal(d.last_status, 500);
   assert_string_equal(d.last_error, "HTTP 500");
 
   /* delivered: the next event of site 1 becomes the head */
-  record(f->st, head1, "delivered", 200, 0);
+  record(f->st, head1, DELIVERY_DELIVERED, 200, 0);
   assert_int_equal(store_delivery_get(f->st, head1, &d), STORE_OK);
-  assert_string_equal(d.state, "delivered");
+  assert_int_equal(d.state, DELIVERY_DELIVERED);
   assert_int_equal(d.attempts, 2);
   assert_int_equal(d.delivered_at, 5);
   assert_int_equal(store_delivery_load(f->st, head1, &job), STORE_NOT_FOUND);
@@ -338,16 +339,16 @@ static void test_queue_heads_in_order(void **state) {
   assert_int_equal(job.event.id, e2);
   delivery_job_fini(&job);
   /* failed for good also unblocks the queue */
-  record(f->st, h[i].id, "failed", 500, 0);
+  record(f->st, h[i].id, DELIVERY_FAILED, 500, 0);
   free(h);
-  record(f->st, head2, "delivered", 200, 0);
+  record(f->st, head2, DELIVERY_DELIVERED, 200, 0);
   assert_int_equal(store_delivery_heads(f->st, &h, &n), STORE_OK);
   assert_int_equal(n, 0);
   free(h);
   /* a result for a row that is no longer pending changes nothing */
-  record(f->st, head1, "failed", 500, 0);
+  record(f->st, head1, DELIVERY_FAILED, 500, 0);
   assert_int_equal(store_delivery_get(f->st, head1, &d), STORE_OK);
-  assert_string_equal(d.state, "delivered");
+  assert_int_equal(d.state, DELIVERY_DELIVERED);
 }
 
 static void test_webhook_test_event(void **state) {
@@ -368,7 +369,7 @@ static void test_webhook_test_event(void **state) {
   assert_int_equal(store_delivery_get(f->st, did, &d), STORE_OK);
   assert_int_equal(d.webhook_id, b);
   assert_int_equal(d.site_id, 0);
-  assert_string_equal(d.state, "pending");
+  assert_int_equal(d.state, DELIVERY_PENDING);
   assert_int_equal(store_webhook_test(f->st, 999, 0, NULL, "Webhook test", "{}", &did),
                    STORE_NOT_FOUND);
 }
