@@ -11,6 +11,7 @@ import { pageSite } from './site.js';
 import { pageIncidents, pageIncident } from './incidents.js';
 import { pageAudit } from './audit.js';
 import { pageTokens } from './tokens.js';
+import { pageEnrolKeys } from './enrolkeys.js';
 
 /* Show the nav entries the role may use, and who is signed in. */
 function paintWho() {
@@ -46,6 +47,7 @@ function route() {
   if (hash === '#/webhooks') return mount(pageWebhooks());
   if (hash === '#/audit') return mount(pageAudit());
   if (hash === '#/tokens') return mount(pageTokens());  /* not in the nav below admin; the API says 403 */
+  if (hash === '#/enrolment-keys') return mount(pageEnrolKeys());  /* admin: others get a note, no form */
   return mount({ title: 'Not found', mount(main) {
     add(main, h('section', { class: 'card' }, h('h1', null, 'Page not found'), h('a', { href: '#/' }, 'Back to the overview')));
   } });
@@ -137,6 +139,10 @@ function pageNodes() {
         out.select();
       });
       add(main, h('section', { class: 'card' }, h('h1', null, 'Nodes'), list), may('admin') ? form : null);
+      if (may('admin')) {
+        add(form, h('p', { class: 'muted' }, 'Many nodes, or a configuration management rollout: one ',
+          h('a', { href: '#/enrolment-keys', ...tid('nodes-enrolkeys-link') }, 'enrolment key'), ' enrols them all.'));
+      }
     },
     async refresh(alive) {
       const nodes = listOf(await api('GET', '/v1/nodes'), 'nodes');

@@ -9,9 +9,12 @@
 #   3. controld --check-config, as the unit runs it (user cdnca, its EnvironmentFile), refuses the
 #      shipped placeholder admin token and accepts a token from openssl rand -hex 32;
 #   4. controld and noded started as user cdnca with the units' command lines (systemd is not
-#      PID 1 in CI) plus loopback ports; a node made with POST /v1/nodes, its token in
-#      /etc/cdnca/noded.env; a site on a local origin (python3 -m http.server); one request
-#      proxied through noded returns the origin's file;
+#      PID 1 in CI) plus loopback ports; an enrolment key made with POST /v1/enrolment-keys
+#      (max_uses 1) as CDNCA_ENROL_KEY in /etc/cdnca/noded.env: noded enrols at its first start
+#      and keeps its node token in /var/lib/cdnca-node/node-token (600 cdnca:cdnca), the key is
+#      used up; a site on a local origin (python3 -m http.server); one request proxied through
+#      noded returns the origin's file; with the key line removed, noded starts again on the kept
+#      token and proxies again;
 #   5. a reinstall keeps the edited conffiles; apt-get remove keeps configuration and state;
 #      apt-get purge removes /etc/cdnca, /var/lib/cdnca, /var/lib/cdnca-node and the logs.
 # CDNCA_DEB_DIR=DIR takes the .deb and .changes files built there instead of building (step 1's
@@ -208,9 +211,20 @@ call() { # method path [json]
   curl -fsS -X "$1" -H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
     "$api$2" ${3:+-d "$3"}
 }
-node_token="$(call POST /v1/nodes '{"name":"edge-package-test"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
-[ -n "$node_token" ] || fail "POST /v1/nodes gave no token"
-sed -i "s|^CDNCA_NODE_TOKEN=.*|CDNCA_NODE_TOKEN=$node_token|" /etc/cdnca/noded.env
+json_get() { # key: that member of the JSON object on stdin
+  python3 -c 'import json,sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
+}
+# key_field FIELD: that field of the enrolment key "package-test" in GET /v1/enrolment-keys
+key_field() {
+  call GET /v1/enrolment-keys | python3 -c 'import json,sys
+print([k for k in json.load(sys.stdin)["enrolment_keys"] if k["name"] == "package-test"][0][sys.argv[1]])' "$1"
+}
+enrol_key="$(call POST /v1/enrolment-keys '{"name":"package-test","max_uses":1}' | json_get key)"
+[[ "$enrol_key" =~ ^[0-9a-f]{64}$ ]] || fail "POST /v1/enrolment-keys gave no key"
+# the node token line of the shipped file becomes the key (a set CDNCA_NODE_TOKEN would win)
+sed -i "s|^CDNCA_NODE_TOKEN=.*|CDNCA_ENROL_KEY=$enrol_key|" /etc/cdnca/noded.env
+grep -qx "CDNCA_ENROL_KEY=$enrol_key" /etc/cdnca/noded.env || fail "no CDNCA_ENROL_KEY line in /etc/cdnca/noded.env"
+! grep -q '^CDNCA_NODE_TOKEN=' /etc/cdnca/noded.env || fail "/etc/cdnca/noded.env still sets CDNCA_NODE_TOKEN"
 
 mkdir -p "$tmp/www"
 body="cdnca package test $(openssl rand -hex 8)"
@@ -222,26 +236,57 @@ wait_http "http://127.0.0.1:$oport/index.txt" "the origin"
 call POST /v1/sites "{\"name\":\"package-test\",\"hostnames\":[\"package-test.cdnca.test\"],
   \"origins\":[{\"level\":1,\"address\":\"127.0.0.1\",\"port\":$oport,\"scheme\":\"http\"}]}" >/dev/null
 
-noded_args=(--controld "$api" --listen "127.0.0.1:$nport" --admin-listen "127.0.0.1:$aport")
+noded_args=(--controld "$api" --listen "127.0.0.1:$nport" --admin-listen "127.0.0.1:$aport"
+  --name edge-package-test)
 read -ra noded_check <<<"$(unit_cmd noded.service ExecStartPre)"
-(exec_as_unit noded.service "${noded_check[@]}" "${noded_args[@]}") >"$tmp/noded-check.out" 2>&1 ||
-  { cat "$tmp/noded-check.out"; fail "noded --check-config"; }
 read -ra noded_cmd <<<"$(unit_cmd noded.service ExecStart)"
-(exec_as_unit noded.service "${noded_cmd[@]}" "${noded_args[@]}") >"$tmp/noded.log" 2>&1 &
-noded_pid=$!
-pids+=("$noded_pid")
-wait_http "http://127.0.0.1:$aport/healthz" "noded's admin listener"
-got=""
-for _ in $(seq 1 100); do
-  got="$(curl -s -H 'Host: package-test.cdnca.test' "http://127.0.0.1:$nport/index.txt" || true)"
-  [ "$got" = "$body" ] && break
-  sleep 0.2
-done
-[ "$got" = "$body" ] || fail "through noded: got '$got', expected '$body'"
-[ -n "$(ls -A /var/lib/cdnca-node)" ] || fail "noded cached nothing in /var/lib/cdnca-node"
+# start_noded LOG: noded --check-config, then noded, as the unit runs them; sets noded_pid
+start_noded() {
+  (exec_as_unit noded.service "${noded_check[@]}" "${noded_args[@]}") >"$tmp/noded-check.out" 2>&1 ||
+    { cat "$tmp/noded-check.out"; fail "noded --check-config"; }
+  (exec_as_unit noded.service "${noded_cmd[@]}" "${noded_args[@]}") >"$tmp/$1" 2>&1 &
+  noded_pid=$!
+  pids+=("$noded_pid")
+  wait_http "http://127.0.0.1:$aport/healthz" "noded's admin listener"
+}
+proxied() { # a request through noded returns the origin's file
+  local got=""
+  for _ in $(seq 1 100); do
+    got="$(curl -s -H 'Host: package-test.cdnca.test' "http://127.0.0.1:$nport/index.txt" || true)"
+    [ "$got" = "$body" ] && return 0
+    sleep 0.2
+  done
+  fail "through noded: got '$got', expected '$body'"
+}
+token_file=/var/lib/cdnca-node/node-token
+[ ! -e "$token_file" ] || fail "$token_file exists before noded's first start"
+start_noded noded.log
+proxied
+[ -n "$(find /var/lib/cdnca-node -mindepth 1 ! -name node-token -print -quit)" ] || fail "noded cached nothing in /var/lib/cdnca-node"
 for pid in "$controld_pid" "$noded_pid"; do
   [ "$(stat -c %U "/proc/$pid")" = cdnca ] || fail "pid $pid does not run as cdnca"
 done
+# the enrolment: the node exists under its name, the key is used up, the token kept 0600
+[ -f "$token_file" ] || fail "noded enrolled but wrote no $token_file"
+[ "$(mode_owner "$token_file")" = "600 cdnca:cdnca" ] ||
+  fail "$token_file is $(mode_owner "$token_file"), not 600 cdnca:cdnca"
+node_token="$(cat "$token_file")"
+[[ -n "$node_token" && "$node_token" != "$enrol_key" ]] || fail "$token_file holds no node token"
+call GET /v1/nodes | python3 -c 'import json,sys
+sys.exit(0 if [n for n in json.load(sys.stdin)["nodes"] if n["name"] == "edge-package-test"] else 1)' ||
+  fail "GET /v1/nodes does not list edge-package-test"
+[ "$(key_field uses)" = 1 ] || fail "the enrolment key has $(key_field uses) uses, not 1"
+[ "$(key_field state)" = used_up ] || fail "the enrolment key is $(key_field state), not used_up"
+if grep -qF -e "$enrol_key" -e "$node_token" "$tmp/noded.log"; then fail "noded logged the key or the token"; fi
+grep -q 'enrolling as .edge-package-test.' "$tmp/noded.log" || fail "noded did not say it enrolled"
+stop "$noded_pid" noded
+step "noded enrolled with an enrolment key, its token in $token_file"
+# the key is no longer needed: without it noded starts on the kept token
+sed -i '/^CDNCA_ENROL_KEY=/d' /etc/cdnca/noded.env
+start_noded noded-restart.log
+proxied
+if grep -q 'enrolling as' "$tmp/noded-restart.log"; then fail "noded enrolled again on its second start"; fi
+[ "$(cat "$token_file")" = "$node_token" ] || fail "the second start changed $token_file"
 stop "$noded_pid" noded
 stop "$controld_pid" controld
 kill "$origin_pid"
@@ -249,17 +294,18 @@ wait "$origin_pid" 2>/dev/null || true
 pids=()
 left="$(ps -u cdnca -o pid=,args= || true)"
 [ -z "$left" ] || fail "processes of cdnca still running: $left"
-step "a request proxied through noded from a site made on controld"
+step "restarted without the key on the kept token: a request proxied through noded again"
 
 # ---- 5. reinstall, remove, purge ----
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "$controld_deb" "$noded_deb" >"$tmp/install.log" 2>&1 ||
   fail "reinstalling the packages failed (install.log above)"
 grep -qx "CDNCA_ADMIN_TOKEN=$admin_token" /etc/cdnca/controld.env || fail "a reinstall lost the admin token"
-grep -qx "CDNCA_NODE_TOKEN=$node_token" /etc/cdnca/noded.env || fail "a reinstall lost the node token"
+! grep -q '^CDNCA_\(NODE_TOKEN\|ENROL_KEY\)=' /etc/cdnca/noded.env || fail "a reinstall restored the shipped noded.env"
+[ "$(cat "$token_file" 2>/dev/null)" = "$node_token" ] || fail "a reinstall lost $token_file"
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq cdnca-controld cdnca-noded >"$tmp/remove.log" 2>&1 ||
   fail "apt-get remove failed (remove.log above)"
 [ ! -e /usr/sbin/controld ] && [ ! -e /usr/sbin/noded ] || fail "the daemons are still there after remove"
-for f in /etc/cdnca/controld.env /etc/cdnca/noded.env /var/lib/cdnca/controld.db; do
+for f in /etc/cdnca/controld.env /etc/cdnca/noded.env /var/lib/cdnca/controld.db "$token_file"; do
   [ -e "$f" ] || fail "apt-get remove removed $f (only purge may)"
 done
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq cdnca-controld cdnca-noded >"$tmp/purge.log" 2>&1 ||
@@ -275,4 +321,4 @@ for p in cdnca-controld cdnca-noded; do
   fi
 done
 getent passwd cdnca >/dev/null || fail "purge removed the system user cdnca (Debian keeps it)"
-step "reinstall kept the tokens, remove kept configuration and state, purge removed them"
+step "reinstall kept the token and the edited files, remove kept configuration and state, purge removed them"
