@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "store_events.h"
 #include "store_fleet.h"
 #include "store_health.h"
 #include "store_incidents.h"
@@ -149,7 +150,8 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out) 
 /* Add an event whose data is j (deleted here); 0 or -1. */
 /* The state change as one structured log line: event type, site id and name, the event's data
    (warn for every level down, info otherwise). */
-static void log_site_event(const struct site_rec *s, const char *type, const cJSON *data) {
+static void log_site_event(struct store_tx *tx, const struct site_rec *s, const char *type,
+                           const cJSON *data) {
   cJSON *f = cJSON_CreateObject();
   const cJSON *it;
   if (!f) return;
@@ -159,8 +161,9 @@ static void log_site_event(const struct site_rec *s, const char *type, const cJS
     if (it->string && !cJSON_GetObjectItemCaseSensitive(f, it->string))
       cJSON_AddItemToObject(f, it->string, cJSON_Duplicate(it, 1));
   }
-  log_event(strcmp(type, "site.all_levels_unhealthy") == 0 ? LOG_WARN : LOG_INFO, type, f);
-  cJSON_Delete(f);
+  /* written when the transaction commits: a round retried after a failed commit logs once */
+  (void)store_event_log_locked(
+      tx, strcmp(type, "site.all_levels_unhealthy") == 0 ? LOG_WARN : LOG_INFO, type, f);
 }
 
 /* ---- incidents (docs/design.md#incidents) ---- */
@@ -200,7 +203,7 @@ static int add_event_inc(const struct engine_env *env, struct store_tx *tx,
   int rc = -1, linked = ic && ic->have && ic->rec.id > 0 && (force || inc_on(ic));
   (void)env;
   if (j && linked) json_add_i64(j, "incident_id", ic->rec.id);
-  log_site_event(s, type, j);
+  log_site_event(tx, s, type, j);
   data = j ? json_print(j) : NULL;
   if (!data) {
     log_error("site %lld: cannot format %s event", (long long)s->id, type);

@@ -27,7 +27,20 @@ struct events_state {
   int ev_n;
   struct db_arr dlq[6]; /* … and their outbox rows */
   int dl_n;
+  struct event_log *logq; /* state-change log lines written when the transaction commits */
+  int logq_n, logq_cap, logq_dropped;
 };
+
+/* One log line waiting for its transaction's commit. */
+struct event_log {
+  enum log_level level;
+  char type[48];
+  cJSON *fields; /* owned */
+};
+
+/* Most log lines one transaction holds back (a 10,000-site round that changes every origin
+   writes about 30,000); later ones are counted and reported in one line. */
+#define STORE_EVENTS_LOG_MAX 200000
 
 static const struct store_participant events_participant;
 
@@ -303,13 +316,58 @@ void store_events_free(struct event_rec *arr, int n) {
   free(arr);
 }
 
+/* ---- log lines after the commit ---- */
+
+static void logq_free(struct event_log *q, int n) {
+  for (int i = 0; i < n; i++)
+    cJSON_Delete(q[i].fields);
+  free(q);
+}
+
+int store_event_log_locked(struct store_tx *tx, enum log_level level, const char *type,
+                           cJSON *fields) {
+  struct events_state *es = events_of(store_tx_store(tx));
+  struct event_log *e;
+  if (es->logq_n >= STORE_EVENTS_LOG_MAX) {
+    es->logq_dropped++;
+    cJSON_Delete(fields);
+    return 0;
+  }
+  if (es->logq_n == es->logq_cap) {
+    int ncap = es->logq_cap ? es->logq_cap * 2 : 64;
+    struct event_log *nq = realloc(es->logq, (size_t)ncap * sizeof *nq);
+    if (!nq) {
+      cJSON_Delete(fields);
+      return -1;
+    }
+    es->logq = nq;
+    es->logq_cap = ncap;
+  }
+  e = &es->logq[es->logq_n++];
+  e->level = level;
+  snprintf(e->type, sizeof e->type, "%s", type);
+  e->fields = fields;
+  return 0;
+}
+
 /* ---- the transaction participant ---- */
 
 static _Thread_local int tl_committed_events; /* between committed and released */
+/* the committed transaction's log lines, written once the writer lock is released */
+static _Thread_local struct event_log *tl_logq;
+static _Thread_local int tl_logq_n, tl_logq_dropped;
+
+/* Forget the open transaction's held-back log lines (a rollback: they never happened). */
+static void logq_drop(struct events_state *es) {
+  logq_free(es->logq, es->logq_n);
+  es->logq = NULL;
+  es->logq_n = es->logq_cap = es->logq_dropped = 0;
+}
 
 static int events_begin(struct store_tx *tx, void *state, int engine) {
   struct events_state *es = state;
   (void)engine;
+  logq_drop(es);
   store_events_tx_reset(store_tx_store(tx));
   es->pending = 0;
   return 0;
@@ -323,12 +381,18 @@ static int events_before_commit(struct store_tx *tx, void *state) {
 static void events_committed(struct store *st, void *state) {
   struct events_state *es = state;
   tl_committed_events = es->pending;
+  tl_logq = es->logq;
+  tl_logq_n = es->logq_n;
+  tl_logq_dropped = es->logq_dropped;
+  es->logq = NULL;
+  es->logq_n = es->logq_cap = es->logq_dropped = 0;
   es->pending = 0;
   store_events_tx_reset(st);
 }
 
 static void events_rolled_back(struct store *st, void *state) {
   struct events_state *es = state;
+  logq_drop(es);
   es->pending = 0;
   tl_committed_events = 0;
   store_events_tx_reset(st);
@@ -337,8 +401,18 @@ static void events_rolled_back(struct store *st, void *state) {
 static void events_released(struct store *st, void *state, int committed) {
   struct events_state *es = state;
   int ev = tl_committed_events;
+  struct event_log *q = tl_logq;
+  int qn = tl_logq_n, dropped = tl_logq_dropped;
   (void)st;
   tl_committed_events = 0;
+  tl_logq = NULL;
+  tl_logq_n = tl_logq_dropped = 0;
+  if (committed) {
+    for (int i = 0; i < qn; i++)
+      log_event(q[i].level, q[i].type, q[i].fields);
+    if (dropped) log_warn("%d more state changes were committed than logged", dropped);
+  }
+  logq_free(q, qn);
   if (committed && ev && es->hook) es->hook(es->hook_arg);
 }
 
@@ -351,6 +425,7 @@ static void events_fini(void *state) {
     db_arr_free(&es->evq[i]);
   for (int i = 0; i < 6; i++)
     db_arr_free(&es->dlq[i]);
+  logq_free(es->logq, es->logq_n);
   free(es);
 }
 

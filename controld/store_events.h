@@ -5,7 +5,10 @@
 
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "event.h"
+#include "log.h"
 #include "store.h"
 
 /* At most this many webhooks exist: the outbox fan-out of store_event_add_locked handles this
@@ -16,6 +19,13 @@
  * whose filter matches. Returns the event id or -1. */
 int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                const char *type, const char *title, const char *data_json);
+
+/* Inside a write transaction: log a state change (log_event's level, event name and fields,
+   fields owned from here) once the transaction commits, after the writer lock is released; a
+   rolled-back transaction logs nothing (docs/design.md#events: log lines follow what is stored).
+   0, or -1 when memory runs out (the line is lost, the transaction may go on). */
+int store_event_log_locked(struct store_tx *tx, enum log_level level, const char *type,
+                           cJSON *fields);
 
 /* Add an event in its own transaction; id or -1. */
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,

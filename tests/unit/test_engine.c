@@ -640,6 +640,46 @@ static void test_manual_switch_validation(void **state) {
 
 /* Maintenance by hand with auto failback: the operator's level is kept until they switch back;
    an automatic failover away from it ends the pin. */
+/* The lines "event=level.switched" in the log file at path. */
+static int logged_switches(const char *path) {
+  FILE *fp = fopen(path, "r");
+  char line[2048];
+  int n = 0;
+  if (!fp) return -1;
+  while (fgets(line, sizeof line, fp))
+    if (strstr(line, "event=level.switched ")) n++;
+  fclose(fp);
+  return n;
+}
+
+/* docs/design.md#events: a state change is logged when its transaction commits: a switch in a
+   transaction that is rolled back logs nothing, the same switch committed logs once. */
+static void test_state_changes_logged_after_commit(void **state) {
+  struct fx *f = *state;
+  char path[200], err[128];
+  struct store_tx *tx;
+  int saved = dup(2); /* stderr comes back at the end */
+  assert_true(saved >= 0);
+  make_site(f, "manual", 2);
+  snprintf(path, sizeof path, "%s/log", f->dir);
+  assert_int_equal(log_open_file(path, err, sizeof err), 0);
+  log_set(LOG_TEXT, LOG_INFO);
+  for (int i = 0; i < 3; i++) { /* three attempts that do not commit */
+    assert_non_null(tx = store_health_begin(f->env.store));
+    assert_int_equal(engine_switch_manual_locked(&f->env, tx, f->site_id, 2), ENGINE_SWITCH_OK);
+    store_health_rollback(tx);
+  }
+  assert_int_equal(logged_switches(path), 0);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(engine_switch_manual(&f->env, f->site_id, 2), ENGINE_SWITCH_OK);
+  assert_int_equal(logged_switches(path), 1);
+  assert_int_equal(count_events(f, "level.switched", NULL), 1);
+  log_set(LOG_TEXT, LOG_WARN);
+  dup2(saved, 2);
+  close(saved);
+  unlink(path);
+}
+
 static void test_manual_switch_pins_level(void **state) {
   struct fx *f = *state;
   struct site_rec s;
@@ -875,6 +915,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_enabled_origins_switches_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_validation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manual_switch_pins_level, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_state_changes_logged_after_commit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fleet_flags_follow_the_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_pruned_and_next_probe, setup, teardown),
