@@ -90,6 +90,10 @@ void hub_node_seen(struct hub *h, int64_t node_id, int64_t now) {
   FUZZ_CHECK(node_id > 0);
 }
 
+void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now) {
+  FUZZ_CHECK(node_id > 0 && seq >= 0);
+}
+
 int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
   FUZZ_CHECK(p->node_id > 0);
   p->done(p->arg, HUB_UNCHANGED, NULL);
