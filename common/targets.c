@@ -69,10 +69,15 @@ static int in_cidr(const unsigned char a[16], const struct target_cidr *c) {
 }
 
 int targets_init(struct targets *t, const char *list, char *err, size_t errlen) {
-  const char *p = list;
   memset(t, 0, sizeof *t);
   for (size_t i = 0; i < N_BUILTIN; i++)
     if (parse_cidr(builtin[i].cidr, &t->cidr[t->n++]) < 0) return -1;
+  return targets_add(t, list, err, errlen);
+}
+
+int targets_add(struct targets *t, const char *list, char *err, size_t errlen) {
+  const char *p = list;
+  int added = 0;
   while (p && *p) {
     char item[64];
     size_t n;
@@ -80,7 +85,8 @@ int targets_init(struct targets *t, const char *list, char *err, size_t errlen) 
       p++;
     if (!*p) break;
     n = strcspn(p, ", ");
-    if (n >= sizeof item || t->n >= (int)N_BUILTIN + TARGETS_MAX) {
+    if (n >= sizeof item || added >= TARGETS_MAX ||
+        t->n >= (int)(sizeof t->cidr / sizeof t->cidr[0])) {
       snprintf(err, errlen, "too long a list or entry at '%.40s' (at most %d CIDRs)", p,
                TARGETS_MAX);
       return -1;
@@ -92,6 +98,7 @@ int targets_init(struct targets *t, const char *list, char *err, size_t errlen) 
       return -1;
     }
     t->n++;
+    added++;
     p += n;
   }
   return 0;
