@@ -132,6 +132,14 @@ static void test_deny_list(void **state) {
   assert_non_null(strstr(err, "10.0.0.0/33"));
   assert_int_equal(targets_init(&t, "example.com", err, sizeof err), -1);
   assert_int_equal(targets_init(&t, "::/129", err, sizeof err), -1);
+  /* a second list adds to the first */
+  assert_int_equal(targets_init(&t, "10.0.0.0/8", err, sizeof err), 0);
+  assert_int_equal(targets_add(&t, "192.0.2.0/24", err, sizeof err), 0);
+  assert_int_equal(targets_refused(&t, "10.9.9.9", &why), 1);
+  assert_int_equal(targets_refused(&t, "::ffff:192.0.2.1", &why), 1);
+  assert_int_equal(targets_refused(&t, "198.51.100.1", &why), 0);
+  assert_int_equal(targets_add(&t, "192.0.2.0/24,bad", err, sizeof err), -1);
+  assert_non_null(strstr(err, "bad"));
 }
 
 /* With --deny-targets 127.0.0.0/8, every spelling of a 127.x address is refused, the rest of
