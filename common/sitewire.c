@@ -10,6 +10,7 @@
 #include "hostname.h"
 #include "json.h"
 #include "noderetry.h"
+#include "targets.h"
 
 /* An origin's address: an IP literal, or a hostname already in lower case (controld lowercases
    it when it is set, so the wire carries no other form). */
@@ -112,6 +113,13 @@ const struct field_def sitewire_site_level_fields[] = {
 };
 #undef S
 
+/* controld's --deny-targets: a list targets_init reads. */
+static int valid_deny_targets(char *v) {
+  struct targets t;
+  char err[128];
+  return targets_init(&t, v, err, sizeof err) == 0;
+}
+
 #define D(m)                                                                                       \
   .offset = offsetof(struct sitewire_doc, m), .size = sizeof(((struct sitewire_doc *)0)->m)
 const struct field_def sitewire_doc_fields[] = {
@@ -122,6 +130,7 @@ const struct field_def sitewire_doc_fields[] = {
      .min = 0,
      .max = SITEWIRE_ID_MAX},
     {.name = "full", .type = FIELD_BOOL, .flags = FIELD_REQUIRED, D(full)},
+    {.name = "deny_targets", .type = FIELD_STR, D(deny_targets), .check = valid_deny_targets},
     {.name = NULL},
 };
 #undef D

@@ -58,12 +58,15 @@ struct sitewire_site {
 extern const struct field_def sitewire_site_fields[];
 extern const struct field_def sitewire_site_level_fields[];
 
-/* A publication's own values: {"seq", "full", "sites": [site...], "deleted": [site ids]}. */
+/* A publication's own values: {"seq", "full", "deny_targets", "sites": [site...], "deleted":
+   [site ids]}. deny_targets is controld's --deny-targets (comma-separated CIDRs; absent from an
+   older controld: ""). */
 struct sitewire_doc {
   int64_t seq;
   int full;
+  char deny_targets[1024];
 };
-extern const struct field_def sitewire_doc_fields[]; /* seq, full */
+extern const struct field_def sitewire_doc_fields[]; /* seq, full, deny_targets */
 
 /* ---- encoding ---- */
 

@@ -69,10 +69,15 @@ static int in_cidr(const unsigned char a[16], const struct target_cidr *c) {
 }
 
 int targets_init(struct targets *t, const char *list, char *err, size_t errlen) {
-  const char *p = list;
   memset(t, 0, sizeof *t);
   for (size_t i = 0; i < N_BUILTIN; i++)
     if (parse_cidr(builtin[i].cidr, &t->cidr[t->n++]) < 0) return -1;
+  return targets_add(t, list, err, errlen);
+}
+
+int targets_add(struct targets *t, const char *list, char *err, size_t errlen) {
+  const char *p = list;
+  int added = 0;
   while (p && *p) {
     char item[64];
     size_t n;
@@ -80,7 +85,8 @@ int targets_init(struct targets *t, const char *list, char *err, size_t errlen) 
       p++;
     if (!*p) break;
     n = strcspn(p, ", ");
-    if (n >= sizeof item || t->n >= (int)N_BUILTIN + TARGETS_MAX) {
+    if (n >= sizeof item || added >= TARGETS_MAX ||
+        t->n >= (int)(sizeof t->cidr / sizeof t->cidr[0])) {
       snprintf(err, errlen, "too long a list or entry at '%.40s' (at most %d CIDRs)", p,
                TARGETS_MAX);
       return -1;
@@ -92,34 +98,102 @@ int targets_init(struct targets *t, const char *list, char *err, size_t errlen) 
       return -1;
     }
     t->n++;
+    added++;
     p += n;
   }
   return 0;
 }
 
-/* The reason for an address (16 bytes, IPv4 mapped), or NULL when allowed. */
-static const char *refused16(const struct targets *t, const unsigned char a[16]) {
+/* The reason for an address (16 bytes, IPv4 mapped), or NULL when allowed: the address itself,
+   without looking inside it. */
+static const char *refused_plain(const struct targets *t, const unsigned char a[16]) {
   for (int i = 0; i < t->n; i++)
     if (in_cidr(a, &t->cidr[i]))
       return i < (int)N_BUILTIN ? builtin[i].reason : "denied by --deny-targets";
   return NULL;
 }
 
+static int all_zero(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* The IPv4 address made of a's bytes at the given offsets (xor applied), as ::ffff:a.b.c.d. */
+static void embedded_v4(const unsigned char a[16], const int at[4], unsigned char x,
+                        unsigned char out[16]) {
+  memset(out, 0, 10);
+  out[10] = out[11] = 0xff;
+  for (int i = 0; i < 4; i++)
+    out[12 + i] = (unsigned char)(a[at[i]] ^ x);
+}
+
+/* The IPv6 forms that carry an IPv4 address a packet may end up at
+   (docs/design.md#errors-and-limits): up to 4 of them into v4[]; returns how many. */
+static int embedded(const unsigned char a[16], unsigned char v4[][16]) {
+  static const unsigned char nat64[4] = {0x00, 0x64, 0xff, 0x9b};
+  static const int last[4] = {12, 13, 14, 15};
+  int n = 0;
+  if (all_zero(a, 12)) {
+    /* IPv4-compatible ::a.b.c.d; :: and ::1 are IPv6's own unspecified and loopback */
+    if (!(all_zero(a + 12, 3) && a[15] <= 1)) embedded_v4(a, last, 0, v4[n++]);
+  } else if (all_zero(a, 8) && a[8] == 0xff && a[9] == 0xff && a[10] == 0 && a[11] == 0) {
+    embedded_v4(a, last, 0, v4[n++]); /* SIIT ::ffff:0:a.b.c.d */
+  } else if (memcmp(a, nat64, 4) == 0 && all_zero(a + 4, 8)) {
+    embedded_v4(a, last, 0, v4[n++]); /* NAT64 well-known prefix 64:ff9b::/96 */
+  } else if (memcmp(a, nat64, 4) == 0 && a[4] == 0 && a[5] == 1) {
+    /* NAT64 local-use 64:ff9b:1::/48: the prefix length (48, 56, 64 or 96) is the network's
+       choice, so each place the IPv4 address can sit (RFC 6052 section 2.2) is checked when the
+       bits after it are zero, as that layout requires; /96 unless a shorter one fits it */
+    static const int p48[4] = {6, 7, 9, 10}, p56[4] = {7, 9, 10, 11}, p64[4] = {9, 10, 11, 12};
+    if (all_zero(a + 11, 5)) embedded_v4(a, p48, 0, v4[n++]);
+    if (all_zero(a + 12, 4)) embedded_v4(a, p56, 0, v4[n++]);
+    if (all_zero(a + 13, 3)) embedded_v4(a, p64, 0, v4[n++]);
+    if (n == 0 || !all_zero(a + 12, 4)) embedded_v4(a, last, 0, v4[n++]);
+  } else if (a[0] == 0x20 && a[1] == 0x02) {
+    static const int sixto4[4] = {2, 3, 4, 5}; /* 6to4 2002:AABB:CCDD::/48 */
+    embedded_v4(a, sixto4, 0, v4[n++]);
+  } else if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
+    static const int server[4] = {4, 5, 6, 7}; /* Teredo 2001::/32: server, then client */
+    embedded_v4(a, server, 0, v4[n++]);
+    embedded_v4(a, last, 0xff, v4[n++]);
+  }
+  return n;
+}
+
+/* The reason for an address (16 bytes, IPv4 mapped), or NULL when allowed: the address, then
+   every IPv4 address embedded in it, each against the same refusals. */
+static const char *refused16(const struct targets *t, const unsigned char a[16]) {
+  unsigned char v4[4][16];
+  const char *why = refused_plain(t, a);
+  int n = why ? 0 : embedded(a, v4);
+  for (int i = 0; !why && i < n; i++)
+    why = refused_plain(t, v4[i]);
+  return why;
+}
+
 int targets_refused(const struct targets *t, const char *host, const char **reason) {
   unsigned char a[16];
   struct in_addr a4;
-  char buf[80];
+  char buf[256];
   size_t n = strlen(host);
   const char *why;
   /* "[v6]" as in a URL */
-  if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof buf) {
-    memcpy(buf, host + 1, n - 2);
-    buf[n - 2] = '\0';
-    host = buf;
+  if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+    host++;
+    n -= 2;
   }
-  if (inet_pton(AF_INET6, host, a) == 1) {
+  if (n >= sizeof buf) return 0; /* longer than any name or literal */
+  memcpy(buf, host, n);
+  buf[n] = '\0';
+  /* a zone ("fe80::1%eth0", "%25" in a URL) does not change where the address points */
+  if (strchr(buf, ':') && strchr(buf, '%')) *strchr(buf, '%') = '\0';
+  /* "169.254.169.254." is a fully qualified spelling of the literal */
+  for (n = strlen(buf); n > 0 && buf[n - 1] == '.'; n--)
+    buf[n - 1] = '\0';
+  if (inet_pton(AF_INET6, buf, a) == 1) {
     why = refused16(t, a);
-  } else if (inet_aton(host, &a4) == 1) { /* also the legacy forms a resolver accepts */
+  } else if (inet_aton(buf, &a4) == 1) { /* also the legacy forms a resolver accepts */
     v4_mapped(&a4, a);
     why = refused16(t, a);
   } else {

@@ -16,15 +16,21 @@ struct target_cidr {
   int bits;
 };
 
-/* The refused prefixes: the built-in ones and the configured ones. */
+/* The refused prefixes: the built-in ones and the configured ones (two lists at most: noded adds
+   its own to controld's). */
 struct targets {
   int n;
-  struct target_cidr cidr[TARGETS_MAX + 16];
+  struct target_cidr cidr[2 * TARGETS_MAX + 16];
 };
 
 /* Fill t with the built-in refusals, then add the comma-separated CIDRs of list (NULL or "" =
    none; "a.b.c.d", "a.b.c.d/n", "x::y", "x::y/n"). 0, or -1 with err naming the bad entry. */
 int targets_init(struct targets *t, const char *list, char *err, size_t errlen);
+
+/* Add the CIDRs of one more list (at most TARGETS_MAX of them) to an initialised t; their
+   reason is "denied by --deny-targets". 0, or -1 with err naming the bad entry (t may then hold
+   part of the list). */
+int targets_add(struct targets *t, const char *list, char *err, size_t errlen);
 
 /* Is host (an address literal, or a name) refused? 1 refused (reason set: "link-local",
    "unspecified", "metadata", "denied by --deny-targets"), 0 allowed. A name is allowed here (its

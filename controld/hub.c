@@ -248,6 +248,10 @@ static void *hub_thread(void *arg) {
   return NULL;
 }
 
+void hub_set_deny_targets(struct hub *h, const char *list) {
+  publish_set_deny_targets(h->pub, list);
+}
+
 struct hub *hub_new(struct store *st) {
   struct hub *h = calloc(1, sizeof *h);
   pthread_condattr_t ca;

@@ -38,6 +38,9 @@ struct hub_poll {
 /* New hub over st (not owned) with its timer thread; NULL on failure (logged). */
 struct hub *hub_new(struct store *st);
 
+/* Publish the operator's --deny-targets to nodes (publish_set_deny_targets); before serving. */
+void hub_set_deny_targets(struct hub *h, const char *list);
+
 /* Stop the timer thread, flush presence and free (after hub_shutdown). NULLs *h. */
 void hub_free(struct hub **h);
 

@@ -560,6 +560,7 @@ int main(int argc, char **argv) {
   if (!ctx.site_cache) goto out;
   ctx.hub = hub_new(ctx.store);
   if (ctx.hub) hub_watch_nodes(ctx.hub, ctx.cfg.node_online_ms);
+  if (ctx.hub) hub_set_deny_targets(ctx.hub, ctx.cfg.deny_targets);
   /* the task board in the database in cluster mode: any replica takes task polls and votes */
   ctx.tasks = tasks_new(cluster ? ctx.store : NULL);
   if (!ctx.hub || !ctx.tasks) goto out;

@@ -34,6 +34,7 @@ struct publish {
   pthread_mutex_t mu; /* guards the cache; held while building so one build serves all */
   struct pub_slot slots[PUB_CACHE];
   uint64_t tick;
+  char deny_targets[1024]; /* the operator's --deny-targets, in every answer */
 };
 
 /* ---- blobs ---- */
@@ -106,8 +107,9 @@ static int site_wire(const struct site_rec *s, struct sitewire_site *w) {
   return 0;
 }
 
-char *publish_json(const struct config_snapshot *s, size_t *len) {
+char *publish_json(const struct config_snapshot *s, const char *deny_targets, size_t *len) {
   struct sitewire_doc d = {.seq = s->seq, .full = s->full};
+  if (deny_targets) snprintf(d.deny_targets, sizeof d.deny_targets, "%s", deny_targets);
   struct sitewire_site *w = NULL;
   cJSON *root = NULL;
   char *text = NULL;
@@ -137,6 +139,10 @@ struct publish *publish_new(struct store *st) {
   p->st = st;
   pthread_mutex_init(&p->mu, NULL);
   return p;
+}
+
+void publish_set_deny_targets(struct publish *p, const char *list) {
+  snprintf(p->deny_targets, sizeof p->deny_targets, "%s", list ? list : "");
 }
 
 void publish_free(struct publish **pp) {
@@ -197,7 +203,7 @@ struct pub_blob *publish_get(struct publish *p, int64_t since) {
     atomic_init(&b->refs, 1);
     b->seq = snap.seq;
     b->full = snap.full;
-    b->data = publish_json(&snap, &b->len);
+    b->data = publish_json(&snap, p->deny_targets, &b->len);
     if (!b->data) {
       free(b);
       b = NULL;

@@ -15,6 +15,10 @@ struct pub_blob; /* immutable JSON text of one answer, refcounted */
 /* New publisher reading from st (not owned); NULL on OOM. */
 struct publish *publish_new(struct store *st);
 
+/* The operator's --deny-targets, published to nodes in every answer (copied; NULL = none). Call
+   before the first publish_get. */
+void publish_set_deny_targets(struct publish *p, const char *list);
+
 /* Free the publisher and drop its cached blobs (blobs still referenced live on). NULLs *p. */
 void publish_free(struct publish **p);
 
@@ -23,9 +27,9 @@ void publish_free(struct publish **p);
    the same (since, seq) come from a small cache, so a wake of many waiters builds once. */
 struct pub_blob *publish_get(struct publish *p, int64_t since);
 
-/* Pure: the JSON text {"seq","full","sites":[site config...],"deleted":[ids]} of a snapshot;
-   malloc'd (caller frees), *len set; NULL on OOM. Only enabled origins are listed. */
-char *publish_json(const struct config_snapshot *s, size_t *len);
+/* Pure: the JSON text {"seq","full","deny_targets","sites":[site config...],"deleted":[ids]} of
+   a snapshot; malloc'd (caller frees), *len set; NULL on OOM. Only enabled origins are listed. */
+char *publish_json(const struct config_snapshot *s, const char *deny_targets, size_t *len);
 
 /* Seq, full flag, text and length of a blob. */
 int64_t pub_blob_seq(const struct pub_blob *b);

@@ -29,6 +29,9 @@ static void no_origin_left(struct vconn *c) {
   if (r->attempts == 0)
     vconn_local_error(c, 502, "no_origin",
                       "the site has no origin on its current or a following level", 0);
+  else if (r->last_fail == AR_TARGET)
+    vconn_local_error(c, 502, "origin_refused_target",
+                      "the origin's address is a refused target: no connection was made", 0);
   else if (r->last_fail == AR_TIMEOUT)
     vconn_local_error(c, 504, "origin_timeout", "no origin answered in time", 0);
   else
@@ -52,6 +55,17 @@ void attempt_connect(struct vconn *c, int allow_pool) {
     return;
   }
   sbuf_reset(&c->uin);
+  /* every connection, new or pooled, goes to an address checked against the refused targets of
+     now (docs/design.md#errors-and-limits) */
+  if (r->pick.resolved && r->pick.refused) {
+    if (log_every(&w->p->last_target_log, w->now, 1000))
+      log_warn("site %lld (%s) origin %lld: %s is %s, a refused target: not connected (the "
+               "visitor gets 502 unless another origin answers)",
+               (long long)r->site->id, r->site->name, (long long)o->id, o->address,
+               r->pick.refused);
+    attempt_fail(c, AR_TARGET);
+    return;
+  }
   attempt_key(r, r->ukey, sizeof r->ukey); /* kept for the pool_put at the end */
   if (allow_pool) u = upstream_pool_get(w->ups, r->ukey);
   if (!u && r->pick.resolved)
@@ -109,7 +123,10 @@ void attempt_fail(struct vconn *c, int kind) {
     attempt_start(c);
     return;
   }
-  if (elapsed > r->site->retry.retry_budget_ms || kind == AR_TIMEOUT)
+  if (kind == AR_TARGET)
+    vconn_local_error(c, 502, "origin_refused_target",
+                      "the origin's address is a refused target: no connection was made", 0);
+  else if (elapsed > r->site->retry.retry_budget_ms || kind == AR_TIMEOUT)
     vconn_local_error(
         c, 504, "origin_timeout",
         kind == AR_TIMEOUT ? "the origin did not answer in time" : "the retry budget ran out", 0);

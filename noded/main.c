@@ -25,6 +25,7 @@
 #include "sitecfg.h"
 #include "svc.h"
 #include "sync.h"
+#include "targets.h"
 #include "tasks.h"
 #include "token.h"
 #include "trust.h"
@@ -39,7 +40,8 @@ struct node_cfg {
   char name[65];
   char enrol_key_file[512];
   char origin_ca_file[512];
-  char probe_client[8]; /* "own" | "curl" */
+  char deny_targets[1024]; /* CIDRs refused besides the built-in ones and controld's */
+  char probe_client[8];    /* "own" | "curl" */
   char controld_ca_file[512];
   char log_format[8];
   char log_level[8];
@@ -90,6 +92,9 @@ static const struct opt_def options[] = {
      "CDNCA_NODE_TOKEN or the state directory)"},
     {"origin-ca-file", OPT_STR, O(origin_ca_file), S(origin_ca_file), 0, 0, NULL, NULL,
      "CA bundle for HTTPS origins (empty = system)"},
+    {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL,
+     "CIDRs origins may not resolve to, added to controld's --deny-targets and the built-in "
+     "link-local, unspecified and metadata addresses (comma-separated)"},
     {"probe-client", OPT_ENUM, O(probe_client), S(probe_client), 0, 0, probe_clients, "own",
      "own = plain-HTTP and tcp probes of IP-literal origins on the prober's own HTTP client, the "
      "rest through libcurl; curl = every probe through libcurl"},
@@ -135,6 +140,12 @@ static void on_config(void *arg, struct sitecfg_set *set) {
 static void on_probe_result(void *arg, int64_t origin_id, int ok) {
   struct node *n = arg;
   if (n->proxy) proxy_probe_result(n->proxy, origin_id, ok);
+}
+
+/* The node's probes refuse what its proxy refuses (docs/design.md#errors-and-limits). */
+static void on_deny(void *arg, struct targets *out) {
+  struct node *n = arg;
+  if (n->proxy) proxy_deny_copy(n->proxy, out);
 }
 
 static cJSON *on_observations(void *arg) {
@@ -296,11 +307,18 @@ static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen
   return 0;
 }
 
+static int check_deny_targets(const struct node_cfg *c, char *err, size_t errlen) {
+  struct targets t;
+  char terr[160];
+  if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
+    snprintf(err, errlen, "option deny-targets: %s", terr);
+    return -1;
+  }
+  return 0;
+}
+
 static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
-    check_controld,
-    check_listen,
-    check_trusted_proxies,
-    check_admin_listen,
+    check_controld, check_deny_targets, check_listen, check_trusted_proxies, check_admin_listen,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -609,6 +627,7 @@ int main(int argc, char **argv) {
   po.listen = n.cfg.listen;
   po.trusted_proxies = n.cfg.trusted_proxies;
   po.origin_ca_file = n.cfg.origin_ca_file[0] ? n.cfg.origin_ca_file : NULL;
+  po.deny_targets = n.cfg.deny_targets;
   po.threads = (int)n.cfg.proxy_threads;
   po.header_timeout_ms = (int)n.cfg.header_timeout_ms;
   po.keepalive_timeout_ms = (int)n.cfg.keepalive_timeout_ms;
@@ -623,6 +642,7 @@ int main(int argc, char **argv) {
   n.tasks = ntasks_new(&n.ctl, n.cfg.origin_ca_file, strcmp(n.cfg.probe_client, "curl") == 0);
   if (!n.sync || !n.hb || !n.tasks) goto out;
   ntasks_on_result(n.tasks, on_probe_result, &n);
+  ntasks_on_deny(n.tasks, on_deny, &n);
   /* serve the cached config before controld answers */
   sync_load_cache(n.sync);
   if (proxy_start(n.proxy) < 0) goto out;

@@ -48,6 +48,9 @@ static const struct {
     [AR_TIMEOUT] = {"timeout", "connect or response head took too long"},
     [AR_TLS] = {"tls_error", "TLS handshake or certificate check failed"},
     [AR_IO] = {"io_error", "the connection broke or the response head was invalid"},
+    [AR_TARGET] = {"refused_target",
+                   "the origin's address is a refused target (link-local, metadata, "
+                   "--deny-targets): never connected to"},
     [AR_REFUSED] = {"refused_response",
                     "an answer refused for its framing or an unrequested 101 (the visitor gets "
                     "502; not counted against the origin)"},
@@ -177,6 +180,10 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   if (p->o.max_idle_per_origin < 0) p->o.max_idle_per_origin = 0;
   p->nthreads = p->o.threads;
   if (!(p->state = proxy_state_new())) goto fail;
+  if (proxy_state_set_deny(p->state, o->deny_targets, err, sizeof err) < 0) {
+    log_error("deny-targets: %s", err);
+    goto fail;
+  }
   if (!(p->ssl = upstream_tls_ctx(p->ca_file))) goto fail;
   {
     struct listen_spec specs[LISTEN_MAX];
@@ -390,6 +397,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
 
 int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out) {
   return proxy_state_skip_metrics(p->state, clock_mono_ms(), max_labelled, out);
+}
+
+void proxy_deny_copy(struct proxy *p, struct targets *out) {
+  proxy_state_deny_copy(p->state, out);
 }
 
 void proxy_probe_result(struct proxy *p, int64_t origin_id, int ok) {

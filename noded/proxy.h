@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "proxy_opts.h"
 #include "sitecfg.h"
+#include "targets.h"
 
 struct proxy;
 
@@ -62,6 +63,10 @@ int proxy_metrics(struct proxy *p, struct buf *out);
 /* Append the per-origin skip state metrics (proxy_state_skip_metrics, at most max_labelled
    labelled origins) to out. 0 or -1. */
 int proxy_skip_metrics(struct proxy *p, int max_labelled, struct buf *out);
+
+/* Copy the destinations origin connections are refused (proxy_state_deny_copy) into *out.
+ * Thread-safe. */
+void proxy_deny_copy(struct proxy *p, struct targets *out);
 
 /* Feed the node's own probe of origin_id (a probe task's outcome) into the skip state of every
  * site entry of that origin (proxy_state_probe). Thread-safe. */

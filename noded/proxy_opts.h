@@ -20,7 +20,9 @@ struct proxy_access {
   const char *method;
   const char *host;
   const char *path;
-  uint64_t bytes; /* response bytes sent to the visitor */
+  uint64_t bytes;    /* response bytes sent to the visitor */
+  const char *error; /* the code of noded's own error answer ("origin_unreachable", ...), else
+                        NULL */
 };
 
 typedef void (*proxy_access_fn)(void *arg, const struct proxy_access *a);
@@ -31,6 +33,9 @@ struct proxy_opts {
                                   free one */
   const char *trusted_proxies; /* "CIDR,...,unix" trusted with X-Forwarded-For; NULL = none */
   const char *origin_ca_file;  /* CA bundle for HTTPS origins; NULL = system default */
+  const char *deny_targets;    /* the node's own --deny-targets (CIDRs; NULL = none): origin
+                                  addresses never connected to, besides the built-in ones and
+                                  controld's (docs/design.md#errors-and-limits) */
   int threads;                 /* [2] worker threads, each with its own epoll and listener */
   int connect_timeout_ms;      /* [5000] TCP connect + TLS handshake to an origin */
   int origin_timeout_ms;       /* [60000] origin silent while we wait for it */

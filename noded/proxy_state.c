@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "resolve.h"
+#include "targets.h"
 
 /* Most hostname origins re-resolved in one pass of the resolver (the rest wait a second). */
 #define RESOLVE_BATCH 64
@@ -52,6 +53,10 @@ struct proxy_state {
   pthread_mutex_t sync_mu;              /* serialises proxy_state_sync */
   struct ptable tab;
   proxy_resolve_fn *resolve; /* resolve_origin unless a test substitutes its own */
+  /* the destinations never connected to (docs/design.md#errors-and-limits): the built-in ones,
+     controld's published --deny-targets and the node's own; written with the table */
+  struct targets deny;
+  char local_deny[1024]; /* the node's own --deny-targets */
   /* the resolver thread */
   pthread_mutex_t rmu;
   pthread_cond_t rcond;
@@ -122,6 +127,7 @@ struct proxy_state *proxy_state_new(void) {
   pthread_mutex_init(&t->rmu, NULL);
   pthread_cond_init(&t->rcond, NULL);
   t->resolve = resolve_origin;
+  (void)targets_init(&t->deny, NULL, NULL, 0); /* the built-in list always parses */
   return t;
 }
 
@@ -169,9 +175,17 @@ static void resolve(struct proxy_state *t, struct pentry *e, int64_t now) {
 
 int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
   struct ptable nt = {0, 0, NULL};
+  struct targets *deny = malloc(sizeof *deny);
+  char terr[160];
   size_t total = 0;
   int rc = -1;
   pthread_mutex_lock(&t->sync_mu);
+  if (!deny) goto out;
+  /* both lists were validated (the decoder, the option check): a failure here is a bug, and the
+     node then refuses what it can instead of nothing */
+  if (targets_init(deny, t->local_deny, terr, sizeof terr) < 0 ||
+      targets_add(deny, s ? s->deny_targets : NULL, terr, sizeof terr) < 0)
+    log_error("deny-targets: %s (the rest of the list applies)", terr);
   for (int i = 0; s && i < s->n_sites; i++)
     total += (size_t)s->sites[i]->n_origins;
   nt.cap = 16;
@@ -232,9 +246,11 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
     t->tab = nt;
     nt = tmp;
   }
+  t->deny = *deny;
   pthread_rwlock_unlock(&t->tab_lock);
   rc = 0;
 out:
+  free(deny);
   if (nt.e) table_fini(&nt);
   pthread_mutex_unlock(&t->sync_mu);
   return rc;
@@ -273,6 +289,8 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
     out->resolved = ents[idx]->resolved;
     out->sa = ents[idx]->sa;
     out->salen = ents[idx]->salen;
+    out->refused = NULL;
+    if (out->resolved) (void)targets_refused_sa(&t->deny, &out->sa, &out->refused);
     rc = 0;
   }
   pthread_mutex_unlock(sl);
@@ -383,6 +401,33 @@ static void *resolver_main(void *arg) {
   return NULL;
 }
 
+int proxy_state_set_deny(struct proxy_state *t, const char *list, char *err, size_t errlen) {
+  struct targets *d = malloc(sizeof *d);
+  int rc = -1;
+  if (!d) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (!list) list = "";
+  if (strlen(list) >= sizeof t->local_deny) {
+    snprintf(err, errlen, "the list is longer than %zu bytes", sizeof t->local_deny - 1);
+  } else if (targets_init(d, list, err, errlen) == 0) {
+    pthread_rwlock_wrlock(&t->tab_lock);
+    memcpy(t->local_deny, list, strlen(list) + 1);
+    t->deny = *d;
+    pthread_rwlock_unlock(&t->tab_lock);
+    rc = 0;
+  }
+  free(d);
+  return rc;
+}
+
+void proxy_state_deny_copy(struct proxy_state *t, struct targets *out) {
+  pthread_rwlock_rdlock(&t->tab_lock);
+  *out = t->deny;
+  pthread_rwlock_unlock(&t->tab_lock);
+}
+
 void proxy_state_set_resolver(struct proxy_state *t, proxy_resolve_fn *fn) {
   t->resolve = fn ? fn : resolve_origin;
 }
@@ -452,6 +497,7 @@ cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *s
     const struct sitecfg_origin *o = &site->origins[i];
     const struct pentry *e = find(&t->tab, site->id, o->id);
     cJSON *j = cJSON_CreateObject();
+    const char *why = NULL;
     if (!j) break;
     json_add_i64(j, "id", o->id);
     json_add_i64(j, "level", o->level);
@@ -469,6 +515,11 @@ cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *s
       json_add_i64(j, "backup_picks", (int64_t)e->rec.backup_picks);
       json_add_i64(j, "probes", (int64_t)e->rec.probes);
       cJSON_AddBoolToObject(j, "resolved", e->resolved);
+      if (e->resolved && targets_refused_sa(&t->deny, &e->sa, &why)) {
+        char txt[160];
+        snprintf(txt, sizeof txt, "the address is %s: never connected to", why);
+        cJSON_AddStringToObject(j, "refused_target", txt);
+      }
       if (!e->literal) {
         int64_t due_in = e->resolve_due - now;
         json_add_i64(j, "dns_refresh_in_ms", due_in > 0 ? due_in : 0);

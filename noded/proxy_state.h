@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "resolve.h"
 #include "sitecfg.h"
+#include "targets.h"
 
 struct proxy_state;
 
@@ -21,7 +22,8 @@ struct proxy_pick {
   int fail_open;
   int level;
   int backup;
-  int resolved; /* 0: the address did not resolve (the attempt fails as a connect error) */
+  int resolved;        /* 0: the address did not resolve (the attempt fails as a connect error) */
+  const char *refused; /* the address is a refused target (why, static): never connected to */
   socklen_t salen;
   struct sockaddr_storage sa;
 };
@@ -60,6 +62,14 @@ int proxy_state_refresh(struct proxy_state *t, int64_t now);
 typedef int proxy_resolve_fn(const char *address, int port, int want_ttl,
                              struct resolve_result *out, char *err, size_t errlen);
 
+/* The node's own --deny-targets (list: comma-separated CIDRs; NULL = none), refused besides the
+   built-in targets and what controld publishes (sitecfg_set deny_targets, applied by
+   proxy_state_sync). 0, or -1 with err naming the bad entry. */
+int proxy_state_set_deny(struct proxy_state *t, const char *list, char *err, size_t errlen);
+
+/* Copy the refused destinations in force into *out (for the node's probes). */
+void proxy_state_deny_copy(struct proxy_state *t, struct targets *out);
+
 /* Use fn instead of resolve_origin (NULL restores it); before proxy_state_sync, for tests. */
 void proxy_state_set_resolver(struct proxy_state *t, proxy_resolve_fn *fn);
 
@@ -83,7 +93,8 @@ int proxy_state_skip_metrics(struct proxy_state *t, int64_t now, int max_labelle
 
 /* Per-origin skip state of one site for /status: [{"id","level","address","port","scheme",
  * "state","skipped_for_ms","requests","failures","skips","fail_open","backup_picks","probes",
- * "resolved", and for names "dns_refresh_in_ms","dns_readdressed"}]; caller frees. */
+ * "resolved", "refused_target" when its address is refused, and for names "dns_refresh_in_ms",
+ * "dns_readdressed"}]; caller frees. */
 cJSON *proxy_state_site_json(struct proxy_state *t, const struct sitecfg_site *site, int64_t now);
 
 #endif

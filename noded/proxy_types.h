@@ -45,6 +45,7 @@ enum attempt_result {
   AR_TIMEOUT,
   AR_TLS,
   AR_IO,
+  AR_TARGET,  /* the origin's address is a refused target: no connection was made */
   AR_REFUSED, /* an answer noded refuses to relay (framing, an unrequested 101): not a failure */
   AR__N
 };
@@ -91,7 +92,8 @@ struct req {
   size_t uhead_off;        /* bytes of uhead written to the origin */
   uint64_t tried;          /* bit i: origins[i] was tried */
   int attempts, oidx, last_fail;
-  int status;        /* the status the visitor gets */
+  int status;             /* the status the visitor gets */
+  const char *local_code; /* the code of noded's own error answer, NULL when none */
   int have_pick;     /* the pick may hold a half-open trial slot until an outcome is recorded */
   int request_sent;  /* bytes of this attempt's head reached the origin
                         (docs/design.md#node-skip-and-retry) */
@@ -205,6 +207,7 @@ struct proxy {
   _Atomic int n_conns;          /* visitor connections open, all workers */
   _Atomic int64_t last_cap_log; /* the "accept paused" line is logged at most once a second */
   _Atomic int64_t last_refused_log; /* and the "response refused" line */
+  _Atomic int64_t last_target_log;  /* and the "refused target" line */
   _Atomic int64_t last_pp_log;      /* and the "PROXY header refused" line */
   _Atomic int stopping;
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */

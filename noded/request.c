@@ -37,6 +37,7 @@ static void start_request(struct vconn *c, size_t hl) {
   int rc;
 
   r->active = 1;
+  r->local_code = NULL;
   r->t_start = w->now;
   r->site = NULL;
   memset(&r->rq, 0, sizeof r->rq);
@@ -92,6 +93,7 @@ static void start_request(struct vconn *c, size_t hl) {
 static void head_too_large(struct vconn *c) {
   struct req *r = &c->r;
   r->active = 1;
+  r->local_code = NULL;
   r->t_start = c->w->now;
   r->site = NULL;
   r->attempts = 0;

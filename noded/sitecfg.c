@@ -146,6 +146,7 @@ int sitecfg_parse(const char *json, size_t len, struct sitecfg_update **out, cha
   }
   u->seq = doc.seq;
   u->full = doc.full;
+  memcpy(u->deny_targets, doc.deny_targets, sizeof u->deny_targets);
   n = cJSON_GetArraySize(arr);
   if (n > 0 && !(u->sites = calloc((size_t)n, sizeof *u->sites))) goto out;
   cJSON_ArrayForEach(it, arr) {
@@ -270,6 +271,7 @@ struct sitecfg_set *sitecfg_apply(const struct sitecfg_set *cur, const struct si
   struct sitecfg_set *s = set_alloc(cap);
   if (!s) return NULL;
   s->seq = u->seq;
+  memcpy(s->deny_targets, u->deny_targets, sizeof s->deny_targets);
   if (cur && !u->full)
     for (int i = 0; i < cur->n_sites; i++)
       if (!in_update(u, cur->sites[i]->id))
@@ -378,6 +380,7 @@ static void site_to_wire(const struct sitecfg_site *s, struct sitewire_site *w) 
 
 int sitecfg_serialize(const struct sitecfg_set *s, struct buf *out) {
   struct sitewire_doc doc = {.seq = s ? s->seq : 0, .full = 1};
+  if (s) memcpy(doc.deny_targets, s->deny_targets, sizeof doc.deny_targets);
   struct sitewire_site *w = malloc(sizeof *w);
   cJSON *root = w ? sitewire_doc_json(&doc, NULL, 0) : NULL;
   char *txt = NULL;

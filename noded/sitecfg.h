@@ -43,6 +43,7 @@ struct sitecfg_site {
 struct sitecfg_update {
   int64_t seq;
   int full;
+  char deny_targets[1024]; /* controld's --deny-targets as published ("" when none) */
   int n_sites;
   struct sitecfg_site **sites;
   int n_deleted;
@@ -57,6 +58,7 @@ struct sitecfg_host {
 /* An immutable snapshot; readers keep it alive with sitecfg_set_ref/unref while in use. */
 struct sitecfg_set {
   int64_t seq;
+  char deny_targets[1024]; /* controld's --deny-targets, from the latest publication applied */
   int n_sites;
   struct sitecfg_site **sites; /* sorted by id; each holds one ref */
   int n_hosts;

@@ -27,6 +27,9 @@ struct ntasks {
   int64_t rounds, probes, late;
   ntasks_result_fn *on_result;
   void *on_result_arg;
+  ntasks_deny_fn *deny_fn;
+  void *deny_arg;
+  struct targets deny; /* what probes never connect to (probe_opts.deny), refreshed each round */
 };
 
 void ntasks_round_fini(struct ntask_round *r) {
@@ -202,6 +205,8 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
     tg[i].timeout_ms = tmo;
     tg[i].check = &rd->tasks[i].check;
   }
+  /* the refused targets in force now: controld's list can change with any publication */
+  if (nt->deny_fn) nt->deny_fn(nt->deny_arg, &nt->deny);
   probe_run(nt->probe, tg, (size_t)rd->n, res, &nt->cancel);
   if (nt->cancel) goto out;
   for (int i = 0; nt->on_result && i < rd->n; i++)
@@ -298,6 +303,8 @@ struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file, int curl_
   po.user_agent = PROBE_UA_NODE;
   po.ca_file = origin_ca_file && *origin_ca_file ? origin_ca_file : NULL;
   po.engine = curl_only ? PROBE_ENGINE_EPOLL_CURL : PROBE_ENGINE_EPOLL;
+  (void)targets_init(&nt->deny, NULL, NULL, 0); /* the built-in list until the first round */
+  po.deny = &nt->deny;
   nt->ctl = ctl;
   nt->probe = probe_new(&po);
   if (!nt->probe) {
@@ -311,6 +318,11 @@ struct ntasks *ntasks_new(struct ctl *ctl, const char *origin_ca_file, int curl_
 void ntasks_on_result(struct ntasks *nt, ntasks_result_fn *fn, void *arg) {
   nt->on_result = fn;
   nt->on_result_arg = arg;
+}
+
+void ntasks_on_deny(struct ntasks *nt, ntasks_deny_fn *fn, void *arg) {
+  nt->deny_fn = fn;
+  nt->deny_arg = arg;
 }
 
 int ntasks_start(struct ntasks *nt) {

@@ -41,6 +41,14 @@ typedef void ntasks_result_fn(void *arg, int64_t origin_id, int ok);
 /* Set the outcome callback (before ntasks_start; fn NULL = none). */
 void ntasks_on_result(struct ntasks *t, ntasks_result_fn *fn, void *arg);
 
+/* Fills *out with the destinations probes may not connect to (targets.h), on the task thread
+   before each round. */
+typedef void ntasks_deny_fn(void *arg, struct targets *out);
+
+/* Set where the refused targets come from (before ntasks_start; NULL = the built-in ones only).
+   Every address a probe would connect to, after DNS, is checked against them. */
+void ntasks_on_deny(struct ntasks *t, ntasks_deny_fn *fn, void *arg);
+
 /* Start the thread. 0 or -1. */
 int ntasks_start(struct ntasks *t);
 

@@ -33,7 +33,10 @@ static void access_default(struct worker *w, const struct proxy_access *a) {
         buf_puts(b, ",\"level\":") || buf_put_i64(b, a->level) || buf_puts(b, ",\"attempts\":") ||
         buf_put_i64(b, a->attempts) || buf_puts(b, ",\"status\":") || buf_put_i64(b, a->status) ||
         buf_puts(b, ",\"duration_ms\":") || buf_put_i64(b, a->duration_ms) ||
-        buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) || buf_puts(b, "}")))
+        buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) ||
+        (a->error &&
+         (buf_puts(b, ",\"error\":\"") || rewrite_json_escape(b, a->error) || buf_puts(b, "\""))) ||
+        buf_puts(b, "}")))
     (void)alog_line(w->alog, LOG_INFO, __func__, b->data, b->len, w->now);
 }
 
@@ -57,6 +60,7 @@ void vconn_finish(struct vconn *c, int status) {
   a.host = r->rq.host;
   a.path = r->rq.path;
   a.bytes = r->bytes_out;
+  a.error = r->local_code;
   if (w->p->o.access_log)
     w->p->o.access_log(w->p->o.access_arg, &a);
   else
@@ -126,6 +130,7 @@ void vconn_local_error(struct vconn *c, int status, const char *code, const char
   if (close_after || c->w->stopping || !r->rq.keepalive) c->close_after = 1;
   if (rewrite_local_answer(status, code, msg, vconn_conn_header(c), &c->oh) < 0) c->close_after = 1;
   r->status = status;
+  r->local_code = code;
   r->resp_started = 1;
   c->phase = V_LOCAL;
 }

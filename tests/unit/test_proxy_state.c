@@ -383,6 +383,81 @@ static void test_skip_metrics(void **state) {
   sitecfg_set_unref(set);
 }
 
+/* Refused targets (docs/design.md#errors-and-limits): controld's published list, the node's own
+ * and the built-in ones mark a pick refused, literal or resolved name alike; /status says so. */
+static void test_pick_refused_targets(void **state) {
+  const char *json =
+      "{\"seq\": 1, \"full\": true, \"deny_targets\": \"127.0.0.2/32\", \"sites\": [{\"id\": 1,"
+      " \"name\": \"s\", \"hostnames\": [\"s.test\"], \"config_version\": 1,"
+      " \"current_level\": 1, \"origins\": ["
+      "{\"id\": 10, \"level\": 1, \"address\": \"127.0.0.1\", \"port\": 1001, \"scheme\": "
+      "\"http\"},"
+      "{\"id\": 20, \"level\": 2, \"address\": \"::ffff:127.0.0.2\", \"port\": 2001, "
+      "\"scheme\": \"http\"},"
+      "{\"id\": 30, \"level\": 3, \"address\": \"localhost\", \"port\": 3001, \"scheme\": "
+      "\"http\"}], \"node_retry\": {\"backup_levels\": true}}]}";
+  char err[256];
+  struct sitecfg_set *s = sitecfg_load(json, strlen(json), err, sizeof err);
+  struct proxy_state *t = proxy_state_new();
+  struct proxy_pick pk;
+  struct targets copy;
+  cJSON *st;
+  const char *why = NULL;
+  (void)state;
+  if (!s) fail_msg("load: %s", err);
+  assert_string_equal(s->deny_targets, "127.0.0.2/32");
+  assert_int_equal(proxy_state_set_deny(t, "127.0.0.0/8, ::1", err, sizeof err), 0);
+  assert_int_equal(proxy_state_set_deny(t, "127.0.0.1/32", err, sizeof err), 0);
+  assert_int_equal(proxy_state_set_deny(t, "nonsense", err, sizeof err), -1);
+  assert_non_null(strstr(err, "nonsense"));
+  memset(&dns, 0, sizeof dns);
+  dns.ip = "169.254.169.254";
+  proxy_state_set_resolver(t, fake_resolve);
+  assert_int_equal(proxy_state_sync(t, s), 0);
+  /* the node's own list (127.0.0.1 stays from the last good call) */
+  assert_int_equal(proxy_state_pick(t, s->sites[0], 0, 1000, &pk), 0);
+  assert_int_equal(pk.index, 0);
+  assert_non_null(pk.refused);
+  assert_string_equal(pk.refused, "denied by --deny-targets");
+  /* the published list, through an IPv4-mapped literal */
+  assert_int_equal(proxy_state_pick(t, s->sites[0], 1, 1000, &pk), 0);
+  assert_int_equal(pk.index, 1);
+  assert_non_null(pk.refused);
+  /* a name resolving to the metadata address */
+  assert_int_equal(proxy_state_pick(t, s->sites[0], 3, 1000, &pk), 0);
+  assert_int_equal(pk.index, 2);
+  assert_non_null(pk.refused);
+  assert_string_equal(pk.refused, "link-local");
+  st = proxy_state_site_json(t, s->sites[0], 1000);
+  assert_non_null(
+      strstr(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(st, 2), "refused_target")),
+             "link-local"));
+  cJSON_Delete(st);
+  /* the probes get the same list */
+  proxy_state_deny_copy(t, &copy);
+  assert_int_equal(targets_refused(&copy, "::ffff:127.0.0.2", &why), 1);
+  assert_int_equal(targets_refused(&copy, "127.0.0.1", &why), 1);
+  assert_int_equal(targets_refused(&copy, "127.0.0.3", &why), 0);
+  proxy_state_free(&t);
+  sitecfg_set_unref(s);
+}
+
+/* A publication with a bad deny_targets is refused naming the key; without one, none. */
+static void test_published_deny_targets_read(void **state) {
+  const char *bad = "{\"seq\": 1, \"full\": true, \"deny_targets\": \"10.0.0.0/99\", "
+                    "\"sites\": []}";
+  const char *none = "{\"seq\": 1, \"full\": true, \"sites\": []}";
+  char err[256];
+  struct sitecfg_set *s;
+  (void)state;
+  assert_null(sitecfg_load(bad, strlen(bad), err, sizeof err));
+  assert_non_null(strstr(err, "deny_targets"));
+  s = sitecfg_load(none, strlen(none), err, sizeof err);
+  assert_non_null(s);
+  assert_string_equal(s->deny_targets, "");
+  sitecfg_set_unref(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pick_goes_to_backup_levels),
@@ -392,6 +467,8 @@ int main(void) {
       cmocka_unit_test(test_refresh_keeps_skip_state),
       cmocka_unit_test(test_dns_follows_ttl_and_moves),
       cmocka_unit_test(test_skip_metrics),
+      cmocka_unit_test(test_pick_refused_targets),
+      cmocka_unit_test(test_published_deny_targets_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
