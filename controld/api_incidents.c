@@ -78,17 +78,10 @@ static void add_ms(cJSON *j, const char *key, int64_t v) {
 static cJSON *incident_json(const void *rec) {
   const struct incident_rec *r = rec;
   struct incident_figures f;
-  cJSON *j = cJSON_CreateObject(), *lv, *fig;
-  const char *p = r->levels_served;
+  cJSON *j = cJSON_CreateObject(), *fig;
+  int lv[48], n = incident_levels(r, lv, 48);
   fields_json_add(j, incident_fields, FORM_OUT, r);
-  lv = cJSON_AddArrayToObject(j, "levels_served");
-  while (*p) {
-    char *end;
-    long v = strtol(p, &end, 10);
-    if (end == p) break;
-    cJSON_AddItemToArray(lv, cJSON_CreateNumber((double)v));
-    p = *end == ',' ? end + 1 : end;
-  }
+  cJSON_AddItemToObject(j, "levels_served", cJSON_CreateIntArray(lv, n));
   incident_figures(r, &f);
   fig = cJSON_AddObjectToObject(j, "figures");
   add_ms(fig, "detect_ms", f.detect_ms);

@@ -41,14 +41,9 @@ struct hub {
   int n_waiters;
   int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
   int n_seen, cap_seen;
-  struct hub_applied *applied; /* (node, seq, first time) not yet written: incident propagation */
+  struct incident_ask *applied; /* (node, seq, first time) not yet written: incident propagation */
   int n_applied, cap_applied;
   struct nodewatch *watch; /* online/offline transitions for the log (NULL: not watched) */
-};
-
-/* A node asked for the config holding seq, first at `at`. */
-struct hub_applied {
-  int64_t node_id, seq, at;
 };
 
 /* A node's online/offline change as one structured log line. */
@@ -141,28 +136,14 @@ static void answer_all(struct waiter **ws, int n, enum hub_outcome outcome) {
 /* Write the pending (node, seq) firsts for incidents' propagation (mu held; dropped while
    writing). */
 static void flush_applied_locked(struct hub *h) {
-  struct hub_applied *a = h->applied;
+  struct incident_ask *a = h->applied;
   int n = h->n_applied;
-  int64_t *ids, *seqs, *at;
   if (!n) return;
   h->applied = NULL;
   h->n_applied = h->cap_applied = 0;
   pthread_mutex_unlock(&h->mu);
-  ids = malloc((size_t)n * sizeof *ids);
-  seqs = malloc((size_t)n * sizeof *seqs);
-  at = malloc((size_t)n * sizeof *at);
-  if (ids && seqs && at) {
-    for (int i = 0; i < n; i++) {
-      ids[i] = a[i].node_id;
-      seqs[i] = a[i].seq;
-      at[i] = a[i].at;
-    }
-    if (store_incident_applied_batch(h->st, ids, seqs, at, n) < 0)
-      log_warn("could not record the config %d nodes applied", n);
-  }
-  free(ids);
-  free(seqs);
-  free(at);
+  if (store_incident_applied_batch(h->st, a, n) < 0)
+    log_warn("could not record the config %d nodes applied", n);
   free(a);
   pthread_mutex_lock(&h->mu);
 }
@@ -433,14 +414,14 @@ void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now) 
     }
   if (h->n_applied == h->cap_applied) {
     int ncap = h->cap_applied ? h->cap_applied * 2 : 64;
-    struct hub_applied *na;
+    struct incident_ask *na;
     if (ncap > HUB_APPLIED_MAX) goto out; /* bounded: the next batch records the rest */
     na = realloc(h->applied, (size_t)ncap * sizeof *na);
     if (!na) goto out;
     h->applied = na;
     h->cap_applied = ncap;
   }
-  h->applied[h->n_applied++] = (struct hub_applied){node_id, seq, now};
+  h->applied[h->n_applied++] = (struct incident_ask){node_id, seq, now};
 out:
   pthread_mutex_unlock(&h->mu);
 }

@@ -104,22 +104,25 @@ int incident_active(const struct incident_rec *r) {
   return r->state == INCIDENT_OPEN || r->state == INCIDENT_MITIGATED;
 }
 
-/* 1 when level is in the "1,2" list. */
-static int served(const char *list, int level) {
-  const char *p = list;
-  while (*p) {
+int incident_levels(const struct incident_rec *r, int *out, int cap) {
+  const char *p = r->levels_served;
+  int n = 0;
+  while (*p && n < cap) {
     char *end;
     long v = strtol(p, &end, 10);
     if (end == p) break;
-    if (v == level) return 1;
+    out[n++] = (int)v;
     p = *end == ',' ? end + 1 : end;
   }
-  return 0;
+  return n;
 }
 
 static void serve(struct incident_rec *r, int level) {
   size_t len = strlen(r->levels_served);
-  if (level < 1 || served(r->levels_served, level)) return;
+  int lv[48], n = incident_levels(r, lv, 48);
+  for (int i = 0; i < n; i++)
+    if (lv[i] == level) return;
+  if (level < 1) return;
   snprintf(r->levels_served + len, sizeof r->levels_served - len, "%s%d", len ? "," : "", level);
 }
 

@@ -74,6 +74,9 @@ enum incident_change {
   INCIDENT_UNMITIGATED,  /* mitigated → open: the level serving it is no longer healthy */
 };
 
+/* The levels of r->levels_served into out[0..cap), in order; their count. */
+int incident_levels(const struct incident_rec *r, int *out, int cap);
+
 /* 1 when the record is open or mitigated. */
 int incident_active(const struct incident_rec *r);
 

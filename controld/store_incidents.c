@@ -182,8 +182,7 @@ int64_t store_incident_streak_start_locked(struct store_tx *tx, int64_t origin_i
   return at;
 }
 
-int store_incident_applied_batch(struct store *st, const int64_t *ids, const int64_t *seqs,
-                                 const int64_t *at, int n) {
+int store_incident_applied_batch(struct store *st, const struct incident_ask *a, int n) {
   /* the first time each node asked holding a seq at or past each switch publication of an
      active incident; later asks change nothing */
   static const char q[] =
@@ -209,8 +208,9 @@ int store_incident_applied_batch(struct store *st, const int64_t *ids, const int
   tx = store_tx_begin_unordered(st);
   if (!tx) return -1;
   for (int i = 0; i < n; i++) {
-    if (seqs[i] <= 0) continue;
-    if (store_exec(st->w, "recording a switch's propagation", q, "III", ids[i], seqs[i], at[i]) < 0)
+    if (a[i].seq <= 0) continue;
+    if (store_exec(st->w, "recording a switch's propagation", q, "III", a[i].node_id, a[i].seq,
+                   a[i].at) < 0)
       goto out;
   }
   rc = 0;

@@ -49,10 +49,14 @@ int64_t store_incident_streak_start_locked(struct store_tx *tx, int64_t origin_i
 
 /* ---- from the node protocol (their own transactions, unordered) ---- */
 
-/* Nodes ids[i] asked for the config holding publication seqs[i] at at[i]: every switch
-   publication of an active incident at or below that seq gets the node's first time. 0 or -1. */
-int store_incident_applied_batch(struct store *st, const int64_t *ids, const int64_t *seqs,
-                                 const int64_t *at, int n);
+/* A node asked for the config holding publication seq, first at `at`. */
+struct incident_ask {
+  int64_t node_id, seq, at;
+};
+
+/* For each ask a[0..n): every switch publication of an active incident at or below its seq gets
+   the node's first time. 0 or -1. */
+int store_incident_applied_batch(struct store *st, const struct incident_ask *a, int n);
 
 /* Inside a heartbeat's transaction: the active incidents' ids and sites (by site), *n of each,
    malloc'd (caller frees both); the count or -1. */
