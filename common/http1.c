@@ -247,6 +247,47 @@ static int is_field_vchar(unsigned char c) {
   return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+/* The size line after the digits (RFC 9112 §7.1.1: BWS ";" BWS token [BWS "=" BWS (token /
+   quoted-string)], repeated, then CRLF) as a table: a byte's class and the state it leaves,
+   then the next state for each class. The classes are disjoint: '=', ';' and '"' are no tchar. */
+enum { EC_TCHAR, EC_SEMI, EC_EQ, EC_WS, EC_CR, EC_DQUOTE, EC_OTHER, EC_N };
+#define CS_BAD 0xff
+
+static int ext_class(unsigned char c) {
+  if (is_tchar(c)) return EC_TCHAR;
+  switch (c) {
+  case ';':
+    return EC_SEMI;
+  case '=':
+    return EC_EQ;
+  case ' ':
+  case '\t':
+    return EC_WS;
+  case '\r':
+    return EC_CR;
+  case '"':
+    return EC_DQUOTE;
+  default:
+    return EC_OTHER;
+  }
+}
+
+/* clang-format off */
+#define X CS_BAD
+#define R(st) [(st) - CS_SIZE_WS]
+static const unsigned char ext_next[CS_EXT_VAL - CS_SIZE_WS + 1][EC_N] = {
+  /*                  tchar         ';'           '='          SP HTAB         CR          '"'            other */
+  R(CS_SIZE_WS)     = {X,           CS_EXT_NAME0, X,           CS_SIZE_WS,     CS_SIZE_LF, X,             X},
+  R(CS_EXT_NAME0)   = {CS_EXT_NAME, X,            X,           CS_EXT_NAME0,   X,          X,             X},
+  R(CS_EXT_NAME)    = {CS_EXT_NAME, CS_EXT_NAME0, CS_EXT_VAL0, CS_EXT_NAME_WS, CS_SIZE_LF, X,             X},
+  R(CS_EXT_NAME_WS) = {X,           CS_EXT_NAME0, CS_EXT_VAL0, CS_EXT_NAME_WS, CS_SIZE_LF, X,             X},
+  R(CS_EXT_VAL0)    = {CS_EXT_VAL,  X,            X,           CS_EXT_VAL0,    X,          CS_EXT_QUOTED, X},
+  R(CS_EXT_VAL)     = {CS_EXT_VAL,  CS_EXT_NAME0, X,           CS_SIZE_WS,     CS_SIZE_LF, X,             X},
+};
+#undef R
+#undef X
+/* clang-format on */
+
 static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_len, int decode) {
   size_t i = 0, w = 0;
   while (i < n && !b->done) {
@@ -283,72 +324,20 @@ static long feed_chunked(struct http1_body *b, char *p, size_t n, size_t *out_le
         break;
       }
       if (b->digits == 0) goto bad;
-      if (c == ';')
-        b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t')
-        b->cstate = CS_SIZE_WS;
-      else if (c == '\r')
-        b->cstate = CS_SIZE_LF;
-      else
-        goto bad;
+      st = CS_SIZE_WS; /* after the digits, the size line goes on as after BWS */
+    }
+      /* fall through */
+    case CS_SIZE_WS:
+    case CS_EXT_NAME0:
+    case CS_EXT_NAME:
+    case CS_EXT_NAME_WS:
+    case CS_EXT_VAL0:
+    case CS_EXT_VAL: {
+      unsigned char next = ext_next[st - CS_SIZE_WS][ext_class(c)];
+      if (next == CS_BAD) goto bad;
+      b->cstate = next;
       break;
     }
-    case CS_SIZE_WS:
-      if (c == ';')
-        b->cstate = CS_EXT_NAME0;
-      else if (c == '\r')
-        b->cstate = CS_SIZE_LF;
-      else if (c != ' ' && c != '\t')
-        goto bad;
-      break;
-    case CS_EXT_NAME0:
-      if (is_tchar(c))
-        b->cstate = CS_EXT_NAME;
-      else if (c != ' ' && c != '\t')
-        goto bad;
-      break;
-    case CS_EXT_NAME:
-      if (is_tchar(c)) break;
-      if (c == '=')
-        b->cstate = CS_EXT_VAL0;
-      else if (c == ';')
-        b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t')
-        b->cstate = CS_EXT_NAME_WS;
-      else if (c == '\r')
-        b->cstate = CS_SIZE_LF;
-      else
-        goto bad;
-      break;
-    case CS_EXT_NAME_WS:
-      if (c == '=')
-        b->cstate = CS_EXT_VAL0;
-      else if (c == ';')
-        b->cstate = CS_EXT_NAME0;
-      else if (c == '\r')
-        b->cstate = CS_SIZE_LF;
-      else if (c != ' ' && c != '\t')
-        goto bad;
-      break;
-    case CS_EXT_VAL0:
-      if (is_tchar(c))
-        b->cstate = CS_EXT_VAL;
-      else if (c == '"')
-        b->cstate = CS_EXT_QUOTED;
-      else if (c != ' ' && c != '\t')
-        goto bad;
-      break;
-    case CS_EXT_VAL:
-      if (is_tchar(c)) break;
-      if (c == ';')
-        b->cstate = CS_EXT_NAME0;
-      else if (c == ' ' || c == '\t')
-        b->cstate = CS_SIZE_WS;
-      else if (c == '\r')
-        b->cstate = CS_SIZE_LF;
-      else
-        goto bad;
-      break;
     case CS_EXT_QUOTED:
       if (c == '"')
         b->cstate = CS_SIZE_WS;
