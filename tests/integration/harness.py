@@ -171,7 +171,9 @@ def http_call(url_host, port, method, path, body=None, headers=None, timeout=30.
 class OpenAPIMismatch(StopWaiting, AssertionError):
     """An answer the document does not allow: fails the test at once (also inside wait_until)."""
 
-OPENAPI = os.path.join(HERE, "..", "..", "controld", "openapi.json")
+# the document controld serves: controld/openapi.json with its record schemas filled from the
+# field tables at build time (controld/api_doc.h)
+OPENAPI = os.path.join(BUILD, "controld", "openapi.json")
 
 
 class OpenAPIDoc:
