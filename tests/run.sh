@@ -8,10 +8,11 @@
 #                           PostgreSQL cluster (ctest fixture pg, tests/pg/pgctl.sh), each test
 #                           on databases of its own (CDNCA_TEST_DB=pg, pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
-# Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 4 at a
-# time plainly and on PostgreSQL, 3 under ASan, 2 under TSan; CDNCA_TEST_JOBS=N overrides. A test
+# Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 6 at a
+# time plainly and on PostgreSQL, 4 under ASan, 2 under TSan; CDNCA_TEST_JOBS=N overrides. A test
 # that fails in the parallel run is run once more alone; the run passes only if it passes then,
-# and every such test is listed as "flaky" at the end so it can be fixed.
+# and every such test is listed as "flaky" at the end so it can be fixed. The longest tests start
+# first (tests/costs.txt seeds ctest's timings in a new build directory).
 # It first installs what is missing (deploy/deps.sh --build: build; tests/deps.sh: the test tools,
 # the PostgreSQL, nginx and HAProxy binaries (no service enabled), chromium, Node.js and
 # playwright-core for the browser test, promtool, systemd-analyze); CDNCA_NO_INSTALL=1 installs
@@ -21,7 +22,7 @@ top="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$top/build"
 cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCDNCA_WERROR=ON)
 pg=OFF
-jobs=4
+jobs=6
 ctest_args=()
 if [ "${1:-}" = "--pg" ]; then
   shift
@@ -31,7 +32,7 @@ elif [ "${1:-}" = "--asan" ]; then
   shift
   dir="$top/build-asan"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON -DCDNCA_WERROR=ON)
-  jobs=3
+  jobs=4
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 elif [ "${1:-}" = "--tsan" ]; then
@@ -47,6 +48,13 @@ cmake -S "$top" -B "$dir" "${cmake_args[@]}" -DCDNCA_PG_TESTS="$pg" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 cd "$dir"
 jobs="${CDNCA_TEST_JOBS:-$jobs}"
+# A fresh build directory has no timings yet: seed ctest's cost data from tests/costs.txt so the
+# longest tests start first (ctest orders a parallel run by cost).
+costs="Testing/Temporary/CTestCostData.txt"
+if [ ! -s "$costs" ]; then
+  mkdir -p Testing/Temporary
+  { awk '!/^#/ && NF == 2 {print $1, 1, $2}' "$top/tests/costs.txt"; echo ---; } >"$costs"
+fi
 if ctest --output-on-failure --timeout 600 -j"$jobs" "${ctest_args[@]}" "$@"; then
   exit 0
 fi
