@@ -15,17 +15,27 @@ static const struct {
   const char *name;
   const struct field_def *rows;
 } tables[] = {
+    {"site", site_fields},
     {"origin", site_origin_fields},
     {"wire-origin", sitewire_origin_fields},
     {"incident", incident_fields},
     {"incident-entry", incident_entry_fields},
 };
 
-/* The forms a schema may name: the FORM_* bits a row needs (0: every row). */
+/* The forms a schema may name: the FORM_* bits a row needs (0: every row) and which rows are
+   required: every one (an answer carries each key), those marked FIELD_REQUIRED (a create), or
+   none (a change). */
+enum doc_required { REQ_ALL, REQ_MARKED, REQ_NONE };
 static const struct {
   const char *name;
   unsigned form;
-} forms[] = {{"in", FORM_IN}, {"out", FORM_OUT}, {"wire", 0}};
+  enum doc_required required;
+} forms[] = {
+    {"out", FORM_OUT, REQ_ALL},
+    {"wire", 0, REQ_ALL},
+    {"create", FORM_IN, REQ_MARKED},
+    {"in", FORM_IN, REQ_NONE},
+};
 
 /* The keys of a hand-written property that speak to people and are kept. */
 static const char *const kept_keys[] = {"description", "format", "examples", "title", "deprecated"};
@@ -109,22 +119,29 @@ static cJSON *row_schema(const struct field_def *d) {
   return p;
 }
 
+/* A row's nested object (NULL: the record's top level) is the one a schema describes. */
+static int same_object(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 static int in_list(const cJSON *arr, const char *s) {
   const cJSON *it;
   cJSON_ArrayForEach(it, arr) if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0) return 1;
   return 0;
 }
 
-/* Rewrite one schema's properties and required from rows (those with form, or every row when form
-   is 0: the published config, whose encoder writes every row). */
-static int fill_schema(cJSON *schema, const struct field_def *rows, unsigned form) {
+/* Rewrite one schema's properties and required from the rows in object (NULL: the top level) that
+   take part in form (0: every row, the published config's encoder writes each). */
+static int fill_schema(cJSON *schema, const struct field_def *rows, const char *object,
+                       unsigned form, enum doc_required required) {
   cJSON *old = cJSON_DetachItemFromObjectCaseSensitive(schema, "properties");
   cJSON *old_req = cJSON_DetachItemFromObjectCaseSensitive(schema, "required");
   cJSON *props = cJSON_AddObjectToObject(schema, "properties");
   cJSON *req = cJSON_AddArrayToObject(schema, "required");
   int rc = props && req ? 0 : -1;
   for (const struct field_def *d = rows; rc == 0 && d->name; d++) {
-    if (d->object || d->type == FIELD_JSON || (form && !(d->forms & form))) continue;
+    if (!same_object(d->object, object) || d->type == FIELD_JSON || (form && !(d->forms & form)))
+      continue;
     cJSON *p = row_schema(d);
     cJSON *was = old ? cJSON_DetachItemFromObjectCaseSensitive(old, d->name) : NULL;
     if (!p) rc = -1;
@@ -134,7 +151,9 @@ static int fill_schema(cJSON *schema, const struct field_def *rows, unsigned for
     }
     cJSON_Delete(was);
     if (p) cJSON_AddItemToObject(props, d->name, p);
-    if (form != FORM_IN) cJSON_AddItemToArray(req, cJSON_CreateString(d->name));
+    if (required == REQ_ALL || (required == REQ_MARKED && (d->flags & FIELD_REQUIRED)) ||
+        in_list(old_req, d->name))
+      cJSON_AddItemToArray(req, cJSON_CreateString(d->name));
   }
   /* the keys that are no row, as written */
   while (rc == 0 && old && old->child) {
@@ -164,25 +183,28 @@ int api_doc_fill(cJSON *doc, char *err, size_t errlen) {
   cJSON *s;
   cJSON_ArrayForEach(s, schemas) {
     const cJSON *mark = cJSON_GetObjectItemCaseSensitive(s, "x-cdnca-fields");
-    char table[32], form[16];
+    char table[64], form[16], *object;
     const struct field_def *rows = NULL;
-    int fi = -1;
+    int fi = -1, has_object = 0;
     if (!mark) continue;
     if (!cJSON_IsString(mark) ||
         split_mark(mark->valuestring, table, sizeof table, form, sizeof form) < 0) {
       snprintf(err, errlen, "schema %s: x-cdnca-fields must be \"TABLE FORM\"", s->string);
       return -1;
     }
+    if ((object = strchr(table, '.'))) *object++ = '\0';
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
       if (strcmp(tables[i].name, table) == 0) rows = tables[i].rows;
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
       if (strcmp(forms[i].name, form) == 0) fi = (int)i;
-    if (!rows || fi < 0) {
+    for (const struct field_def *d = rows; object && rows && d->name && !has_object; d++)
+      has_object = same_object(d->object, object);
+    if (!rows || fi < 0 || (object && !has_object)) {
       snprintf(err, errlen, "schema %s: no field table \"%s\" or form \"%s\"", s->string, table,
                form);
       return -1;
     }
-    if (fill_schema(s, rows, forms[fi].form) < 0) {
+    if (fill_schema(s, rows, object, forms[fi].form, forms[fi].required) < 0) {
       snprintf(err, errlen, "schema %s: out of memory", s->string);
       return -1;
     }

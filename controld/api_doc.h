@@ -4,14 +4,16 @@
    OpenAPI document").
 
    A schema of controld/openapi.json's components that carries "x-cdnca-fields": "TABLE FORM"
-   gets one property per row of TABLE that takes part in FORM (FORM_IN: "in", FORM_OUT: "out",
-   every row: "wire"), in the table's order; the row gives the type, the bounds and the choices.
-   What the hand-written property says for people ("description", "format", "examples", "title",
-   "deprecated") is kept; properties that are no row (keys a record's JSON adds beside its rows)
-   stay as written, after the rows. "required" lists, besides the hand-written keys that are no
-   row: for "out" and "wire" every row (the JSON carries each key, null when empty), for "in"
-   none. Rows in a nested object (.object) and FIELD_JSON rows
-   (their keys are a codec's) are left to the document. */
+   gets one property per row of TABLE at the record's top level that takes part in FORM
+   (FORM_OUT: "out"; FORM_IN: "create" and "in"; every row: "wire"), in the table's order; the
+   row gives the type, the bounds and the choices. "TABLE.OBJECT FORM" takes the rows of the
+   record's nested object OBJECT instead (.object), e.g. "site.health_check out". FIELD_JSON rows
+   (their keys are a codec's) are left to the document.
+   What the hand-written property says for people ("description", "format", "examples",
+   "title", "deprecated") is kept; properties that are no row (keys a record's JSON adds beside
+   its rows) stay as written, after the rows. "required" keeps what the document lists and adds:
+   for "out" and "wire" every row (the JSON carries each key, null when empty), for "create" the
+   rows marked FIELD_REQUIRED, for "in" (a change) none. */
 #ifndef CDNCA_API_DOC_H
 #define CDNCA_API_DOC_H
 
