@@ -447,6 +447,29 @@ int fields_columns(const struct field_def *defs, unsigned form, const char *pref
   return n;
 }
 
+int fields_sql_list(const struct field_def *defs, unsigned form, enum fields_sql_item item,
+                    char *out, size_t cap) {
+  size_t len = 0;
+  int n = 0;
+  if (cap == 0) return -1;
+  out[0] = '\0';
+  for (const struct field_def *d = defs; d->name; d++) {
+    const char *sep = n ? ", " : "";
+    int w;
+    if (!d->column || !carries(d, form)) continue;
+    if (item == FIELDS_SQL_MARKS)
+      w = snprintf(out + len, cap - len, "%s?", sep);
+    else if (item == FIELDS_SQL_SETS)
+      w = snprintf(out + len, cap - len, "%s%s = ?", sep, d->column);
+    else
+      w = snprintf(out + len, cap - len, "%s%s = ?%d", sep, d->column, n + 1);
+    if (w < 0 || (size_t)w >= cap - len) return -1;
+    len += (size_t)w;
+    n++;
+  }
+  return n;
+}
+
 /* The code point at *p (advancing it) or -1 for an invalid, overlong or surrogate sequence. */
 static int32_t next_cp(const unsigned char **p) {
   const unsigned char *s = *p;

@@ -150,6 +150,18 @@ int fields_names(const struct field_def *defs, unsigned form, const char **out, 
 int fields_columns(const struct field_def *defs, unsigned form, const char *prefix, char *out,
                    size_t cap);
 
+/* The pieces of a statement a table's columns make (fields_sql_list). */
+enum fields_sql_item {
+  FIELDS_SQL_MARKS,        /* "?, ?, ?" */
+  FIELDS_SQL_SETS,         /* "a = ?, b = ?" */
+  FIELDS_SQL_SETS_NUMBERED /* "a = ?1, b = ?2": numbered from 1 in table order */
+};
+
+/* The item for each row with a column that carries form (0 = every column), in table order,
+   comma-separated, into out; the count, or -1 when cap is too small. */
+int fields_sql_list(const struct field_def *defs, unsigned form, enum fields_sql_item item,
+                    char *out, size_t cap);
+
 /* 1 when v is valid UTF-8 of min to max code points with no control character (C0, DEL, C1),
    else 0. */
 int fields_text_valid(const char *v, int64_t min, int64_t max);

@@ -245,6 +245,10 @@ struct store_sql {
 const char *store_sql(struct store_sql *q, const char *head, const struct field_def *defs,
                       const char *tail);
 
+/* "UPDATE table SET a = ?, b = ? ... WHERE id = ?" over every column of defs (bound in table
+   order, then the id), built once into q; NULL when it does not fit (logged). Thread-safe. */
+const char *store_sql_update(struct store_sql *q, const char *table, const struct field_def *defs);
+
 /* A list in one call, on the calling thread's reader: "SELECT " the columns of defs, then tail
    (built once into q), the arguments bound as store_bind from parameter 1, read as
    store_rows_read (at most limit rows; < 1: all). */

@@ -94,34 +94,11 @@ int store_incident_insert_locked(struct store_tx *tx, struct incident_rec *r) {
 
 int store_incident_save_locked(struct store_tx *tx, const struct incident_rec *r) {
   struct store *st = store_tx_store(tx);
-  static char sql[1024];
-  static atomic_int ready;
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static struct store_sql q;
+  const char *sql = store_sql_update(&q, "incidents", cols());
   struct db_stmt *s;
-  int idx;
-  if (!atomic_load(&ready)) { /* "UPDATE incidents SET a = ?, b = ? ... WHERE id = ?" */
-    pthread_mutex_lock(&mu);
-    if (!atomic_load(&ready)) {
-      size_t len = (size_t)snprintf(sql, sizeof sql, "UPDATE incidents SET ");
-      int first = 1;
-      for (const struct field_def *d = cols(); d->name && len < sizeof sql; d++) {
-        if (!d->column) continue;
-        len +=
-            (size_t)snprintf(sql + len, sizeof sql - len, "%s%s = ?", first ? "" : ", ", d->column);
-        first = 0;
-      }
-      if (len < sizeof sql - 20) {
-        snprintf(sql + len, sizeof sql - len, " WHERE id = ?");
-        atomic_store(&ready, 1);
-      }
-    }
-    pthread_mutex_unlock(&mu);
-    if (!atomic_load(&ready)) return -1;
-  }
-  s = db_prep(st->w, sql);
-  if (!s) return -1;
-  idx = store_fields_bind(s, 1, cols(), 0, r);
-  db_bind_i64(s, idx, r->id);
+  if (!sql || !(s = db_prep(st->w, sql))) return -1;
+  db_bind_i64(s, store_fields_bind(s, 1, cols(), 0, r), r->id);
   return store_defer(st->w, s, "saving an incident");
 }
 

@@ -257,6 +257,25 @@ const char *store_sql(struct store_sql *q, const char *head, const struct field_
   return text;
 }
 
+const char *store_sql_update(struct store_sql *q, const char *table, const struct field_def *defs) {
+  char sets[768];
+  const char *text = NULL;
+  if (atomic_load(&q->ready)) return q->text;
+  pthread_mutex_lock(&sql_mu);
+  if (atomic_load(&q->ready)) {
+    text = q->text;
+  } else if (fields_sql_list(defs, 0, FIELDS_SQL_SETS, sets, sizeof sets) >= 0) {
+    int w = snprintf(q->text, sizeof q->text, "UPDATE %s SET %s WHERE id = ?", table, sets);
+    if (w > 0 && (size_t)w < sizeof q->text) {
+      atomic_store(&q->ready, 1);
+      text = q->text;
+    }
+  }
+  pthread_mutex_unlock(&sql_mu);
+  if (!text) log_error("an UPDATE of %s built from its field table does not fit", table);
+  return text;
+}
+
 /* ---- statements in one call ---- */
 
 int store_bindv(struct db_stmt *s, int idx, const char *types, va_list ap) {

@@ -59,17 +59,11 @@ static int fmt(char *out, size_t cap, const char *f, ...) {
    order (site_fields' FORM_CONFIG rows), then what each statement names after them. */
 static int site_sql_build(const char *q32) {
   char cols[1024], cfg[512], marks[256], sets[768];
-  int n = fields_columns(site_fields, 0, "", cols, sizeof cols), k = 0;
-  size_t lm = 0, ls = 0;
-  if (n < 0 || fields_columns(site_fields, FORM_CONFIG, "", cfg, sizeof cfg) < 0) return -1;
-  marks[0] = sets[0] = '\0';
-  for (const struct field_def *d = site_fields; d->name; d++) {
-    if (!d->column || !(d->forms & FORM_CONFIG)) continue;
-    k++;
-    lm += (size_t)snprintf(marks + lm, sizeof marks - lm, "%s?", k > 1 ? ", " : "");
-    ls += (size_t)snprintf(sets + ls, sizeof sets - ls, "%s%s = ?", k > 1 ? ", " : "", d->column);
-    if (lm >= sizeof marks || ls >= sizeof sets) return -1;
-  }
+  if (fields_columns(site_fields, 0, "", cols, sizeof cols) < 0 ||
+      fields_columns(site_fields, FORM_CONFIG, "", cfg, sizeof cfg) < 0 ||
+      fields_sql_list(site_fields, FORM_CONFIG, FIELDS_SQL_MARKS, marks, sizeof marks) < 0 ||
+      fields_sql_list(site_fields, FORM_CONFIG, FIELDS_SQL_SETS, sets, sizeof sets) < 0)
+    return -1;
   if (fmt(ssql.site_one, sizeof ssql.site_one, "SELECT %s FROM sites WHERE id = ?", cols) < 0 ||
       fmt(ssql.site_range, sizeof ssql.site_range,
           "SELECT %s FROM sites WHERE id BETWEEN ? AND ? ORDER BY id", cols) < 0 ||
@@ -90,7 +84,7 @@ static int site_sql_build(const char *q32) {
 static void ssql_build(void) {
   char cols[1024], cfg[512], tcfg[512], arrs[512], marks[256], sets[1024], q32[64];
   int enabled = 0, k = 0, nc = fields_columns(site_origin_fields, 0, "", cols, sizeof cols);
-  size_t la = 0, lm = 0, ls = 0;
+  size_t la = 0;
   ssql.ncfg = fields_columns(site_origin_fields, FORM_CONFIG, "", cfg, sizeof cfg);
   if (nc < 0 || ssql.ncfg < 0 ||
       fields_columns(site_origin_fields, FORM_CONFIG, "t.", tcfg, sizeof tcfg) < 0)
@@ -100,17 +94,18 @@ static void ssql_build(void) {
     q32[p++] = '?';
     q32[p] = '\0';
   }
-  arrs[0] = marks[0] = sets[0] = '\0';
+  if (fields_sql_list(site_origin_fields, FORM_CONFIG, FIELDS_SQL_MARKS, marks, sizeof marks) < 0 ||
+      fields_sql_list(site_origin_fields, FORM_CONFIG, FIELDS_SQL_SETS_NUMBERED, sets,
+                      sizeof sets) < 0)
+    return;
+  arrs[0] = '\0';
   for (const struct field_def *d = site_origin_fields; d->name; d++) {
     if (!d->column || !(d->forms & FORM_CONFIG)) continue;
     k++;
     if (strcmp(d->column, "enabled") == 0) enabled = k;
     la += (size_t)snprintf(arrs + la, sizeof arrs - la, "%s?::%s[]", k > 1 ? ", " : "",
                            store_fields_pg_type(d));
-    lm += (size_t)snprintf(marks + lm, sizeof marks - lm, "%s?", k > 1 ? ", " : "");
-    ls += (size_t)snprintf(sets + ls, sizeof sets - ls, "%s%s = ?%d", k > 1 ? ", " : "", d->column,
-                           k);
-    if (la >= sizeof arrs || lm >= sizeof marks || ls >= sizeof sets) return;
+    if (la >= sizeof arrs) return;
   }
   if (!enabled || site_sql_build(q32) < 0) return;
   if (fmt(ssql.one, sizeof ssql.one, "SELECT %s FROM origins WHERE site_id = ? ORDER BY level, id",

@@ -233,6 +233,14 @@ static void test_record_forms(void **state) {
   assert_int_equal(fields_columns(recdefs, FORM_CONFIG, "t.", cols, sizeof cols), 3);
   assert_string_equal(cols, "t.lvl, t.kind, t.host");
   assert_int_equal(fields_columns(recdefs, 0, "", cols, 10), -1); /* never cut */
+  assert_int_equal(fields_sql_list(recdefs, FORM_CONFIG, FIELDS_SQL_MARKS, cols, sizeof cols), 3);
+  assert_string_equal(cols, "?, ?, ?");
+  assert_int_equal(fields_sql_list(recdefs, FORM_CONFIG, FIELDS_SQL_SETS, cols, sizeof cols), 3);
+  assert_string_equal(cols, "lvl = ?, kind = ?, host = ?");
+  assert_int_equal(
+      fields_sql_list(recdefs, FORM_CONFIG, FIELDS_SQL_SETS_NUMBERED, cols, sizeof cols), 3);
+  assert_string_equal(cols, "lvl = ?1, kind = ?2, host = ?3");
+  assert_int_equal(fields_sql_list(recdefs, 0, FIELDS_SQL_SETS, cols, 20), -1); /* never cut */
   assert_int_equal(fields_names(recdefs, FORM_IN, names, 8), 4);
   assert_string_equal(names[3], "note");
   assert_null(names[4]);
