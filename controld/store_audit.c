@@ -19,13 +19,7 @@ struct audit_state {
 static const struct store_participant audit_participant = {.name = "audit", .fini = free};
 
 int store_audit_attach(struct store *st) {
-  struct audit_state *as = calloc(1, sizeof *as);
-  if (!as) return -1;
-  if (store_participant_add(st, &audit_participant, as) < 0) {
-    free(as);
-    return -1;
-  }
-  return 0;
+  return store_participant_new(st, &audit_participant, sizeof(struct audit_state)) ? 0 : -1;
 }
 
 void store_audit_set_retention(struct store *st, int64_t keep_ms) {

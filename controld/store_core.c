@@ -125,6 +125,15 @@ int store_participant_add(struct store *st, const struct store_participant *p, v
   return 0;
 }
 
+void *store_participant_new(struct store *st, const struct store_participant *p, size_t size) {
+  void *state = calloc(1, size);
+  if (state && store_participant_add(st, p, state) < 0) {
+    if (p->fini) p->fini(state);
+    state = NULL;
+  }
+  return state;
+}
+
 void *store_participant_state(struct store *st, const struct store_participant *p) {
   for (int i = 0; i < st->nparts; i++)
     if (st->parts[i].p == p) return st->parts[i].state;

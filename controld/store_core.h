@@ -85,6 +85,10 @@ struct store {
    st). 0, or -1 when STORE_MAX_PARTICIPANTS are taken. */
 int store_participant_add(struct store *st, const struct store_participant *p, void *state);
 
+/* store_participant_add with a new zeroed state of size bytes, freed by p->fini (called with it)
+   when the add fails; the state, or NULL (out of memory, or no room). */
+void *store_participant_new(struct store *st, const struct store_participant *p, size_t size);
+
 /* The state p was added with, or NULL. */
 void *store_participant_state(struct store *st, const struct store_participant *p);
 

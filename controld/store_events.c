@@ -440,13 +440,7 @@ static const struct store_participant events_participant = {
 };
 
 int store_events_attach(struct store *st) {
-  struct events_state *es = calloc(1, sizeof *es);
-  if (!es) return -1;
-  if (store_participant_add(st, &events_participant, es) < 0) {
-    free(es);
-    return -1;
-  }
-  return 0;
+  return store_participant_new(st, &events_participant, sizeof(struct events_state)) ? 0 : -1;
 }
 
 void store_set_event_hook(struct store *st, void (*fn)(void *arg), void *arg) {

@@ -141,13 +141,7 @@ static const struct store_participant pub_participant = {
 };
 
 int store_pub_attach(struct store *st) {
-  struct pub_state *ps = calloc(1, sizeof *ps);
-  if (!ps) return -1;
-  if (store_participant_add(st, &pub_participant, ps) < 0) {
-    free(ps);
-    return -1;
-  }
-  return 0;
+  return store_participant_new(st, &pub_participant, sizeof(struct pub_state)) ? 0 : -1;
 }
 
 void store_set_pub_hook(struct store *st, void (*fn)(void *arg, int64_t seq), void *arg) {

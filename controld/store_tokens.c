@@ -380,13 +380,9 @@ static const struct store_participant tokens_participant = {
 };
 
 int store_tokens_attach(struct store *st) {
-  struct tokens_state *ts = calloc(1, sizeof *ts);
+  struct tokens_state *ts = store_participant_new(st, &tokens_participant, sizeof *ts);
   if (!ts) return -1;
-  pthread_mutex_init(&ts->mu, NULL);
-  if (store_participant_add(st, &tokens_participant, ts) < 0) {
-    tokens_fini(ts);
-    return -1;
-  }
+  pthread_mutex_init(&ts->mu, NULL); /* at open: no other thread uses st yet */
   return 0;
 }
 
