@@ -173,6 +173,11 @@ static enum http_rc get_verdicts(struct req *r) {
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
   const struct engine_env *env = op->ctx->engine;
+  int64_t revision = 0;
+  /* docs/api.md, Safe concurrent edits: the switch honours If-Match like the site's other writes */
+  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
+  if (rc == STORE_OK) rc = api_op_if_match(op, revision);
+  if (rc != STORE_OK) return rc;
   switch (engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
@@ -219,8 +224,8 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts},
-    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status, NULL},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts, "limit"},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };
