@@ -3,8 +3,8 @@
 (docs/api.md: Secrets, Query parameters, Safe concurrent edits and strict input).
 
 Secrets: a site's health-check header values and a webhook URL's userinfo and query come back
-masked ("***") to read and operator tokens in lists, single records (cached or not) and audit
-summaries, in full to admin; a PATCH that sends the masked value back keeps the stored secret.
+masked ("***") to read and operator tokens in lists, single records (cached or not), the status
+card (also the switch's answer) and audit summaries, in full to admin; a PATCH that sends the masked value back keeps the stored secret.
 Grammar: If-Match on the level switch (a stale tag is 412, nothing switched) and refused (400) on
 a write without a revision; every route refuses a query parameter it does not take (400 naming
 it) and the OpenAPI document lists exactly the ones it takes; deliveries page with after= to the
@@ -76,8 +76,10 @@ def test_read_and_operator_tokens_see_secrets_masked(tmp):
         one_hook, _ = get(c, "/v1/webhooks/%d" % hook["id"], tok)
         assert one_hook["url"] == HOOK_MASKED, (role, one_hook)
         audit, _ = get(c, "/v1/audit?limit=100", tok)
+        card, _ = get(c, "/v1/sites/%d/status" % sid, tok)
+        assert card["health_check"]["headers"]["X-Health-Token"] == "***", (role, card)
         for path in ("/v1/sites/%d" % sid, "/v1/sites", "/v1/webhooks", "/v1/audit?limit=100",
-                     "/v1/webhooks/%d" % hook["id"]):
+                     "/v1/webhooks/%d" % hook["id"], "/v1/sites/%d/status" % sid):
             _, raw, _ = harness.http_call(harness.HOST, c.port, "GET", path,
                                           headers={"Authorization": "Bearer " + tok})
             text = json.dumps(raw)
@@ -87,6 +89,12 @@ def test_read_and_operator_tokens_see_secrets_masked(tmp):
     # admin sees the values, also after the lower roles' reads
     body, _ = get(c, "/v1/sites/%d" % sid, harness.DEFAULT)
     assert body["health_check"]["headers"]["X-Health-Token"] == SECRET, body
+    card, _ = get(c, "/v1/sites/%d/status" % sid, harness.DEFAULT)
+    assert card["health_check"]["headers"]["X-Health-Token"] == SECRET, card
+    # the operator's switch answers the card, masked
+    status, card, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 2},
+                            token=tokens["operator"])
+    assert status == 200 and card["health_check"]["headers"]["X-Health-Token"] == "***", card
     hooks, _ = get(c, "/v1/webhooks", harness.DEFAULT)
     assert hooks["webhooks"][0]["url"] == HOOK_URL, hooks
     # a site without secrets reads the same for every role
