@@ -59,7 +59,7 @@ enum {
   FIELD_LENIENT = 4,  /* a value that does not validate is left out (the member keeps its value)
                          instead of failing the object: a key for people that a reader must never
                          refuse a document for */
-  /* Secrets are write-only below the admin role (docs/api.md, Secrets): fields_redact masks
+  /* Secrets are write-only below the admin role (docs/design.md#secrets): fields_redact masks
      them, fields_keep_secrets keeps a stored secret a write echoes back masked. */
   FIELD_SECRET = 8,      /* STR: the whole value is shown as FIELDS_MASK; JSON: its codec's
                             redact and keep_secrets say which parts */

@@ -32,7 +32,7 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
 int api_target_refused(struct req *r, const char *host, const char *field);
 
 /* 1 when r's token may see secrets (webhook URL userinfo and query, health-check header values):
-   admin tokens only; everyone else gets them masked (docs/api.md, Secrets). */
+   admin tokens only; everyone else gets them masked (docs/design.md#secrets). */
 int api_reveals_secrets(const struct req *r);
 
 /* Answer a page of a list read with one record more than limit (n records of elem bytes at recs,

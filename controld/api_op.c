@@ -138,7 +138,7 @@ static enum store_rc run_locked(struct store_tx *tx, void *arg) {
   }
   rc = def->change(op);
   if (rc != STORE_OK) return rc;
-  /* docs/api.md, Safe concurrent edits: If-Match is honoured or refused, never ignored */
+  /* docs/design.md#safe-concurrent-edits: If-Match is honoured or refused, never ignored */
   if (!op->if_match_checked && req_header(op->r, "If-Match")) {
     req_error(op->r, 400, "if_match_not_supported", "If-Match",
               "%s %s does not take If-Match (it is honoured on PATCH and DELETE of sites and "
@@ -197,8 +197,8 @@ void api_op_request_hash(const char *method, const char *path, const char *query
 }
 
 /* Read and check the Idempotency-Key of a POST; 0 (op->idem_key set or "") or -1 with a 400.
-   docs/api.md, Idempotency: a key is the presenting token's (another token's same key is another
-   key) and stands for method, path, query and body. */
+   docs/design.md#safe-concurrent-edits: a key is the presenting token's (another token's same key
+   is another key) and stands for method, path, query and body. */
 static int idem_prepare(struct req *r, struct api_op *op) {
   const char *k = req_header(r, "Idempotency-Key");
   char *query;

@@ -69,7 +69,7 @@ int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
    routes use their site's). STORE_OK when absent, "*" or a listed "<revision>"; otherwise a 412
    precondition_failed reply and STORE_CONFLICT. A write whose change step never calls this cannot
    honour If-Match: when the request carries one, api_op_run answers 400 if_match_not_supported and
-   rolls the write back (docs/api.md, Safe concurrent edits). */
+   rolls the write back (docs/design.md#safe-concurrent-edits). */
 enum store_rc api_op_if_match(struct api_op *op, int64_t revision);
 
 /* Pure: the hash an Idempotency-Key stands for: hex SHA-256 of method, path, the query

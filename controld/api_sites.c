@@ -144,7 +144,7 @@ static enum http_rc get_site(struct req *r) {
     api_store_error(r, rc, "site", NULL);
     return HTTP_DONE;
   }
-  /* docs/api.md, Secrets: header values masked below admin */
+  /* docs/design.md#secrets: header values masked below admin */
   if (api_reveals_secrets(r)) {
     struct site_rec masked = s;
     secrets = fields_redact(site_fields, &masked);
@@ -188,7 +188,7 @@ static enum store_rc patch_change(struct api_op *op) {
     api_field_error(op->r, &err);
     return STORE_ERROR;
   }
-  /* docs/api.md, Secrets: a masked value sent back keeps the stored secret */
+  /* docs/design.md#secrets: a masked value sent back keeps the stored secret */
   fields_keep_secrets(site_fields, &so->s, stored);
   free(stored);
   rc = store_site_update_locked(op->tx, &so->s, conflict, sizeof conflict);

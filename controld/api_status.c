@@ -41,7 +41,7 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
 }
 
 /* Build the status card of site_id into *out as r's token may see it (health-check header values
-   masked below admin: docs/api.md, Secrets); STORE_OK or the error (reply not set). With tx: read
+   masked below admin: docs/design.md#secrets); STORE_OK or the error (reply not set). With tx: read
    on the writer inside the caller's transaction (the answer of a write), else (NULL) on a
    reader. */
 static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx *tx, cJSON **out) {
@@ -176,7 +176,8 @@ static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
   const struct engine_env *env = op->ctx->engine;
   int64_t revision = 0;
-  /* docs/api.md, Safe concurrent edits: the switch honours If-Match like the site's other writes */
+  /* docs/design.md#safe-concurrent-edits: the switch honours If-Match like the site's other writes
+   */
   enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (rc == STORE_OK) rc = api_op_if_match(op, revision);
   if (rc != STORE_OK) return rc;

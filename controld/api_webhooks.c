@@ -33,7 +33,7 @@ static const struct field_def webhook_fields[] = {
 #undef W
 
 /* The webhook as r's token may see it: the URL's userinfo and query masked below admin
-   (docs/api.md, Secrets). */
+   (docs/design.md#secrets). */
 static cJSON *webhook_json(struct req *r, const struct webhook_rec *w) {
   cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", w->id);
@@ -217,7 +217,8 @@ static enum http_rc list_deliveries(struct req *r) {
   int n = 0;
   enum store_rc rc;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  /* one pagination for every list (docs/api.md, Lists): after=ID, oldest first */
+  /* one pagination for every list (docs/design.md#query-parameters-and-lists): after=ID, oldest
+   * first */
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
   rc = store_webhook_get(r->ctx->store, r->params[0], &w);
   webhook_rec_fini(&w);

@@ -19,7 +19,7 @@ static const struct {
 /* Request keys whose values never appear in a summary. */
 static const char *const secret_keys[] = {"secret", "token", "password", "key", NULL};
 
-/* Request keys holding a URL: shown with userinfo and query masked (docs/api.md, Secrets). */
+/* Request keys holding a URL: shown with userinfo and query masked (docs/design.md#secrets). */
 static const char *const url_keys[] = {"url", NULL};
 
 /* The longest string value shown in full. */

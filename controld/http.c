@@ -293,7 +293,8 @@ char *req_query_text(struct req *r) {
   return q.p;
 }
 
-/* Headers a request may carry at most once (docs/api.md, Idempotency): a second copy is a 400. */
+/* Headers a request may carry at most once (docs/design.md#safe-concurrent-edits): a second copy is
+ * a 400. */
 static const char *const single_headers[] = {"Idempotency-Key", NULL};
 
 struct arg_scan {

@@ -25,8 +25,9 @@ typedef enum http_rc (*route_fn)(struct req *r);
 
 /* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final
    "*" matches any rest of the path), who may call it, and the query parameters it takes
-   (docs/api.md, Query parameters): a comma list of names ("after,limit"), NULL for none, "*" for
-   any (static files). A parameter it does not take is a 400 unknown_query_parameter. */
+   (docs/design.md#query-parameters-and-lists): a comma list of names ("after,limit"), NULL for
+   none, "*" for any (static files). A parameter it does not take is a 400 unknown_query_parameter.
+ */
 struct route {
   const char *method;
   const char *pattern;

@@ -233,7 +233,7 @@ const struct field_def site_fields[] = {
      .size = sizeof(int64_t),
      .forms = FORM_CONFIG},
     /* type, method, headers, expected_*, port, interval_ms, level_min_healthy (NULL: defaults);
-       header values are secrets (docs/api.md, Secrets) */
+       header values are secrets (docs/design.md#secrets) */
     {.name = "options",
      .column = "hc_options",
      .type = FIELD_JSON,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_api_grammar — secrets write-only below admin, and one grammar for every route
-(docs/api.md: Secrets, Query parameters, Safe concurrent edits and strict input).
+(docs/design.md#secrets, #query-parameters-and-lists, #safe-concurrent-edits; docs/api.md).
 
 Secrets: a site's health-check header values and a webhook URL's userinfo and query come back
 masked ("***") to read and operator tokens in lists, single records (cached or not), the status

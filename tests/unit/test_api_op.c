@@ -27,7 +27,8 @@ static void test_etag_matches(void **state) {
       fail_msg("row %zu: If-Match '%s' vs %lld", i, rows[i].header, (long long)rows[i].revision);
 }
 
-/* docs/api.md, Idempotency: the key stands for method, path, query and body; each one changes it.
+/* docs/design.md#safe-concurrent-edits: the key stands for method, path, query and body; each one
+ * changes it.
  */
 static void test_request_hash(void **state) {
   char a[65], b[65];

@@ -515,7 +515,7 @@ static const struct field_def nested_defs[] = {
 };
 #undef P
 
-/* docs/api.md, Secrets: what a URL reads as below admin. */
+/* docs/design.md#secrets: what a URL reads as below admin. */
 static void test_url_mask(void **state) {
   static const struct {
     const char *in, *out;

@@ -429,7 +429,7 @@ static void test_status_ok(void **state) {
   assert_false(hcheck_status_ok(&o, 0));
 }
 
-/* docs/api.md, Secrets: header values masked, names kept; a masked value sent back keeps the
+/* docs/design.md#secrets: header values masked, names kept; a masked value sent back keeps the
    stored one, a new value replaces it, a header left out is gone. */
 static void test_redact_keep(void **state) {
   struct hcheck_opts stored =

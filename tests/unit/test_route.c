@@ -70,7 +70,7 @@ static void test_find(void **state) {
   assert_int_equal(known, 0); /* 404 */
 }
 
-/* docs/api.md, Query parameters: a route's list is exact names, "*" any, NULL none. */
+/* docs/design.md#query-parameters-and-lists: a route's list is exact names, "*" any, NULL none. */
 static void test_query_allowed(void **state) {
   (void)state;
   assert_true(route_query_allowed("after,limit", "after"));
