@@ -526,3 +526,89 @@ int fields_name_ok(const char *s) {
       return 0;
   return 1;
 }
+
+/* ---- Secrets ---- */
+
+int fields_url_mask(const char *url, char *out, size_t cap) {
+  const char *p = strstr(url, "://"), *auth, *auth_end, *at = NULL, *q;
+  size_t n = 0;
+  int masked = 0;
+#define PUT(s, len)                                                                                \
+  do {                                                                                             \
+    size_t l_ = (len);                                                                             \
+    if (cap && n < cap - 1) {                                                                      \
+      size_t room_ = cap - 1 - n;                                                                  \
+      memcpy(out + n, (s), l_ < room_ ? l_ : room_);                                               \
+      n += l_ < room_ ? l_ : room_;                                                                \
+    }                                                                                              \
+  } while (0)
+  auth = p ? p + 3 : url;
+  auth_end = auth;
+  if (p) {
+    while (*auth_end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
+      auth_end++;
+    for (const char *c = auth; c < auth_end; c++)
+      if (*c == '@') at = c;
+  }
+  PUT(url, (size_t)(auth - url));
+  if (at) {
+    PUT(FIELDS_MASK "@", sizeof FIELDS_MASK);
+    PUT(at + 1, (size_t)(auth_end - at - 1));
+    masked = 1;
+  } else {
+    PUT(auth, (size_t)(auth_end - auth));
+  }
+  q = auth_end;
+  while (*q && *q != '?' && *q != '#')
+    q++;
+  PUT(auth_end, (size_t)(q - auth_end));
+  if (*q == '?') {
+    PUT("?" FIELDS_MASK, sizeof FIELDS_MASK);
+    masked = 1;
+    while (*q && *q != '#')
+      q++;
+  }
+  if (*q == '#') {
+    PUT("#" FIELDS_MASK, sizeof FIELDS_MASK);
+    masked = 1;
+  }
+#undef PUT
+  if (cap) out[n] = '\0';
+  return masked;
+}
+
+int fields_redact(const struct field_def *defs, void *target) {
+  int n = 0;
+  for (const struct field_def *d = defs; d->name; d++) {
+    char *m = (char *)target + d->offset;
+    if (d->type == FIELD_JSON && (d->flags & FIELD_SECRET) && d->codec && d->codec->redact) {
+      n += d->codec->redact(m);
+    } else if (d->type == FIELD_STR && (d->flags & FIELD_SECRET) && m[0]) {
+      snprintf(m, d->size, "%s", FIELDS_MASK);
+      n++;
+    } else if (d->type == FIELD_STR && (d->flags & FIELD_SECRET_URL) && m[0]) {
+      char buf[2048];
+      if (fields_url_mask(m, buf, sizeof buf)) {
+        snprintf(m, d->size, "%s", buf);
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+void fields_keep_secrets(const struct field_def *defs, void *target, const void *stored) {
+  for (const struct field_def *d = defs; d->name; d++) {
+    char *m = (char *)target + d->offset;
+    const char *o = (const char *)stored + d->offset;
+    if (d->type == FIELD_JSON && (d->flags & FIELD_SECRET) && d->codec && d->codec->keep_secrets) {
+      d->codec->keep_secrets(m, o);
+    } else if (d->type == FIELD_STR && (d->flags & FIELD_SECRET) && o[0] &&
+               strcmp(m, FIELDS_MASK) == 0) {
+      memcpy(m, o, d->size);
+    } else if (d->type == FIELD_STR && (d->flags & FIELD_SECRET_URL) && o[0]) {
+      char buf[2048];
+      if (fields_url_mask(o, buf, sizeof buf) && strcmp(m, buf) == 0) memcpy(m, o, d->size);
+    }
+  }
+}

@@ -44,6 +44,11 @@ struct field_codec {
   /* Read the column's text (NULL = the defaults) into the member: 0, or -1 (the member then
      holds the defaults). */
   int (*from_text)(const char *text, void *member);
+  /* A FIELD_SECRET row's codec (may be NULL otherwise): mask the member's secret parts with
+     FIELDS_MASK in place, returning how many it masked; and, after a write applied a body onto a
+     copy of the stored member, put back each stored secret the body echoed as FIELDS_MASK. */
+  int (*redact)(void *member);
+  void (*keep_secrets)(void *member, const void *stored);
 };
 
 enum {
@@ -54,7 +59,16 @@ enum {
   FIELD_LENIENT = 4,  /* a value that does not validate is left out (the member keeps its value)
                          instead of failing the object: a key for people that a reader must never
                          refuse a document for */
+  /* Secrets are write-only below the admin role (docs/design.md#secrets): fields_redact masks
+     them, fields_keep_secrets keeps a stored secret a write echoes back masked. */
+  FIELD_SECRET = 8,      /* STR: the whole value is shown as FIELDS_MASK; JSON: its codec's
+                            redact and keep_secrets say which parts */
+  FIELD_SECRET_URL = 16, /* STR holding a URL: its userinfo and query (and fragment) are masked,
+                            scheme, host, port and path stay (fields_url_mask) */
 };
+
+/* What a masked secret reads as. */
+#define FIELDS_MASK "***"
 
 /* One row of a table; a table ends with a row whose name is NULL. */
 struct field_def {
@@ -171,6 +185,23 @@ int fields_text_valid(const char *v, int64_t min, int64_t max);
 int fields_name_ok(const char *s);
 int fields_name_valid(char *s);
 #define FIELDS_NAME_WHAT "1-64 characters of letters, digits, '.', '_' or '-'"
+
+/* ---- Secrets ---- */
+
+/* Mask every FIELD_SECRET / FIELD_SECRET_URL row of target in place (a record shown to a reader
+   below admin); the number of rows or parts masked (0: the record holds no secret). Pure. */
+int fields_redact(const struct field_def *defs, void *target);
+
+/* After a write applied a body onto target (a copy of stored), put back every secret of stored
+   that target now holds only in its masked form: a FIELD_SECRET string equal to FIELDS_MASK, a
+   FIELD_SECRET_URL equal to the mask of the stored URL (and different from it), and what the
+   codec's keep_secrets keeps. Pure. */
+void fields_keep_secrets(const struct field_def *defs, void *target, const void *stored);
+
+/* The URL url with its userinfo, query and fragment replaced by FIELDS_MASK (user:pw@host:8443
+   reads ***@host:8443, /p?k=v#f reads /p?***#***), into out (cap bytes, cut when short). 1 when
+   something was masked, 0 when url had nothing to mask (out is then a copy). Pure. */
+int fields_url_mask(const char *url, char *out, size_t cap);
 
 /* ---- Copying a record into the struct of another table ---- */
 

@@ -437,6 +437,31 @@ static int codec_from_text(const char *text, void *member) {
   return hcheck_from_text(text, member);
 }
 
+int hcheck_redact(struct hcheck_opts *o) {
+  for (int i = 0; i < o->n_headers; i++)
+    snprintf(o->headers[i].value, sizeof o->headers[i].value, "%s", FIELDS_MASK);
+  return o->n_headers;
+}
+
+void hcheck_keep_secrets(struct hcheck_opts *o, const struct hcheck_opts *stored) {
+  for (int i = 0; i < o->n_headers; i++) {
+    if (strcmp(o->headers[i].value, FIELDS_MASK) != 0) continue;
+    for (int k = 0; k < stored->n_headers; k++)
+      if (strcasecmp(o->headers[i].name, stored->headers[k].name) == 0) {
+        memcpy(o->headers[i].value, stored->headers[k].value, sizeof o->headers[i].value);
+        break;
+      }
+  }
+}
+
+static int codec_redact(void *member) {
+  return hcheck_redact(member);
+}
+
+static void codec_keep_secrets(void *member, const void *stored) {
+  hcheck_keep_secrets(member, stored);
+}
+
 const struct field_codec hcheck_codec = {
     .keys = codec_keys,
     .apply = codec_apply,
@@ -444,4 +469,6 @@ const struct field_codec hcheck_codec = {
     .to_text = codec_to_text,
     .is_default = codec_is_default,
     .from_text = codec_from_text,
+    .redact = codec_redact,
+    .keep_secrets = codec_keep_secrets,
 };

@@ -83,6 +83,13 @@ int hcheck_from_text(const char *text, struct hcheck_opts *o);
  * in its column. */
 extern const struct field_codec hcheck_codec;
 
+/* Secrets (docs/design.md#secrets): header values are write-only below admin. hcheck_redact masks
+   every header value with FIELDS_MASK (the names stay) and returns how many it masked;
+   hcheck_keep_secrets gives each header of o whose value is FIELDS_MASK the value of the stored
+   header of the same name (case-insensitive), when there is one. Pure. */
+int hcheck_redact(struct hcheck_opts *o);
+void hcheck_keep_secrets(struct hcheck_opts *o, const struct hcheck_opts *stored);
+
 /* 1 when status is accepted by o (expected_codes, else status < 500), else 0. */
 int hcheck_status_ok(const struct hcheck_opts *o, int status);
 

@@ -66,6 +66,10 @@ int api_target_refused(struct req *r, const char *host, const char *field) {
   return 1;
 }
 
+int api_reveals_secrets(const struct req *r) {
+  return r->auth == AUTH_ADMIN;
+}
+
 static enum http_rc get_healthz(struct req *r) {
   cJSON *j = cJSON_CreateObject();
   int full = store_storage_full(r->ctx->store);
@@ -114,9 +118,9 @@ static enum http_rc get_metrics(struct req *r) {
 }
 
 const struct route api_misc_routes[] = {
-    {"GET", "/healthz", AUTH_NONE, get_healthz},
-    {"GET", "/metrics", AUTH_NONE, get_metrics},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/healthz", AUTH_NONE, get_healthz, NULL},
+    {"GET", "/metrics", AUTH_NONE, get_metrics, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };
 
 extern const struct route api_events_routes[];    /* api_events.c: messages, notifications */

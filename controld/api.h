@@ -31,6 +31,10 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
    may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
 int api_target_refused(struct req *r, const char *host, const char *field);
 
+/* 1 when r's token may see secrets (webhook URL userinfo and query, health-check header values):
+   admin tokens only; everyone else gets them masked (docs/design.md#secrets). */
+int api_reveals_secrets(const struct req *r);
+
 /* Answer a page of a list read with one record more than limit (n records of elem bytes at recs,
    each with an int64_t id at id_offset): 200 {key: [the first limit, each by to_json], "next":
    the id of the last one listed when there are more, else null}. */

@@ -222,9 +222,9 @@ out:
 }
 
 const struct route api_enrol_routes[] = {
-    {"POST", "/v1/enrolment-keys", AUTH_ADMIN, post_key},
-    {"GET", "/v1/enrolment-keys", AUTH_ADMIN, list_keys},
-    {"DELETE", "/v1/enrolment-keys/:id", AUTH_ADMIN, revoke_key},
-    {"POST", "/v1/node/enrol", AUTH_NONE, post_enrol},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"POST", "/v1/enrolment-keys", AUTH_ADMIN, post_key, NULL},
+    {"GET", "/v1/enrolment-keys", AUTH_ADMIN, list_keys, NULL},
+    {"DELETE", "/v1/enrolment-keys/:id", AUTH_ADMIN, revoke_key, NULL},
+    {"POST", "/v1/node/enrol", AUTH_NONE, post_enrol, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

@@ -502,10 +502,10 @@ static enum http_rc post_resolve(struct req *r) {
 }
 
 const struct route api_incidents_routes[] = {
-    {"GET", "/v1/incidents", AUTH_READ, get_list},
-    {"GET", "/v1/incidents/:id", AUTH_READ, get_one},
-    {"GET", "/v1/incidents/:id/report", AUTH_READ, get_report},
-    {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR, post_notes},
-    {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR, post_resolve},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/v1/incidents", AUTH_READ, get_list, "after,limit,site_id,state"},
+    {"GET", "/v1/incidents/:id", AUTH_READ, get_one, NULL},
+    {"GET", "/v1/incidents/:id/report", AUTH_READ, get_report, NULL},
+    {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR, post_notes, NULL},
+    {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR, post_resolve, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

@@ -112,8 +112,8 @@ static enum http_rc delete_node(struct req *r) {
 }
 
 const struct route api_nodes_routes[] = {
-    {"POST", "/v1/nodes", AUTH_ADMIN, post_node},
-    {"GET", "/v1/nodes", AUTH_READ, list_nodes},
-    {"DELETE", "/v1/nodes/:id", AUTH_ADMIN, delete_node},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"POST", "/v1/nodes", AUTH_ADMIN, post_node, NULL},
+    {"GET", "/v1/nodes", AUTH_READ, list_nodes, NULL},
+    {"DELETE", "/v1/nodes/:id", AUTH_ADMIN, delete_node, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

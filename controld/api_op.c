@@ -57,6 +57,7 @@ int api_op_etag_matches(const char *if_match, int64_t revision) {
 
 enum store_rc api_op_if_match(struct api_op *op, int64_t revision) {
   const char *h = req_header(op->r, "If-Match");
+  op->if_match_checked = 1;
   if (!h || api_op_etag_matches(h, revision)) return STORE_OK;
   req_error(op->r, 412, "precondition_failed", NULL,
             "If-Match %s does not match the current revision \"%lld\": reload and retry", h,
@@ -131,12 +132,20 @@ static enum store_rc run_locked(struct store_tx *tx, void *arg) {
   const struct api_op_def *def = op->def;
   enum store_rc rc;
   op->tx = tx;
-  if (op->idem_key) {
+  if (op->idem_key[0]) {
     rc = idem_lookup(op, &run->replayed);
     if (rc != STORE_OK || run->replayed) return rc;
   }
   rc = def->change(op);
   if (rc != STORE_OK) return rc;
+  /* docs/design.md#safe-concurrent-edits: If-Match is honoured or refused, never ignored */
+  if (!op->if_match_checked && req_header(op->r, "If-Match")) {
+    req_error(op->r, 400, "if_match_not_supported", "If-Match",
+              "%s %s does not take If-Match (it is honoured on PATCH and DELETE of sites and "
+              "origins and on the level switch): send the request without it",
+              op->r->method, op->r->route ? op->r->route->pattern : op->r->url);
+    return STORE_ERROR;
+  }
   if (test_fault(API_OP_FAULT_CRASH_AFTER_CHANGE)) _exit(70);
   /* the re-evaluation is part of the change: a failure here undoes the change too */
   if (op->site_id > 0) {
@@ -164,15 +173,36 @@ static enum store_rc run_locked(struct store_tx *tx, void *arg) {
   }
   /* the record of an accepted write commits with it, or neither does */
   if (api_audit_locked(op->tx, op->r, op->status) < 0) return STORE_ERROR;
-  if (op->idem_key && op->r->done && op->r->status < 300) return idem_store(op);
+  if (op->idem_key[0] && op->r->done && op->r->status < 300) return idem_store(op);
   return STORE_OK;
 }
 
-/* Read and check the Idempotency-Key of a POST; 0 (op->idem_key set or NULL) or -1 with a 400. */
+void api_op_request_hash(const char *method, const char *path, const char *query, const void *body,
+                         size_t body_len, char out[65]) {
+  size_t ml = strlen(method), pl = strlen(path), ql = strlen(query);
+  char *buf = malloc(ml + pl + ql + body_len + 3);
+  if (!buf) {
+    memset(out, '0', 64);
+    out[64] = '\0';
+    return;
+  }
+  memcpy(buf, method, ml);
+  buf[ml] = '\n';
+  memcpy(buf + ml + 1, path, pl);
+  memcpy(buf + ml + 1 + pl, query, ql);
+  buf[ml + 1 + pl + ql] = '\n';
+  if (body_len) memcpy(buf + ml + pl + ql + 2, body, body_len);
+  token_sha256_hex(buf, ml + pl + ql + 2 + body_len, out);
+  free(buf);
+}
+
+/* Read and check the Idempotency-Key of a POST; 0 (op->idem_key set or "") or -1 with a 400.
+   docs/design.md#safe-concurrent-edits: a key is the presenting token's (another token's same key
+   is another key) and stands for method, path, query and body. */
 static int idem_prepare(struct req *r, struct api_op *op) {
   const char *k = req_header(r, "Idempotency-Key");
-  size_t n, plen;
-  char *buf;
+  char *query;
+  size_t n;
   if (!k || strcmp(r->method, "POST") != 0) return 0;
   n = strlen(k);
   for (size_t i = 0; i < n; i++)
@@ -183,21 +213,14 @@ static int idem_prepare(struct req *r, struct api_op *op) {
               API_OP_IDEM_KEY_MAX);
     return -1;
   }
-  /* the request the key stands for: method, path and body */
-  plen = strlen(r->url);
-  buf = malloc(strlen(r->method) + plen + r->body.len + 3);
-  if (!buf) {
+  query = req_query_text(r);
+  if (!query) {
     req_error(r, 500, "internal", NULL, "out of memory");
     return -1;
   }
-  memcpy(buf, r->method, strlen(r->method));
-  buf[strlen(r->method)] = '\n';
-  memcpy(buf + strlen(r->method) + 1, r->url, plen);
-  buf[strlen(r->method) + 1 + plen] = '\n';
-  if (r->body.len) memcpy(buf + strlen(r->method) + plen + 2, r->body.data, r->body.len);
-  token_sha256_hex(buf, strlen(r->method) + plen + 2 + r->body.len, op->idem_hash);
-  free(buf);
-  op->idem_key = k;
+  api_op_request_hash(r->method, r->url, query, r->body.data, r->body.len, op->idem_hash);
+  free(query);
+  snprintf(op->idem_key, sizeof op->idem_key, "%lld:%s", (long long)r->token_id, k);
   return 0;
 }
 

@@ -35,8 +35,9 @@ struct api_op {
   struct site_rec after;
   int has_after;
   /* private to api_op.c */
-  const char *idem_key;
+  char idem_key[API_OP_IDEM_KEY_MAX + 32]; /* "<token id>:<key>": keys are per token ("" = none) */
   char idem_hash[65];
+  int if_match_checked; /* the change step compared If-Match (api_op_if_match) */
 };
 
 /* A step inside the write transaction. STORE_OK goes on; anything else rolls the whole operation
@@ -66,8 +67,15 @@ int api_op_run(struct req *r, const struct api_op_def *def, void *arg);
 
 /* For a change step: compare the request's If-Match header with revision (a site's; origin
    routes use their site's). STORE_OK when absent, "*" or a listed "<revision>"; otherwise a 412
-   precondition_failed reply and STORE_CONFLICT. */
+   precondition_failed reply and STORE_CONFLICT. A write whose change step never calls this cannot
+   honour If-Match: when the request carries one, api_op_run answers 400 if_match_not_supported and
+   rolls the write back (docs/design.md#safe-concurrent-edits). */
 enum store_rc api_op_if_match(struct api_op *op, int64_t revision);
+
+/* Pure: the hash an Idempotency-Key stands for: hex SHA-256 of method, path, the query
+   parameters in order as "name=value&" and the body, into out[65]. */
+void api_op_request_hash(const char *method, const char *path, const char *query, const void *body,
+                         size_t body_len, char out[65]);
 
 /* Pure: 1 when the If-Match header value matches revision ("*", or a comma list of strong
    entity tags one of which is "<revision>"), else 0. */

@@ -109,8 +109,10 @@ static enum http_rc list_sites(struct req *r) {
   }
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "sites");
-  for (int i = 0; i < n && i < limit; i++)
+  for (int i = 0; i < n && i < limit; i++) {
+    if (!api_reveals_secrets(r)) fields_redact(site_fields, &arr[i]);
     cJSON_AddItemToArray(a, model_site_json(&arr[i]));
+  }
   if (n > limit)
     cJSON_AddNumberToObject(j, "next", (double)arr[limit - 1].id);
   else
@@ -129,6 +131,8 @@ static enum http_rc get_site(struct req *r) {
   char *text = NULL;
   size_t len = 0;
   enum store_rc rc;
+  int secrets;
+  /* only renderings without a secret are cached: a hit is then right for every role */
   if (r->ctx->site_cache &&
       rcache_get(r->ctx->site_cache, r->params[0], gen, &text, &len, &revision)) {
     req_raw(r, 200, "application/json", text, len);
@@ -139,6 +143,13 @@ static enum http_rc get_site(struct req *r) {
   if (rc != STORE_OK) {
     api_store_error(r, rc, "site", NULL);
     return HTTP_DONE;
+  }
+  /* docs/design.md#secrets: header values masked below admin */
+  if (api_reveals_secrets(r)) {
+    struct site_rec masked = s;
+    secrets = fields_redact(site_fields, &masked);
+  } else {
+    secrets = fields_redact(site_fields, &s);
   }
   {
     cJSON *j = model_site_json(&s);
@@ -152,7 +163,8 @@ static enum http_rc get_site(struct req *r) {
     return HTTP_DONE;
   }
   len = strlen(text);
-  if (r->ctx->site_cache) rcache_put(r->ctx->site_cache, r->params[0], gen, text, len, revision);
+  if (r->ctx->site_cache && !secrets)
+    rcache_put(r->ctx->site_cache, r->params[0], gen, text, len, revision);
   req_raw(r, 200, "application/json", text, len);
   req_set_etag(r, revision);
   return HTTP_DONE;
@@ -161,16 +173,24 @@ static enum http_rc get_site(struct req *r) {
 /* Read, apply and write in the one transaction: a concurrent PATCH of another field is kept. */
 static enum store_rc patch_change(struct api_op *op) {
   struct site_op *so = op->arg;
+  struct site_rec *stored;
   struct field_err err;
   char conflict[64] = "";
   enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &so->s);
   if (rc != STORE_OK) return rc;
   rc = api_op_if_match(op, so->s.revision);
   if (rc != STORE_OK) return rc;
+  stored = malloc(sizeof *stored);
+  if (!stored) return STORE_ERROR;
+  *stored = so->s; /* shallow: only its field-table members are read */
   if (model_site_patch(so->body, &so->s, &err) < 0) {
+    free(stored);
     api_field_error(op->r, &err);
     return STORE_ERROR;
   }
+  /* docs/design.md#secrets: a masked value sent back keeps the stored secret */
+  fields_keep_secrets(site_fields, &so->s, stored);
+  free(stored);
   rc = store_site_update_locked(op->tx, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", conflict);
@@ -212,10 +232,10 @@ static enum http_rc delete_site(struct req *r) {
 }
 
 const struct route api_sites_routes[] = {
-    {"POST", "/v1/sites", AUTH_ADMIN, post_site},
-    {"GET", "/v1/sites", AUTH_READ, list_sites},
-    {"GET", "/v1/sites/:id", AUTH_READ, get_site},
-    {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site},
-    {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"POST", "/v1/sites", AUTH_ADMIN, post_site, NULL},
+    {"GET", "/v1/sites", AUTH_READ, list_sites, "after,limit,q,sort,state"},
+    {"GET", "/v1/sites/:id", AUTH_READ, get_site, NULL},
+    {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site, NULL},
+    {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

@@ -40,11 +40,12 @@ static cJSON *card_origin(const struct origin_rec *o, const struct origin_obs *o
   return j;
 }
 
-/* Build the status card of site_id into *out; STORE_OK or the error (reply not set). With tx: read
+/* Build the status card of site_id into *out as r's token may see it (health-check header values
+   masked below admin: docs/design.md#secrets); STORE_OK or the error (reply not set). With tx: read
    on the writer inside the caller's transaction (the answer of a write), else (NULL) on a
    reader. */
-static enum store_rc status_card(struct ctx *ctx, int64_t site_id, struct store_tx *tx,
-                                 cJSON **out) {
+static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx *tx, cJSON **out) {
+  struct ctx *ctx = r->ctx;
   struct site_rec s;
   struct outlook ol;
   struct origin_obs *obs = NULL;
@@ -76,6 +77,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, struct store_
   hc = cJSON_AddObjectToObject(j, "health_check");
   cJSON_AddStringToObject(hc, "state", model_hc_state(&s, &reason));
   cJSON_AddStringToObject(hc, "reason", reason);
+  if (!api_reveals_secrets(r)) fields_redact(site_fields, &s);
   hcheck_add_json(hc, &s.hc, 1);
   cJSON_AddBoolToObject(j, "failback_available", ol.decision.failback_available);
   cJSON_AddBoolToObject(j, "all_levels_unhealthy", ol.hc_active && ol.decision.all_unhealthy);
@@ -110,7 +112,7 @@ static enum store_rc status_card(struct ctx *ctx, int64_t site_id, struct store_
 
 static enum http_rc get_status(struct req *r) {
   cJSON *card;
-  enum store_rc rc = status_card(r->ctx, r->params[0], NULL, &card);
+  enum store_rc rc = status_card(r, r->params[0], NULL, &card);
   if (rc != STORE_OK)
     api_store_error(r, rc, "site", NULL);
   else
@@ -173,6 +175,12 @@ static enum http_rc get_verdicts(struct req *r) {
 static enum store_rc switch_change(struct api_op *op) {
   int level = (int)*(int64_t *)op->arg;
   const struct engine_env *env = op->ctx->engine;
+  int64_t revision = 0;
+  /* docs/design.md#safe-concurrent-edits: the switch honours If-Match like the site's other writes
+   */
+  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
+  if (rc == STORE_OK) rc = api_op_if_match(op, revision);
+  if (rc != STORE_OK) return rc;
   switch (engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
@@ -190,7 +198,7 @@ static enum store_rc switch_change(struct api_op *op) {
 /* The answer: the status card as the switch left it (read on the writer, in the transaction). */
 static enum store_rc switch_answer(struct api_op *op) {
   cJSON *card;
-  enum store_rc rc = status_card(op->ctx, op->r->params[0], op->tx, &card);
+  enum store_rc rc = status_card(op->r, op->r->params[0], op->tx, &card);
   if (rc == STORE_OK) req_json(op->r, 200, card);
   return rc;
 }
@@ -219,8 +227,8 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts},
-    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status, NULL},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts, "limit"},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

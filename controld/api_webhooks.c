@@ -18,10 +18,32 @@
 #include "store_sites.h"
 #include "token.h"
 
-static cJSON *webhook_json(const struct webhook_rec *w) {
+static int valid_url_row(char *url) {
+  return model_webhook_url_valid(url);
+}
+
+#define W(m) FIELD_AT(struct webhook_rec, m)
+static const struct field_def webhook_fields[] = {
+    {"url", FIELD_STR, FIELD_REQUIRED | FIELD_SECRET_URL, W(url), 1, 0, 0, NULL, valid_url_row,
+     "an http:// or https:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
+    {"secret", FIELD_STR, FIELD_REQUIRED | FIELD_SECRET, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0,
+     NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
+};
+#undef W
+
+/* The webhook as r's token may see it: the URL's userinfo and query masked below admin
+   (docs/design.md#secrets). */
+static cJSON *webhook_json(struct req *r, const struct webhook_rec *w) {
   cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", w->id);
-  cJSON_AddStringToObject(j, "url", w->url);
+  if (api_reveals_secrets(r)) {
+    cJSON_AddStringToObject(j, "url", w->url);
+  } else {
+    struct webhook_rec shown = *w; /* events stays w's */
+    fields_redact(webhook_fields, &shown);
+    cJSON_AddStringToObject(j, "url", shown.url);
+  }
   model_webhook_events_add(j, w->events);
   json_add_time(j, "created_at", w->created_at);
   return j;
@@ -101,15 +123,11 @@ static enum store_rc create_change(struct api_op *op) {
   if (rc == STORE_CONFLICT)
     req_error(op->r, 409, "limit", NULL, "at most %d webhooks can exist", STORE_MAX_WEBHOOKS);
   else if (rc == STORE_OK)
-    req_json(op->r, 201, webhook_json(w));
+    req_json(op->r, 201, webhook_json(op->r, w));
   return rc;
 }
 
 static const struct api_op_def create_op = {"webhook", create_change, NULL, NULL};
-
-static int valid_url_row(char *url) {
-  return model_webhook_url_valid(url);
-}
 
 /* 1 with a 422 reply when the URL's host is a refused target (link-local, metadata, ...). */
 static int url_target_refused(struct req *r, const char *url) {
@@ -123,16 +141,6 @@ static int url_target_refused(struct req *r, const char *url) {
   curl_url_cleanup(u);
   return refused;
 }
-
-#define W(m) FIELD_AT(struct webhook_rec, m)
-static const struct field_def webhook_fields[] = {
-    {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url_row,
-     "an http:// or https:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
-    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0, NULL, NULL},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
-};
-#undef W
 
 static enum http_rc post_webhook(struct req *r) {
   static const char *const nested[] = {"events", NULL};
@@ -170,7 +178,7 @@ static enum http_rc list_webhooks(struct req *r) {
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "webhooks");
   for (int i = 0; i < n; i++) {
-    cJSON_AddItemToArray(a, webhook_json(&arr[i]));
+    cJSON_AddItemToArray(a, webhook_json(r, &arr[i]));
     webhook_rec_fini(&arr[i]);
   }
   free(arr);
@@ -184,7 +192,7 @@ static enum http_rc get_webhook(struct req *r) {
   if (rc != STORE_OK)
     api_store_error(r, rc, "webhook", NULL);
   else
-    req_json(r, 200, webhook_json(&w));
+    req_json(r, 200, webhook_json(r, &w));
   webhook_rec_fini(&w);
   return HTTP_DONE;
 }
@@ -205,15 +213,17 @@ static enum http_rc delete_webhook(struct req *r) {
 static enum http_rc list_deliveries(struct req *r) {
   struct webhook_rec w;
   struct delivery_rec *arr = NULL;
-  int64_t limit, before;
+  int64_t limit, after;
   int n = 0;
   enum store_rc rc;
   if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  if (req_query_int(r, "before", 0, INT64_MAX / 2, 0, &before) < 0) return HTTP_DONE;
+  /* one pagination for every list (docs/design.md#query-parameters-and-lists): after=ID, oldest
+   * first */
+  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
   rc = store_webhook_get(r->ctx->store, r->params[0], &w);
   webhook_rec_fini(&w);
   if (rc == STORE_OK)
-    rc = store_delivery_list(r->ctx->store, r->params[0], before, (int)limit + 1, &arr, &n);
+    rc = store_delivery_list(r->ctx->store, r->params[0], after, (int)limit + 1, &arr, &n);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "webhook", NULL);
     return HTTP_DONE;
@@ -303,11 +313,11 @@ out:
 }
 
 const struct route api_webhooks_routes[] = {
-    {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook},
-    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks},
-    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook},
-    {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook},
-    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries},
-    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook, NULL},
+    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks, NULL},
+    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook, NULL},
+    {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook, NULL},
+    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries, "after,limit"},
+    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fields.h"
+
 /* Collections of the API and their singular (the word used in summaries). */
 static const struct {
   const char *plural, *singular;
@@ -16,6 +18,9 @@ static const struct {
 
 /* Request keys whose values never appear in a summary. */
 static const char *const secret_keys[] = {"secret", "token", "password", "key", NULL};
+
+/* Request keys holding a URL: shown with userinfo and query masked (docs/design.md#secrets). */
+static const char *const url_keys[] = {"url", NULL};
 
 /* The longest string value shown in full. */
 #define SHOWN_STRING_MAX 40
@@ -57,9 +62,9 @@ static int is_id(const char *seg, size_t n) {
   return 1;
 }
 
-static int is_secret(const char *key) {
-  for (int i = 0; secret_keys[i]; i++)
-    if (strcmp(secret_keys[i], key) == 0) return 1;
+static int listed(const char *const *keys, const char *key) {
+  for (int i = 0; keys[i]; i++)
+    if (strcmp(keys[i], key) == 0) return 1;
   return 0;
 }
 
@@ -118,8 +123,12 @@ static void put_fields(struct sbuf *b, const cJSON *body) {
     if (!it->string) continue;
     put(b, "%s%s", first ? ": " : ", ", it->string);
     first = 0;
-    if (is_secret(it->string)) continue;
-    if (cJSON_IsBool(it))
+    if (listed(secret_keys, it->string)) continue;
+    if (cJSON_IsString(it) && listed(url_keys, it->string)) {
+      char shown[SHOWN_STRING_MAX + 2];
+      fields_url_mask(it->valuestring, shown, sizeof shown);
+      if (strlen(shown) <= SHOWN_STRING_MAX) put(b, "=%s", shown);
+    } else if (cJSON_IsBool(it))
       put(b, "=%s", cJSON_IsTrue(it) ? "true" : "false");
     else if (cJSON_IsNull(it))
       put(b, "=null");

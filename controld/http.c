@@ -249,6 +249,111 @@ static enum MHD_Result queue(struct req *r) {
   return ret;
 }
 
+struct qbuf {
+  char *p;
+  size_t len, cap;
+  int oom;
+};
+
+static void qbuf_put(struct qbuf *q, const char *s) {
+  size_t n = strlen(s);
+  if (q->oom) return;
+  if (q->len + n + 1 > q->cap) {
+    size_t cap = (q->len + n + 1) * 2;
+    char *p = realloc(q->p, cap);
+    if (!p) {
+      q->oom = 1;
+      return;
+    }
+    q->p = p;
+    q->cap = cap;
+  }
+  memcpy(q->p + q->len, s, n + 1);
+  q->len += n;
+}
+
+static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value) {
+  (void)kind;
+  qbuf_put(cls, key ? key : "");
+  qbuf_put(cls, "=");
+  qbuf_put(cls, value ? value : "");
+  qbuf_put(cls, "&");
+  return MHD_YES;
+}
+
+char *req_query_text(struct req *r) {
+  struct qbuf q = {NULL, 0, 0, 0};
+  qbuf_put(&q, "?");
+  if (r->conn) MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_arg, &q);
+  if (q.oom) {
+    free(q.p);
+    return NULL;
+  }
+  return q.p;
+}
+
+/* Headers a request may carry at most once (docs/design.md#safe-concurrent-edits): a second copy is
+ * a 400. */
+static const char *const single_headers[] = {"Idempotency-Key", NULL};
+
+struct arg_scan {
+  const char *allowed; /* the route's query list */
+  const char *want;    /* a header name to count */
+  int count;
+  char bad[65]; /* the first query parameter the route does not take (printable ASCII) */
+  int found;
+};
+
+static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+  struct arg_scan *s = cls;
+  size_t i = 0;
+  (void)kind;
+  (void)value;
+  if (s->found || route_query_allowed(s->allowed, key ? key : "")) return MHD_YES;
+  s->found = 1;
+  for (const char *k = key ? key : ""; *k && i < sizeof s->bad - 1; k++)
+    s->bad[i++] = (unsigned char)*k > 0x20 && (unsigned char)*k < 0x7f ? *k : '?';
+  s->bad[i] = '\0';
+  return MHD_NO;
+}
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+  struct arg_scan *s = cls;
+  (void)kind;
+  (void)value;
+  if (key && strcasecmp(key, s->want) == 0) s->count++;
+  return MHD_YES;
+}
+
+/* The query parameters against the route's list and the single headers: 0, or -1 with a 400. */
+static int check_args(struct req *r) {
+  struct arg_scan s;
+  memset(&s, 0, sizeof s);
+  s.allowed = r->route->query;
+  MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_query, &s);
+  if (s.found) {
+    req_error(r, 400, "unknown_query_parameter", s.bad[0] ? s.bad : NULL,
+              "%s %s takes no query parameter '%s' (it takes: %s)", r->method, r->route->pattern,
+              s.bad, r->route->query ? r->route->query : "none");
+    return -1;
+  }
+  for (int i = 0; single_headers[i]; i++) {
+    memset(&s, 0, sizeof s);
+    s.want = single_headers[i];
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &s);
+    if (s.count > 1) {
+      req_error(r, 400, "duplicate_header", single_headers[i],
+                "the %s header may be sent only once (it was sent %d times)", single_headers[i],
+                s.count);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Checks on the headers, before any body is read. 0 = go on, -1 = a reply is set. */
 static int precheck(struct req *r) {
   int known = 0, a;
@@ -306,6 +411,7 @@ static int precheck(struct req *r) {
       return -1;
     }
   }
+  if (check_args(r) < 0) return -1;
   cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
   if (cl) r->declared_len = strtoull(cl, NULL, 10);
   if (cl && r->declared_len > HTTP_BODY_MAX) {

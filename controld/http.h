@@ -101,6 +101,10 @@ void http_stop(struct http_srv **srv);
 /* Query-string parameter or NULL. */
 const char *req_query(struct req *r, const char *key);
 
+/* The query parameters as received, in order: "?name=value&name=value&" ("?" when none), malloc'd
+   (caller frees); NULL when memory runs out. */
+char *req_query_text(struct req *r);
+
 /* Request header or NULL. */
 const char *req_header(struct req *r, const char *key);
 

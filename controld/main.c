@@ -502,7 +502,8 @@ int main(int argc, char **argv) {
   switch (opts_parse(options, &ctx.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
     opts_usage(options, "controld",
-               "[--check-config | --migrate | --export FILE | --import FILE] [options]");
+               "[--check-config | --migrate | --export FILE | --import FILE] "
+               "[--deny-targets CIDR[,CIDR...]] [options]");
     return 0;
   case OPTS_VERSION:
     printf("controld %s\n", CDNCA_VERSION);

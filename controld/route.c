@@ -89,3 +89,18 @@ enum http_auth route_role_parse(const char *s) {
     if (strcmp(roles[i].name, s) == 0) return roles[i].role;
   return AUTH_NONE;
 }
+
+int route_query_allowed(const char *allowed, const char *name) {
+  size_t n = strlen(name);
+  const char *p = allowed;
+  if (!allowed) return 0;
+  if (strcmp(allowed, "*") == 0) return 1;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l == n && n > 0 && memcmp(p, name, n) == 0) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}

@@ -24,13 +24,21 @@ struct req;
 typedef enum http_rc (*route_fn)(struct req *r);
 
 /* A route: method, a pattern like "/v1/sites/:id/origins/:id" (":id" = positive integer; a final
-   "*" matches any rest of the path), who may call it. */
+   "*" matches any rest of the path), who may call it, and the query parameters it takes
+   (docs/design.md#query-parameters-and-lists): a comma list of names ("after,limit"), NULL for
+   none, "*" for any (static files). A parameter it does not take is a 400 unknown_query_parameter.
+ */
 struct route {
   const char *method;
   const char *pattern;
   enum http_auth auth;
   route_fn fn;
+  const char *query;
 };
+
+/* 1 when a route whose query list is allowed (struct route.query) takes the parameter name. Pure.
+ */
+int route_query_allowed(const char *allowed, const char *name);
 
 /* 1 when path matches pattern (":id" segments take positive integers into params, a final "*"
    takes any rest; one trailing slash is tolerated); *nparams gets the count. */

@@ -232,10 +232,12 @@ const struct field_def site_fields[] = {
      .offset = offsetof(struct site_rec, hc.interval_ms),
      .size = sizeof(int64_t),
      .forms = FORM_CONFIG},
-    /* type, method, headers, expected_*, port, interval_ms, level_min_healthy (NULL: defaults) */
+    /* type, method, headers, expected_*, port, interval_ms, level_min_healthy (NULL: defaults);
+       header values are secrets (docs/design.md#secrets) */
     {.name = "options",
      .column = "hc_options",
      .type = FIELD_JSON,
+     .flags = FIELD_SECRET,
      S(hc),
      .codec = &hcheck_codec,
      HC,

@@ -207,15 +207,15 @@ static const struct field_def delivery_fields[] = {
 };
 #undef M
 
-enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
+enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t after, int limit,
                                   struct delivery_rec **out, int *n) {
   static struct store_sql q;
   if (limit < 1) limit = 1;
   return store_select(st, &q, delivery_fields,
                       " FROM deliveries d JOIN events e ON e.id = d.event_id "
-                      "WHERE d.webhook_id = ? AND d.id < ? ORDER BY d.id DESC LIMIT ?",
+                      "WHERE d.webhook_id = ? AND d.id > ? ORDER BY d.id LIMIT ?",
                       sizeof **out, limit, (void **)out, n, "listing deliveries", "IIi", webhook_id,
-                      before > 0 ? before : INT64_MAX, limit);
+                      after, limit);
 }
 
 static enum store_rc delivery_get_on(struct db_conn *c, int64_t id, struct delivery_rec *out) {

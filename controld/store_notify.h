@@ -90,9 +90,9 @@ enum store_rc store_webhook_delete(struct store *st, int64_t id);
 enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_rec *w);
 enum store_rc store_webhook_delete_locked(struct store_tx *tx, int64_t id);
 
-/* Deliveries of a webhook, newest first, id < before (0 = no bound), at most limit; *out malloc'd
- * (caller frees). */
-enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t before, int limit,
+/* Deliveries of a webhook, oldest first, id > after (0 = from the first), at most limit; *out
+ * malloc'd (caller frees). */
+enum store_rc store_delivery_list(struct store *st, int64_t webhook_id, int64_t after, int limit,
                                   struct delivery_rec **out, int *n);
 
 /* One delivery by id into *out. */

@@ -572,10 +572,10 @@ int main(int argc, char **argv) {
   if (opts_defaults(options, &n.cfg) < 0) return 2;
   switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
   case OPTS_HELP:
-    opts_usage(
-        options, "noded",
-        "--controld URL[,URL...] [--check-config] [options]  (token in CDNCA_NODE_TOKEN, or an "
-        "enrolment key in CDNCA_ENROL_KEY)");
+    opts_usage(options, "noded",
+               "--controld URL[,URL...] [--check-config] [--deny-targets CIDR[,CIDR...]] [options] "
+               " (token in CDNCA_NODE_TOKEN, or an "
+               "enrolment key in CDNCA_ENROL_KEY)");
     return 0;
   case OPTS_VERSION:
     printf("noded %s\n", CDNCA_VERSION);

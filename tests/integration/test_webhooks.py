@@ -51,17 +51,17 @@ def send_test(c, hook, site=None):
 
 
 def deliveries(c, hook):
-    out, before = [], None
+    out, after = [], None
     for _ in range(100):
         path = "/v1/webhooks/%d/deliveries?limit=50" % hook
-        if before is not None:
-            path += "&before=%d" % before
+        if after is not None:
+            path += "&after=%d" % after
         status, j, _ = c.api("GET", path)
         assert status == 200, (status, j)
         out += j["deliveries"]
         if j["next"] is None:
             return out
-        before = j["next"]
+        after = j["next"]
     raise AssertionError("deliveries pagination did not end")
 
 

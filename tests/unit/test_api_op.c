@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -26,7 +27,28 @@ static void test_etag_matches(void **state) {
       fail_msg("row %zu: If-Match '%s' vs %lld", i, rows[i].header, (long long)rows[i].revision);
 }
 
+/* docs/design.md#safe-concurrent-edits: the key stands for method, path, query and body; each one
+ * changes it.
+ */
+static void test_request_hash(void **state) {
+  char a[65], b[65];
+  (void)state;
+  api_op_request_hash("POST", "/v1/sites", "?", "{}", 2, a);
+  api_op_request_hash("POST", "/v1/sites", "?", "{}", 2, b);
+  assert_string_equal(a, b);
+  assert_int_equal(strlen(a), 64);
+  api_op_request_hash("POST", "/v1/sites", "?x=1&", "{}", 2, b);
+  assert_string_not_equal(a, b);
+  api_op_request_hash("POST", "/v1/nodes", "?", "{}", 2, b);
+  assert_string_not_equal(a, b);
+  api_op_request_hash("POST", "/v1/sites", "?", "{ }", 3, b);
+  assert_string_not_equal(a, b);
+  api_op_request_hash("PATCH", "/v1/sites", "?", "{}", 2, b);
+  assert_string_not_equal(a, b);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_etag_matches)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_etag_matches),
+                                     cmocka_unit_test(test_request_hash)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -523,6 +523,84 @@ static const struct field_def nested_defs[] = {
 };
 #undef P
 
+/* docs/design.md#secrets: what a URL reads as below admin. */
+static void test_url_mask(void **state) {
+  static const struct {
+    const char *in, *out;
+    int masked;
+  } cases[] = {
+      {"https://hooks.example.com/x", "https://hooks.example.com/x", 0},
+      {"https://user:pass@hooks.example.com/x", "https://***@hooks.example.com/x", 1},
+      {"https://tok@hooks.example.com:8443/x/y", "https://***@hooks.example.com:8443/x/y", 1},
+      {"http://h.example/p?apikey=s3cret", "http://h.example/p?***", 1},
+      {"http://h.example?apikey=s3cret", "http://h.example?***", 1},
+      {"http://u:p@h.example/p?a=1&b=2#frag", "http://***@h.example/p?***#***", 1},
+      {"http://h.example/p#frag", "http://h.example/p#***", 1},
+      {"http://h.example/a@b", "http://h.example/a@b", 0}, /* an @ in the path is no userinfo */
+      {"http://a@b@h.example/", "http://***@h.example/", 1},
+      {"http://[::1]:8080/p", "http://[::1]:8080/p", 0},
+      {"", "", 0},
+  };
+  char out[256];
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_int_equal(fields_url_mask(cases[i].in, out, sizeof out), cases[i].masked);
+    assert_string_equal(out, cases[i].out);
+  }
+  /* a short buffer is cut, never overrun */
+  assert_int_equal(fields_url_mask("https://u:p@host/p", out, 10), 1);
+  assert_string_equal(out, "https://*");
+}
+
+struct secret_rec {
+  char name[16];
+  char url[128];
+  char token[32];
+};
+
+#define SR(m) FIELD_AT(struct secret_rec, m)
+static const struct field_def secret_defs[] = {
+    {.name = "name", .type = FIELD_STR, SR(name)},
+    {.name = "url", .type = FIELD_STR, .flags = FIELD_SECRET_URL, SR(url)},
+    {.name = "token", .type = FIELD_STR, .flags = FIELD_SECRET, SR(token)},
+    {.name = NULL},
+};
+#undef SR
+
+/* fields_redact masks the secret rows only; fields_keep_secrets puts back what came back masked
+   and keeps what was changed. */
+static void test_redact_keep(void **state) {
+  struct secret_rec stored = {"hook", "https://u:p@h.example/p?k=v", "s3cret"}, shown, w;
+  (void)state;
+  shown = stored;
+  assert_int_equal(fields_redact(secret_defs, &shown), 2);
+  assert_string_equal(shown.name, "hook");
+  assert_string_equal(shown.url, "https://***@h.example/p?***");
+  assert_string_equal(shown.token, FIELDS_MASK);
+  /* the masked form echoed back: the stored secrets stay */
+  w = shown;
+  fields_keep_secrets(secret_defs, &w, &stored);
+  assert_string_equal(w.url, stored.url);
+  assert_string_equal(w.token, stored.token);
+  /* new values are taken as sent */
+  w = shown;
+  snprintf(w.url, sizeof w.url, "https://h.example/new");
+  snprintf(w.token, sizeof w.token, "other");
+  fields_keep_secrets(secret_defs, &w, &stored);
+  assert_string_equal(w.url, "https://h.example/new");
+  assert_string_equal(w.token, "other");
+  /* nothing secret: nothing masked, nothing kept */
+  {
+    struct secret_rec plain = {"n", "https://h.example/p", ""}, p2;
+    p2 = plain;
+    assert_int_equal(fields_redact(secret_defs, &p2), 0);
+    assert_memory_equal(&p2, &plain, sizeof plain);
+    snprintf(p2.token, sizeof p2.token, FIELDS_MASK);
+    fields_keep_secrets(secret_defs, &p2, &plain); /* no stored secret: the mask is a value */
+    assert_string_equal(p2.token, FIELDS_MASK);
+  }
+}
+
 static void test_nested(void **state) {
   struct nested_rec r = {0, 0, 0, {0}};
   struct field_err err;
@@ -573,11 +651,12 @@ static void test_nested(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rows),       cmocka_unit_test(test_values_written),
-      cmocka_unit_test(test_text_valid), cmocka_unit_test(test_record_forms),
-      cmocka_unit_test(test_copy),       cmocka_unit_test(test_lenient),
-      cmocka_unit_test(test_named),      cmocka_unit_test(test_named_copy),
-      cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_rows),        cmocka_unit_test(test_values_written),
+      cmocka_unit_test(test_text_valid),  cmocka_unit_test(test_record_forms),
+      cmocka_unit_test(test_copy),        cmocka_unit_test(test_lenient),
+      cmocka_unit_test(test_named),       cmocka_unit_test(test_named_copy),
+      cmocka_unit_test(test_nested),      cmocka_unit_test(test_url_mask),
+      cmocka_unit_test(test_redact_keep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -429,6 +429,29 @@ static void test_status_ok(void **state) {
   assert_false(hcheck_status_ok(&o, 0));
 }
 
+/* docs/design.md#secrets: header values masked, names kept; a masked value sent back keeps the
+   stored one, a new value replaces it, a header left out is gone. */
+static void test_redact_keep(void **state) {
+  struct hcheck_opts stored =
+      opts_of("{\"headers\": {\"X-Health-Token\": \"s3cret\", \"X-B\": \"b\"}}");
+  struct hcheck_opts shown = stored, w;
+  (void)state;
+  assert_int_equal(hcheck_redact(&shown), 2);
+  assert_string_equal(shown.headers[0].name, "X-Health-Token");
+  assert_string_equal(shown.headers[0].value, FIELDS_MASK);
+  assert_string_equal(shown.headers[1].value, FIELDS_MASK);
+  w = opts_of("{\"headers\": {\"x-health-token\": \"***\", \"X-C\": \"***\"}}");
+  hcheck_keep_secrets(&w, &stored);
+  assert_int_equal(w.n_headers, 2);
+  assert_string_equal(w.headers[0].value, "s3cret");    /* same name, any case */
+  assert_string_equal(w.headers[1].value, FIELDS_MASK); /* nothing stored under X-C */
+  w = opts_of("{\"headers\": {\"X-Health-Token\": \"new\"}}");
+  hcheck_keep_secrets(&w, &stored);
+  assert_string_equal(w.headers[0].value, "new");
+  hcheck_defaults(&w);
+  assert_int_equal(hcheck_redact(&w), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_judge_rows),
@@ -442,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_json_round_trip),
       cmocka_unit_test(test_defaults_text_and_json),
       cmocka_unit_test(test_status_ok),
+      cmocka_unit_test(test_redact_keep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

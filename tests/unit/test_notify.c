@@ -199,7 +199,7 @@ static int64_t add_hook(struct store *st, const char *url, const char *filter) {
   return w.id;
 }
 
-/* Number of deliveries of a webhook; *types gets their event types newest first, comma-joined. */
+/* Number of deliveries of a webhook; *types gets their event types oldest first, comma-joined. */
 static int deliveries_of(struct store *st, int64_t hook, char *types, size_t cap) {
   struct delivery_rec *arr = NULL;
   int n = 0;
@@ -227,11 +227,11 @@ static void test_filter_fanout(void **state) {
 
   assert_int_equal(deliveries_of(f->st, all, types, sizeof types), 4);
   assert_string_equal(
-      types, "site.recovered,site.all_levels_unhealthy,origin.health_changed,level.switched");
+      types, "level.switched,origin.health_changed,site.all_levels_unhealthy,site.recovered");
   assert_int_equal(deliveries_of(f->st, sw, types, sizeof types), 1);
   assert_string_equal(types, "level.switched");
   assert_int_equal(deliveries_of(f->st, two, types, sizeof types), 2);
-  assert_string_equal(types, "site.recovered,origin.health_changed");
+  assert_string_equal(types, "origin.health_changed,site.recovered");
 
   /* deleting a webhook drops its outbox; the others keep theirs */
   assert_int_equal(store_webhook_delete(f->st, sw), STORE_OK);
@@ -268,9 +268,9 @@ static void test_outbox_prune(void **state) {
   assert_true(store_event_add(f->st, 2, "b", "site.recovered", "three", "{}") > 0);
   assert_int_equal(store_delivery_list(f->st, hook, 0, 100, &arr, &n), STORE_OK);
   assert_int_equal(n, 3);
-  /* newest first: [0] site 2 pending, [1] delivered, [2] failed */
+  /* oldest first: [0] failed, [1] delivered, [2] site 2 pending */
   record(f->st, arr[1].id, DELIVERY_DELIVERED, 200, 0);
-  record(f->st, arr[2].id, DELIVERY_FAILED, 500, 0);
+  record(f->st, arr[0].id, DELIVERY_FAILED, 500, 0);
   free(arr);
   assert_int_equal(store_delivery_prune(f->st, 0), 0); /* nothing is that old */
   assert_int_equal(store_delivery_prune(f->st, INT64_MAX), 2);

@@ -14,15 +14,15 @@ static enum http_rc nop(struct req *r) {
 }
 
 static const struct route t1[] = {
-    {"GET", "/v1/sites", AUTH_ADMIN, nop},
-    {"POST", "/v1/sites", AUTH_ADMIN, nop},
-    {"GET", "/v1/sites/:id", AUTH_ADMIN, nop},
-    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, nop},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/v1/sites", AUTH_ADMIN, nop, "after,limit,q,sort,state"},
+    {"POST", "/v1/sites", AUTH_ADMIN, nop, NULL},
+    {"GET", "/v1/sites/:id", AUTH_ADMIN, nop, NULL},
+    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, nop, NULL},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };
 static const struct route t2[] = {
-    {"GET", "/ui*", AUTH_NONE, nop},
-    {NULL, NULL, AUTH_NONE, NULL},
+    {"GET", "/ui*", AUTH_NONE, nop, "*"},
+    {NULL, NULL, AUTH_NONE, NULL, NULL},
 };
 static const struct route *const tables[] = {t1, t2, NULL};
 
@@ -70,11 +70,27 @@ static void test_find(void **state) {
   assert_int_equal(known, 0); /* 404 */
 }
 
+/* docs/design.md#query-parameters-and-lists: a route's list is exact names, "*" any, NULL none. */
+static void test_query_allowed(void **state) {
+  (void)state;
+  assert_true(route_query_allowed("after,limit", "after"));
+  assert_true(route_query_allowed("after,limit", "limit"));
+  assert_false(route_query_allowed("after,limit", "before"));
+  assert_false(route_query_allowed("after,limit", "aft"));
+  assert_false(route_query_allowed("after,limit", "after,limit"));
+  assert_false(route_query_allowed("after,limit", "limitx"));
+  assert_false(route_query_allowed("after,limit", ""));
+  assert_false(route_query_allowed(NULL, "limit"));
+  assert_true(route_query_allowed("*", "anything"));
+  assert_true(route_query_allowed("q", "q"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_match_params),
       cmocka_unit_test(test_star),
       cmocka_unit_test(test_find),
+      cmocka_unit_test(test_query_allowed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
