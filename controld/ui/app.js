@@ -2,7 +2,7 @@
    This file routes and holds the small pages; the others live in their own modules. */
 import {
   EVENT_TYPES, h, add, put, $, tid, field, input, button, table, fmtTime, short, badge, listOf, banners,
-  showError, auth, api, soft, eventFeed, eventList, mount, refreshNow, act, go, setRoute,
+  showError, auth, api, soft, fetchNewest, eventFeed, eventList, mount, refreshNow, act, go, setRoute,
 } from './core.js';
 import { who, loadRole, knownRole, forgetRole, may } from './roles.js';
 import { pageOverview } from './fleet.js';
@@ -207,7 +207,8 @@ function pageWebhooks() {
     async refresh(alive) {
       const hooks = listOf(await api('GET', '/v1/webhooks'), 'webhooks');
       const open = st.open;
-      const d = open ? await api('GET', `/v1/webhooks/${open}/deliveries`).catch(soft) : null;
+      const d = open ? await fetchNewest(`/v1/webhooks/${open}/deliveries`, 'deliveries', 100)
+        .then((deliveries) => ({ deliveries })).catch(soft) : null;
       if (!alive()) return;
       if (open && open === st.open) st.data = d || { deliveries: [] };
       paintDeliveries();

@@ -285,6 +285,20 @@ async function tailAfter(path, key, keep) {
   return Math.max(0, last - keep);
 }
 
+/* The newest records of an oldest-first, cursor-paginated list, newest first: about `keep` of
+   them (fewer when its ids are shared with other lists, e.g. deliveries of many webhooks). */
+async function fetchNewest(path, key, keep) {
+  let after = await tailAfter(path, key, keep), out = [];
+  for (let i = 0; i < 20; i++) {
+    const r = await api('GET', `${path}?limit=100` + (after !== null ? `&after=${after}` : ''));
+    const got = listOf(r, key);
+    out = out.concat(got).slice(-keep);
+    if (!r || r.next === null || r.next === undefined || got.length === 0) break;
+    after = r.next;
+  }
+  return out.reverse();
+}
+
 /* An event stream kept in memory, newest last; polls only the new part. tail: start near the
    newest events (for the global stream, whose ids are dense) instead of at the first one. */
 function eventFeed(base, tail) {
@@ -466,6 +480,6 @@ function go(hash) {
 export {
   POLL_MS, EVENT_TYPES, h, add, put, $, tid, field, input, select, button, table, pad, fmtTime,
   fmtMs, fmtDur, badge, votesText, short, num, splitList, listOf, banners, showError, ApiError, auth, api, soft,
-  fetchAll, tailAfter, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
+  fetchAll, fetchNewest, tailAfter, eventFeed, describeEvent, eventList, runner, editing, clearEditing, setRoute, mount,
   refreshNow, act, signOut, go, markField,
 };
