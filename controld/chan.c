@@ -1,6 +1,7 @@
 /* chan — channel kinds and the formatters of Slack, PagerDuty and email (see chan.h). */
 #include "chan.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,9 +30,11 @@ int chan_kind_parse(const char *s) {
 
 /* Length of the UTF-8 sequence starting at p (n bytes left), 1 for a stray byte. */
 static size_t u8len(const unsigned char *p, size_t n) {
-  size_t want = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
-                                : (p[0] & 0xF8) == 0xF0                         ? 4
-                                                                                : 1;
+  size_t want = p[0] < 0x80             ? 1
+                : (p[0] & 0xE0) == 0xC0 ? 2
+                : (p[0] & 0xF0) == 0xE0 ? 3
+                : (p[0] & 0xF8) == 0xF0 ? 4
+                                        : 1;
   if (want > n) return 1;
   for (size_t i = 1; i < want; i++)
     if ((p[i] & 0xC0) != 0x80) return 1;
@@ -60,8 +63,8 @@ int chan_email_addr_ok(const char *s) {
   for (size_t i = 0; i < local; i++) {
     unsigned char c = (unsigned char)s[i];
     if (c == '.' && s[i + 1] == '.') return 0;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || (c && strchr(atext, c))))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          (c && strchr(atext, c))))
       return 0;
   }
   {
@@ -70,6 +73,23 @@ int chan_email_addr_ok(const char *s) {
     hostname_lower(dom);
     return hostname_valid(dom);
   }
+}
+
+int chan_host_loopback(const char *host) {
+  unsigned char v4[4];
+  if (!host) return 0;
+  if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0)
+    return 1;
+  return inet_pton(AF_INET, host, v4) == 1 && v4[0] == 127;
+}
+
+int chan_pd_key_ok(const char *key) {
+  size_t n = 0;
+  for (; key && key[n]; n++)
+    if (!((key[n] >= 'a' && key[n] <= 'z') || (key[n] >= 'A' && key[n] <= 'Z') ||
+          (key[n] >= '0' && key[n] <= '9')))
+      return 0;
+  return n == CHAN_PD_KEY_LEN;
 }
 
 enum chan_pd_action chan_pd_action(const char *type) {
@@ -153,8 +173,8 @@ static void iso_time(int64_t ms, char out[64]) {
   time_t t = (time_t)(ms / 1000);
   struct tm tm;
   gmtime_r(&t, &tm);
-  snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+           tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
 /* ---- Slack ---- */
@@ -201,7 +221,9 @@ char *chan_slack_body(const struct event_rec *e, const char *public_url) {
   buf_init(&line, 0);
   buf_init(&link, 0);
   buf_init(&ctx, 0);
-  if (!j || one_line(&raw, e, &w) < 0 || slack_escape(&line, raw.data) < 0 || link_of(&link, e, &w, public_url) < 0) goto out;
+  if (!j || one_line(&raw, e, &w) < 0 || slack_escape(&line, raw.data) < 0 ||
+      link_of(&link, e, &w, public_url) < 0)
+    goto out;
   iso_time(e->created_at, when);
   cJSON_AddStringToObject(j, "text", line.data);
   blocks = cJSON_AddArrayToObject(j, "blocks");
@@ -219,7 +241,8 @@ char *chan_slack_body(const struct event_rec *e, const char *public_url) {
   cJSON_AddItemToArray(blocks, blk);
   cJSON_AddStringToObject(blk, "type", "section");
   fields = cJSON_AddArrayToObject(blk, "fields");
-  if (slack_field(fields, "What happened", e->title) < 0 || slack_field(fields, "Site", site_of(e)) < 0)
+  if (slack_field(fields, "What happened", e->title) < 0 ||
+      slack_field(fields, "Site", site_of(e)) < 0)
     goto out;
   if (w.levels[0] && slack_field(fields, "Level", w.levels) < 0) goto out;
   if (w.reason && slack_field(fields, "Reason", w.reason) < 0) goto out;
@@ -307,9 +330,9 @@ char *chan_pd_body(const struct event_rec *e, const char *routing_key, const cha
     if (buf_puts(&sum, "\xE2\x80\xA6") < 0) goto out;
   }
   iso_time(e->created_at, when);
-  sev = strcmp(e->type, TEST_TYPE) == 0                        ? "info"
+  sev = strcmp(e->type, TEST_TYPE) == 0 ? "info"
         : strcmp(e->type, "site.all_levels_unhealthy") == 0 ||
-                  (w.reason && strcmp(w.reason, "all_levels_unhealthy") == 0)
+                (w.reason && strcmp(w.reason, "all_levels_unhealthy") == 0)
             ? "critical"
             : "error";
   p = cJSON_AddObjectToObject(j, "payload");
@@ -435,8 +458,9 @@ static int email_text(struct buf *b, const struct event_rec *e, const struct wha
                                         NULL};
   char when[64];
   iso_time(e->created_at, when);
-  if (buf_printf(b, "%s\n\nSite:           %s\nWhat happened:  %s\nEvent:          %s (id %" PRId64
-                    ")\nAt:             %s\n",
+  if (buf_printf(b,
+                 "%s\n\nSite:           %s\nWhat happened:  %s\nEvent:          %s (id %" PRId64
+                 ")\nAt:             %s\n",
                  e->title, site_of(e), e->title, e->type, e->id, when) < 0)
     return -1;
   if (w->levels[0] && buf_printf(b, "Level:          %s\n", w->levels) < 0) return -1;

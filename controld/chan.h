@@ -17,6 +17,8 @@ extern const char *const chan_kind_names[CHAN_KINDS];
 #define CHAN_PD_KEY_LEN 32       /* an integration's routing key */
 #define CHAN_EMAIL_MAX_TO 20     /* recipients of one email channel */
 #define CHAN_EMAIL_ADDR_MAX 254  /* one address (RFC 5321 path limit) */
+#define CHAN_MAX_SITES 64        /* sites in one channel's filter */
+#define CHAN_PD_URL "https://events.pagerduty.com/v2/enqueue"
 
 /* What a PagerDuty channel does with an event type. */
 enum chan_pd_action { CHAN_PD_NONE = 0, CHAN_PD_TRIGGER = 1, CHAN_PD_RESOLVE = 2 };
@@ -31,6 +33,13 @@ size_t chan_utf8_prefix(const char *s, size_t len, size_t max_chars, size_t *cha
 /* 1 when s is an address the email kind accepts: local@domain, dot-atom local part, a host name
    domain, no display name, at most CHAN_EMAIL_ADDR_MAX bytes; 0 otherwise. */
 int chan_email_addr_ok(const char *s);
+
+/* 1 when host (a URL's host, IPv6 with or without brackets) is loopback: localhost, 127.0.0.0/8
+   or ::1. */
+int chan_host_loopback(const char *host);
+
+/* 1 when key is a PagerDuty routing key: CHAN_PD_KEY_LEN letters and digits. */
+int chan_pd_key_ok(const char *key);
 
 /* The PagerDuty action of an event type: trigger on incident.opened and
    site.all_levels_unhealthy, resolve on incident.resolved and site.recovered, trigger for the test

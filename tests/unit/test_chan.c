@@ -44,7 +44,8 @@ static void assert_fixture(const char *name, const char *got) {
   char *want;
   assert_non_null(got);
   want = fixture(name, got);
-  if (strcmp(want, got) != 0) fail_msg("%s differs:\n--- got ---\n%s\n--- want ---\n%s", name, got, want);
+  if (strcmp(want, got) != 0)
+    fail_msg("%s differs:\n--- got ---\n%s\n--- want ---\n%s", name, got, want);
   free(want);
 }
 
@@ -70,8 +71,8 @@ static const char RESOLVED[] = "{\"state\":\"resolved\",\"trigger\":\"switch\",\
                                "\"current_level\":1,\"resolve_ms\":61000,\"incident_id\":7}";
 
 static void test_slack(void **state) {
-  struct event_rec e = ev(41, "shop.example", "level.switched",
-                          "Origin level switched automatically", SWITCH);
+  struct event_rec e =
+      ev(41, "shop.example", "level.switched", "Origin level switched automatically", SWITCH);
   struct event_rec u = ev(42, "café-<ñ>&co", "incident.opened", "Incident opened", OPENED);
   char *a, *b, *c;
   cJSON *j;
@@ -172,13 +173,16 @@ static void test_email(void **state) {
   struct event_rec u = ev(43, "Ünïcødé-café.example", "site.recovered", "Site recovered",
                           "{\"level\":1,\"current_level\":1}");
   const char *to[] = {"oncall@example.org", "ops+cdn@example.net"};
-  char *a = chan_email_message(&o, "cdnca@example.com", to, 2, "d-0001", "https://cdnca.example.org");
+  char *a =
+      chan_email_message(&o, "cdnca@example.com", to, 2, "d-0001", "https://cdnca.example.org");
   char *b = chan_email_message(&u, "cdnca@example.com", to, 1, "d-0002", NULL);
   char *s = chan_email_subject(&u);
   (void)state;
   assert_fixture("email_opened.eml", a);
   assert_fixture("email_utf8.eml", b);
-  assert_string_equal(s, "[cdnca] \xC3\x9Cn\xC3\xAF" "c\xC3\xB8" "d\xC3\xA9-caf\xC3\xA9.example: Site recovered (level 1)");
+  assert_string_equal(s, "[cdnca] \xC3\x9Cn\xC3\xAF"
+                         "c\xC3\xB8"
+                         "d\xC3\xA9-caf\xC3\xA9.example: Site recovered (level 1)");
   /* headers end at the first empty line; every line ends with CRLF and is short */
   for (const char *p = a; *p;) {
     const char *nl = strstr(p, "\r\n");
@@ -205,14 +209,24 @@ static void test_addresses(void **state) {
   assert_false(chan_email_addr_ok("a@exa mple.org"));
   assert_false(chan_email_addr_ok("a@example.org\r\nBcc: x@y.z"));
   assert_int_equal(chan_kind_parse("pagerduty"), CHAN_PAGERDUTY);
+  assert_true(chan_host_loopback("127.0.0.1"));
+  assert_true(chan_host_loopback("127.3.2.1"));
+  assert_true(chan_host_loopback("[::1]"));
+  assert_true(chan_host_loopback("localhost"));
+  assert_false(chan_host_loopback("127.0.0.1.example.com"));
+  assert_false(chan_host_loopback("::ffff:127.0.0.1"));
+  assert_false(chan_host_loopback("10.0.0.1"));
+  assert_true(chan_pd_key_ok("R0UT1NGKEY0123456789abcdefghijkl"));
+  assert_false(chan_pd_key_ok("R0UT1NGKEY0123456789abcdefghijk"));
+  assert_false(chan_pd_key_ok("R0UT1NGKEY0123456789abcdefghij-l"));
   assert_int_equal(chan_kind_parse("sms"), -1);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_slack),          cmocka_unit_test(test_pd_actions_and_keys),
-      cmocka_unit_test(test_pd_bodies),      cmocka_unit_test(test_pd_summary_cut),
-      cmocka_unit_test(test_email),          cmocka_unit_test(test_addresses),
+      cmocka_unit_test(test_slack),     cmocka_unit_test(test_pd_actions_and_keys),
+      cmocka_unit_test(test_pd_bodies), cmocka_unit_test(test_pd_summary_cut),
+      cmocka_unit_test(test_email),     cmocka_unit_test(test_addresses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
