@@ -295,10 +295,10 @@ static enum store_rc write_webhooks(struct store *st, const struct store_export 
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
   for (int i = 0; i < x->n_webhooks; i++) {
     const struct webhook_rec *w = &x->webhooks[i];
-    enum store_rc rc = insert_row(st, ins, what, whatlen, "webhooks", i, "", "ItttIttttt", w->id,
-                                  w->url, w->secret, w->events, w->created_at,
-                                  names_word(NAMES(chan_kind_names), w->kind, "webhook"), w->name,
-                                  w->site_ids, w->config);
+    enum store_rc rc =
+        insert_row(st, ins, what, whatlen, "webhooks", i, "", "ItttItttt", w->id, w->url, w->secret,
+                   w->events, w->created_at, names_word(NAMES(chan_kind_names), w->kind, "webhook"),
+                   w->name, w->site_ids, w->config);
     if (rc != STORE_OK) return rc;
   }
   return STORE_OK;
