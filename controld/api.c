@@ -125,6 +125,7 @@ const struct route api_misc_routes[] = {
 
 extern const struct route api_events_routes[];    /* api_events.c: messages, notifications */
 extern const struct route api_webhooks_routes[];  /* api_webhooks.c */
+extern const struct route api_channels_routes[];  /* api_channels.c */
 extern const struct route api_status_routes[];    /* api_status.c: status card, verdicts, switch */
 extern const struct route api_fleet_routes[];     /* api_fleet.c: the fleet summary */
 extern const struct route api_tokens_routes[];    /* api_tokens.c: API tokens with roles */
@@ -134,10 +135,23 @@ extern const struct route api_incidents_routes[]; /* api_incidents.c: incidents 
 extern const struct route api_enrol_routes[];     /* api_enrol.c: enrolment keys, node enrol */
 
 const struct route *const api_tables[] = {
-    api_misc_routes,    api_ui_routes,        api_sites_routes,  api_origins_routes,
-    api_nodes_routes,   api_node_routes,      api_events_routes, api_webhooks_routes,
-    api_status_routes,  api_fleet_routes,     api_tokens_routes, api_audit_routes,
-    api_openapi_routes, api_incidents_routes, api_enrol_routes,  NULL,
+    api_misc_routes,
+    api_ui_routes,
+    api_sites_routes,
+    api_origins_routes,
+    api_nodes_routes,
+    api_node_routes,
+    api_events_routes,
+    api_webhooks_routes,
+    api_channels_routes,
+    api_status_routes,
+    api_fleet_routes,
+    api_tokens_routes,
+    api_audit_routes,
+    api_openapi_routes,
+    api_incidents_routes,
+    api_enrol_routes,
+    NULL,
 };
 
 void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,

@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "api_op.h"
+#include "chan.h"
 #include "ctx.h"
 #include "fields.h"
 #include "json.h"
@@ -178,7 +179,8 @@ static enum http_rc list_webhooks(struct req *r) {
   j = cJSON_CreateObject();
   a = cJSON_AddArrayToObject(j, "webhooks");
   for (int i = 0; i < n; i++) {
-    cJSON_AddItemToArray(a, webhook_json(r, &arr[i]));
+    /* the channels of other kinds live under /v1/channels only */
+    if (arr[i].kind == CHAN_WEBHOOK) cJSON_AddItemToArray(a, webhook_json(r, &arr[i]));
     webhook_rec_fini(&arr[i]);
   }
   free(arr);
@@ -186,9 +188,15 @@ static enum http_rc list_webhooks(struct req *r) {
   return HTTP_DONE;
 }
 
+/* Load channel id into *w when it is a webhook: STORE_NOT_FOUND for the other kinds. */
+static enum store_rc webhook_get(struct req *r, int64_t id, struct webhook_rec *w) {
+  enum store_rc rc = store_webhook_get(r->ctx->store, id, w);
+  return rc == STORE_OK && w->kind != CHAN_WEBHOOK ? STORE_NOT_FOUND : rc;
+}
+
 static enum http_rc get_webhook(struct req *r) {
   struct webhook_rec w;
-  enum store_rc rc = store_webhook_get(r->ctx->store, r->params[0], &w);
+  enum store_rc rc = webhook_get(r, r->params[0], &w);
   if (rc != STORE_OK)
     api_store_error(r, rc, "webhook", NULL);
   else
@@ -206,6 +214,13 @@ static enum store_rc delete_change(struct api_op *op) {
 static const struct api_op_def delete_op = {"webhook", delete_change, NULL, NULL};
 
 static enum http_rc delete_webhook(struct req *r) {
+  struct webhook_rec w;
+  enum store_rc rc = webhook_get(r, r->params[0], &w);
+  webhook_rec_fini(&w);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "webhook", NULL);
+    return HTTP_DONE;
+  }
   (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
@@ -220,7 +235,7 @@ static enum http_rc list_deliveries(struct req *r) {
   /* one pagination for every list (docs/design.md#query-parameters-and-lists): after=ID, oldest
    * first */
   if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
-  rc = store_webhook_get(r->ctx->store, r->params[0], &w);
+  rc = webhook_get(r, r->params[0], &w);
   webhook_rec_fini(&w);
   if (rc == STORE_OK)
     rc = store_delivery_list(r->ctx->store, r->params[0], after, (int)limit + 1, &arr, &n);
@@ -277,6 +292,15 @@ static enum http_rc test_webhook(struct req *r) {
     }
     if (json_int(body, "site_id", 1, INT64_MAX / 2, &site_id) < 0) {
       req_error(r, 422, "invalid_value", "site_id", "site_id must be a site id");
+      goto out;
+    }
+  }
+  {
+    struct webhook_rec w;
+    rc = webhook_get(r, r->params[0], &w);
+    webhook_rec_fini(&w);
+    if (rc != STORE_OK) {
+      api_store_error(r, rc, "webhook", NULL);
       goto out;
     }
   }

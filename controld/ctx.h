@@ -23,6 +23,7 @@ struct cd_config {
   char listen[128];
   char db[512];
   char deny_targets[1024]; /* comma-separated CIDRs refused besides the built-in ones */
+  char public_url[512];    /* the dashboard's address for links in notifications ("" = none) */
   int64_t probe_interval_ms;
   int64_t probe_batch;
   int64_t node_online_ms;

@@ -12,10 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chan.h"
 #include "clock.h"
 #include "fields.h"
 #include "json.h"
 #include "model.h"
+#include "names.h"
 #include "notify.h"
 #include "store_notify.h"
 #include "token.h"
@@ -88,12 +90,23 @@ static cJSON *token_json(const struct export_token *t) {
   return j;
 }
 
+/* A stored JSON text as a value of j under key: parsed, or null. */
+static void add_json_text(cJSON *j, const char *key, const char *text) {
+  cJSON *v = text ? cJSON_Parse(text) : NULL;
+  cJSON_AddItemToObject(j, key, v ? v : cJSON_CreateNull());
+}
+
+/* A channel (docs/design.md, Notification channels): its secrets are in the export (0600). */
 static cJSON *webhook_json(const struct webhook_rec *w) {
   cJSON *j = cJSON_CreateObject();
   json_add_i64(j, "id", w->id);
+  cJSON_AddStringToObject(j, "kind", names_word(NAMES(chan_kind_names), w->kind, "webhook"));
+  cJSON_AddStringToObject(j, "name", w->name);
   cJSON_AddStringToObject(j, "url", w->url);
   cJSON_AddStringToObject(j, "secret", w->secret);
   model_webhook_events_add(j, w->events);
+  add_json_text(j, "site_ids", w->site_ids);
+  add_json_text(j, "config", w->config);
   json_add_i64(j, "created_at_ms", w->created_at);
   return j;
 }
@@ -131,7 +144,13 @@ static int valid_hash(char *s) {
   return n == 64;
 }
 
+/* An http(s) URL, or an email channel's smtp(s) one. */
 static int valid_url(char *url) {
+  char tmp[STORE_WEBHOOK_URL_MAX + 16];
+  if (strncmp(url, "smtp://", 7) == 0 || strncmp(url, "smtps://", 8) == 0) {
+    snprintf(tmp, sizeof tmp, "http://%s", strstr(url, "://") + 3);
+    return model_webhook_url_valid(tmp);
+  }
   return model_webhook_url_valid(url);
 }
 
@@ -206,10 +225,13 @@ static const struct field_def token_fields[] = {
 static const struct field_def webhook_fields[] = {
     {"id", FIELD_INT, FIELD_REQUIRED, W(id), 1, EXPORT_INT_MAX, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
      NULL, NULL},
+    {"kind", FIELD_NAMED, 0, W(kind), 0, 0, 0, chan_kind_names, NULL, NULL, 0, NULL, 0, CHAN_KINDS,
+     NULL, NULL},
+    {"name", FIELD_STR, 0, W(name), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
     {"url", FIELD_STR, FIELD_REQUIRED, W(url), 1, 0, 0, NULL, valid_url,
-     "an http:// or https:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
-    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), MODEL_WEBHOOK_SECRET_MIN, 0, 0, NULL, NULL,
-     NULL, 0, NULL, 0, 0, NULL, NULL},
+     "an http://, https://, smtp:// or smtps:// URL with a host", 0, NULL, 0, 0, NULL, NULL},
+    {"secret", FIELD_STR, FIELD_REQUIRED, W(secret), 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL,
+     NULL},
     {"created_at_ms", FIELD_INT, FIELD_REQUIRED, W(created_at), 0, EXPORT_INT_MAX, 0, NULL, NULL,
      NULL, 0, NULL, 0, 0, NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -316,6 +338,48 @@ static int read_site(const cJSON *obj, int i, struct site_rec *s, struct field_e
 out:
   cJSON_Delete(body);
   return ret;
+}
+
+/* A channel's kind-dependent keys: site_ids (null or an array of ids), config (null or an object;
+   an email channel's from and to), and a webhook's secret length. */
+static int read_channel(const cJSON *obj, const char *prefix, struct webhook_rec *w,
+                        struct field_err *err) {
+  const cJSON *si = cJSON_GetObjectItemCaseSensitive(obj, "site_ids"), *it;
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(obj, "config");
+  char path[64];
+  if (w->kind == CHAN_WEBHOOK && strlen(w->secret) < MODEL_WEBHOOK_SECRET_MIN) {
+    snprintf(path, sizeof path, "%s.secret", prefix);
+    return fail(err, path, "a webhook's secret has at least %d characters",
+                MODEL_WEBHOOK_SECRET_MIN);
+  }
+  if (si && !cJSON_IsNull(si)) {
+    snprintf(path, sizeof path, "%s.site_ids", prefix);
+    if (!cJSON_IsArray(si) || cJSON_GetArraySize(si) > CHAN_MAX_SITES)
+      return fail(err, path, "site_ids must be null or an array of site ids");
+    cJSON_ArrayForEach(it, si) if (!json_is_int(it, 1, EXPORT_INT_MAX)) return fail(
+        err, path, "site_ids must be null or an array of site ids");
+    if (!(w->site_ids = json_print(si))) return fail(err, path, "out of memory");
+  }
+  if (cfg && !cJSON_IsNull(cfg)) {
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(cfg, "to");
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(cfg, "from");
+    snprintf(path, sizeof path, "%s.config", prefix);
+    if (!cJSON_IsObject(cfg) || !cJSON_IsString(from) || !chan_email_addr_ok(from->valuestring) ||
+        !cJSON_IsArray(to) || cJSON_GetArraySize(to) < 1 ||
+        cJSON_GetArraySize(to) > CHAN_EMAIL_MAX_TO)
+      return fail(err, path, "config must be null or {\"from\", \"to\": [1 to %d addresses]}",
+                  CHAN_EMAIL_MAX_TO);
+    cJSON_ArrayForEach(
+        it, to) if (!cJSON_IsString(it) ||
+                    !chan_email_addr_ok(
+                        it->valuestring)) return fail(err, path, "an address in to does not parse");
+    if (!(w->config = json_print(cfg))) return fail(err, path, "out of memory");
+  }
+  if (w->kind == CHAN_EMAIL && !w->config) {
+    snprintf(path, sizeof path, "%s.config", prefix);
+    return fail(err, path, "an email channel needs config {\"from\", \"to\"}");
+  }
+  return 0;
 }
 
 /* The "events" filter: null (every type) or a non-empty array of known types, kept as JSON text
@@ -500,7 +564,7 @@ static int read_header(const cJSON *doc, struct store_export *out, struct field_
 }
 
 int export_from_json(const cJSON *doc, struct store_export *out, struct field_err *err) {
-  static const char *const events_key[] = {"events", NULL};
+  static const char *const events_key[] = {"events", "site_ids", "config", NULL};
   const cJSON *arr, *it;
   void *p;
   int rc;
@@ -534,7 +598,9 @@ int export_from_json(const cJSON *doc, struct store_export *out, struct field_er
   for (int i = 0; i < out->n_webhooks; i++) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "webhooks[%d]", i);
-    if (read_events(cJSON_GetArrayItem(arr, i), prefix, &out->webhooks[i], err) < 0) return -1;
+    if (read_events(cJSON_GetArrayItem(arr, i), prefix, &out->webhooks[i], err) < 0 ||
+        read_channel(cJSON_GetArrayItem(arr, i), prefix, &out->webhooks[i], err) < 0)
+      return -1;
   }
   return check_unique(out, err);
 }

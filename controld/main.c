@@ -49,6 +49,9 @@ static const struct opt_def options[] = {
     {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL,
      "CIDRs origins and webhooks may not point at, besides link-local, unspecified and metadata "
      "addresses (comma-separated)"},
+    {"public-url", OPT_STR, O(public_url), S(public_url), 0, 0, NULL, NULL,
+     "controld's address as people reach it (https://cdnca.example.org): Slack, PagerDuty and "
+     "email notifications link to the dashboard under it"},
     {"probe-interval-ms", OPT_INT, O(probe_interval_ms), 0, 100, 86400000, NULL, "30000",
      "time between probe rounds"},
     {"probe-batch", OPT_INT, O(probe_batch), 0, 1, 1000000, NULL, "500",
@@ -246,6 +249,7 @@ static void notify_policy_from(const struct cd_config *c, struct notify_policy *
   np->retry_max_ms = c->webhook_retry_max_ms;
   np->give_up_ms = c->webhook_give_up_ms;
   np->timeout_ms = c->webhook_timeout_ms;
+  snprintf(np->public_url, sizeof np->public_url, "%s", c->public_url);
 }
 
 /* SIGHUP: reopen the log file, then re-read flags and --config and apply the reloadable keys.

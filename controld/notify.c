@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "chan.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -39,7 +40,10 @@ const char *const notify_event_types[] = {
 struct xfer {
   CURL *easy;
   struct curl_slist *hdrs;
+  struct curl_slist *rcpt; /* email: the recipients */
   char *body;
+  size_t body_len, read_at; /* email: the message, and how much of it curl has read */
+  int kind;                 /* the channel's enum chan_kind */
   int64_t id, webhook_id, site_id, created_at;
   int attempts; /* made before this one */
   char errbuf[CURL_ERROR_SIZE];
@@ -163,6 +167,8 @@ static void xfer_free(struct xfer *x) {
   if (!x) return;
   if (x->easy) curl_easy_cleanup(x->easy);
   curl_slist_free_all(x->hdrs);
+  curl_slist_free_all(x->rcpt);
+  if (x->body) token_wipe(x->body, strlen(x->body)); /* a PagerDuty body holds the routing key */
   free(x->body);
   free(x);
 }
@@ -184,50 +190,170 @@ static int add_header(struct curl_slist **list, const char *name, const char *va
   return 0;
 }
 
-/* Build the request of a loaded job into x; 0 or -1 (logged). */
-static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job, int64_t now) {
-  cJSON *ev = notify_event_json(&job->event);
-  char sig[NOTIFY_SIGNATURE_LEN], ts[24];
-  int64_t secs = now / 1000;
-  int rc = -1;
-  x->body = ev ? json_print(ev) : NULL;
-  cJSON_Delete(ev);
-  if (!x->body) goto out;
-  snprintf(ts, sizeof ts, "%" PRId64, secs);
-  if (notify_sign(job->secret, secs, x->body, strlen(x->body), sig) < 0) goto out;
-  if (add_header(&x->hdrs, "Content-Type", "application/json") < 0 ||
-      add_header(&x->hdrs, "X-Cdnca-Event", job->event.type) < 0 ||
-      add_header(&x->hdrs, "X-Cdnca-Delivery", job->uuid) < 0 ||
-      add_header(&x->hdrs, "X-Cdnca-Timestamp", ts) < 0 ||
-      add_header(&x->hdrs, "X-Cdnca-Signature", sig) < 0 || add_header(&x->hdrs, "Expect", "") < 0)
-    goto out;
-  x->easy = curl_easy_init();
-  if (!x->easy) goto out;
-  curl_easy_setopt(x->easy, CURLOPT_URL, job->url);
+/* The common options of an HTTP POST of x->body to url. */
+static void http_post(struct notify *n, struct xfer *x, const char *url, const char *agent) {
+  curl_easy_setopt(x->easy, CURLOPT_URL, url);
   curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(x->easy, CURLOPT_POST, 1L);
   curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
   curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
   curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
-  curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "cdnca-controld/" CDNCA_VERSION " (webhook)");
+  curl_easy_setopt(x->easy, CURLOPT_USERAGENT, agent);
   curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)n->p.timeout_ms);
-  curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard_body);
-  curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
-  curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
-  if (n->p.deny && targets_guard_curl(x->easy, n->p.deny) < 0) goto out;
+}
+
+/* A signed webhook (docs/design.md, Webhook delivery). 0 or -1. */
+static int setup_webhook(struct notify *n, struct xfer *x, struct delivery_job *job, int64_t now) {
+  cJSON *ev = notify_event_json(&job->event);
+  char sig[NOTIFY_SIGNATURE_LEN], ts[24];
+  int64_t secs = now / 1000;
+  x->body = ev ? json_print(ev) : NULL;
+  cJSON_Delete(ev);
+  if (!x->body) return -1;
+  snprintf(ts, sizeof ts, "%" PRId64, secs);
+  if (notify_sign(job->secret, secs, x->body, strlen(x->body), sig) < 0) return -1;
+  if (add_header(&x->hdrs, "Content-Type", "application/json") < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Event", job->event.type) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Delivery", job->uuid) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Timestamp", ts) < 0 ||
+      add_header(&x->hdrs, "X-Cdnca-Signature", sig) < 0 || add_header(&x->hdrs, "Expect", "") < 0)
+    return -1;
+  if (!(x->easy = curl_easy_init())) return -1;
+  http_post(n, x, job->url, "cdnca-controld/" CDNCA_VERSION " (webhook)");
+  return 0;
+}
+
+/* A Slack message or a PagerDuty event (docs/design.md, Notification channels): 0, 1 when the
+   event has nothing to send to PagerDuty, -1. */
+static int setup_json(struct notify *n, struct xfer *x, struct delivery_job *job) {
+  if (job->kind == CHAN_SLACK)
+    x->body = chan_slack_body(&job->event, n->p.public_url);
+  else if (chan_pd_action(job->event.type) == CHAN_PD_NONE)
+    return 1;
+  else
+    x->body = chan_pd_body(&job->event, job->secret, n->p.public_url);
+  if (!x->body) return -1;
+  if (add_header(&x->hdrs, "Content-Type", "application/json") < 0 ||
+      add_header(&x->hdrs, "Expect", "") < 0 || !(x->easy = curl_easy_init()))
+    return -1;
+  http_post(n, x, job->url, "cdnca-controld/" CDNCA_VERSION);
+  return 0;
+}
+
+static size_t read_body(char *buf, size_t size, size_t nmemb, void *arg) {
+  struct xfer *x = arg;
+  size_t want = size * nmemb, left = x->body_len - x->read_at;
+  if (want > left) want = left;
+  memcpy(buf, x->body + x->read_at, want);
+  x->read_at += want;
+  return want;
+}
+
+/* An email over SMTP: smtps:// is TLS from the start, smtp:// must upgrade with STARTTLS (a
+   server that does not offer it fails the attempt, nothing is sent in the clear) except to a
+   loopback host. 0 or -1. */
+static int setup_email(struct notify *n, struct xfer *x, struct delivery_job *job) {
+  cJSON *cfg = job->config ? json_parse(job->config, strlen(job->config)) : NULL, *it;
+  const cJSON *from = cJSON_GetObjectItemCaseSensitive(cfg, "from");
+  const cJSON *to = cJSON_GetObjectItemCaseSensitive(cfg, "to");
+  const cJSON *user = cJSON_GetObjectItemCaseSensitive(cfg, "username");
+  const char *list[CHAN_EMAIL_MAX_TO];
+  char addr[CHAN_EMAIL_ADDR_MAX + 3];
+  CURLU *u = curl_url();
+  char *host = NULL, *scheme = NULL;
+  int nto = 0, rc = -1;
+  if (!cJSON_IsString(from) || !cJSON_IsArray(to)) goto out;
+  cJSON_ArrayForEach(it, to) if (cJSON_IsString(it) && nto < CHAN_EMAIL_MAX_TO) {
+    struct curl_slist *nl;
+    list[nto++] = it->valuestring;
+    snprintf(addr, sizeof addr, "<%s>", it->valuestring);
+    if (!(nl = curl_slist_append(x->rcpt, addr))) goto out;
+    x->rcpt = nl;
+  }
+  if (!nto) goto out;
+  x->body =
+      chan_email_message(&job->event, from->valuestring, list, nto, job->uuid, n->p.public_url);
+  if (!x->body) goto out;
+  x->body_len = strlen(x->body);
+  if (!u || curl_url_set(u, CURLUPART_URL, job->url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK)
+    goto out;
+  if (!(x->easy = curl_easy_init())) goto out;
+  snprintf(addr, sizeof addr, "<%s>", from->valuestring);
+  curl_easy_setopt(x->easy, CURLOPT_URL, job->url);
+  curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "smtp,smtps");
+  curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, addr);
+  curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
+  curl_easy_setopt(x->easy, CURLOPT_UPLOAD, 1L);
+  curl_easy_setopt(x->easy, CURLOPT_READFUNCTION, read_body);
+  curl_easy_setopt(x->easy, CURLOPT_READDATA, x);
+  curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body_len);
+  curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)n->p.timeout_ms);
+  curl_easy_setopt(x->easy, CURLOPT_USE_SSL,
+                   strcmp(scheme, "smtps") == 0 || !chan_host_loopback(host)
+                       ? (long)CURLUSESSL_ALL
+                       : (long)CURLUSESSL_TRY);
+  if (cJSON_IsString(user) && user->valuestring[0]) {
+    curl_easy_setopt(x->easy, CURLOPT_USERNAME, user->valuestring);
+    curl_easy_setopt(x->easy, CURLOPT_PASSWORD, job->secret);
+  }
   rc = 0;
 out:
+  curl_free(host);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  cJSON_Delete(cfg);
+  return rc;
+}
+
+/* Build the request of a loaded job into x: 0, 1 when there is nothing to send, -1 (logged). */
+static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job, int64_t now) {
+  int rc;
+  x->kind = job->kind;
+  switch (job->kind) {
+  case CHAN_SLACK:
+  case CHAN_PAGERDUTY:
+    rc = setup_json(n, x, job);
+    break;
+  case CHAN_EMAIL:
+    rc = setup_email(n, x, job);
+    break;
+  default:
+    rc = setup_webhook(n, x, job, now);
+    break;
+  }
+  if (rc == 0) {
+    curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+    /* the deny list again, on every address the name resolves to now */
+    if (n->p.deny && targets_guard_curl(x->easy, n->p.deny) < 0) rc = -1;
+  }
   if (rc < 0) log_error("delivery %" PRId64 ": cannot build the request", job->id);
   return rc;
+}
+
+/* Record a delivery there was nothing to send for (a PagerDuty channel and an event without an
+   action) as delivered, with why. */
+static void record_nothing(struct notify *n, const struct delivery_job *job, int64_t now) {
+  struct delivery_result r;
+  memset(&r, 0, sizeof r);
+  r.id = job->id;
+  r.state = DELIVERY_DELIVERED;
+  r.error = "nothing sent: no PagerDuty action for this event type";
+  r.at = now;
+  (void)store_delivery_record(n->st, &r, 1);
+  atomic_store(&n->wake, 1); /* the queue's next delivery is its head now */
 }
 
 /* Start the attempt of one due head in a free slot; 0 started, 1 skipped (gone), -1 error. */
 static int start_one(struct notify *n, const struct delivery_head *h, int64_t now) {
   struct delivery_job job;
   struct xfer *x = NULL;
-  int slot = -1, rc = -1;
+  int slot = -1, rc = -1, setup;
   enum store_rc src;
   for (int i = 0; i < NOTIFY_MAX_INFLIGHT && slot < 0; i++)
     if (!n->slots[i]) slot = i;
@@ -242,12 +368,18 @@ static int start_one(struct notify *n, const struct delivery_head *h, int64_t no
   x->site_id = job.site_id;
   x->created_at = job.created_at;
   x->attempts = job.attempts;
-  if (xfer_setup(n, x, &job, now) < 0) goto out;
+  setup = xfer_setup(n, x, &job, now);
+  if (setup == 1) {
+    record_nothing(n, &job, now);
+    rc = 1;
+    goto out;
+  }
+  if (setup < 0) goto out;
   if (curl_multi_add_handle(n->multi, x->easy) != CURLM_OK) {
     log_error("delivery %" PRId64 ": cannot add the transfer", job.id);
     goto out;
   }
-  log_debug("delivery %" PRId64 " (%s, event %" PRId64 ") attempt %d to webhook %" PRId64, job.id,
+  log_debug("delivery %" PRId64 " (%s, event %" PRId64 ") attempt %d to channel %" PRId64, job.id,
             job.uuid, job.event.id, job.attempts + 1, job.webhook_id);
   n->slots[slot] = x;
   n->ninflight++;
@@ -305,7 +437,7 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
     snprintf(f->err, sizeof f->err, "%s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
     status = 0;
   } else if (status < 200 || status > 299) {
-    snprintf(f->err, sizeof f->err, "HTTP %ld", status);
+    snprintf(f->err, sizeof f->err, "%s %ld", x->kind == CHAN_EMAIL ? "SMTP" : "HTTP", status);
   }
   f->res =
       notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n), &next);
@@ -320,7 +452,7 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
   if (f->res == NOTIFY_DELIVERED)
     log_debug("delivery %" PRId64 " delivered (HTTP %ld)", x->id, status);
   else
-    log_info("delivery %" PRId64 " to webhook %" PRId64 " attempt %d: %s (%s)", x->id,
+    log_info("delivery %" PRId64 " to channel %" PRId64 " attempt %d: %s (%s)", x->id,
              x->webhook_id, x->attempts + 1, f->err,
              f->res == NOTIFY_RETRY ? "will retry" : "gave up");
 }

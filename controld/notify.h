@@ -1,4 +1,5 @@
-/* notify — webhook delivery: a worker thread draining the deliveries outbox over libcurl multi. */
+/* notify — channel delivery (webhooks, Slack, PagerDuty, email): a worker thread draining the
+   deliveries outbox over libcurl multi. */
 #ifndef CDNCA_NOTIFY_H
 #define CDNCA_NOTIFY_H
 
@@ -29,6 +30,7 @@ struct notify_policy {
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
   int64_t keep_ms; /* delivered and failed outbox rows are removed this long after their event */
   const struct targets *deny; /* addresses never connected to, also after DNS; NULL = none */
+  char public_url[512];       /* --public-url: links in Slack, PagerDuty and email ("" = none) */
   int start_inactive;         /* notify_new only: start with delivery off (cluster mode: until this
                                  replica holds the engine lease, notify_set_active) */
 };

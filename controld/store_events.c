@@ -21,6 +21,7 @@ struct events_state {
   struct store_hook {
     int64_t id;
     char *events; /* the filter (JSON array text), NULL = every event */
+    char *sites;  /* the site filter (JSON array of ids), NULL = every site */
   } * hooks;
   int64_t ev_next;      /* PostgreSQL: the next event id in this transaction, 0 = not read yet */
   struct db_arr evq[7]; /* PostgreSQL: events recorded and not yet written (columns) */
@@ -66,10 +67,27 @@ static int filter_matches(const char *filter, const char *type) {
   return hit;
 }
 
+/* 1 when a channel's site filter (JSON array of ids, NULL = all) lists site_id; an event without
+   a site passes every filter. */
+static int sites_match(const char *sites, int64_t site_id) {
+  cJSON *arr, *it;
+  int hit = 0;
+  if (!sites || site_id <= 0) return 1;
+  arr = json_parse(sites, strlen(sites));
+  if (!cJSON_IsArray(arr)) {
+    cJSON_Delete(arr);
+    return 1;
+  }
+  cJSON_ArrayForEach(it, arr) if (cJSON_IsNumber(it) && (int64_t)it->valuedouble == site_id) hit =
+      1;
+  cJSON_Delete(arr);
+  return hit;
+}
+
 /* The webhook list as this transaction sees it, read by its first event (not once per event). */
 static int hooks_load(struct store *st) {
   struct events_state *es = events_of(st);
-  static const char hooks[] = "SELECT id, events FROM webhooks ORDER BY id";
+  static const char hooks[] = "SELECT id, events, site_ids FROM webhooks ORDER BY id";
   struct db_stmt *h;
   int rc;
   if (es->hooks_loaded) return 0;
@@ -77,13 +95,18 @@ static int hooks_load(struct store *st) {
   h = db_prep(st->w, hooks);
   if (!h) return -1;
   while ((rc = db_step(h)) == DB_ROW && es->nhooks < STORE_MAX_WEBHOOKS) {
-    const char *ev = db_col_text(h, 1);
+    const char *ev = db_col_text(h, 1), *si = db_col_text(h, 2);
     struct store_hook *nh = realloc(es->hooks, (size_t)(es->nhooks + 1) * sizeof *nh);
     if (!nh) break;
     es->hooks = nh;
     nh[es->nhooks].id = db_col_i64(h, 0);
     nh[es->nhooks].events = ev ? strdup(ev) : NULL;
-    if (ev && !nh[es->nhooks].events) break;
+    nh[es->nhooks].sites = si ? strdup(si) : NULL;
+    if ((ev && !nh[es->nhooks].events) || (si && !nh[es->nhooks].sites)) {
+      free(nh[es->nhooks].events);
+      free(nh[es->nhooks].sites);
+      break;
+    }
     es->nhooks++;
   }
   db_reset(h);
@@ -134,7 +157,8 @@ static int64_t event_queue(struct store_tx *tx, int64_t site_id, const char *sit
   es->ev_n++;
   for (int i = 0; i < es->nhooks; i++) {
     char uuid[40];
-    if (!filter_matches(es->hooks[i].events, type)) continue;
+    if (!filter_matches(es->hooks[i].events, type) || !sites_match(es->hooks[i].sites, site_id))
+      continue;
     if (token_random_hex(uuid, sizeof uuid, 16) < 0) return -1;
     db_arr_i64(&es->dlq[0], es->hooks[i].id);
     db_arr_i64(&es->dlq[1], id);
@@ -178,8 +202,10 @@ int store_events_flush_locked(struct store_tx *tx) {
 
 void store_events_tx_reset_hooks(struct store *st) {
   struct events_state *es = events_of(st);
-  for (int i = 0; i < es->nhooks; i++)
+  for (int i = 0; i < es->nhooks; i++) {
     free(es->hooks[i].events);
+    free(es->hooks[i].sites);
+  }
   free(es->hooks);
   es->hooks = NULL;
   es->nhooks = 0;
@@ -246,7 +272,7 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
   event_id = store_event_insert_locked(tx, site_id, site_name, type, title, data_json, now);
   if (event_id < 0) return -1;
   for (int i = 0; i < es->nhooks; i++)
-    if (filter_matches(es->hooks[i].events, type) &&
+    if (filter_matches(es->hooks[i].events, type) && sites_match(es->hooks[i].sites, site_id) &&
         store_delivery_queue_locked(tx, es->hooks[i].id, event_id, site_id, now) < 0)
       return -1;
   es->pending = 1;
@@ -418,8 +444,10 @@ static void events_released(struct store *st, void *state, int committed) {
 
 static void events_fini(void *state) {
   struct events_state *es = state;
-  for (int i = 0; i < es->nhooks; i++)
+  for (int i = 0; i < es->nhooks; i++) {
     free(es->hooks[i].events);
+    free(es->hooks[i].sites);
+  }
   free(es->hooks);
   for (int i = 0; i < 7; i++)
     db_arr_free(&es->evq[i]);

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chan.h"
 #include "clock.h"
 #include "log.h"
+#include "names.h"
 #include "store_core.h"
 #include "store_pub.h"
 #include "store_sites.h"
@@ -88,7 +90,8 @@ static enum store_rc read_tokens(struct db_conn *c, struct store_export *x) {
 }
 
 static enum store_rc read_webhooks(struct db_conn *c, struct store_export *x) {
-  static const char q[] = "SELECT id, url, secret, events, created_at FROM webhooks ORDER BY id";
+  static const char q[] = "SELECT id, url, secret, events, created_at, kind, name, site_ids, "
+                          "config FROM webhooks ORDER BY id";
   struct db_stmt *s = db_prep(c, q);
   int cap = 0, step;
   if (!s) return STORE_ERROR;
@@ -103,8 +106,13 @@ static enum store_rc read_webhooks(struct db_conn *c, struct store_export *x) {
     store_col_text(s, 1, w->url, sizeof w->url);
     store_col_text(s, 2, w->secret, sizeof w->secret);
     w->created_at = db_col_i64(s, 4);
-    if (ev && !(w->events = strdup(ev))) {
-      token_wipe(w->secret, sizeof w->secret);
+    w->kind = names_value(NAMES(chan_kind_names), db_col_text(s, 5));
+    if (w->kind < 0) w->kind = CHAN_WEBHOOK;
+    store_col_text(s, 6, w->name, sizeof w->name);
+    if ((ev && !(w->events = strdup(ev))) ||
+        (db_col_text(s, 7) && !(w->site_ids = strdup(db_col_text(s, 7)))) ||
+        (db_col_text(s, 8) && !(w->config = strdup(db_col_text(s, 8))))) {
+      webhook_rec_fini(w);
       break;
     }
     x->n_webhooks++;
@@ -283,11 +291,14 @@ static enum store_rc write_nodes(struct store *st, const struct store_export *x,
 static enum store_rc write_webhooks(struct store *st, const struct store_export *x, char *what,
                                     size_t whatlen) {
   static const char ins[] =
-      "INSERT INTO webhooks (id, url, secret, events, created_at) VALUES (?, ?, ?, ?, ?)";
+      "INSERT INTO webhooks (id, url, secret, events, created_at, kind, name, site_ids, config) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
   for (int i = 0; i < x->n_webhooks; i++) {
     const struct webhook_rec *w = &x->webhooks[i];
-    enum store_rc rc = insert_row(st, ins, what, whatlen, "webhooks", i, "", "ItttI", w->id, w->url,
-                                  w->secret, w->events, w->created_at);
+    enum store_rc rc =
+        insert_row(st, ins, what, whatlen, "webhooks", i, "", "ItttItttt", w->id, w->url, w->secret,
+                   w->events, w->created_at, names_word(NAMES(chan_kind_names), w->kind, "webhook"),
+                   w->name, w->site_ids, w->config);
     if (rc != STORE_OK) return rc;
   }
   return STORE_OK;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan.h"
 #include "clock.h"
 #include "log.h"
 #include "names.h"
@@ -14,20 +15,31 @@
 
 void webhook_rec_fini(struct webhook_rec *w) {
   free(w->events);
-  w->events = NULL;
+  free(w->site_ids);
+  free(w->config);
+  w->events = w->site_ids = w->config = NULL;
   token_wipe(w->secret, sizeof w->secret);
+  token_wipe(w->url, sizeof w->url); /* a Slack URL is a secret */
 }
 
 void delivery_job_fini(struct delivery_job *j) {
   free(j->event.data);
-  j->event.data = NULL;
+  free(j->config);
+  j->event.data = j->config = NULL;
   token_wipe(j->secret, sizeof j->secret);
+  token_wipe(j->url, sizeof j->url);
 }
 
 #define M(t, m) .offset = offsetof(struct t, m), .size = sizeof(((struct t *)0)->m)
-/* The columns of a webhook but its event list (an owned string, read by webhook_read). */
+/* The columns of a channel but its texts (owned strings, read by webhook_read). */
 static const struct field_def webhook_cols[] = {
     {.name = "id", .column = "id", .type = FIELD_INT, M(webhook_rec, id)},
+    {.name = "kind",
+     .column = "kind",
+     .type = FIELD_NAMED,
+     M(webhook_rec, kind),
+     FIELD_NAMES(chan_kind_names)},
+    {.name = "name", .column = "name", .type = FIELD_STR, M(webhook_rec, name)},
     {.name = "url", .column = "url", .type = FIELD_STR, M(webhook_rec, url)},
     {.name = "secret", .column = "secret", .type = FIELD_STR, M(webhook_rec, secret)},
     {.name = "created_at", .column = "created_at", .type = FIELD_INT, M(webhook_rec, created_at)},
@@ -60,6 +72,11 @@ static const struct field_def job_cols[] = {
      .column = "d.created_at",
      .type = FIELD_INT,
      M(delivery_job, created_at)},
+    {.name = "kind",
+     .column = "w.kind",
+     .type = FIELD_NAMED,
+     M(delivery_job, kind),
+     FIELD_NAMES(chan_kind_names)},
     {.name = "url", .column = "w.url", .type = FIELD_STR, M(delivery_job, url)},
     {.name = "secret", .column = "w.secret", .type = FIELD_STR, M(delivery_job, secret)},
     {.name = "event.id", .column = "e.id", .type = FIELD_INT, M(delivery_job, event.id)},
@@ -81,10 +98,19 @@ static const struct field_def job_cols[] = {
 };
 #undef M
 
+/* A nullable text column into *out (malloc'd, NULL for NULL); 0 or -1. */
+static int col_dup(struct db_stmt *s, int col, char **out) {
+  const char *t = db_col_text(s, col);
+  return t && !(*out = strdup(t)) ? -1 : 0;
+}
+
 static int webhook_read(const void *ctx, struct db_stmt *s, void *rec) {
   struct webhook_rec *w = rec;
-  const char *ev = db_col_text(s, store_fields_read(s, 0, ctx, 0, w));
-  return ev && !(w->events = strdup(ev)) ? -1 : 0;
+  int col = store_fields_read(s, 0, ctx, 0, w);
+  return col_dup(s, col, &w->events) < 0 || col_dup(s, col + 1, &w->site_ids) < 0 ||
+                 col_dup(s, col + 2, &w->config) < 0
+             ? -1
+             : 0;
 }
 
 static void webhook_fini(void *rec) {
@@ -93,7 +119,9 @@ static void webhook_fini(void *rec) {
 
 static int job_read(const void *ctx, struct db_stmt *s, void *rec) {
   struct delivery_job *job = rec;
-  const char *data = db_col_text(s, store_fields_read(s, 0, ctx, 0, job));
+  int col = store_fields_read(s, 0, ctx, 0, job);
+  const char *data = db_col_text(s, col);
+  if (col_dup(s, col + 1, &job->config) < 0) return -1;
   return (job->event.data = strdup(data ? data : "{}")) ? 0 : -1;
 }
 
@@ -105,7 +133,8 @@ enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_re
   struct store *st = store_tx_store(tx);
   static const char count[] = "SELECT COUNT(*) FROM webhooks";
   static const char ins[] =
-      "INSERT INTO webhooks (url, secret, events, created_at) VALUES (?, ?, ?, ?)";
+      "INSERT INTO webhooks (kind, name, url, secret, events, site_ids, config, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   struct db_stmt *s;
   enum store_rc rc = STORE_ERROR;
   s = db_prep(st->w, count);
@@ -122,8 +151,9 @@ enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_re
   }
   db_reset(s);
   w->created_at = clock_wall_ms();
-  if (store_exec(st->w, "inserting webhook", ins, "tttI", w->url, w->secret, w->events,
-                 w->created_at) < 0)
+  if (store_exec(st->w, "inserting a channel", ins, "tttttttI",
+                 names_word(NAMES(chan_kind_names), w->kind, "webhook"), w->name, w->url, w->secret,
+                 w->events, w->site_ids, w->config, w->created_at) < 0)
     goto fail;
   store_events_tx_reset_hooks(st); /* the transaction's next event reads the list again */
   w->id = db_last_id(st->w);
@@ -140,7 +170,8 @@ enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {
 
 enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out) {
   static struct store_sql q;
-  const char *sql = store_sql(&q, "SELECT ", webhook_cols, ", events FROM webhooks WHERE id = ?");
+  const char *sql = store_sql(&q, "SELECT ", webhook_cols,
+                              ", events, site_ids, config FROM webhooks WHERE id = ?");
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   memset(out, 0, sizeof *out);
@@ -152,7 +183,8 @@ enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec
 
 enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int *n) {
   static struct store_sql q;
-  const char *sql = store_sql(&q, "SELECT ", webhook_cols, ", events FROM webhooks ORDER BY id");
+  const char *sql = store_sql(&q, "SELECT ", webhook_cols,
+                              ", events, site_ids, config FROM webhooks ORDER BY id");
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   *out = NULL;
@@ -160,6 +192,17 @@ enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int
   if (!s) return STORE_ERROR;
   return store_list_read(c, s, sizeof **out, 0, webhook_read, webhook_cols, webhook_fini,
                          (void **)out, n, "listing webhooks");
+}
+
+enum store_rc store_webhook_update_locked(struct store_tx *tx, const struct webhook_rec *w) {
+  struct store *st = store_tx_store(tx);
+  static const char upd[] = "UPDATE webhooks SET name = ?, url = ?, secret = ?, events = ?, "
+                            "site_ids = ?, config = ? WHERE id = ?";
+  if (store_exec(st->w, "updating a channel", upd, "ttttttI", w->name, w->url, w->secret, w->events,
+                 w->site_ids, w->config, w->id) < 0)
+    return STORE_ERROR;
+  store_events_tx_reset_hooks(st); /* the transaction's next event reads the list again */
+  return db_changes(st->w) ? STORE_OK : STORE_NOT_FOUND;
 }
 
 enum store_rc store_webhook_delete_locked(struct store_tx *tx, int64_t id) {
@@ -293,10 +336,10 @@ enum store_rc store_delivery_heads(struct store *st, struct delivery_head **out,
 
 enum store_rc store_delivery_load(struct store *st, int64_t id, struct delivery_job *job) {
   static struct store_sql q;
-  const char *sql = store_sql(
-      &q, "SELECT ", job_cols,
-      ", e.data FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN events e ON "
-      "e.id = d.event_id WHERE d.id = ? AND d.state = 'pending'");
+  const char *sql = store_sql(&q, "SELECT ", job_cols,
+                              ", e.data, w.config FROM deliveries d JOIN webhooks w ON w.id = "
+                              "d.webhook_id JOIN events e ON "
+                              "e.id = d.event_id WHERE d.id = ? AND d.state = 'pending'");
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c && sql ? db_prep(c, sql) : NULL;
   memset(job, 0, sizeof *job);

@@ -11,12 +11,20 @@
 #define STORE_WEBHOOK_URL_MAX 2048
 #define STORE_WEBHOOK_SECRET_MAX 256
 
-/* A webhook as stored. events is the JSON array text of the filter, or NULL for every type. */
+/* A channel as stored (a webhook is the channel of kind CHAN_WEBHOOK; docs/design.md,
+   Notification channels). events is the JSON array text of the filter, or NULL for every type;
+   site_ids the JSON array text of the site filter, or NULL for every site; config the email
+   kind's JSON object text ({"from", "to", "username"}), NULL for the others. url and secret hold
+   the kind's address and secret (chan.h). */
 struct webhook_rec {
   int64_t id;
+  int kind; /* enum chan_kind */
+  char name[65];
   char url[STORE_WEBHOOK_URL_MAX + 1];
   char secret[STORE_WEBHOOK_SECRET_MAX + 1];
-  char *events; /* owned (malloc'd) or NULL */
+  char *events;   /* owned (malloc'd) or NULL */
+  char *site_ids; /* owned or NULL */
+  char *config;   /* owned or NULL */
   int64_t created_at;
 };
 
@@ -44,8 +52,10 @@ struct delivery_job {
   char uuid[40];
   int attempts; /* made so far */
   int64_t created_at;
+  int kind; /* the channel's enum chan_kind */
   char url[STORE_WEBHOOK_URL_MAX + 1];
   char secret[STORE_WEBHOOK_SECRET_MAX + 1];
+  char *config;           /* the channel's config text, owned, or NULL */
   struct event_rec event; /* event.data owned: free with delivery_job_fini */
 };
 
@@ -67,7 +77,7 @@ int store_delivery_backlog(struct store *st, int64_t *n);
  * removed, or -1. An engine write: fenced by the lease in cluster mode (store_lease.h). */
 int store_delivery_prune(struct store *st, int64_t before_ms);
 
-/* Free what a webhook record owns (the events text) and wipe its secret. */
+/* Free what a channel record owns (its texts) and wipe its secret. */
 void webhook_rec_fini(struct webhook_rec *w);
 
 /* Free what a job owns and wipe its secret. */
@@ -80,8 +90,12 @@ enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w);
 /* Load one webhook into *out (caller webhook_rec_fini's it). */
 enum store_rc store_webhook_get(struct store *st, int64_t id, struct webhook_rec *out);
 
-/* Every webhook ordered by id; *out malloc'd array of *n (caller fini's each and frees it). */
+/* Every channel ordered by id; *out malloc'd array of *n (caller fini's each and frees it). */
 enum store_rc store_webhook_list(struct store *st, struct webhook_rec **out, int *n);
+
+/* Replace a channel's name, filters and kind fields (kind and created_at stay); STORE_NOT_FOUND
+   when it is gone. The queued deliveries stay. Inside a store_op. */
+enum store_rc store_webhook_update_locked(struct store_tx *tx, const struct webhook_rec *w);
 
 /* Delete a webhook with its outbox rows. */
 enum store_rc store_webhook_delete(struct store *st, int64_t id);

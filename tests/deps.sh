@@ -5,7 +5,8 @@
 #   required (exit 1 when missing: the tests fail without them, they do not skip): python3,
 #     python3-jsonschema (every answer is checked against controld/openapi.json), curl, jq (the
 #     shell examples of README.md and docs/), openssl (the tests' TLS certificates), libcmocka-dev
-#     (the unit tests)
+#     (the unit tests), python3-aiosmtpd (the email channel's SMTP server, run by python3 or
+#     /usr/bin/python3)
 #   optional (the tests that need one report themselves as skipped, and CI (.ci/run) fails on any
 #     skipped test): the PostgreSQL server binaries for the pg tests' own clusters, nginx (the
 #     edge differential test's reference proxy), HAProxy (the cluster demo's test), Debian's
@@ -27,6 +28,8 @@ have curl || required+=(curl)
 have jq || required+=(jq)
 have openssl || required+=(openssl)
 pkg-config --exists cmocka 2>/dev/null || required+=(libcmocka-dev)
+{ python3 -c 'import aiosmtpd' || /usr/bin/python3 -c 'import aiosmtpd'; } >/dev/null 2>&1 ||
+  required+=(python3-aiosmtpd)
 optional=()
 # the PostgreSQL tests start their own cluster (tests/pg/pgctl.sh): initdb, pg_ctl, postgres
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || optional+=(postgresql)

@@ -12,6 +12,7 @@ import { pageIncidents, pageIncident } from './incidents.js';
 import { pageAudit } from './audit.js';
 import { pageTokens } from './tokens.js';
 import { pageEnrolKeys } from './enrolkeys.js';
+import { pageChannels } from './channels.js';
 
 /* Show the nav entries the role may use, and who is signed in. */
 function paintWho() {
@@ -48,6 +49,7 @@ function route() {
   if (hash === '#/audit') return mount(pageAudit());
   if (hash === '#/tokens') return mount(pageTokens());  /* not in the nav below admin; the API says 403 */
   if (hash === '#/enrolment-keys') return mount(pageEnrolKeys());  /* admin: others get a note, no form */
+  if (hash === '#/channels') return mount(pageChannels());  /* admin: others get a note */
   return mount({ title: 'Not found', mount(main) {
     add(main, h('section', { class: 'card' }, h('h1', null, 'Page not found'), h('a', { href: '#/' }, 'Back to the overview')));
   } });

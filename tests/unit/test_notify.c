@@ -11,10 +11,12 @@
 
 #include <cmocka.h>
 
+#include "chan.h"
 #include "json.h"
 #include "log.h"
 #include "notify.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_notify.h"
 
 /* ---- pure logic ---- */
@@ -240,6 +242,43 @@ static void test_filter_fanout(void **state) {
   assert_int_equal(deliveries_of(f->st, all, types, sizeof types), 4);
 }
 
+/* A channel's site filter (docs/design.md#notification-channels): events of other sites queue
+   nothing for it; events without a site pass every filter; an update takes effect for the next
+   event, and the channel's kind, name and config come back as stored. */
+static void test_channel_site_filter(void **state) {
+  struct fx *f = *state;
+  struct webhook_rec w, got;
+  char types[512];
+  memset(&w, 0, sizeof w);
+  w.kind = CHAN_SLACK;
+  snprintf(w.name, sizeof w.name, "ops");
+  snprintf(w.url, sizeof w.url, "https://hooks.example/services/x");
+  w.site_ids = strdup("[2,7]");
+  assert_int_equal(store_webhook_create(f->st, &w), STORE_OK);
+  assert_true(store_event_add(f->st, 1, "a", "level.switched", "t", "{}") > 0);
+  assert_true(store_event_add(f->st, 2, "b", "site.recovered", "t", "{}") > 0);
+  assert_true(store_event_add(f->st, 0, NULL, "level.switched", "t", "{}") > 0);
+  assert_int_equal(deliveries_of(f->st, w.id, types, sizeof types), 2);
+  assert_string_equal(types, "level.switched,site.recovered");
+  assert_int_equal(store_webhook_get(f->st, w.id, &got), STORE_OK);
+  assert_int_equal(got.kind, CHAN_SLACK);
+  assert_string_equal(got.name, "ops");
+  assert_string_equal(got.site_ids, "[2,7]");
+  assert_null(got.config);
+  webhook_rec_fini(&got);
+  /* every site again */
+  free(w.site_ids);
+  w.site_ids = NULL;
+  {
+    struct store_tx *tx = store_tx_begin(f->st);
+    assert_non_null(tx);
+    assert_int_equal(store_tx_end(tx, store_webhook_update_locked(tx, &w)), STORE_OK);
+  }
+  assert_true(store_event_add(f->st, 1, "a", "origin.health_changed", "t", "{}") > 0);
+  assert_int_equal(deliveries_of(f->st, w.id, types, sizeof types), 3);
+  webhook_rec_fini(&w);
+}
+
 static int find_head(const struct delivery_head *h, int n, int64_t hook, int64_t site) {
   for (int i = 0; i < n; i++)
     if (h[i].webhook_id == hook && h[i].site_id == site) return i;
@@ -408,6 +447,7 @@ int main(void) {
       cmocka_unit_test(test_known_types),
       cmocka_unit_test(test_event_json),
       cmocka_unit_test_setup_teardown(test_filter_fanout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_channel_site_filter, setup, teardown),
       cmocka_unit_test_setup_teardown(test_outbox_prune, setup, teardown),
       cmocka_unit_test_setup_teardown(test_queue_heads_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_webhook_test_event, setup, teardown),

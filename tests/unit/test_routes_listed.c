@@ -151,6 +151,11 @@ static const struct {
     {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR},
     {"GET", "/v1/tokens", AUTH_ADMIN},
     {"GET", "/v1/enrolment-keys", AUTH_ADMIN},
+    /* who is paged, where mail goes: channels are admin's alone
+       (docs/design.md#notification-channels) */
+    {"GET", "/v1/channels", AUTH_ADMIN},
+    {"GET", "/v1/channels/:id", AUTH_ADMIN},
+    {"GET", "/v1/channels/:id/deliveries", AUTH_ADMIN},
     {"GET", "/v1/openapi.json", AUTH_NONE},
     /* the enrolment key in the body is the credential (docs/design.md#enrolment-keys) */
     {"POST", "/v1/node/enrol", AUTH_NONE},
