@@ -45,7 +45,7 @@ def channel(c, body, want=201):
 
 
 def deliveries(c, cid):
-    return ok(c.api("GET", "/v1/channels/%d/deliveries?limit=1000" % cid))["deliveries"][::-1]
+    return ok(c.api("GET", "/v1/channels/%d/deliveries?limit=1000" % cid))["deliveries"]
 
 
 def all_delivered(c, cid, n=None):

@@ -259,7 +259,7 @@ static void test_channel_site_filter(void **state) {
   assert_true(store_event_add(f->st, 2, "b", "site.recovered", "t", "{}") > 0);
   assert_true(store_event_add(f->st, 0, NULL, "level.switched", "t", "{}") > 0);
   assert_int_equal(deliveries_of(f->st, w.id, types, sizeof types), 2);
-  assert_string_equal(types, "level.switched,site.recovered");
+  assert_string_equal(types, "site.recovered,level.switched");
   assert_int_equal(store_webhook_get(f->st, w.id, &got), STORE_OK);
   assert_int_equal(got.kind, CHAN_SLACK);
   assert_string_equal(got.name, "ops");
