@@ -10,8 +10,9 @@ import subprocess
 
 import harness
 from harness import Controld, new_db, wait_until
-from scenario_lib import (WAIT, card, events, make_site, metric, origin_spec, start_origins,
-                          wait_health, wait_level, wait_rounds)
+from scenario_lib import (WAIT, card, events, make_site, metric, node_site, origin_spec,
+                          start_node, start_origins, wait_health, wait_level, wait_node_level,
+                          wait_rounds)
 
 FAST = ["--probe-interval-ms", "300"]
 
@@ -109,6 +110,11 @@ def test_stricter_shadow_would_switch_real_never_moves_then_promoted(tmp):
     sid, oa, ob = site["id"], site["origins"][0]["id"], site["origins"][1]["id"]
     wait_health(c, sid, oa, "healthy")
     v0 = card(c, sid)["config_version"]
+    _, n = start_node(c, tmp, "edge-1")
+    wait_until(lambda: (node_site(n, sid) or {}).get("config_version") == v0, timeout=WAIT,
+               what="the node has the site's config")
+    cfg0 = node_site(n, sid)
+    assert "health_check_shadow" not in json.dumps(cfg0), cfg0  # never published
 
     def would_switch():
         r = shadow(c, sid)
@@ -140,6 +146,7 @@ def test_stricter_shadow_would_switch_real_never_moves_then_promoted(tmp):
     status, inc, _ = c.api("GET", "/v1/incidents")
     assert status == 200 and inc["incidents"] == [], inc
     assert site_get(c, sid)["current_level"] == 1
+    assert node_site(n, sid) == cfg0  # the node's config never changed
 
     # the shadow state is stored: it survives a restart
     n_before = len(shadow(c, sid)["switches"])
@@ -157,6 +164,8 @@ def test_stricter_shadow_would_switch_real_never_moves_then_promoted(tmp):
     assert len(sw) == 1 and sw[0]["data"]["reason"] == "auto_failover", sw
     rep = shadow(c, sid)
     assert rep["real_switches"] and rep["real_switches"][0]["to_level"] == 2, rep
+    wait_node_level(n, sid, 2)
+    n.stop()
     c.stop()
 
 
