@@ -10,6 +10,7 @@
 #include "json.h"
 #include "rcache.h"
 #include "store_fleet.h"
+#include "store_shadow.h"
 #include "store_sites.h"
 
 /* The state of a site write: the body and the record built from it. */
@@ -175,7 +176,8 @@ static enum store_rc patch_change(struct api_op *op) {
   struct site_op *so = op->arg;
   struct site_rec *stored;
   struct field_err err;
-  char conflict[64] = "";
+  char conflict[64] = "", *before, *after;
+  int changed;
   enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &so->s);
   if (rc != STORE_OK) return rc;
   rc = api_op_if_match(op, so->s.revision);
@@ -183,19 +185,28 @@ static enum store_rc patch_change(struct api_op *op) {
   stored = malloc(sizeof *stored);
   if (!stored) return STORE_ERROR;
   *stored = so->s; /* shallow: only its field-table members are read */
+  before = site_shadow_codec.to_text(&so->s.shadow);
   if (model_site_patch(so->body, &so->s, &err) < 0) {
     free(stored);
+    free(before);
     api_field_error(op->r, &err);
     return STORE_ERROR;
   }
   /* docs/design.md#secrets: a masked value sent back keeps the stored secret */
   fields_keep_secrets(site_fields, &so->s, stored);
   free(stored);
+  after = site_shadow_codec.to_text(&so->s.shadow);
+  /* a shadow policy set, changed or removed starts its comparison again (docs/design.md, Shadow
+     health policies) */
+  changed = (before == NULL) != (after == NULL) || (before && strcmp(before, after) != 0);
+  free(before);
+  free(after);
   rc = store_site_update_locked(op->tx, &so->s, conflict, sizeof conflict);
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", conflict);
     return rc;
   }
+  if (changed && store_shadow_reset_locked(op->tx, so->s.id) < 0) return STORE_ERROR;
   op->site_id = so->s.id;
   return STORE_OK;
 }

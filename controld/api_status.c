@@ -1,4 +1,5 @@
-/* api_status — the origin status card, verdict evidence and the operator's level switch. */
+/* api_status — the origin status card, verdict evidence, the operator's level switch and the
+   shadow policy's comparison. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "hcheck.h"
 #include "json.h"
 #include "store_health.h"
+#include "store_shadow.h"
 #include "store_sites.h"
 
 /* One origin of the card. */
@@ -100,6 +102,25 @@ static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx
   cJSON_AddNumberToObject(prop, "nodes_online", online);
   cJSON_AddNumberToObject(prop, "nodes_on_current_version", current);
   json_add_i64(prop, "seq", seq);
+  if (s.shadow.set) { /* docs/design.md, Shadow health policies */
+    struct shadow_site ss;
+    cJSON *sh;
+    if (store_shadow_site_get(ctx->store, tx, site_id, &ss) == STORE_ERROR) {
+      cJSON_Delete(j);
+      free(obs);
+      site_rec_fini(&s);
+      return STORE_ERROR;
+    }
+    sh = cJSON_AddObjectToObject(j, "shadow");
+    json_add_i64(sh, "rounds", ss.rounds);
+    json_add_i64(sh, "skipped_rounds", ss.skipped);
+    if (ss.since > 0)
+      cJSON_AddNumberToObject(sh, "level", ss.current_level);
+    else
+      cJSON_AddNullToObject(sh, "level");
+  } else {
+    cJSON_AddNullToObject(j, "shadow");
+  }
   dec = cJSON_AddObjectToObject(j, "decision");
   cJSON_AddStringToObject(dec, "action", health_action_to_string(ol.decision.action));
   cJSON_AddNumberToObject(dec, "to_level", ol.decision.to_level);
@@ -226,7 +247,101 @@ out:
   return HTTP_DONE;
 }
 
+/* ---- the shadow policy compared (docs/design.md, Shadow health policies) ---- */
+
+static cJSON *switch_json(const struct shadow_switch *sw) {
+  cJSON *j = cJSON_CreateObject();
+  json_add_time(j, "at", sw->at);
+  cJSON_AddNumberToObject(j, "from_level", sw->from_level);
+  cJSON_AddNumberToObject(j, "to_level", sw->to_level);
+  cJSON_AddStringToObject(j, "reason", sw->reason);
+  json_add_str_or_null(j, "why", sw->why[0] ? sw->why : NULL);
+  return j;
+}
+
+static const char *verdict_or_null(enum health_verdict v) {
+  return v == VERDICT_NONE ? NULL : health_verdict_to_string(v);
+}
+
+static enum http_rc get_shadow(struct req *r) {
+  struct site_rec s;
+  struct shadow_site ss;
+  struct shadow_origin *so = NULL;
+  struct shadow_switch *sw = NULL, *real = NULL;
+  struct shadow_totals t;
+  int n = 0, nsw = 0, nreal = 0;
+  cJSON *j, *a, *tmp;
+  enum store_rc rc = store_site_get(r->ctx->store, r->params[0], &s);
+  if (rc != STORE_OK) {
+    api_store_error(r, rc, "site", NULL);
+    return HTTP_DONE;
+  }
+  rc = store_shadow_report(r->ctx->store, s.id, &ss, &so, &n, &sw, &nsw, &real, &nreal);
+  if (rc == STORE_ERROR) {
+    api_store_error(r, rc, "site", NULL);
+    goto out;
+  }
+  shadow_totals(so, n, &t);
+  j = cJSON_CreateObject();
+  json_add_i64(j, "site_id", s.id);
+  tmp = cJSON_CreateObject();
+  if (tmp && fields_json_add(tmp, site_fields, FORM_OUT, &s) == 0)
+    cJSON_AddItemToObject(j, "health_check_shadow",
+                          cJSON_DetachItemFromObjectCaseSensitive(tmp, "health_check_shadow"));
+  cJSON_Delete(tmp);
+  json_add_time(j, "since", ss.since);
+  json_add_i64(j, "rounds", ss.rounds);
+  json_add_i64(j, "skipped_rounds", ss.skipped);
+  json_add_i64(j, "compared", t.compared);
+  json_add_i64(j, "agreements", t.agreements);
+  json_add_i64(j, "disagreements", t.disagreements);
+  if (t.agreement >= 0)
+    cJSON_AddNumberToObject(j, "agreement", t.agreement);
+  else
+    cJSON_AddNullToObject(j, "agreement");
+  cJSON_AddNumberToObject(j, "current_level", s.current_level);
+  if (ss.since > 0)
+    cJSON_AddNumberToObject(j, "shadow_level", ss.current_level);
+  else
+    cJSON_AddNullToObject(j, "shadow_level");
+  a = cJSON_AddArrayToObject(j, "origins");
+  for (int i = 0; i < s.n_origins; i++) {
+    const struct origin_rec *o = &s.origins[i];
+    const struct shadow_origin *x = NULL;
+    cJSON *oj = cJSON_CreateObject();
+    for (int k = 0; k < n && !x; k++)
+      if (so[k].origin_id == o->id) x = &so[k];
+    json_add_i64(oj, "origin_id", o->id);
+    cJSON_AddNumberToObject(oj, "level", o->level);
+    cJSON_AddStringToObject(oj, "health", health_state_to_string(x ? x->health : HEALTH_UNKNOWN));
+    cJSON_AddStringToObject(oj, "real_health", health_state_to_string(o->health));
+    json_add_i64(oj, "compared", x ? x->compared : 0);
+    json_add_i64(oj, "agreements", x ? x->compared - x->disagreements : 0);
+    json_add_i64(oj, "disagreements", x ? x->disagreements : 0);
+    json_add_str_or_null(oj, "last_verdict", x ? verdict_or_null(x->last_verdict) : NULL);
+    json_add_str_or_null(oj, "last_real_verdict", x ? verdict_or_null(x->last_real) : NULL);
+    json_add_str_or_null(oj, "last_error", x && x->last_error[0] ? x->last_error : NULL);
+    cJSON_AddItemToArray(a, oj);
+  }
+  a = cJSON_AddArrayToObject(j, "switches");
+  for (int i = 0; i < nsw; i++)
+    cJSON_AddItemToArray(a, switch_json(&sw[i]));
+  /* the real switches over the same time: those since the comparison started */
+  a = cJSON_AddArrayToObject(j, "real_switches");
+  nreal = ss.since > 0 ? shadow_switches_since(real, nreal, ss.since) : 0;
+  for (int i = 0; i < nreal; i++)
+    cJSON_AddItemToArray(a, switch_json(&real[i]));
+  req_json(r, 200, j);
+out:
+  free(so);
+  free(sw);
+  free(real);
+  site_rec_fini(&s);
+  return HTTP_DONE;
+}
+
 const struct route api_status_routes[] = {
+    {"GET", "/v1/sites/:id/shadow", AUTH_READ, get_shadow, NULL},
     {"GET", "/v1/sites/:id/status", AUTH_READ, get_status, NULL},
     {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts, "limit"},
     {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch, NULL},

@@ -17,6 +17,7 @@
 #include "store_fleet.h"
 #include "store_health.h"
 #include "store_incidents.h"
+#include "store_shadow.h"
 #include "store_sites.h"
 
 #define TITLE_AUTO "Origin level switched automatically"
@@ -893,4 +894,118 @@ enum engine_incident_rc engine_incident_note_locked(const struct engine_env *env
 out:
   free(data);
   return ret;
+}
+
+/* ---- shadow health policies (docs/design.md, Shadow health policies) ---- */
+
+int engine_shadow_step(const struct site_rec *s, struct shadow_site *ss, struct shadow_origin *so,
+                       const struct engine_shadow_verdict *v, int nv, int64_t now,
+                       struct shadow_switch *sw) {
+  struct site_rec copy;
+  struct outlook ol;
+  const struct health_decision *d = &ol.decision;
+  int decided = 0;
+  if (ss->since == 0) {
+    ss->since = now;
+    ss->current_level = s->current_level;
+  }
+  for (int i = 0; i < s->n_origins; i++) {
+    const struct engine_shadow_verdict *x = NULL;
+    for (int k = 0; k < nv && !x; k++)
+      if (v[k].origin_id == s->origins[i].id) x = &v[k];
+    if (!x) continue;
+    decided |= x->shadow != VERDICT_NONE;
+    shadow_origin_round(&so[i], x->shadow, x->real, x->error, (int)s->shadow.hc.healthy_after,
+                        (int)s->shadow.hc.unhealthy_after, now);
+  }
+  if (decided) ss->rounds++;
+  ss->updated_at = now;
+  copy = *s;
+  copy.origins = malloc((size_t)(s->n_origins ? s->n_origins : 1) * sizeof *copy.origins);
+  if (!copy.origins) return -1;
+  for (int i = 0; i < s->n_origins; i++) {
+    copy.origins[i] = s->origins[i];
+    copy.origins[i].health = so[i].health;
+    copy.origins[i].healthy_since = so[i].healthy_since;
+    copy.origins[i].health_changed_at = so[i].health_changed_at;
+  }
+  site_hc_put(&copy, &s->shadow.hc);
+  copy.current_level = ss->current_level;
+  copy.all_unhealthy = ss->all_unhealthy;
+  copy.failback_notified = ss->failback_notified;
+  copy.manual_pin = 0;
+  engine_outlook(&copy, now, &ol);
+  free(copy.origins);
+  ss->all_unhealthy = d->incident_open;
+  ss->failback_notified = d->failback_notified_next;
+  if (d->action != HEALTH_SWITCH || d->to_level == ss->current_level) return 0;
+  memset(sw, 0, sizeof *sw);
+  sw->site_id = s->id;
+  sw->at = now;
+  sw->from_level = ss->current_level;
+  sw->to_level = d->to_level;
+  snprintf(sw->reason, sizeof sw->reason, "%s", health_reason_to_string(d->reason));
+  snprintf(sw->why, sizeof sw->why, "%s", d->why);
+  ss->current_level = d->to_level;
+  return 1;
+}
+
+/* One site's shadow round inside tx. 0 or -1. */
+static int shadow_site_locked(struct store_tx *tx, const struct engine_shadow_round *r,
+                              int64_t now) {
+  struct site_rec s;
+  struct shadow_site ss;
+  struct shadow_origin *stored = NULL, *so = NULL;
+  struct shadow_switch sw;
+  int n = 0, rc = -1, moved;
+  enum store_rc lrc;
+  memset(&s, 0, sizeof s);
+  lrc = store_site_get_locked(tx, r->site_id, &s);
+  if (lrc == STORE_NOT_FOUND) return 0;
+  if (lrc != STORE_OK) return -1;
+  if (!s.shadow.set) {
+    rc = 0;
+    goto out;
+  }
+  if (r->skipped) {
+    rc = store_shadow_skipped_locked(tx, s.id, s.current_level, now);
+    goto out;
+  }
+  lrc = store_shadow_load_locked(tx, s.id, &ss, &stored, &n);
+  if (lrc == STORE_ERROR) goto out;
+  if (lrc == STORE_NOT_FOUND) ss.site_id = s.id;
+  if (ss.since == 0) ss.site_id = s.id; /* a row made by a skipped round only */
+  so = calloc((size_t)(s.n_origins ? s.n_origins : 1), sizeof *so);
+  if (!so) goto out;
+  for (int i = 0; i < s.n_origins; i++) {
+    int k = 0;
+    while (k < n && stored[k].origin_id != s.origins[i].id)
+      k++;
+    if (k < n)
+      so[i] = stored[k];
+    else
+      shadow_origin_init(&so[i], s.id, s.origins[i].id, now);
+  }
+  moved = engine_shadow_step(&s, &ss, so, r->v, r->n, now, &sw);
+  if (moved < 0) goto out;
+  rc = store_shadow_save_locked(tx, &ss, so, s.n_origins, moved ? &sw : NULL);
+out:
+  free(stored);
+  free(so);
+  site_rec_fini(&s);
+  return rc;
+}
+
+int engine_apply_shadow(const struct engine_env *env, int64_t now,
+                        const struct engine_shadow_round *sites, int n) {
+  struct store_tx *tx;
+  if (n <= 0) return 0;
+  tx = store_health_begin(env->store);
+  if (!tx) return -1;
+  for (int i = 0; i < n; i++)
+    if (shadow_site_locked(tx, &sites[i], now) < 0) {
+      store_health_rollback(tx);
+      return -1;
+    }
+  return store_health_commit(tx);
 }

@@ -7,6 +7,7 @@
 
 #include "health.h"
 #include "outlook.h"
+#include "shadow.h"
 #include "store.h"
 
 struct metrics;
@@ -118,6 +119,44 @@ enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, 
 enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
                                                      struct store_tx *tx, int64_t site_id,
                                                      int level, const char *by);
+
+/* ---- shadow health policies (docs/design.md, Shadow health policies) ---- */
+
+/* One origin's shadow verdict of a round (controld's own probe under the shadow policy) beside
+   its real verdict of the same round. */
+struct engine_shadow_verdict {
+  int64_t origin_id;
+  enum health_verdict shadow, real;
+  char error[256]; /* the shadow failure's evidence */
+};
+
+/* One site's shadow outcome of a round: its verdicts, or skipped (--probe-batch left its shadow
+   probes out; n = 0). */
+struct engine_shadow_round {
+  int64_t site_id;
+  int skipped;
+  int n;
+  const struct engine_shadow_verdict *v;
+};
+
+/* The shadow machines of site s (its shadow policy in s->shadow) for one round at now: so[i] is
+   the shadow state of s->origins[i] (fresh ones from shadow_origin_init), ss the site's (since
+   0: the first round, started on s's current level). Each origin's shadow verdict in v[0..nv)
+   drives its machine with the shadow thresholds and is compared with its real one
+   (shadow_origin_round); then the level rules of engine_outlook run on a copy of s carrying the
+   shadow policy, the shadow origin states and the shadow level (never a manual pin). Returns 1
+   with *sw filled (at, from_level, to_level, reason, why) and ss->current_level moved when the
+   shadow policy would have switched, else 0; -1 when memory runs out. Pure. */
+int engine_shadow_step(const struct site_rec *s, struct shadow_site *ss, struct shadow_origin *so,
+                       const struct engine_shadow_verdict *v, int nv, int64_t now,
+                       struct shadow_switch *sw);
+
+/* In one transaction: each site's shadow round (engine_shadow_step) into its stored shadow
+   state, or its skipped count. Acts on nothing: no publication, no switch, no incident, no
+   event. Sites deleted or without a shadow policy meanwhile are passed over. 0 or -1 (nothing
+   written). */
+int engine_apply_shadow(const struct engine_env *env, int64_t now,
+                        const struct engine_shadow_round *sites, int n);
 
 enum engine_incident_rc {
   ENGINE_INCIDENT_OK = 0,

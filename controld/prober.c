@@ -36,6 +36,8 @@ struct item {
   char *scheme, *address, *host, *path, *url; /* owned */
   int port, timeout_ms;
   int checkpoints; /* the site asks the checkpoint plugin */
+  int real;        /* a shadow item (docs/design.md, Shadow health policies): the index of the
+                      real item of the same origin; -1 for a real item */
   /* The site's options: every source probes and judges by them. NULL = the defaults (most
      sites: no copy at all); else one heap copy per site, freed with its first item. */
   struct hcheck_opts *check;
@@ -111,6 +113,7 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
   const char *scheme = names_word(NAMES(origin_scheme_names), (int)o->scheme, "http");
   size_t ulen = strlen(scheme) + strlen(o->address) + strlen(s->hc_path) + 24;
   memset(it, 0, sizeof *it);
+  it->real = -1;
   it->site_id = s->id;
   it->origin_id = o->id;
   it->v.origin_id = o->id;
@@ -134,15 +137,72 @@ static int item_fill(struct item *it, const struct site_rec *s, const struct ori
 /* Due sites read per statement group (bounds the memory of a large round). */
 #define PROBER_LOAD_CHUNK 512
 
-/* Load the due sites and make one item per enabled origin, grouped by site in order. */
+/* The shadow probes of a round (docs/design.md, Shadow health policies): one item per enabled
+   origin of each due site with a shadow policy, as long as the round's sites and shadow sites stay
+   within --probe-batch; the sites left out are listed as skipped. */
+struct shadow_load {
+  int budget; /* shadow sites the round may still take */
+  struct item *items;
+  int n, cap;
+  int64_t *skipped; /* site ids */
+  int n_skipped;
+};
+
+/* Add s's shadow items (its real ones are items[first..first + n_real)); 0 or -1. */
+static int load_shadow(struct shadow_load *sl, struct site_rec *s, int first) {
+  struct hcheck_opts *check = NULL;
+  int k = 0;
+  if (!s->shadow.set || !s->shadow.hc.enabled) return 0;
+  if (sl->budget <= 0) {
+    int64_t *ns = realloc(sl->skipped, (size_t)(sl->n_skipped + 1) * sizeof *ns);
+    if (!ns) return -1;
+    sl->skipped = ns;
+    sl->skipped[sl->n_skipped++] = s->id;
+    return 0;
+  }
+  sl->budget--;
+  site_hc_put(s, &s->shadow.hc); /* s is the loader's own copy */
+  if (!hcheck_is_default(&s->hc)) {
+    check = malloc(sizeof *check);
+    if (!check) return -1;
+    *check = s->hc;
+  }
+  for (int i = 0; i < s->n_origins; i++) {
+    struct item *it;
+    if (!s->origins[i].enabled) continue;
+    if (sl->n == sl->cap) {
+      int ncap = sl->cap ? sl->cap * 2 : 64;
+      struct item *ni = realloc(sl->items, (size_t)ncap * sizeof *ni);
+      if (!ni) {
+        if (check && k == 0) free(check);
+        return -1;
+      }
+      sl->items = ni;
+      sl->cap = ncap;
+    }
+    it = &sl->items[sl->n++];
+    if (item_fill(it, s, &s->origins[i], check) < 0) {
+      it->owns_check = check && k == 0;
+      return -1;
+    }
+    it->owns_check = check && k == 0;
+    it->checkpoints = 0; /* controld's own probes only */
+    it->real = first + k++;
+  }
+  if (check && k == 0) free(check);
+  return 0;
+}
+
+/* Load the due sites and make one item per enabled origin, grouped by site in order; with sl,
+   the shadow items too (sl->items). */
 static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct item **out, int *n,
-                      int *n_sites) {
+                      int *n_sites, struct shadow_load *sl) {
   struct item *items = NULL;
   struct site_rec *all = NULL;
   int cnt = 0, cap = 0, sites = 0, rc = -1, i, db_failed = 0;
   int chunk = n_ids < PROBER_LOAD_CHUNK ? n_ids : PROBER_LOAD_CHUNK;
   struct hcheck_opts *check;
-  int owned;
+  int owned, first;
   *out = NULL;
   *n = *n_sites = 0;
   if (n_ids == 0) return 0;
@@ -167,6 +227,7 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
     sites++;
     check = NULL;
     owned = 0;
+    first = cnt;
     if (!hcheck_is_default(&s.hc)) {
       check = malloc(sizeof *check);
       if (!check) {
@@ -200,6 +261,10 @@ static int load_items(struct prober *p, const int64_t *ids, int n_ids, struct it
       }
     }
     if (check && !owned) free(check);
+    if (sl && load_shadow(sl, &s, first) < 0) {
+      site_rec_fini(&s);
+      goto out;
+    }
     site_rec_fini(&s);
   }
   rc = 0;
@@ -456,6 +521,46 @@ out:
   return rc;
 }
 
+/* The round's shadow verdicts (items[n..n + ns), each beside its real item) and skipped sites to
+   the engine's shadow state; the shadow sites stored (-1 when that failed: logged). */
+static int store_shadow(struct prober *p, const struct item *items, int n, int ns,
+                        const int64_t *skipped, int n_skipped) {
+  struct engine_shadow_round *sr = NULL;
+  struct engine_shadow_verdict *vs = NULL;
+  int nr = 0, rc = -1, sites = 0;
+  if (n_skipped > 0)
+    metrics_add(p->env.metrics, "cdnca_shadow_probes_skipped_total", "", n_skipped);
+  if (ns + n_skipped == 0) return 0;
+  sr = calloc((size_t)(ns + n_skipped), sizeof *sr);
+  vs = calloc((size_t)(ns ? ns : 1), sizeof *vs);
+  if (!sr || !vs) goto out;
+  for (int j = 0; j < ns; j++) {
+    const struct item *it = &items[n + j];
+    vs[j].origin_id = it->origin_id;
+    vs[j].shadow = it->v.verdict;
+    vs[j].real = it->real >= 0 && it->real < n ? items[it->real].v.verdict : VERDICT_NONE;
+    snprintf(vs[j].error, sizeof vs[j].error, "%s", it->v.error);
+    if (nr == 0 || sr[nr - 1].site_id != it->site_id) {
+      sr[nr].site_id = it->site_id;
+      sr[nr].v = &vs[j];
+      nr++;
+      sites++;
+    }
+    sr[nr - 1].n++;
+  }
+  for (int k = 0; k < n_skipped; k++) {
+    sr[nr].site_id = skipped[k];
+    sr[nr].skipped = 1;
+    nr++;
+  }
+  rc = engine_apply_shadow(p->env.engine, clock_wall_ms(), sr, nr);
+out:
+  if (rc < 0) log_warn("probe round: the shadow policies' verdicts were not stored");
+  free(sr);
+  free(vs);
+  return rc < 0 ? -1 : sites;
+}
+
 int prober_run_once(struct prober *p, struct prober_stats *stp) {
   const struct prober_env *env = &p->env;
   struct prober_stats st;
@@ -463,8 +568,10 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   int64_t *due = NULL, nodes[PROBER_VOTE_NODES];
   int n_due = 0, n_nodes = 0, n_online = 0, n = 0, n_sites = 0, rc = -1;
   struct item *items = NULL;
+  struct shadow_load sl;
 
   memset(&st, 0, sizeof st);
+  memset(&sl, 0, sizeof sl);
   if (store_health_online_nodes(env->store, started - env->node_online_ms, PROBER_VOTE_NODES, nodes,
                                 &n_nodes, &n_online) == 0)
     metrics_set(env->metrics, "cdnca_nodes_online", "", n_online);
@@ -478,7 +585,17 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
     rc = 0;
     goto out;
   }
-  if (load_items(p, due, n_due, &items, &n, &n_sites) < 0) goto out;
+  /* shadow probes count against the batch like any probe, and are left out first */
+  sl.budget = (int)(env->probe_batch > 0 ? env->probe_batch : 1) - n_due;
+  if (load_items(p, due, n_due, &items, &n, &n_sites, &sl) < 0) goto out;
+  if (sl.n > 0) { /* the shadow items go behind the real ones: one probe run for both */
+    struct item *all = realloc(items, (size_t)(n + sl.n) * sizeof *all);
+    if (!all) goto out;
+    items = all;
+    memcpy(items + n, sl.items, (size_t)sl.n * sizeof *items);
+    free(sl.items);
+    sl.items = NULL;
+  }
   st.load_ms = clock_mono_ms() - t0;
   if (n_sites == 0) {
     rc = 0;
@@ -509,12 +626,14 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   if (st.checkpoint_errors)
     metrics_add(env->metrics, "cdnca_checkpoint_errors_total", "", st.checkpoint_errors);
   if (p->stop) goto cancelled;
-  if (probe_direct(p, items, n) < 0 && !p->stop) goto out;
+  if (probe_direct(p, items, n + sl.n) < 0 && !p->stop) goto out;
   if (p->stop) goto cancelled;
   st.control_ms = clock_mono_ms() - t0 - st.load_ms - st.nodes_ms - st.checkpoints_ms;
 
   count_metrics(p, items, n, &st);
   if (store_round(p, round_id, started, items, n) < 0) goto out;
+  st.shadow_sites = store_shadow(p, items, n, sl.n, sl.skipped, sl.n_skipped);
+  st.shadow_skipped = sl.n_skipped;
   st.wall_ms = clock_mono_ms() - t0;
   st.store_ms = st.wall_ms - st.load_ms - st.nodes_ms - st.checkpoints_ms - st.control_ms;
   metrics_add(env->metrics, "cdnca_probe_rounds_total", "", 1);
@@ -532,7 +651,9 @@ cancelled:
   rc = 0;
 out:
   if (stp) *stp = st;
-  items_free(items, n);
+  items_free(items, sl.items ? n : n + sl.n);
+  items_free(sl.items, sl.n);
+  free(sl.skipped);
   free(due);
   return rc;
 }
@@ -636,6 +757,8 @@ struct prober *prober_new(const struct prober_env *env) {
   }
   metrics_declare(env->metrics, "cdnca_checkpoint_errors_total", "counter",
                   "checkpoint plugin answers that failed or were garbage");
+  metrics_declare(env->metrics, "cdnca_shadow_probes_skipped_total", "counter",
+                  "sites whose shadow health policy was not probed in a round (--probe-batch)");
   return p;
 fail:
   prober_free(&p);

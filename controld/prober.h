@@ -35,7 +35,9 @@ struct prober_stats {
   int by_nodes, by_checkpoints, by_control; /* verdicts per source */
   int failures;                             /* failure verdicts */
   int checkpoint_errors;                    /* plugin answers that failed or were garbage */
-  int64_t wall_ms;                          /* duration of the round */
+  int shadow_sites;   /* sites whose shadow policy was probed (-1: their results were lost) */
+  int shadow_skipped; /* sites whose shadow probes the batch left out */
+  int64_t wall_ms;    /* duration of the round */
   int64_t load_ms, nodes_ms, checkpoints_ms, control_ms, store_ms; /* its phases */
 };
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "hostname.h"
+#include "json.h"
 #include "noderetry.h"
 
 /* An origin address: an IPv4 or IPv6 literal, or a hostname (lowercased). */
@@ -242,6 +243,14 @@ const struct field_def site_fields[] = {
      .codec = &hcheck_codec,
      HC,
      .forms = CONFIG},
+    /* the shadow policy: never published (common/sitewire lists no such key) */
+    {.name = "health_check_shadow",
+     .column = "health_check_shadow",
+     .type = FIELD_JSON,
+     .flags = FIELD_SECRET, /* its header values, as health_check's */
+     S(shadow),
+     .codec = &site_shadow_codec,
+     .forms = CONFIG},
     {.name = "retries", .column = "nr_retries", .type = FIELD_INT, S(nr_retries), NR},
     {.name = "retry_budget_ms",
      .column = "nr_retry_budget_ms",
@@ -397,3 +406,145 @@ void site_rec_fini(struct site_rec *s) {
   s->origins = NULL;
   s->n_origins = 0;
 }
+
+void site_hc_get(const struct site_rec *s, struct site_hc *h) {
+  memset(h, 0, sizeof *h);
+  h->enabled = s->hc_enabled;
+  memcpy(h->path, s->hc_path, sizeof h->path);
+  h->timeout_ms = s->hc_timeout_ms;
+  h->unhealthy_after = s->hc_unhealthy_after;
+  h->healthy_after = s->hc_healthy_after;
+  h->checkpoints = s->hc_checkpoints;
+  h->opts = s->hc;
+}
+
+void site_hc_put(struct site_rec *s, const struct site_hc *h) {
+  s->hc_enabled = h->enabled;
+  memcpy(s->hc_path, h->path, sizeof s->hc_path);
+  s->hc_timeout_ms = h->timeout_ms;
+  s->hc_unhealthy_after = h->unhealthy_after;
+  s->hc_healthy_after = h->healthy_after;
+  s->hc_checkpoints = h->checkpoints;
+  s->hc = h->opts;
+}
+
+/* ---- health_check_shadow: health_check's rows applied to a scratch record ---- */
+
+#define SHADOW_KEY "health_check_shadow"
+
+/* Apply v (an object or null) onto sh through site_fields' health_check rows; prefix names v. */
+static int shadow_apply_value(const cJSON *v, struct site_shadow *sh, const char *prefix,
+                              struct field_err *err) {
+  struct site_rec *tmp;
+  int rc;
+  if (cJSON_IsNull(v)) {
+    memset(sh, 0, sizeof *sh);
+    return 0;
+  }
+  if (!cJSON_IsObject(v))
+    return fields_fail(err, 422, "invalid_type", NULL, prefix,
+                       "%s must be an object (the same as health_check) or null", prefix);
+  tmp = malloc(sizeof *tmp);
+  if (!tmp) return fields_fail(err, 500, "internal", NULL, prefix, "out of memory");
+  site_rec_defaults(tmp);
+  if (sh->set)
+    site_hc_put(tmp, &sh->hc);
+  else
+    tmp->hc_enabled = 1;
+  rc = fields_apply_in(v, site_fields, "health_check", FORM_IN, NULL, prefix, 0, tmp, err);
+  if (rc == 0) {
+    site_hc_get(tmp, &sh->hc);
+    sh->set = 1;
+  }
+  free(tmp);
+  return rc;
+}
+
+/* The shadow as the health_check object the API shows; NULL on out of memory. */
+static cJSON *shadow_object(const struct site_shadow *sh) {
+  struct site_rec *tmp = malloc(sizeof *tmp);
+  cJSON *all = NULL, *hc = NULL;
+  if (!tmp) return NULL;
+  site_rec_defaults(tmp);
+  site_hc_put(tmp, &sh->hc);
+  all = cJSON_CreateObject();
+  if (all && fields_json_add(all, site_fields, FORM_OUT, tmp) == 0)
+    hc = cJSON_DetachItemFromObjectCaseSensitive(all, "health_check");
+  cJSON_Delete(all);
+  free(tmp);
+  return hc;
+}
+
+static const char *const shadow_keys[] = {SHADOW_KEY, NULL};
+
+static int shadow_apply(const cJSON *obj, void *member, struct field_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, SHADOW_KEY);
+  struct site_shadow cand;
+  if (!v) return 0;
+  memcpy(&cand, member, sizeof cand);
+  if (shadow_apply_value(v, &cand, SHADOW_KEY, err) < 0) return -1;
+  memcpy(member, &cand, sizeof cand);
+  return 0;
+}
+
+static int shadow_add_json(cJSON *obj, const void *member) {
+  const struct site_shadow *sh = member;
+  cJSON *hc;
+  if (!sh->set) return cJSON_AddNullToObject(obj, SHADOW_KEY) ? 0 : -1;
+  hc = shadow_object(sh);
+  if (!hc) return -1;
+  cJSON_AddItemToObject(obj, SHADOW_KEY, hc);
+  return 0;
+}
+
+static char *shadow_to_text(const void *member) {
+  const struct site_shadow *sh = member;
+  cJSON *hc;
+  char *t;
+  if (!sh->set) return NULL;
+  hc = shadow_object(sh);
+  t = hc ? cJSON_PrintUnformatted(hc) : NULL;
+  cJSON_Delete(hc);
+  return t;
+}
+
+static int shadow_is_default(const void *member) {
+  return !((const struct site_shadow *)member)->set;
+}
+
+static int shadow_from_text(const char *text, void *member) {
+  struct site_shadow *sh = member;
+  struct field_err err;
+  cJSON *v;
+  int rc;
+  memset(sh, 0, sizeof *sh);
+  if (!text || !text[0]) return 0;
+  v = json_parse(text, strlen(text));
+  rc = v ? shadow_apply_value(v, sh, SHADOW_KEY, &err) : -1;
+  cJSON_Delete(v);
+  if (rc < 0) memset(sh, 0, sizeof *sh);
+  return rc;
+}
+
+/* Its header values are write-only below admin, as health_check's (docs/design.md#secrets). */
+static int shadow_redact(void *member) {
+  struct site_shadow *sh = member;
+  return sh->set ? hcheck_redact(&sh->hc.opts) : 0;
+}
+
+static void shadow_keep_secrets(void *member, const void *stored) {
+  struct site_shadow *sh = member;
+  const struct site_shadow *was = stored;
+  if (sh->set && was->set) hcheck_keep_secrets(&sh->hc.opts, &was->hc.opts);
+}
+
+const struct field_codec site_shadow_codec = {
+    .keys = shadow_keys,
+    .apply = shadow_apply,
+    .add_json = shadow_add_json,
+    .to_text = shadow_to_text,
+    .is_default = shadow_is_default,
+    .from_text = shadow_from_text,
+    .redact = shadow_redact,
+    .keep_secrets = shadow_keep_secrets,
+};

@@ -39,6 +39,22 @@ struct origin_rec {
   int64_t created_at;
 };
 
+/* The values of a health_check object: the site's own (its hc_* members) or its shadow's. */
+struct site_hc {
+  int enabled;
+  char path[513];
+  int64_t timeout_ms, unhealthy_after, healthy_after;
+  int checkpoints;
+  struct hcheck_opts opts;
+};
+
+/* A shadow health policy (docs/design.md, Shadow health policies): the same object as
+   health_check, probed by controld alone, acting on nothing; set = 0: none (null). */
+struct site_shadow {
+  int set;
+  struct site_hc hc;
+};
+
 /* A site with its hostnames and origins (origins ordered by level, id). */
 struct site_rec {
   int64_t id;
@@ -51,7 +67,8 @@ struct site_rec {
   char hc_path[513];
   int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
   int hc_checkpoints;
-  struct hcheck_opts hc; /* type, method, headers, expected_*, port, interval_ms, quorum */
+  struct hcheck_opts hc;     /* type, method, headers, expected_*, port, interval_ms, quorum */
+  struct site_shadow shadow; /* health_check_shadow: never published */
   int64_t nr_retries, nr_retry_budget_ms, nr_fail_count, nr_fail_window_ms, nr_skip_ms,
       nr_half_open_requests;
   int n_retry_on_status;
@@ -90,6 +107,16 @@ extern const struct field_def site_origin_fields[];
    hostnames and origins have tables of their own. node_retry is validated by common/noderetry,
    the rule the node applies too. */
 extern const struct field_def site_fields[];
+
+/* The health_check_shadow row's codec (a FIELD_JSON row at the top of site_fields, its one key
+   "health_check_shadow"): null, or an object validated by site_fields' health_check rows
+   exactly as health_check is (errors under health_check_shadow.), applied onto the shadow when
+   one is set, else onto the defaults with enabled true; stored as the object's JSON text. */
+extern const struct field_codec site_shadow_codec;
+
+/* A site's health_check values, and back (site_hc_put overwrites s's hc_* members and hc). */
+void site_hc_get(const struct site_rec *s, struct site_hc *h);
+void site_hc_put(struct site_rec *s, const struct site_hc *h);
 
 /* Fill a site record with the defaults of the decision rules (no origins). */
 void site_rec_defaults(struct site_rec *s);

@@ -1,5 +1,5 @@
 /* site — one site: the banner of its active incident, status card, health timeline, levels and
-   origins, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
+   origins, its shadow health policy's comparison, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
 import {
   h, add, put, $, tid, field, input, select, button, table, fmtTime, badge, votesText, short, num,
   splitList, listOf, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
@@ -54,12 +54,48 @@ function failbackTarget(status) {
   return l ? l.level : null;
 }
 
+/* The shadow policy's would-have switches and the real ones in one list, newest first. */
+function shadowSwitches(rep) {
+  const tag = (kind) => (x) => Object.assign({ kind }, x);
+  return (rep.switches || []).map(tag('shadow')).concat((rep.real_switches || []).map(tag('real')))
+    .sort((a, b) => String(b.at).localeCompare(String(a.at)));
+}
+
+/* The shadow health policy panel (docs/design.md, Shadow health policies); null without one. */
+function shadowPanel(rep) {
+  if (!rep || !rep.health_check_shadow) return null;
+  const pct = typeof rep.agreement === 'number' ? `${Math.round(rep.agreement * 1000) / 10}%` : '\u2014';
+  const sw = shadowSwitches(rep);
+  const hc = rep.health_check_shadow;
+  return [
+    h('h2', null, 'Shadow health policy'),
+    h('p', { class: 'muted' }, `Probed by controld alone and acting on nothing: ${hc.path} within ${hc.timeout_ms} ms`,
+      hc.expected_codes ? `, expecting ${hc.expected_codes.join(', ')}` : '',
+      `, unhealthy after ${hc.unhealthy_after}, healthy after ${hc.healthy_after}. Promote it with a PATCH of health_check.`),
+    h('dl', { class: 'facts' },
+      h('dt', null, 'Agreement'), h('dd', { 'data-testid': 'shadow-agreement', 'data-agreement': rep.agreement ?? '' },
+        `${pct} of ${rep.compared} verdicts (${rep.disagreements} disagreements) over ${rep.rounds} rounds`),
+      h('dt', null, 'Would be on'), h('dd', tid('shadow-level'), rep.shadow_level === null ? '\u2014'
+        : `level ${rep.shadow_level} (the site is on level ${rep.current_level})`),
+      h('dt', null, 'Skipped rounds'), h('dd', tid('shadow-skipped'), String(rep.skipped_rounds))),
+    table(['Origin', 'Level', 'Shadow', 'Real', 'Agree', 'Disagree', 'Last shadow error'], (rep.origins || []).map((o) =>
+      h('tr', { 'data-testid': `shadow-origin-${o.origin_id}` },
+        h('td', null, `#${o.origin_id}`), h('td', null, String(o.level)), h('td', null, badge(o.health)),
+        h('td', null, badge(o.real_health)), h('td', null, String(o.agreements)), h('td', null, String(o.disagreements)),
+        h('td', null, o.last_error ? short(o.last_error, 80) : ''))), tid('shadow-origins')),
+    sw.length ? table(['When', 'Switch', 'From', 'To', 'Why'], sw.map((x) => h('tr', { 'data-testid': 'shadow-switch', 'data-kind': x.kind },
+      h('td', null, fmtTime(x.at)), h('td', null, x.kind === 'shadow' ? 'would have (shadow)' : `real (${x.reason})`),
+      h('td', null, String(x.from_level)), h('td', null, String(x.to_level)), h('td', null, x.why ? short(x.why, 100) : ''))),
+    tid('shadow-switches')) : h('p', { class: 'muted', ...tid('shadow-no-switch') }, 'No switch since the comparison started.'),
+  ];
+}
+
 function pageSite(id) {
   const st = { site: null, status: null, verdictOid: null, verdicts: null, levelsKey: '' };
   const feed = eventFeed(`/v1/sites/${id}/messages`);
   const msgs = eventList('messages-list', false);
   const audit = auditList(`site-audit`, id);
-  let elTitle, elIncident, elCard, elLevels, elVerdicts, elTimeline, elProp, settings, originForm, switchForm;
+  let elTitle, elIncident, elCard, elLevels, elVerdicts, elShadow, elTimeline, elProp, settings, originForm, switchForm;
 
   async function switchTo(level, ok) {
     await act(() => api('POST', `/v1/sites/${id}/switch`, { level }), ok || `Switched to level ${level}.`);
@@ -378,6 +414,7 @@ function pageSite(id) {
       elLevels = h('section', { class: 'card', id: 'levels', ...tid('levels') });
       originForm = buildOriginForm();
       elVerdicts = h('section', { class: 'card', id: 'verdicts', hidden: true, ...tid('verdicts') });
+      elShadow = h('section', { class: 'card', id: 'shadow', hidden: true, ...tid('shadow-panel') });
       settings = may('admin') ? buildSettings() : null;
       elTimeline = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
       elProp = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
@@ -385,7 +422,7 @@ function pageSite(id) {
         elIncident, elCard,
         h('section', { class: 'card', id: 'timeline' }, h('h2', null, 'Health timeline'),
           h('p', { class: 'muted' }, 'Each mark is one probe round\u2019s verdict (upper: success, lower: failure); hover for the votes.'), elTimeline),
-        elLevels, originForm, elVerdicts,
+        elLevels, originForm, elVerdicts, elShadow,
         h('section', { class: 'card', id: 'propagation' }, h('h2', null, 'Propagation'), elProp),
         h('section', { class: 'card' }, h('h2', null, 'Audit of this site'), audit.el),
         settings,
@@ -401,6 +438,8 @@ function pageSite(id) {
           .then((r) => [o.id, listOf(r, 'verdicts')]).catch((e) => { soft(e); return [o.id, []]; }))),
         api('GET', '/v1/nodes').then((r) => listOf(r, 'nodes')).catch(soft),
         audit.update().catch(soft)]);
+      const shadow = site && site.health_check_shadow
+        ? await api('GET', `/v1/sites/${id}/shadow`).catch(soft) : null;
       const oid = st.verdictOid;
       let verdicts = null;
       if (oid) verdicts = await api('GET', `/v1/sites/${id}/origins/${oid}/verdicts?limit=10`).catch(soft);
@@ -419,6 +458,9 @@ function pageSite(id) {
       paintCard(st.site, st.status);
       paintLevels(levels, cur);
       paintVerdicts();
+      const sp = shadowPanel(shadow);
+      elShadow.hidden = !sp;
+      put(elShadow, sp);
       fillSettings(st.site, false);
       msgs.paint(feed.events);
       put(elTimeline, timelineView(origins.slice().sort((a, b) => a.level - b.level || a.id - b.id),

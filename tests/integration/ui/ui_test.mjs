@@ -154,6 +154,23 @@ async function main() {
   check(/No nodes enrolled/.test(await byId('propagation-nodes').innerText()), 'propagation: no nodes yet');
   await screenshot('site-healthy');
 
+  // A shadow health policy: no panel without one; with one, its agreement with the real checks.
+  check(await byId('shadow-panel').isHidden(), 'no shadow panel without a shadow policy');
+  const shadowSet = await page.evaluate(async ([base, tok, id]) => {
+    const r = await fetch(`${base}/v1/sites/${id}`, { method: 'PATCH',
+      headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ health_check_shadow: { path: '/', expected_codes: ['200-299'] } }) });
+    return r.status;
+  }, [BASE, TOKEN, siteId]);
+  check(shadowSet === 200, 'a shadow policy is set');
+  await byId('shadow-panel').waitFor({ state: 'visible', timeout: WAIT_MS });
+  await waitAttr('shadow-agreement', 'agreement', '1');
+  check(/100% of \d+ verdicts \(0 disagreements\)/.test(await byId('shadow-agreement').innerText()),
+    'shadow panel: full agreement with the real checks');
+  check(await byId('shadow-no-switch').isVisible(), 'shadow panel: no would-have switch');
+  check(/level 1/.test(await byId('shadow-level').innerText()), 'shadow panel: it would stay on level 1');
+  await screenshot('site-shadow');
+
   // A refused edit names the field and marks its input; nothing changes until it is corrected.
   const timeout = page.locator('#site-settings [name=timeout_ms]');
   await timeout.fill('50');  // the form allows it (min 1); controld wants 100..60000
