@@ -176,6 +176,13 @@ const struct field_def site_fields[] = {
      .min = 0,
      .max = 86400000,
      .forms = CONFIG},
+    /* docs/design.md, Failback ramp: null, or the steps a failback returns traffic in */
+    {.name = "failback_ramp",
+     .column = "failback_ramp",
+     .type = FIELD_JSON,
+     S(failback_ramp),
+     .codec = &ramp_policy_codec,
+     .forms = CONFIG},
     {.name = "enabled",
      .column = "hc_enabled",
      .type = FIELD_BOOL,

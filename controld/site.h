@@ -8,6 +8,7 @@
 #include "fields.h"
 #include "hcheck.h"
 #include "health.h"
+#include "ramp.h"
 #include "sitewire.h"
 #include "skip.h"
 
@@ -47,6 +48,7 @@ struct site_rec {
   char hostnames[SITE_MAX_HOSTNAMES][254];
   enum health_failback failback;
   int64_t failback_hold_ms;
+  struct ramp_policy failback_ramp; /* n_steps 0 = none: a failback switches at once */
   int hc_enabled;
   char hc_path[513];
   int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
