@@ -16,8 +16,7 @@ static void path_of(const char *prefix, char *out, size_t cap) {
 }
 
 /* The steps array: 2-10 integers, strictly increasing, in 1..100, the last 100. */
-static int read_steps(const cJSON *a, const char *path, int *steps, int *n,
-                      struct field_err *err) {
+static int read_steps(const cJSON *a, const char *path, int *steps, int *n, struct field_err *err) {
   const cJSON *it;
   int k = 0, prev = 0, cnt = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
   if (cnt < 0)

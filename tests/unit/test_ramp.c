@@ -70,8 +70,7 @@ static void test_valid(void **state) {
 
 static void test_invalid(void **state) {
   (void)state;
-  expect_error("{\"steps\": [100], \"step_ms\": 1000}", 422, "out_of_range",
-               "failback_ramp.steps");
+  expect_error("{\"steps\": [100], \"step_ms\": 1000}", 422, "out_of_range", "failback_ramp.steps");
   expect_error("{\"steps\": [1,2,3,4,5,6,7,8,9,10,100], \"step_ms\": 1000}", 422, "out_of_range",
                "failback_ramp.steps");
   expect_error("{\"steps\": [10, 50], \"step_ms\": 1000}", 422, "invalid_value",
@@ -219,17 +218,17 @@ static void test_decide(void **state) {
     int64_t at;
     enum ramp_action want;
   } rows[] = {
-      {0, 0, 0, 0, RAMP_GO_ON},          /* nothing yet */
-      {49, 49, 0, 0, RAMP_GO_ON},        /* below min_requests: no verdict */
-      {50, 2, 0, 100, RAMP_GO_ON},       /* 4 % */
-      {100, 5, 0, 100, RAMP_GO_ON},      /* exactly the ratio is not over it */
-      {100, 6, 0, 100, RAMP_ABORT},      /* over */
-      {50, 50, 0, 5999, RAMP_ABORT},     /* every request failed */
-      {0, 0, 1, 100, RAMP_ABORT},        /* the level turned unhealthy */
-      {0, 0, 0, 5999, RAMP_GO_ON},       /* the last step still runs */
-      {0, 0, 0, 6000, RAMP_COMPLETE},    /* every step ran */
-      {10, 10, 0, 6000, RAMP_COMPLETE},  /* failures below min_requests do not stop it */
-      {200, 100, 0, 9000, RAMP_ABORT},   /* an abort wins over completion */
+      {0, 0, 0, 0, RAMP_GO_ON},         /* nothing yet */
+      {49, 49, 0, 0, RAMP_GO_ON},       /* below min_requests: no verdict */
+      {50, 2, 0, 100, RAMP_GO_ON},      /* 4 % */
+      {100, 5, 0, 100, RAMP_GO_ON},     /* exactly the ratio is not over it */
+      {100, 6, 0, 100, RAMP_ABORT},     /* over */
+      {50, 50, 0, 5999, RAMP_ABORT},    /* every request failed */
+      {0, 0, 1, 100, RAMP_ABORT},       /* the level turned unhealthy */
+      {0, 0, 0, 5999, RAMP_GO_ON},      /* the last step still runs */
+      {0, 0, 0, 6000, RAMP_COMPLETE},   /* every step ran */
+      {10, 10, 0, 6000, RAMP_COMPLETE}, /* failures below min_requests do not stop it */
+      {200, 100, 0, 9000, RAMP_ABORT},  /* an abort wins over completion */
       {1000, 50, 0, 60000, RAMP_COMPLETE},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -250,8 +249,8 @@ static void test_decide(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid),      cmocka_unit_test(test_invalid),
-      cmocka_unit_test(test_codec),      cmocka_unit_test(test_run_wire),
+      cmocka_unit_test(test_valid),       cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_codec),       cmocka_unit_test(test_run_wire),
       cmocka_unit_test(test_share_edges), cmocka_unit_test(test_decide),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
