@@ -224,6 +224,59 @@ int ramp_run_read(const cJSON *v, const char *path, struct ramp_run *r, struct f
   return 0;
 }
 
+static const char *const run_keys[] = {"ramp", NULL};
+
+static int run_apply(const cJSON *obj, void *member, struct field_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "ramp");
+  if (!v) return 0;
+  return ramp_run_read(v, "ramp", member, err);
+}
+
+static int run_add_json(cJSON *obj, const void *member) {
+  const struct ramp_run *r = member;
+  cJSON *v = r->from_level ? ramp_run_json(r) : cJSON_CreateNull();
+  if (!v || !cJSON_AddItemToObject(obj, "ramp", v)) {
+    cJSON_Delete(v);
+    return -1;
+  }
+  return 0;
+}
+
+static int run_is_default(const void *member) {
+  return ((const struct ramp_run *)member)->from_level == 0;
+}
+
+static char *run_to_text(const void *member) {
+  cJSON *j;
+  char *t;
+  if (run_is_default(member)) return NULL;
+  j = ramp_run_json(member);
+  t = j ? json_print(j) : NULL;
+  cJSON_Delete(j);
+  return t;
+}
+
+static int run_from_text(const char *text, void *member) {
+  struct field_err err;
+  cJSON *j;
+  int rc;
+  memset(member, 0, sizeof(struct ramp_run));
+  if (!text || !text[0]) return 0;
+  j = json_parse(text, strlen(text));
+  rc = j ? ramp_run_read(j, "ramp", member, &err) : -1;
+  cJSON_Delete(j);
+  return rc;
+}
+
+const struct field_codec ramp_run_codec = {
+    .keys = run_keys,
+    .apply = run_apply,
+    .add_json = run_add_json,
+    .to_text = run_to_text,
+    .is_default = run_is_default,
+    .from_text = run_from_text,
+};
+
 /* ---- share and decision ---- */
 
 int ramp_step_at(const struct ramp_run *r, int64_t t) {
@@ -249,6 +302,12 @@ enum ramp_action ramp_decide(const struct ramp_policy *p, const struct ramp_run 
   if (!why) cap = 0;
   if (w->level_unhealthy) {
     if (cap) snprintf(why, cap, "level %d turned unhealthy during the ramp", r->to_level);
+    return RAMP_ABORT;
+  }
+  if (w->level_skipped && w->failures > 0) {
+    if (cap)
+      snprintf(why, cap, "the nodes skip every origin of level %d after %lld failures", r->to_level,
+               (long long)w->failures);
     return RAMP_ABORT;
   }
   if (w->requests >= p->min_requests && w->requests > 0 &&

@@ -50,6 +50,10 @@ struct ramp_run {
   int64_t step_ms;
 };
 
+/* The codec of a site's running ramp (FIELD_JSON, key "ramp"; column text: the run, NULL = none).
+ */
+extern const struct field_codec ramp_run_codec;
+
 /* The published object of a running ramp (NULL on out of memory; callers publish null for no
    ramp). */
 cJSON *ramp_run_json(const struct ramp_run *r);
@@ -81,9 +85,13 @@ enum ramp_action {
 struct ramp_window {
   int64_t requests, failures; /* requests sent to the ramp level's origins, and failed */
   int level_unhealthy;        /* controld's own health of the ramp level: unhealthy */
+  int level_skipped;          /* the nodes skip every origin of the ramp level (their own verdict
+                                 on its visitors' failures, which then stop reaching it) */
 };
 
-/* The decision at controld time now: abort when the ramp level is unhealthy, or when the window
+/* The decision at controld time now: abort when the ramp level is unhealthy, or skipped by the
+   nodes after a failure in the window (a skip without one is older than the ramp: a node ends
+   it when the ramp reaches it, reporting it until its trial), or when the window
    holds at least min_requests and its failure share is over max_failure_ratio; else complete once
    every step has run; else go on. why (may be NULL) gets the reason in words. */
 enum ramp_action ramp_decide(const struct ramp_policy *p, const struct ramp_run *r,

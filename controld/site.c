@@ -330,6 +330,11 @@ const struct field_def site_fields[] = {
      .column = "failback_notified",
      .type = FIELD_BOOL,
      S(failback_notified)},
+    /* the running failback ramp (written by the engine, store_health) */
+    {.name = "ramp", .column = "ramp", .type = FIELD_JSON, S(ramp), .codec = &ramp_run_codec},
+    {.name = "ramp_requests", .column = "ramp_requests", .type = FIELD_INT, S(ramp_requests)},
+    {.name = "ramp_failures", .column = "ramp_failures", .type = FIELD_INT, S(ramp_failures)},
+    {.name = "ramp_hold_until", .column = "ramp_hold_until", .type = FIELD_INT, S(ramp_hold_until)},
     {.name = NULL},
 };
 #undef NR

@@ -215,26 +215,31 @@ static void test_decide(void **state) {
   static const struct {
     int64_t req, fail;
     int unhealthy;
+    int skipped;
     int64_t at;
     enum ramp_action want;
   } rows[] = {
-      {0, 0, 0, 0, RAMP_GO_ON},         /* nothing yet */
-      {49, 49, 0, 0, RAMP_GO_ON},       /* below min_requests: no verdict */
-      {50, 2, 0, 100, RAMP_GO_ON},      /* 4 % */
-      {100, 5, 0, 100, RAMP_GO_ON},     /* exactly the ratio is not over it */
-      {100, 6, 0, 100, RAMP_ABORT},     /* over */
-      {50, 50, 0, 5999, RAMP_ABORT},    /* every request failed */
-      {0, 0, 1, 100, RAMP_ABORT},       /* the level turned unhealthy */
-      {0, 0, 0, 5999, RAMP_GO_ON},      /* the last step still runs */
-      {0, 0, 0, 6000, RAMP_COMPLETE},   /* every step ran */
-      {10, 10, 0, 6000, RAMP_COMPLETE}, /* failures below min_requests do not stop it */
-      {200, 100, 0, 9000, RAMP_ABORT},  /* an abort wins over completion */
-      {1000, 50, 0, 60000, RAMP_COMPLETE},
+      {0, 0, 0, 0, 0, RAMP_GO_ON},         /* nothing yet */
+      {49, 49, 0, 0, 0, RAMP_GO_ON},       /* below min_requests: no verdict */
+      {50, 2, 0, 0, 100, RAMP_GO_ON},      /* 4 % */
+      {100, 5, 0, 0, 100, RAMP_GO_ON},     /* exactly the ratio is not over it */
+      {100, 6, 0, 0, 100, RAMP_ABORT},     /* over */
+      {50, 50, 0, 0, 5999, RAMP_ABORT},    /* every request failed */
+      {0, 0, 1, 0, 100, RAMP_ABORT},       /* the level turned unhealthy */
+      {0, 0, 0, 0, 5999, RAMP_GO_ON},      /* the last step still runs */
+      {0, 0, 0, 0, 6000, RAMP_COMPLETE},   /* every step ran */
+      {10, 10, 0, 0, 6000, RAMP_COMPLETE}, /* failures below min_requests do not stop it */
+      {200, 100, 0, 0, 9000, RAMP_ABORT},  /* an abort wins over completion */
+      {1000, 50, 0, 0, 60000, RAMP_COMPLETE},
+      {1, 1, 0, 1, 100, RAMP_ABORT}, /* the nodes skip the level: its visitors failed */
+      {5, 0, 0, 1, 100, RAMP_GO_ON}, /* a skip with no failure in the window is old */
+      {0, 0, 0, 1, 6000, RAMP_COMPLETE},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     w.requests = rows[i].req;
     w.failures = rows[i].fail;
     w.level_unhealthy = rows[i].unhealthy;
+    w.level_skipped = rows[i].skipped;
     assert_int_equal(ramp_decide(&p, &r, &w, t0 + rows[i].at, why, sizeof why), rows[i].want);
     assert_true(why[0] != '\0');
   }
