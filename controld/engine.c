@@ -821,8 +821,10 @@ static int ramp_site_locked(const struct engine_env *env, struct store_tx *tx, i
   engine_outlook(&s, now, &ol);
   w.requests = s.ramp_requests;
   w.failures = s.ramp_failures;
-  w.level_unhealthy = s.ramp.to_level >= 1 && s.ramp.to_level <= HEALTH_MAX_LEVEL &&
-                      ol.view.level[s.ramp.to_level] == HEALTH_UNHEALTHY;
+  /* unhealthy, or left with no enabled origin (a level that cannot take the traffic) */
+  w.level_unhealthy = s.ramp.to_level < 1 || s.ramp.to_level > HEALTH_MAX_LEVEL ||
+                      ol.view.level[s.ramp.to_level] == HEALTH_UNHEALTHY ||
+                      ol.view.level[s.ramp.to_level] == HEALTH_EMPTY;
   /* a report made once the nodes had the ramp (they end their old skips when they apply it) */
   w.level_skipped = store_health_level_skipped_locked(tx, s.id, s.ramp.to_level,
                                                       s.ramp.started_at + RAMP_SETTLE_MS);

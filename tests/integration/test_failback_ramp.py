@@ -8,6 +8,8 @@ breaks, controld fails over, the primary recovers:
   the ramp (failback.aborted), the site stays on level 2 and is held, and the visitor sees no
   error (the node retries the ramp level's failures on level 2);
 - kill -9 of controld mid-ramp: the restarted controld completes the ramp it finds stored;
+- the operator's switch back with "ramp": true ramps too; a ramp level left with no enabled
+  origin aborts;
 - without a ramp, the node's own skip of the primary ends when controld switches back, so the
   primary serves at once (the node and controld agree)."""
 
@@ -163,6 +165,28 @@ def test_manual_switch_back_with_ramp(tmp):
     st, body, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": 1, "ramp": True})
     assert st == 422 and body["error"]["field"] == "ramp", body
     assert card(c, sid)["current_level"] == 2
+    c.stop()
+
+
+def test_ramp_level_disabled_aborts(tmp):
+    """The ramp's level loses its last enabled origin mid-ramp: the ramp aborts, nothing switches
+    to a level that cannot serve."""
+    ramp = {"steps": [10, 50, 100], "step_ms": 5000, "max_failure_ratio": 0.2, "min_requests": 5}
+    a, b, c, n, sid = setup(tmp, ramp)
+    load = Load(n, interval=0.05).start()
+    fail_over(a, c, n, sid, load)
+    a.set(status=200)
+    wait_until(lambda: card(c, sid)["ramp"], timeout=WAIT, what="the ramp running")
+    oa = [o for o in c.api("GET", "/v1/sites/%d" % sid)[1]["origins"] if o["level"] == 1][0]
+    st, body, _ = c.api("PATCH", "/v1/sites/%d/origins/%d" % (sid, oa["id"]), {"enabled": False})
+    assert st == 200, body
+    ab = wait_until(lambda: events(c, sid, "failback.aborted"), timeout=WAIT,
+                    what="the ramp aborted")
+    assert ab[0]["data"]["to_level"] == 1, ab
+    cd = card(c, sid)
+    assert cd["current_level"] == 2 and cd["ramp"] is None, cd
+    results = load.finish()
+    assert errors(results) == [], "visitor errors: %s" % errors(results)[:10]
     c.stop()
 
 
