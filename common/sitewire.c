@@ -170,6 +170,11 @@ cJSON *sitewire_site_json(const struct sitewire_site *s) {
     cJSON_Delete(nr);
     goto fail;
   }
+  nr = s->ramp.from_level ? ramp_run_json(&s->ramp) : cJSON_CreateNull();
+  if (!nr || !cJSON_AddItemToObject(j, "ramp", nr)) {
+    cJSON_Delete(nr);
+    goto fail;
+  }
   return j;
 fail:
   cJSON_Delete(j);
@@ -282,7 +287,12 @@ int sitewire_site_read(const cJSON *j, const char *path, struct sitewire_site *s
       read_rows(j, sitewire_site_level_fields, path, s, err) < 0 ||
       read_origins(j, path, s, err) < 0)
     return -1;
-  return read_retry(j, path, &s->retry, err);
+  if (read_retry(j, path, &s->retry, err) < 0) return -1;
+  {
+    char pre[96];
+    snprintf(pre, sizeof pre, "%s%sramp", path, *path ? "." : "");
+    return ramp_run_read(cJSON_GetObjectItemCaseSensitive(j, "ramp"), pre, &s->ramp, err);
+  }
 }
 
 int sitewire_doc_read(const cJSON *root, struct sitewire_doc *d, const cJSON **sites,

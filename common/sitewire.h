@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "fields.h"
+#include "ramp.h"
 #include "skip.h"
 
 /* Largest id, seq or version: cJSON prints numbers with 15 significant digits, so larger values
@@ -49,12 +50,14 @@ struct sitewire_site {
   int n_origins;
   struct sitewire_origin origins[SITEWIRE_MAX_ORIGINS]; /* the enabled origins, ids unique */
   struct skip_params retry;                             /* node_retry (common/noderetry) */
+  struct ramp_run ramp; /* a running failback ramp (common/ramp); from_level 0 = none */
 };
 
 /* A site's keys are, in published order: the rows of sitewire_site_fields (id, name),
    "hostnames" (1 to 32 hostnames), the rows of sitewire_site_level_fields (config_version,
    current_level), "origins" (0 to 64 objects of sitewire_origin_fields, ids unique) and
-   "node_retry" (the table of common/noderetry; null or absent: the defaults). */
+   "node_retry" (the table of common/noderetry; null or absent: the defaults) and "ramp" (a
+   running failback ramp, common/ramp; null or absent: none). */
 extern const struct field_def sitewire_site_fields[];
 extern const struct field_def sitewire_site_level_fields[];
 

@@ -82,6 +82,22 @@ static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx
   if (!api_reveals_secrets(r)) fields_redact(site_fields, &s);
   hcheck_add_json(hc, &s.hc, 1);
   cJSON_AddBoolToObject(j, "failback_available", ol.decision.failback_available);
+  /* docs/design.md, Failback ramp: the running ramp, its share now and its window so far */
+  if (s.ramp.from_level) {
+    cJSON *rj = ramp_run_json(&s.ramp);
+    if (rj) {
+      json_add_i64(rj, "share", ramp_share(&s.ramp, now, 0));
+      json_add_i64(rj, "window_requests", s.ramp_requests);
+      json_add_i64(rj, "window_failures", s.ramp_failures);
+      cJSON_AddItemToObject(j, "ramp", rj);
+    }
+  } else {
+    cJSON_AddNullToObject(j, "ramp");
+  }
+  if (s.ramp_hold_until > now)
+    json_add_time(j, "failback_held_until", s.ramp_hold_until);
+  else
+    cJSON_AddNullToObject(j, "failback_held_until");
   cJSON_AddBoolToObject(j, "all_levels_unhealthy", ol.hc_active && ol.decision.all_unhealthy);
   levels = cJSON_AddArrayToObject(j, "levels");
   for (int l = 1; l <= HEALTH_MAX_LEVEL; l++) {
@@ -193,22 +209,37 @@ static enum http_rc get_verdicts(struct req *r) {
   return HTTP_DONE;
 }
 
+/* A switch's body: the level, and whether it returns there as a failback ramp. */
+struct switch_req {
+  int64_t level;
+  int ramp;
+};
+
 static enum store_rc switch_change(struct api_op *op) {
-  int level = (int)*(int64_t *)op->arg;
+  const struct switch_req *sr = op->arg;
+  int level = (int)sr->level;
   const struct engine_env *env = op->ctx->engine;
   int64_t revision = 0;
   /* docs/design.md#safe-concurrent-edits: the switch honours If-Match like the site's other writes
    */
-  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
-  if (rc == STORE_OK) rc = api_op_if_match(op, revision);
-  if (rc != STORE_OK) return rc;
-  switch (engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)) {
+  enum store_rc src = store_site_revision_locked(op->tx, op->r->params[0], &revision);
+  if (src == STORE_OK) src = api_op_if_match(op, revision);
+  if (src != STORE_OK) return src;
+  enum engine_switch_rc rc =
+      sr->ramp
+          ? engine_switch_ramp_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)
+          : engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name);
+  switch (rc) {
   case ENGINE_SWITCH_OK:
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
     return STORE_NOT_FOUND;
   case ENGINE_SWITCH_NO_ORIGIN:
     req_error(op->r, 422, "invalid_value", "level", "level %d has no enabled origin", level);
+    return STORE_ERROR;
+  case ENGINE_SWITCH_NO_RAMP:
+    req_error(op->r, 422, "invalid_value", "ramp",
+              "a ramp needs the site's failback_ramp and a level before the current one");
     return STORE_ERROR;
   case ENGINE_SWITCH_ERROR:
   default:
@@ -227,9 +258,10 @@ static enum store_rc switch_answer(struct api_op *op) {
 static const struct api_op_def switch_op = {"site", switch_change, switch_answer, NULL};
 
 static enum http_rc post_switch(struct req *r) {
-  static const char *const keys[] = {"level", NULL};
+  static const char *const keys[] = {"level", "ramp", NULL};
   cJSON *body = req_body_object(r);
   const char *bad = NULL;
+  struct switch_req sr = {0, 0};
   int64_t level = 0;
   if (!body) return HTTP_DONE;
   if (json_only_keys(body, keys, &bad) < 0) {
@@ -241,7 +273,12 @@ static enum http_rc post_switch(struct req *r) {
               HEALTH_MAX_LEVEL);
     goto out;
   }
-  (void)api_op_run(r, &switch_op, &level);
+  if (json_bool(body, "ramp", &sr.ramp) < 0) {
+    req_error(r, 422, "invalid_type", "ramp", "ramp must be true or false");
+    goto out;
+  }
+  sr.level = level;
+  (void)api_op_run(r, &switch_op, &sr);
 out:
   cJSON_Delete(body);
   return HTTP_DONE;

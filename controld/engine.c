@@ -25,6 +25,8 @@
 #define TITLE_FAILBACK "Origin recovered (manual failback available)"
 #define TITLE_ALL_DOWN "All origin levels are unhealthy"
 #define TITLE_RECOVERED "An origin level is healthy again"
+#define TITLE_RAMP "Failback ramp started"
+#define TITLE_ABORTED "Failback ramp aborted"
 
 /* ---- tally ---- */
 
@@ -349,6 +351,12 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
   char labels[64];
   int pin = 0;
   cJSON *j;
+  /* a switch ends a running ramp: its last step done, a failover, or the operator's choice
+     (docs/design.md, Failback ramp); the switch republishes */
+  if (s->ramp.from_level) {
+    if (store_health_site_ramp_locked(tx, s->id, NULL, s->ramp_hold_until, NULL) < 0) return -1;
+    memset(&s->ramp, 0, sizeof s->ramp);
+  }
   /* a manual switch to a level after a non-empty one pins it; automatic switches unpin */
   if (reason == HEALTH_REASON_MANUAL)
     for (int i = 0; i < s->n_origins; i++)
@@ -374,6 +382,25 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
   return 0;
 }
 
+/* Start a failback ramp of s from its current level back to level to (docs/design.md, Failback
+   ramp): the published config carries it, the current level stays. by: the operator (NULL for
+   the automatic failback). 0 or -1. */
+static int engine_ramp_start_locked(const struct engine_env *env, struct store_tx *tx,
+                                    struct site_rec *s, struct site_incident *ic, int to,
+                                    int64_t now, const char *by) {
+  struct ramp_run run;
+  cJSON *j;
+  ramp_run_start(&s->failback_ramp, s->current_level, to, now, &run);
+  if (store_health_site_ramp_locked(tx, s->id, &run, 0, "ramp_started") < 0) return -1;
+  s->ramp = run;
+  s->ramp_hold_until = 0;
+  s->ramp_requests = s->ramp_failures = 0;
+  j = ramp_run_json(&run);
+  if (!j) return -1;
+  if (by) cJSON_AddStringToObject(j, "by", by);
+  return add_event(env, tx, s, ic, "failback.ramp_started", TITLE_RAMP, j);
+}
+
 /* Evaluate the level decision for s (origins as they are now) and act on it. The fleet flags that
    follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
    with its batch. 0 or -1. */
@@ -384,7 +411,15 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
   int all, fb, switched = 0, ch;
   cJSON *j;
   engine_outlook(s, now, &ol);
-  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level) {
+  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
+      d->reason == HEALTH_REASON_AUTO_FAILBACK &&
+      (s->ramp.from_level || s->ramp_hold_until > now || s->failback_ramp.n_steps > 0)) {
+    /* docs/design.md, Failback ramp: a running ramp returns the traffic (ramp_tick decides), an
+       aborted one holds the level back, and a site with a failback_ramp starts one */
+    if (!s->ramp.from_level && s->ramp_hold_until <= now &&
+        engine_ramp_start_locked(env, tx, s, ic, d->to_level, now, NULL) < 0)
+      return -1;
+  } else if (d->action == HEALTH_SWITCH && d->to_level != s->current_level) {
     /* an automatic switch away opens an incident; a failback belongs to the one it ends */
     ch = INCIDENT_SAME;
     if (d->reason == HEALTH_REASON_AUTO_FAILOVER || d->reason == HEALTH_REASON_NO_ENABLED_ORIGINS)
@@ -762,6 +797,101 @@ int engine_site_changed(const struct engine_env *env, int64_t site_id) {
   return store_health_commit(tx);
 }
 
+/* After a ramp starts, reports this much later count for its skip rule: the nodes have applied
+   the ramp by then (they apply a publication within milliseconds of its long-poll answer). */
+#define RAMP_SETTLE_MS 1000
+
+/* One ramping site's decision at now, inside tx. 0 or -1. */
+static int ramp_site_locked(const struct engine_env *env, struct store_tx *tx, int64_t site_id,
+                            int64_t now) {
+  struct site_rec s;
+  struct site_incident ic;
+  struct outlook ol;
+  struct ramp_window w;
+  struct ramp_policy p;
+  char why[160];
+  int rc = -1;
+  enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
+  if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
+  memset(&ic, 0, sizeof ic);
+  if (!s.ramp.from_level) {
+    rc = 0;
+    goto out;
+  }
+  if (inc_load(tx, &s, &ic) < 0) goto out;
+  engine_outlook(&s, now, &ol);
+  w.requests = s.ramp_requests;
+  w.failures = s.ramp_failures;
+  /* unhealthy, or left with no enabled origin (a level that cannot take the traffic) */
+  w.level_unhealthy = s.ramp.to_level < 1 || s.ramp.to_level > HEALTH_MAX_LEVEL ||
+                      ol.view.level[s.ramp.to_level] == HEALTH_UNHEALTHY ||
+                      ol.view.level[s.ramp.to_level] == HEALTH_EMPTY;
+  /* a report made once the nodes had the ramp (they end their old skips when they apply it) */
+  w.level_skipped = store_health_level_skipped_locked(tx, s.id, s.ramp.to_level,
+                                                      s.ramp.started_at + RAMP_SETTLE_MS);
+  if (w.level_skipped < 0) goto out;
+  p = s.failback_ramp;
+  if (!p.n_steps) { /* removed mid-ramp: the run goes on with the defaults' abort rule */
+    p.max_failure_ratio = 0.05;
+    p.min_requests = 50;
+  }
+  switch (ramp_decide(&p, &s.ramp, &w, now, why, sizeof why)) {
+  case RAMP_ABORT: {
+    /* the level is held back for failback_hold_ms, at least the ramp's own length, so a level
+       that fails its visitors is not ramped to again at once */
+    int64_t len = (int64_t)s.ramp.n_steps * s.ramp.step_ms;
+    int64_t hold = now + (s.failback_hold_ms > len ? s.failback_hold_ms : len);
+    cJSON *j = cJSON_CreateObject();
+    if (!j) goto out;
+    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
+    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
+    json_add_i64(j, "requests", w.requests);
+    json_add_i64(j, "failures", w.failures);
+    cJSON_AddStringToObject(j, "why", why);
+    json_add_time(j, "hold_until", hold);
+    if (store_health_site_ramp_locked(tx, s.id, NULL, hold, "ramp_aborted") < 0) {
+      cJSON_Delete(j);
+      goto out;
+    }
+    memset(&s.ramp, 0, sizeof s.ramp);
+    s.ramp_hold_until = hold;
+    if (add_event(env, tx, &s, &ic, "failback.aborted", TITLE_ABORTED, j) < 0) goto out;
+    break;
+  }
+  case RAMP_COMPLETE:
+    if (do_switch(env, tx, &s, &ic, s.ramp.to_level, HEALTH_REASON_AUTO_FAILBACK, why, NULL) < 0)
+      goto out;
+    /* the incident and fleet flags of the level now served */
+    if (evaluate_locked(env, tx, &s, &ic, now, NULL) < 0) goto out;
+    break;
+  case RAMP_GO_ON:
+    if (w.requests >= p.min_requests && store_health_ramp_window_locked(tx, s.id) < 0) goto out;
+    break;
+  }
+  rc = 0;
+out:
+  site_rec_fini(&s);
+  return rc;
+}
+
+int engine_ramp_tick(const struct engine_env *env, int64_t now) {
+  int64_t ids[256];
+  int n = store_health_ramp_sites(env->store, ids, 256), failed = 0;
+  if (n < 0) return -1;
+  for (int i = 0; i < n; i++) {
+    struct store_tx *tx = store_health_begin(env->store);
+    if (!tx) return -1;
+    if (ramp_site_locked(env, tx, ids[i], now) < 0) {
+      store_health_rollback(tx);
+      log_error("site %lld: failback ramp not decided", (long long)ids[i]);
+      failed = 1;
+      continue;
+    }
+    if (store_health_commit(tx) < 0) failed = 1;
+  }
+  return failed ? -1 : 0;
+}
+
 int engine_reevaluate_all(const struct engine_env *env) {
   int64_t ids[256], after = 0;
   int n, failed = 0, total = 0;
@@ -820,6 +950,44 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
   s.failback_notified = fb;
   if (inc_finish(env, tx, &s, &ol, &ic, clock_wall_ms()) < 0) goto out;
   if (store_fleet_set_locked(tx, s.id, fleet_state_of(&s, &ol)) < 0) goto out;
+  ret = ENGINE_SWITCH_OK;
+out:
+  site_rec_fini(&s);
+  return ret;
+}
+
+enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
+                                                   struct store_tx *tx, int64_t site_id, int level,
+                                                   const char *by) {
+  struct site_rec s;
+  struct site_incident ic;
+  enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
+  enum store_rc rc = store_health_site_load_locked(tx, site_id, &s);
+  int has = 0;
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
+  for (int i = 0; i < s.n_origins; i++)
+    if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
+  if (!has) {
+    ret = ENGINE_SWITCH_NO_ORIGIN;
+    goto out;
+  }
+  if (!s.failback_ramp.n_steps || level >= s.current_level) {
+    ret = ENGINE_SWITCH_NO_RAMP;
+    goto out;
+  }
+  memset(&ic, 0, sizeof ic);
+  if (s.ramp.from_level && s.ramp.to_level == level) {
+    ret = ENGINE_SWITCH_OK;
+    goto out;
+  }
+  if (inc_load(tx, &s, &ic) < 0 ||
+      engine_ramp_start_locked(env, tx, &s, &ic, level, clock_wall_ms(), by && *by ? by : NULL) < 0)
+    goto out;
+  {
+    struct outlook ol;
+    engine_outlook(&s, clock_wall_ms(), &ol);
+    if (inc_finish(env, tx, &s, &ol, &ic, clock_wall_ms()) < 0) goto out;
+  }
   ret = ENGINE_SWITCH_OK;
 out:
   site_rec_fini(&s);

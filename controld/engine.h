@@ -57,6 +57,8 @@ enum engine_switch_rc {
   ENGINE_SWITCH_OK = 0,
   ENGINE_SWITCH_NOT_FOUND = 1, /* no such site */
   ENGINE_SWITCH_NO_ORIGIN = 2, /* the level has no enabled origin */
+  ENGINE_SWITCH_NO_RAMP = 3,   /* a ramp was asked: the site has no failback_ramp, or the level
+                                  is not before the current one */
   ENGINE_SWITCH_ERROR = -1,
 };
 
@@ -99,6 +101,12 @@ int engine_site_changed_locked(const struct engine_env *env, struct store_tx *tx
    site a second read. */
 int engine_site_changed_keep_locked(const struct engine_env *env, struct store_tx *tx,
                                     int64_t site_id, struct site_rec *out);
+
+/* docs/design.md, Failback ramp: decide every running ramp at now (wall ms), one transaction
+   per site: abort (republish without it, failback.aborted, hold the level back), complete
+   (level.switched, auto_failback) or go on (a window with min_requests starts a new one).
+   0, or -1 when any failed (logged; the next tick tries again). */
+int engine_ramp_tick(const struct engine_env *env, int64_t now);
 
 /* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
    a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */
@@ -157,6 +165,15 @@ int engine_shadow_step(const struct site_rec *s, struct shadow_site *ss, struct 
    written). */
 int engine_apply_shadow(const struct engine_env *env, int64_t now,
                         const struct engine_shadow_round *sites, int n);
+
+/* The operator's switch back to an earlier level as a failback ramp (docs/design.md, Failback
+   ramp; "ramp": true), inside the caller's write transaction: the ramp starts (the operator's
+   name in failback.ramp_started's data.by) and completes like an automatic one. A ramp already
+   running to that level changes nothing; one to another level is replaced. On anything but
+   ENGINE_SWITCH_OK the caller must roll back. */
+enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
+                                                   struct store_tx *tx, int64_t site_id, int level,
+                                                   const char *by);
 
 enum engine_incident_rc {
   ENGINE_INCIDENT_OK = 0,

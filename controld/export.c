@@ -239,15 +239,9 @@ static const struct field_def webhook_fields[] = {
 #undef W
 
 /* Every site and origin key of the API's POST body (model.c validates them). */
-static const char *const site_api_keys[] = {"name",
-                                            "hostnames",
-                                            "failback",
-                                            "failback_hold_ms",
-                                            "health_check",
-                                            "health_check_shadow",
-                                            "node_retry",
-                                            "origins",
-                                            NULL};
+static const char *const site_api_keys[] = {
+    "name",         "hostnames",           "failback",   "failback_hold_ms", "failback_ramp",
+    "health_check", "health_check_shadow", "node_retry", "origins",          NULL};
 
 /* The model's error as a path under prefix. */
 static int from_model(struct field_err *err, const char *prefix, const struct field_err *me) {

@@ -243,6 +243,13 @@ static enum MHD_Result queue(struct req *r) {
     for (int i = 0; i < r->n_resp_headers; i++)
       MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
     if (r->resp_etag[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp_etag);
+    /* a node's clock reference (docs/design.md, Failback ramp); a shared config answer has none,
+       the node's other calls carry it */
+    if (strncmp(r->url, "/v1/node/", 9) == 0) {
+      char now[24];
+      snprintf(now, sizeof now, "%lld", (long long)clock_wall_ms());
+      MHD_add_response_header(resp, "X-Cdnca-Now", now);
+    }
   }
   ret = MHD_queue_response(r->conn, r->status, resp);
   MHD_destroy_response(resp);

@@ -31,9 +31,17 @@
 #define ERROR_RESCAN_MS 1000
 
 const char *const notify_event_types[] = {
-    "level.switched",     "origin.failback_available", "site.all_levels_unhealthy",
-    "site.recovered",     "origin.health_changed",     "incident.opened",
-    "incident.mitigated", "incident.resolved",         NULL,
+    "level.switched",
+    "origin.failback_available",
+    "site.all_levels_unhealthy",
+    "site.recovered",
+    "origin.health_changed",
+    "incident.opened",
+    "incident.mitigated",
+    "incident.resolved",
+    "failback.ramp_started",
+    "failback.aborted",
+    NULL,
 };
 
 /* One attempt in flight. */

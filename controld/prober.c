@@ -698,7 +698,7 @@ int64_t prober_next_wake(int64_t now_mono, int64_t next_round_mono, int64_t not_
    never two at once (a round runs to its end before the next is considered). */
 static void *run(void *arg) {
   struct prober *p = arg;
-  int64_t next_round = mono_now(), not_before = 0, last_start = next_round;
+  int64_t next_round = mono_now(), not_before = 0, last_start = next_round, last_ramp = 0;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     int64_t now = mono_now(), wall = clock_wall_ms(), due = 0, min_own = 0, wake;
@@ -710,6 +710,14 @@ static void *run(void *arg) {
       p->sched_pending = 0;
       next_round = last_start + tick_ms(&p->env);
       continue;
+    }
+    if (now - last_ramp >= PROBER_RECHECK_MS) { /* docs/design.md, Failback ramp */
+      last_ramp = now;
+      pthread_mutex_unlock(&p->mu);
+      (void)engine_ramp_tick(p->env.engine, clock_wall_ms());
+      pthread_mutex_lock(&p->mu);
+      if (p->stop) break;
+      now = mono_now();
     }
     own = store_health_own_interval_due(p->env.store, &due, &min_own) == 1;
     if (!prober_round_due(now, next_round, not_before, own, due, wall)) {

@@ -104,6 +104,9 @@ static int site_wire(const struct site_rec *s, struct sitewire_site *w) {
     w->n_origins++;
   }
   site_rec_retry(s, &w->retry);
+  /* a running failback ramp (docs/design.md, Failback ramp) that still starts from this level */
+  memset(&w->ramp, 0, sizeof w->ramp);
+  if (s->ramp.from_level && s->ramp.from_level == s->current_level) w->ramp = s->ramp;
   return 0;
 }
 

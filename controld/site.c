@@ -177,6 +177,13 @@ const struct field_def site_fields[] = {
      .min = 0,
      .max = 86400000,
      .forms = CONFIG},
+    /* docs/design.md, Failback ramp: null, or the steps a failback returns traffic in */
+    {.name = "failback_ramp",
+     .column = "failback_ramp",
+     .type = FIELD_JSON,
+     S(failback_ramp),
+     .codec = &ramp_policy_codec,
+     .forms = CONFIG},
     {.name = "enabled",
      .column = "hc_enabled",
      .type = FIELD_BOOL,
@@ -334,6 +341,11 @@ const struct field_def site_fields[] = {
      .column = "failback_notified",
      .type = FIELD_BOOL,
      S(failback_notified)},
+    /* the running failback ramp (written by the engine, store_health) */
+    {.name = "ramp", .column = "ramp", .type = FIELD_JSON, S(ramp), .codec = &ramp_run_codec},
+    {.name = "ramp_requests", .column = "ramp_requests", .type = FIELD_INT, S(ramp_requests)},
+    {.name = "ramp_failures", .column = "ramp_failures", .type = FIELD_INT, S(ramp_failures)},
+    {.name = "ramp_hold_until", .column = "ramp_hold_until", .type = FIELD_INT, S(ramp_hold_until)},
     {.name = NULL},
 };
 #undef NR

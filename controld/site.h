@@ -8,6 +8,7 @@
 #include "fields.h"
 #include "hcheck.h"
 #include "health.h"
+#include "ramp.h"
 #include "sitewire.h"
 #include "skip.h"
 
@@ -63,6 +64,7 @@ struct site_rec {
   char hostnames[SITE_MAX_HOSTNAMES][254];
   enum health_failback failback;
   int64_t failback_hold_ms;
+  struct ramp_policy failback_ramp; /* n_steps 0 = none: a failback switches at once */
   int hc_enabled;
   char hc_path[513];
   int64_t hc_timeout_ms, hc_unhealthy_after, hc_healthy_after;
@@ -80,7 +82,12 @@ struct site_rec {
   int64_t config_version;
   int64_t last_probed_at, next_probe_at;
   int all_unhealthy, failback_notified;
-  int manual_pin;   /* 1 = the operator's manual switch suspends automatic failback */
+  int manual_pin; /* 1 = the operator's manual switch suspends automatic failback */
+  /* docs/design.md, Failback ramp (the engine's): the running ramp (from_level 0 = none), the
+     ramp level's requests and failures the nodes reported since its last window, and after an
+     abort the time before which no failback starts */
+  struct ramp_run ramp;
+  int64_t ramp_requests, ramp_failures, ramp_hold_until;
   int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
   int64_t created_at, updated_at;
   int n_origins;

@@ -493,6 +493,62 @@ int store_health_site_level_locked(struct store_tx *tx, int64_t site_id, int lev
   return store_publish_locked(tx, site_id, reason, 0);
 }
 
+int store_health_site_ramp_locked(struct store_tx *tx, int64_t site_id, const struct ramp_run *r,
+                                  int64_t hold_until, const char *reason) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] = "UPDATE sites SET ramp = ?, ramp_to_level = ?, ramp_requests = 0, "
+                          "ramp_failures = 0, ramp_hold_until = ? WHERE id = ?";
+  int on = r && r->from_level;
+  char *text = on ? ramp_run_codec.to_text(r) : NULL;
+  int rc;
+  if (on && !text) return -1;
+  rc = store_exec(st->w, "storing the failback ramp", q, "tPII", text,
+                  (int64_t)(on ? r->to_level : 0), hold_until, site_id);
+  free(text);
+  if (rc < 0) return -1;
+  return reason ? store_publish_locked(tx, site_id, reason, 0) : 0;
+}
+
+int store_health_ramp_window_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] = "UPDATE sites SET ramp_requests = 0, ramp_failures = 0 WHERE id = ?";
+  return store_exec(st->w, "starting a ramp window", q, "I", site_id);
+}
+
+int store_health_level_skipped_locked(struct store_tx *tx, int64_t site_id, int level,
+                                      int64_t since) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] =
+      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM node_observations n WHERE "
+      "n.origin_id = o.id AND n.skipped = 1 AND n.updated_at >= ?) THEN 0 ELSE 1 END), 0) "
+      "FROM origins o WHERE o.site_id = ? AND o.level = ? AND o.enabled = 1";
+  struct db_stmt *s = db_prep(st->w, q);
+  int ret = -1;
+  if (!s) return -1;
+  db_bind_i64(s, 1, since);
+  db_bind_i64(s, 2, site_id);
+  db_bind_i64(s, 3, level);
+  if (db_step(s) == DB_ROW) ret = db_col_i64(s, 0) > 0 && db_col_i64(s, 1) == 0;
+  db_reset(s);
+  return ret;
+}
+
+int store_health_ramp_sites(struct store *st, int64_t *ids, int max) {
+  static const char q[] = "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL ORDER BY id";
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  int n = 0, rc;
+  if (!s) return -1;
+  while ((rc = db_step(s)) == DB_ROW)
+    if (n < max) ids[n++] = db_col_i64(s, 0);
+  db_reset(s);
+  if (rc != DB_DONE) {
+    log_error("selecting the ramping sites: %s", db_errmsg(c));
+    return -1;
+  }
+  return n;
+}
+
 int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json) {
   return store_event_add_locked(tx, site_id, site_name, type, title, data_json);

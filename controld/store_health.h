@@ -155,6 +155,23 @@ int store_health_site_flags_locked(struct store_tx *tx, int64_t site_id, int all
 int store_health_site_level_locked(struct store_tx *tx, int64_t site_id, int level,
                                    const char *reason, int manual_pin);
 
+/* docs/design.md, Failback ramp: set a site's running ramp (r NULL or from_level 0: none) and
+   its hold time, start a new window (the counters at 0), and republish it (reason recorded with
+   the publication) when reason is not NULL. 0 or -1. */
+int store_health_site_ramp_locked(struct store_tx *tx, int64_t site_id, const struct ramp_run *r,
+                                  int64_t hold_until, const char *reason);
+
+/* Start a new window of a site's running ramp: its counters back to 0. 0 or -1. */
+int store_health_ramp_window_locked(struct store_tx *tx, int64_t site_id);
+
+/* 1 when every enabled origin of level of site_id is reported skipped by a node in a heartbeat
+   at or after since, 0 when not (or the level has none), -1 on error. */
+int store_health_level_skipped_locked(struct store_tx *tx, int64_t site_id, int level,
+                                      int64_t since);
+
+/* The ids of the sites with a running ramp, ascending, at most max into ids: the count, or -1. */
+int store_health_ramp_sites(struct store *st, int64_t *ids, int max);
+
 /* Add an event (and its webhook outbox rows) to the open transaction; id or -1. */
 int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
                                   const char *type, const char *title, const char *data_json);

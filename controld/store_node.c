@@ -35,6 +35,51 @@ out:
   return -1;
 }
 
+/* docs/design.md, Failback ramp: inside a heartbeat's transaction, before the node's
+   observations are overwritten, add the growth of each counter of an origin on a running ramp's
+   level to its site's window. 0 or -1. */
+static int ramp_observe(struct store *st, int64_t node_id, const struct node_obs *obs, int n_obs) {
+  static const char sites_q[] = "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL";
+  static const char old_q[] =
+      "SELECT requests, failures FROM node_observations WHERE node_id = ? AND origin_id = ?";
+  static const char add_q[] =
+      "UPDATE sites SET ramp_requests = ramp_requests + ?, ramp_failures = ramp_failures + ? "
+      "WHERE id = ? AND ramp_to_level = (SELECT level FROM origins WHERE id = ? AND site_id = ?)";
+  int64_t ramping[64];
+  int nr = 0, rc;
+  struct db_stmt *q = db_prep(st->w, sites_q);
+  if (!q) return -1;
+  while ((rc = db_step(q)) == DB_ROW)
+    if (nr < 64) ramping[nr++] = db_col_i64(q, 0);
+  db_reset(q);
+  if (rc != DB_DONE) return -1;
+  for (int i = 0; i < n_obs && nr > 0; i++) {
+    int64_t req = obs[i].requests, fail = obs[i].failures;
+    int on = 0;
+    for (int k = 0; k < nr; k++)
+      if (ramping[k] == obs[i].site_id) on = 1;
+    if (!on) continue;
+    if (!(q = db_prep(st->w, old_q))) return -1;
+    db_bind_i64(q, 1, node_id);
+    db_bind_i64(q, 2, obs[i].origin_id);
+    if ((rc = db_step(q)) == DB_ROW) {
+      int64_t oreq = db_col_i64(q, 0), ofail = db_col_i64(q, 1);
+      /* counters since the node's entry was made: smaller ones started again */
+      if (req >= oreq && fail >= ofail) {
+        req -= oreq;
+        fail -= ofail;
+      }
+    }
+    db_reset(q);
+    if (rc == DB_ERR) return -1;
+    if ((req > 0 || fail > 0) &&
+        store_exec(st->w, "counting a ramp's requests", add_q, "IIIII", req, fail, obs[i].site_id,
+                   obs[i].origin_id, obs[i].site_id) < 0)
+      return -1;
+  }
+  return 0;
+}
+
 enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char *version,
                                    int64_t config_seq, int64_t now, const struct node_obs *obs,
                                    int n_obs) {
@@ -83,6 +128,7 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     free(sites);
     if (bad) goto fail;
   }
+  if (n_obs > 0 && ramp_observe(st, node_id, obs, n_obs) < 0) goto fail;
   for (int i = 0; i < n_obs; i++) {
     q = db_prep(st->w, ups);
     if (!q) goto fail;

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "log.h"
 #include "proxy_state.h"
 #include "rewrite.h"
@@ -80,11 +81,34 @@ void attempt_connect(struct vconn *c, int allow_pool) {
   r->up_last = w->now;
 }
 
+/* A uniform draw in [0, 100) from this thread's generator (xorshift64*, seeded per thread). */
+static int draw100(void) {
+  static _Thread_local uint64_t x;
+  if (!x) x = (uint64_t)clock_wall_ms() * 2654435761u ^ (uint64_t)(uintptr_t)&x ^ 1;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  return (int)(((x * UINT64_C(2685821657736338717)) >> 33) % 100);
+}
+
 void attempt_start(struct vconn *c) {
   struct worker *w = c->w;
   struct req *r = &c->r;
   const struct sitecfg_origin *o;
-  if (proxy_state_pick(w->p->state, r->site, r->tried, w->now, &r->pick) < 0) {
+  if (r->attempts == 0) {
+    /* docs/design.md, Failback ramp: the split comes before the level's own pick */
+    r->start_level = r->site->current_level;
+    if (r->site->ramp.from_level) {
+      _Atomic int64_t *off = w->p->clock_offset;
+      r->start_level =
+          proxy_state_start_level(r->site, clock_wall_ms(), off ? atomic_load(off) : 0, draw100());
+      if (r->start_level != r->site->current_level)
+        CINC(w->ctr.ramp_to);
+      else
+        CINC(w->ctr.ramp_from);
+    }
+  }
+  if (proxy_state_pick_from(w->p->state, r->site, r->start_level, r->tried, w->now, &r->pick) < 0) {
     no_origin_left(c);
     return;
   }

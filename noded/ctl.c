@@ -88,6 +88,15 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *arg) {
     tmp[l] = '\0';
     r->node_id = strtoll(tmp, NULL, 10);
   }
+  static const char now[] = "X-Cdnca-Now:";
+  if (n > sizeof now - 1 && strncasecmp(p, now, sizeof now - 1) == 0) {
+    char tmp[32];
+    size_t l = n - (sizeof now - 1);
+    if (l >= sizeof tmp) l = sizeof tmp - 1;
+    memcpy(tmp, p + sizeof now - 1, l);
+    tmp[l] = '\0';
+    r->now_ms = strtoll(tmp, NULL, 10);
+  }
   return n;
 }
 
@@ -195,6 +204,9 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
     goto out;
   }
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+  /* the answer left controld at now_ms and arrived now: the offset is off by at most the one-way
+     delay (loopback to a few ms), enough for steps of a second or more */
+  if (out->now_ms > 0) atomic_store(&c->clock_offset_ms, out->now_ms - clock_wall_ms());
   snprintf(why, sizeof why, "HTTP %ld", out->status);
   report(c, idx, gen, 1, out->status, why);
   if (out->status == 401 && c->auth[0] && !atomic_exchange(&c->revoked, 1))

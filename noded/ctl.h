@@ -21,12 +21,16 @@ struct ctl {
   atomic_int cur_idx; /* set.cur, for transfer callbacks that do not take the mutex */
   atomic_int revoked; /* controld answered 401: the token is revoked or wrong */
   atomic_int stop;    /* shutting down: transfers abort within a second */
+  /* controld's wall clock minus ours (ms), from X-Cdnca-Now on its last answer (docs/design.md,
+     Failback ramp): the ramp's share is computed on controld's time */
+  _Atomic int64_t clock_offset_ms;
 };
 
 struct ctl_resp {
   long status; /* HTTP status, 0 when no response */
   struct buf body;
   int64_t node_id; /* from X-Cdnca-Node-Id, 0 when absent */
+  int64_t now_ms;  /* controld's wall clock from X-Cdnca-Now, 0 when absent */
 };
 
 /* Fill c from the controld URL list ("URL" or "URL1,URL2,…", each http:// or https://, see

@@ -636,6 +636,7 @@ int main(int argc, char **argv) {
   po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
+  proxy_set_clock(n.proxy, &n.ctl.clock_offset_ms);
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
   n.hb = n.sync ? heartbeat_new(&n.ctl, n.sync, n.cfg.heartbeat_interval_ms, on_observations, &n)
                 : NULL;

@@ -241,6 +241,10 @@ int proxy_port(const struct proxy *p) {
   return p->port;
 }
 
+void proxy_set_clock(struct proxy *p, _Atomic int64_t *offset_ms) {
+  p->clock_offset = offset_ms;
+}
+
 int proxy_set_config(struct proxy *p, struct sitecfg_set *s) {
   struct sitecfg_set *old;
   if (proxy_state_sync(p->state, s) < 0) return -1;
@@ -331,7 +335,8 @@ void proxy_flush_log(struct proxy *p) {
 /* ---------- observability ---------- */
 
 int proxy_metrics(struct proxy *p, struct buf *out) {
-  uint64_t codes[600], att[AR__N], ppe[PPE__N], retries = 0, skips = 0, fo = 0, bp = 0;
+  uint64_t codes[600], att[AR__N], ppe[PPE__N], retries = 0, skips = 0, fo = 0, bp = 0, rto = 0,
+                                                rfrom = 0;
   int64_t seq = 0;
   struct metrics *m;
   char label[64];
@@ -349,6 +354,8 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     skips += atomic_load_explicit(&c->skips, memory_order_relaxed);
     fo += atomic_load_explicit(&c->fail_open, memory_order_relaxed);
     bp += atomic_load_explicit(&c->backup_picks, memory_order_relaxed);
+    rto += atomic_load_explicit(&c->ramp_to, memory_order_relaxed);
+    rfrom += atomic_load_explicit(&c->ramp_from, memory_order_relaxed);
     for (int k = 0; k < PPE__N; k++)
       ppe[k] += atomic_load_explicit(&c->pp_errors[k], memory_order_relaxed);
   }
@@ -381,6 +388,11 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
   metrics_declare(m, "cdnca_node_backup_picks_total", "counter",
                   "Picks of an origin on a level after the site's current one.");
   metrics_add(m, "cdnca_node_backup_picks_total", "", (double)bp);
+  metrics_declare(m, "cdnca_node_ramp_requests_total", "counter",
+                  "Requests of sites in a failback ramp, by the level they started on (to: the "
+                  "ramp level, from: the current one).");
+  metrics_add(m, "cdnca_node_ramp_requests_total", "level=\"to\"", (double)rto);
+  metrics_add(m, "cdnca_node_ramp_requests_total", "level=\"from\"", (double)rfrom);
   metrics_declare(m, "cdnca_node_proxy_header_errors_total", "counter",
                   "Connections of proxy-protocol listeners closed for their PROXY header, by "
                   "reason (missing, malformed, incomplete).");
@@ -430,7 +442,45 @@ cJSON *proxy_status(struct proxy *p) {
     cJSON_AddStringToObject(j, "name", site->name);
     json_add_i64(j, "config_version", site->config_version);
     json_add_i64(j, "current_level", site->current_level);
-    if ((o = proxy_state_site_json(p->state, site, now))) cJSON_AddItemToObject(j, "origins", o);
+    if (site->ramp.from_level) {
+      cJSON *rj = ramp_run_json(&site->ramp);
+      _Atomic int64_t *off = p->clock_offset;
+      int64_t ofs = off ? atomic_load(off) : 0;
+      if (rj) {
+        json_add_i64(rj, "share", ramp_share(&site->ramp, clock_wall_ms(), ofs));
+        json_add_i64(rj, "clock_offset_ms", ofs);
+        cJSON_AddItemToObject(j, "ramp", rj);
+      }
+    } else {
+      cJSON_AddNullToObject(j, "ramp");
+    }
+    if ((o = proxy_state_site_json(p->state, site, now))) {
+      /* the requests each level has taken (its origins' counts, attempts included) */
+      int64_t per[SITECFG_MAX_LEVEL + 1];
+      const cJSON *it;
+      cJSON *lv = cJSON_CreateArray();
+      memset(per, 0, sizeof per);
+      cJSON_ArrayForEach(it, o) {
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(it, "level");
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(it, "requests");
+        if (cJSON_IsNumber(l) && cJSON_IsNumber(q) && l->valueint >= 1 &&
+            l->valueint <= SITECFG_MAX_LEVEL)
+          per[l->valueint] += (int64_t)q->valuedouble;
+      }
+      for (int l = 1; lv && l <= SITECFG_MAX_LEVEL; l++) {
+        int has = 0;
+        for (int k = 0; k < site->n_origins; k++)
+          if (site->origins[k].level == l) has = 1;
+        if (!has) continue;
+        cJSON *e = cJSON_CreateObject();
+        if (!e) break;
+        json_add_i64(e, "level", l);
+        json_add_i64(e, "requests", per[l]);
+        cJSON_AddItemToArray(lv, e);
+      }
+      if (lv) cJSON_AddItemToObject(j, "levels", lv);
+      cJSON_AddItemToObject(j, "origins", o);
+    }
     cJSON_AddItemToArray(arr, j);
   }
   sitecfg_set_unref(s);

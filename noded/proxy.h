@@ -38,6 +38,10 @@ int proxy_port(const struct proxy *p);
  * requests finish on the snapshot they started with. 0, or -1 on OOM (old config stays). */
 int proxy_set_config(struct proxy *p, struct sitecfg_set *s);
 
+/* Where the proxy reads controld's clock offset for a failback ramp's share (the ctl's
+   clock_offset_ms; NULL = 0). Before proxy_start. */
+void proxy_set_clock(struct proxy *p, _Atomic int64_t *offset_ms);
+
 /* Start the worker threads and the origin resolver thread. 0 or -1. */
 int proxy_start(struct proxy *p);
 

@@ -27,6 +27,7 @@ struct pentry {
   int port, https;
   struct skip_rec rec;
   struct skip_params retry; /* the site's, for outcomes that arrive without a site (probes) */
+  int behind; /* on a level before the one its site's requests start on: sent no visitors */
   int resolved;
   int literal;          /* an IP literal: never re-resolved */
   int64_t resolve_due;  /* monotonic ms of the next re-resolution of a name */
@@ -178,6 +179,7 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
   struct targets *deny = malloc(sizeof *deny);
   char terr[160];
   size_t total = 0;
+  int64_t now = clock_mono_ms();
   int rc = -1;
   pthread_mutex_lock(&t->sync_mu);
   if (!deny) goto out;
@@ -206,6 +208,10 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
       e->port = o->port;
       e->https = o->https;
       e->retry = site->retry;
+      e->behind = o->level < (site->ramp.from_level == site->current_level &&
+                                      site->ramp.to_level < site->current_level
+                                  ? site->ramp.to_level
+                                  : site->current_level);
       skip_rec_init(&e->rec);
     }
   }
@@ -232,6 +238,10 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
     old = find(&t->tab, e->site_id, e->origin_id);
     if (!old || !same_identity(old, e)) continue;
     e->rec = old->rec;
+    /* docs/design.md, Failback ramp: controld switched back to this origin's level (or ramps to
+       it): its skip ends now and its half-open trial starts with the next request, so the node
+       sends visitors where the config says they go */
+    if (old->behind && !e->behind && e->rec.state == SKIP_SKIPPED) e->rec.skipped_until = now;
     if (e->carried && old->resolved) { /* the resolver may have moved it meanwhile */
       e->sa = old->sa;
       e->salen = old->salen;
@@ -258,6 +268,19 @@ out:
 
 int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uint64_t tried,
                      int64_t now, struct proxy_pick *out) {
+  return proxy_state_pick_from(t, site, site->current_level, tried, now, out);
+}
+
+int proxy_state_start_level(const struct sitecfg_site *site, int64_t wall_ms, int64_t offset_ms,
+                            int draw) {
+  const struct ramp_run *r = &site->ramp;
+  if (r->from_level != site->current_level || r->to_level >= site->current_level)
+    return site->current_level; /* no ramp, or one this config does not describe */
+  return draw < ramp_share(r, wall_ms, offset_ms) ? r->to_level : site->current_level;
+}
+
+int proxy_state_pick_from(struct proxy_state *t, const struct sitecfg_site *site, int start_level,
+                          uint64_t tried, int64_t now, struct proxy_pick *out) {
   struct skip_cand cand[SKIP_MAX_PICK];
   int map[SKIP_MAX_PICK];
   struct pentry *ents[SKIP_MAX_PICK];
@@ -270,8 +293,12 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
     const struct sitecfg_origin *o = &site->origins[i];
     struct pentry *e;
     /* the current level, and with backup_levels the following ones; never an earlier one */
-    if (o->level < site->current_level) continue;
-    if (o->level != site->current_level && !site->retry.backup_levels) continue;
+    if (o->level < start_level) continue;
+    /* a ramp request: the ramp level, then the current one (its fallback whatever backup_levels
+       says), never the levels in between */
+    if (o->level > start_level && o->level < site->current_level) continue;
+    if (o->level != start_level && o->level != site->current_level && !site->retry.backup_levels)
+      continue;
     if (tried & (UINT64_C(1) << i)) continue;
     e = find(&t->tab, site->id, o->id);
     if (!e) continue; /* published after this snapshot was replaced */
@@ -280,12 +307,22 @@ int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uin
     ents[n] = e;
     n++;
   }
-  idx = skip_pick_levels(cand, n, &site->retry, site->current_level, now, &ch);
+  if (start_level == site->current_level) {
+    idx = skip_pick_levels(cand, n, &site->retry, start_level, now, &ch);
+  } else {
+    /* the candidates are already the ramp request's: go on from the ramp level to the others */
+    struct skip_params rp = site->retry;
+    rp.backup_levels = 1;
+    idx = skip_pick_levels(cand, n, &rp, start_level, now, &ch);
+    /* the current level is no backup pick */
+    if (idx >= 0 && ch.level == site->current_level && cand[idx].rec->backup_picks > 0)
+      cand[idx].rec->backup_picks--;
+  }
   if (idx >= 0) {
     out->index = map[idx];
     out->fail_open = ch.fail_open;
     out->level = ch.level;
-    out->backup = ch.backup;
+    out->backup = ch.level > site->current_level;
     out->resolved = ents[idx]->resolved;
     out->sa = ents[idx]->sa;
     out->salen = ents[idx]->salen;

@@ -44,6 +44,19 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s);
 int proxy_state_pick(struct proxy_state *t, const struct sitecfg_site *site, uint64_t tried,
                      int64_t now, struct proxy_pick *out);
 
+/* The same for a request a failback ramp sent to start_level (an earlier level than the current
+ * one, docs/design.md, Failback ramp): start_level's origins first, then the current level's and
+ * (backup_levels) the following ones; the levels in between are not this request's. backup is
+ * set for a level after the current one only. start_level = current_level: proxy_state_pick. */
+int proxy_state_pick_from(struct proxy_state *t, const struct sitecfg_site *site, int start_level,
+                          uint64_t tried, int64_t now, struct proxy_pick *out);
+
+/* Which level a new request of site starts on: with a running ramp, its to_level for share(t)
+ * percent of requests (draw: a uniform number in [0, 100)), else the current level. wall_ms and
+ * offset_ms as ramp_share takes them. Pure. */
+int proxy_state_start_level(const struct sitecfg_site *site, int64_t wall_ms, int64_t offset_ms,
+                            int draw);
+
 /* Record an attempt outcome on (site, origin). Returns 1 when it started a skip, else 0. */
 int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
                        int64_t now, int failed);

@@ -75,6 +75,8 @@ struct counters {
   _Atomic uint64_t codes[600];
   _Atomic uint64_t attempts[AR__N];
   _Atomic uint64_t retries, skips, fail_open, backup_picks;
+  _Atomic uint64_t ramp_to, ramp_from; /* requests of a ramping site sent to its ramp level, and
+                                          to its current level */
   _Atomic uint64_t pp_errors[PPE__N];
 };
 
@@ -92,7 +94,8 @@ struct req {
   size_t uhead_off;        /* bytes of uhead written to the origin */
   uint64_t tried;          /* bit i: origins[i] was tried */
   int attempts, oidx, last_fail;
-  int status;             /* the status the visitor gets */
+  int start_level; /* the level the first pick started on (a failback ramp's, or the current) */
+  int status;      /* the status the visitor gets */
   const char *local_code; /* the code of noded's own error answer, NULL when none */
   int have_pick;     /* the pick may hold a half-open trial slot until an outcome is recorded */
   int request_sent;  /* bytes of this attempt's head reached the origin
@@ -210,7 +213,8 @@ struct proxy {
   _Atomic int64_t last_target_log;  /* and the "refused target" line */
   _Atomic int64_t last_pp_log;      /* and the "PROXY header refused" line */
   _Atomic int stopping;
-  _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
+  _Atomic uint64_t probe_skips;  /* skips started by the node's own probes */
+  _Atomic int64_t *clock_offset; /* controld's clock minus ours (ms); NULL = 0 (proxy_set_clock) */
   struct worker *w;
 };
 

@@ -83,6 +83,7 @@ static struct sitecfg_site *site_from_wire(const struct sitewire_site *w) {
   s->config_version = w->config_version;
   s->current_level = w->current_level;
   s->retry = w->retry;
+  s->ramp = w->ramp;
   if (!(s->name = dupstr(w->name))) goto fail;
   if (!(s->hostnames = calloc((size_t)w->n_hostnames, sizeof *s->hostnames))) goto fail;
   for (; s->n_hostnames < w->n_hostnames; s->n_hostnames++)
@@ -376,6 +377,7 @@ static void site_to_wire(const struct sitecfg_site *s, struct sitewire_site *w) 
   for (int i = 0; i < s->n_origins; i++)
     origin_to_wire(&s->origins[i], &w->origins[i]);
   w->retry = s->retry;
+  w->ramp = s->ramp;
 }
 
 int sitecfg_serialize(const struct sitecfg_set *s, struct buf *out) {

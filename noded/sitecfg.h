@@ -36,6 +36,7 @@ struct sitecfg_site {
   int n_origins;
   struct sitecfg_origin *origins; /* enabled origins only, in published order */
   struct skip_params retry;       /* node_retry */
+  struct ramp_run ramp;           /* a running failback ramp; from_level 0 = none */
   atomic_int refs;
 };
 

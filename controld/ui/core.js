@@ -9,7 +9,7 @@ const EDIT_PAUSE_MS = 10000;
 const EVENT_KEEP = 1000;
 const EVENT_PAGE = 25;
 const EVENT_TYPES = ['level.switched', 'origin.failback_available', 'site.all_levels_unhealthy',
-  'site.recovered', 'origin.health_changed'];
+  'site.recovered', 'origin.health_changed', 'failback.ramp_started', 'failback.aborted'];
 
 /* ---------- DOM helpers (text only, never innerHTML) ---------- */
 
@@ -329,6 +329,10 @@ function describeEvent(e) {
     case 'level.switched':
       return `level ${d.from_level} \u2192 ${d.to_level} (${d.reason || '?'})` + (d.by ? ` by ${d.by}` : '');
     case 'origin.failback_available': return `level ${d.level} healthy again; current level ${d.current_level}`;
+    case 'failback.ramp_started':
+      return `ramp level ${d.from_level} \u2192 ${d.to_level}, steps ${(d.steps || []).join('/')}%` + (d.by ? ` by ${d.by}` : '');
+    case 'failback.aborted':
+      return `ramp to level ${d.to_level} aborted: ${d.why || '?'}`;
     case 'origin.health_changed':
       return `origin #${d.origin_id}: ${d.from} \u2192 ${d.to}` + (d.source ? ` (${d.source}` +
         (d.votes ? ', ' + votesText(d.votes) : '') + ')' : '');

@@ -1,7 +1,7 @@
 /* site — one site: the banner of its active incident, status card, health timeline, levels and
    origins, its shadow health policy's comparison, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
 import {
-  h, add, put, $, tid, field, input, select, button, table, fmtTime, badge, votesText, short, num,
+  h, add, put, $, tid, field, input, select, button, table, fmtTime, fmtDur, badge, votesText, short, num,
   splitList, listOf, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
   markField,
 } from './core.js';
@@ -327,7 +327,13 @@ function pageSite(id) {
       c.all_levels_unhealthy ? h('div', { class: 'alert bad', role: 'alert', ...tid('all-down-banner') },
         h('strong', null, '\u26a0 All levels are unhealthy.'),
         ` Staying on level ${cur}; visitors may see errors until an origin recovers.`) : null,
-      c.failback_available ? h('div', { class: 'alert unk', ...tid('failback-box') },
+      c.ramp ? h('div', { class: 'alert unk', ...tid('ramp-box'), 'data-share': c.ramp.share },
+        h('strong', null, `Failback ramp to level ${c.ramp.to_level}: ${c.ramp.share}% of new requests.`),
+        ` Steps ${(c.ramp.steps || []).join(', ')}% every ${fmtDur(c.ramp.step_ms)}; level ${c.ramp.from_level} serves the rest` +
+        ` (window: ${c.ramp.window_failures} failed of ${c.ramp.window_requests}).`) : null,
+      c.failback_held_until ? h('div', { class: 'alert bad', ...tid('ramp-held') },
+        `Failback ramp aborted: no failback before ${c.failback_held_until}.`) : null,
+      c.failback_available && !c.ramp ? h('div', { class: 'alert unk', ...tid('failback-box') },
         target !== null
           ? [h('span', null, `Level ${target} is healthy again. Failback is manual: switch back when ready. `),
             may('operator') ? button(`Switch back to level ${target}`, () => switchTo(target, `Switched back to level ${target}.`),

@@ -267,6 +267,16 @@ def test_create_minimal_and_explicit(tmp):
                     "failure_ratio": 0.25, "failure_min_volume": 50})
     s = create(c, body)
     assert s["failback"] == "manual" and s["failback_hold_ms"] == 60000
+    assert s["failback_ramp"] is None
+    # the failback ramp: set, shown with its defaults, stored, and cleared with null
+    ramp = {"steps": [1, 10, 50, 100], "step_ms": 60000}
+    s2 = create(c, site_body("ramped", failback_ramp=ramp))
+    want = dict(ramp, max_failure_ratio=0.05, min_requests=50)
+    assert s2["failback_ramp"] == want, s2["failback_ramp"]
+    status, g, _ = c.api("GET", "/v1/sites/%d" % s2["id"])
+    assert status == 200 and g["failback_ramp"] == want, g
+    status, g, _ = c.api("PATCH", "/v1/sites/%d" % s2["id"], {"failback_ramp": None})
+    assert status == 200 and g["failback_ramp"] is None, g
     hc = dict(body["health_check"], state="active")
     assert s["health_check"] == hc, s["health_check"]
     assert s["node_retry"] == body["node_retry"], s["node_retry"]
@@ -574,6 +584,22 @@ def test_422_site_values(tmp):
         (site_body("n" * 65), "name"),
         (site_body("x", failback="sometimes"), "failback"),
         (site_body("x", failback_hold_ms=-1), "failback_hold_ms"),
+        (site_body("x", failback_ramp={"steps": [10, 50], "step_ms": 1000}),
+         "failback_ramp.steps"),
+        (site_body("x", failback_ramp={"steps": [100], "step_ms": 1000}), "failback_ramp.steps"),
+        (site_body("x", failback_ramp={"steps": list(range(1, 11)) + [100], "step_ms": 1000}),
+         "failback_ramp.steps"),
+        (site_body("x", failback_ramp={"steps": [50, 50, 100], "step_ms": 1000}),
+         "failback_ramp.steps[1]"),
+        (site_body("x", failback_ramp={"steps": [10, 100], "step_ms": 999}),
+         "failback_ramp.step_ms"),
+        (site_body("x", failback_ramp={"steps": [10, 100], "step_ms": 3600001}),
+         "failback_ramp.step_ms"),
+        (site_body("x", failback_ramp={"steps": [10, 100], "step_ms": 1000,
+                                       "max_failure_ratio": 0}), "failback_ramp.max_failure_ratio"),
+        (site_body("x", failback_ramp={"steps": [10, 100], "step_ms": 1000, "min_requests": 0}),
+         "failback_ramp.min_requests"),
+        (site_body("x", failback_ramp=[10, 100]), "failback_ramp"),
         (site_body("x", origins=[o()], health_check={"enabled": True}), "health_check.enabled"),
         (site_body("x", health_check={"enabled": True}), "health_check.enabled"),
         (site_body("x", origins=[o(), o(address="10.0.0.2", enabled=False)],

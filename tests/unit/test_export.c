@@ -27,6 +27,7 @@ static const char DOC[] =
     "\"controld_version\":\"0.1.0\",\"publication_seq\":41,"
     "\"sites\":[{\"id\":3,\"name\":\"shop\",\"hostnames\":[\"shop.test\",\"www.shop.test\"],"
     "\"failback\":\"manual\",\"failback_hold_ms\":60000,"
+    "\"failback_ramp\":{\"steps\":[10,50,100],\"step_ms\":2000,\"min_requests\":5},"
     "\"health_check\":{\"enabled\":true,\"path\":\"/h\",\"timeout_ms\":2000,\"unhealthy_after\":4,"
     "\"healthy_after\":3,\"checkpoints\":false,\"method\":\"HEAD\",\"headers\":{\"X-A\":\"1\"},"
     "\"expected_codes\":[\"200-299\"],\"interval_ms\":5000},"
@@ -73,6 +74,9 @@ static void test_reads_every_field(void **state) {
   assert_int_equal(s->n_hostnames, 2);
   assert_int_equal(s->failback, HEALTH_FAILBACK_MANUAL);
   assert_int_equal(s->failback_hold_ms, 60000);
+  assert_int_equal(s->failback_ramp.n_steps, 3);
+  assert_int_equal(s->failback_ramp.steps[1], 50);
+  assert_int_equal(s->failback_ramp.min_requests, 5);
   assert_int_equal(s->hc_enabled, 1);
   assert_string_equal(s->hc_path, "/h");
   assert_int_equal(s->hc_unhealthy_after, 4);

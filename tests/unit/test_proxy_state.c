@@ -55,7 +55,7 @@ static const char *pick_ip(const struct proxy_pick *pk, char *buf, size_t cap) {
 
 /* One site, current level `current`: origins 10, 11 on level 1, 20 on level 2, 30 on level 3
  * (30 is a hostname: localhost). */
-static struct sitecfg_set *load(int current, const char *retry) {
+static struct sitecfg_set *load_ramp(int current, const char *retry, const char *ramp) {
   char json[2048], err[256];
   struct sitecfg_set *s;
   snprintf(json, sizeof json,
@@ -70,11 +70,15 @@ static struct sitecfg_set *load(int current, const char *retry) {
            "\"http\", \"host_header\": null, \"weight\": 1},"
            "{\"id\": 30, \"level\": 3, \"address\": \"localhost\", \"port\": 3001, \"scheme\": "
            "\"http\", \"host_header\": null, \"weight\": 1}],"
-           " \"node_retry\": %s}]}",
-           current, retry);
+           " \"node_retry\": %s, \"ramp\": %s}]}",
+           current, retry, ramp);
   s = sitecfg_load(json, strlen(json), err, sizeof err);
   if (!s) fail_msg("load: %s", err);
   return s;
+}
+
+static struct sitecfg_set *load(int current, const char *retry) {
+  return load_ramp(current, retry, "null");
 }
 
 /* Index in site->origins of origin id. */
@@ -158,6 +162,108 @@ static void test_pick_backup_levels_off(void **state) {
   assert_int_equal(pk.fail_open, 1);
   proxy_state_free(&t);
   sitecfg_set_unref(s);
+}
+
+/* A ramp from level 3 back to level 1: [10, 50, 100] x 2 s from t0 = 1,000,000 ms. */
+#define RAMP31                                                                                     \
+  "{\"from_level\": 3, \"to_level\": 1, \"started_at\": 1000000, \"steps\": [10, 50, 100], "       \
+  "\"step_ms\": 2000}"
+
+static void test_ramp_start_level(void **state) {
+  struct sitecfg_set *s = load_ramp(3, "{}", RAMP31), *other = load_ramp(2, "{}", RAMP31);
+  const struct sitecfg_site *site = s->sites[0];
+  (void)state;
+  assert_int_equal(site->ramp.to_level, 1);
+  /* share 10 %: draws 0..9 go to the ramp level */
+  assert_int_equal(proxy_state_start_level(site, 1000000, 0, 0), 1);
+  assert_int_equal(proxy_state_start_level(site, 1000000, 0, 9), 1);
+  assert_int_equal(proxy_state_start_level(site, 1000000, 0, 10), 3);
+  assert_int_equal(proxy_state_start_level(site, 1000000, 0, 99), 3);
+  /* 50 %, and a clock 2 s behind controld's sees it 2 s early */
+  assert_int_equal(proxy_state_start_level(site, 1002000, 0, 49), 1);
+  assert_int_equal(proxy_state_start_level(site, 1002000, 0, 50), 3);
+  assert_int_equal(proxy_state_start_level(site, 1000000, 2000, 49), 1);
+  assert_int_equal(proxy_state_start_level(site, 1000000, 2000, 50), 3);
+  /* the last step and past it: everything */
+  assert_int_equal(proxy_state_start_level(site, 1004000, 0, 99), 1);
+  assert_int_equal(proxy_state_start_level(site, 9000000, 0, 99), 1);
+  /* a ramp whose from_level is not the current level is not followed */
+  assert_int_equal(proxy_state_start_level(other->sites[0], 1004000, 0, 0), 2);
+  sitecfg_set_unref(s);
+  sitecfg_set_unref(other);
+}
+
+static void test_ramp_pick_falls_back_to_current(void **state) {
+  const char *retries[] = {"{}", "{\"backup_levels\": false}"};
+  (void)state;
+  for (int v = 0; v < 2; v++) {
+    struct sitecfg_set *s = load_ramp(3, retries[v], RAMP31);
+    struct sitecfg_site *site = s->sites[0];
+    struct proxy_state *t = proxy_state_new();
+    struct proxy_pick pk;
+    uint64_t tried = 0;
+    assert_int_equal(proxy_state_sync(t, s), 0);
+    /* a request sent to the ramp level: its two origins, then the current level (3), never the
+       level in between, and the current level is no backup pick */
+    for (int k = 0; k < 2; k++) {
+      assert_int_equal(proxy_state_pick_from(t, site, 1, tried, 100, &pk), 0);
+      assert_int_equal(pk.level, 1);
+      assert_int_equal(pk.backup, 0);
+      tried |= UINT64_C(1) << pk.index;
+    }
+    assert_int_equal(proxy_state_pick_from(t, site, 1, tried, 100, &pk), 0);
+    assert_int_equal(site->origins[pk.index].id, 30);
+    assert_int_equal(pk.backup, 0);
+    assert_int_equal(pk.fail_open, 0);
+    tried |= UINT64_C(1) << pk.index;
+    assert_int_equal(proxy_state_pick_from(t, site, 1, tried, 100, &pk), -1);
+    /* the ramp level skipped: its requests go to the current level at once */
+    skip_origin(t, site, 10, 200);
+    skip_origin(t, site, 11, 200);
+    assert_int_equal(proxy_state_pick_from(t, site, 1, 0, 300, &pk), 0);
+    assert_int_equal(site->origins[pk.index].id, 30);
+    assert_int_equal(pk.fail_open, 0);
+    proxy_state_free(&t);
+    sitecfg_set_unref(s);
+  }
+}
+
+/* docs/design.md, Failback ramp: the node's skip of a level controld switches back to (or ramps
+   to) ends when the config says so, so visitors go where the config says. */
+static void test_switch_back_ends_skip(void **state) {
+  const char *back[] = {"null", "{\"from_level\": 2, \"to_level\": 1, \"started_at\": 1, "
+                                "\"steps\": [10, 100], \"step_ms\": 1000}"};
+  (void)state;
+  for (int v = 0; v < 2; v++) {
+    struct sitecfg_set *s2 = load(2, "{}"), *s1 = load_ramp(v ? 2 : 1, "{}", back[v]);
+    struct proxy_state *t = proxy_state_new();
+    struct proxy_pick pk;
+    int64_t now = clock_mono_ms();
+    assert_int_equal(proxy_state_sync(t, s2), 0);
+    /* level 1 was skipped by the node before it left it */
+    skip_origin(t, s2->sites[0], 10, now);
+    skip_origin(t, s2->sites[0], 11, now);
+    assert_int_equal(proxy_state_pick_from(t, s2->sites[0], 1, 0, now, &pk), 0);
+    assert_int_equal(pk.level, 2); /* still skipped: the ramp level's requests go on */
+    assert_int_equal(proxy_state_sync(t, s1), 0);
+    now = clock_mono_ms();
+    assert_int_equal(proxy_state_pick_from(t, s1->sites[0], 1, 0, now, &pk), 0);
+    assert_int_equal(pk.level, 1);
+    assert_int_equal(pk.fail_open, 0);
+    /* its half-open trial fails: skipped again, and the same config again does not end that */
+    {
+      int trial = pk.index, other = idx_of(s1->sites[0], 10) == trial ? idx_of(s1->sites[0], 11)
+                                                                      : idx_of(s1->sites[0], 10);
+      proxy_state_record(t, s1->sites[0], trial, now, 1);
+      assert_int_equal(proxy_state_sync(t, s1), 0);
+      assert_int_equal(
+          proxy_state_pick_from(t, s1->sites[0], 1, UINT64_C(1) << other, now + 1, &pk), 0);
+      assert_int_equal(pk.level, 2);
+    }
+    proxy_state_free(&t);
+    sitecfg_set_unref(s1);
+    sitecfg_set_unref(s2);
+  }
 }
 
 static void test_probe_feeds_skip(void **state) {
@@ -463,6 +569,9 @@ int main(void) {
       cmocka_unit_test(test_pick_goes_to_backup_levels),
       cmocka_unit_test(test_pick_skipped_level_and_never_earlier),
       cmocka_unit_test(test_pick_backup_levels_off),
+      cmocka_unit_test(test_ramp_start_level),
+      cmocka_unit_test(test_ramp_pick_falls_back_to_current),
+      cmocka_unit_test(test_switch_back_ends_skip),
       cmocka_unit_test(test_probe_feeds_skip),
       cmocka_unit_test(test_refresh_keeps_skip_state),
       cmocka_unit_test(test_dns_follows_ttl_and_moves),
