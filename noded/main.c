@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "ctlset.h"
+#include "drain.h"
 #include "enrol.h"
 #include "heartbeat.h"
 #include "json.h"
@@ -55,6 +56,7 @@ struct node_cfg {
   int64_t body_timeout_ms;
   int64_t max_connections;
   int64_t origin_keepalive;
+  int64_t drain_timeout_ms;
 };
 
 /* The node's one context. */
@@ -119,6 +121,9 @@ static const struct opt_def options[] = {
      "open visitor connections at most (accepting pauses at the cap)"},
     {"origin-keepalive", OPT_INT, O(origin_keepalive), 0, 0, 100000, NULL, "32",
      "idle origin connections kept per origin and proxy thread (0 = none)"},
+    {"drain-timeout-ms", OPT_INT, O(drain_timeout_ms), 0, 0, 3600000, NULL, "30000",
+     "after SIGTERM (or a SIGUSR2 upgrade) in-flight requests and tunnels get this long; a "
+     "second SIGTERM ends them at once"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -472,6 +477,59 @@ static void on_sighup(void *arg) {
            next.log_level);
 }
 
+/* ---- the main loop: serving, draining (docs/design.md, Restarts and upgrades) ---- */
+
+/* Wait for signals until the proxy has drained: SIGHUP reloads, the first SIGTERM or SIGINT
+   starts the drain (STOPPING=1 to systemd), a second one ends it at once. Watchdog pings go on
+   all along. Returns the signal that started the drain. */
+static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra) {
+  enum drain_state st = DRAIN_SERVING;
+  int64_t ping_ms = svc_watchdog_ping_ms(), next_ping = clock_mono_ms() + ping_ms;
+  int first = 0;
+  if (ping_ms > 0) log_info("systemd watchdog on: a ping every %lld ms", (long long)ping_ms);
+  for (;;) {
+    int64_t wait = st == DRAIN_SERVING ? -1 : 100;
+    int sig;
+    if (ping_ms > 0) {
+      int64_t left = next_ping - clock_mono_ms();
+      if (left < 0) left = 0;
+      if (wait < 0 || left < wait) wait = left;
+    }
+    sig = svc_wait(sigs, wait);
+    if (ping_ms > 0 && clock_mono_ms() >= next_ping) {
+      svc_watchdog_ping();
+      next_ping = clock_mono_ms() + ping_ms;
+    }
+    if (st != DRAIN_SERVING && proxy_drained(n->proxy)) return first;
+    if (sig == 0) continue;
+    switch (drain_on_signal(st, sig)) {
+    case DRAIN_CMD_RELOAD:
+      svc_reloading();
+      on_sighup(ra);
+      svc_ready("serving visitors");
+      break;
+    case DRAIN_CMD_DRAIN:
+      first = sig;
+      st = DRAIN_DRAINING;
+      svc_stopping();
+      log_info("signal %d: draining: no new connections; in-flight requests get %lld ms (a "
+               "second SIGTERM ends them now)",
+               sig, (long long)n->cfg.drain_timeout_ms);
+      proxy_drain(n->proxy, 0);
+      break;
+    case DRAIN_CMD_END:
+      st = DRAIN_ENDING;
+      log_info("signal %d again: closing every visitor connection now", sig);
+      proxy_end_now(n->proxy);
+      break;
+    case DRAIN_CMD_UPGRADE:
+    case DRAIN_CMD_NONE:
+    default:
+      break;
+    }
+  }
+}
+
 /* ---- start-up ---- */
 
 /* Move the secret in environment variable name into out (cap bytes, "" when unset) and wipe it
@@ -634,6 +692,7 @@ int main(int argc, char **argv) {
   po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
   po.max_connections = (int)n.cfg.max_connections;
   po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
+  po.stop_grace_ms = (int)n.cfg.drain_timeout_ms;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
@@ -668,9 +727,9 @@ int main(int argc, char **argv) {
   svc_ready("serving visitors");
   {
     struct reload_arg ra = {&loaded, n.proxy, argc, argv};
-    sig = svc_loop(&sigs, "serving visitors", on_sighup, &ra);
+    sig = node_loop(&n, &sigs, &ra);
   }
-  log_info("signal %d: shutting down", sig);
+  log_info("signal %d: drained; shutting down", sig);
   ret = 0;
 out:
   atomic_store(&n.ctl.stop, 1);

@@ -79,7 +79,7 @@ void proxy_opts_default(struct proxy_opts *o) {
   o->keepalive_timeout_ms = 60000;
   o->body_timeout_ms = 60000;
   o->max_connections = 10000;
-  o->stop_grace_ms = 10000;
+  o->stop_grace_ms = 30000;
   o->origin_idle_ms = 30000;
   o->max_idle_per_origin = 32;
 }
@@ -271,18 +271,42 @@ int proxy_start(struct proxy *p) {
   return 0;
 }
 
-void proxy_stop(struct proxy *p) {
-  if (!p || p->stopped) return;
-  atomic_store(&p->stopping, 1);
-  /* a Unix socket's path goes first: a front proxy connecting now is refused at once (and may
-     serve stale) instead of waiting in the backlog of a socket no worker accepts on any more */
-  for (int i = 0; i < p->nls; i++)
-    if (p->ls[i].fd >= 0) listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+static void wake_workers(struct proxy *p) {
   for (int i = 0; p->w && i < p->nthreads; i++) {
     uint64_t one = 1;
     if (p->w[i].wfd >= 0 && write(p->w[i].wfd, &one, sizeof one) < 0)
       log_warn("cannot wake proxy worker %d", i);
   }
+}
+
+void proxy_drain(struct proxy *p, int handed_over) {
+  if (!p || atomic_exchange(&p->stopping, 1)) return;
+  p->keep_paths = handed_over;
+  /* a Unix socket's path goes first: a front proxy connecting now is refused at once (and may
+     serve stale) instead of waiting in the backlog of a socket no worker accepts on any more;
+     a socket handed to a new process keeps its path */
+  for (int i = 0; !handed_over && i < p->nls; i++)
+    if (p->ls[i].fd >= 0 && p->ls[i].spec.is_unix)
+      listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+  wake_workers(p);
+}
+
+void proxy_end_now(struct proxy *p) {
+  if (!p) return;
+  atomic_store(&p->ending, 1);
+  wake_workers(p);
+}
+
+int proxy_drained(struct proxy *p) {
+  int started = 0;
+  for (int i = 0; p->w && i < p->nthreads; i++)
+    started += p->w[i].started;
+  return atomic_load(&p->workers_done) >= started;
+}
+
+void proxy_stop(struct proxy *p) {
+  if (!p || p->stopped) return;
+  proxy_drain(p, p->keep_paths);
   for (int i = 0; p->w && i < p->nthreads; i++)
     if (p->w[i].started) {
       pthread_join(p->w[i].th, NULL);
@@ -310,7 +334,8 @@ void proxy_free(struct proxy **pp) {
   for (int i = 0; i < p->nls; i++)
     if (p->ls[i].fd >= 0) {
       close(p->ls[i].fd);
-      listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+      if (p->ls[i].spec.is_unix && !p->keep_paths)
+        listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
     }
   sitecfg_set_unref(p->cfg);
   proxy_state_free(&p->state);

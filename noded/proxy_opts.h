@@ -46,7 +46,7 @@ struct proxy_opts {
   int body_timeout_ms;         /* [60000] visitor silent while noded waits for body bytes */
   int max_connections;         /* [10000] open visitor connections (all threads); lowered to fit
                                   the descriptor limit; at the cap accepting pauses */
-  int stop_grace_ms;           /* [10000] proxy_stop waits this long for in-flight requests */
+  int stop_grace_ms;           /* [30000] a drain waits this long for in-flight requests */
   int origin_idle_ms;          /* [30000] idle origin connections are closed after this */
   int max_idle_per_origin;     /* [32] idle origin connections kept per origin and thread */
   proxy_access_fn access_log;  /* NULL: one JSON line per request, formatted as a log_info line

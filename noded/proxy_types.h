@@ -210,6 +210,9 @@ struct proxy {
   _Atomic int64_t last_target_log;  /* and the "refused target" line */
   _Atomic int64_t last_pp_log;      /* and the "PROXY header refused" line */
   _Atomic int stopping;
+  _Atomic int ending;           /* close every connection now (a second SIGTERM) */
+  _Atomic int workers_done;     /* workers whose loop has ended */
+  int keep_paths;               /* the listeners were handed over: Unix socket files stay */
   _Atomic uint64_t probe_skips; /* skips started by the node's own probes */
   struct worker *w;
 };

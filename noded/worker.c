@@ -18,6 +18,7 @@
 #include "alog.h"
 #include "attempt.h"
 #include "clock.h"
+#include "drain.h"
 #include "log.h"
 #include "relay.h"
 #include "request.h"
@@ -263,9 +264,18 @@ static void sweep(struct worker *w) {
   for (c = w->conns; c; c = next) {
     struct req *r = &c->r;
     next = c->next;
-    if ((c->phase == V_HEAD || c->phase == V_PROXY) && w->stopping && c->in.len == 0) {
-      vconn_close(c);
-      continue;
+    if (w->stopping && (c->phase == V_HEAD || c->phase == V_PROXY)) {
+      /* bytes already in the socket are a request to finish, not an idle connection */
+      if (c->in.len == 0 && c->can_read && vconn_read(c) < 0) {
+        vconn_close(c);
+        continue;
+      }
+      if (drain_conn_decide(c->phase == V_HEAD && !c->head_start, c->in.len, now,
+                            w->stop_deadline) == DRAIN_CONN_CLOSE) {
+        vconn_close(c);
+        continue;
+      }
+      if (c->in.len > 0) v_pump(c);
     }
     if ((c->phase == V_HEAD || c->phase == V_PROXY) && c->in.len == 0 && c->in.d &&
         now - c->last_io >= IDLE_RELEASE_MS)
@@ -358,6 +368,7 @@ void *worker_main(void *arg) {
         if (read(w->wfd, &v, sizeof v) < 0) { /* nothing */
         }
         if (atomic_load(&w->p->stopping)) begin_stop(w);
+        if (atomic_load(&w->p->ending)) w->stop_deadline = w->now;
       } else if (kind == EV_VISITOR) {
         struct vconn *c = evs[i].data.ptr;
         if (c->closed) continue;
@@ -410,5 +421,6 @@ void *worker_main(void *arg) {
   sitecfg_set_unref(w->cfg);
   w->cfg = NULL;
   alog_flush(w->alog);
+  atomic_fetch_add(&w->p->workers_done, 1);
   return NULL;
 }
