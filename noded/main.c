@@ -57,6 +57,7 @@ struct node_cfg {
   int64_t max_connections;
   int64_t origin_keepalive;
   int64_t drain_timeout_ms;
+  int64_t max_connections_per_ip;
 };
 
 /* The node's one context. */
@@ -121,6 +122,8 @@ static const struct opt_def options[] = {
      "open visitor connections at most (accepting pauses at the cap)"},
     {"origin-keepalive", OPT_INT, O(origin_keepalive), 0, 0, 100000, NULL, "32",
      "idle origin connections kept per origin and proxy thread (0 = none)"},
+    {"max-connections-per-ip", OPT_INT, O(max_connections_per_ip), 0, 0, 1000000, NULL, "64",
+     "open admin-listener connections from one address at most (0 = no cap)"},
     {"drain-timeout-ms", OPT_INT, O(drain_timeout_ms), 0, 0, 3600000, NULL, "30000",
      "after SIGTERM (or a SIGUSR2 upgrade) in-flight requests and tunnels get this long; a "
      "second SIGTERM ends them at once"},
@@ -243,6 +246,7 @@ static int on_metrics(void *arg, struct buf *out) {
   ntasks_stats(n->tasks, &rounds, &probes, &late);
   ctl_replica(&n->ctl, NULL, 0, &idx, &nurl, &switches);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
+  if (admin_metrics(n->admin, out) < 0) return -1;
   if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
   if (!n->proxy &&
       buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
@@ -709,7 +713,7 @@ int main(int argc, char **argv) {
   as.status = on_status;
   as.metrics = on_metrics;
   as.arg = &n;
-  n.admin = admin_start(n.cfg.admin_listen, &as);
+  n.admin = admin_start(n.cfg.admin_listen, -1, (int)n.cfg.max_connections_per_ip, &as);
   if (!n.admin) goto out;
   if (sync_start(n.sync) < 0 || heartbeat_start(n.hb) < 0 || ntasks_start(n.tasks) < 0) {
     log_error("cannot start the node threads");
