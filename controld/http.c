@@ -469,6 +469,7 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   struct rlimit rl;
   rlim_t want = (rlim_t)cfg->max_connections * 2 + 256;
   char gname[200];
+  unsigned threads;
 
   if (!srv) return NULL;
   srv->cfg = *cfg;
@@ -511,11 +512,19 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     flags |= MHD_USE_TLS;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  /* a received socket must outlive this process: libmicrohttpd (0.9.75) shuts a thread pool's
+     listening socket down at stop, a single polling thread's it leaves alone (ITC wakes it) */
+  threads = cfg->listen_fd > 0 ? 1u : (unsigned)cfg->http_threads;
+  if (cfg->listen_fd > 0 && cfg->http_threads > 1)
+    log_info("%s listener: a received socket: one HTTP thread (--http-threads %lld is for a "
+             "socket of its own)",
+             srv->cfg.name, (long long)cfg->http_threads);
   if (srv->tls_cert)
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
         NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard,
@@ -524,8 +533,9 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   else
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
         NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard, MHD_OPTION_END);
@@ -533,7 +543,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
     goto fail;
   }
-  log_info("listening on %s%s", srv->listen, srv->tls_cert ? " (TLS)" : "");
+  log_info("listening on %s%s%s", srv->listen, srv->tls_cert ? " (TLS)" : "",
+           cfg->listen_fd > 0 ? " (socket received)" : "");
   return srv;
 fail:
   connguard_free(&srv->guard);

@@ -24,6 +24,7 @@
 #include "opts.h"
 #include "prober.h"
 #include "rcache.h"
+#include "sdlisten.h"
 #include "signals.h"
 #include "sitemetrics.h"
 #include "store.h"
@@ -39,6 +40,32 @@ static const char *const bools[] = {"true", "false", NULL};
 static const char *const probe_clients[] = {"own", "curl", NULL};
 /* --test-fault's words, indexed by enum api_op_fault */
 static const char *const test_faults[] = {"none", "crash_after_change", "fail_reevaluate", NULL};
+
+/* The listening sockets passed by systemd (socket activation), matched by address to --listen
+   (fds[0]) and --admin-listen (fds[1]); -1 where none was passed. 0, or -1 (said on stderr)
+   when a received socket matches neither. docs/design.md, Restarts and upgrades. */
+static int take_sockets(const struct cd_config *c, int fds[2]) {
+  struct sdlisten_addr got[SDLISTEN_MAX], want[2];
+  int rfds[SDLISTEN_MAX], idx[2], n, m = 1;
+  char err[300];
+  fds[0] = fds[1] = -1;
+  n = sdlisten_receive(rfds, got, SDLISTEN_MAX, err, sizeof err);
+  if (n <= 0) {
+    if (n < 0) fprintf(stderr, "controld: %s\n", err);
+    return n;
+  }
+  memset(want, 0, sizeof want);
+  if (addr_parse_listen(c->listen, 0, &want[0].sa, &want[0].len) < 0) return -1;
+  if (c->admin_listen[0] && addr_parse_listen(c->admin_listen, 0, &want[1].sa, &want[1].len) == 0)
+    m = 2;
+  if (sdlisten_match(got, n, want, m, idx, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    return -1;
+  }
+  for (int i = 0; i < m; i++)
+    fds[i] = idx[i] >= 0 ? rfds[idx[i]] : -1;
+  return 0;
+}
 
 /* The admin listener's connection cap: monitoring needs a handful. */
 #define ADMIN_MAX_CONNECTIONS 256
@@ -511,7 +538,7 @@ int main(int argc, char **argv) {
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1, check, xr, ir, mig, cluster = 0;
+  int sig = 0, ret = 1, check, xr, ir, mig, cluster = 0, listen_fds[2] = {-1, -1};
   const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
@@ -555,6 +582,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (targets_init(&ctx.targets, ctx.cfg.deny_targets, err, sizeof err) < 0) return 2;
+  if (take_sockets(&ctx.cfg, listen_fds) < 0) return 1;
   log_init("controld", LOG_TEXT, LOG_INFO);
   log_apply(&ctx.cfg);
   if (ctx.cfg.log_file[0] && log_open_file(ctx.cfg.log_file, err, sizeof err) < 0) {
@@ -636,6 +664,7 @@ int main(int argc, char **argv) {
   if (coord_start(ctx.coord) < 0) goto out;
   {
     struct http_cfg hc = {.listen = ctx.cfg.listen,
+                          .listen_fd = listen_fds[0],
                           .name = "api",
                           .max_connections = ctx.cfg.max_connections,
                           .max_per_ip = ctx.cfg.max_connections_per_ip,
@@ -652,6 +681,7 @@ int main(int argc, char **argv) {
          Restarts and upgrades): their own daemon, cap and threads */
       static const struct route *const admin_tables[] = {api_misc_routes, NULL};
       hc.listen = ctx.cfg.admin_listen;
+      hc.listen_fd = listen_fds[1];
       hc.name = "admin";
       hc.max_connections = ADMIN_MAX_CONNECTIONS;
       hc.http_threads = 1;

@@ -151,7 +151,10 @@ struct admin *admin_start(const char *listen, int fd, int max_per_ip, const stru
   struct admin *a = calloc(1, sizeof *a);
   struct sockaddr_storage ss;
   socklen_t sl;
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+  /* ITC wakes the thread at stop, so the listening socket is never shut down: after an upgrade or
+     under socket activation another process accepts on it */
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
   if (!a) return NULL;
   a->src = *src;
   if (addr_parse_listen(listen, 0, &ss, &sl) < 0) {
@@ -171,9 +174,9 @@ struct admin *admin_start(const char *listen, int fd, int max_per_ip, const stru
     }
   }
   a->mhd = MHD_start_daemon(
-      flags, 0, connguard_mhd_accept, a->guard, on_access, a, MHD_OPTION_NOTIFY_CONNECTION,
-      connguard_mhd_notify, a->guard, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-      MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      flags, 0, connguard_mhd_accept, a->guard, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log,
+      NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, a->guard,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
       MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
   if (!a->mhd) {

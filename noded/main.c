@@ -2,12 +2,15 @@
    heartbeats, the visitor reverse proxy and the admin listener. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "addr.h"
@@ -23,6 +26,7 @@
 #include "log.h"
 #include "opts.h"
 #include "proxy.h"
+#include "sdlisten.h"
 #include "sitecfg.h"
 #include "svc.h"
 #include "sync.h"
@@ -30,6 +34,7 @@
 #include "tasks.h"
 #include "token.h"
 #include "trust.h"
+#include "upgrade.h"
 
 /* Options of the command line and the --config file. */
 struct node_cfg {
@@ -70,7 +75,12 @@ struct node {
   struct ntasks *tasks;
   struct admin *admin;
   int64_t started_ms;
+  char self[1024]; /* the binary's path at start, re-executed by a SIGUSR2 upgrade */
+  char **argv;
 };
+
+/* A new binary has this long to say it is ready before the upgrade counts as failed. */
+#define UPGRADE_TIMEOUT_MS 60000
 
 static const char *const probe_clients[] = {"own", "curl", NULL};
 #define O(f) offsetof(struct node_cfg, f)
@@ -484,10 +494,13 @@ static void on_sighup(void *arg) {
 /* ---- the main loop: serving, draining (docs/design.md, Restarts and upgrades) ---- */
 
 /* Wait for signals until the proxy has drained: SIGHUP reloads, the first SIGTERM or SIGINT
-   starts the drain (STOPPING=1 to systemd), a second one ends it at once. Watchdog pings go on
-   all along. Returns the signal that started the drain. */
+   starts the drain (STOPPING=1 to systemd), a second one ends it at once; SIGUSR2 starts the
+   binary again with the listening sockets and drains once it is ready (a failed start leaves
+   this process serving). Watchdog pings go on all along. Returns the signal that started the
+   drain. */
 static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra) {
   enum drain_state st = DRAIN_SERVING;
+  struct upgrade up = {0, -1, 0};
   int64_t ping_ms = svc_watchdog_ping_ms(), next_ping = clock_mono_ms() + ping_ms;
   int first = 0;
   if (ping_ms > 0) log_info("systemd watchdog on: a ping every %lld ms", (long long)ping_ms);
@@ -504,7 +517,23 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
       svc_watchdog_ping();
       next_ping = clock_mono_ms() + ping_ms;
     }
-    if (st != DRAIN_SERVING && proxy_drained(n->proxy)) return first;
+    if (st == DRAIN_UPGRADING) {
+      char err[200];
+      int r = upgrade_poll(&up, clock_mono_ms(), UPGRADE_TIMEOUT_MS, err, sizeof err);
+      if (r < 0) {
+        log_error("SIGUSR2: upgrade failed: %s; this process goes on serving", err);
+        st = DRAIN_SERVING;
+      } else if (r > 0) {
+        log_info("SIGUSR2: the new process (pid %d) serves; draining this one", (int)up.pid);
+        /* systemd follows the new process as the service's main one */
+        (void)sd_notifyf(0, "MAINPID=%d", (int)up.pid);
+        first = SIGUSR2;
+        st = DRAIN_DRAINING;
+        atomic_store(&n->ctl.stop, 1);
+        proxy_drain(n->proxy, 1);
+      }
+    }
+    if ((st == DRAIN_DRAINING || st == DRAIN_ENDING) && proxy_drained(n->proxy)) return first;
     if (sig == 0) continue;
     switch (drain_on_signal(st, sig)) {
     case DRAIN_CMD_RELOAD:
@@ -515,6 +544,7 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
     case DRAIN_CMD_DRAIN:
       first = sig;
       st = DRAIN_DRAINING;
+      atomic_store(&n->ctl.stop, 1);
       svc_stopping();
       log_info("signal %d: draining: no new connections; in-flight requests get %lld ms (a "
                "second SIGTERM ends them now)",
@@ -526,7 +556,26 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
       log_info("signal %d again: closing every visitor connection now", sig);
       proxy_end_now(n->proxy);
       break;
-    case DRAIN_CMD_UPGRADE:
+    case DRAIN_CMD_UPGRADE: {
+      int fds[LISTEN_MAX + 1], nf = proxy_listen_fds(n->proxy, fds, LISTEN_MAX);
+      const char *tok =
+          strncmp(n->ctl.auth, "Authorization: Bearer ", 22) == 0 ? n->ctl.auth + 22 : "";
+      char err[200];
+      fds[nf++] = admin_listen_fd(n->admin);
+      memset(&up, 0, sizeof up);
+      up.started_ms = clock_mono_ms();
+      if (fds[nf - 1] < 0 || !n->self[0] ||
+          upgrade_spawn(&up, n->self, n->argv, fds, nf, tok, err, sizeof err) < 0) {
+        log_error("SIGUSR2: cannot start %s: %s", n->self[0] ? n->self : "the binary",
+                  fds[nf - 1] < 0 ? "no admin socket" : err);
+        break;
+      }
+      log_info("SIGUSR2: started %s (pid %d) with the listening sockets; waiting for it to be "
+               "ready",
+               n->self, (int)up.pid);
+      st = DRAIN_UPGRADING;
+      break;
+    }
     case DRAIN_CMD_NONE:
     default:
       break;
@@ -535,6 +584,47 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
 }
 
 /* ---- start-up ---- */
+
+/* The listening sockets passed by systemd (socket activation) or by the noded before a SIGUSR2
+   upgrade, matched by address to the --listen values (inherited[i], -1 = none) and to
+   --admin-listen (*admin_fd). 0, or -1 (said on stderr) when one matches no address. */
+static int take_sockets(const struct node_cfg *c, int *inherited, int *admin_fd) {
+  struct listen_spec ls[LISTEN_MAX];
+  struct sdlisten_addr got[SDLISTEN_MAX], want[LISTEN_MAX + 1];
+  int fds[SDLISTEN_MAX], idx[LISTEN_MAX + 1], n, nl;
+  char err[300];
+  for (int i = 0; i < LISTEN_MAX; i++)
+    inherited[i] = -1;
+  *admin_fd = -1;
+  n = sdlisten_receive(fds, got, SDLISTEN_MAX, err, sizeof err);
+  if (n <= 0) {
+    if (n < 0) fprintf(stderr, "noded: %s\n", err);
+    return n;
+  }
+  nl = listen_parse_list(c->listen, ls, LISTEN_MAX, err, sizeof err);
+  if (nl < 0) return -1; /* checked before */
+  memset(want, 0, sizeof want);
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].is_unix) {
+      struct sockaddr_un *un = (struct sockaddr_un *)&want[i].sa;
+      un->sun_family = AF_UNIX;
+      snprintf(un->sun_path, sizeof un->sun_path, "%s", ls[i].path);
+      want[i].len = sizeof *un;
+    } else {
+      want[i].sa = ls[i].sa;
+      want[i].len = ls[i].salen;
+    }
+  }
+  if (addr_parse_listen(c->admin_listen, 0, &want[nl].sa, &want[nl].len) < 0) return -1;
+  if (sdlisten_match(got, n, want, nl + 1, idx, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    return -1;
+  }
+  for (int i = 0; i < nl; i++)
+    inherited[i] = idx[i] >= 0 ? fds[idx[i]] : -1;
+  *admin_fd = idx[nl] >= 0 ? fds[idx[nl]] : -1;
+  return 0;
+}
 
 /* Move the secret in environment variable name into out (cap bytes, "" when unset) and wipe it
    from the environment. 0, or -1 (said on stderr) when it is set but no usable secret. */
@@ -627,7 +717,7 @@ int main(int argc, char **argv) {
   char err[512];
   char token[ENROL_SECRET_MAX + 1], key[ENROL_SECRET_MAX + 1]; /* secrets: wiped once used */
   sigset_t sigs;
-  int sig = 0, ret = 1, check;
+  int sig = 0, ret = 1, check, inherited[LISTEN_MAX], admin_fd = -1;
 
   memset(&n, 0, sizeof n);
   check = opts_take_flag(&argc, argv, "--check-config");
@@ -653,6 +743,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "noded: %s (see --help)\n", err);
     return 2;
   }
+  if (take_sockets(&n.cfg, inherited, &admin_fd) < 0) return 1;
+  if (upgrade_self_path(n.self, sizeof n.self) < 0) n.self[0] = '\0';
+  n.argv = argv;
   if (!n.cfg.name[0] && gethostname(n.cfg.name, sizeof n.cfg.name - 1) < 0)
     memcpy(n.cfg.name, "noded", 6);
   /* both secrets leave the environment at once, whatever happens next */
@@ -684,6 +777,8 @@ int main(int argc, char **argv) {
   ret = 1;
   /* signals are taken synchronously by main; threads started later inherit the mask */
   svc_block_signals(&sigs);
+  sigaddset(&sigs, SIGUSR2); /* the binary upgrade */
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
   proxy_opts_default(&po);
   po.listen = n.cfg.listen;
@@ -697,6 +792,7 @@ int main(int argc, char **argv) {
   po.max_connections = (int)n.cfg.max_connections;
   po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
   po.stop_grace_ms = (int)n.cfg.drain_timeout_ms;
+  po.inherited_fds = inherited;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   n.sync = sync_new(&n.ctl, n.cfg.state_dir, n.cfg.config_wait_ms, on_config, &n);
@@ -713,7 +809,7 @@ int main(int argc, char **argv) {
   as.status = on_status;
   as.metrics = on_metrics;
   as.arg = &n;
-  n.admin = admin_start(n.cfg.admin_listen, -1, (int)n.cfg.max_connections_per_ip, &as);
+  n.admin = admin_start(n.cfg.admin_listen, admin_fd, (int)n.cfg.max_connections_per_ip, &as);
   if (!n.admin) goto out;
   if (sync_start(n.sync) < 0 || heartbeat_start(n.hb) < 0 || ntasks_start(n.tasks) < 0) {
     log_error("cannot start the node threads");
@@ -729,6 +825,7 @@ int main(int argc, char **argv) {
   }
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
+  upgrade_ready(); /* the process before a SIGUSR2 upgrade drains from now on */
   {
     struct reload_arg ra = {&loaded, n.proxy, argc, argv};
     sig = node_loop(&n, &sigs, &ra);

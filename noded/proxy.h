@@ -33,6 +33,9 @@ struct proxy *proxy_new(const struct proxy_opts *o);
 /* The port of the first TCP listener (useful with port 0); 0 when every listener is Unix. */
 int proxy_port(const struct proxy *p);
 
+/* The listening sockets, one per --listen value in order (at most max): how many. */
+int proxy_listen_fds(const struct proxy *p, int *fds, int max);
+
 /* Serve snapshot s from now on (takes its own reference; the caller keeps its own). Syncs the
  * skip table first (may resolve new origin hostnames, blocking). Thread-safe; in-flight
  * requests finish on the snapshot they started with. 0, or -1 on OOM (old config stays). */

@@ -31,6 +31,8 @@ struct proxy_opts {
   const char *listen;          /* "127.0.0.1:7480", "[::1]:7480", "unix:/path", each with
                                   options (listen.h), several joined by '\n'; port 0 picks a
                                   free one */
+  const int *inherited_fds;    /* NULL, or one per --listen value in order: a listening socket
+                                  received (socket activation, upgrade) or -1 to open one */
   const char *trusted_proxies; /* "CIDR,...,unix" trusted with X-Forwarded-For; NULL = none */
   const char *origin_ca_file;  /* CA bundle for HTTPS origins; NULL = system default */
   const char *deny_targets;    /* the node's own --deny-targets (CIDRs; NULL = none): origin

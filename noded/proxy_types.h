@@ -160,7 +160,9 @@ struct wlisten {
 /* A --listen value and, for a Unix socket, its one descriptor and socket file. */
 struct listener {
   struct listen_spec spec;
-  int fd; /* Unix: the socket every worker accepts on; TCP: -1 (each worker has its own) */
+  int fd;        /* the socket every worker accepts on */
+  int inherited; /* received from systemd or the process before an upgrade: never shut down
+                    here, and its Unix socket file is not ours to remove */
   dev_t dev;
   ino_t ino;
 };

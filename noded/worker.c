@@ -163,6 +163,7 @@ static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap) 
 
 static void accept_all(struct worker *w, struct wlisten *wl) {
   struct proxy *p = w->p;
+  if (w->stopping || atomic_load(&p->stopping)) return; /* the socket may be shut down already */
   for (int i = 0; i < 64; i++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
@@ -325,7 +326,7 @@ static void begin_stop(struct worker *w) {
     struct wlisten *wl = &w->wl[i];
     if (wl->fd < 0) continue;
     if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, wl->fd, NULL);
-    if (!wl->shared) close(wl->fd); /* a shared Unix socket is closed by proxy_free */
+    if (!wl->shared) close(wl->fd); /* a shared socket is closed by proxy_free */
     wl->fd = -1;
   }
   sweep(w);
