@@ -12,7 +12,7 @@ enum drain_cmd drain_on_signal(enum drain_state st, int sig) {
     if (sig == SIGUSR2) return DRAIN_CMD_UPGRADE;
     return DRAIN_CMD_NONE;
   case DRAIN_UPGRADING:
-    /* a stop while the new binary starts: the new one is left to its own fate, this one drains */
+    /* a stop while the new binary starts: both stop (each drains what it accepted) */
     if (term) return DRAIN_CMD_DRAIN;
     if (sig == SIGHUP) return DRAIN_CMD_RELOAD;
     return DRAIN_CMD_NONE;

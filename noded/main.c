@@ -542,6 +542,13 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
       svc_ready("serving visitors");
       break;
     case DRAIN_CMD_DRAIN:
+      if (st == DRAIN_UPGRADING) { /* the sockets stop listening: the new process stops too */
+        log_warn("signal %d during an upgrade: the new process (pid %d) is told to stop", sig,
+                 (int)up.pid);
+        kill(up.pid, SIGTERM); /* it drains what it accepted */
+        close(up.ready_fd);
+        up.ready_fd = -1;
+      }
       first = sig;
       st = DRAIN_DRAINING;
       atomic_store(&n->ctl.stop, 1);
