@@ -354,5 +354,35 @@ def test_controld_socket_activation(tmp):
     sock.close()
 
 
+def test_sigterm_during_upgrade(tmp):
+    """A new binary that never says it is ready: SIGTERM to the old process meanwhile stops the
+    new one too, and the old one drains and exits 0."""
+    binary = os.path.join(tmp, "noded-bin")
+    shutil.copy(os.path.join(harness.BUILD, "noded", "noded"), binary)
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "5000"], responder=responder)
+    try:
+        e.n.stop()
+        e.n.binary = binary
+        e.n.start()
+        with open(binary + ".new", "w") as f:
+            f.write("#!/bin/sh\nexec sleep 60\n")
+        os.chmod(binary + ".new", 0o755)
+        os.rename(binary + ".new", binary)
+        e.n.proc.send_signal(signal.SIGUSR2)
+        wait_until(lambda: "waiting for it to be ready" in open(e.n.log_path).read(), 10,
+                   "the upgrade started")
+        m = re.search(r"SIGUSR2: started \S+ \(pid (\d+)\)", open(e.n.log_path).read())
+        child = int(m.group(1))
+        assert e.n.visit("GET", "/during", DEMO, timeout=5)[0] == 200
+        e.n.proc.send_signal(signal.SIGTERM)
+        assert e.n.proc.wait(timeout=15) == 0, e.n.log_tail()
+        assert "the new process (pid %d) is told to stop" % child in open(e.n.log_path).read()
+        wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % child)
+                   or open("/proc/%d/stat" % child).read().split()[2] == "Z", 10,
+                   "the new process stopped")
+    finally:
+        e.close()
+
+
 if __name__ == "__main__":
     harness.main()
