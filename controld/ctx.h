@@ -21,6 +21,7 @@ struct engine_env;
 /* Options of the command line and the --config file (see options table in main.c). */
 struct cd_config {
   char listen[128];
+  char admin_listen[128]; /* "" = no admin listener */
   char db[512];
   char deny_targets[1024]; /* comma-separated CIDRs refused besides the built-in ones */
   char public_url[512];    /* the dashboard's address for links in notifications ("" = none) */
@@ -37,6 +38,8 @@ struct cd_config {
   char log_level[8];
   char log_file[512];
   int64_t max_connections;
+  int64_t max_connections_per_ip;
+  int64_t header_timeout_ms;
   int64_t http_threads;
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
   int64_t audit_retention_days;
@@ -54,6 +57,7 @@ struct ctx {
   struct store *store;
   struct metrics *metrics;
   struct http_srv *http;
+  struct http_srv *admin_http;     /* --admin-listen: /healthz and /metrics only */
   struct rcache *site_cache;       /* rendered GET /v1/sites/{id} bodies (rcache.h) */
   struct hub *hub;                 /* node config long-polls and presence (hub.h) */
   struct task_board *tasks;        /* probe tasks handed to nodes, votes back (tasks.h) */

@@ -15,6 +15,7 @@
 
 #include "addr.h"
 #include "clock.h"
+#include "connguard_mhd.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -28,6 +29,7 @@ struct http_srv {
   const struct route *const *tables;
   char *tls_cert, *tls_key;
   struct MHD_Daemon *mhd;
+  struct connguard *guard; /* per-address cap and request-head deadline */
 };
 
 /* ---- replies ---- */
@@ -444,6 +446,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->url = url;
     r->method = method;
     r->started_ms = clock_mono_ms();
+    /* the head is whole: its deadline is over (a long-poll is held only from here) */
+    connguard_mhd_head_done(srv->guard, conn);
     buf_init(&r->body, HTTP_BODY_MAX);
     *con_cls = r;
     /* an early reply is queued once the body is in, so the connection stays open
@@ -489,6 +493,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   struct http_srv *srv = cls;
   struct req *r = *con_cls;
   char labels[200];
+  connguard_mhd_request_done(srv->guard, conn);
   if (!r) return;
   snprintf(labels, sizeof labels, "route=\"%s\",code=\"%u\"",
            r->route ? r->route->pattern : "unmatched", r->status);
@@ -499,6 +504,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   buf_fini(&r->body);
   free(r);
   *con_cls = NULL;
+}
+
+/* A refusal of the guard, counted in cdnca_http_refused_total{listener,reason}. */
+static void on_refuse(void *arg, enum connguard_reason why) {
+  struct http_srv *srv = arg;
+  char labels[120];
+  snprintf(labels, sizeof labels, "listener=\"%s\",reason=\"%s\"", srv->cfg.name,
+           connguard_reason_name(why));
+  metrics_add(srv->cfg.metrics, "cdnca_http_refused_total", labels, 1);
 }
 
 static int hexval(char c) {
@@ -527,11 +541,17 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
   return (size_t)(w - s);
 }
 
+static _Atomic int64_t closed_log;
+
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
                                                              va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
+  /* a client gone mid-request (or cut at its head deadline): at most one line a second */
+  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
+      !log_every(&closed_log, clock_mono_ms(), 1000))
+    return;
   log_warn("libmicrohttpd: %s", msg);
 }
 
@@ -561,6 +581,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   struct rlimit rl;
   rlim_t want = (rlim_t)cfg->max_connections * 2 + 256;
+  char gname[200];
+  unsigned threads;
 
   if (!srv) return NULL;
   srv->cfg = *cfg;
@@ -568,8 +590,21 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   srv->cfg.listen = srv->listen;
   srv->cfg.tls_cert = srv->cfg.tls_key = NULL; /* read below, not kept as paths */
   srv->tables = tables;
+  if (!srv->cfg.name) srv->cfg.name = "api";
+  snprintf(gname, sizeof gname, "%s listener %s", srv->cfg.name, srv->listen);
+  if (!(srv->guard = connguard_new(gname, (int)cfg->max_per_ip, cfg->head_timeout_ms))) {
+    free(srv);
+    return NULL;
+  }
+  if (srv->cfg.metrics) connguard_on_refuse(srv->guard, on_refuse, srv);
+  if (connguard_start(srv->guard) < 0) {
+    connguard_free(&srv->guard);
+    free(srv);
+    return NULL;
+  }
   if (addr_parse_listen(srv->listen, 0, &ss, &sl) < 0) {
     log_error("listen address '%s' is not host:port (IPv4 or [IPv6])", srv->listen);
+    connguard_free(&srv->guard);
     free(srv);
     return NULL;
   }
@@ -590,30 +625,42 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     flags |= MHD_USE_TLS;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  /* a received socket must outlive this process: libmicrohttpd (0.9.75) shuts a thread pool's
+     listening socket down at stop, a single polling thread's it leaves alone (ITC wakes it) */
+  threads = cfg->listen_fd > 0 ? 1u : (unsigned)cfg->http_threads;
+  if (cfg->listen_fd > 0 && cfg->http_threads > 1)
+    log_info("%s listener: a received socket: one HTTP thread (--http-threads %lld is for a "
+             "socket of its own)",
+             srv->cfg.name, (long long)cfg->http_threads);
   if (srv->tls_cert)
     srv->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
-        NULL, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard,
+        MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
         MHD_OPTION_END);
   else
     srv->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
-        NULL, MHD_OPTION_END);
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard, MHD_OPTION_END);
   if (!srv->mhd) {
     log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
     goto fail;
   }
-  log_info("listening on %s%s", srv->listen, srv->tls_cert ? " (TLS)" : "");
+  log_info("listening on %s%s%s", srv->listen, srv->tls_cert ? " (TLS)" : "",
+           cfg->listen_fd > 0 ? " (socket received)" : "");
   return srv;
 fail:
+  connguard_free(&srv->guard);
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
   free(srv->tls_key);
@@ -625,6 +672,7 @@ void http_stop(struct http_srv **srvp) {
   struct http_srv *srv = *srvp;
   if (!srv) return;
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  connguard_free(&srv->guard);
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
   free(srv->tls_key);

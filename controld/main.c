@@ -24,6 +24,7 @@
 #include "opts.h"
 #include "prober.h"
 #include "rcache.h"
+#include "sdlisten.h"
 #include "signals.h"
 #include "sitemetrics.h"
 #include "store.h"
@@ -40,11 +41,43 @@ static const char *const probe_clients[] = {"own", "curl", NULL};
 /* --test-fault's words, indexed by enum api_op_fault */
 static const char *const test_faults[] = {"none", "crash_after_change", "fail_reevaluate", NULL};
 
+/* The listening sockets passed by systemd (socket activation), matched by address to --listen
+   (fds[0]) and --admin-listen (fds[1]); -1 where none was passed. 0, or -1 (said on stderr)
+   when a received socket matches neither. docs/design.md, Restarts and upgrades. */
+static int take_sockets(const struct cd_config *c, int fds[2]) {
+  struct sdlisten_addr got[SDLISTEN_MAX], want[2];
+  int rfds[SDLISTEN_MAX], idx[2], n, m = 1;
+  char err[300];
+  fds[0] = fds[1] = -1;
+  n = sdlisten_receive(rfds, got, SDLISTEN_MAX, err, sizeof err);
+  if (n <= 0) {
+    if (n < 0) fprintf(stderr, "controld: %s\n", err);
+    return n;
+  }
+  memset(want, 0, sizeof want);
+  if (addr_parse_listen(c->listen, 0, &want[0].sa, &want[0].len) < 0) return -1;
+  if (c->admin_listen[0] && addr_parse_listen(c->admin_listen, 0, &want[1].sa, &want[1].len) == 0)
+    m = 2;
+  if (sdlisten_match(got, n, want, m, idx, err, sizeof err) < 0) {
+    fprintf(stderr, "controld: %s\n", err);
+    return -1;
+  }
+  for (int i = 0; i < m; i++)
+    fds[i] = idx[i] >= 0 ? rfds[idx[i]] : -1;
+  return 0;
+}
+
+/* The admin listener's connection cap: monitoring needs a handful. */
+#define ADMIN_MAX_CONNECTIONS 256
+
 #define O(f) offsetof(struct cd_config, f)
 #define S(f) sizeof(((struct cd_config *)0)->f)
 static const struct opt_def options[] = {
     {"listen", OPT_STR, O(listen), S(listen), 0, 0, NULL, "127.0.0.1:7400",
      "address:port of the REST API"},
+    {"admin-listen", OPT_STR, O(admin_listen), S(admin_listen), 0, 0, NULL, NULL,
+     "address:port of a listener serving only /healthz and /metrics, with its own small "
+     "connection cap (empty = none)"},
     {"db", OPT_STR, O(db), S(db), 0, 0, NULL, "./controld.db", "SQLite database file"},
     {"deny-targets", OPT_STR, O(deny_targets), S(deny_targets), 0, 0, NULL, NULL,
      "CIDRs origins and webhooks may not point at, besides link-local, unspecified and metadata "
@@ -74,6 +107,12 @@ static const struct opt_def options[] = {
     OPTS_LOG_ROWS(struct cd_config),
     {"max-connections", OPT_INT, O(max_connections), 0, 64, 1000000, NULL, "16384",
      "HTTP connection limit (long-polling nodes count)"},
+    {"max-connections-per-ip", OPT_INT, O(max_connections_per_ip), 0, 0, 1000000, NULL, "64",
+     "open connections from one address at most, on the API and the admin listener (0 = no "
+     "cap)"},
+    {"header-timeout-ms", OPT_INT, O(header_timeout_ms), 0, 100, 3600000, NULL, "10000",
+     "a request head must be whole within this of the connection's start or the previous "
+     "request's end (a long-poll is held only after its head)"},
     {"http-threads", OPT_INT, O(http_threads), 0, 1, 64, NULL, "2", "HTTP worker threads"},
     {"webhook-retry-ms", OPT_INT, O(webhook_retry_ms), 0, 1, 3600000, NULL, "1000",
      "first webhook retry delay (doubles per attempt)"},
@@ -149,6 +188,21 @@ static int check_listen(const struct cd_config *c, char *err, size_t errlen) {
   return 0;
 }
 
+static int check_admin_listen(const struct cd_config *c, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (c->admin_listen[0] && addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
+    snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
+             c->admin_listen);
+    return -1;
+  }
+  if (c->admin_listen[0] && strcmp(c->admin_listen, c->listen) == 0) {
+    snprintf(err, errlen, "option admin-listen: '%s' is the API's --listen", c->admin_listen);
+    return -1;
+  }
+  return 0;
+}
+
 static int check_checkpoint_url(const struct cd_config *c, char *err, size_t errlen) {
   if (c->checkpoint_url[0] && strncasecmp(c->checkpoint_url, "http://", 7) != 0 &&
       strncasecmp(c->checkpoint_url, "https://", 8) != 0) {
@@ -172,7 +226,8 @@ static int check_replica_name(const struct cd_config *c, char *err, size_t errle
 }
 
 static int (*const config_checks[])(const struct cd_config *, char *, size_t) = {
-    check_targets, check_tls_pair, check_listen, check_checkpoint_url, check_replica_name,
+    check_targets,      check_tls_pair,       check_listen,
+    check_admin_listen, check_checkpoint_url, check_replica_name,
 };
 
 /* Every check of config_checks: 0, or -1 with err from the first that fails. */
@@ -304,6 +359,9 @@ static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **a
 static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_http_requests_total", "counter",
                   "REST API requests by route and status");
+  metrics_declare(m, "cdnca_http_refused_total", "counter",
+                  "connections refused or closed by listener and reason (per_ip: the address had "
+                  "--max-connections-per-ip open; head_timeout: no whole request head in time)");
   metrics_declare(m, "cdnca_probe_rounds_total", "counter", "probe rounds run");
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");
@@ -484,7 +542,7 @@ int main(int argc, char **argv) {
   struct cd_config loaded;
   char err[512];
   sigset_t sigs;
-  int sig = 0, ret = 1, check, xr, ir, mig, cluster = 0;
+  int sig = 0, ret = 1, check, xr, ir, mig, cluster = 0, listen_fds[2] = {-1, -1};
   const char *export_path = NULL, *import_path = NULL;
 
   memset(&ctx, 0, sizeof ctx);
@@ -529,6 +587,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (targets_init(&ctx.targets, ctx.cfg.deny_targets, err, sizeof err) < 0) return 2;
+  if (take_sockets(&ctx.cfg, listen_fds) < 0) return 1;
   log_init("controld", LOG_TEXT, LOG_INFO);
   log_apply(&ctx.cfg);
   if (ctx.cfg.log_file[0] && log_open_file(ctx.cfg.log_file, err, sizeof err) < 0) {
@@ -610,7 +669,11 @@ int main(int argc, char **argv) {
   if (coord_start(ctx.coord) < 0) goto out;
   {
     struct http_cfg hc = {.listen = ctx.cfg.listen,
+                          .listen_fd = listen_fds[0],
+                          .name = "api",
                           .max_connections = ctx.cfg.max_connections,
+                          .max_per_ip = ctx.cfg.max_connections_per_ip,
+                          .head_timeout_ms = ctx.cfg.header_timeout_ms,
                           .http_threads = ctx.cfg.http_threads,
                           .tls_cert = ctx.cfg.tls_cert,
                           .tls_key = ctx.cfg.tls_key,
@@ -618,6 +681,18 @@ int main(int argc, char **argv) {
                           .app = &ctx,
                           .authenticate = api_authenticate};
     if (!(ctx.http = http_start(&hc, api_tables))) goto out;
+    if (ctx.cfg.admin_listen[0]) {
+      /* health checks and Prometheus are never starved by API clients (docs/design.md,
+         Restarts and upgrades): their own daemon, cap and threads */
+      static const struct route *const admin_tables[] = {api_misc_routes, NULL};
+      hc.listen = ctx.cfg.admin_listen;
+      hc.listen_fd = listen_fds[1];
+      hc.name = "admin";
+      hc.max_connections = ADMIN_MAX_CONNECTIONS;
+      hc.http_threads = 1;
+      hc.tls_cert = hc.tls_key = NULL;
+      if (!(ctx.admin_http = http_start(&hc, admin_tables))) goto out;
+    }
   }
   log_info("controld %s started (db %s, schema %d)", CDNCA_VERSION, store_db_label(ctx.store),
            store_schema_version(ctx.store));
@@ -635,6 +710,7 @@ out:
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
+  http_stop(&ctx.admin_http);
   http_stop(&ctx.http);
   /* after the last reader of its role (/healthz, /metrics), before what its threads call (hub,
      task board) */

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 
 #include "addr.h"
+#include "clock.h"
+#include "connguard_mhd.h"
 #include "json.h"
 #include "log.h"
 
@@ -18,10 +20,14 @@
  * quickly. Its descriptors come from the reserve the proxy keeps out of its visitor cap. */
 #define ADMIN_MAX_CONNECTIONS 1024u
 #define ADMIN_IDLE_TIMEOUT_S 10u
+/* A request head must be whole this soon after the connection opened or its last request ended
+   (slow-header clients; docs/design.md, Restarts and upgrades). */
+#define ADMIN_HEAD_TIMEOUT_MS 10000
 
 struct admin {
   struct admin_src src;
   struct MHD_Daemon *mhd;
+  struct connguard *guard;
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
@@ -57,6 +63,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
   struct admin *a = cls;
   static int first_call;
   if (!*con_cls) {
+    connguard_mhd_head_done(a->guard, c);
     *con_cls = &first_call; /* headers only: wait for the (ignored) body */
     return MHD_YES;
   }
@@ -99,18 +106,55 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
   }
 }
 
+static _Atomic int64_t closed_log;
+
 __attribute__((format(printf, 2, 0))) static void on_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
+  /* a client gone mid-request (or cut at its head deadline): at most one line a second */
+  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
+      !log_every(&closed_log, clock_mono_ms(), 1000))
+    return;
   log_warn("admin listener: %s", msg);
 }
 
-struct admin *admin_start(const char *listen, const struct admin_src *src) {
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  struct admin *a = cls;
+  (void)con_cls;
+  (void)toe;
+  connguard_mhd_request_done(a->guard, c);
+}
+
+int admin_metrics(struct admin *a, struct buf *out) {
+  if (buf_printf(out, "# HELP cdnca_node_admin_refused_total admin listener connections refused or "
+                      "closed, by reason (per_ip: the address had --max-connections-per-ip open; "
+                      "head_timeout: no whole request head in time)\n"
+                      "# TYPE cdnca_node_admin_refused_total counter\n") < 0)
+    return -1;
+  for (int r = 0; r < CG__N; r++)
+    if (buf_printf(out, "cdnca_node_admin_refused_total{reason=\"%s\"} %llu\n",
+                   connguard_reason_name(r),
+                   (unsigned long long)(a && a->guard ? connguard_refused(a->guard, r) : 0)) < 0)
+      return -1;
+  return 0;
+}
+
+int admin_listen_fd(const struct admin *a) {
+  const union MHD_DaemonInfo *i =
+      a && a->mhd ? MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_LISTEN_FD) : NULL;
+  return i ? (int)i->listen_fd : -1;
+}
+
+struct admin *admin_start(const char *listen, int fd, int max_per_ip, const struct admin_src *src) {
   struct admin *a = calloc(1, sizeof *a);
   struct sockaddr_storage ss;
   socklen_t sl;
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+  /* ITC wakes the thread at stop, so the listening socket is never shut down: after an upgrade or
+     under socket activation another process accepts on it */
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
   if (!a) return NULL;
   a->src = *src;
   if (addr_parse_listen(listen, 0, &ss, &sl) < 0) {
@@ -119,16 +163,29 @@ struct admin *admin_start(const char *listen, const struct admin_src *src) {
     return NULL;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  a->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log,
-                            NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
-                            MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
+  {
+    char name[200];
+    snprintf(name, sizeof name, "admin listener %s", listen);
+    a->guard = connguard_new(name, max_per_ip, ADMIN_HEAD_TIMEOUT_MS);
+    if (!a->guard || connguard_start(a->guard) < 0) {
+      connguard_free(&a->guard);
+      free(a);
+      return NULL;
+    }
+  }
+  a->mhd = MHD_start_daemon(
+      flags, 0, connguard_mhd_accept, a->guard, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log,
+      NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, a->guard,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
+      MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
   if (!a->mhd) {
     log_error("cannot listen on the admin address %s", listen);
+    connguard_free(&a->guard);
     free(a);
     return NULL;
   }
-  log_info("admin listener on %s", listen);
+  log_info("admin listener on %s%s", listen, fd >= 0 ? " (socket received)" : "");
   return a;
 }
 
@@ -136,6 +193,7 @@ void admin_stop(struct admin **ap) {
   struct admin *a = *ap;
   if (!a) return;
   if (a->mhd) MHD_stop_daemon(a->mhd);
+  connguard_free(&a->guard);
   free(a);
   *ap = NULL;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attempt.h"
+#include "drain.h"
 #include "http1.h"
 #include "log.h"
 #include "rewrite.h"
@@ -79,8 +80,9 @@ static void got_response_head(struct vconn *c, size_t hl) {
   r->rchunked = rs.body == HTTP1_BODY_CHUNKED;
   r->rencode = r->rchunked && r->rq.minor >= 1;
   r->up_keepalive = rs.up_keepalive;
-  if (!r->rq.keepalive || rs.body == HTTP1_BODY_CLOSE || (r->rchunked && !r->rencode) ||
-      w->stopping)
+  /* draining: the visitor reads Connection: close (docs/design.md, Restarts and upgrades) */
+  if (!drain_keepalive(w->stopping, r->rq.keepalive,
+                       rs.body == HTTP1_BODY_CLOSE || (r->rchunked && !r->rencode)))
     c->close_after = 1;
   r->status = m->status;
   if (rewrite_response_head(m, &rs, r->rencode, vconn_conn_header(c), &c->oh) < 0) {

@@ -2,12 +2,15 @@
    heartbeats, the visitor reverse proxy and the admin listener. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "addr.h"
@@ -15,6 +18,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "ctlset.h"
+#include "drain.h"
 #include "enrol.h"
 #include "heartbeat.h"
 #include "json.h"
@@ -22,6 +26,7 @@
 #include "log.h"
 #include "opts.h"
 #include "proxy.h"
+#include "sdlisten.h"
 #include "sitecfg.h"
 #include "svc.h"
 #include "sync.h"
@@ -29,6 +34,7 @@
 #include "tasks.h"
 #include "token.h"
 #include "trust.h"
+#include "upgrade.h"
 
 /* Options of the command line and the --config file. */
 struct node_cfg {
@@ -55,6 +61,8 @@ struct node_cfg {
   int64_t body_timeout_ms;
   int64_t max_connections;
   int64_t origin_keepalive;
+  int64_t drain_timeout_ms;
+  int64_t max_connections_per_ip;
 };
 
 /* The node's one context. */
@@ -67,7 +75,12 @@ struct node {
   struct ntasks *tasks;
   struct admin *admin;
   int64_t started_ms;
+  char self[1024]; /* the binary's path at start, re-executed by a SIGUSR2 upgrade */
+  char **argv;
 };
+
+/* A new binary has this long to say it is ready before the upgrade counts as failed. */
+#define UPGRADE_TIMEOUT_MS 60000
 
 static const char *const probe_clients[] = {"own", "curl", NULL};
 #define O(f) offsetof(struct node_cfg, f)
@@ -119,6 +132,11 @@ static const struct opt_def options[] = {
      "open visitor connections at most (accepting pauses at the cap)"},
     {"origin-keepalive", OPT_INT, O(origin_keepalive), 0, 0, 100000, NULL, "32",
      "idle origin connections kept per origin and proxy thread (0 = none)"},
+    {"max-connections-per-ip", OPT_INT, O(max_connections_per_ip), 0, 0, 1000000, NULL, "64",
+     "open admin-listener connections from one address at most (0 = no cap)"},
+    {"drain-timeout-ms", OPT_INT, O(drain_timeout_ms), 0, 0, 3600000, NULL, "30000",
+     "after SIGTERM (or a SIGUSR2 upgrade) in-flight requests and tunnels get this long; a "
+     "second SIGTERM ends them at once"},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef O
@@ -238,6 +256,7 @@ static int on_metrics(void *arg, struct buf *out) {
   ntasks_stats(n->tasks, &rounds, &probes, &late);
   ctl_replica(&n->ctl, NULL, 0, &idx, &nurl, &switches);
   if (n->proxy && proxy_metrics(n->proxy, out) < 0) return -1;
+  if (admin_metrics(n->admin, out) < 0) return -1;
   if (n->proxy && proxy_skip_metrics(n->proxy, (int)n->cfg.metrics_max_origins, out) < 0) return -1;
   if (!n->proxy &&
       buf_printf(out, "# TYPE cdnca_node_config_seq gauge\ncdnca_node_config_seq %lld\n",
@@ -472,7 +491,147 @@ static void on_sighup(void *arg) {
            next.log_level);
 }
 
+/* ---- the main loop: serving, draining (docs/design.md, Restarts and upgrades) ---- */
+
+/* Wait for signals until the proxy has drained: SIGHUP reloads, the first SIGTERM or SIGINT
+   starts the drain (STOPPING=1 to systemd), a second one ends it at once; SIGUSR2 starts the
+   binary again with the listening sockets and drains once it is ready (a failed start leaves
+   this process serving). Watchdog pings go on all along. Returns the signal that started the
+   drain. */
+static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra) {
+  enum drain_state st = DRAIN_SERVING;
+  struct upgrade up = {0, -1, 0};
+  int64_t ping_ms = svc_watchdog_ping_ms(), next_ping = clock_mono_ms() + ping_ms;
+  int first = 0;
+  if (ping_ms > 0) log_info("systemd watchdog on: a ping every %lld ms", (long long)ping_ms);
+  for (;;) {
+    int64_t wait = st == DRAIN_SERVING ? -1 : 100;
+    int sig;
+    if (ping_ms > 0) {
+      int64_t left = next_ping - clock_mono_ms();
+      if (left < 0) left = 0;
+      if (wait < 0 || left < wait) wait = left;
+    }
+    sig = svc_wait(sigs, wait);
+    if (ping_ms > 0 && clock_mono_ms() >= next_ping) {
+      svc_watchdog_ping();
+      next_ping = clock_mono_ms() + ping_ms;
+    }
+    if (st == DRAIN_UPGRADING) {
+      char err[200];
+      int r = upgrade_poll(&up, clock_mono_ms(), UPGRADE_TIMEOUT_MS, err, sizeof err);
+      if (r < 0) {
+        log_error("SIGUSR2: upgrade failed: %s; this process goes on serving", err);
+        st = DRAIN_SERVING;
+      } else if (r > 0) {
+        log_info("SIGUSR2: the new process (pid %d) serves; draining this one", (int)up.pid);
+        /* systemd follows the new process as the service's main one */
+        (void)sd_notifyf(0, "MAINPID=%d", (int)up.pid);
+        first = SIGUSR2;
+        st = DRAIN_DRAINING;
+        atomic_store(&n->ctl.stop, 1);
+        proxy_drain(n->proxy, 1);
+      }
+    }
+    if ((st == DRAIN_DRAINING || st == DRAIN_ENDING) && proxy_drained(n->proxy)) return first;
+    if (sig == 0) continue;
+    switch (drain_on_signal(st, sig)) {
+    case DRAIN_CMD_RELOAD:
+      svc_reloading();
+      on_sighup(ra);
+      svc_ready("serving visitors");
+      break;
+    case DRAIN_CMD_DRAIN:
+      if (st == DRAIN_UPGRADING) { /* the sockets stop listening: the new process stops too */
+        log_warn("signal %d during an upgrade: the new process (pid %d) is told to stop", sig,
+                 (int)up.pid);
+        kill(up.pid, SIGTERM); /* it drains what it accepted */
+        close(up.ready_fd);
+        up.ready_fd = -1;
+      }
+      first = sig;
+      st = DRAIN_DRAINING;
+      atomic_store(&n->ctl.stop, 1);
+      svc_stopping();
+      log_info("signal %d: draining: no new connections; in-flight requests get %lld ms (a "
+               "second SIGTERM ends them now)",
+               sig, (long long)n->cfg.drain_timeout_ms);
+      proxy_drain(n->proxy, 0);
+      break;
+    case DRAIN_CMD_END:
+      st = DRAIN_ENDING;
+      log_info("signal %d again: closing every visitor connection now", sig);
+      proxy_end_now(n->proxy);
+      break;
+    case DRAIN_CMD_UPGRADE: {
+      int fds[LISTEN_MAX + 1], nf = proxy_listen_fds(n->proxy, fds, LISTEN_MAX);
+      const char *tok =
+          strncmp(n->ctl.auth, "Authorization: Bearer ", 22) == 0 ? n->ctl.auth + 22 : "";
+      char err[200];
+      fds[nf++] = admin_listen_fd(n->admin);
+      memset(&up, 0, sizeof up);
+      up.started_ms = clock_mono_ms();
+      if (fds[nf - 1] < 0 || !n->self[0] ||
+          upgrade_spawn(&up, n->self, n->argv, fds, nf, tok, err, sizeof err) < 0) {
+        log_error("SIGUSR2: cannot start %s: %s", n->self[0] ? n->self : "the binary",
+                  fds[nf - 1] < 0 ? "no admin socket" : err);
+        break;
+      }
+      log_info("SIGUSR2: started %s (pid %d) with the listening sockets; waiting for it to be "
+               "ready",
+               n->self, (int)up.pid);
+      st = DRAIN_UPGRADING;
+      break;
+    }
+    case DRAIN_CMD_NONE:
+    default:
+      break;
+    }
+  }
+}
+
 /* ---- start-up ---- */
+
+/* The listening sockets passed by systemd (socket activation) or by the noded before a SIGUSR2
+   upgrade, matched by address to the --listen values (inherited[i], -1 = none) and to
+   --admin-listen (*admin_fd). 0, or -1 (said on stderr) when one matches no address. */
+static int take_sockets(const struct node_cfg *c, int *inherited, int *admin_fd) {
+  struct listen_spec ls[LISTEN_MAX];
+  struct sdlisten_addr got[SDLISTEN_MAX], want[LISTEN_MAX + 1];
+  int fds[SDLISTEN_MAX], idx[LISTEN_MAX + 1], n, nl;
+  char err[300];
+  for (int i = 0; i < LISTEN_MAX; i++)
+    inherited[i] = -1;
+  *admin_fd = -1;
+  n = sdlisten_receive(fds, got, SDLISTEN_MAX, err, sizeof err);
+  if (n <= 0) {
+    if (n < 0) fprintf(stderr, "noded: %s\n", err);
+    return n;
+  }
+  nl = listen_parse_list(c->listen, ls, LISTEN_MAX, err, sizeof err);
+  if (nl < 0) return -1; /* checked before */
+  memset(want, 0, sizeof want);
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].is_unix) {
+      struct sockaddr_un *un = (struct sockaddr_un *)&want[i].sa;
+      un->sun_family = AF_UNIX;
+      snprintf(un->sun_path, sizeof un->sun_path, "%s", ls[i].path);
+      want[i].len = sizeof *un;
+    } else {
+      want[i].sa = ls[i].sa;
+      want[i].len = ls[i].salen;
+    }
+  }
+  if (addr_parse_listen(c->admin_listen, 0, &want[nl].sa, &want[nl].len) < 0) return -1;
+  if (sdlisten_match(got, n, want, nl + 1, idx, err, sizeof err) < 0) {
+    fprintf(stderr, "noded: %s\n", err);
+    return -1;
+  }
+  for (int i = 0; i < nl; i++)
+    inherited[i] = idx[i] >= 0 ? fds[idx[i]] : -1;
+  *admin_fd = idx[nl] >= 0 ? fds[idx[nl]] : -1;
+  return 0;
+}
 
 /* Move the secret in environment variable name into out (cap bytes, "" when unset) and wipe it
    from the environment. 0, or -1 (said on stderr) when it is set but no usable secret. */
@@ -565,7 +724,7 @@ int main(int argc, char **argv) {
   char err[512];
   char token[ENROL_SECRET_MAX + 1], key[ENROL_SECRET_MAX + 1]; /* secrets: wiped once used */
   sigset_t sigs;
-  int sig = 0, ret = 1, check;
+  int sig = 0, ret = 1, check, inherited[LISTEN_MAX], admin_fd = -1;
 
   memset(&n, 0, sizeof n);
   check = opts_take_flag(&argc, argv, "--check-config");
@@ -591,6 +750,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "noded: %s (see --help)\n", err);
     return 2;
   }
+  if (take_sockets(&n.cfg, inherited, &admin_fd) < 0) return 1;
+  if (upgrade_self_path(n.self, sizeof n.self) < 0) n.self[0] = '\0';
+  n.argv = argv;
   if (!n.cfg.name[0] && gethostname(n.cfg.name, sizeof n.cfg.name - 1) < 0)
     memcpy(n.cfg.name, "noded", 6);
   /* both secrets leave the environment at once, whatever happens next */
@@ -622,6 +784,8 @@ int main(int argc, char **argv) {
   ret = 1;
   /* signals are taken synchronously by main; threads started later inherit the mask */
   svc_block_signals(&sigs);
+  sigaddset(&sigs, SIGUSR2); /* the binary upgrade */
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
   proxy_opts_default(&po);
   po.listen = n.cfg.listen;
@@ -634,6 +798,8 @@ int main(int argc, char **argv) {
   po.body_timeout_ms = (int)n.cfg.body_timeout_ms;
   po.max_connections = (int)n.cfg.max_connections;
   po.max_idle_per_origin = (int)n.cfg.origin_keepalive;
+  po.stop_grace_ms = (int)n.cfg.drain_timeout_ms;
+  po.inherited_fds = inherited;
   n.proxy = proxy_new(&po);
   if (!n.proxy) goto out;
   proxy_set_clock(n.proxy, &n.ctl.clock_offset_ms);
@@ -651,7 +817,7 @@ int main(int argc, char **argv) {
   as.status = on_status;
   as.metrics = on_metrics;
   as.arg = &n;
-  n.admin = admin_start(n.cfg.admin_listen, &as);
+  n.admin = admin_start(n.cfg.admin_listen, admin_fd, (int)n.cfg.max_connections_per_ip, &as);
   if (!n.admin) goto out;
   if (sync_start(n.sync) < 0 || heartbeat_start(n.hb) < 0 || ntasks_start(n.tasks) < 0) {
     log_error("cannot start the node threads");
@@ -667,11 +833,12 @@ int main(int argc, char **argv) {
   }
   /* both listeners answer (from the cached config until controld does): ready */
   svc_ready("serving visitors");
+  upgrade_ready(); /* the process before a SIGUSR2 upgrade drains from now on */
   {
     struct reload_arg ra = {&loaded, n.proxy, argc, argv};
-    sig = svc_loop(&sigs, "serving visitors", on_sighup, &ra);
+    sig = node_loop(&n, &sigs, &ra);
   }
-  log_info("signal %d: shutting down", sig);
+  log_info("signal %d: drained; shutting down", sig);
   ret = 0;
 out:
   atomic_store(&n.ctl.stop, 1);

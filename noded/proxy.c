@@ -79,7 +79,7 @@ void proxy_opts_default(struct proxy_opts *o) {
   o->keepalive_timeout_ms = 60000;
   o->body_timeout_ms = 60000;
   o->max_connections = 10000;
-  o->stop_grace_ms = 10000;
+  o->stop_grace_ms = 30000;
   o->origin_idle_ms = 30000;
   o->max_idle_per_origin = 32;
 }
@@ -111,36 +111,16 @@ static int bound_port(int fd) {
                                           : ((struct sockaddr_in6 *)&bound)->sin6_port);
 }
 
-/* Add listener l to worker w: a TCP socket of its own (the port port 0 picked for the first
- * worker is kept for the others), or the Unix socket every worker shares. 0 or -1 (logged). */
-static int add_listener(struct proxy *p, struct worker *w, struct listener *l) {
+/* Add listener l to worker w: every worker accepts on the listener's one socket (so it can be
+ * handed to another process whole, docs/design.md, Restarts and upgrades). 0 or -1 (logged). */
+static int add_listener(struct worker *w, struct listener *l) {
   struct wlisten *wl = &w->wl[w->nwl];
   struct epoll_event ev;
   wl->kind = EV_LISTEN;
   wl->proxy_protocol = l->spec.proxy_protocol;
   wl->is_unix = l->spec.is_unix;
-  if (l->spec.is_unix) {
-    wl->fd = l->fd;
-    wl->shared = 1;
-  } else {
-    struct sockaddr_storage *sa = &l->spec.sa;
-    if ((wl->fd = listen_tcp_open(sa, l->spec.salen)) < 0) {
-      log_error("cannot listen on %s: %s", l->spec.text, strerror(errno));
-      return -1;
-    }
-    if (w->idx == 0) { /* port 0: the others bind the port the first one got */
-      int port = bound_port(wl->fd);
-      if (port < 0) {
-        close(wl->fd);
-        return -1;
-      }
-      if (!p->port) p->port = port;
-      if (sa->ss_family == AF_INET)
-        ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
-      else
-        ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
-    }
-  }
+  wl->fd = l->fd;
+  wl->shared = 1;
   w->nwl++;
   /* a shared socket wakes one worker per connection, not all of them */
   ev.events = EPOLLIN | (wl->shared ? EPOLLEXCLUSIVE : 0);
@@ -202,11 +182,20 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
   }
   for (int i = 0; i < p->nls; i++) {
     struct listener *l = &p->ls[i];
-    if (!l->spec.is_unix) continue;
-    if ((l->fd = listen_unix_open(&l->spec, &l->dev, &l->ino, err, sizeof err)) < 0) {
-      log_error("%s", err);
+    if (o->inherited_fds && o->inherited_fds[i] >= 0) {
+      l->fd = o->inherited_fds[i];
+      l->inherited = 1;
+      log_info("listening on %s (socket received)", l->spec.text);
+    } else if (l->spec.is_unix) {
+      if ((l->fd = listen_unix_open(&l->spec, &l->dev, &l->ino, err, sizeof err)) < 0) {
+        log_error("%s", err);
+        goto fail;
+      }
+    } else if ((l->fd = listen_tcp_open(&l->spec.sa, l->spec.salen)) < 0) {
+      log_error("cannot listen on %s: %s", l->spec.text, strerror(errno));
       goto fail;
     }
+    if (!l->spec.is_unix && !p->port) p->port = bound_port(l->fd);
   }
   if (!(p->w = calloc((size_t)p->nthreads, sizeof *p->w))) goto fail;
   for (int i = 0; i < p->nthreads; i++) {
@@ -225,7 +214,7 @@ struct proxy *proxy_new(const struct proxy_opts *o) {
         !(w->ups = upstream_new(p->ssl, w->epfd, EV_UPSTREAM, p->o.max_idle_per_origin)))
       goto fail;
     for (int k = 0; k < p->nls; k++)
-      if (add_listener(p, w, &p->ls[k]) < 0) goto fail;
+      if (add_listener(w, &p->ls[k]) < 0) goto fail;
     w->wtag.kind = EV_WAKE;
     ev.events = EPOLLIN;
     ev.data.ptr = &w->wtag;
@@ -243,6 +232,13 @@ int proxy_port(const struct proxy *p) {
 
 void proxy_set_clock(struct proxy *p, _Atomic int64_t *offset_ms) {
   p->clock_offset = offset_ms;
+}
+
+int proxy_listen_fds(const struct proxy *p, int *fds, int max) {
+  int n = 0;
+  for (int i = 0; i < p->nls && n < max; i++)
+    fds[n++] = p->ls[i].fd;
+  return n;
 }
 
 int proxy_set_config(struct proxy *p, struct sitecfg_set *s) {
@@ -275,18 +271,46 @@ int proxy_start(struct proxy *p) {
   return 0;
 }
 
-void proxy_stop(struct proxy *p) {
-  if (!p || p->stopped) return;
-  atomic_store(&p->stopping, 1);
-  /* a Unix socket's path goes first: a front proxy connecting now is refused at once (and may
-     serve stale) instead of waiting in the backlog of a socket no worker accepts on any more */
-  for (int i = 0; i < p->nls; i++)
-    if (p->ls[i].fd >= 0) listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+static void wake_workers(struct proxy *p) {
   for (int i = 0; p->w && i < p->nthreads; i++) {
     uint64_t one = 1;
     if (p->w[i].wfd >= 0 && write(p->w[i].wfd, &one, sizeof one) < 0)
       log_warn("cannot wake proxy worker %d", i);
   }
+}
+
+void proxy_drain(struct proxy *p, int handed_over) {
+  if (!p || atomic_exchange(&p->stopping, 1)) return;
+  p->keep_paths = handed_over;
+  wake_workers(p);
+  /* a socket of this process alone stops listening at once: a visitor (or a front proxy, which
+     may serve stale) connecting now is refused at once instead of waiting in the backlog of a
+     socket no worker accepts on any more; a Unix socket's path goes too. A socket received from
+     systemd or handed to a new process stays as it is: another process accepts on it. */
+  for (int i = 0; !handed_over && i < p->nls; i++) {
+    struct listener *l = &p->ls[i];
+    if (l->fd < 0 || l->inherited) continue;
+    if (l->spec.is_unix) listen_unix_remove(l->spec.path, l->dev, l->ino);
+    (void)shutdown(l->fd, SHUT_RD);
+  }
+}
+
+void proxy_end_now(struct proxy *p) {
+  if (!p) return;
+  atomic_store(&p->ending, 1);
+  wake_workers(p);
+}
+
+int proxy_drained(struct proxy *p) {
+  int started = 0;
+  for (int i = 0; p->w && i < p->nthreads; i++)
+    started += p->w[i].started;
+  return atomic_load(&p->workers_done) >= started;
+}
+
+void proxy_stop(struct proxy *p) {
+  if (!p || p->stopped) return;
+  proxy_drain(p, p->keep_paths);
   for (int i = 0; p->w && i < p->nthreads; i++)
     if (p->w[i].started) {
       pthread_join(p->w[i].th, NULL);
@@ -314,7 +338,8 @@ void proxy_free(struct proxy **pp) {
   for (int i = 0; i < p->nls; i++)
     if (p->ls[i].fd >= 0) {
       close(p->ls[i].fd);
-      listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
+      if (p->ls[i].spec.is_unix && !p->keep_paths && !p->ls[i].inherited)
+        listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
     }
   sitecfg_set_unref(p->cfg);
   proxy_state_free(&p->state);

@@ -33,6 +33,9 @@ struct proxy *proxy_new(const struct proxy_opts *o);
 /* The port of the first TCP listener (useful with port 0); 0 when every listener is Unix. */
 int proxy_port(const struct proxy *p);
 
+/* The listening sockets, one per --listen value in order (at most max): how many. */
+int proxy_listen_fds(const struct proxy *p, int *fds, int max);
+
 /* Serve snapshot s from now on (takes its own reference; the caller keeps its own). Syncs the
  * skip table first (may resolve new origin hostnames, blocking). Thread-safe; in-flight
  * requests finish on the snapshot they started with. 0, or -1 on OOM (old config stays). */
@@ -45,8 +48,20 @@ void proxy_set_clock(struct proxy *p, _Atomic int64_t *offset_ms);
 /* Start the worker threads and the origin resolver thread. 0 or -1. */
 int proxy_start(struct proxy *p);
 
-/* Graceful stop: stop accepting (Unix socket files are removed at once), let in-flight requests
- * finish within stop_grace_ms, close the rest, join the workers. Safe to call twice or without
+/* Start draining (docs/design.md, Restarts and upgrades) and return at once: stop accepting
+ * (Unix socket files are removed at once unless handed_over: a new process serves them), close
+ * idle keep-alive connections, answer the next request on a busy one with Connection: close, let
+ * in-flight requests and tunnels finish within stop_grace_ms, then close the rest. Safe to call
+ * twice; proxy_drained tells when it is over. */
+void proxy_drain(struct proxy *p, int handed_over);
+
+/* End a drain now: every connection is closed (a second SIGTERM). Thread-safe. */
+void proxy_end_now(struct proxy *p);
+
+/* 1 once every started worker has ended its loop (drained or ended), else 0. */
+int proxy_drained(struct proxy *p);
+
+/* Graceful stop: proxy_drain (if not begun), then join the workers. Safe to call twice or without
  * proxy_start. */
 void proxy_stop(struct proxy *p);
 

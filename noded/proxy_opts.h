@@ -31,6 +31,8 @@ struct proxy_opts {
   const char *listen;          /* "127.0.0.1:7480", "[::1]:7480", "unix:/path", each with
                                   options (listen.h), several joined by '\n'; port 0 picks a
                                   free one */
+  const int *inherited_fds;    /* NULL, or one per --listen value in order: a listening socket
+                                  received (socket activation, upgrade) or -1 to open one */
   const char *trusted_proxies; /* "CIDR,...,unix" trusted with X-Forwarded-For; NULL = none */
   const char *origin_ca_file;  /* CA bundle for HTTPS origins; NULL = system default */
   const char *deny_targets;    /* the node's own --deny-targets (CIDRs; NULL = none): origin
@@ -46,7 +48,7 @@ struct proxy_opts {
   int body_timeout_ms;         /* [60000] visitor silent while noded waits for body bytes */
   int max_connections;         /* [10000] open visitor connections (all threads); lowered to fit
                                   the descriptor limit; at the cap accepting pauses */
-  int stop_grace_ms;           /* [10000] proxy_stop waits this long for in-flight requests */
+  int stop_grace_ms;           /* [30000] a drain waits this long for in-flight requests */
   int origin_idle_ms;          /* [30000] idle origin connections are closed after this */
   int max_idle_per_origin;     /* [32] idle origin connections kept per origin and thread */
   proxy_access_fn access_log;  /* NULL: one JSON line per request, formatted as a log_info line

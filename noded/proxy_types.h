@@ -163,7 +163,9 @@ struct wlisten {
 /* A --listen value and, for a Unix socket, its one descriptor and socket file. */
 struct listener {
   struct listen_spec spec;
-  int fd; /* Unix: the socket every worker accepts on; TCP: -1 (each worker has its own) */
+  int fd;        /* the socket every worker accepts on */
+  int inherited; /* received from systemd or the process before an upgrade: never shut down
+                    here, and its Unix socket file is not ours to remove */
   dev_t dev;
   ino_t ino;
 };
@@ -213,6 +215,9 @@ struct proxy {
   _Atomic int64_t last_target_log;  /* and the "refused target" line */
   _Atomic int64_t last_pp_log;      /* and the "PROXY header refused" line */
   _Atomic int stopping;
+  _Atomic int ending;            /* close every connection now (a second SIGTERM) */
+  _Atomic int workers_done;      /* workers whose loop has ended */
+  int keep_paths;                /* the listeners were handed over: Unix socket files stay */
   _Atomic uint64_t probe_skips;  /* skips started by the node's own probes */
   _Atomic int64_t *clock_offset; /* controld's clock minus ours (ms); NULL = 0 (proxy_set_clock) */
   struct worker *w;

@@ -116,12 +116,14 @@ int request_step(struct vconn *c) {
     head_too_large(c);
     return 1;
   }
-  if (c->w->stopping && c->in.len == 0) {
+  rd = vconn_read(c);
+  if (rd < 0) {
     vconn_close(c);
     return 0;
   }
-  rd = vconn_read(c);
-  if (rd < 0) {
+  /* draining: a keep-alive connection with no next request closes (docs/design.md, Restarts
+     and upgrades); one whose bytes arrived gets its answer, with Connection: close */
+  if (c->w->stopping && c->in.len == 0 && !c->head_start) {
     vconn_close(c);
     return 0;
   }
@@ -145,10 +147,7 @@ int request_proxy_step(struct vconn *c) {
   enum pp_status st;
   int rd;
   if (c->in.len == 0) {
-    if (c->w->stopping) {
-      vconn_close(c);
-      return 0;
-    }
+    /* a fresh connection gets its request served while draining (its header timeout holds) */
     rd = vconn_read(c);
     if (rd < 0) {
       request_proxy_refused(c, PPE_INCOMPLETE, "closed before a whole header");

@@ -18,6 +18,7 @@
 #include "alog.h"
 #include "attempt.h"
 #include "clock.h"
+#include "drain.h"
 #include "log.h"
 #include "relay.h"
 #include "request.h"
@@ -162,6 +163,7 @@ static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap) 
 
 static void accept_all(struct worker *w, struct wlisten *wl) {
   struct proxy *p = w->p;
+  if (w->stopping || atomic_load(&p->stopping)) return; /* the socket may be shut down already */
   for (int i = 0; i < 64; i++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
@@ -263,9 +265,18 @@ static void sweep(struct worker *w) {
   for (c = w->conns; c; c = next) {
     struct req *r = &c->r;
     next = c->next;
-    if ((c->phase == V_HEAD || c->phase == V_PROXY) && w->stopping && c->in.len == 0) {
-      vconn_close(c);
-      continue;
+    if (w->stopping && (c->phase == V_HEAD || c->phase == V_PROXY)) {
+      /* bytes already in the socket are a request to finish, not an idle connection */
+      if (c->in.len == 0 && c->can_read && vconn_read(c) < 0) {
+        vconn_close(c);
+        continue;
+      }
+      if (drain_conn_decide(c->phase == V_HEAD && !c->head_start, c->in.len, now,
+                            w->stop_deadline) == DRAIN_CONN_CLOSE) {
+        vconn_close(c);
+        continue;
+      }
+      if (c->in.len > 0) v_pump(c);
     }
     if ((c->phase == V_HEAD || c->phase == V_PROXY) && c->in.len == 0 && c->in.d &&
         now - c->last_io >= IDLE_RELEASE_MS)
@@ -315,7 +326,7 @@ static void begin_stop(struct worker *w) {
     struct wlisten *wl = &w->wl[i];
     if (wl->fd < 0) continue;
     if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, wl->fd, NULL);
-    if (!wl->shared) close(wl->fd); /* a shared Unix socket is closed by proxy_free */
+    if (!wl->shared) close(wl->fd); /* a shared socket is closed by proxy_free */
     wl->fd = -1;
   }
   sweep(w);
@@ -358,6 +369,7 @@ void *worker_main(void *arg) {
         if (read(w->wfd, &v, sizeof v) < 0) { /* nothing */
         }
         if (atomic_load(&w->p->stopping)) begin_stop(w);
+        if (atomic_load(&w->p->ending)) w->stop_deadline = w->now;
       } else if (kind == EV_VISITOR) {
         struct vconn *c = evs[i].data.ptr;
         if (c->closed) continue;
@@ -410,5 +422,6 @@ void *worker_main(void *arg) {
   sitecfg_set_unref(w->cfg);
   w->cfg = NULL;
   alog_flush(w->alog);
+  atomic_fetch_add(&w->p->workers_done, 1);
   return NULL;
 }

@@ -16,9 +16,10 @@ for unit in controld noded; do
   grep -q '^ExecReload=' "$top/deploy/$unit.service" || { echo "FAIL: $unit.service has no ExecReload"; exit 1; }
   sed "s#/usr/local/bin/$unit#$build/$unit/$unit#g" "$top/deploy/$unit.service" >"$tmp/$unit.service"
 done
-out="$(cd "$tmp" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./controld.service ./noded.service 2>&1)" || {
+cp "$top/deploy/controld.socket" "$top/deploy/noded.socket" "$tmp/"
+out="$(cd "$tmp" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./controld.service ./noded.service ./controld.socket ./noded.socket 2>&1)" || {
   echo "FAIL: systemd-analyze verify:"; echo "$out"; exit 1; }
 if [ -n "$out" ]; then
   echo "FAIL: systemd-analyze verify printed warnings:"; echo "$out"; exit 1
 fi
-echo "PASS: systemd-analyze verify is clean for controld.service and noded.service"
+echo "PASS: systemd-analyze verify is clean for controld and noded (.service and .socket)"

@@ -1,0 +1,23 @@
+/* connguard_mhd — a connguard on a libmicrohttpd daemon: pass
+ *   MHD_OPTION_ACCEPT_POLICY_CALLBACK, connguard_mhd_accept, g,
+ *   MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, g,
+ * to MHD_start_daemon, call connguard_mhd_head_done from the access handler's first call (the
+ * head is complete) and connguard_mhd_request_done from the completion callback. */
+#ifndef CDNCA_CONNGUARD_MHD_H
+#define CDNCA_CONNGUARD_MHD_H
+
+#include <microhttpd.h>
+
+#include "connguard.h"
+
+/* MHD_AcceptPolicyCallback: cls is the struct connguard. */
+enum MHD_Result connguard_mhd_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+
+/* MHD_NotifyConnectionCallback: cls is the struct connguard. */
+void connguard_mhd_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code);
+
+void connguard_mhd_head_done(struct connguard *g, struct MHD_Connection *c);
+void connguard_mhd_request_done(struct connguard *g, struct MHD_Connection *c);
+
+#endif

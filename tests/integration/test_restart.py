@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""test_restart — noded restarts without a dropped visitor (docs/design.md, Restarts and
+upgrades): SIGTERM drains (no new connections, in-flight responses and tunnels finish within
+--drain-timeout-ms, idle keep-alive connections close, a busy one gets Connection: close, the
+access log is written out), a second SIGTERM or the deadline ends the drain. Real processes on
+loopback under visitor load (a request every 10 ms): every response read to its end and
+counted."""
+
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import harness
+from harness import wait_until
+import edge_lib as L
+import front_lib as F
+from edge_lib import DEMO, EdgeEnv
+import restart_lib as R
+
+SLOW_PIECES = 10          # the slow response: 10 pieces of 20 KiB, 0.2 s apart
+SLOW_PIECE = 20 * 1024
+
+
+def responder(req):
+    if req.target.startswith("/slow"):
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                b"Content-Length: %d\r\n\r\n" % (SLOW_PIECES * SLOW_PIECE))
+        parts = [head]
+        for _ in range(SLOW_PIECES):
+            parts += [0.2, b"s" * SLOW_PIECE]
+        return parts
+    if req.target.startswith("/stuck"):  # a head, a little body, then nothing for a minute
+        return [b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b"x" * 1000, 60.0]
+    if req.target.startswith("/ws"):
+        return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\n\r\n", "tunnel")
+    return L.default_response(req)
+
+
+def start_slow(port, path):
+    """A request for path on a new connection whose response is read later -> socket."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), DEMO.encode()))
+    return s
+
+
+def test_sigterm_drains_under_load(tmp):
+    """SIGTERM while three slow responses (2 s each) are in flight and visitors arrive every
+    10 ms: the slow responses complete, no response is cut, keep-alive visitors are told
+    Connection: close, the access lines are written, and noded exits 0 once drained. Refused
+    connections (no listener after the SIGTERM, no successor) are counted and printed."""
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "20000"], responder=responder)
+    try:
+        load = R.Load(e.port, DEMO, every=0.01, keepalive=2)
+        time.sleep(0.5)
+        slow = [start_slow(e.port, "/slow-%d" % i) for i in range(3)]
+        wait_until(lambda: e.origin.count(lambda r: r.target.startswith("/slow")) == 3, 5,
+                   "the slow requests at the origin")
+        e.n.proc.send_signal(signal.SIGTERM)
+        bodies = []
+        for s in slow:
+            resp, raw, _ = R.read_response(s, time.monotonic() + 15)
+            s.close()
+            assert resp is not None and resp.status == 200, raw[:300]
+            bodies.append(len(resp.body))
+        assert bodies == [SLOW_PIECES * SLOW_PIECE] * 3, bodies
+        rc = e.n.proc.wait(timeout=25)
+        counts = load.stop()
+        print("sigterm under load: %r" % counts, flush=True)
+        assert rc == 0, e.n.log_tail()
+        assert counts["cut"] == 0, (counts, load.samples)
+        assert counts["ok"] > 0, counts
+        # the access log was written out before the exit: the slow requests are in it
+        paths = {a["path"] for a in F.access_lines(e.n)}
+        assert all("/slow-%d" % i in paths for i in range(3)), sorted(paths)[:20]
+        assert "draining" in open(e.n.log_path, encoding="utf-8", errors="replace").read()
+    finally:
+        e.close()
+
+
+def test_busy_keepalive_gets_connection_close(tmp):
+    """During the drain, a request arriving on a keep-alive connection that is still open is
+    answered, with Connection: close, and the connection is closed after it; an idle
+    keep-alive connection is closed at once."""
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "20000"], responder=responder)
+    try:
+        hold = start_slow(e.port, "/slow-hold")  # keeps noded draining for 2 s
+        wait_until(lambda: e.origin.count(lambda r: r.target == "/slow-hold") == 1, 5, "slow")
+        busy = socket.create_connection(("127.0.0.1", e.port), timeout=5)
+        busy.sendall(b"GET /first HTTP/1.1\r\nHost: %s\r\n\r\n" % DEMO.encode())
+        resp, raw, _ = R.read_response(busy, time.monotonic() + 5)
+        assert resp is not None and resp.status == 200, raw
+        idle = socket.create_connection(("127.0.0.1", e.port), timeout=5)
+        idle.sendall(b"GET /idle HTTP/1.1\r\nHost: %s\r\n\r\n" % DEMO.encode())
+        resp, raw, _ = R.read_response(idle, time.monotonic() + 5)
+        assert resp is not None and resp.status == 200, raw
+        # the next request's head is on its way when the drain begins
+        busy.sendall(b"GET /second HTTP/1.1\r\n")
+        time.sleep(0.1)
+        e.n.proc.send_signal(signal.SIGTERM)
+        assert L.peer_closed(idle, 5), "the idle keep-alive connection stayed open"
+        busy.sendall(b"Host: %s\r\n\r\n" % DEMO.encode())
+        resp, raw, closed = R.read_response(busy, time.monotonic() + 5)
+        assert resp is not None and resp.status == 200, raw
+        conn = ",".join(L.header_values(resp.headers, "connection")).lower()
+        assert "close" in conn, resp.headers
+        assert L.peer_closed(busy, 5)
+        resp, raw, _ = R.read_response(hold, time.monotonic() + 10)
+        assert resp is not None and len(resp.body) == SLOW_PIECES * SLOW_PIECE, raw[:200]
+        assert e.n.proc.wait(timeout=20) == 0
+    finally:
+        e.close()
+
+
+def test_deadline_and_second_sigterm(tmp):
+    """The drain deadline ends a response that does not finish and a WebSocket tunnel (both
+    closed, exit 0); with a long deadline, a second SIGTERM ends the drain at once."""
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "1500"], responder=responder)
+    try:
+        stuck = start_slow(e.port, "/stuck")
+        ws = socket.create_connection(("127.0.0.1", e.port), timeout=5)
+        ws.sendall(b"GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade"
+                   b"\r\n\r\n" % DEMO.encode())
+        resp, raw, _ = R.read_response(ws, time.monotonic() + 5)
+        assert resp is not None and resp.status == 101, raw
+        ws.sendall(b"ping")
+        ws.settimeout(5)
+        assert ws.recv(10) == b"ping"
+        wait_until(lambda: e.origin.count(lambda r: r.target == "/stuck") == 1, 5, "stuck")
+        t0 = time.monotonic()
+        e.n.proc.send_signal(signal.SIGTERM)
+        # the tunnel still works during the drain
+        ws.sendall(b"pong")
+        assert ws.recv(10) == b"pong"
+        assert e.n.proc.wait(timeout=15) == 0
+        took = time.monotonic() - t0
+        assert L.peer_closed(ws, 5) and L.peer_closed(stuck, 5)
+        print("deadline 1.5 s: exited after %.1f s" % took, flush=True)
+    finally:
+        e.close()
+    os.makedirs(os.path.join(tmp, "second"))
+    e = EdgeEnv(os.path.join(tmp, "second"), noded_args=["--drain-timeout-ms", "600000"],
+                responder=responder)
+    try:
+        stuck = start_slow(e.port, "/stuck")
+        wait_until(lambda: e.origin.count(lambda r: r.target == "/stuck") == 1, 5, "stuck")
+        e.n.proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert e.n.proc.poll() is None, "noded did not wait for the in-flight response"
+        e.n.proc.send_signal(signal.SIGTERM)
+        assert e.n.proc.wait(timeout=15) == 0
+        assert L.peer_closed(stuck, 5)
+        assert "closing every visitor connection now" in open(e.n.log_path).read()
+    finally:
+        e.close()
+
+
+
+
+# ---- listeners that outlive the process ----
+
+def spawn_with_sockets(proc, socks):
+    """Make harness process proc start with the listening sockets socks as fds 3, 4, ...
+    (LISTEN_FDS, and LISTEN_PID set to its pid), as systemd's socket units pass them."""
+    fds = [s.fileno() for s in socks]
+
+    def spawn(argv, env=None):
+        full = dict(os.environ)
+        full.update(env or {})
+        full["LISTEN_FDS"] = str(len(fds))
+
+        def child():
+            # out of the way first (a socket may sit where another goes), then in place
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
+            for i, fd in enumerate(high):
+                os.dup2(fd, 3 + i)
+        log = open(proc.log_path, "ab")
+        try:
+            proc.proc = subprocess.Popen(["/bin/sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"'] + argv,
+                                         stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=full, cwd=proc.tmpdir,
+                                         preexec_fn=child, close_fds=False)
+        finally:
+            log.close()
+        if proc not in harness._PROCS:
+            harness._PROCS.append(proc)
+    proc._spawn = spawn
+
+
+class Holder:
+    """What systemd's socket units do: listening sockets for noded's --listen and --admin-listen
+    held by this process, passed to each noded it starts as LISTEN_FDS=2 (3 = visitors, 4 =
+    admin) with LISTEN_PID set to noded's pid."""
+
+    def __init__(self):
+        self.vis = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.adm = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        for s in (self.vis, self.adm):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            s.listen(1024)
+        self.port = self.vis.getsockname()[1]
+        self.admin_port = self.adm.getsockname()[1]
+
+    def adopt(self, n):
+        """Make Noded n start under this holder's sockets."""
+        n.port, n.admin_port = self.port, self.admin_port
+        n.url = "http://127.0.0.1:%d" % n.port
+        spawn_with_sockets(n, [self.vis, self.adm])
+
+    def close(self):
+        self.vis.close()
+        self.adm.close()
+
+
+def restart_round(e, n_restarts, load, sigterm_wait=True):
+    for _ in range(n_restarts):
+        e.n.proc.send_signal(signal.SIGTERM)
+        assert e.n.proc.wait(timeout=20) == 0, e.n.log_tail()
+        e.n.start()
+    time.sleep(0.3)
+    return load.stop()
+
+
+def test_socket_activation_restarts(tmp):
+    """Visitors every 10 ms (new connections, and two on keep-alive) while noded restarts: 3
+    restarts with its own sockets (refused connections while none listens: counted, the figure
+    before), then 20 restarts under socket activation (the sockets outlive each process): 0
+    refused, 0 cut. A received socket matching no address is an error at start."""
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "10000"], responder=responder)
+    try:
+        load = R.Load(e.port, DEMO, every=0.01, keepalive=2)
+        before = restart_round(e, 3, load)
+        print("3 restarts with noded's own sockets: %r" % before, flush=True)
+        e.n.stop()
+        h = Holder()
+        h.adopt(e.n)
+        e.n.start()
+        wait_until(lambda: "(socket received)" in open(e.n.log_path).read(), 5, "socket taken")
+        load = R.Load(h.port, DEMO, every=0.01, keepalive=2)
+        after = restart_round(e, 20, load)
+        print("20 restarts under socket activation: %r" % after, flush=True)
+        assert after["refused"] == 0 and after["cut"] == 0, (after, load.samples)
+        assert after["ok"] > 100, after
+        assert e.n.admin("GET", "/healthz", timeout=5)[0] == 200
+        e.n.stop()
+        # a socket for an address noded is not configured with: refused at start
+        e.n.extra_args += ["--listen", "127.0.0.1:%d" % harness.free_port()]
+        e.n.port = harness.free_port()
+        h2 = Holder()
+        h2.port = e.n.port  # the holder's visitor socket is on another port than --listen
+        n = e.n
+        h2.adopt(n)
+        n.extra_args = [a for a in n.extra_args]
+        n.port = h2.vis.getsockname()[1] + 0
+        # start with --listen on a port the received socket is not bound to
+        argv = [n.binary, "--controld", e.c.url, "--listen", "127.0.0.1:%d" % harness.free_port(),
+                "--admin-listen", "127.0.0.1:%d" % h2.admin_port, "--state-dir", n.state_dir,
+                "--name", n.name]
+        n._spawn(argv, {"CDNCA_NODE_TOKEN": n.node_token})
+        assert n.proc.wait(timeout=10) == 1
+        assert "matches no --listen or --admin-listen address" in n.log_tail(), n.log_tail()
+        h.close()
+        h2.close()
+    finally:
+        e.close()
+
+
+def test_sigusr2_upgrade(tmp):
+    """SIGUSR2 under load: noded starts its binary again with the listening sockets, the new
+    process serves, the old one drains and exits 0: 0 refused, 0 cut. Then the binary is
+    replaced by one that fails: SIGUSR2 leaves the running process serving, 0 errors."""
+    binary = os.path.join(tmp, "noded-bin")
+    shutil.copy(os.path.join(harness.BUILD, "noded", "noded"), binary)
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "10000"], responder=responder)
+    new_pid = None
+    try:
+        e.n.stop()
+        e.n.binary = binary
+        e.n.start()
+        load = R.Load(e.port, DEMO, every=0.01, keepalive=2)
+        time.sleep(0.5)
+        slow = start_slow(e.port, "/slow-upgrade")
+        time.sleep(0.3)
+        e.n.proc.send_signal(signal.SIGUSR2)
+        assert e.n.proc.wait(timeout=20) == 0, e.n.log_tail()
+        log = open(e.n.log_path, encoding="utf-8", errors="replace").read()
+        m = re.search(r"SIGUSR2: started \S+ \(pid (\d+)\)", log)
+        assert m and "serves; draining this one" in log, log[-3000:]
+        new_pid = int(m.group(1))
+        resp, raw, _ = R.read_response(slow, time.monotonic() + 10)
+        assert resp is not None and len(resp.body) == SLOW_PIECES * SLOW_PIECE, raw[:200]
+        time.sleep(1.0)
+        st, _, _ = e.n.admin("GET", "/healthz", timeout=5)
+        assert st == 200
+        # a broken new binary: the running one keeps serving
+        broken = binary + ".new"
+        with open(broken, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(broken, 0o755)
+        os.rename(broken, binary)
+        os.kill(new_pid, signal.SIGUSR2)
+        wait_until(lambda: "upgrade failed" in open(e.n.log_path).read(), 10, "failed upgrade")
+        time.sleep(0.5)
+        counts = load.stop()
+        print("SIGUSR2 upgrade, then a failed one, under load: %r" % counts, flush=True)
+        assert counts["refused"] == 0 and counts["cut"] == 0, (counts, load.samples)
+        assert os.path.exists("/proc/%d" % new_pid)
+        assert e.n.admin("GET", "/healthz", timeout=5)[0] == 200
+        os.kill(new_pid, signal.SIGTERM)
+        wait_until(lambda: not os.path.exists("/proc/%d/exe" % new_pid)
+                   or "drained; shutting down" in open(e.n.log_path).read().split(
+                       "upgrade failed")[-1], 20, "the new process exits")
+        new_pid = None
+    finally:
+        if new_pid:
+            try:
+                os.kill(new_pid, signal.SIGKILL)
+            except OSError:
+                pass
+        e.close()
+
+
+def test_controld_socket_activation(tmp):
+    """controld restarted 5 times on a socket it receives (LISTEN_FDS) while a client asks
+    /healthz every 10 ms: 0 refused (the socket outlives each process). controld does not
+    drain: a connection it accepted but had not read when it stops is closed unanswered; those
+    are counted (cut) and printed."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    c = harness.Controld(tmp)
+    c.port = sock.getsockname()[1]
+    c.url = "http://127.0.0.1:%d" % c.port
+    spawn_with_sockets(c, [sock])
+    c.start()
+    assert "(socket received)" in open(c.log_path).read()
+    load = R.Load(c.port, "controld", path="/healthz", every=0.01, keepalive=1)
+    for _ in range(5):
+        c.stop()
+        c.start()
+    time.sleep(0.3)
+    counts = load.stop()
+    print("5 controld restarts under socket activation: %r" % counts, flush=True)
+    assert counts["refused"] == 0, (counts, load.samples)
+    assert counts["ok"] > 50, counts
+    c.stop()
+    sock.close()
+
+
+def test_sigterm_during_upgrade(tmp):
+    """A new binary that never says it is ready: SIGTERM to the old process meanwhile stops the
+    new one too, and the old one drains and exits 0."""
+    binary = os.path.join(tmp, "noded-bin")
+    shutil.copy(os.path.join(harness.BUILD, "noded", "noded"), binary)
+    e = EdgeEnv(tmp, noded_args=["--drain-timeout-ms", "5000"], responder=responder)
+    try:
+        e.n.stop()
+        e.n.binary = binary
+        e.n.start()
+        with open(binary + ".new", "w") as f:
+            f.write("#!/bin/sh\nexec sleep 60\n")
+        os.chmod(binary + ".new", 0o755)
+        os.rename(binary + ".new", binary)
+        e.n.proc.send_signal(signal.SIGUSR2)
+        wait_until(lambda: "waiting for it to be ready" in open(e.n.log_path).read(), 10,
+                   "the upgrade started")
+        m = re.search(r"SIGUSR2: started \S+ \(pid (\d+)\)", open(e.n.log_path).read())
+        child = int(m.group(1))
+        assert e.n.visit("GET", "/during", DEMO, timeout=5)[0] == 200
+        e.n.proc.send_signal(signal.SIGTERM)
+        assert e.n.proc.wait(timeout=15) == 0, e.n.log_tail()
+        assert "the new process (pid %d) is told to stop" % child in open(e.n.log_path).read()
+        wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % child)
+                   or open("/proc/%d/stat" % child).read().split()[2] == "Z", 10,
+                   "the new process stopped")
+    finally:
+        e.close()
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,125 @@
+/* Unit tests for common/connguard: the address key (IPv4-mapped IPv6 as IPv4), the head
+ * deadline, the per-address cap (admit, open, close; refusals counted), and the sweep that shuts
+ * down the socket of a head past its deadline (the peer reads the end of the stream). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "connguard.h"
+
+static struct sockaddr_in v4(const char *ip) {
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+static void test_ip_key(void **state) {
+  struct sockaddr_in a = v4("192.0.2.7");
+  struct sockaddr_in6 b;
+  struct sockaddr_un u;
+  char key[64];
+  (void)state;
+  assert_int_equal(connguard_ip_key((struct sockaddr *)&a, sizeof a, key, sizeof key), 0);
+  assert_string_equal(key, "192.0.2.7");
+  memset(&b, 0, sizeof b);
+  b.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "::ffff:192.0.2.7", &b.sin6_addr);
+  assert_int_equal(connguard_ip_key((struct sockaddr *)&b, sizeof b, key, sizeof key), 0);
+  assert_string_equal(key, "192.0.2.7");
+  inet_pton(AF_INET6, "2001:db8::1", &b.sin6_addr);
+  assert_int_equal(connguard_ip_key((struct sockaddr *)&b, sizeof b, key, sizeof key), 0);
+  assert_string_equal(key, "2001:db8::1");
+  memset(&u, 0, sizeof u);
+  u.sun_family = AF_UNIX;
+  assert_int_equal(connguard_ip_key((struct sockaddr *)&u, sizeof u, key, sizeof key), 0);
+  assert_string_equal(key, "unix:");
+  /* a truncated address is no key */
+  assert_int_equal(connguard_ip_key((struct sockaddr *)&b, 8, key, sizeof key), -1);
+}
+
+static void test_head_expired(void **state) {
+  (void)state;
+  assert_false(connguard_head_expired(1000, 0, 11000, 10000)); /* exactly at the deadline */
+  assert_true(connguard_head_expired(1000, 0, 11001, 10000));
+  assert_false(connguard_head_expired(1000, 1, 99999, 10000)); /* head done */
+  assert_false(connguard_head_expired(1000, 0, 99999, 0));     /* no deadline */
+}
+
+static void test_per_ip_cap(void **state) {
+  struct connguard *g = connguard_new("test", 2, 0);
+  struct sockaddr_in a = v4("192.0.2.1"), b = v4("192.0.2.2");
+  struct gconn *c1, *c2, *c3;
+  (void)state;
+  assert_non_null(g);
+  assert_true(connguard_admit(g, (struct sockaddr *)&a, sizeof a, 0));
+  c1 = connguard_open(g, -1, (struct sockaddr *)&a, sizeof a, 0);
+  assert_true(connguard_admit(g, (struct sockaddr *)&a, sizeof a, 0));
+  c2 = connguard_open(g, -1, (struct sockaddr *)&a, sizeof a, 0);
+  assert_int_equal(connguard_open_from(g, (struct sockaddr *)&a, sizeof a), 2);
+  /* the third from a is refused and counted; another address is not affected */
+  assert_false(connguard_admit(g, (struct sockaddr *)&a, sizeof a, 0));
+  assert_int_equal(connguard_refused(g, CG_PER_IP), 1);
+  assert_true(connguard_admit(g, (struct sockaddr *)&b, sizeof b, 0));
+  c3 = connguard_open(g, -1, (struct sockaddr *)&b, sizeof b, 0);
+  /* one closes: room again */
+  connguard_close(g, c1);
+  assert_int_equal(connguard_open_from(g, (struct sockaddr *)&a, sizeof a), 1);
+  assert_true(connguard_admit(g, (struct sockaddr *)&a, sizeof a, 0));
+  connguard_close(g, c2);
+  connguard_close(g, c3);
+  assert_int_equal(connguard_open_from(g, (struct sockaddr *)&a, sizeof a), 0);
+  connguard_close(g, NULL);
+  connguard_free(&g);
+  assert_null(g);
+}
+
+static void test_sweep_shuts_slow_heads(void **state) {
+  struct connguard *g = connguard_new("test", 0, 1000);
+  struct sockaddr_in a = v4("192.0.2.1");
+  int slow[2], fast[2];
+  struct gconn *cs, *cf;
+  char ch;
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, slow), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fast), 0);
+  cs = connguard_open(g, slow[0], (struct sockaddr *)&a, sizeof a, 0);
+  cf = connguard_open(g, fast[0], (struct sockaddr *)&a, sizeof a, 0);
+  connguard_head_done(g, cf); /* its head arrived: a long-poll may hold it */
+  assert_int_equal(connguard_sweep(g, 1000), 0);
+  assert_int_equal(connguard_sweep(g, 1001), 1);
+  assert_int_equal(connguard_refused(g, CG_HEAD_TIMEOUT), 1);
+  assert_int_equal(read(slow[1], &ch, 1), 0);    /* the client sees the end of the stream */
+  assert_int_equal(connguard_sweep(g, 5000), 0); /* once */
+  /* the next request's head counts from the end of the last one */
+  connguard_request_done(g, cf, 4000);
+  assert_int_equal(connguard_sweep(g, 5000), 0);
+  assert_int_equal(connguard_sweep(g, 5001), 1);
+  connguard_close(g, cs);
+  connguard_close(g, cf);
+  connguard_free(&g);
+  close(slow[0]);
+  close(slow[1]);
+  close(fast[0]);
+  close(fast[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ip_key),
+      cmocka_unit_test(test_head_expired),
+      cmocka_unit_test(test_per_ip_cap),
+      cmocka_unit_test(test_sweep_shuts_slow_heads),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
