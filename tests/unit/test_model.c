@@ -538,9 +538,9 @@ static void test_site_json_keys(void **state) {
                    0);
   j = model_site_json(&s);
   keys_of(j, keys, sizeof keys);
-  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,health_check,"
-                            "health_check_shadow,node_retry,current_level,config_version,revision,"
-                            "origins,created_at,updated_at");
+  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,failback_ramp,"
+                            "health_check,health_check_shadow,node_retry,current_level,"
+                            "config_version,revision,origins,created_at,updated_at");
   keys_of(cJSON_GetObjectItem(j, "health_check"), keys, sizeof keys);
   assert_string_equal(keys, "enabled,state,path,timeout_ms,unhealthy_after,healthy_after,"
                             "checkpoints,type,method,headers,expected_codes,expected_body,port,"
@@ -559,8 +559,8 @@ static void test_site_json_keys(void **state) {
   j = cJSON_CreateObject();
   assert_int_equal(model_site_json_add(j, &s, FORM_EXPORT), 0);
   keys_of(j, keys, sizeof keys);
-  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,health_check,"
-                            "health_check_shadow,node_retry,current_level,manual_pin,"
+  assert_string_equal(keys, "id,name,hostnames,failback,failback_hold_ms,failback_ramp,"
+                            "health_check,health_check_shadow,node_retry,current_level,manual_pin,"
                             "config_version,revision,created_at_ms,updated_at_ms");
   assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "health_check"), "state"));
   cJSON_Delete(j);
