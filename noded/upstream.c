@@ -235,7 +235,10 @@ void upstream_close(struct upconn *u) {
     SSL_free(u->ssl);
     u->ssl = NULL;
   }
-  if (u->fd >= 0) close(u->fd);
+  if (u->fd >= 0) {
+    epoll_ctl(u->up->epfd, EPOLL_CTL_DEL, u->fd, NULL); /* as vconn_close: a forked copy */
+    close(u->fd);
+  }
   u->fd = -1;
   u->closed = 1;
   u->owner = NULL;

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -82,6 +83,10 @@ void vconn_close(struct vconn *c) {
     }
     vconn_finish(c, c->r.resp_started ? c->r.status : 499);
   }
+  /* out of the epoll set before the close: while a binary upgrade's child holds a copy of the
+     descriptor (between its fork and exec), closing ours alone would leave the registration,
+     and its events would name this vconn after it is freed */
+  epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->fd = -1;
   c->closed = 1;
