@@ -76,6 +76,7 @@ SQLITE_ONLY = [n for n in os.environ.get("CDNCA_TEST_SQLITE_ONLY", "").split(","
 
 _PROCS = []  # every _Proc started by this runner, in start order
 _CONTROLD_PORTS = set()  # ports of the controlds started here: their answers are validated
+_ISSUED_PORTS = set()  # every port free_port handed out in this runner
 _LOG_TAIL = 60
 
 
@@ -90,18 +91,29 @@ def free_port():
 
     Drawn at random below the kernel's ephemeral range (32768-60999 on Linux), so that the
     outgoing connections of other tests running at the same time cannot take it between this
-    check and the daemon's bind; the OS picks one if no drawn port is free."""
-    for _ in range(50):
+    check and the daemon's bind; the OS picks one if no drawn port is free. A port is handed out
+    once per runner: a later server of the same test file never gets an earlier one's port, so an
+    answer is never taken for another kind of server's (the answers of controld's ports are
+    checked against the OpenAPI document)."""
+    for _ in range(200):
         port = random.randrange(10000, 32000)
+        if port in _ISSUED_PORTS:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((HOST, port))
             except OSError:
                 continue
+            _ISSUED_PORTS.add(port)
             return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _ISSUED_PORTS:
+            _ISSUED_PORTS.add(port)
+            return port
+    raise AssertionError("no free loopback port")
 
 
 def wait_until(fn, timeout=10.0, what="condition", interval=0.05):
