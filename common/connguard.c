@@ -26,6 +26,7 @@ struct ipcount {
 struct gconn {
   int fd;
   int head_done;
+  uint64_t requests; /* done on this connection */
   int64_t head_start;
   struct ipcount *ip;
   struct gconn *prev, *next;
@@ -75,6 +76,12 @@ int connguard_ip_key(const struct sockaddr *sa, socklen_t len, char *out, size_t
 
 int connguard_head_expired(int64_t head_start, int head_done, int64_t now, int64_t timeout_ms) {
   return timeout_ms > 0 && !head_done && now - head_start > timeout_ms;
+}
+
+int connguard_conn_busy(int head_done, uint64_t requests, int64_t head_start, int64_t now,
+                        int64_t timeout_ms) {
+  if (head_done) return 1;
+  return requests == 0 && (timeout_ms <= 0 || now - head_start <= timeout_ms);
 }
 
 static unsigned hash(const char *s) {
@@ -217,6 +224,7 @@ void connguard_request_done(struct connguard *g, struct gconn *c, int64_t now) {
   pthread_mutex_lock(&g->mu);
   c->head_done = 0;
   c->head_start = now;
+  c->requests++;
   pthread_mutex_unlock(&g->mu);
 }
 
@@ -247,6 +255,15 @@ int connguard_sweep(struct connguard *g, int64_t now) {
   pthread_mutex_unlock(&g->mu);
   for (int i = 0; i < n; i++)
     refuse(g, CG_HEAD_TIMEOUT, "", now);
+  return n;
+}
+
+int connguard_busy(struct connguard *g, int64_t now) {
+  int n = 0;
+  pthread_mutex_lock(&g->mu);
+  for (struct gconn *c = g->conns; c; c = c->next)
+    n += connguard_conn_busy(c->head_done, c->requests, c->head_start, now, g->head_timeout_ms);
+  pthread_mutex_unlock(&g->mu);
   return n;
 }
 

@@ -32,6 +32,13 @@ int connguard_ip_key(const struct sockaddr *sa, socklen_t len, char *out, size_t
 /* Whether a head begun at head_start and not done has passed timeout_ms at now. */
 int connguard_head_expired(int64_t head_start, int head_done, int64_t now, int64_t timeout_ms);
 
+/* Whether a connection holds up a drain at now (docs/design.md, Restarts and upgrades): one
+   whose request is in progress (head_done), or one that has not had a request yet (requests 0)
+   while its head deadline (timeout_ms, 0 = none) has not passed: a connection accepted is
+   answered. One idle between requests does not. */
+int connguard_conn_busy(int head_done, uint64_t requests, int64_t head_start, int64_t now,
+                        int64_t timeout_ms);
+
 /* ---- the guard ---- */
 
 /* A guard named listener (for messages) allowing per_ip_max connections per address (0 = no
@@ -63,6 +70,9 @@ void connguard_close(struct connguard *g, struct gconn *c);
 
 /* Shut down the sockets whose head passed its deadline at now: how many. */
 int connguard_sweep(struct connguard *g, int64_t now);
+
+/* The connections that hold up a drain at now (connguard_conn_busy). */
+int connguard_busy(struct connguard *g, int64_t now);
 
 /* Call fn(arg, reason) at each refusal (e.g. to count it in a metrics registry); before use. */
 void connguard_on_refuse(struct connguard *g, void (*fn)(void *arg, enum connguard_reason r),

@@ -3,9 +3,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,13 @@ struct http_srv {
   char *tls_cert, *tls_key;
   struct MHD_Daemon *mhd;
   struct connguard *guard; /* per-address cap and request-head deadline */
+  /* a received socket: this acceptor hands its connections to the daemon, so accepting can
+     stop while the daemon answers what was accepted (docs/design.md, Restarts and upgrades) */
+  int listen_fd, stop_pipe[2];
+  pthread_t acceptor;
+  int acceptor_started;
+  atomic_uint_fast64_t added, started; /* handed to the daemon; seen started by it */
+  atomic_int draining;                 /* answers carry Connection: close */
 };
 
 /* ---- replies ---- */
@@ -245,6 +256,9 @@ static enum MHD_Result queue(struct req *r) {
     for (int i = 0; i < r->n_resp_headers; i++)
       MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
     if (r->resp_etag[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp_etag);
+    /* draining: the client opens its next connection to the next process */
+    if (atomic_load(&r->srv->draining))
+      MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     /* a node's clock reference (docs/design.md, Failback ramp); a shared config answer has none,
        the node's other calls carry it */
     if (strncmp(r->url, "/v1/node/", 9) == 0) {
@@ -555,6 +569,107 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
   log_warn("libmicrohttpd: %s", msg);
 }
 
+/* ---- the acceptor of a received socket ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  struct http_srv *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&srv->started, 1);
+  connguard_mhd_notify(srv->guard, c, socket_context, code);
+}
+
+static void *acceptor_main(void *arg) {
+  struct http_srv *srv = arg;
+  struct pollfd pf[2] = {{srv->listen_fd, POLLIN, 0}, {srv->stop_pipe[0], POLLIN, 0}};
+  static _Atomic int64_t last_log;
+  for (;;) {
+    if (poll(pf, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      log_error("%s listener: poll: %s", srv->cfg.name, strerror(errno));
+      return NULL;
+    }
+    if (pf[1].revents) return NULL;
+    if (!(pf[0].revents & POLLIN)) continue;
+    for (;;) {
+      struct sockaddr_storage sa;
+      socklen_t sl = sizeof sa;
+      int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          if (log_every(&last_log, clock_mono_ms(), 1000))
+            log_warn("%s listener: accept: %s", srv->cfg.name, strerror(errno));
+          usleep(10000); /* out of descriptors: the backlog keeps the visitors */
+        }
+        break;
+      }
+      /* the per-address cap, as the daemon's accept policy applies it to its own accepts */
+      if (!connguard_admit(srv->guard, (struct sockaddr *)&sa, sl, clock_mono_ms())) {
+        close(fd);
+        continue;
+      }
+      atomic_fetch_add(&srv->added, 1);
+      /* the daemon closes fd when it refuses it (its connection cap) */
+      if (MHD_add_connection(srv->mhd, fd, (struct sockaddr *)&sa, sl) != MHD_YES) {
+        atomic_fetch_sub(&srv->added, 1);
+        continue;
+      }
+      /* the daemon's thread takes it up (and connguard counts it against its address) before
+         the next accept, so a burst from one address meets the cap as with the daemon's own
+         accepts; one it drops without starting is written off after 100 ms */
+      for (int i = 0; atomic_load(&srv->started) < atomic_load(&srv->added); i++) {
+        if (i == 500) {
+          atomic_store(&srv->added, atomic_load(&srv->started));
+          break;
+        }
+        usleep(200);
+      }
+    }
+  }
+}
+
+static int acceptor_start(struct http_srv *srv) {
+  int fl = fcntl(srv->listen_fd, F_GETFL);
+  if (fl < 0 || fcntl(srv->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      pipe2(srv->stop_pipe, O_CLOEXEC) < 0) {
+    log_error("%s listener: %s", srv->cfg.name, strerror(errno));
+    return -1;
+  }
+  if (pthread_create(&srv->acceptor, NULL, acceptor_main, srv) != 0) {
+    log_error("%s listener: cannot start its acceptor thread", srv->cfg.name);
+    return -1;
+  }
+  srv->acceptor_started = 1;
+  return 0;
+}
+
+static void acceptor_stop(struct http_srv *srv) {
+  if (!srv->acceptor_started) return;
+  if (write(srv->stop_pipe[1], "x", 1) < 0) log_warn("cannot stop the acceptor thread");
+  pthread_join(srv->acceptor, NULL);
+  srv->acceptor_started = 0;
+}
+
+void http_drain(struct http_srv *srv, int64_t timeout_ms) {
+  int64_t t0 = clock_mono_ms(), now = t0;
+  int busy = 0;
+  if (!srv || srv->listen_fd <= 0 || !srv->acceptor_started) return;
+  acceptor_stop(srv);
+  atomic_store(&srv->draining, 1);
+  for (;; now = clock_mono_ms()) {
+    int pending = atomic_load(&srv->started) < atomic_load(&srv->added);
+    busy = connguard_busy(srv->guard, now);
+    if ((!pending && busy == 0) || now - t0 >= timeout_ms) break;
+    usleep(10000);
+  }
+  if (busy > 0)
+    log_warn("%s listener: %d connections still busy after %lld ms; closing them", srv->cfg.name,
+             busy, (long long)timeout_ms);
+  else
+    log_info("%s listener: answered what it had accepted (%lld ms)", srv->cfg.name,
+             (long long)(now - t0));
+}
+
 /* ---- lifecycle ---- */
 
 static char *read_file(const char *path) {
@@ -583,6 +698,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   rlim_t want = (rlim_t)cfg->max_connections * 2 + 256;
   char gname[200];
   unsigned threads;
+  enum MHD_OPTION lsopt = MHD_OPTION_LISTEN_SOCKET;
+  int lsval = -1; /* MHD_socket or unsigned int: an int either way through the varargs */
 
   if (!srv) return NULL;
   srv->cfg = *cfg;
@@ -590,6 +707,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   srv->cfg.listen = srv->listen;
   srv->cfg.tls_cert = srv->cfg.tls_key = NULL; /* read below, not kept as paths */
   srv->tables = tables;
+  srv->listen_fd = cfg->listen_fd;
+  srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
   if (!srv->cfg.name) srv->cfg.name = "api";
   snprintf(gname, sizeof gname, "%s listener %s", srv->cfg.name, srv->listen);
   if (!(srv->guard = connguard_new(gname, (int)cfg->max_per_ip, cfg->head_timeout_ms))) {
@@ -628,6 +747,14 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   /* a received socket must outlive this process: libmicrohttpd (0.9.75) shuts a thread pool's
      listening socket down at stop, a single polling thread's it leaves alone (ITC wakes it) */
   threads = cfg->listen_fd > 0 ? 1u : (unsigned)cfg->http_threads;
+  /* and its connections come from the acceptor thread, which a drain stops first (the daemon's
+     own quiesce races its epoll thread in 0.9.75) */
+  if (cfg->listen_fd > 0) {
+    flags |= MHD_USE_NO_LISTEN_SOCKET;
+    /* no MHD_OPTION_LISTEN_SOCKET with that flag (an error): the same timeout as below */
+    lsopt = MHD_OPTION_CONNECTION_TIMEOUT;
+    lsval = 90;
+  }
   if (cfg->listen_fd > 0 && cfg->http_threads > 1)
     log_info("%s listener: a received socket: one HTTP thread (--http-threads %lld is for a "
              "socket of its own)",
@@ -635,31 +762,34 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   if (srv->tls_cert)
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
-        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
-        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard,
-        MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key,
-        MHD_OPTION_END);
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert,
+        MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key, MHD_OPTION_END);
   else
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET,
-        (MHD_socket)(cfg->listen_fd > 0 ? cfg->listen_fd : -1), MHD_OPTION_THREAD_POOL_SIZE,
-        threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, 90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, srv->guard, MHD_OPTION_END);
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_END);
   if (!srv->mhd) {
     log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
     goto fail;
   }
+  if (cfg->listen_fd > 0 && acceptor_start(srv) < 0) goto fail;
   log_info("listening on %s%s%s", srv->listen, srv->tls_cert ? " (TLS)" : "",
            cfg->listen_fd > 0 ? " (socket received)" : "");
   return srv;
 fail:
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  for (int i = 0; i < 2; i++)
+    if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
   connguard_free(&srv->guard);
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
@@ -671,7 +801,10 @@ fail:
 void http_stop(struct http_srv **srvp) {
   struct http_srv *srv = *srvp;
   if (!srv) return;
+  acceptor_stop(srv);
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  for (int i = 0; i < 2; i++)
+    if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
   connguard_free(&srv->guard);
   free(srv->tls_cert);
   if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));

@@ -21,6 +21,8 @@ struct MHD_Response;
    before reading can read the 413; beyond it the connection is closed. */
 #define HTTP_DRAIN_MAX (16 * 1024 * 1024)
 #define HTTP_MAX_PARAMS ROUTE_MAX_PARAMS
+/* How long a stop waits for the answers to what a received socket's listener accepted. */
+#define HTTP_DRAIN_MS 10000
 
 /* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
 struct req {
@@ -94,12 +96,20 @@ struct http_cfg {
    NULL (logged). */
 struct http_srv *http_start(const struct http_cfg *cfg, const struct route *const *tables);
 
+/* On a received socket (http_cfg.listen_fd): stop accepting (the socket stays open and
+   listening, for the next process) and wait up to timeout_ms until every connection accepted is
+   answered: a request in progress, or a connection with no request yet within its head
+   deadline (docs/design.md, Restarts and upgrades). Answers given meanwhile carry Connection:
+   close. Not libmicrohttpd 0.9.75's MHD_quiesce_daemon, which races its own epoll thread (both
+   remove the listen socket; the loser aborts the process with "Failed to remove listen FD from
+   epoll set"): such a listener's connections are accepted by a thread of its own and handed to
+   the daemon. Nothing on a socket of its own (that one closes with the daemon). The config hub
+   and the task board must answer their long-polls at once first. */
+void http_drain(struct http_srv *srv, int64_t timeout_ms);
+
 /* Stop accepting and shut the daemon down (callers must have resumed every suspended request),
-   free it and NULL *srv. There is no separate "stop accepting" step: libmicrohttpd 0.9.75's
-   MHD_quiesce_daemon races its own epoll threads (both remove the listen socket; the loser aborts
-   the process with "Failed to remove listen FD from epoll set"). Requests that arrive while
-   controld shuts down are answered as usual; the config hub and the task board answer long-polls
-   at once once closed. */
+   free it and NULL *srv. Connections still open (idle keep-alive ones after http_drain) are
+   closed. */
 void http_stop(struct http_srv **srv);
 
 /* Query-string parameter or NULL. */

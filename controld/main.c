@@ -710,6 +710,9 @@ out:
   /* suspended long-polls must be answered before the daemon stops */
   if (ctx.hub) hub_shutdown(ctx.hub);
   if (ctx.tasks) tasks_shutdown(ctx.tasks);
+  /* received sockets: what was accepted is answered, the rest waits for the next process */
+  http_drain(ctx.http, HTTP_DRAIN_MS);
+  http_drain(ctx.admin_http, HTTP_DRAIN_MS);
   http_stop(&ctx.admin_http);
   http_stop(&ctx.http);
   /* after the last reader of its role (/healthz, /metrics), before what its threads call (hub,

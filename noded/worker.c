@@ -266,8 +266,10 @@ static void sweep(struct worker *w) {
     struct req *r = &c->r;
     next = c->next;
     if (w->stopping && (c->phase == V_HEAD || c->phase == V_PROXY)) {
-      /* bytes already in the socket are a request to finish, not an idle connection */
-      if (c->in.len == 0 && c->can_read && vconn_read(c) < 0) {
+      /* bytes already in the socket are a request to finish, not an idle connection: read
+         once more whatever epoll said (its event may wait further down this round's list) */
+      if (c->in.len == 0 && !c->peer_eof) c->can_read = 1;
+      if (c->in.len == 0 && vconn_read(c) < 0) {
         vconn_close(c);
         continue;
       }

@@ -18,6 +18,8 @@ for d in controld noded; do
   [ -f "$unit" ] || fail "$d.service is not installed"
   grep -q "^ExecStart=/usr/sbin/$d " "$unit" || fail "$d.service does not start /usr/sbin/$d"
   if grep -q /usr/local/bin "$unit"; then fail "$d.service still names /usr/local/bin"; fi
+  cmp -s "$root/usr/lib/systemd/system/$d.socket" "$top/deploy/$d.socket" ||
+    fail "$d.socket is not installed as deploy/$d.socket"
 done
 for f in controld.json noded.json controld.env.example noded.env.example cdnca.logrotate; do
   [ -f "$root/usr/share/doc/cdnca/examples/$f" ] || fail "example $f is not installed"
@@ -38,4 +40,4 @@ if command -v systemd-analyze >/dev/null 2>&1; then
     { echo "$out"; fail "systemd-analyze verify of the installed units"; }
   [ -z "$out" ] || { echo "$out"; fail "systemd-analyze verify printed warnings"; }
 fi
-echo "PASS: cmake --install (DESTDIR, prefix /usr): daemons, units, examples, man pages"
+echo "PASS: cmake --install (DESTDIR, prefix /usr): daemons, units and socket units, examples, man pages"

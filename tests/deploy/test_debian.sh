@@ -5,7 +5,7 @@
 #   1. build them with dpkg-buildpackage -us -uc -b in a copy of the tree under a temporary
 #      directory; lintian must report no error; the package version is CMake's project VERSION;
 #   2. apt-get install both .deb files; the user cdnca, the directories and their modes, the
-#      conffiles, the units (installed, not enabled), the logrotate files;
+#      conffiles, the units and socket units (installed, not enabled), the logrotate files;
 #   3. controld --check-config, as the unit runs it (user cdnca, its EnvironmentFile), refuses the
 #      shipped placeholder admin token and accepts a token from openssl rand -hex 32;
 #   4. controld and noded started as user cdnca with the units' command lines (systemd is not
@@ -166,6 +166,8 @@ for f in controld noded; do
   grep -qx "/etc/cdnca/$f.json" "/var/lib/dpkg/info/cdnca-$f.conffiles" || fail "/etc/cdnca/$f.json is not a conffile"
   grep -q "^ExecStart=/usr/sbin/$f " "/lib/systemd/system/$f.service" || fail "$f.service does not start /usr/sbin/$f"
   [ ! -e "/etc/systemd/system/multi-user.target.wants/$f.service" ] || fail "$f.service is enabled"
+  [ -f "/lib/systemd/system/$f.socket" ] || fail "$f.socket is not installed"
+  [ ! -e "/etc/systemd/system/sockets.target.wants/$f.socket" ] || fail "$f.socket is enabled"
   if command -v systemctl >/dev/null 2>&1; then
     state="$(systemctl is-enabled "$f.service" 2>&1 || true)"
     [ "$state" = disabled ] || fail "systemctl is-enabled $f.service: $state, not disabled"
@@ -312,7 +314,8 @@ DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq cdnca-controld cdnca-noded >
   fail "apt-get purge failed (purge.log above)"
 installed=0
 for d in /etc/cdnca /var/lib/cdnca /var/lib/cdnca-node /var/log/cdnca /var/log/cdnca-node \
-  /etc/logrotate.d/cdnca-controld /etc/logrotate.d/cdnca-noded /lib/systemd/system/controld.service; do
+  /etc/logrotate.d/cdnca-controld /etc/logrotate.d/cdnca-noded /lib/systemd/system/controld.service \
+  /lib/systemd/system/noded.socket; do
   [ ! -e "$d" ] || fail "$d is still there after purge"
 done
 for p in cdnca-controld cdnca-noded; do

@@ -2,7 +2,10 @@
 (docs/design.md, Restarts and upgrades): every response is read to its end and classed as
 complete, refused (no process accepted the connection), cut (a response started or was due
 and did not arrive whole) or closed idle (a keep-alive connection closed before its next
-request's first response byte: a browser retries those on a new connection)."""
+request's first response byte). A keep-alive visitor sends a request whose reused connection
+closed idle again on a new connection at once, as curl and browsers do (RFC 9112, 9.3.1: a
+server may close an idle connection at any time, so the request it never saw is retried): the
+retry's outcome is counted like any request's, so refused + cut are the requests lost."""
 
 import socket
 import threading
@@ -41,11 +44,14 @@ def read_response(s, deadline):
 class Load:
     """Visitors at a port: a request on a new connection every `every` seconds, and `keepalive`
     visitors each sending requests one after another on one connection (a new one when the
-    server closes it). host is the Host header, path the request target."""
+    server closes it). host is the Host header, path the request target, headers more header
+    lines ({name: value})."""
 
     def __init__(self, port, host, path="/load", every=0.01, keepalive=2, timeout=20.0,
-                 unix=None):
+                 unix=None, headers=None):
         self.port, self.host, self.path, self.every = port, host, path, every
+        self.extra = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode())
+                              for k, v in (headers or {}).items())
         self.unix = unix
         self.timeout = timeout
         self.lock = threading.Lock()
@@ -75,8 +81,8 @@ class Load:
         return socket.create_connection((HOST, self.port), timeout=5)
 
     def _request(self, close):
-        return (b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
-                % (self.path.encode(), self.host.encode(),
+        return (b"GET %s HTTP/1.1\r\nHost: %s\r\n%s%s\r\n"
+                % (self.path.encode(), self.host.encode(), self.extra,
                    b"Connection: close\r\n" if close else b""))
 
     def _one(self):
@@ -134,12 +140,12 @@ class Load:
                     s.close()
                     s = None
             else:
-                if not raw and closed and not fresh:
-                    self._count("closed_idle")
-                else:
-                    self._count("cut", raw[:200])
                 s.close()
                 s = None
+                if not raw and closed and not fresh:
+                    self._count("closed_idle")
+                    continue  # sent again at once on a new connection
+                self._count("cut", raw[:200])
             time.sleep(self.every)
         if s is not None:
             s.close()

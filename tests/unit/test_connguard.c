@@ -114,12 +114,44 @@ static void test_sweep_shuts_slow_heads(void **state) {
   close(fast[1]);
 }
 
+/* What holds up a drain: a request in progress, a connection with no request yet until its
+   head deadline; never one idle between requests. */
+static void test_conn_busy(void **state) {
+  (void)state;
+  assert_true(connguard_conn_busy(1, 0, 0, 50000, 1000));   /* first request in progress */
+  assert_true(connguard_conn_busy(1, 7, 0, 50000, 1000));   /* a later one */
+  assert_true(connguard_conn_busy(0, 0, 0, 1000, 1000));    /* accepted, head not yet whole */
+  assert_false(connguard_conn_busy(0, 0, 0, 1001, 1000));   /* ... past its deadline */
+  assert_true(connguard_conn_busy(0, 0, 0, 99999, 0));      /* no deadline: waited for */
+  assert_false(connguard_conn_busy(0, 1, 900, 1000, 1000)); /* idle keep-alive */
+}
+
+static void test_busy_count(void **state) {
+  struct connguard *g = connguard_new("test", 0, 1000);
+  struct sockaddr_in a = v4("192.0.2.1");
+  struct gconn *c1, *c2;
+  (void)state;
+  c1 = connguard_open(g, -1, (struct sockaddr *)&a, sizeof a, 0);
+  c2 = connguard_open(g, -1, (struct sockaddr *)&a, sizeof a, 0);
+  assert_int_equal(connguard_busy(g, 10), 2); /* both accepted, no request yet */
+  connguard_head_done(g, c1);
+  connguard_request_done(g, c1, 20);
+  assert_int_equal(connguard_busy(g, 30), 1); /* c1 idle after its request */
+  connguard_head_done(g, c1);
+  assert_int_equal(connguard_busy(g, 30), 2); /* c1's next request */
+  connguard_request_done(g, c1, 40);
+  assert_int_equal(connguard_busy(g, 1001), 0); /* c2's head deadline passed */
+  connguard_close(g, c1);
+  connguard_close(g, c2);
+  assert_int_equal(connguard_busy(g, 0), 0);
+  connguard_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ip_key),
-      cmocka_unit_test(test_head_expired),
-      cmocka_unit_test(test_per_ip_cap),
-      cmocka_unit_test(test_sweep_shuts_slow_heads),
+      cmocka_unit_test(test_ip_key),     cmocka_unit_test(test_head_expired),
+      cmocka_unit_test(test_per_ip_cap), cmocka_unit_test(test_sweep_shuts_slow_heads),
+      cmocka_unit_test(test_conn_busy),  cmocka_unit_test(test_busy_count),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
