@@ -379,10 +379,11 @@ def test_two_nodes_share_follows_steps(tmp):
 
 def db_rows(c, q):
     """Rows of a query on controld's own database (its SQLite file, or its PostgreSQL database)
-    as lists of strings."""
+    as lists of strings, None for NULL (psql prints NULL as an empty field: the queries here
+    read no empty text)."""
     if c.db.startswith(("host=", "postgres")):
         import pgfixture
-        return [list(r) for r in pgfixture.psql(c.db, q)]
+        return [[v if v != "" else None for v in r] for r in pgfixture.psql(c.db, q)]
     import sqlite3
     con = sqlite3.connect("file:%s?mode=ro" % c.db, uri=True, timeout=10)
     try:
