@@ -225,12 +225,19 @@ static enum store_rc switch_change(struct api_op *op) {
   enum store_rc src = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (src == STORE_OK) src = api_op_if_match(op, revision);
   if (src != STORE_OK) return src;
+  int changed = 0;
   enum engine_switch_rc rc =
-      sr->ramp
-          ? engine_switch_ramp_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name)
-          : engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level, op->r->token_name);
+      sr->ramp ? engine_switch_ramp_by_locked(env, op->tx, op->r->params[0], level,
+                                              op->r->token_name, &changed)
+               : engine_switch_manual_by_locked(env, op->tx, op->r->params[0], level,
+                                                op->r->token_name, &changed);
   switch (rc) {
   case ENGINE_SWITCH_OK:
+    /* docs/design.md#safe-concurrent-edits: the operator's switch that moves the level or starts a
+       ramp is a change of the site, so a second operator who read the same revision gets 412
+       rather than a state mixed of both */
+    if (changed && store_site_bump_revision_locked(op->tx, op->r->params[0]) < 0)
+      return STORE_ERROR;
     return STORE_OK;
   case ENGINE_SWITCH_NOT_FOUND:
     return STORE_NOT_FOUND;
@@ -250,8 +257,13 @@ static enum store_rc switch_change(struct api_op *op) {
 /* The answer: the status card as the switch left it (read on the writer, in the transaction). */
 static enum store_rc switch_answer(struct api_op *op) {
   cJSON *card;
-  enum store_rc rc = status_card(op->r, op->r->params[0], op->tx, &card);
-  if (rc == STORE_OK) req_json(op->r, 200, card);
+  int64_t revision = 0;
+  enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
+  if (rc == STORE_OK) rc = status_card(op->r, op->r->params[0], op->tx, &card);
+  if (rc == STORE_OK) {
+    req_set_etag(op->r, revision);
+    req_json(op->r, 200, card);
+  }
   return rc;
 }
 

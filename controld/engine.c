@@ -911,12 +911,12 @@ int engine_reevaluate_all(const struct engine_env *env) {
 
 enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, struct store_tx *tx,
                                                   int64_t site_id, int level) {
-  return engine_switch_manual_by_locked(env, tx, site_id, level, NULL);
+  return engine_switch_manual_by_locked(env, tx, site_id, level, NULL, NULL);
 }
 
 enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
                                                      struct store_tx *tx, int64_t site_id,
-                                                     int level, const char *by) {
+                                                     int level, const char *by, int *changed) {
   struct site_rec s;
   struct outlook ol;
   struct site_incident ic;
@@ -939,6 +939,35 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
              level);
     if (do_switch(env, tx, &s, &ic, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0)
       goto out;
+    if (changed) *changed = 1;
+  } else if (s.ramp.from_level) {
+    /* docs/design.md, Failback ramp: the operator's switch to the level a ramp leaves ends the
+       ramp there (and pins that level as a switch to it would), so the site never keeps a ramp
+       the operator overruled */
+    int pin = 0;
+    char why[96];
+    cJSON *j = cJSON_CreateObject();
+    if (!j) goto out;
+    for (int i = 0; i < s.n_origins; i++)
+      if (s.origins[i].enabled && s.origins[i].level < level) pin = 1;
+    snprintf(why, sizeof why, "ended by the operator's switch to level %d", level);
+    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
+    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
+    json_add_i64(j, "requests", s.ramp_requests);
+    json_add_i64(j, "failures", s.ramp_failures);
+    cJSON_AddStringToObject(j, "why", why);
+    json_add_time(j, "hold_until", 0);
+    if (by && *by) cJSON_AddStringToObject(j, "by", by);
+    if (store_health_site_ramp_locked(tx, s.id, NULL, s.ramp_hold_until, NULL) < 0 ||
+        store_health_site_level_locked(tx, s.id, level,
+                                       health_reason_to_string(HEALTH_REASON_MANUAL), pin) < 0) {
+      cJSON_Delete(j);
+      goto out;
+    }
+    memset(&s.ramp, 0, sizeof s.ramp);
+    s.manual_pin = pin;
+    if (add_event(env, tx, &s, &ic, "failback.aborted", TITLE_ABORTED, j) < 0) goto out;
+    if (changed) *changed = 1;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified
      (which changes nothing the fleet flags read: the same outlook gives them) */
@@ -958,7 +987,7 @@ out:
 
 enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
                                                    struct store_tx *tx, int64_t site_id, int level,
-                                                   const char *by) {
+                                                   const char *by, int *changed) {
   struct site_rec s;
   struct site_incident ic;
   enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
@@ -983,6 +1012,7 @@ enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
   if (inc_load(tx, &s, &ic) < 0 ||
       engine_ramp_start_locked(env, tx, &s, &ic, level, clock_wall_ms(), by && *by ? by : NULL) < 0)
     goto out;
+  if (changed) *changed = 1;
   {
     struct outlook ol;
     engine_outlook(&s, clock_wall_ms(), &ol);

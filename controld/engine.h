@@ -123,10 +123,10 @@ enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, 
                                                   int64_t site_id, int level);
 
 /* The same, for the operator named by (the token's name, carried as data.by of the
-   level.switched event; NULL = none). */
+   level.switched event; NULL = none). *changed (may be NULL) is set to 1 when the level moved. */
 enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
                                                      struct store_tx *tx, int64_t site_id,
-                                                     int level, const char *by);
+                                                     int level, const char *by, int *changed);
 
 /* ---- shadow health policies (docs/design.md, Shadow health policies) ---- */
 
@@ -170,10 +170,11 @@ int engine_apply_shadow(const struct engine_env *env, int64_t now,
    ramp; "ramp": true), inside the caller's write transaction: the ramp starts (the operator's
    name in failback.ramp_started's data.by) and completes like an automatic one. A ramp already
    running to that level changes nothing; one to another level is replaced. On anything but
-   ENGINE_SWITCH_OK the caller must roll back. */
+   ENGINE_SWITCH_OK the caller must roll back. *changed (may be NULL) is set to 1 when a ramp
+   started. */
 enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
                                                    struct store_tx *tx, int64_t site_id, int level,
-                                                   const char *by);
+                                                   const char *by, int *changed);
 
 enum engine_incident_rc {
   ENGINE_INCIDENT_OK = 0,

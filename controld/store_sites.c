@@ -648,7 +648,7 @@ out:
 }
 
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
-static int bump_revision_locked(struct store_tx *tx, int64_t site_id) {
+int store_site_bump_revision_locked(struct store_tx *tx, int64_t site_id) {
   struct store *st = store_tx_store(tx);
   static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
   struct db_stmt *s = db_prep(st->w, q);
@@ -755,7 +755,7 @@ enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, 
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
   if (store_publish_locked(tx, s->id, "updated", 0) < 0) goto fail;
-  if (bump_revision_locked(tx, s->id) < 0) goto fail;
+  if (store_site_bump_revision_locked(tx, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -856,7 +856,7 @@ enum store_rc store_origin_add_locked(struct store_tx *tx, struct origin_rec *o)
   }
   if (insert_origin(st, o) != STORE_OK) goto fail;
   if (store_publish_locked(tx, o->site_id, "origin_added", 0) < 0) goto fail;
-  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
+  if (store_site_bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -886,7 +886,7 @@ enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origi
     goto fail;
   }
   if (store_publish_locked(tx, o->site_id, "origin_updated", 0) < 0) goto fail;
-  if (bump_revision_locked(tx, o->site_id) < 0) goto fail;
+  if (store_site_bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;
@@ -914,7 +914,7 @@ enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, i
   }
   if (drop_origin_rows_locked(tx, site_id, origin_id) < 0) goto fail;
   if (store_publish_locked(tx, site_id, "origin_deleted", 0) < 0) goto fail;
-  if (bump_revision_locked(tx, site_id) < 0) goto fail;
+  if (store_site_bump_revision_locked(tx, site_id) < 0) goto fail;
   return STORE_OK;
 fail:
   return rc;

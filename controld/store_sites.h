@@ -57,6 +57,10 @@ enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, i
 /* The site's revision (inside a store_op). */
 enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision);
 
+/* revision + 1 inside tx: a change of the site that is not a write of its fields (the operator's
+   switch, docs/design.md#safe-concurrent-edits). 0 or -1. */
+int store_site_bump_revision_locked(struct store_tx *tx, int64_t site_id);
+
 /* Up to limit site ids > after, ascending, into ids[]; *n of them. */
 enum store_rc store_site_ids(struct store *st, int64_t after, int limit, int64_t *ids, int *n);
 

@@ -62,6 +62,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.abspath(os.environ.get("CDNCA_BUILD", os.path.join(HERE, "..", "..", "build")))
@@ -600,6 +601,15 @@ class Origin(_Proc):
         if status != 200:
             raise AssertionError("%s: /__stats answered %s: %s" % (self.name, status, body))
         return body
+
+    def times(self, prefix=""):
+        """The arrival times (epoch ms, this machine's wall clock) of the counted requests whose
+        path starts with prefix (GET /__times, see origin.py)."""
+        status, body, _ = self._call("GET", "/__times?prefix=" + urllib.parse.quote(prefix),
+                                     None, 30)
+        if status != 200:
+            raise AssertionError("%s: /__times answered %s: %s" % (self.name, status, body))
+        return body["times"]
 
     def stop(self, timeout=20.0, expect_rc=None):
         return super().stop(timeout=timeout, expect_rc=expect_rc)

@@ -28,6 +28,9 @@ Control over HTTP on the same port (always answered, whatever the behaviour):
         health_path_status — {path: status}: per-path status (exact path, query ignored),
                         wins over "status"
     GET /__ctl   the current settings
+    GET /__times?prefix=P  {"name", "times": [epoch ms, ...]}: when each counted request whose
+                  path starts with P [""] arrived (this machine's wall clock; the newest
+                  TIMES_MAX kept; cleared with the stats)
     GET /__stats {"name", "total", "paths": {path: n}, "methods": {m: n}, "last_path",
                   "last_method", "last_target", "last_headers": {name: value}, "last_body_len",
                   "last_sni", "connections", "recent": [{"method", "path", "target",
@@ -60,6 +63,8 @@ import urllib.request
 
 CTL_PATH = "/__ctl"
 STATS_PATH = "/__stats"
+TIMES_PATH = "/__times"
+TIMES_MAX = 500000
 BIG_PATH = "/__big"
 MAX_BODY = 64 * 1024 * 1024
 RECENT_MAX = 100
@@ -130,6 +135,7 @@ class _State:
         self.methods = {}
         self.last = None
         self.recent = []
+        self.times = []  # (epoch ms, path) of each counted request
 
     def reset(self):
         with self.lock:
@@ -156,7 +162,11 @@ class _State:
     def record(self, method, target, path, headers, body_len):
         entry = {"method": method, "path": path, "target": target,
                  "headers": headers, "body_len": body_len}
+        at = time.time() * 1000.0
         with self.lock:
+            self.times.append((at, path))
+            if len(self.times) > TIMES_MAX:
+                del self.times[:len(self.times) - TIMES_MAX]
             self.total += 1
             self.paths[path] = self.paths.get(path, 0) + 1
             self.methods[method] = self.methods.get(method, 0) + 1
@@ -187,6 +197,9 @@ class _State:
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "cdnca-test-origin"
+    # the head and the body are separate writes: without TCP_NODELAY the body waits for the
+    # peer's delayed ACK of the head (40 ms on Linux loopback) on a keep-alive connection
+    disable_nagle_algorithm = True
 
     def version_string(self):
         return self.server_version
@@ -311,6 +324,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if path == STATS_PATH:
             self._send_json(200, state.stats())
+            return
+        if path == TIMES_PATH:
+            prefix = urllib.parse.parse_qs(query).get("prefix", [""])[0]
+            with state.lock:
+                times = [t for t, p in state.times if p.startswith(prefix)]
+            self._send_json(200, {"name": state.name, "times": times})
             return
 
         headers = {k: v for k, v in self.headers.items()}
