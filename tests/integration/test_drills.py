@@ -14,7 +14,8 @@ origins (level 1 "a", level 2 "b") and a visitor on each node sending a GET ever
 - an incident during a drill (every level down) cancels it: no switch back, the engine's rules
   take over;
 - kill -9 of controld during a drill: the restarted controld ends it cleanly (the switch back,
-  the result recorded), never stranded on the backup."""
+  the result recorded), never stranded on the backup; the drill recurs (every_ms): its next one
+  is scheduled and kept over a restart, and a cancel stops it."""
 
 import time
 
@@ -108,13 +109,17 @@ def test_api_and_pass(tmp):
     # a second drill while one runs: 409 drill_running
     st, j, _ = drill(c, sid, to_level=2)
     assert st == 409 and j["error"]["code"] == "drill_running", j
-    assert card(c, sid)["current_level"] == 2
+    cd = card(c, sid)
+    assert cd["current_level"] == 2, cd
+    assert cd["drill"]["id"] == did and cd["drill"]["to_level"] == 2, cd  # the status card shows it
+    assert cd["drill"]["ends_at"] == d["ends_at"], cd
     for ld in loads:
         ld.wait_served("b", 10, "the backup serving during the drill")
     d = wait_finished(c, did, timeout=40)
     assert d["result"] == "passed", d
     assert d["requests"] >= 20 and d["failures"] == 0, d
     wait_level(c, sid, 1)
+    assert card(c, sid)["drill"] is None
     for ld in loads:
         ld.wait_served("a", 10, "the primary serving after the drill")
     results = [r for ld in loads for r in ld.finish()]
@@ -221,8 +226,8 @@ def test_incident_cancels(tmp):
 def test_controld_killed_mid_drill(tmp):
     a, b, c, nodes, sid = setup(tmp)
     loads = [Load(n, interval=0.05).start() for n in nodes]
-    st, d, _ = drill(c, sid, to_level=2, duration_ms=15000, min_requests=20)
-    assert st == 201 and d["state"] == "running", d
+    st, d, _ = drill(c, sid, to_level=2, duration_ms=15000, min_requests=20, every_ms=3600000)
+    assert st == 201 and d["state"] == "running" and d["every_ms"] == 3600000, d
     for ld in loads:
         ld.wait_served("b", 10, "the backup serving during the drill")
     c.kill9()
@@ -241,6 +246,16 @@ def test_controld_killed_mid_drill(tmp):
     sw = drill_switches(c, sid)
     assert [(e["data"]["from_level"], e["data"]["to_level"]) for e in sw] == [(1, 2), (2, 1)], sw
     assert incidents(c, sid) == []
+    # recurring: the next drill is scheduled every_ms after this one's start, and a restart
+    # keeps it
+    nxt = get_drill(c, d["next_id"])
+    assert nxt["state"] == "scheduled" and nxt["start_at"] == d["start_at"] + 3600000, nxt
+    assert nxt["every_ms"] == 3600000 and nxt["to_level"] == 2, nxt
+    c.stop()
+    c.start()
+    assert get_drill(c, nxt["id"])["state"] == "scheduled"
+    st, j, _ = c.api("POST", "/v1/drills/%d/cancel" % nxt["id"])
+    assert st == 200 and j["result"] == "cancelled" and j["next_id"] is None, j
     c.stop()
 
 
