@@ -45,6 +45,7 @@ static const char *const reason_names[] = {
     [HEALTH_REASON_AUTO_FAILBACK] = "auto_failback",
     [HEALTH_REASON_MANUAL] = "manual",
     [HEALTH_REASON_NO_ENABLED_ORIGINS] = "no_enabled_origins",
+    [HEALTH_REASON_DRILL] = "drill",
 };
 
 /* Parse s through a table into *out (an enum of int size); 0, or -1 (out untouched). */

@@ -43,6 +43,7 @@ enum health_reason {
   HEALTH_REASON_AUTO_FAILBACK = 2,
   HEALTH_REASON_MANUAL = 3,
   HEALTH_REASON_NO_ENABLED_ORIGINS = 4,
+  HEALTH_REASON_DRILL = 5, /* a failover drill's switch or switch back (never health_decide's) */
 };
 
 /* The name tables (names.h): the words of the values, indexed by value, for field tables. */

@@ -133,25 +133,15 @@ extern const struct route api_audit_routes[];     /* api_audit.c: the audit log 
 extern const struct route api_openapi_routes[];   /* api_openapi.c: the OpenAPI document */
 extern const struct route api_incidents_routes[]; /* api_incidents.c: incidents */
 extern const struct route api_enrol_routes[];     /* api_enrol.c: enrolment keys, node enrol */
+extern const struct route api_drills_routes[];    /* api_drills.c: failover drills */
 
 const struct route *const api_tables[] = {
-    api_misc_routes,
-    api_ui_routes,
-    api_sites_routes,
-    api_origins_routes,
-    api_nodes_routes,
-    api_node_routes,
-    api_events_routes,
-    api_webhooks_routes,
-    api_channels_routes,
-    api_status_routes,
-    api_fleet_routes,
-    api_tokens_routes,
-    api_audit_routes,
-    api_openapi_routes,
-    api_incidents_routes,
-    api_enrol_routes,
-    NULL,
+    api_misc_routes,    api_ui_routes,       api_sites_routes,
+    api_origins_routes, api_nodes_routes,    api_node_routes,
+    api_events_routes,  api_webhooks_routes, api_channels_routes,
+    api_status_routes,  api_fleet_routes,    api_tokens_routes,
+    api_audit_routes,   api_openapi_routes,  api_incidents_routes,
+    api_enrol_routes,   api_drills_routes,   NULL,
 };
 
 /* api_page_reply's to_json, called through api_page_reply_arg */

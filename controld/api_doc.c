@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "drill.h"
 #include "fields.h"
 #include "incident.h"
 #include "site.h"
@@ -19,6 +20,7 @@ static const struct {
     {"origin", site_origin_fields},
     {"wire-origin", sitewire_origin_fields},
     {"incident", incident_fields},
+    {"drill", drill_fields},
     {"incident-entry", incident_entry_fields},
 };
 

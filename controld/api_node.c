@@ -57,6 +57,10 @@ static const struct field_def obs_fields[] = {
      0, 0, NULL, NULL},
     {"fail_open", FIELD_INT, 0, OB(fail_open), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
      NULL, NULL},
+    {"latency_sum_ms", FIELD_INT, 0, OB(latency_sum_ms), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
+     NULL, 0, 0, NULL, NULL},
+    {"latency_count", FIELD_INT, 0, OB(latency_count), 0, INT64_MAX / 2, 0, NULL, NULL, NULL, 0,
+     NULL, 0, 0, NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 #undef OB

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "hcheck.h"
 #include "json.h"
+#include "store_drills.h"
 #include "store_health.h"
 #include "store_shadow.h"
 #include "store_sites.h"
@@ -93,6 +94,28 @@ static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx
     }
   } else {
     cJSON_AddNullToObject(j, "ramp");
+  }
+  /* docs/design.md, Drills: the running drill, its end and its figures so far */
+  {
+    struct drill_rec d;
+    cJSON *dj = NULL;
+    if (s.drill_id &&
+        (tx ? store_drill_get_locked(tx, s.drill_id, &d)
+            : store_drill_get(ctx->store, s.drill_id, &d)) == STORE_OK &&
+        d.state == DRILL_RUNNING && (dj = cJSON_CreateObject()) != NULL) {
+      json_add_i64(dj, "id", d.id);
+      cJSON_AddNumberToObject(dj, "from_level", d.from_level);
+      cJSON_AddNumberToObject(dj, "to_level", d.to_level);
+      json_add_i64(dj, "started_at", d.started_at);
+      json_add_i64(dj, "ends_at", d.started_at + d.duration_ms);
+      json_add_i64(dj, "requests", d.requests);
+      json_add_i64(dj, "failures", d.failures);
+      json_add_i64(dj, "window_requests", d.window_requests);
+      json_add_i64(dj, "window_failures", d.window_failures);
+      cJSON_AddItemToObject(j, "drill", dj);
+    } else {
+      cJSON_AddNullToObject(j, "drill");
+    }
   }
   if (s.ramp_hold_until > now)
     json_add_time(j, "failback_held_until", s.ramp_hold_until);

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "store_drills.h"
 #include "store_events.h"
 #include "store_fleet.h"
 #include "store_health.h"
@@ -27,6 +28,9 @@
 #define TITLE_RECOVERED "An origin level is healthy again"
 #define TITLE_RAMP "Failback ramp started"
 #define TITLE_ABORTED "Failback ramp aborted"
+#define TITLE_DRILL_SWITCH "Origin level switched for a failover drill"
+#define TITLE_DRILL_STARTED "Failover drill started"
+#define TITLE_DRILL_FINISHED "Failover drill finished"
 
 /* ---- tally ---- */
 
@@ -374,10 +378,15 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
     ic->dirty = 1;
   }
   if (add_event(env, tx, s, ic, "level.switched",
-                reason == HEALTH_REASON_MANUAL ? TITLE_MANUAL : TITLE_AUTO, j) < 0)
+                reason == HEALTH_REASON_MANUAL  ? TITLE_MANUAL
+                : reason == HEALTH_REASON_DRILL ? TITLE_DRILL_SWITCH
+                                                : TITLE_AUTO,
+                j) < 0)
     return -1;
   snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
-  metrics_add(env->metrics, "cdnca_level_switches_total", labels, 1);
+  /* a drill's switches are no failovers (docs/design.md, Drills): cdnca_drills_total counts them */
+  if (reason != HEALTH_REASON_DRILL)
+    metrics_add(env->metrics, "cdnca_level_switches_total", labels, 1);
   s->current_level = level;
   return 0;
 }
@@ -411,9 +420,12 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
   int all, fb, switched = 0, ch;
   cJSON *j;
   engine_outlook(s, now, &ol);
-  if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
-      d->reason == HEALTH_REASON_AUTO_FAILBACK &&
-      (s->ramp.from_level || s->ramp_hold_until > now || s->failback_ramp.n_steps > 0)) {
+  if (s->drill_id) {
+    /* docs/design.md, Drills: a running drill holds the level; its own decision each second
+       switches back (or is cancelled, and the rules below take over) */
+  } else if (d->action == HEALTH_SWITCH && d->to_level != s->current_level &&
+             d->reason == HEALTH_REASON_AUTO_FAILBACK &&
+             (s->ramp.from_level || s->ramp_hold_until > now || s->failback_ramp.n_steps > 0)) {
     /* docs/design.md, Failback ramp: a running ramp returns the traffic (ramp_tick decides), an
        aborted one holds the level back, and a site with a failback_ramp starts one */
     if (!s->ramp.from_level && s->ramp_hold_until <= now &&
@@ -443,7 +455,7 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     if (add_event(env, tx, s, ic, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
   }
-  if (d->emit_failback_available) {
+  if (d->emit_failback_available && !s->drill_id) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", d->failback_level);
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
@@ -607,7 +619,8 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
     if (o->health == HEALTH_UNHEALTHY) {
       /* an origin of the level serving visitors turned unhealthy: an incident opens (or this
          joins it); any origin failing during one must recover before it resolves */
-      if (o->level == s->current_level) {
+      /* during a drill the drill's level is the drill's to judge (it aborts): no incident */
+      if (o->level == s->current_level && !s->drill_id) {
         int64_t first = store_incident_streak_start_locked(tx, o->id);
         ch =
             inc_trigger(env, tx, s, ic, INCIDENT_TRIGGER_ORIGIN, first > 0 ? first : round_at, now);
@@ -890,6 +903,261 @@ int engine_ramp_tick(const struct engine_env *env, int64_t now) {
     if (store_health_commit(tx) < 0) failed = 1;
   }
   return failed ? -1 : 0;
+}
+
+/* ---- failover drills (docs/design.md, Drills) ---- */
+
+/* The first level with an enabled origin of s (0: none). */
+static int first_enabled_level(const struct site_rec *s) {
+  int first = 0;
+  for (int i = 0; i < s->n_origins; i++)
+    if (s->origins[i].enabled && (!first || s->origins[i].level < first))
+      first = s->origins[i].level;
+  return first;
+}
+
+/* What drill d sees of site s at now (ic: its incident, loaded). */
+static void drill_observe(const struct site_rec *s, const struct site_incident *ic,
+                          const struct drill_rec *d, int64_t now, struct drill_obs *o) {
+  struct outlook ol;
+  enum health_state t;
+  engine_outlook(s, now, &ol);
+  memset(o, 0, sizeof *o);
+  o->site.current_level = s->current_level;
+  o->site.first_level = first_enabled_level(s);
+  o->site.current_healthy = ol.hc_active && s->current_level >= 1 &&
+                            s->current_level <= HEALTH_MAX_LEVEL &&
+                            ol.view.level[s->current_level] == HEALTH_HEALTHY;
+  t = d->to_level >= 1 && d->to_level <= HEALTH_MAX_LEVEL ? ol.view.level[d->to_level]
+                                                          : HEALTH_EMPTY;
+  /* a start needs the level healthy; a running drill aborts once it is unhealthy or empty */
+  if (d->state == DRILL_RUNNING)
+    o->site.target_healthy = t != HEALTH_UNHEALTHY && t != HEALTH_EMPTY;
+  else
+    o->site.target_healthy = ol.hc_active && t == HEALTH_HEALTHY;
+  o->site.incident_open = inc_on(ic);
+  o->site.drill_running = s->drill_id && s->drill_id != d->id;
+  o->requests = d->window_requests;
+  o->failures = d->window_failures;
+}
+
+/* The drill.* event of d on s. 0 or -1. */
+static int drill_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+                       struct site_incident *ic, const struct drill_rec *d, const char *type) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return -1;
+  json_add_i64(j, "drill_id", d->id);
+  cJSON_AddNumberToObject(j, "from_level", d->from_level);
+  cJSON_AddNumberToObject(j, "to_level", d->to_level);
+  json_add_i64(j, "duration_ms", d->duration_ms);
+  if (d->state == DRILL_FINISHED) {
+    cJSON_AddStringToObject(j, "result", drill_result_names[d->result]);
+    cJSON_AddStringToObject(j, "why", d->why);
+    json_add_i64(j, "requests", d->requests);
+    json_add_i64(j, "failures", d->failures);
+  }
+  if (d->created_by[0]) cJSON_AddStringToObject(j, "by", d->created_by);
+  return add_event(env, tx, s, ic, type,
+                   d->state == DRILL_FINISHED ? TITLE_DRILL_FINISHED : TITLE_DRILL_STARTED, j);
+}
+
+/* Finish d with result (why in words) at now; s (NULL: the site is gone) drops it as its running
+   drill, and a recurring drill schedules the next. 0 or -1. */
+static int drill_finish(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+                        struct site_incident *ic, struct drill_rec *d, enum drill_result result,
+                        const char *why, int64_t now) {
+  char labels[48];
+  int64_t next = s ? drill_next_start(d, now) : 0;
+  d->state = DRILL_FINISHED;
+  d->result = result;
+  snprintf(d->why, sizeof d->why, "%s", why);
+  d->finished_at = now;
+  if (next) {
+    struct drill_rec n = *d;
+    n.id = n.next_id = 0;
+    n.state = DRILL_SCHEDULED;
+    n.result = DRILL_RESULT_NONE;
+    n.why[0] = '\0';
+    n.start_at = next;
+    n.created_at = now;
+    n.started_at = n.finished_at = 0;
+    n.from_level = 0;
+    n.requests = n.failures = n.window_requests = n.window_failures = 0;
+    if (store_drill_insert_locked(tx, &n) < 0) return -1;
+    d->next_id = n.id;
+  }
+  if (store_drill_save_locked(tx, d) < 0) return -1;
+  if (s && s->drill_id == d->id) {
+    if (store_drill_site_locked(tx, s->id, 0) < 0) return -1;
+    s->drill_id = 0;
+  }
+  snprintf(labels, sizeof labels, "result=\"%s\"", drill_result_names[result]);
+  metrics_add(env->metrics, "cdnca_drills_total", labels, 1);
+  return s ? drill_event(env, tx, s, ic, d, "drill.finished") : 0;
+}
+
+/* The end of a running drill d on s: back to its first level when the site is still on the
+   drill's (switch_back), then the engine's rules. 0 or -1. */
+static int drill_end(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+                     struct site_incident *ic, struct drill_rec *d, enum drill_result result,
+                     const char *why, int switch_back, int64_t now) {
+  if (switch_back && s->current_level == d->to_level && d->from_level > 0 &&
+      d->from_level != s->current_level &&
+      do_switch(env, tx, s, ic, d->from_level, HEALTH_REASON_DRILL, why, NULL) < 0)
+    return -1;
+  if (drill_finish(env, tx, s, ic, d, result, why, now) < 0) return -1;
+  /* the incident, the flags and the fleet state of the level now served */
+  return evaluate_locked(env, tx, s, ic, now, NULL);
+}
+
+/* One decision on drill d (loaded) at now inside tx. 0 or -1. */
+static int drill_step_locked(const struct engine_env *env, struct store_tx *tx, struct drill_rec *d,
+                             int64_t now) {
+  struct site_rec s;
+  struct site_incident ic;
+  struct drill_obs o;
+  char why[256];
+  int rc = -1;
+  enum store_rc lrc;
+  if (d->state == DRILL_FINISHED) return 0;
+  lrc = store_health_site_load_locked(tx, d->site_id, &s);
+  if (lrc == STORE_NOT_FOUND)
+    return drill_finish(env, tx, NULL, NULL, d, DRILL_CANCELLED, "the site was deleted", now);
+  if (lrc != STORE_OK) return -1;
+  memset(&ic, 0, sizeof ic);
+  if (inc_load(tx, &s, &ic) < 0) goto out;
+  drill_observe(&s, &ic, d, now, &o);
+  switch (drill_decide(d, &o, now, why, sizeof why)) {
+  case DRILL_WAIT:
+    break;
+  case DRILL_FAIL:
+    if (drill_finish(env, tx, &s, &ic, d, DRILL_FAILED, why, now) < 0) goto out;
+    break;
+  case DRILL_START:
+    d->from_level = s.current_level;
+    d->state = DRILL_RUNNING;
+    d->started_at = now;
+    d->window_requests = d->window_failures = 0;
+    if (store_drill_save_locked(tx, d) < 0 || store_drill_site_locked(tx, s.id, d->id) < 0)
+      goto out;
+    s.drill_id = d->id;
+    if (do_switch(env, tx, &s, &ic, d->to_level, HEALTH_REASON_DRILL, why,
+                  d->created_by[0] ? d->created_by : NULL) < 0 ||
+        drill_event(env, tx, &s, &ic, d, "drill.started") < 0 ||
+        evaluate_locked(env, tx, &s, &ic, now, NULL) < 0)
+      goto out;
+    break;
+  case DRILL_GO_ON:
+    if (d->window_requests >= d->min_requests) { /* a new window */
+      d->window_requests = d->window_failures = 0;
+      if (store_drill_save_locked(tx, d) < 0) goto out;
+    }
+    break;
+  case DRILL_ABORT:
+    if (drill_end(env, tx, &s, &ic, d, DRILL_ABORTED, why, 1, now) < 0) goto out;
+    break;
+  case DRILL_PASS:
+    if (drill_end(env, tx, &s, &ic, d, DRILL_PASSED, why, 1, now) < 0) goto out;
+    break;
+  case DRILL_CANCEL:
+    /* the engine's rules take over: no switch back */
+    if (drill_end(env, tx, &s, &ic, d, DRILL_CANCELLED, why, 0, now) < 0) goto out;
+    break;
+  }
+  rc = 0;
+out:
+  site_rec_fini(&s);
+  return rc;
+}
+
+int engine_drill_tick(const struct engine_env *env, int64_t now) {
+  int64_t ids[256];
+  int n = store_drill_due(env->store, now, ids, 256), failed = 0;
+  if (n < 0) return -1;
+  for (int i = 0; i < n; i++) {
+    struct drill_rec d;
+    struct store_tx *tx = store_health_begin(env->store);
+    enum store_rc rc;
+    if (!tx) return -1;
+    rc = store_drill_get_locked(tx, ids[i], &d);
+    if (rc == STORE_NOT_FOUND || (rc == STORE_OK && drill_step_locked(env, tx, &d, now) == 0)) {
+      if (store_health_commit(tx) < 0) failed = 1;
+      continue;
+    }
+    store_health_rollback(tx);
+    log_error("drill %lld: not decided", (long long)ids[i]);
+    failed = 1;
+  }
+  return failed ? -1 : 0;
+}
+
+enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, struct store_tx *tx,
+                                                int64_t site_id, struct drill_rec *d,
+                                                const char *by, struct field_err *err,
+                                                const char **reason) {
+  struct site_rec s;
+  struct site_incident ic;
+  struct drill_obs o;
+  int levels[SITE_MAX_ORIGINS], nl = 0;
+  enum engine_drill_rc ret = ENGINE_DRILL_ERROR;
+  int64_t now = clock_wall_ms();
+  enum store_rc rc = store_health_site_load_locked(tx, site_id, &s);
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_DRILL_NOT_FOUND : ENGINE_DRILL_ERROR;
+  for (int i = 0; i < s.n_origins && nl < SITE_MAX_ORIGINS; i++)
+    if (s.origins[i].enabled) levels[nl++] = s.origins[i].level;
+  if (drill_check_level(d->to_level, levels, nl, err) < 0) {
+    ret = ENGINE_DRILL_INVALID;
+    goto out;
+  }
+  memset(&ic, 0, sizeof ic);
+  if (inc_load(tx, &s, &ic) < 0) goto out;
+  d->site_id = site_id;
+  snprintf(d->created_by, sizeof d->created_by, "%s", by ? by : "");
+  drill_observe(&s, &ic, d, now, &o);
+  if ((*reason = drill_precondition(&o.site)) != NULL) {
+    ret = ENGINE_DRILL_CONFLICT;
+    goto out;
+  }
+  if (store_drill_insert_locked(tx, d) < 0) goto out;
+  site_rec_fini(&s);
+  /* one that starts now starts in this transaction */
+  if (d->start_at <= now && drill_step_locked(env, tx, d, now) < 0) return ENGINE_DRILL_ERROR;
+  return ENGINE_DRILL_OK;
+out:
+  site_rec_fini(&s);
+  return ret;
+}
+
+enum engine_drill_rc engine_drill_cancel_locked(const struct engine_env *env, struct store_tx *tx,
+                                                int64_t id, const char *by, struct drill_rec *d,
+                                                const char **reason) {
+  struct site_rec s;
+  struct site_incident ic;
+  char why[192];
+  int64_t now = clock_wall_ms();
+  enum store_rc rc = store_drill_get_locked(tx, id, d);
+  int ok;
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_DRILL_NOT_FOUND : ENGINE_DRILL_ERROR;
+  if (d->state == DRILL_FINISHED) {
+    *reason = "drill_finished";
+    return ENGINE_DRILL_CONFLICT;
+  }
+  snprintf(why, sizeof why, "cancelled by %s", by && *by ? by : "the operator");
+  /* a cancelled recurring drill stops repeating */
+  d->every_ms = 0;
+  rc = store_health_site_load_locked(tx, d->site_id, &s);
+  if (rc == STORE_NOT_FOUND)
+    return drill_finish(env, tx, NULL, NULL, d, DRILL_CANCELLED, why, now) < 0 ? ENGINE_DRILL_ERROR
+                                                                               : ENGINE_DRILL_OK;
+  if (rc != STORE_OK) return ENGINE_DRILL_ERROR;
+  memset(&ic, 0, sizeof ic);
+  if (d->state == DRILL_RUNNING)
+    ok = inc_load(tx, &s, &ic) == 0 &&
+         drill_end(env, tx, &s, &ic, d, DRILL_CANCELLED, why, 1, now) == 0;
+  else
+    ok = drill_finish(env, tx, &s, &ic, d, DRILL_CANCELLED, why, now) == 0;
+  site_rec_fini(&s);
+  return ok ? ENGINE_DRILL_OK : ENGINE_DRILL_ERROR;
 }
 
 int engine_reevaluate_all(const struct engine_env *env) {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "drill.h"
 #include "health.h"
 #include "outlook.h"
 #include "shadow.h"
@@ -107,6 +108,36 @@ int engine_site_changed_keep_locked(const struct engine_env *env, struct store_t
    (level.switched, auto_failback) or go on (a window with min_requests starts a new one).
    0, or -1 when any failed (logged; the next tick tries again). */
 int engine_ramp_tick(const struct engine_env *env, int64_t now);
+
+/* docs/design.md, Drills: decide every drill due at now (wall ms; running, or scheduled with its
+   start_at come), one transaction per drill: start it (switch, reason drill, drill.started),
+   fail it (a precondition does not hold), watch it (a window with min_requests starts a new
+   one), abort or pass it (switch back, drill.finished) or cancel it (an incident opened, the site
+   left the level: the engine's rules take over). A recurring drill schedules the next one when it
+   finishes. 0, or -1 when any failed (logged; the next tick tries again). */
+int engine_drill_tick(const struct engine_env *env, int64_t now);
+
+enum engine_drill_rc {
+  ENGINE_DRILL_OK = 0,
+  ENGINE_DRILL_NOT_FOUND = 1, /* no such site or drill */
+  ENGINE_DRILL_INVALID = 2,   /* *err filled (422: to_level) */
+  ENGINE_DRILL_CONFLICT = 3,  /* *reason: a 409 reason code */
+  ENGINE_DRILL_ERROR = -1,
+};
+
+/* Inside the caller's write transaction: create drill d (drill_apply's) on site_id by the token
+   named by; its preconditions must hold now (else CONFLICT with *reason) and one that starts now
+   starts at once (d is the record as stored after). On anything but OK the caller rolls back. */
+enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, struct store_tx *tx,
+                                                int64_t site_id, struct drill_rec *d,
+                                                const char *by, struct field_err *err,
+                                                const char **reason);
+
+/* Inside the caller's write transaction: the operator's cancel of drill id (a running one
+   switches back; *reason "drill_finished" on CONFLICT). d gets the record as stored after. */
+enum engine_drill_rc engine_drill_cancel_locked(const struct engine_env *env, struct store_tx *tx,
+                                                int64_t id, const char *by, struct drill_rec *d,
+                                                const char **reason);
 
 /* At start: re-evaluate every site's levels (one transaction per site), repairing a site left on
    a level with no enabled origin by an older controld. 0, or -1 when any failed (logged). */

@@ -365,7 +365,9 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_probe_rounds_total", "counter", "probe rounds run");
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");
-  metrics_declare(m, "cdnca_level_switches_total", "counter", "level switches by reason");
+  metrics_declare(m, "cdnca_level_switches_total", "counter",
+                  "level switches by reason (a drill's are not counted)");
+  metrics_declare(m, "cdnca_drills_total", "counter", "failover drills finished, by result");
   metrics_declare(m, "cdnca_incident_detect_seconds", "histogram",
                   "incidents: first failed verdict to the incident's opening");
   metrics_declare(m, "cdnca_incident_mitigate_seconds", "histogram",

@@ -41,6 +41,8 @@ const char *const notify_event_types[] = {
     "incident.resolved",
     "failback.ramp_started",
     "failback.aborted",
+    "drill.started",
+    "drill.finished",
     NULL,
 };
 

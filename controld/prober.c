@@ -715,6 +715,7 @@ static void *run(void *arg) {
       last_ramp = now;
       pthread_mutex_unlock(&p->mu);
       (void)engine_ramp_tick(p->env.engine, clock_wall_ms());
+      (void)engine_drill_tick(p->env.engine, clock_wall_ms()); /* docs/design.md, Drills */
       pthread_mutex_lock(&p->mu);
       if (p->stop) break;
       now = mono_now();

@@ -346,6 +346,12 @@ const struct field_def site_fields[] = {
     {.name = "ramp_requests", .column = "ramp_requests", .type = FIELD_INT, S(ramp_requests)},
     {.name = "ramp_failures", .column = "ramp_failures", .type = FIELD_INT, S(ramp_failures)},
     {.name = "ramp_hold_until", .column = "ramp_hold_until", .type = FIELD_INT, S(ramp_hold_until)},
+    /* the running failover drill (written by the engine, store_drills) */
+    {.name = "drill_id",
+     .column = "drill_id",
+     .type = FIELD_INT,
+     .flags = FIELD_NULLABLE,
+     S(drill_id)},
     {.name = NULL},
 };
 #undef NR

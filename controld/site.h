@@ -88,6 +88,8 @@ struct site_rec {
      abort the time before which no failback starts */
   struct ramp_run ramp;
   int64_t ramp_requests, ramp_failures, ramp_hold_until;
+  /* docs/design.md, Drills: the running drill (0 = none); the engine leaves the level to it */
+  int64_t drill_id;
   int64_t revision; /* + 1 on every change of its configuration or origins (the ETag) */
   int64_t created_at, updated_at;
   int n_origins;

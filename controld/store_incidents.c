@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "store_core.h"
+#include "store_drills.h"
 
 #define ACTIVE "state <> 'resolved'"
 /* the publications a switch records (engine: health_reason_to_string of a switch's reason) */
@@ -172,23 +173,26 @@ int store_incident_applied_batch(struct store *st, const struct incident_ask *a,
   static const char any[] = "SELECT 1 FROM incidents WHERE " ACTIVE " LIMIT 1";
   struct store_tx *tx;
   struct db_stmt *s;
-  int rc = -1, some;
+  int rc = -1, some, drills;
   if (n <= 0) return 0;
-  /* most batches come while nothing is active: one read, no write transaction */
+  /* most batches come while nothing is active: one read, no write transaction; a failover
+     drill's switches are recorded the same way (docs/design.md, Drills) */
   {
     struct db_conn *c = store_reader(st);
     if (!c || !(s = db_prep(c, any))) return -1;
     some = db_step(s) == DB_ROW;
     db_reset(s);
-    if (!some) return 0;
+    drills = store_drill_any_recent(st, a[n - 1].at);
+    if (!some && drills <= 0) return 0;
   }
   tx = store_tx_begin_unordered(st);
   if (!tx) return -1;
   for (int i = 0; i < n; i++) {
     if (a[i].seq <= 0) continue;
-    if (store_exec(st->w, "recording a switch's propagation", q, "III", a[i].node_id, a[i].seq,
-                   a[i].at) < 0)
+    if (some && store_exec(st->w, "recording a switch's propagation", q, "III", a[i].node_id,
+                           a[i].seq, a[i].at) < 0)
       goto out;
+    if (drills > 0 && store_drill_applied_locked(tx, a[i].node_id, a[i].seq, a[i].at) < 0) goto out;
   }
   rc = 0;
 out:

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "sigmsg.h"
 #include "store_core.h"
+#include "store_drills.h"
 #include "store_incidents.h"
 #include "store_signal.h"
 #include "store_sites.h"
@@ -35,13 +36,17 @@ out:
   return -1;
 }
 
-/* docs/design.md, Failback ramp: inside a heartbeat's transaction, before the node's
+/* docs/design.md, Failback ramp and Drills: inside a heartbeat's transaction, before the node's
    observations are overwritten, add the growth of each counter of an origin on a running ramp's
-   level to its site's window. 0 or -1. */
-static int ramp_observe(struct store *st, int64_t node_id, const struct node_obs *obs, int n_obs) {
-  static const char sites_q[] = "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL";
-  static const char old_q[] =
-      "SELECT requests, failures FROM node_observations WHERE node_id = ? AND origin_id = ?";
+   level to its site's window, and on a running drill's level to the drill (its window, its
+   totals and its per-origin figures with the latency). 0 or -1. */
+static int window_observe(struct store_tx *tx, int64_t node_id, const struct node_obs *obs,
+                          int n_obs) {
+  struct store *st = store_tx_store(tx);
+  static const char sites_q[] =
+      "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL OR drill_id IS NOT NULL";
+  static const char old_q[] = "SELECT requests, failures, latency_sum_ms, latency_count FROM "
+                              "node_observations WHERE node_id = ? AND origin_id = ?";
   static const char add_q[] =
       "UPDATE sites SET ramp_requests = ramp_requests + ?, ramp_failures = ramp_failures + ? "
       "WHERE id = ? AND ramp_to_level = (SELECT level FROM origins WHERE id = ? AND site_id = ?)";
@@ -54,7 +59,8 @@ static int ramp_observe(struct store *st, int64_t node_id, const struct node_obs
   db_reset(q);
   if (rc != DB_DONE) return -1;
   for (int i = 0; i < n_obs && nr > 0; i++) {
-    int64_t req = obs[i].requests, fail = obs[i].failures;
+    int64_t req = obs[i].requests, fail = obs[i].failures, lsum = obs[i].latency_sum_ms,
+            lcnt = obs[i].latency_count;
     int on = 0;
     for (int k = 0; k < nr; k++)
       if (ramping[k] == obs[i].site_id) on = 1;
@@ -63,11 +69,16 @@ static int ramp_observe(struct store *st, int64_t node_id, const struct node_obs
     db_bind_i64(q, 1, node_id);
     db_bind_i64(q, 2, obs[i].origin_id);
     if ((rc = db_step(q)) == DB_ROW) {
-      int64_t oreq = db_col_i64(q, 0), ofail = db_col_i64(q, 1);
+      int64_t oreq = db_col_i64(q, 0), ofail = db_col_i64(q, 1), olsum = db_col_i64(q, 2),
+              olcnt = db_col_i64(q, 3);
       /* counters since the node's entry was made: smaller ones started again */
       if (req >= oreq && fail >= ofail) {
         req -= oreq;
         fail -= ofail;
+      }
+      if (lsum >= olsum && lcnt >= olcnt) {
+        lsum -= olsum;
+        lcnt -= olcnt;
       }
     }
     db_reset(q);
@@ -75,6 +86,8 @@ static int ramp_observe(struct store *st, int64_t node_id, const struct node_obs
     if ((req > 0 || fail > 0) &&
         store_exec(st->w, "counting a ramp's requests", add_q, "IIIII", req, fail, obs[i].site_id,
                    obs[i].origin_id, obs[i].site_id) < 0)
+      return -1;
+    if (store_drill_observe_locked(tx, obs[i].site_id, obs[i].origin_id, req, fail, lsum, lcnt) < 0)
       return -1;
   }
   return 0;
@@ -90,14 +103,17 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
      grow the table beyond one row per published origin with ids that do not exist */
   static const char ups[] =
       "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
-      "updated_at, backup_picks, fail_open) SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), "
+      "updated_at, backup_picks, fail_open, latency_sum_ms, latency_count) SELECT "
+      "CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), "
       "CAST(?3 AS BIGINT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), "
-      "CAST(?7 AS BIGINT), CAST(?8 AS BIGINT), CAST(?9 AS BIGINT) WHERE EXISTS "
+      "CAST(?7 AS BIGINT), CAST(?8 AS BIGINT), CAST(?9 AS BIGINT), CAST(?10 AS BIGINT), "
+      "CAST(?11 AS BIGINT) WHERE EXISTS "
       "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2 AND enabled = 1) "
       "ON CONFLICT (node_id, origin_id) DO UPDATE SET "
       "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
       "skipped = excluded.skipped, updated_at = excluded.updated_at, "
-      "backup_picks = excluded.backup_picks, fail_open = excluded.fail_open";
+      "backup_picks = excluded.backup_picks, fail_open = excluded.fail_open, "
+      "latency_sum_ms = excluded.latency_sum_ms, latency_count = excluded.latency_count";
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   struct store_tx *tx = store_tx_begin_unordered(st);
@@ -128,7 +144,7 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     free(sites);
     if (bad) goto fail;
   }
-  if (n_obs > 0 && ramp_observe(st, node_id, obs, n_obs) < 0) goto fail;
+  if (n_obs > 0 && window_observe(tx, node_id, obs, n_obs) < 0) goto fail;
   for (int i = 0; i < n_obs; i++) {
     q = db_prep(st->w, ups);
     if (!q) goto fail;
@@ -141,6 +157,8 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
     db_bind_i64(q, 7, now);
     db_bind_i64(q, 8, obs[i].backup_picks);
     db_bind_i64(q, 9, obs[i].fail_open);
+    db_bind_i64(q, 10, obs[i].latency_sum_ms);
+    db_bind_i64(q, 11, obs[i].latency_count);
     if (store_step_done(st->w, q, "storing observation") < 0) goto fail;
   }
   if (store_tx_commit(tx) < 0) return STORE_ERROR;

@@ -113,6 +113,7 @@ void attempt_start(struct vconn *c) {
     return;
   }
   r->oidx = r->pick.index;
+  r->t_attempt = w->now;
   r->tried |= UINT64_C(1) << r->oidx;
   r->attempts++;
   r->have_pick = 1;
@@ -163,6 +164,8 @@ void attempt_done(struct vconn *c, int failed) {
   struct req *r = &c->r;
   CINC(w->ctr.attempts[failed ? AR_STATUS : AR_SUCCESS]);
   if (r->have_pick) {
+    /* an answer: its latency counts (docs/design.md, Drills) */
+    proxy_state_latency(w->p->state, r->site, r->oidx, w->now - r->t_attempt);
     if (proxy_state_record(w->p->state, r->site, r->oidx, w->now, failed)) CINC(w->ctr.skips);
     r->have_pick = 0;
   }

@@ -26,6 +26,9 @@ struct pentry {
   char *address;
   int port, https;
   struct skip_rec rec;
+  /* the origin's answers: their latency (attempt start to response head) summed, and counted;
+     since the entry was made, carried over like rec (heartbeats, docs/design.md, Drills) */
+  uint64_t latency_sum_ms, latency_count;
   struct skip_params retry; /* the site's, for outcomes that arrive without a site (probes) */
   int behind; /* on a level before the one its site's requests start on: sent no visitors */
   int resolved;
@@ -238,6 +241,8 @@ int proxy_state_sync(struct proxy_state *t, const struct sitecfg_set *s) {
     old = find(&t->tab, e->site_id, e->origin_id);
     if (!old || !same_identity(old, e)) continue;
     e->rec = old->rec;
+    e->latency_sum_ms = old->latency_sum_ms;
+    e->latency_count = old->latency_count;
     /* docs/design.md, Failback ramp: controld switched back to this origin's level (or ramps to
        it): its skip ends now and its half-open trial starts with the next request, so the node
        sends visitors where the config says they go */
@@ -347,6 +352,21 @@ int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, i
   pthread_mutex_unlock(site_lock(t, site->id));
   pthread_rwlock_unlock(&t->tab_lock);
   return r;
+}
+
+void proxy_state_latency(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
+                         int64_t ms) {
+  struct pentry *e;
+  if (origin_index < 0 || origin_index >= site->n_origins) return;
+  pthread_rwlock_rdlock(&t->tab_lock);
+  pthread_mutex_lock(site_lock(t, site->id));
+  e = find(&t->tab, site->id, site->origins[origin_index].id);
+  if (e) {
+    e->latency_sum_ms += (uint64_t)(ms > 0 ? ms : 0);
+    e->latency_count++;
+  }
+  pthread_mutex_unlock(site_lock(t, site->id));
+  pthread_rwlock_unlock(&t->tab_lock);
 }
 
 int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int ok) {
@@ -506,10 +526,13 @@ cJSON *proxy_state_observations(struct proxy_state *t, int64_t now) {
   for (size_t i = 0; i < t->tab.cap; i++) {
     const struct pentry *e = &t->tab.e[i];
     struct skip_rec rec;
+    uint64_t lsum, lcnt;
     cJSON *o;
     if (!e->used) continue;
     pthread_mutex_lock(site_lock(t, e->site_id));
     rec = e->rec;
+    lsum = e->latency_sum_ms;
+    lcnt = e->latency_count;
     pthread_mutex_unlock(site_lock(t, e->site_id));
     if (!(o = cJSON_CreateObject())) break;
     json_add_i64(o, "site_id", e->site_id);
@@ -519,6 +542,8 @@ cJSON *proxy_state_observations(struct proxy_state *t, int64_t now) {
     cJSON_AddBoolToObject(o, "skipped", skip_is_skipped(&rec, now));
     json_add_i64(o, "backup_picks", (int64_t)rec.backup_picks);
     json_add_i64(o, "fail_open", (int64_t)rec.fail_open);
+    json_add_i64(o, "latency_sum_ms", (int64_t)lsum);
+    json_add_i64(o, "latency_count", (int64_t)lcnt);
     cJSON_AddItemToArray(arr, o);
   }
   pthread_rwlock_unlock(&t->tab_lock);

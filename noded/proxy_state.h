@@ -61,6 +61,11 @@ int proxy_state_start_level(const struct sitecfg_site *site, int64_t wall_ms, in
 int proxy_state_record(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
                        int64_t now, int failed);
 
+/* Add one answer's latency (ms from the attempt's start to the origin's response head) to
+ * (site, origin)'s sum and count, which heartbeats report (docs/design.md, Drills). */
+void proxy_state_latency(struct proxy_state *t, const struct sitecfg_site *site, int origin_index,
+                         int64_t ms);
+
 /* Feed the node's own probe of origin_id (every site entry with that id) into the skip machine
  * (skip_probe). Returns the number of skips it started. */
 int proxy_state_probe(struct proxy_state *t, int64_t origin_id, int64_t now, int ok);
@@ -93,7 +98,8 @@ int proxy_state_resolver_start(struct proxy_state *t);
 /* Give back a half-open trial slot of a pick that will report no outcome. */
 void proxy_state_release(struct proxy_state *t, const struct sitecfg_site *site, int origin_index);
 
-/* Observations for the heartbeat: [{"site_id","origin_id","requests","failures","skipped"}]
+/* Observations for the heartbeat: [{"site_id","origin_id","requests","failures","skipped",
+ * "backup_picks","fail_open","latency_sum_ms","latency_count"}]
  * (counts since the entry was created), caller frees. NULL on OOM. */
 cJSON *proxy_state_observations(struct proxy_state *t, int64_t now);
 

@@ -94,8 +94,9 @@ struct req {
   size_t uhead_off;        /* bytes of uhead written to the origin */
   uint64_t tried;          /* bit i: origins[i] was tried */
   int attempts, oidx, last_fail;
-  int start_level; /* the level the first pick started on (a failback ramp's, or the current) */
-  int status;      /* the status the visitor gets */
+  int64_t t_attempt; /* when the current attempt's pick was made (its answer's latency) */
+  int start_level;   /* the level the first pick started on (a failback ramp's, or the current) */
+  int status;        /* the status the visitor gets */
   const char *local_code; /* the code of noded's own error answer, NULL when none */
   int have_pick;     /* the pick may hold a half-open trial slot until an outcome is recorded */
   int request_sent;  /* bytes of this attempt's head reached the origin

@@ -27,6 +27,9 @@ Control over HTTP on the same port (always answered, whatever the behaviour):
         redirect      — null, or a Location: answer redirect_status [302] with it
         health_path_status — {path: status}: per-path status (exact path, query ignored),
                         wins over "status"
+        fail_share    — 0..1: that share of the normal responses that would answer 200 answer
+                        fail_status instead, spread evenly (0.3: 3 of every 10) [0]
+        fail_status   — the status of those [503]
     GET /__ctl   the current settings
     GET /__times?prefix=P  {"name", "times": [epoch ms, ...]}: when each counted request whose
                   path starts with P [""] arrived (this machine's wall clock; the newest
@@ -77,6 +80,8 @@ DEFAULTS = {
     "redirect": None,
     "redirect_status": 302,
     "health_path_status": {},
+    "fail_share": 0,
+    "fail_status": 503,
 }
 
 
@@ -89,7 +94,11 @@ def _check_settings(d):
         if k in ("reset", "reset_stats"):
             if not isinstance(v, bool):
                 raise ValueError(k + " must be a boolean")
-        elif k in ("status", "redirect_status"):
+        elif k == "fail_share":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise ValueError("fail_share must be a number 0..1")
+            out[k] = v
+        elif k in ("status", "redirect_status", "fail_status"):
             if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 999:
                 raise ValueError(k + " must be an integer 100..999")
             out[k] = v
@@ -136,6 +145,7 @@ class _State:
         self.last = None
         self.recent = []
         self.times = []  # (epoch ms, path) of each counted request
+        self.shared = 0  # the responses fail_share has spread over
 
     def reset(self):
         with self.lock:
@@ -347,6 +357,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(cfg["redirect_status"], b"", extra={"Location": cfg["redirect"]})
             return
         status = cfg["health_path_status"].get(path, cfg["status"])
+        if status == 200 and path not in cfg["health_path_status"] and cfg["fail_share"] > 0:
+            with state.lock:
+                state.shared += 1
+                k = state.shared
+            share = cfg["fail_share"]
+            if int(k * share) != int((k - 1) * share):
+                status = cfg["fail_status"]
         if path == BIG_PATH and status == 200:
             q = urllib.parse.parse_qs(query)
             try:

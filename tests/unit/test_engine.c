@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "prober.h"
 #include "store.h"
+#include "store_drills.h"
 #include "store_events.h"
 #include "store_fleet.h"
 #include "store_health.h"
@@ -900,6 +901,121 @@ static void test_due_sites_order(void **state) {
   free(ids);
 }
 
+/* ---- failover drills (docs/design.md, Drills) on the fake clock ---- */
+
+/* Create a drill to level 2 starting now; the engine's answer, the reason of a 409 in *reason,
+   the record in *d. */
+static enum engine_drill_rc drill_create(struct fx *f, int64_t duration_ms, const char **reason,
+                                         struct drill_rec *d) {
+  struct field_err fe;
+  struct store_tx *tx;
+  enum engine_drill_rc rc;
+  memset(d, 0, sizeof *d);
+  d->to_level = 2;
+  d->duration_ms = duration_ms;
+  d->max_failure_ratio = 0.05;
+  d->min_requests = 20;
+  d->start_at = f->now;
+  d->created_at = f->now;
+  *reason = NULL;
+  tx = store_health_begin(f->env.store);
+  assert_non_null(tx);
+  rc = engine_drill_create_locked(&f->env, tx, f->site_id, d, "ops", &fe, reason);
+  if (rc == ENGINE_DRILL_OK)
+    assert_int_equal(store_health_commit(tx), 0);
+  else
+    store_health_rollback(tx);
+  return rc;
+}
+
+static struct drill_rec drill_get(struct fx *f, int64_t id) {
+  struct drill_rec d;
+  assert_int_equal(store_drill_get(f->env.store, id, &d), STORE_OK);
+  return d;
+}
+
+/* The nodes report requests and failures of origin o2 (level 2) to the running drill. */
+static void drill_report(struct fx *f, int64_t requests, int64_t failures) {
+  struct store_tx *tx = store_health_begin(f->env.store);
+  assert_non_null(tx);
+  assert_int_equal(
+      store_drill_observe_locked(tx, f->site_id, f->o2, requests, failures, requests * 7, requests),
+      0);
+  assert_int_equal(store_health_commit(tx), 0);
+}
+
+static void drill_tick(struct fx *f, int64_t step_ms) {
+  f->now += step_ms;
+  clock_set_fake_ms(f->now);
+  assert_int_equal(engine_drill_tick(&f->env, f->now), 0);
+}
+
+static void test_drill_pass_abort_cancel(void **state) {
+  struct fx *f = *state;
+  struct drill_rec d, other;
+  const char *reason;
+  make_site(f, "auto", 2);
+  /* levels not healthy yet: 409 level_unhealthy */
+  assert_int_equal(drill_create(f, 60000, &reason, &d), ENGINE_DRILL_CONFLICT);
+  assert_string_equal(reason, "level_unhealthy");
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  /* a drill starts at once: the switch (reason drill), drill.started */
+  assert_int_equal(drill_create(f, 60000, &reason, &d), ENGINE_DRILL_OK);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.state, DRILL_RUNNING);
+  assert_int_equal(d.from_level, 1);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"drill\""), 1);
+  assert_int_equal(count_events(f, "drill.started", NULL), 1);
+  assert_int_equal(drill_create(f, 60000, &reason, &other), ENGINE_DRILL_CONFLICT);
+  assert_string_equal(reason, "drill_running");
+  /* level 1 healthy: no automatic failback while the drill holds level 2 */
+  drill_tick(f, 1000);
+  assert_int_equal(engine_site_changed(&f->env, f->site_id), 0);
+  assert_int_equal(current_level(f), 2);
+  assert_int_equal(count_events(f, "origin.failback_available", NULL), 0);
+  /* a clean window starts a new one; the end switches back: passed */
+  drill_report(f, 30, 1);
+  drill_tick(f, 1000);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.state, DRILL_RUNNING);
+  assert_int_equal(d.window_requests, 0);
+  assert_int_equal(d.requests, 30);
+  drill_tick(f, 58000);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.state, DRILL_FINISHED);
+  assert_int_equal(d.result, DRILL_PASSED);
+  assert_int_equal(current_level(f), 1);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"drill\""), 2);
+  assert_int_equal(count_events(f, "drill.finished", "\"result\":\"passed\""), 1);
+  /* a bad backup: over the ratio once min_requests are in: aborted, back at once */
+  assert_int_equal(drill_create(f, 600000, &reason, &d), ENGINE_DRILL_OK);
+  drill_report(f, 10, 5); /* under min_requests */
+  drill_tick(f, 1000);
+  assert_int_equal(drill_get(f, d.id).state, DRILL_RUNNING);
+  drill_report(f, 10, 1);
+  drill_tick(f, 1000);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.result, DRILL_ABORTED);
+  assert_int_equal(d.failures, 6);
+  assert_int_equal(current_level(f), 1);
+  /* every level down during a drill: an incident opens, which cancels it (no switch back) */
+  assert_int_equal(drill_create(f, 600000, &reason, &d), ENGINE_DRILL_OK);
+  assert_int_equal(current_level(f), 2);
+  round2(f, 0, 0);
+  round2(f, 0, 0);
+  round2(f, 0, 0);
+  drill_tick(f, 1000);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.result, DRILL_CANCELLED);
+  assert_non_null(strstr(d.why, "incident"));
+  assert_int_equal(count_events(f, "incident.opened", NULL), 1);
+  assert_int_equal(count_events(f, "level.switched", "\"reason\":\"drill\""), 5);
+  assert_int_equal(drill_create(f, 600000, &reason, &d), ENGINE_DRILL_CONFLICT);
+  assert_string_equal(reason, "incident_open");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tally_nodes),
@@ -928,6 +1044,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_reevaluate_all_repairs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reevaluation_keeps_the_record, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_drill_pass_abort_cancel, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

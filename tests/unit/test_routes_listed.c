@@ -149,6 +149,9 @@ static const struct {
     {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR},
     {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR},
     {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR},
+    /* a failover drill is a switch the operator asks for (docs/design.md, Drills) */
+    {"POST", "/v1/sites/:id/drills", AUTH_OPERATOR},
+    {"POST", "/v1/drills/:id/cancel", AUTH_OPERATOR},
     {"GET", "/v1/tokens", AUTH_ADMIN},
     {"GET", "/v1/enrolment-keys", AUTH_ADMIN},
     /* who is paged, where mail goes: channels are admin's alone
