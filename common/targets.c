@@ -211,6 +211,32 @@ static curl_socket_t guard_open(void *clientp, curlsocktype purpose, struct curl
   return socket(a->family, a->socktype, a->protocol);
 }
 
+/* The same, counting into a struct targets_guard. */
+static curl_socket_t guard_open_note(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+  struct targets_guard *g = clientp;
+  const char *why = NULL;
+  curl_socket_t s;
+  (void)purpose;
+  if (targets_refused_sa(g->t, &a->addr, &why)) {
+    const void *in = a->family == AF_INET6
+                         ? (const void *)&((struct sockaddr_in6 *)&a->addr)->sin6_addr
+                         : (const void *)&((struct sockaddr_in *)&a->addr)->sin_addr;
+    if (!inet_ntop(a->family, in, g->addr, sizeof g->addr)) snprintf(g->addr, sizeof g->addr, "?");
+    g->reason = why;
+    g->refused++;
+    return CURL_SOCKET_BAD;
+  }
+  s = socket(a->family, a->socktype, a->protocol);
+  if (s != CURL_SOCKET_BAD) g->opened++;
+  return s;
+}
+
+int targets_guard_curl_note(void *curl_easy, struct targets_guard *g) {
+  CURLcode rc = curl_easy_setopt(curl_easy, CURLOPT_OPENSOCKETFUNCTION, guard_open_note);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(curl_easy, CURLOPT_OPENSOCKETDATA, (void *)g);
+  return rc == CURLE_OK ? 0 : -1;
+}
+
 int targets_guard_curl(void *curl_easy, const struct targets *t) {
   CURLcode rc = curl_easy_setopt(curl_easy, CURLOPT_OPENSOCKETFUNCTION, guard_open);
   if (rc == CURLE_OK) rc = curl_easy_setopt(curl_easy, CURLOPT_OPENSOCKETDATA, (void *)t);

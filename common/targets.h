@@ -46,4 +46,16 @@ int targets_refused_sa(const struct targets *t, const void *sa, const char **rea
    the handle. 0 or -1. */
 int targets_guard_curl(void *curl_easy, const struct targets *t);
 
+/* What one guarded transfer met: the sockets opened and the addresses refused (the last one
+   kept, with its reason), so that a failure can say the deny list, not the network, stopped it. */
+struct targets_guard {
+  const struct targets *t; /* set by the caller */
+  int opened, refused;
+  char addr[48];      /* the last refused address, printable */
+  const char *reason; /* its reason ("denied by --deny-targets", "link-local", ...) */
+};
+
+/* targets_guard_curl that also counts into g (t taken from g->t; g must outlive the handle). */
+int targets_guard_curl_note(void *curl_easy, struct targets_guard *g);
+
 #endif

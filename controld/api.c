@@ -154,12 +154,24 @@ const struct route *const api_tables[] = {
     NULL,
 };
 
+/* api_page_reply's to_json, called through api_page_reply_arg */
+static cJSON *plain_json(const void *rec, const void *arg) {
+  cJSON *(*const *to_json)(const void *) = arg;
+  return (*to_json)(rec);
+}
+
 void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
                     int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec)) {
+  api_page_reply_arg(r, key, recs, elem, n, limit, id_offset, plain_json, &to_json);
+}
+
+void api_page_reply_arg(struct req *r, const char *key, const void *recs, size_t elem, int n,
+                        int64_t limit, size_t id_offset,
+                        cJSON *(*to_json)(const void *rec, const void *arg), const void *arg) {
   const char *base = recs;
   cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, key);
   for (int i = 0; i < n && i < limit; i++)
-    cJSON_AddItemToArray(a, to_json(base + (size_t)i * elem));
+    cJSON_AddItemToArray(a, to_json(base + (size_t)i * elem, arg));
   if (n > limit) {
     int64_t id;
     memcpy(&id, base + (size_t)(limit - 1) * elem + id_offset, sizeof id);

@@ -41,4 +41,9 @@ int api_reveals_secrets(const struct req *r);
 void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
                     int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec));
 
+/* The same, to_json also given arg. */
+void api_page_reply_arg(struct req *r, const char *key, const void *recs, size_t elem, int n,
+                        int64_t limit, size_t id_offset,
+                        cJSON *(*to_json)(const void *rec, const void *arg), const void *arg);
+
 #endif

@@ -3,13 +3,13 @@
    test. Secrets (a webhook's secret, a Slack URL, a routing key, an SMTP password) are write-only:
    no answer, log line, audit summary or error carries them. */
 #include <curl/curl.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "api_deliveries.h"
 #include "api_op.h"
 #include "chan.h"
 #include "ctx.h"
@@ -132,34 +132,6 @@ static cJSON *chan_json(const struct webhook_rec *w) {
   }
   json_add_time(j, "created_at", w->created_at);
   return j;
-}
-
-static cJSON *delivery_json(const struct delivery_rec *d) {
-  cJSON *j = cJSON_CreateObject();
-  json_add_i64(j, "id", d->id);
-  cJSON_AddStringToObject(j, "uuid", d->uuid);
-  json_add_i64(j, "channel_id", d->webhook_id);
-  json_add_i64(j, "event_id", d->event_id);
-  cJSON_AddStringToObject(j, "event_type", d->event_type);
-  if (d->site_id > 0)
-    json_add_i64(j, "site_id", d->site_id);
-  else
-    cJSON_AddNullToObject(j, "site_id");
-  cJSON_AddStringToObject(j, "state", names_word(NAMES(delivery_state_names), (int)d->state, ""));
-  cJSON_AddNumberToObject(j, "attempts", d->attempts);
-  if (d->last_status > 0)
-    cJSON_AddNumberToObject(j, "last_status", d->last_status);
-  else
-    cJSON_AddNullToObject(j, "last_status");
-  json_add_str_or_null(j, "last_error", d->last_error[0] ? d->last_error : NULL);
-  json_add_time(j, "next_attempt_at", d->state == DELIVERY_PENDING ? d->next_attempt_at : 0);
-  json_add_time(j, "created_at", d->created_at);
-  json_add_time(j, "delivered_at", d->delivered_at);
-  return j;
-}
-
-static cJSON *delivery_json_rec(const void *rec) {
-  return delivery_json(rec);
 }
 
 /* ---- validation ---- */
@@ -615,104 +587,16 @@ static enum http_rc delete_channel(struct req *r) {
   return HTTP_DONE;
 }
 
+static const struct api_chan_view view = {
+    "channel", 0, "Channel test", "A test message: the channel is reachable.", "channel_id"};
+
 static enum http_rc list_deliveries(struct req *r) {
-  struct webhook_rec w;
-  struct delivery_rec *arr = NULL;
-  int64_t limit, after;
-  int n = 0;
-  enum store_rc rc;
-  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  /* one pagination for every list (docs/design.md#query-parameters-and-lists) */
-  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
-  rc = store_webhook_get(r->ctx->store, r->params[0], &w);
-  webhook_rec_fini(&w);
-  if (rc == STORE_OK)
-    rc = store_delivery_list(r->ctx->store, r->params[0], after, (int)limit + 1, &arr, &n);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "channel", NULL);
-    return HTTP_DONE;
-  }
-  api_page_reply(r, "deliveries", arr, sizeof *arr, n, limit, offsetof(struct delivery_rec, id),
-                 delivery_json_rec);
-  free(arr);
-  return HTTP_DONE;
+  return api_deliveries_list(r, &view);
 }
-
-struct test_op {
-  int64_t site_id;
-  const char *site_name, *data;
-  int64_t delivery_id;
-};
-
-static enum store_rc test_change(struct api_op *op) {
-  struct test_op *to = op->arg;
-  return store_webhook_test_locked(op->tx, op->r->params[0], to->site_id, to->site_name,
-                                   "Channel test", to->data, &to->delivery_id);
-}
-
-static enum store_rc test_answer(struct api_op *op) {
-  struct test_op *to = op->arg;
-  struct delivery_rec d;
-  enum store_rc rc = store_delivery_get_locked(op->tx, to->delivery_id, &d);
-  if (rc == STORE_OK) req_json(op->r, 202, delivery_json(&d));
-  return rc;
-}
-
-static const struct api_op_def test_op = {"channel", test_change, test_answer, NULL};
 
 /* POST /v1/channels/{id}/test [{"site_id": N}] -> 202, the queued delivery. */
 static enum http_rc test_channel(struct req *r) {
-  static const char *const keys[] = {"site_id", NULL};
-  cJSON *body = NULL, *data = NULL;
-  const char *bad = NULL;
-  struct site_rec s;
-  int64_t site_id = 0;
-  struct test_op to;
-  char *data_text = NULL;
-  int have_site = 0;
-  enum store_rc rc;
-  if (r->body.len > 0) {
-    body = req_body_object(r);
-    if (!body) return HTTP_DONE;
-    if (json_only_keys(body, keys, &bad) < 0) {
-      req_error(r, 400, "unknown_field", bad, "unknown field '%s'", bad);
-      goto out;
-    }
-    if (json_int(body, "site_id", 1, INT64_MAX / 2, &site_id) < 0) {
-      req_error(r, 422, "invalid_value", "site_id", "site_id must be a site id");
-      goto out;
-    }
-  }
-  if (site_id > 0) {
-    rc = store_site_get(r->ctx->store, site_id, &s);
-    if (rc == STORE_NOT_FOUND) {
-      req_error(r, 422, "invalid_value", "site_id", "no site with id %lld", (long long)site_id);
-      goto out;
-    }
-    if (rc != STORE_OK) {
-      api_store_error(r, rc, "site", NULL);
-      goto out;
-    }
-    have_site = 1;
-  }
-  data = cJSON_CreateObject();
-  json_add_i64(data, "channel_id", r->params[0]);
-  cJSON_AddStringToObject(data, "message", "A test message: the channel is reachable.");
-  data_text = json_print(data);
-  if (!data_text) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    goto out;
-  }
-  to.site_id = site_id;
-  to.site_name = have_site ? s.name : NULL;
-  to.data = data_text;
-  (void)api_op_run(r, &test_op, &to);
-out:
-  if (have_site) site_rec_fini(&s);
-  free(data_text);
-  cJSON_Delete(data);
-  cJSON_Delete(body);
-  return HTTP_DONE;
+  return api_deliveries_test(r, &view);
 }
 
 const struct route api_channels_routes[] = {

@@ -53,7 +53,8 @@ struct xfer {
   size_t body_len, read_at; /* email: the message, and how much of it curl has read */
   int kind;                 /* the channel's enum chan_kind */
   int64_t id, webhook_id, site_id, created_at;
-  int attempts; /* made before this one */
+  int attempts;               /* made before this one */
+  struct targets_guard guard; /* the deny list on every address the name resolves to now */
   char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -338,7 +339,8 @@ static int xfer_setup(struct notify *n, struct xfer *x, struct delivery_job *job
     curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
     /* the deny list again, on every address the name resolves to now */
-    if (n->p.deny && targets_guard_curl(x->easy, n->p.deny) < 0) rc = -1;
+    x->guard.t = n->p.deny;
+    if (n->p.deny && targets_guard_curl_note(x->easy, &x->guard) < 0) rc = -1;
   }
   if (rc < 0) log_error("delivery %" PRId64 ": cannot build the request", job->id);
   return rc;
@@ -439,16 +441,24 @@ static const char *const result_names[] = {
 static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finished *f) {
   long status = 0;
   int64_t now = clock_wall_ms(), next = now;
+  /* every address the target resolved to was refused: nothing was connected to, and a retry
+     would only ask the deny list again (docs/design.md, Errors and limits) */
+  int refused = code != CURLE_OK && x->guard.refused > 0 && x->guard.opened == 0;
   memset(f, 0, sizeof *f);
   curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (code != CURLE_OK) {
+  if (refused) {
+    snprintf(f->err, sizeof f->err, "target_refused: %s is %s, not connected", x->guard.addr,
+             x->guard.reason ? x->guard.reason : "refused");
+    status = 0;
+  } else if (code != CURLE_OK) {
     snprintf(f->err, sizeof f->err, "%s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
     status = 0;
   } else if (status < 200 || status > 299) {
     snprintf(f->err, sizeof f->err, "%s %ld", x->kind == CHAN_EMAIL ? "SMTP" : "HTTP", status);
   }
-  f->res =
-      notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now, next_rand(n), &next);
+  f->res = refused ? NOTIFY_FAILED
+                   : notify_decide(&n->p, (int)status, x->attempts + 1, x->created_at, now,
+                                   next_rand(n), &next);
   f->r.id = x->id;
   f->r.state = f->res == NOTIFY_DELIVERED ? DELIVERY_DELIVERED
                : f->res == NOTIFY_RETRY   ? DELIVERY_PENDING

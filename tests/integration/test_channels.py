@@ -10,7 +10,9 @@ override) and a local SMTP server (smtpserver.py, python3-aiosmtpd).
 - an outage (origin 503, then back): PagerDuty gets trigger then resolve with one dedup_key
   cdnca-incident-<id>; Slack one message per event; an email with correct headers;
 - a receiver down (and controld killed meanwhile), then up: nothing lost, order kept;
-- an SMTP server without STARTTLS: the delivery fails with a clear error, nothing is sent.
+- an SMTP server without STARTTLS: the delivery fails with a clear error, nothing is sent;
+- a host name that passes at create time but resolves to a denied address when sending: every
+  kind's delivery fails with target_refused, nothing reaches the receivers.
 """
 
 import json
@@ -314,6 +316,46 @@ def test_starttls_refused_sends_nothing(tmp):
         assert deliveries(c, e["id"])[0]["state"] != "delivered"
     finally:
         smtp.stop()
+
+
+def test_name_resolving_to_denied_address_when_sending(tmp):
+    """A name is not refused when a channel is created (its addresses are not known yet), but
+    every address it resolves to is checked before each connection: "localhost" resolves to
+    127.0.0.1 (and ::1) through /etc/hosts, both denied here, where the receivers listen. Each
+    kind's delivery fails at once with target_refused and nothing reaches a receiver."""
+    rx = Receiver().start()
+    smtp = SmtpServer(tmp).start()
+    c = Controld(tmp, extra_args=FAST + ["--deny-targets", "127.0.0.1/32,::1/128"]).start()
+    try:
+        named = "http://localhost:%d" % rx.port
+        # the address literal is refused at once; the name passes
+        assert err(c, {"kind": "slack", "url": rx.url + "/services/" + SLACK_TOKEN})[:3] == \
+            (422, "target_refused", "url")
+        chans = [
+            channel(c, {"kind": "slack", "url": named + "/services/" + SLACK_TOKEN}),
+            channel(c, {"kind": "pagerduty", "routing_key": KEY, "url": named + "/pd"}),
+            channel(c, {"kind": "email", "smtp_url": "smtp://localhost:%d" % smtp.port,
+                        "from": "cdnca@example.com", "to": ["oncall@example.org"]}),
+            channel(c, {"kind": "webhook", "url": named + "/hook", "secret": "s" * 20}),
+        ]
+        for ch in chans:
+            ok(c.api("POST", "/v1/channels/%d/test" % ch["id"]), 202)
+        for ch in chans:
+            d = wait_until(lambda ch=ch: (lambda ds: ds[0] if ds and ds[0]["state"] != "pending"
+                                          else None)(deliveries(c, ch["id"])),
+                           timeout=WAIT, what="the %s delivery settled" % ch["kind"])
+            assert d["state"] == "failed" and d["attempts"] == 1, (ch["kind"], d)
+            assert d["last_error"].startswith("target_refused: ") and \
+                "denied by --deny-targets" in d["last_error"], (ch["kind"], d)
+        time.sleep(0.5)
+        assert rx.snapshot() == [], rx.snapshot()
+        assert smtp.messages() == []
+        with open(c.log_path, encoding="utf-8", errors="replace") as f:
+            log = f.read()
+        assert "target_refused: " in log and SLACK_TOKEN not in log
+    finally:
+        smtp.stop()
+        rx.stop()
 
 
 if __name__ == "__main__":

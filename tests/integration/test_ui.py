@@ -20,20 +20,10 @@ import time
 import urllib.error
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
+import uilib
+
 START_TIMEOUT_S = 20
 UI_TIMEOUT_S = 220
-
-
-SKIP_RETURN_CODE = 77  # ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(SKIP_RETURN_CODE)
 
 
 def free_port():
@@ -86,13 +76,7 @@ def stop(proc):
 
 
 def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        skip("no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-    node = shutil.which("node")
-    if node is None:
-        skip("node is not installed")
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        skip("tests/integration/ui/node_modules is missing (cd tests/integration/ui && npm install)")
+    uilib.require()
     build = os.environ.get("CDNCA_BUILD")
     if not build:
         print("FAIL: CDNCA_BUILD is not set")
@@ -112,7 +96,7 @@ def main():
             pf = os.path.join(tmp, name + ".port")
             log = open(os.path.join(tmp, name + ".log"), "w")
             logs.append(log)
-            p = subprocess.Popen([sys.executable, os.path.join(HERE, "origin.py"), "--port", "0",
+            p = subprocess.Popen([sys.executable, os.path.join(uilib.HERE, "origin.py"), "--port", "0",
                                   "--portfile", pf, "--name", name],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             procs.append(p)
@@ -136,13 +120,10 @@ def main():
         procs.append(cd)
         wait_healthz(url, cd, clog_path)
 
-        os.makedirs(ARTIFACTS, exist_ok=True)
-        tenv = dict(os.environ, CDNCA_URL=url, CDNCA_ADMIN_TOKEN=token,
-                    CDNCA_ORIGIN1="127.0.0.1:%d" % ports[0], CDNCA_ORIGIN2="127.0.0.1:%d" % ports[1],
-                    CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM)
         try:
-            rc = subprocess.run([node, os.path.join(UI_DIR, "ui_test.mjs")], cwd=UI_DIR, env=tenv,
-                                stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S).returncode
+            rc = uilib.run_script("ui_test.mjs", url, token, timeout=UI_TIMEOUT_S,
+                                  CDNCA_ORIGIN1="127.0.0.1:%d" % ports[0],
+                                  CDNCA_ORIGIN2="127.0.0.1:%d" % ports[1])
         except subprocess.TimeoutExpired:
             print("FAIL: ui_test.mjs did not finish within %d s" % UI_TIMEOUT_S)
             rc = 1

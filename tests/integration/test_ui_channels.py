@@ -9,20 +9,11 @@ Skips (exit 77, reported as skipped by ctest) when chromium, node or ui/node_mod
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 
-import harness
+import uilib
 from harness import Controld
 from receiver import Receiver
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
-SKIP_RC = 77
-UI_TIMEOUT_S = 240
 
 
 def test_channels_page(tmp):
@@ -35,11 +26,7 @@ def test_channels_page(tmp):
         slack_url = rx.url + "/services/T000/B000/uitoken0123456789"
         with open(info, "w") as f:
             json.dump({"slack_url": slack_url, "read": tok["token"]}, f)
-        env = dict(os.environ, CDNCA_URL=c.url, CDNCA_ADMIN_TOKEN=c.admin_token,
-                   CDNCA_CHANNELS=info, CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM)
-        r = subprocess.run([shutil.which("node"), os.path.join(UI_DIR, "channels_test.mjs")],
-                           cwd=UI_DIR, env=env, stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S)
-        assert r.returncode == 0, "channels_test.mjs failed (exit %d)" % r.returncode
+        uilib.check_script("channels_test.mjs", c, CDNCA_CHANNELS=info)
         with open(info) as f:
             assert json.load(f)["channel_id"] >= 1
         got = [x for x in rx.snapshot() if x.path == "/services/T000/B000/uitoken0123456789"]
@@ -52,19 +39,5 @@ def test_channels_page(tmp):
         rx.stop()
 
 
-def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        print("SKIP: no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-        sys.exit(SKIP_RC)
-    if shutil.which("node") is None:
-        print("SKIP: node is not installed")
-        sys.exit(SKIP_RC)
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        print("SKIP: tests/integration/ui/node_modules is missing "
-              "(cd tests/integration/ui && npm install)")
-        sys.exit(SKIP_RC)
-    harness.main([test_channels_page])
-
-
 if __name__ == "__main__":
-    main()
+    uilib.main([test_channels_page])

@@ -11,20 +11,11 @@ Skips (exit 77, reported as skipped by ctest) when chromium, node or ui/node_mod
 
 import json
 import os
-import shutil
 import stat
-import subprocess
-import sys
 
-import harness
+import uilib
 from harness import Controld, Noded, wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
-SKIP_RC = 77
-UI_TIMEOUT_S = 240
 WAIT = 30
 
 
@@ -41,11 +32,9 @@ def keys(c):
 
 
 def browse(c, info, phase):
-    env = dict(os.environ, CDNCA_URL=c.url, CDNCA_ADMIN_TOKEN=c.admin_token, CDNCA_ENROLKEYS=info,
-               CDNCA_ENROLKEYS_PHASE=phase, CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM)
-    r = subprocess.run([shutil.which("node"), os.path.join(UI_DIR, "enrolkeys_test.mjs")], cwd=UI_DIR,
-                       env=env, stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S)
-    assert r.returncode == 0, "enrolkeys_test.mjs (%s) failed (exit %d)" % (phase, r.returncode)
+    rc = uilib.run_script("enrolkeys_test.mjs", c.url, c.admin_token, CDNCA_ENROLKEYS=info,
+                          CDNCA_ENROLKEYS_PHASE=phase)
+    assert rc == 0, "enrolkeys_test.mjs (%s) failed (exit %d)" % (phase, rc)
     with open(info) as f:
         return json.load(f)
 
@@ -90,19 +79,5 @@ def test_enrolment_keys_page(tmp):
     n.stop()
 
 
-def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        print("SKIP: no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-        sys.exit(SKIP_RC)
-    if shutil.which("node") is None:
-        print("SKIP: node is not installed")
-        sys.exit(SKIP_RC)
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        print("SKIP: tests/integration/ui/node_modules is missing "
-              "(cd tests/integration/ui && npm install)")
-        sys.exit(SKIP_RC)
-    harness.main([test_enrolment_keys_page])
-
-
 if __name__ == "__main__":
-    main()
+    uilib.main([test_enrolment_keys_page])

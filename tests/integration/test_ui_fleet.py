@@ -17,21 +17,12 @@ Skips (exit 77, reported as skipped by ctest) when chromium, node or ui/node_mod
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 
-import harness
+import uilib
 from harness import Controld, Origin, wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
-SKIP_RC = 77
-UI_TIMEOUT_S = 240
 SETTLE_S = 90
 GROUPS = [  # name, count, health-check path, failback, disable level 2
     ("ok", 200, "/ok", "auto", False),
@@ -123,15 +114,6 @@ def heartbeat(c, node, seq):
     assert st in (200, 204), (st, body)
 
 
-def run_ui(c, env_extra, script):
-    env = dict(os.environ, CDNCA_URL=c.url, CDNCA_ADMIN_TOKEN=c.admin_token,
-               CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM, **env_extra)
-    node = shutil.which("node")
-    r = subprocess.run([node, os.path.join(UI_DIR, script)], cwd=UI_DIR, env=env,
-                       stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S)
-    assert r.returncode == 0, "%s failed (exit %d)" % (script, r.returncode)
-
-
 def test_fleet(tmp):
     a = Origin("a", tmpdir=tmp).start()
     b = Origin("b", tmpdir=tmp).start()
@@ -161,7 +143,7 @@ def test_fleet(tmp):
     fleet = os.path.join(tmp, "fleet.json")
     with open(fleet, "w") as f:
         json.dump({"ids": ids, "nodes": [{"id": n["id"], "name": n["name"]} for n in nodes]}, f)
-    run_ui(c, {"CDNCA_FLEET": fleet}, "fleet_test.mjs")
+    uilib.check_script("fleet_test.mjs", c, CDNCA_FLEET=fleet)
 
     # The list at 10,000 sites (no health checks: only the list's size matters here).
     have = sum(len(v) for v in ids.values())
@@ -178,23 +160,9 @@ def test_fleet(tmp):
     # the newest write: the audit page must show it first although more than 10,000 came before
     st, body, _ = c.api("PATCH", "/v1/sites/%d" % ids["ok"][0], {"failback": "manual"})
     assert st == 200, body
-    run_ui(c, {"CDNCA_SITES": str(BENCH_SITES), "CDNCA_NEWEST_PATH": "/v1/sites/%d" % ids["ok"][0]},
-           "list_bench.mjs")
-
-
-def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        print("SKIP: no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-        sys.exit(SKIP_RC)
-    if shutil.which("node") is None:
-        print("SKIP: node is not installed")
-        sys.exit(SKIP_RC)
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        print("SKIP: tests/integration/ui/node_modules is missing "
-              "(cd tests/integration/ui && npm install)")
-        sys.exit(SKIP_RC)
-    harness.main([test_fleet])
+    uilib.check_script("list_bench.mjs", c, CDNCA_SITES=str(BENCH_SITES),
+                       CDNCA_NEWEST_PATH="/v1/sites/%d" % ids["ok"][0])
 
 
 if __name__ == "__main__":
-    main()
+    uilib.main([test_fleet])

@@ -12,21 +12,12 @@ Skips (exit 77, reported as skipped by ctest) when chromium, node or ui/node_mod
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 
-import harness
+import uilib
 from harness import Controld, wait_until
 from receiver import Receiver
 from scenario_lib import WAIT, make_site, origin_spec, start_node, start_origins, wait_level, node_site
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
-SKIP_RC = 77
-UI_TIMEOUT_S = 240
 # the incident must not resolve by itself during the browser run: the primary stays down and the
 # quiet time is long
 ARGS = ["--probe-interval-ms", "500", "--node-online-ms", "5000", "--incident-quiet-ms", "600000",
@@ -77,11 +68,7 @@ def test_incident_pages(tmp):
     with open(info, "w") as f:
         json.dump({"site_id": sid, "other_site_id": other["id"], "incident_id": inc["id"],
                    "operator": token(c, "oncall", "operator"), "read": token(c, "viewer", "read")}, f)
-    env = dict(os.environ, CDNCA_URL=c.url, CDNCA_ADMIN_TOKEN=c.admin_token, CDNCA_INCIDENT=info,
-               CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM)
-    r = subprocess.run([shutil.which("node"), os.path.join(UI_DIR, "incidents_test.mjs")], cwd=UI_DIR,
-                       env=env, stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S)
-    assert r.returncode == 0, "incidents_test.mjs failed (exit %d)" % r.returncode
+    uilib.check_script("incidents_test.mjs", c, CDNCA_INCIDENT=info)
 
     # what the browser did reached controld: the note, and the resolution by the operator
     st, body, _ = c.api("GET", "/v1/incidents/%d" % inc["id"])
@@ -90,19 +77,5 @@ def test_incident_pages(tmp):
     assert any(e["type"] == "note" and "<b>disk</b>" in e["data"]["text"] for e in notes), notes
 
 
-def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        print("SKIP: no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-        sys.exit(SKIP_RC)
-    if shutil.which("node") is None:
-        print("SKIP: node is not installed")
-        sys.exit(SKIP_RC)
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        print("SKIP: tests/integration/ui/node_modules is missing "
-              "(cd tests/integration/ui && npm install)")
-        sys.exit(SKIP_RC)
-    harness.main([test_incident_pages])
-
-
 if __name__ == "__main__":
-    main()
+    uilib.main([test_incident_pages])
