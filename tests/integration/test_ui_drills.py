@@ -11,22 +11,13 @@ Skips (exit 77, reported as skipped by ctest) when chromium, node or ui/node_mod
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 
-import harness
+import uilib
 from harness import Controld, wait_until
 from scenario_lib import (ONLINE_MS, WAIT, card, make_site, node_site, origin_spec, start_node,
                           start_origins, wait_level)
 from test_backup_levels import HOST, Load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UI_DIR = os.path.join(HERE, "ui")
-ARTIFACTS = os.path.normpath(os.path.join(HERE, "..", "artifacts"))
-CHROMIUM = os.environ.get("CDNCA_CHROMIUM", "/usr/bin/chromium")
-SKIP_RC = 77
-UI_TIMEOUT_S = 240
 ARGS = ["--probe-interval-ms", "1000", "--node-online-ms", str(ONLINE_MS)]
 
 
@@ -72,11 +63,7 @@ def test_drill_panel(tmp):
     with open(info, "w") as f:
         json.dump({"site_id": sid, "passed_id": d["id"], "operator": token(c, "oncall", "operator"),
                    "read": token(c, "viewer", "read")}, f)
-    env = dict(os.environ, CDNCA_URL=c.url, CDNCA_ADMIN_TOKEN=c.admin_token, CDNCA_DRILLS=info,
-               CDNCA_ARTIFACTS=ARTIFACTS, CDNCA_CHROMIUM=CHROMIUM)
-    r = subprocess.run([shutil.which("node"), os.path.join(UI_DIR, "drills_test.mjs")], cwd=UI_DIR,
-                       env=env, stdin=subprocess.DEVNULL, timeout=UI_TIMEOUT_S)
-    assert r.returncode == 0, "drills_test.mjs failed (exit %d)" % r.returncode
+    uilib.check_script("drills_test.mjs", c, CDNCA_DRILLS=info)
 
     # what the browser did reached controld: one more drill, started by the operator, cancelled
     st, body, _ = c.api("GET", "/v1/sites/%d/drills" % sid)
@@ -86,19 +73,5 @@ def test_drill_panel(tmp):
     assert c.api("GET", "/v1/sites/%d" % sid)[1]["current_level"] == 1
 
 
-def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        print("SKIP: no chromium at %s (apt-get install -y chromium)" % CHROMIUM)
-        sys.exit(SKIP_RC)
-    if shutil.which("node") is None:
-        print("SKIP: node is not installed")
-        sys.exit(SKIP_RC)
-    if not os.path.isdir(os.path.join(UI_DIR, "node_modules", "playwright-core")):
-        print("SKIP: tests/integration/ui/node_modules is missing "
-              "(cd tests/integration/ui && npm install)")
-        sys.exit(SKIP_RC)
-    harness.main([test_drill_panel])
-
-
 if __name__ == "__main__":
-    main()
+    uilib.main([test_drill_panel])
