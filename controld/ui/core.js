@@ -88,6 +88,8 @@ const HEALTH = {
   online: ['\u2713', 'ok'], offline: ['\u2717', 'bad'], success: ['\u2713', 'ok'], failure: ['\u2717', 'bad'],
   open: ['\u26a0', 'bad'], mitigated: ['\u25d0', 'unk'], resolved: ['\u2713', 'ok'],
   delivered: ['\u2713', 'ok'], pending: ['\u231b', 'unk'], failed: ['\u2717', 'bad'],
+  scheduled: ['\u231b', 'unk'], running: ['\u25b6', 'unk'], passed: ['\u2713', 'ok'], aborted: ['\u2717', 'bad'],
+  cancelled: ['\u2013', 'none'],
 };
 /* A state badge: an icon and the word, never colour alone. */
 function badge(state, testid) {

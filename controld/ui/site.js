@@ -1,5 +1,5 @@
 /* site — one site: the banner of its active incident, status card, health timeline, levels and
-   origins, its shadow health policy's comparison, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
+   origins, its failover drills, its shadow health policy's comparison, propagation per node, audit, settings and messages. Write controls follow the token's role (roles.js). */
 import {
   h, add, put, $, tid, field, input, select, button, table, fmtTime, fmtDur, badge, votesText, short, num,
   splitList, listOf, api, soft, eventFeed, eventList, act, go, refreshNow, clearEditing,
@@ -9,6 +9,7 @@ import { may } from './roles.js';
 import { timelineView, propagationView } from './timeline.js';
 import { auditList } from './audit.js';
 import { siteIncident, incidentBanner } from './incidents.js';
+import { drillsPanel } from './drills.js';
 
 /* Empty = null (off); a number as a number; anything else as typed (the server names it). */
 function ratioOrNull(v) {
@@ -95,7 +96,7 @@ function pageSite(id) {
   const feed = eventFeed(`/v1/sites/${id}/messages`);
   const msgs = eventList('messages-list', false);
   const audit = auditList(`site-audit`, id);
-  let elTitle, elIncident, elCard, elLevels, elVerdicts, elShadow, elTimeline, elProp, settings, originForm, switchForm;
+  let elTitle, elIncident, elCard, elLevels, elVerdicts, elShadow, drills, elTimeline, elProp, settings, originForm, switchForm;
 
   async function switchTo(level, ok) {
     await act(() => api('POST', `/v1/sites/${id}/switch`, { level }), ok || `Switched to level ${level}.`);
@@ -421,6 +422,7 @@ function pageSite(id) {
       originForm = buildOriginForm();
       elVerdicts = h('section', { class: 'card', id: 'verdicts', hidden: true, ...tid('verdicts') });
       elShadow = h('section', { class: 'card', id: 'shadow', hidden: true, ...tid('shadow-panel') });
+      drills = drillsPanel(id);
       settings = may('admin') ? buildSettings() : null;
       elTimeline = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
       elProp = h('div', null, h('p', { class: 'muted' }, 'Loading\u2026'));
@@ -428,7 +430,7 @@ function pageSite(id) {
         elIncident, elCard,
         h('section', { class: 'card', id: 'timeline' }, h('h2', null, 'Health timeline'),
           h('p', { class: 'muted' }, 'Each mark is one probe round\u2019s verdict (upper: success, lower: failure); hover for the votes.'), elTimeline),
-        elLevels, originForm, elVerdicts, elShadow,
+        elLevels, originForm, elVerdicts, drills.el(), elShadow,
         h('section', { class: 'card', id: 'propagation' }, h('h2', null, 'Propagation'), elProp),
         h('section', { class: 'card' }, h('h2', null, 'Audit of this site'), audit.el),
         settings,
@@ -443,7 +445,7 @@ function pageSite(id) {
         Promise.all(origins.map((o) => api('GET', `/v1/sites/${id}/origins/${o.id}/verdicts?limit=100`)
           .then((r) => [o.id, listOf(r, 'verdicts')]).catch((e) => { soft(e); return [o.id, []]; }))),
         api('GET', '/v1/nodes').then((r) => listOf(r, 'nodes')).catch(soft),
-        audit.update().catch(soft)]);
+        audit.update().catch(soft), drills.update().catch(soft)]);
       const shadow = site && site.health_check_shadow
         ? await api('GET', `/v1/sites/${id}/shadow`).catch(soft) : null;
       const oid = st.verdictOid;
@@ -464,6 +466,7 @@ function pageSite(id) {
       paintCard(st.site, st.status);
       paintLevels(levels, cur);
       paintVerdicts();
+      drills.paint(levels, cur);
       const sp = shadowPanel(shadow);
       elShadow.hidden = !sp;
       put(elShadow, sp);
