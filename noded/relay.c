@@ -105,8 +105,7 @@ static int relay_splice(struct vconn *c) {
       c->plen -= (size_t)n;
       r->bytes_out += (uint64_t)n;
       c->last_io = w->now;
-      if (c->plen > 0) c->can_write = 0; /* a short write: the socket is full */
-      prog = 1;
+      prog = 1; /* a short move: the next one says EAGAIN, which the socket's next edge follows */
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       c->can_write = 0;
     } else if (!(n < 0 && errno == EINTR)) {

@@ -214,11 +214,12 @@ to_us() {
   awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
         else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
 }
-# CPU ticks (user + system) of a process and its children (nginx: master + workers)
+# CPU ticks (user + system; SYS=1: system only) of a process and its children (nginx: master +
+# workers)
 cpu_ticks() {
   t=0
   for p in $1 $(pgrep -P "$1" | tr '\n' ' '); do
-    v=$(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    v=$(awk -v s="${SYS:-0}" '{sub(/.*\) /, ""); print s ? $13 : $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
     t=$((t + ${v:-0}))
   done
   echo "$t"
@@ -228,11 +229,11 @@ HZ=$(getconf CLK_TCK)
 core_ticks() {
   awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
 }
-run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent [cores busy]"
-  c0=$(cpu_ticks "$2"); t0=$(date +%s%N); url="http://127.0.0.1:$1$3"
+run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent [cores busy]"
+  c0=$(cpu_ticks "$2"); k0=$(SYS=1 cpu_ticks "$2"); t0=$(date +%s%N); url="http://127.0.0.1:$1$3"
   if [ "$PIN" = on ]; then set -- "$1" "$2" $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU"); fi
   $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "$url" >"$TMP/wrk.out" 2>&1
-  c1=$(cpu_ticks "$2"); t1=$(date +%s%N)
+  c1=$(cpu_ticks "$2"); k1=$(SYS=1 cpu_ticks "$2"); t1=$(date +%s%N)
   cores=""
   if [ "$PIN" = on ]; then
     cores=$(echo "$3 $4 $5 $6 $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU")" |
@@ -246,7 +247,8 @@ run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent 
   busy=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN {printf "%.0f", (b - a) / hz * 1e11 / t}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
-  echo "$rps $p99 $cpu $busy $cores"
+  kern=$(awk -v a="$c0" -v b="$c1" -v c="$k0" -v d="$k1" 'BEGIN {printf "%.0f", (d - c) * 100 / (b - a + 1e-9)}')
+  echo "$rps $p99 $cpu $busy $kern $cores"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -264,18 +266,18 @@ for z in $SIZES; do
     order=$(echo $PROXIES | awk -v r="$r" '{for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1)}')
     for who in $order; do
       set -- $(run "$(port_of "$who")" "$(pid_of "$who")" "$(path_of "$z")")
-      echo "$1 $2 $3" >>"$TMP/$who.$z.txt"
+      echo "$1 $2 $3 $5" >>"$TMP/$who.$z.txt"
       mib=$(awk -v r="$1" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}')
-      echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request, proxy busy $4% of a core${5:+, $5 $6 $7 $8 $9 ${10}} (load $(cut -d' ' -f1 /proc/loadavg))"
+      echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request ($5% in the kernel), proxy busy $4% of a core${6:+, $6 $7 $8 $9 ${10} ${11}} (load $(cut -d' ' -f1 /proc/loadavg))"
     done
     r=$((r + 1))
   done
   : >"$TMP/med.$z.txt"
   for who in $PROXIES; do
     rps=$(awk '{print $1}' "$TMP/$who.$z.txt" | median); p99=$(awk '{print $2}' "$TMP/$who.$z.txt" | median)
-    cpu=$(awk '{print $3}' "$TMP/$who.$z.txt" | median)
+    cpu=$(awk '{print $3}' "$TMP/$who.$z.txt" | median); kern=$(awk '{print $4}' "$TMP/$who.$z.txt" | median)
     echo "$who $rps $p99 $cpu" >>"$TMP/med.$z.txt"
-    echo "$z median $who: $rps req/s ($(awk -v r="$rps" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}') MiB/s), p99 $p99 us, $cpu us CPU per request"
+    echo "$z median $who: $rps req/s ($(awk -v r="$rps" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}') MiB/s), p99 $p99 us, $cpu us CPU per request, $kern% of it in the kernel"
   done
   # noded against the better of the others on each figure (higher req/s, lower p99 and CPU)
   awk -v z="$z" '$1 == "noded" {n = 1; r = $2; p = $3; c = $4; next}
