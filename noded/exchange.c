@@ -152,7 +152,8 @@ int exchange_step(struct vconn *c) {
   }
   prog |= send_request(c, u);
   /* response */
-  if (u->can_read && (c->phase == V_AWAIT_ORIGIN || !r->ubody.done)) {
+  /* a spliced body is read by relay.c */
+  if (u->can_read && !c->spliced && (c->phase == V_AWAIT_ORIGIN || !r->ubody.done)) {
     struct sbuf *b = &c->uin;
     ssize_t rd;
     if (b->len == b->cap && b->sent > 0) sbuf_compact(b);

@@ -328,6 +328,10 @@ void proxy_free(struct proxy **pp) {
     for (int k = 0; k < w->nwl; k++)
       if (!w->wl[k].shared && w->wl[k].fd >= 0) close(w->wl[k].fd);
     if (w->wfd >= 0) close(w->wfd);
+    for (; w->n_pipes > 0; w->n_pipes--) {
+      close(w->pipes[w->n_pipes - 1][0]);
+      close(w->pipes[w->n_pipes - 1][1]);
+    }
     upstream_free(&w->ups);
     buf_fini(&w->logbuf);
     alog_free(&w->alog);

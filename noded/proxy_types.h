@@ -33,6 +33,9 @@
 #define IN_CAP 65536
 /* Origin response bytes buffered ahead of a slow visitor before reading the origin pauses. */
 #define UIN_CAP 65536
+/* A connection holds a pipe only while a spliced body passes; a worker keeps this many empty
+ * ones for the next (docs/design.md#the-edge-http-path, Splice). */
+#define PIPE_CACHE 8
 
 /* What an epoll event's data.ptr points to: its first int says which. */
 enum ev_kind { EV_LISTEN = 1, EV_WAKE, EV_VISITOR, EV_UPSTREAM };
@@ -144,6 +147,10 @@ struct vconn {
   struct sbuf uin;  /* origin bytes: [sent, fwd) length-framed body waiting for the visitor */
   struct sbuf bout; /* a chunked request body re-framed for the origin */
   struct sbuf rout; /* a chunked response body re-framed (or decoded) for the visitor */
+  int pfd[2];       /* the pipe a response body is spliced through, when has_pipe */
+  int has_pipe;
+  int spliced; /* this response's body: 1 through the pipe (relay.c), -1 no pipe, 0 not yet */
+  size_t plen; /* body bytes in the pipe, not yet written to the visitor */
   struct req r;
 };
 
@@ -187,6 +194,8 @@ struct worker {
   struct buf logbuf;    /* the access line being formatted */
   struct alog *alog;    /* access lines waiting to be written */
   struct counters ctr;
+  int pipes[PIPE_CACHE][2]; /* empty pipes for the next spliced body (relay.c) */
+  int n_pipes;
   struct sitecfg_set *cfg;
   uint64_t cfg_gen;
   int stopping;

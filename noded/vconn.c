@@ -140,7 +140,23 @@ void vconn_local_error(struct vconn *c, int status, const char *code, const char
   c->phase = V_LOCAL;
 }
 
+void vconn_pipe_put(struct vconn *c) {
+  struct worker *w = c->w;
+  if (!c->has_pipe) return;
+  if (c->plen == 0 && w->n_pipes < PIPE_CACHE) {
+    w->pipes[w->n_pipes][0] = c->pfd[0];
+    w->pipes[w->n_pipes][1] = c->pfd[1];
+    w->n_pipes++;
+  } else { /* what a pipe still holds is dropped with it */
+    close(c->pfd[0]);
+    close(c->pfd[1]);
+  }
+  c->has_pipe = 0;
+  c->plen = 0;
+}
+
 void vconn_release_buffers(struct vconn *c) {
+  vconn_pipe_put(c);
   sbuf_release(&c->in);
   sbuf_release(&c->uin);
   sbuf_release(&c->bout);
@@ -170,6 +186,7 @@ void vconn_next_request(struct vconn *c) {
   sbuf_reset(&c->uin);
   sbuf_reset(&c->bout);
   sbuf_reset(&c->rout);
+  c->spliced = 0;
   c->phase = V_HEAD;
   c->last_io = c->w->now;
   c->head_start = left ? c->w->now : 0;

@@ -12,6 +12,9 @@ void vconn_close(struct vconn *c);
 /* Free c and its buffers (c is closed, or was never added to its worker). */
 void vconn_free(struct vconn *c);
 
+/* Give the splice pipe back to the worker's cache (empty) or close it (relay.c). */
+void vconn_pipe_put(struct vconn *c);
+
 /* Give back every buffer of an idle connection (nothing pending in any of them). */
 void vconn_release_buffers(struct vconn *c);
 

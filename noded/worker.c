@@ -252,7 +252,7 @@ static int visitor_expired(const struct worker *w, const struct vconn *c) {
       c->bout.sent == c->bout.fwd && now - c->last_read > o->body_timeout_ms)
     return 1;
   /* bytes for the visitor it does not take */
-  if ((c->oh.len > 0 || c->uin.sent < c->uin.fwd || c->rout.sent < c->rout.fwd) &&
+  if ((c->oh.len > 0 || c->uin.sent < c->uin.fwd || c->rout.sent < c->rout.fwd || c->plen > 0) &&
       now - c->last_io > o->visitor_timeout_ms)
     return 1;
   return 0;
@@ -286,7 +286,8 @@ static void sweep(struct worker *w) {
     if (r->up && (c->phase == V_AWAIT_ORIGIN || c->phase == V_RESPONSE)) {
       int connecting = r->up->st != UP_READY;
       int waiting_origin =
-          c->phase == V_AWAIT_ORIGIN || (!r->ubody.done && c->uin.len < c->uin.cap);
+          c->phase == V_AWAIT_ORIGIN ||
+          (!r->ubody.done && (c->spliced > 0 ? c->plen == 0 : c->uin.len < c->uin.cap));
       if (connecting && now - r->up_last > p->o.connect_timeout_ms) {
         attempt_fail(c, AR_TIMEOUT);
         v_pump(c);

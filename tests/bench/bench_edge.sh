@@ -1,15 +1,20 @@
 #!/bin/sh
-# bench_edge.sh — the real noded binary (enrolled with controld, one site) vs nginx proxy_pass,
-# same origin, same run: req/s, p99 and CPU per request as medians over interleaved wrk rounds,
-# then RSS of both while they hold IDLE idle visitor connections.
-# usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx, wrk)
+# bench_edge.sh — the real noded binary (enrolled with controld, one site) vs nginx proxy_pass and
+# HAProxy, same origin, same run: req/s, p99 and CPU per request as medians over interleaved wrk
+# rounds, for a 1 KiB and a 1 MiB response; optionally system calls per request (strace -c);
+# then RSS of each proxy while it holds IDLE idle visitor connections.
+# usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx,
+# haproxy, wrk; strace for SYSCALLS=on)
 # Env: PIN [on]: each proxy under test runs alone on core PROXY_CPU [1] (taskset; nginx with
-# worker_processes THREADS, noded with --proxy-threads THREADS, THREADS [1]), wrk (WRK_THREADS
-# [1]), the origin and controld on core LOAD_CPU [0]; PIN=off: nothing pinned, THREADS [2] and
-# WRK_THREADS [2] (the older mode, everything shares all cores).
-# ROUNDS [5], DURATION [10s], CONNS [64], IDLE [10000] (0: skip that part), ACCESS_LOG [off] (on: both write one
-# access line per request to a file; off: neither does -- noded runs with --log-level warn).
-# Builds nothing; runtime about ROUNDS * 2 * DURATION + 40 s.
+# worker_processes THREADS, HAProxy with nbthread THREADS, noded with --proxy-threads THREADS,
+# THREADS [1]), wrk (WRK_THREADS [1]), the origin and controld on core LOAD_CPU [0]; PIN=off:
+# nothing pinned, THREADS [2] and WRK_THREADS [2] (the older mode, everything shares all cores).
+# PROXIES ["nginx haproxy noded"], SIZES ["1k 1m"] (the response bodies: 1 KiB, 1 MiB),
+# ROUNDS [5], DURATION [10s], CONNS [64], IDLE [10000] (0: skip that part), ACCESS_LOG [off] (on:
+# each proxy writes one access line per request to a file; off: none does -- noded runs with
+# --log-level warn), SYSCALLS [off] (on: after the timed rounds, strace -c -f on each proxy during
+# one SYSCALL_DURATION [5s] wrk run per size, system calls per request printed per call).
+# Builds nothing; runtime about ROUNDS * (number of PROXIES) * (number of SIZES) * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
@@ -29,14 +34,28 @@ else
 fi
 IDLE=${IDLE:-10000}
 ACCESS_LOG=${ACCESS_LOG:-off}
+PROXIES=${PROXIES:-nginx haproxy noded}
+SIZES=${SIZES:-1k 1m}
+SYSCALLS=${SYSCALLS:-off}
+SYSCALL_DURATION=${SYSCALL_DURATION:-5s}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
   [ -x "$b" ] || { echo "missing $b (build it first)" >&2; exit 2; }
 done
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "nginx not found (apt-get install nginx)" >&2; exit 2; }
-# both proxies and the idle-connection client need descriptors for IDLE connections
+case " $PROXIES " in *" haproxy "*)
+  [ -x "$HAPROXY" ] || { echo "haproxy not found (apt-get install haproxy, or PROXIES without it)" >&2; exit 2; } ;;
+esac
+[ "$SYSCALLS" != on ] || command -v strace >/dev/null || { echo "strace not found (apt-get install strace)" >&2; exit 2; }
+for z in $SIZES; do
+  case "$z" in 1k|1m) ;; *) echo "SIZES: 1k and/or 1m, not $z" >&2; exit 2 ;; esac
+done
+# the proxies and the idle-connection client need descriptors for IDLE connections
 ulimit -n $((IDLE * 2 + 1024)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+# HAProxy needs two descriptors per connection and refuses to start with fewer
+HAP_MAXCONN=$((IDLE + 1024)); [ $((($(ulimit -n) - 64) / 2)) -ge "$HAP_MAXCONN" ] || HAP_MAXCONN=$((($(ulimit -n) - 64) / 2))
 
 TMP=$(mktemp -d /tmp/bench_edge.XXXXXX)
 PIDS=""
@@ -51,17 +70,21 @@ freeport() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN=$(freeport)
+HAP_PORT=$(freeport)
 CTL_PORT=$(freeport)
 TOKEN="adm-bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 
 if [ "$ACCESS_LOG" = on ]; then
   NGX_ACCESS="access_log $TMP/proxy/access.log;"; NODE_LOG_LEVEL=info
+  HAP_LOG="log stdout format raw local0"; HAP_HTTPLOG="option httplog"
 else
   NGX_ACCESS="access_log off;"; NODE_LOG_LEVEL=warn
+  HAP_LOG=""; HAP_HTTPLOG="option dontlog-normal"
 fi
 chmod 755 "$TMP"
-mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node"
+mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node" "$TMP/haproxy"
 head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
+head -c 1048576 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/1m.bin"
 
 cat > "$TMP/origin/nginx.conf" <<CONF
 worker_processes 1;
@@ -106,11 +129,42 @@ http {
 }
 CONF
 
+# HAProxy as nginx above: one process, THREADS threads, keep-alive both sides, idle origin
+# connections shared by all visitors (http-reuse always), X-Forwarded-For added
+cat > "$TMP/haproxy/haproxy.cfg" <<CONF
+global
+  nbthread $THREADS
+  maxconn $HAP_MAXCONN
+  $HAP_LOG
+defaults
+  mode http
+  log global
+  $HAP_HTTPLOG
+  option forwardfor
+  http-reuse always
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 60s
+frontend fe
+  bind 127.0.0.1:$HAP_PORT
+  default_backend origin
+backend origin
+  server o1 127.0.0.1:$ORIGIN_PORT
+CONF
+
 $ON_LOAD "$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
 PIDS="$PIDS $!"
 $ON_PROXY "$NGINX" -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" 2>"$TMP/proxy/stderr" &
 NGX_PID=$!
 PIDS="$PIDS $NGX_PID"
+HAP_PID=""
+case " $PROXIES " in *" haproxy "*)
+  # -db: foreground, no daemon; the access lines (ACCESS_LOG=on) go to its stdout, a file
+  $ON_PROXY "$HAPROXY" -db -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/access.log" 2>"$TMP/haproxy/stderr" &
+  HAP_PID=$!
+  PIDS="$PIDS $HAP_PID" ;;
+esac
 CDNCA_ADMIN_TOKEN="$TOKEN" $ON_LOAD "$BUILD/controld/controld" --listen "127.0.0.1:$CTL_PORT" \
   --db "$TMP/controld.db" >"$TMP/controld.log" 2>&1 &
 PIDS="$PIDS $!"
@@ -142,17 +196,30 @@ NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
 wait_url "http://127.0.0.1:$ORIGIN_PORT/"; wait_url "http://127.0.0.1:$NGX_PORT/"
 wait_url "http://127.0.0.1:$NODE_PORT/"
+[ -z "$HAP_PID" ] || wait_url "http://127.0.0.1:$HAP_PORT/"
+port_of() { case "$1" in nginx) echo "$NGX_PORT" ;; haproxy) echo "$HAP_PORT" ;; noded) echo "$NODE_PORT" ;; esac; }
+pid_of() { case "$1" in nginx) echo "$NGX_PID" ;; haproxy) echo "$HAP_PID" ;; noded) echo "$NODE_PID" ;; esac; }
+path_of() { case "$1" in 1k) echo / ;; 1m) echo /1m.bin ;; esac; }
+bytes_of() { case "$1" in 1k) echo 1024 ;; 1m) echo 1048576 ;; esac; }
+for who in $PROXIES; do
+  case "$who" in nginx|haproxy|noded) ;; *) echo "PROXIES: nginx, haproxy, noded, not $who" >&2; exit 2 ;; esac
+  for z in $SIZES; do  # each proxy passes each body whole
+    got=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$who")$(path_of "$z")")
+    [ "$got" = "200 $(bytes_of "$z")" ] || { echo "$who $(path_of "$z"): got $got" >&2; exit 1; }
+  done
+done
 
 # wrk prints p99 as e.g. "99%  1.23ms"; normalise to microseconds.
 to_us() {
   awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
         else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
 }
-# CPU ticks (user + system) of a process and its children (nginx: master + workers)
+# CPU ticks (user + system; SYS=1: system only) of a process and its children (nginx: master +
+# workers)
 cpu_ticks() {
   t=0
   for p in $1 $(pgrep -P "$1" | tr '\n' ' '); do
-    v=$(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    v=$(awk -v s="${SYS:-0}" '{sub(/.*\) /, ""); print s ? $13 : $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
     t=$((t + ${v:-0}))
   done
   echo "$t"
@@ -162,11 +229,11 @@ HZ=$(getconf CLK_TCK)
 core_ticks() {
   awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
 }
-run() {  # PORT PID -> "req/s p99_us cpu_us_per_request core_busy_percent"
-  c0=$(cpu_ticks "$2"); t0=$(date +%s%N)
+run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent [cores busy]"
+  c0=$(cpu_ticks "$2"); k0=$(SYS=1 cpu_ticks "$2"); t0=$(date +%s%N); url="http://127.0.0.1:$1$3"
   if [ "$PIN" = on ]; then set -- "$1" "$2" $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU"); fi
-  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
-  c1=$(cpu_ticks "$2"); t1=$(date +%s%N)
+  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "$url" >"$TMP/wrk.out" 2>&1
+  c1=$(cpu_ticks "$2"); k1=$(SYS=1 cpu_ticks "$2"); t1=$(date +%s%N)
   cores=""
   if [ "$PIN" = on ]; then
     cores=$(echo "$3 $4 $5 $6 $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU")" |
@@ -180,36 +247,70 @@ run() {  # PORT PID -> "req/s p99_us cpu_us_per_request core_busy_percent"
   busy=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN {printf "%.0f", (b - a) / hz * 1e11 / t}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
-  echo "$rps $p99 $cpu $busy $cores"
+  kern=$(awk -v a="$c0" -v b="$c1" -v c="$k0" -v d="$k1" 'BEGIN {printf "%.0f", (d - c) * 100 / (b - a + 1e-9)}')
+  echo "$rps $p99 $cpu $busy $kern $cores"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-$ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NGX_PORT/" >/dev/null 2>&1
-$ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NODE_PORT/" >/dev/null 2>&1
-
-: >"$TMP/ngx.txt"; : >"$TMP/node.txt"
-r=1
-while [ $r -le "$ROUNDS" ]; do
-  # alternate which one goes first, so neither always runs on a warmer machine
-  if [ $((r % 2)) = 1 ]; then order="$NGX_PORT $NODE_PORT"; else order="$NODE_PORT $NGX_PORT"; fi
-  for p in $order; do
-    if [ "$p" = "$NGX_PORT" ]; then set -- $(run "$p" "$NGX_PID"); else set -- $(run "$p" "$NODE_PID"); fi
-    if [ "$p" = "$NGX_PORT" ]; then echo "$1 $2 $3" >>"$TMP/ngx.txt"; who=nginx; else echo "$1 $2 $3" >>"$TMP/node.txt"; who=noded; fi
-    echo "round $r $who: $1 req/s, p99 $2 us, $3 us CPU per request, proxy busy $4% of a core${5:+, $5 $6 $7 $8 $9 ${10}} (load $(cut -d' ' -f1 /proc/loadavg))"
-  done
-  r=$((r + 1))
+for who in $PROXIES; do
+  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$who")/" >/dev/null 2>&1
 done
-NGX_RPS=$(awk '{print $1}' "$TMP/ngx.txt" | median);  NGX_P99=$(awk '{print $2}' "$TMP/ngx.txt" | median)
-NODE_RPS=$(awk '{print $1}' "$TMP/node.txt" | median); NODE_P99=$(awk '{print $2}' "$TMP/node.txt" | median)
-NGX_CPU=$(awk '{print $3}' "$TMP/ngx.txt" | median); NODE_CPU=$(awk '{print $3}' "$TMP/node.txt" | median)
-echo "median nginx: $NGX_RPS req/s, p99 $NGX_P99 us, $NGX_CPU us CPU per request"
-echo "median noded: $NODE_RPS req/s, p99 $NODE_P99 us, $NODE_CPU us CPU per request"
-awk -v a="$NODE_RPS" -v b="$NGX_RPS" -v c="$NODE_P99" -v d="$NGX_P99" -v e="$NODE_CPU" -v f="$NGX_CPU" 'BEGIN {
-  printf "req/s ratio noded/nginx: %.2f (goal >= 1.0)\np99 ratio noded/nginx:   %.2f (goal <= 1.0)\n", a/b, c/d
-  printf "CPU per request noded/nginx: %.2f (less sensitive to other load on the machine)\n", e/f }'
+
+for z in $SIZES; do
+  for who in $PROXIES; do : >"$TMP/$who.$z.txt"; done
+  r=1
+  while [ $r -le "$ROUNDS" ]; do
+    # rotate which one goes first, so none always runs on a warmer machine
+    order=$(echo $PROXIES | awk -v r="$r" '{for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1)}')
+    for who in $order; do
+      set -- $(run "$(port_of "$who")" "$(pid_of "$who")" "$(path_of "$z")")
+      echo "$1 $2 $3 $5" >>"$TMP/$who.$z.txt"
+      mib=$(awk -v r="$1" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}')
+      echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request ($5% in the kernel), proxy busy $4% of a core${6:+, $6 $7 $8 $9 ${10} ${11}} (load $(cut -d' ' -f1 /proc/loadavg))"
+    done
+    r=$((r + 1))
+  done
+  : >"$TMP/med.$z.txt"
+  for who in $PROXIES; do
+    rps=$(awk '{print $1}' "$TMP/$who.$z.txt" | median); p99=$(awk '{print $2}' "$TMP/$who.$z.txt" | median)
+    cpu=$(awk '{print $3}' "$TMP/$who.$z.txt" | median); kern=$(awk '{print $4}' "$TMP/$who.$z.txt" | median)
+    echo "$who $rps $p99 $cpu" >>"$TMP/med.$z.txt"
+    echo "$z median $who: $rps req/s ($(awk -v r="$rps" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}') MiB/s), p99 $p99 us, $cpu us CPU per request, $kern% of it in the kernel"
+  done
+  # noded against the better of the others on each figure (higher req/s, lower p99 and CPU)
+  awk -v z="$z" '$1 == "noded" {n = 1; r = $2; p = $3; c = $4; next}
+    {if (!o || $2 > br) {br = $2; brw = $1} if (!o || $3 < bp) {bp = $3; bpw = $1}
+     if (!o || $4 < bc) {bc = $4; bcw = $1} o = 1}
+    END {if (!n || !o) exit
+      printf "%s ratios of medians, noded / the better of the others:\n", z
+      printf "  req/s %.2f (vs %s; goal >= 1.0)\n  p99 %.2f (vs %s; goal <= 1.0)\n", r / br, brw, p / bp, bpw
+      printf "  CPU per request %.2f (vs %s; goal <= 0.75 at 1k; the figure least moved by other load)\n", c / bc, bcw}' "$TMP/med.$z.txt"
+done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# System calls per request: strace -c -f on the whole proxy process (all threads; nginx: the
+# worker) during one wrk run, divided by the requests wrk counted. strace slows the proxy down
+# many times over, so this run's req/s mean nothing; the counts per request are the figure.
+syscalls() {  # NAME SIZE
+  pid=$(pid_of "$1"); [ "$1" != nginx ] || pid=$(pgrep -P "$NGX_PID" | head -n 1)
+  strace -c -f -p "$pid" -o "$TMP/strace.$1.$2" 2>/dev/null &
+  st=$!
+  sleep 1  # attached to every thread
+  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$SYSCALL_DURATION" -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$1")$(path_of "$2")" >"$TMP/wrk.out" 2>&1
+  kill -INT "$st"; wait "$st" 2>/dev/null || true
+  n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
+  echo "$2 $1: system calls per request over $n requests (strace -c -f):"
+  awk -v n="$n" '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" {c = $4; name = $NF; tot += c; line[name] = c}
+    END {for (k in line) if (line[k] / n >= 0.005) printf "    %-16s %8.3f\n", k, line[k] / n
+         printf "    %-16s %8.3f\n", "total", tot / n}' "$TMP/strace.$1.$2" | sort -k2 -rn
+}
+if [ "$SYSCALLS" = on ]; then
+  for z in $SIZES; do
+    for who in $PROXIES; do syscalls "$who" "$z"; done
+  done
+fi
 
 # RSS (kB) of a process and its children (nginx: master + workers)
 rss_tree() {
@@ -262,6 +363,7 @@ for s in socks:
 PY
 }
 [ "$IDLE" -gt 0 ] || exit 0  # IDLE=0: no idle-connection part
-hold_idle "$NGX_PORT" "$NGX_PID" nginx
-sleep 1
-hold_idle "$NODE_PORT" "$NODE_PID" noded
+for who in $PROXIES; do
+  hold_idle "$(port_of "$who")" "$(pid_of "$who")" "$who"
+  sleep 1
+done

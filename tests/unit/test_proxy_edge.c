@@ -92,6 +92,30 @@ static void origin_record(struct origin *o, const char *b, size_t n) {
   pthread_mutex_unlock(&o->mu);
 }
 
+/* A large length-framed body (spliced by the proxy): byte i is big_byte(i). */
+#define BIG_LEN (1024 * 1024 + 7)
+static char big_byte(size_t i) {
+  return (char)('a' + i % 23);
+}
+
+/* Head, then n of the BIG_LEN body bytes in pieces with pauses (the proxy sees the socket
+ * drained many times), then tail with no pause. */
+static int send_big(int fd, size_t n, const char *tail) {
+  static __thread char piece[100000];
+  char head[128];
+  int hn = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG_LEN);
+  if (send_all(fd, head, (size_t)hn) < 0) return -1;
+  for (size_t off = 0; off < n;) {
+    size_t k = n - off < sizeof piece ? n - off : sizeof piece;
+    for (size_t i = 0; i < k; i++)
+      piece[i] = big_byte(off + i);
+    if (send_all(fd, piece, k) < 0) return -1;
+    off += k;
+    if (off < n || !tail) sleep_ms(2);
+  }
+  return tail ? sends(fd, tail) : 0; /* right after the last body byte */
+}
+
 /* Answer one request head (path, method) on fd; returns 0, or -1 to close. */
 static int origin_answer(struct origin *o, int fd, const char *method, const char *path,
                          const char *head, char *buf, size_t *len) {
@@ -99,6 +123,13 @@ static int origin_answer(struct origin *o, int fd, const char *method, const cha
   if (strcmp(path, "/head-body") == 0) {
     /* a HEAD answer followed by body bytes: must never reach the next visitor */
     return sends(fd, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPOISON");
+  }
+  if (strcmp(path, "/big") == 0) return send_big(fd, BIG_LEN, NULL);
+  /* bytes after the body: must never reach the next visitor */
+  if (strcmp(path, "/big-extra") == 0) return send_big(fd, BIG_LEN, "POISON");
+  if (strcmp(path, "/big-short") == 0) { /* half the body, then the close */
+    send_big(fd, BIG_LEN / 2, NULL);
+    return -1;
   }
   if (strcmp(path, "/early") == 0)
     return sends(fd, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
@@ -643,6 +674,81 @@ static void test_pool_not_poisoned(void **state) {
   }
 }
 
+/* Read one response with a BIG_LEN body from fd, slowly at first (the visitor's socket fills
+ * and the proxy waits for it); 0 when the head and every body byte are right. */
+static int read_big(int fd, size_t *got) {
+  char *b = malloc(BIG_LEN + 4096);
+  size_t n = 0, hl = 0;
+  int bad = 0;
+  *got = 0;
+  for (;;) {
+    char *e;
+    ssize_t r = recv_wait(fd, b + n, (n < 256 * 1024 ? 4096 : BIG_LEN + 4096 - n), 2000);
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n < 256 * 1024) sleep_ms(1);
+    if (!hl && (e = memmem(b, n, "\r\n\r\n", 4))) hl = (size_t)(e - b) + 4;
+    if (hl && n >= hl + BIG_LEN) break;
+  }
+  if (!hl || strncmp(b, "HTTP/1.1 200 ", 13) != 0 ||
+      !memmem(b, hl, "\r\nContent-Length: 1048583\r\n", 27))
+    bad = 1;
+  if (hl) {
+    *got = n - hl;
+    for (size_t i = 0; !bad && i < n - hl && i < BIG_LEN; i++)
+      if (b[hl + i] != big_byte(i)) bad = 1;
+    if (n - hl != BIG_LEN) bad = 1;
+  }
+  free(b);
+  return bad ? -1 : 0;
+}
+
+/* docs/design.md#the-edge-http-path, Splice: a large length-framed body reaches a slow visitor
+ * whole, the keep-alive connection goes on, bytes after the body never reach anybody, and a body
+ * cut short closes the visitor's connection. */
+static void test_spliced_body(void **state) {
+  struct fx *f = *state;
+  for (int i = 0; i < 3; i++) {
+    int fd = client(f->port), closed, small = 8192;
+    size_t got;
+    char *out;
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    assert_int_equal(sends(fd, "GET /big HTTP/1.1\r\nHost: demo.test\r\n\r\n"), 0);
+    if (read_big(fd, &got) < 0) fail_msg("try %d: %zu body bytes, or wrong ones", i, got);
+    assert_int_equal(sends(fd, "GET /next HTTP/1.1\r\nHost: demo.test\r\n\r\n"), 0);
+    out = read_all(fd, 300, &closed, NULL);
+    if (strncmp(out, "HTTP/1.1 200 ", 13) != 0 || !strstr(out, "from /next")) fail_msg("%s", out);
+    free(out);
+    close(fd);
+  }
+  for (int i = 0; i < 3; i++) {
+    int fd = client(f->port), closed;
+    size_t got;
+    char *out;
+    assert_true(fd >= 0);
+    assert_int_equal(sends(fd, "GET /big-extra HTTP/1.1\r\nHost: demo.test\r\n\r\n"), 0);
+    if (read_big(fd, &got) < 0) fail_msg("extra %d: %zu body bytes, or wrong ones", i, got);
+    close(fd);
+    out = exchange(f->port, "GET /next HTTP/1.1\r\nHost: demo.test\r\n\r\n", 300, &closed);
+    if (strncmp(out, "HTTP/1.1 200 ", 13) != 0 || !strstr(out, "from /next") ||
+        strstr(out, "POISON"))
+      fail_msg("extra %d: %s", i, out);
+    free(out);
+  }
+  {
+    int fd = client(f->port);
+    size_t got;
+    assert_true(fd >= 0);
+    assert_int_equal(sends(fd, "GET /big-short HTTP/1.1\r\nHost: demo.test\r\n\r\n"), 0);
+    char c;
+    assert_int_equal(read_big(fd, &got), -1);
+    assert_true(got < BIG_LEN);
+    assert_int_equal(recv_wait(fd, &c, 1, 2000), 0); /* closed, not left waiting */
+    close(fd);
+  }
+}
+
 /* Defect 5: the head deadline, the keep-alive and the body timeouts. */
 static void test_timeouts(void **state) {
   struct fx *f = *state;
@@ -809,6 +915,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_refused_heads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_absolute_form, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pool_not_poisoned, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_spliced_body, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeouts, setup_short, teardown),
       cmocka_unit_test_setup_teardown(test_connection_cap, setup_short, teardown),
       cmocka_unit_test_setup_teardown(test_interim_forwarded, setup, teardown),
