@@ -41,6 +41,7 @@ struct http_srv {
   int acceptor_started;
   atomic_uint_fast64_t added, started; /* handed to the daemon; seen started by it */
   atomic_int draining;                 /* answers carry Connection: close */
+  atomic_int stop_accepting;           /* the acceptor returns before its next accept */
 };
 
 /* ---- replies ---- */
@@ -590,7 +591,9 @@ static void *acceptor_main(void *arg) {
     }
     if (pf[1].revents) return NULL;
     if (!(pf[0].revents & POLLIN)) continue;
-    for (;;) {
+    /* under a steady stream of connections the backlog never empties: the stop is checked
+       before every accept, not only when poll wakes */
+    while (!atomic_load(&srv->stop_accepting)) {
       struct sockaddr_storage sa;
       socklen_t sl = sizeof sa;
       int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -614,10 +617,13 @@ static void *acceptor_main(void *arg) {
         atomic_fetch_sub(&srv->added, 1);
         continue;
       }
-      /* the daemon's thread takes it up (and connguard counts it against its address) before
-         the next accept, so a burst from one address meets the cap as with the daemon's own
-         accepts; one it drops without starting is written off after 100 ms */
-      for (int i = 0; atomic_load(&srv->started) < atomic_load(&srv->added); i++) {
+      /* with a per-address cap, the daemon's thread takes it up (and connguard counts it
+         against its address) before the next accept, so a burst from one address meets the cap
+         as with the daemon's own accepts; one it drops without starting is written off after
+         100 ms. Without a cap nothing waits: a slow start of one connection (a loaded host)
+         must not hold the backlog behind it. */
+      for (int i = 0;
+           srv->cfg.max_per_ip > 0 && atomic_load(&srv->started) < atomic_load(&srv->added); i++) {
         if (i == 500) {
           atomic_store(&srv->added, atomic_load(&srv->started));
           break;
@@ -645,6 +651,7 @@ static int acceptor_start(struct http_srv *srv) {
 
 static void acceptor_stop(struct http_srv *srv) {
   if (!srv->acceptor_started) return;
+  atomic_store(&srv->stop_accepting, 1);
   if (write(srv->stop_pipe[1], "x", 1) < 0) log_warn("cannot stop the acceptor thread");
   pthread_join(srv->acceptor, NULL);
   srv->acceptor_started = 0;
