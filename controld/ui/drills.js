@@ -55,7 +55,8 @@ function drillsPanel(id) {
   const form = may('operator') ? buildForm() : null;
 
   function buildForm() {
-    const f = h('form', { class: 'grid', ...tid('drill-form') },
+    /* novalidate: the server checks every value and names the field it refuses */
+    const f = h('form', { class: 'grid', novalidate: true, ...tid('drill-form') },
       field('Level to drill', h('select', { name: 'to_level', 'data-field': 'to_level', ...tid('drill-level') })),
       field('Duration (s)', input('duration_s', { type: 'number', min: 10, value: 600, 'data-field': 'duration_ms', ...tid('drill-duration') })),
       field('Abort over failure share', input('max_failure_ratio', { value: '0.02', 'data-field': 'max_failure_ratio', ...tid('drill-ratio') }),

@@ -14,7 +14,7 @@ import os
 
 import uilib
 from harness import Controld, wait_until
-from scenario_lib import (ONLINE_MS, WAIT, card, make_site, node_site, origin_spec, start_node,
+from scenario_lib import (ONLINE_MS, WAIT, make_site, node_site, origin_spec, start_node,
                           start_origins, wait_level)
 from test_backup_levels import HOST, Load
 
@@ -34,7 +34,8 @@ def test_drill_panel(tmp):
     _, n = start_node(c, tmp, "edge-1")
     wait_until(lambda: len((node_site(n, sid) or {}).get("origins", [])) == 2, timeout=WAIT,
                what="the node has the site")
-    wait_until(lambda: all(o["health"] == "healthy" for o in card(c, sid)["origins"]),
+    wait_until(lambda: all(o["health"] == "healthy" for o in
+                           c.api("GET", "/v1/sites/%d" % sid)[1]["origins"]),
                timeout=WAIT, what="both origins healthy")
 
     # one drill run to the end, with visitors, so the history has a passed drill with figures

@@ -27,7 +27,7 @@ const shot = (p, name) => screenshot(p, PREFIX, name);
 
 async function openSite(p) {
   await p.goto(`${BASE}/ui/#/sites/${SID}`);
-  await byId(p, 'drills-panel').waitFor();
+  await byId(p, 'drills-panel').first().waitFor({ state: 'attached' });
   await byId(p, 'drill-history-slot').locator('*').first().waitFor({ state: 'attached' });
 }
 
@@ -44,10 +44,11 @@ async function main() {
   await waitAttr(page, `drill-${PASSED}`, 'result', 'passed');
   check((await byId(page, `drill-${PASSED}-result`).getAttribute('data-state')) === 'passed', 'history: passed badge');
   await byId(page, `drill-${PASSED}-open`).click();
-  await byId(page, `drill-${PASSED}-detail`).waitFor();
+  await byId(page, `drill-${PASSED}-detail`).first().waitFor({ state: 'attached' });
+  ok('the figures of the drill open');
   for (const o of rec.origins) {
     const row = byId(page, `drill-${PASSED}-origin-${o.origin_id}`);
-    await row.waitFor();
+    await row.first().waitFor({ state: 'attached' });
     const text = await row.innerText();
     check(text.includes(String(o.requests)), `origin #${o.origin_id}: ${o.requests} requests shown`);
   }
@@ -61,7 +62,7 @@ async function main() {
   await byId(page, 'drill-duration').fill('1');
   page.once('dialog', (d) => d.accept());
   await byId(page, 'drill-start').click();
-  await byId(page, 'error-field').waitFor();
+  await byId(page, 'error-field').first().waitFor({ state: 'attached' });
   check((await byId(page, 'error-field').innerText()) === 'duration_ms', 'a 1 s drill is refused naming duration_ms');
   check((await byId(page, 'drill-duration').getAttribute('aria-invalid')) === 'true', 'the duration input is marked');
   check((await byId(page, 'drill-none').count()) === 1, 'no drill running after the refusal');
@@ -91,7 +92,7 @@ async function main() {
   const rp = await b2.newPage();
   await signIn(rp, BASE, INFO.read);
   await openSite(rp);
-  await byId(rp, `drill-${PASSED}`).waitFor();
+  await byId(rp, `drill-${PASSED}`).first().waitFor({ state: 'attached' });
   check((await byId(rp, 'drill-form').count()) === 0 && (await byId(rp, 'drill-start').count()) === 0, 'read token: no start form');
   check((await byId(rp, 'drill-cancel').count()) === 0, 'read token: no cancel');
   await shot(rp, 'read');
@@ -100,6 +101,7 @@ async function main() {
 }
 
 run(PREFIX, main, () => page, async () => {
+  for (const e of (b ? b.errors : []).concat(b2 ? b2.errors : [])) console.error(`# page error: ${e}`);
   if (b) await b.close();
   if (b2) await b2.close();
 });
