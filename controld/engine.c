@@ -1033,13 +1033,20 @@ static int drill_step_locked(const struct engine_env *env, struct store_tx *tx, 
   case DRILL_FAIL:
     if (drill_finish(env, tx, &s, &ic, d, DRILL_FAILED, why, now) < 0) goto out;
     break;
-  case DRILL_START:
+  case DRILL_START: {
+    /* the site's one running drill is claimed in the row: two starts at once on two replicas
+       both read no drill, and the second's claim then finds the first's */
+    int claimed = store_drill_site_claim_locked(tx, s.id, d->id);
+    if (claimed < 0) goto out;
+    if (!claimed) {
+      if (drill_finish(env, tx, &s, &ic, d, DRILL_FAILED, "drill_running", now) < 0) goto out;
+      break;
+    }
     d->from_level = s.current_level;
     d->state = DRILL_RUNNING;
     d->started_at = now;
     d->window_requests = d->window_failures = 0;
-    if (store_drill_save_locked(tx, d) < 0 || store_drill_site_locked(tx, s.id, d->id) < 0)
-      goto out;
+    if (store_drill_save_locked(tx, d) < 0) goto out;
     s.drill_id = d->id;
     if (do_switch(env, tx, &s, &ic, d->to_level, HEALTH_REASON_DRILL, why,
                   d->created_by[0] ? d->created_by : NULL) < 0 ||
@@ -1047,6 +1054,7 @@ static int drill_step_locked(const struct engine_env *env, struct store_tx *tx, 
         evaluate_locked(env, tx, &s, &ic, now, NULL) < 0)
       goto out;
     break;
+  }
   case DRILL_GO_ON:
     if (d->window_requests >= d->min_requests) { /* a new window */
       d->window_requests = d->window_failures = 0;
@@ -1120,8 +1128,14 @@ enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, st
   }
   if (store_drill_insert_locked(tx, d) < 0) goto out;
   site_rec_fini(&s);
-  /* one that starts now starts in this transaction */
+  /* one that starts now starts in this transaction; one that lost the site to a concurrent
+     start is refused as any second drill is (the transaction is rolled back) */
   if (d->start_at <= now && drill_step_locked(env, tx, d, now) < 0) return ENGINE_DRILL_ERROR;
+  if (d->state == DRILL_FINISHED && d->result == DRILL_FAILED &&
+      strcmp(d->why, "drill_running") == 0) {
+    *reason = "drill_running";
+    return ENGINE_DRILL_CONFLICT;
+  }
   return ENGINE_DRILL_OK;
 out:
   site_rec_fini(&s);

@@ -85,6 +85,13 @@ int store_drill_site_locked(struct store_tx *tx, int64_t site_id, int64_t drill_
   return store_exec(st->w, "marking a site's drill", q, "PI", drill_id, site_id);
 }
 
+int store_drill_site_claim_locked(struct store_tx *tx, int64_t site_id, int64_t drill_id) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] = "UPDATE sites SET drill_id = ? WHERE id = ? AND drill_id IS NULL";
+  if (store_exec(st->w, "claiming a site for a drill", q, "II", drill_id, site_id) < 0) return -1;
+  return db_changes(st->w) > 0;
+}
+
 enum store_rc store_drill_get(struct store *st, int64_t id, struct drill_rec *out) {
   static struct store_sql q;
   struct drill_rec *arr = NULL;

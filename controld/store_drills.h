@@ -25,6 +25,11 @@ enum store_rc store_drill_get_locked(struct store_tx *tx, int64_t id, struct dri
 /* Set the site's running drill (0: none). 0 or -1. */
 int store_drill_site_locked(struct store_tx *tx, int64_t site_id, int64_t drill_id);
 
+/* Make drill_id the site's running drill if it has none: 1, 0 when another drill holds it (a
+   concurrent start on another replica committed first: the row is re-read after its lock), or
+   -1. */
+int store_drill_site_claim_locked(struct store_tx *tx, int64_t site_id, int64_t drill_id);
+
 /* ---- reads ---- */
 
 /* One drill by id: STORE_OK, STORE_NOT_FOUND or STORE_ERROR. */
