@@ -156,13 +156,14 @@ static enum store_rc site_list(struct store *st, const char *sql, int bind_state
   /* LOWER(..) LIKE a lower-case pattern is ASCII case-insensitive: "Shop" finds "shop" and
    * "SHOP.example.com" */
   if (has_q && !(lq = like_pattern(q))) return STORE_ERROR;
-  arr = calloc((size_t)limit, sizeof *arr);
-  if (!arr || store_read_begin(c) < 0) goto out_nosnap;
+  if (store_read_begin(c) < 0) goto out_nosnap;
   store_bind(s, 1, "Iti", after, lq, limit);
   if (bind_state) /* the statements with the state as parameters */
     for (int i = 0; i < 4; i++)
       db_bind_int(s, 4 + i, (state & (1u << i)) != 0);
   if (store_ids_read(c, s, limit, &ids, &cnt, "listing sites by state") != STORE_OK) goto out;
+  /* the records for the ids found (about 16 KiB each), not for the page's limit */
+  if (!(arr = calloc((size_t)(cnt ? cnt : 1), sizeof *arr))) goto out;
   if (store_sites_load(c, ids, cnt, arr) != STORE_OK) goto out;
   loaded = cnt;
   for (int i = 0; i < cnt; i++)

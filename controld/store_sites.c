@@ -461,27 +461,30 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   const struct sites_sql *osq = sites_sql();
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c && osq ? db_prep(c, osq->site_page) : NULL;
-  struct site_rec *arr = NULL;
+  struct site_rec *arr = NULL, *na;
   int64_t *ids;
-  int cnt = 0, rc;
+  int cnt = 0, cap = 0, rc, grown = 1;
   *out = NULL;
   *n = 0;
-  if (!s) return STORE_ERROR;
-  arr = calloc((size_t)(limit > 0 ? limit : 1), sizeof *arr);
-  if (!arr || store_read_begin(c) < 0) {
-    free(arr);
-    return STORE_ERROR;
-  }
+  if (!s || store_read_begin(c) < 0) return STORE_ERROR;
   db_bind_i64(s, 1, after);
   db_bind_int(s, 2, limit);
-  while ((rc = db_step(s)) == DB_ROW && cnt < limit)
+  /* grown as rows come: a record is about 16 KiB, and a page is often shorter than its limit */
+  while ((rc = db_step(s)) == DB_ROW && cnt < limit) {
+    if (!(na = store_grow(arr, &cap, cnt, sizeof *arr, 8))) {
+      grown = 0;
+      break;
+    }
+    arr = na;
+    memset(&arr[cnt], 0, sizeof *arr);
     site_from_row(s, &arr[cnt++]);
+  }
   db_reset(s);
   ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
   for (int i = 0; ids && i < cnt; i++)
     ids[i] = arr[i].id;
   /* the page is every site from its first id to its last: one range holds all their children */
-  if (rc == DB_ERR || !ids || bulk_children(c, ids, cnt, arr, 1) != STORE_OK) {
+  if (rc == DB_ERR || !grown || !ids || bulk_children(c, ids, cnt, arr, 1) != STORE_OK) {
     store_read_end(c);
     for (int j = 0; j < cnt; j++)
       site_rec_fini(&arr[j]);

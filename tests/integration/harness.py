@@ -402,6 +402,7 @@ class _Proc:
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                print_stacks(self.proc.pid)
                 self.proc.kill()
                 self.proc.wait()
                 self._fail("did not exit within %.0fs of SIGTERM" % timeout)
@@ -426,6 +427,8 @@ class _Proc:
         except _Exited as e:
             self._fail("exited with status %s before it was ready" % e.rc)
         except AssertionError as e:
+            if self.proc.poll() is None:
+                print_stacks(self.proc.pid)
             self.kill9()
             self._fail(str(e))
 
@@ -613,6 +616,20 @@ class Origin(_Proc):
 
     def stop(self, timeout=20.0, expect_rc=None):
         return super().stop(timeout=timeout, expect_rc=expect_rc)
+
+
+def print_stacks(pid):
+    """Every thread's stack of a process that hangs, on stderr (with gdb; a diagnosis for the
+    failure that follows, nothing without it)."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return
+    try:
+        out = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        out = "gdb: %r" % e
+    sys.stderr.write("---- stacks of pid %d ----\n%s\n----\n" % (pid, out[-20000:]))
 
 
 # ---- runner ----
