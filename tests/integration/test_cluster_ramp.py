@@ -27,7 +27,8 @@ from scenario_lib import NODE_ARGS, WAIT, card, enrol, events, make_site, node_s
 from scenario_lib import start_origins
 from test_backup_levels import Load, errors
 from test_cluster import Cluster
-from test_failback_ramp import HOST, RETRY, Flood, check_step_shares, node_ramp, watch_ramps
+from ramp_share import HOST, Flood, check_step_shares, node_ramp, watch_ramps
+from test_failback_ramp import RETRY
 
 STEP_MS = 3000  # the kill, and the lease's expiry (ttl 2 s), fall inside the ramp's 9 s
 

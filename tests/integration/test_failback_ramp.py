@@ -11,22 +11,19 @@ breaks, controld fails over, the primary recovers:
 - the operator's switch back with "ramp": true ramps too; a ramp level left with no enabled
   origin aborts; two operators switching back at once, one with a ramp and one without, leave
   one consistent state (with the same If-Match one of them is 412);
-- two nodes under a flood: the primary's share of the requests each step, counted at the
-  origins, is the step's percentage within 5 points;
 - without a ramp, the node's own skip of the primary ends when controld switches back, so the
   primary serves at once (the node and controld agree)."""
 
-import http.client
 import threading
 import time
 
 import harness
-from harness import Controld, HOST as LOOPBACK, wait_until
+from harness import Controld, wait_until
 from scenario_lib import (ONLINE_MS, WAIT, card, events, make_site, node_site, origin_spec,
                           start_node, start_origins, wait_level)
+from ramp_share import HOST, node_ramp
 from test_backup_levels import Load, errors
 
-HOST = "shop.example.com"
 ROUNDS = ["--probe-interval-ms", "1000", "--node-online-ms", str(ONLINE_MS)]
 # a long node skip: without the switch-back rule it would outlast controld's failback
 RETRY = {"skip_ms": 30000}
@@ -50,10 +47,6 @@ def fail_over(a, c, n, sid, load):
     a.set(status=503)  # the health check included
     wait_level(c, sid, 2)
     load.wait_served("b", 10, "the backup serving on level 2")
-
-
-def node_ramp(n, sid):
-    return (node_site(n, sid) or {}).get("ramp")
 
 
 def test_ramp_completes(tmp):
@@ -212,168 +205,6 @@ def test_failback_ends_node_skip(tmp):
     after = [who for t, st, who in results if t >= at][:20]
     assert sum(1 for w in after if w == "a") >= 18, after
     assert errors(results) == [], "visitor errors: %s" % errors(results)[:10]
-    c.stop()
-
-
-class Flood:
-    """Visitors without a pause: `per_node` threads per node, each on its own keep-alive
-    connection, sending GET /load/<node name>/<i> back to back until stopped (bounded by
-    FLOOD_MAX requests a thread). The origins stamp each arrival (origin.py, /__times), so the
-    node a request came through is in its path. .count, .errors = [(node, status or error)]."""
-
-    def __init__(self, nodes, per_node=2):
-        self.nodes, self.per_node = nodes, per_node
-        self.count, self.errors = 0, []
-        self.lock = threading.Lock()
-        self.stop_flag = threading.Event()
-        self.thr = [threading.Thread(target=self._run, args=(n,), daemon=True)
-                    for n in nodes for _ in range(per_node)]
-
-    def _run(self, node):
-        conn, done, errs = None, 0, []
-        for i in range(FLOOD_MAX):
-            if self.stop_flag.is_set():
-                break
-            try:
-                if conn is None:
-                    conn = http.client.HTTPConnection(LOOPBACK, node.port, timeout=20)
-                conn.request("GET", "/load/%s/%d" % (node.name, i), headers={"Host": HOST})
-                r = conn.getresponse()
-                r.read()
-                if r.status != 200:
-                    errs.append((node.name, r.status))
-                if r.getheader("Connection", "").lower() == "close":
-                    conn.close()
-                    conn = None
-            except (OSError, http.client.HTTPException) as e:
-                errs.append((node.name, "error %r" % e))
-                if conn is not None:
-                    conn.close()
-                conn = None
-            done += 1
-        if conn is not None:
-            conn.close()
-        with self.lock:
-            self.count += done
-            self.errors += errs
-
-    def start(self):
-        for t in self.thr:
-            t.start()
-        return self
-
-    def finish(self):
-        self.stop_flag.set()
-        for t in self.thr:
-            t.join(timeout=60)
-            assert not t.is_alive(), "the flood did not stop"
-        return self
-
-
-# the share test: each step's requests counted at the origins, edges of SHARE_MARGIN_MS left out
-SHARE_STEP_MS = 2000
-SHARE_MARGIN_MS = 250
-SHARE_MIN_PER_STEP = 1500
-FLOOD_MAX = 200000
-
-
-def watch_ramps(nodes, sid, seen):
-    """For wait_until: note in seen[node name] = (wall ms, ramp) when each node is first seen
-    carrying the site's ramp; true once every node has."""
-    for n in nodes:
-        if n.name not in seen:
-            r = node_ramp(n, sid)
-            if r:
-                seen[n.name] = (time.time() * 1000.0, r)
-    return len(seen) == len(nodes)
-
-
-def check_step_shares(seen, nodes, a, b, flood):
-    """The primary a's share of the flood's requests (a's and b's arrivals, per node) in each step
-    of the ramp the nodes carried, as test_two_nodes_share_follows_steps explains: within 5
-    points of the step's percentage, on at least SHARE_MIN_PER_STEP requests a step."""
-    r0 = seen[nodes[0].name][1]
-    assert all(r["started_at"] == r0["started_at"] for _, r in seen.values()), seen
-    start, step = r0["started_at"], r0["step_ms"]
-    counts = [[0, 0] for _ in r0["steps"]]  # per step: [requests at a, requests at both]
-    for n in nodes:
-        saw, r = seen[n.name]
-        ofs = r["clock_offset_ms"]
-        for idx, o in ((0, a), (1, b)):
-            for t in o.times("/load/%s/" % n.name):
-                ct = t + ofs
-                k = int((ct - start) // step)
-                if k < 0 or k >= len(counts):
-                    continue
-                lo = start + k * step + SHARE_MARGIN_MS
-                if k == 0:
-                    lo = max(lo, saw + ofs + SHARE_MARGIN_MS)
-                if ct < lo or ct > start + (k + 1) * step - SHARE_MARGIN_MS:
-                    continue
-                if idx == 0:
-                    counts[k][0] += 1
-                counts[k][1] += 1
-    report = ["step %d (%d %%): %d of %d at the primary = %.1f %%"
-              % (k, r0["steps"][k], ca, cn, 100.0 * ca / cn if cn else float("nan"))
-              for k, (ca, cn) in enumerate(counts)]
-    print("  %d requests in the flood; %s" % (flood.count, "; ".join(report)))
-    for k, (ca, cn) in enumerate(counts):
-        assert cn >= SHARE_MIN_PER_STEP, "too few requests to judge: %s" % report
-        assert abs(100.0 * ca / cn - r0["steps"][k]) <= 5.0, report
-
-
-def test_two_nodes_share_follows_steps(tmp):
-    """Two nodes under a flood of visitors; the primary recovers and the failback ramps
-    [10, 50, 100] x 2 s. The primary's share of the requests in each step, counted where they
-    arrive (the origins stamp every request with this machine's wall clock; its path names the
-    node it came through), is the step's percentage within 5 points, on each step.
-
-    Bucketing: a request arriving at wall time t through node N is in controld's time
-    t + N's clock offset (the node's /status shows the offset it applies); step k covers
-    [started_at + k * step_ms, started_at + (k + 1) * step_ms) of the ramp the nodes carry.
-    SHARE_MARGIN_MS (250 ms) at each edge of each step is left out: the node draws a request's
-    level when its attempt starts, and the origin stamps it after a loopback hop and its own
-    request parsing, a few ms later and under load up to tens of ms; the node's clock offset
-    is read from controld's time on a long-poll answer, off by that answer's own latency; and
-    the test reads the offset once. The first step counts from when the test saw the ramp in
-    the node's /status (the node applies it after its long-poll answer), plus the margin.
-
-    Statistics: the split is a random draw per request, so a step's share of n requests has a
-    standard deviation of 100 sqrt(p (1 - p) / n) points: at 50 % and the SHARE_MIN_PER_STEP
-    (1500) the test requires in every step, 1.3 points, so 5 points is 3.9 of them (a false
-    failure about once in 10,000 runs); the flood (four client threads on keep-alive
-    connections) usually puts several thousand requests in each step. The counts are printed.
-    Visitors see no error."""
-    ramp = {"steps": [10, 50, 100], "step_ms": SHARE_STEP_MS, "max_failure_ratio": 0.2,
-            "min_requests": 5}
-    a, b = start_origins(tmp, "a", "b")
-    c = Controld(tmp, extra_args=ROUNDS).start()
-    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], hosts=[HOST], node_retry=RETRY,
-                     failback_ramp=ramp)
-    sid = site["id"]
-    nodes = [start_node(c, tmp, "edge%d" % i)[1] for i in (1, 2)]
-    for n in nodes:
-        wait_until(lambda n=n: len((node_site(n, sid) or {}).get("origins", [])) == 2,
-                   timeout=WAIT, what="%s has the site" % n.name)
-    load = Load(nodes[0], interval=0.05).start()
-    fail_over(a, c, nodes[0], sid, load)
-    results = load.finish()
-    assert errors(results) == [], "visitor errors: %s" % errors(results)[:10]
-    flood = Flood(nodes).start()
-    seen = {}  # node name -> (wall ms when the test first saw the ramp, the ramp)
-    try:
-        a.set(status=200)
-        wait_until(lambda: watch_ramps(nodes, sid, seen), timeout=WAIT,
-                   what="both nodes have the ramp", interval=0.02)
-        wait_level(c, sid, 1)
-        time.sleep(0.5)
-    finally:
-        flood.finish()
-    assert flood.errors == [], "visitor errors: %s" % flood.errors[:10]
-    check_step_shares(seen, nodes, a, b, flood)
-    sw = [e for e in events(c, sid, "level.switched") if e["data"]["to_level"] == 1]
-    assert len(sw) == 1 and sw[0]["data"]["reason"] == "auto_failback", sw
-    assert events(c, sid, "failback.aborted") == []
     c.stop()
 
 
