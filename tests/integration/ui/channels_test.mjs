@@ -8,7 +8,7 @@
 // Env: CDNCA_URL, CDNCA_ADMIN_TOKEN, CDNCA_CHANNELS (JSON file: {slack_url, read}; the test adds
 // {channel_id}), optional CDNCA_ARTIFACTS, CDNCA_CHROMIUM, CDNCA_UI_WAIT_MS.
 import fs from 'node:fs';
-import { need, check, browser, screenshot, byId, waitAttr, signIn, run } from './lib.mjs';
+import { need, check, browser, screenshot, byId, waitAttr, signIn, run, apiGet } from './lib.mjs';
 
 const BASE = need('CDNCA_URL').replace(/\/+$/, '');
 const TOKEN = need('CDNCA_ADMIN_TOKEN');
@@ -20,11 +20,7 @@ let b = null;
 let page = null;
 const shot = (p, name) => screenshot(p, PREFIX, name);
 
-async function listed() {
-  const r = await fetch(`${BASE}/v1/channels`, { headers: { Authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(15000) });
-  if (r.status !== 200) throw new Error(`GET /v1/channels: ${r.status}`);
-  return (await r.json()).channels;
-}
+const listed = async () => (await apiGet(BASE, '/v1/channels', TOKEN)).channels;
 
 async function main() {
   b = await browser();

@@ -6,7 +6,7 @@
 // Env: CDNCA_URL, CDNCA_ADMIN_TOKEN, CDNCA_DRILLS (JSON: {site_id, passed_id, operator, read} —
 // the two last are tokens), optional CDNCA_ARTIFACTS, CDNCA_CHROMIUM, CDNCA_UI_WAIT_MS.
 import fs from 'node:fs';
-import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run } from './lib.mjs';
+import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run, apiGet } from './lib.mjs';
 
 const BASE = need('CDNCA_URL').replace(/\/+$/, '');
 const TOKEN = need('CDNCA_ADMIN_TOKEN');
@@ -15,11 +15,7 @@ const SID = INFO.site_id;
 const PASSED = INFO.passed_id;
 const PREFIX = 'drills';
 
-async function api(path, token = TOKEN) {
-  const r = await fetch(BASE + path, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15000) });
-  if (r.status !== 200) throw new Error(`GET ${path}: ${r.status}`);
-  return r.json();
-}
+const api = (path, token = TOKEN) => apiGet(BASE, path, token);
 
 let b = null, b2 = null;
 let page = null;

@@ -9,7 +9,7 @@
 // {key_id, key} after "create"), CDNCA_ENROLKEYS_PHASE (create | after), optional
 // CDNCA_ARTIFACTS, CDNCA_CHROMIUM, CDNCA_UI_WAIT_MS.
 import fs from 'node:fs';
-import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run } from './lib.mjs';
+import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run, apiGet } from './lib.mjs';
 
 const BASE = need('CDNCA_URL').replace(/\/+$/, '');
 const TOKEN = need('CDNCA_ADMIN_TOKEN');
@@ -23,11 +23,7 @@ let b = null;
 let page = null;
 const shot = (p, name) => screenshot(p, PREFIX, name);
 
-async function listed() {
-  const r = await fetch(`${BASE}/v1/enrolment-keys`, { headers: { Authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(15000) });
-  if (r.status !== 200) throw new Error(`GET /v1/enrolment-keys: ${r.status}`);
-  return (await r.json()).enrolment_keys;
-}
+const listed = async () => (await apiGet(BASE, '/v1/enrolment-keys', TOKEN)).enrolment_keys;
 
 /* A datetime-local value a week ahead (local time, minutes). */
 function nextWeek() {

@@ -4,7 +4,7 @@
 // Env: CDNCA_URL, CDNCA_ADMIN_TOKEN, CDNCA_FLEET (JSON: {ids: {group: [site ids]}, nodes: [{id,
 // name}]}), optional CDNCA_ARTIFACTS, CDNCA_CHROMIUM, CDNCA_UI_WAIT_MS.
 import fs from 'node:fs';
-import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run, WAIT_MS } from './lib.mjs';
+import { need, ok, check, browser, screenshot, byId, waitAttr, signIn, run, WAIT_MS, apiCall } from './lib.mjs';
 
 const BASE = need('CDNCA_URL').replace(/\/+$/, '');
 const TOKEN = need('CDNCA_ADMIN_TOKEN');
@@ -14,12 +14,7 @@ const PAGE_SIZE = 50;
 const SUMMARY_KEYS = ['sites', 'on_primary', 'on_backup', 'all_levels_unhealthy', 'failback_available', 'paused'];
 const PREFIX = 'fleet';
 
-async function api(method, path, body, token = TOKEN) {
-  const r = await fetch(BASE + path, { method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(15000) });
-  const text = await r.text();
-  return { status: r.status, body: text ? JSON.parse(text) : null };
-}
+const api = (method, path, body, token = TOKEN) => apiCall(BASE, method, path, body, token);
 
 let b = null;
 let page = null;

@@ -66,6 +66,22 @@ export async function screenshot(page, prefix, name) {
   console.log(`# screenshot ${file}`);
 }
 
+/* One API call from the test itself: {status, body} (body parsed JSON, null when empty). */
+export async function apiCall(base, method, path, body, token) {
+  const r = await fetch(base + path, {
+    method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(15000) });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+/* A GET that must answer 200: its body. */
+export async function apiGet(base, path, token) {
+  const r = await apiCall(base, 'GET', path, undefined, token);
+  if (r.status !== 200) throw new Error(`GET ${path}: ${r.status}`);
+  return r.body;
+}
+
 export const byId = (page, t) => page.locator(`[data-testid="${t}"]`);
 
 /* Wait (bounded) until the element with data-testid t has data-<attr> = want. */
