@@ -8,8 +8,7 @@ import time
 
 from harness import HOST as LOOPBACK
 from scenario_lib import node_site
-
-HOST = "shop.example.com"
+from test_backup_levels import HOST
 
 
 def node_ramp(n, sid):

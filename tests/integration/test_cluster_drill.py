@@ -24,11 +24,10 @@ import time
 
 import harness
 import pgfixture
-from harness import Noded, wait_until
-from scenario_lib import (NODE_ARGS, WAIT, card, enrol, events, level_health, make_site, metric,
-                          node_site, origin_spec, start_origins)
-from test_backup_levels import HOST, Load, errors
-from test_cluster import Cluster
+from cluster_site import ClusterSite
+from harness import wait_until
+from scenario_lib import WAIT, card, events, level_health, metric, node_site
+from test_backup_levels import Load, errors
 
 DURATION_MS = 12000  # the kill and the lease's expiry (ttl 2 s) fall well inside it
 EVERY_MS = 3600000
@@ -51,20 +50,8 @@ def of_drill(r, sid, etype, did):
 
 
 def test_engine_killed_mid_drill(tmp):
-    a, b = start_origins(tmp, "a", "b")
-    cl = Cluster(tmp, n=2).start()
-    eng = cl.wait_engine(cl.ttl_ms / 1000 * 2 + 5)
-    other = next(r for r in cl.replicas if r is not eng)
-    site = make_site(eng, [origin_spec(a, 1), origin_spec(b, 2)], hosts=[HOST])
-    sid = site["id"]
-    urls = ",".join(r.url for r in cl.replicas)
-    nodes = []
-    for name in ("edge1", "edge2"):
-        _, tok = enrol(eng, name)
-        nodes.append(Noded(urls, tok, tmp, name=name, extra_args=NODE_ARGS).start())
-    for n in nodes:
-        wait_until(lambda n=n: len((node_site(n, sid) or {}).get("origins", [])) == 2,
-                   timeout=WAIT, what="%s has the site" % n.name)
+    cs = ClusterSite(tmp)
+    a, b, cl, eng, other, sid, nodes = cs.a, cs.b, cs.cl, cs.eng, cs.other, cs.sid, cs.nodes
     wait_until(lambda: [level_health(card(eng, sid), lv) for lv in (1, 2)] == ["healthy"] * 2,
                timeout=WAIT, what="both levels healthy")
     loads = [Load(n, interval=0.05).start() for n in nodes]

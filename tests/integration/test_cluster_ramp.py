@@ -22,12 +22,11 @@ import time
 
 import harness
 import pgfixture
-from harness import Noded, wait_until
-from scenario_lib import NODE_ARGS, WAIT, card, enrol, events, make_site, node_site, origin_spec
-from scenario_lib import start_origins
-from test_backup_levels import Load, errors
-from test_cluster import Cluster
+from cluster_site import ClusterSite
+from harness import wait_until
 from ramp_share import HOST, Flood, check_step_shares, node_ramp, watch_ramps
+from scenario_lib import WAIT, card, events, node_site
+from test_backup_levels import Load, errors
 from test_failback_ramp import RETRY
 
 STEP_MS = 3000  # the kill, and the lease's expiry (ttl 2 s), fall inside the ramp's 9 s
@@ -40,21 +39,8 @@ def level(r, sid):
 def test_engine_killed_mid_ramp(tmp):
     ramp = {"steps": [10, 50, 100], "step_ms": STEP_MS, "max_failure_ratio": 0.2,
             "min_requests": 5}
-    a, b = start_origins(tmp, "a", "b")
-    cl = Cluster(tmp, n=2).start()
-    eng = cl.wait_engine(cl.ttl_ms / 1000 * 2 + 5)
-    other = next(r for r in cl.replicas if r is not eng)
-    site = make_site(eng, [origin_spec(a, 1), origin_spec(b, 2)], hosts=[HOST], node_retry=RETRY,
-                     failback_ramp=ramp)
-    sid = site["id"]
-    urls = ",".join(r.url for r in cl.replicas)
-    nodes = []
-    for name in ("edge1", "edge2"):
-        _, tok = enrol(eng, name)
-        nodes.append(Noded(urls, tok, tmp, name=name, extra_args=NODE_ARGS).start())
-    for n in nodes:
-        wait_until(lambda n=n: len((node_site(n, sid) or {}).get("origins", [])) == 2,
-                   timeout=WAIT, what="%s has the site" % n.name)
+    cs = ClusterSite(tmp, host=HOST, node_retry=RETRY, failback_ramp=ramp)
+    a, b, cl, eng, other, sid, nodes = cs.a, cs.b, cs.cl, cs.eng, cs.other, cs.sid, cs.nodes
     load = Load(nodes[0], interval=0.05).start()
     load.wait_served("a", 10, "the primary serving")
     a.set(status=503)
