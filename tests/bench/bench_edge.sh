@@ -57,18 +57,8 @@ ulimit -n $((IDLE * 2 + 1024)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # HAProxy needs two descriptors per connection and refuses to start with fewer
 HAP_MAXCONN=$((IDLE + 1024)); [ $((($(ulimit -n) - 64) / 2)) -ge "$HAP_MAXCONN" ] || HAP_MAXCONN=$((($(ulimit -n) - 64) / 2))
 
-TMP=$(mktemp -d /tmp/bench_edge.XXXXXX)
-PIDS=""
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-
-freeport() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+. "$(dirname "$0")/benchlib.sh"
+bench_tmp bench_edge
 ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN=$(freeport)
 HAP_PORT=$(freeport)
 CTL_PORT=$(freeport)
@@ -81,25 +71,10 @@ else
   NGX_ACCESS="access_log off;"; NODE_LOG_LEVEL=warn
   HAP_LOG=""; HAP_HTTPLOG="option dontlog-normal"
 fi
-chmod 755 "$TMP"
-mkdir -p "$TMP/origin/www" "$TMP/proxy" "$TMP/node" "$TMP/haproxy"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
+mkdir -p "$TMP/proxy" "$TMP/node" "$TMP/haproxy"
 head -c 1048576 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/1m.bin"
 
-cat > "$TMP/origin/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $TMP/origin/nginx.pid;
-error_log $TMP/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/origin; proxy_temp_path $TMP/origin;
-  fastcgi_temp_path $TMP/origin; uwsgi_temp_path $TMP/origin; scgi_temp_path $TMP/origin;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/origin/www; location / { } }
-}
-CONF
+origin_conf "$ORIGIN_PORT"
 
 cat > "$TMP/proxy/nginx.conf" <<CONF
 worker_processes $THREADS;
@@ -209,11 +184,6 @@ for who in $PROXIES; do
   done
 done
 
-# wrk prints p99 as e.g. "99%  1.23ms"; normalise to microseconds.
-to_us() {
-  awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
-        else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
-}
 # CPU ticks (user + system; SYS=1: system only) of a process and its children (nginx: master +
 # workers)
 cpu_ticks() {
@@ -250,7 +220,6 @@ run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent 
   kern=$(awk -v a="$c0" -v b="$c1" -v c="$k0" -v d="$k1" 'BEGIN {printf "%.0f", (d - c) * 100 / (b - a + 1e-9)}')
   echo "$rps $p99 $cpu $busy $kern $cores"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,40 +14,15 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v wrk >/dev/null || { echo "wrk not found" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "nginx not found" >&2; exit 2; }
 
-TMP=$(mktemp -d /tmp/bench_proxy.XXXXXX)
-PIDS=""
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-
-freeport() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+. "$(dirname "$0")/benchlib.sh"
+bench_tmp bench_proxy
 ORIGIN_PORT=$(freeport)
 NGX_PORT=$(freeport)
 NODE_PORT=$(freeport)
 
-chmod 755 "$TMP"
-mkdir -p "$TMP/origin/www" "$TMP/proxy"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
+mkdir -p "$TMP/proxy"
 
-cat > "$TMP/origin/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $TMP/origin/nginx.pid;
-error_log $TMP/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/origin; proxy_temp_path $TMP/origin;
-  fastcgi_temp_path $TMP/origin; uwsgi_temp_path $TMP/origin; scgi_temp_path $TMP/origin;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/origin/www; location / { } }
-}
-CONF
+origin_conf "$ORIGIN_PORT"
 
 cat > "$TMP/proxy/nginx.conf" <<CONF
 worker_processes $THREADS;
@@ -94,18 +69,12 @@ wait_up "$ORIGIN_PORT"; wait_up "$NGX_PORT"; wait_up "$NODE_PORT"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: bench.test' "http://127.0.0.1:$NODE_PORT/")
 [ "$code" = 200 ] || { echo "proxy answered $code" >&2; exit 1; }
 
-# wrk prints p99 as e.g. "99%  1.23ms"; normalise to microseconds.
-to_us() {
-  awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v*1000}
-        else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000000} else print v}'
-}
 run() {
   wrk -t2 -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "http://127.0.0.1:$1/" >"$TMP/wrk.out" 2>&1
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
   p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
   echo "$rps $p99"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # warm up both
 wrk -t2 -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$NGX_PORT/" >/dev/null 2>&1

@@ -33,38 +33,11 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v wrk >/dev/null || { echo "wrk not found" >&2; exit 2; }
 [ -x "$NGINX" ] || { echo "nginx not found" >&2; exit 2; }
 
-TMP=$(mktemp -d /tmp/bench_ramp.XXXXXX)
-PIDS=""
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-
-freeport() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+. "$(dirname "$0")/benchlib.sh"
+bench_tmp bench_ramp
 O1_PORT=$(freeport); O2_PORT=$(freeport); NONE_PORT=$(freeport); RAMP_PORT=$(freeport)
 
-chmod 755 "$TMP"
-mkdir -p "$TMP/origin/www"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/index.html"
-cat > "$TMP/origin/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $TMP/origin/nginx.pid;
-error_log $TMP/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/origin; proxy_temp_path $TMP/origin;
-  fastcgi_temp_path $TMP/origin; uwsgi_temp_path $TMP/origin; scgi_temp_path $TMP/origin;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$O1_PORT; root $TMP/origin/www; add_header X-Level 1; location / { } }
-  server { listen 127.0.0.1:$O2_PORT; root $TMP/origin/www; add_header X-Level 2; location / { } }
-}
-CONF
+origin_conf "$O1_PORT=1" "$O2_PORT=2"
 
 $ON_LOAD "$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
 PIDS="$PIDS $!"
@@ -111,7 +84,6 @@ run() {  # PORT PID -> "req/s cpu_ns_per_request"
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
   awk -v a="$c0" -v b="$c1" -v n="$n" -v r="$rps" 'BEGIN {printf "%s %.1f\n", r, (b - a) / n}'
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "mode: PIN=$PIN (drivers on ${ON_PROXY:-any core}, wrk and origin on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, SHARE=$SHARE"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
