@@ -556,20 +556,6 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
   return (size_t)(w - s);
 }
 
-static _Atomic int64_t closed_log;
-
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
-                                                             va_list ap) {
-  char msg[512];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  msg[strcspn(msg, "\n")] = '\0';
-  /* a client gone mid-request (or cut at its head deadline): at most one line a second */
-  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
-      !log_every(&closed_log, clock_mono_ms(), 1000))
-    return;
-  log_warn("libmicrohttpd: %s", msg);
-}
-
 /* ---- the acceptor of a received socket ---- */
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -769,8 +755,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   if (srv->tls_cert)
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        connguard_mhd_log, (void *)"libmicrohttpd", MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        lsopt, lsval, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
@@ -779,8 +765,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   else
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        connguard_mhd_log, (void *)"libmicrohttpd", MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        lsopt, lsval, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
