@@ -3,8 +3,17 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int addr_check_listen(const char *option, const char *s, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (addr_parse_listen(s, 0, &ss, &sl) == 0) return 0;
+  snprintf(err, errlen, "option %s: '%s' is not host:port (IPv4 or [IPv6])", option, s);
+  return -1;
+}
 
 int addr_parse_listen(const char *s, int allow_any, struct sockaddr_storage *ss, socklen_t *len) {
   char host[128];

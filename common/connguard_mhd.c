@@ -2,8 +2,13 @@
 #include "connguard_mhd.h"
 
 #include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "clock.h"
+#include "log.h"
 
 static socklen_t sa_len(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET6) return (socklen_t)sizeof(struct sockaddr_in6);
@@ -44,4 +49,16 @@ void connguard_mhd_head_done(struct connguard *g, struct MHD_Connection *c) {
 
 void connguard_mhd_request_done(struct connguard *g, struct MHD_Connection *c) {
   if (g) connguard_request_done(g, conn_of(c), clock_mono_ms());
+}
+
+static _Atomic int64_t closed_log;
+
+void connguard_mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = '\0';
+  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
+      !log_every(&closed_log, clock_mono_ms(), 1000))
+    return;
+  log_warn("%s: %s", (const char *)cls, msg);
 }

@@ -48,6 +48,14 @@ int log_format_from_name(const char *name, enum log_format *out) {
   return -1;
 }
 
+void log_set_names(const char *format, const char *level) {
+  enum log_level lvl = LOG_INFO;
+  enum log_format fmt = LOG_TEXT;
+  if (log_level_from_name(level, &lvl) < 0) lvl = LOG_INFO;
+  if (log_format_from_name(format, &fmt) < 0) fmt = LOG_TEXT;
+  log_set(fmt, lvl);
+}
+
 int log_open_file(const char *path, char *err, size_t errlen) {
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
   if (fd < 0) {

@@ -26,6 +26,10 @@ int log_open_file(const char *path, char *err, size_t errlen);
 int log_level_from_name(const char *name, enum log_level *out);
 int log_format_from_name(const char *name, enum log_format *out);
 
+/* log_set with the format and level given by name (an unknown name: text, info), as a daemon's
+   --log-format and --log-level hold them. */
+void log_set_names(const char *format, const char *level);
+
 struct cJSON;
 
 /* Write one structured line for a state change: the event name and the members of fields (a

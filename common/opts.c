@@ -362,6 +362,33 @@ const char *opts_changed(const struct opt_def *defs, const void *a, const void *
   return NULL;
 }
 
+void opts_copy(const struct opt_def *defs, void *dst, const void *src, const char *name) {
+  for (; defs->name; defs++)
+    if (strcmp(defs->name, name) == 0)
+      memcpy((char *)dst + defs->offset, (const char *)src + defs->offset,
+             defs->type == OPT_INT ? sizeof(int64_t) : defs->size);
+}
+
+int opts_start(const struct opt_def *defs, void *target, int argc, char **argv, const char *prog,
+               const char *synopsis) {
+  char err[512];
+  if (opts_defaults(defs, target) < 0) return 2;
+  switch (opts_parse(defs, target, argc, argv, err, sizeof err)) {
+  case OPTS_HELP:
+    opts_usage(defs, prog, synopsis);
+    return 0;
+  case OPTS_VERSION:
+    printf("%s %s\n", prog, CDNCA_VERSION);
+    return 0;
+  case OPTS_ERROR:
+    fprintf(stderr, "%s: %s (see --help)\n", prog, err);
+    return 2;
+  case OPTS_OK:
+    break;
+  }
+  return -1;
+}
+
 void opts_usage(const struct opt_def *defs, const char *prog, const char *synopsis) {
   printf("usage: %s %s\n\noptions (also accepted as keys of the --config JSON file, with '_'):\n",
          prog, synopsis);

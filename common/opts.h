@@ -51,6 +51,12 @@ int opts_defaults(const struct opt_def *defs, void *target);
 enum opts_result opts_parse(const struct opt_def *defs, void *target, int argc, char **argv,
                             char *err, size_t errlen);
 
+/* A daemon's start: opts_defaults, then opts_parse. -1 when the options are read and the daemon
+   goes on; else its exit status: 0 after --help (opts_usage with synopsis) or --version ("prog
+   CDNCA_VERSION" on stdout), 2 after a bad default or an error (said on stderr as "prog: …"). */
+int opts_start(const struct opt_def *defs, void *target, int argc, char **argv, const char *prog,
+               const char *synopsis);
+
 /* Apply one option given as text (name in flag or JSON form). 0, or -1 with err filled. */
 int opts_set(const struct opt_def *defs, void *target, const char *name, const char *value,
              char *err, size_t errlen);
@@ -83,6 +89,10 @@ int opts_check_appendable(const char *option, const char *path, char *err, size_
    reload to name the options that need a restart. */
 const char *opts_changed(const struct opt_def *defs, const void *a, const void *b,
                          const char *const *same_ok);
+
+/* Copy the value of option name (as opts_changed names it) from src to dst, two structs filled
+   from the same table: on reload, an option that needs a restart keeps its running value. */
+void opts_copy(const struct opt_def *defs, void *dst, const void *src, const char *name);
 
 /* 1 when the option name is in the NULL-terminated list (flag or JSON form), else 0. */
 int opts_listed(const char *const *list, const char *name);

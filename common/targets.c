@@ -68,6 +68,14 @@ static int in_cidr(const unsigned char a[16], const struct target_cidr *c) {
   return 1;
 }
 
+int targets_check_option(const char *list, char *err, size_t errlen) {
+  struct targets t;
+  char terr[160];
+  if (targets_init(&t, list, terr, sizeof terr) == 0) return 0;
+  snprintf(err, errlen, "option deny-targets: %s", terr);
+  return -1;
+}
+
 int targets_init(struct targets *t, const char *list, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   for (size_t i = 0; i < N_BUILTIN; i++)

@@ -27,6 +27,9 @@ struct targets {
    none; "a.b.c.d", "a.b.c.d/n", "x::y", "x::y/n"). 0, or -1 with err naming the bad entry. */
 int targets_init(struct targets *t, const char *list, char *err, size_t errlen);
 
+/* The check of a daemon's --deny-targets list: 0, or -1 with err "option deny-targets: …". */
+int targets_check_option(const char *list, char *err, size_t errlen);
+
 /* Add the CIDRs of one more list (at most TARGETS_MAX of them) to an initialised t; their
    reason is "denied by --deny-targets". 0, or -1 with err naming the bad entry (t may then hold
    part of the list). */

@@ -17,7 +17,6 @@
 #include "json.h"
 #include "model.h"
 #include "names.h"
-#include "notify.h"
 #include "store_notify.h"
 #include "store_sites.h"
 #include "token.h"
@@ -136,52 +135,10 @@ static cJSON *chan_json(const struct webhook_rec *w) {
 
 /* ---- validation ---- */
 
-/* The "events" filter into w->events (NULL = every type the kind takes). 0 or -1 with a 422. */
-static int read_events(struct req *r, const cJSON *ev, struct webhook_rec *w) {
-  const cJSON *it;
-  cJSON *clean;
-  int i = 0;
-  char field[32];
-  free(w->events);
-  w->events = NULL;
-  if (!ev || cJSON_IsNull(ev)) return 0;
-  if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0) {
-    req_error(r, 422, "invalid_value", "events",
-              "events must be a non-empty array of event types (null for every type)");
-    return -1;
-  }
-  clean = cJSON_CreateArray();
-  cJSON_ArrayForEach(it, ev) {
-    int dup = 0, ok = cJSON_IsString(it) && notify_known_type(it->valuestring);
-    const cJSON *seen;
-    snprintf(field, sizeof field, "events[%d]", i);
-    if (ok && w->kind == CHAN_PAGERDUTY && chan_pd_action(it->valuestring) == CHAN_PD_NONE) {
-      req_error(r, 422, "invalid_value", field,
-                "a pagerduty channel takes incident.opened, site.all_levels_unhealthy "
-                "(trigger), incident.resolved and site.recovered (resolve)");
-      cJSON_Delete(clean);
-      return -1;
-    }
-    if (!ok) {
-      req_error(r, 422, "invalid_value", field,
-                "unknown event type (known: level.switched, origin.failback_available, "
-                "site.all_levels_unhealthy, site.recovered, origin.health_changed, "
-                "incident.opened, incident.mitigated, incident.resolved)");
-      cJSON_Delete(clean);
-      return -1;
-    }
-    cJSON_ArrayForEach(seen, clean) if (strcmp(seen->valuestring, it->valuestring) == 0) dup = 1;
-    if (!dup) cJSON_AddItemToArray(clean, cJSON_CreateString(it->valuestring));
-    i++;
-  }
-  w->events = json_print(clean);
-  cJSON_Delete(clean);
-  if (!w->events) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return -1;
-  }
-  return 0;
-}
+static const struct api_chan_view view = {
+    "channel",      0,
+    "Channel test", "A test message: the channel is reachable.",
+    "channel_id",   "null for every type"};
 
 /* The "site_ids" filter into w->site_ids (NULL = every site): ids of existing sites. */
 static int read_sites(struct req *r, const cJSON *sv, struct webhook_rec *w) {
@@ -411,7 +368,8 @@ static int apply_body(struct req *r, const cJSON *body, struct webhook_rec *w, i
   }
   if (has(body, "name")) snprintf(w->name, sizeof w->name, "%s", in.name);
   if (has(body, "events") &&
-      read_events(r, cJSON_GetObjectItemCaseSensitive(body, "events"), w) < 0)
+      api_chan_events(r, &view, kind, cJSON_GetObjectItemCaseSensitive(body, "events"),
+                      &w->events) < 0)
     goto out;
   if (creating && kind == CHAN_PAGERDUTY && !w->events) {
     cJSON *d = cJSON_CreateArray();
@@ -574,21 +532,12 @@ static enum http_rc get_channel(struct req *r) {
   return HTTP_DONE;
 }
 
-static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_webhook_delete_locked(op->tx, op->r->params[0]);
-  if (rc == STORE_OK) req_json(op->r, 204, NULL);
-  return rc;
-}
-
-static const struct api_op_def delete_op = {"channel", delete_change, NULL, NULL};
+static const struct api_op_def delete_op = {"channel", api_chan_delete_change, NULL, NULL};
 
 static enum http_rc delete_channel(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
-
-static const struct api_chan_view view = {
-    "channel", 0, "Channel test", "A test message: the channel is reachable.", "channel_id"};
 
 static enum http_rc list_deliveries(struct req *r) {
   return api_deliveries_list(r, &view);

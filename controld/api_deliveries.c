@@ -1,10 +1,12 @@
-/* api_deliveries — a channel's deliveries and its test delivery, for /v1/channels and
-   /v1/webhooks alike (see api_deliveries.h). */
+/* api_deliveries — a channel's events filter, delete, deliveries and test delivery, for
+   /v1/channels and /v1/webhooks alike (see api_deliveries.h). */
 #include "api_deliveries.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
 #include "api_op.h"
@@ -13,8 +15,62 @@
 #include "json.h"
 #include "model.h"
 #include "names.h"
+#include "notify.h"
 #include "store_notify.h"
 #include "store_sites.h"
+
+int api_chan_events(struct req *r, const struct api_chan_view *v, int kind, const cJSON *ev,
+                    char **events) {
+  const cJSON *it;
+  cJSON *clean;
+  int i = 0;
+  char field[32];
+  free(*events);
+  *events = NULL;
+  if (!ev || cJSON_IsNull(ev)) return 0;
+  if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0) {
+    req_error(r, 422, "invalid_value", "events",
+              "events must be a non-empty array of event types (%s)", v->every_type);
+    return -1;
+  }
+  clean = cJSON_CreateArray();
+  cJSON_ArrayForEach(it, ev) {
+    int dup = 0, ok = cJSON_IsString(it) && notify_known_type(it->valuestring);
+    const cJSON *seen;
+    snprintf(field, sizeof field, "events[%d]", i);
+    if (ok && kind == CHAN_PAGERDUTY && chan_pd_action(it->valuestring) == CHAN_PD_NONE) {
+      req_error(r, 422, "invalid_value", field,
+                "a pagerduty channel takes incident.opened, site.all_levels_unhealthy "
+                "(trigger), incident.resolved and site.recovered (resolve)");
+      cJSON_Delete(clean);
+      return -1;
+    }
+    if (!ok) {
+      req_error(r, 422, "invalid_value", field,
+                "unknown event type (known: level.switched, origin.failback_available, "
+                "site.all_levels_unhealthy, site.recovered, origin.health_changed, "
+                "incident.opened, incident.mitigated, incident.resolved)");
+      cJSON_Delete(clean);
+      return -1;
+    }
+    cJSON_ArrayForEach(seen, clean) if (strcmp(seen->valuestring, it->valuestring) == 0) dup = 1;
+    if (!dup) cJSON_AddItemToArray(clean, cJSON_CreateString(it->valuestring));
+    i++;
+  }
+  *events = json_print(clean);
+  cJSON_Delete(clean);
+  if (!*events) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+enum store_rc api_chan_delete_change(struct api_op *op) {
+  enum store_rc rc = store_webhook_delete_locked(op->tx, op->r->params[0]);
+  if (rc == STORE_OK) req_json(op->r, 204, NULL);
+  return rc;
+}
 
 /* One delivery as the view names its channel (v: the struct api_chan_view). */
 static cJSON *delivery_json(const void *rec, const void *v) {

@@ -70,7 +70,7 @@ static enum http_rc post_key(struct req *r) {
   memset(&in, 0, sizeof in);
   if (fields_apply_form(body, enrolkey_in_fields, 0, NULL, "", FIELDS_CREATE, &in, &fe) < 0 ||
       enrolkey_in_record(&in, now, &k, &fe) < 0) {
-    req_error(r, fe.status, fe.code, fe.field[0] ? fe.field : NULL, "%s", fe.message);
+    api_field_error(r, &fe);
     goto out;
   }
   if (token_random(secret, sizeof secret) < 0) {
@@ -181,7 +181,7 @@ static enum http_rc post_enrol(struct req *r) {
   memset(&eo, 0, sizeof eo);
   memset(token, 0, sizeof token);
   if (fields_apply_form(body, enrol_in_fields, 0, NULL, "", FIELDS_CREATE, &in, &fe) < 0) {
-    req_error(r, fe.status, fe.code, fe.field[0] ? fe.field : NULL, "%s", fe.message);
+    api_field_error(r, &fe);
     goto out;
   }
   /* the key is looked up by its SHA-256, as tokens are: the database compares digests, never

@@ -14,7 +14,6 @@
 #include "fields.h"
 #include "json.h"
 #include "model.h"
-#include "notify.h"
 #include "store_notify.h"
 #include "token.h"
 
@@ -49,43 +48,10 @@ static cJSON *webhook_json(struct req *r, const struct webhook_rec *w) {
   return j;
 }
 
-/* Validate the "events" filter into w->events (JSON text, NULL = all); 0 or -1 with a 422 set. */
-static int read_filter(struct req *r, const cJSON *body, struct webhook_rec *w) {
-  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(body, "events"), *it;
-  cJSON *clean;
-  int i = 0;
-  char field[32];
-  if (!ev || cJSON_IsNull(ev)) return 0;
-  if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0) {
-    req_error(r, 422, "invalid_value", "events",
-              "events must be a non-empty array of event types (omit it for every type)");
-    return -1;
-  }
-  clean = cJSON_CreateArray();
-  cJSON_ArrayForEach(it, ev) {
-    int dup = 0;
-    const cJSON *seen;
-    if (!cJSON_IsString(it) || !notify_known_type(it->valuestring)) {
-      snprintf(field, sizeof field, "events[%d]", i);
-      req_error(r, 422, "invalid_value", field,
-                "unknown event type (known: level.switched, origin.failback_available, "
-                "site.all_levels_unhealthy, site.recovered, origin.health_changed, "
-                "incident.opened, incident.mitigated, incident.resolved)");
-      cJSON_Delete(clean);
-      return -1;
-    }
-    cJSON_ArrayForEach(seen, clean) if (strcmp(seen->valuestring, it->valuestring) == 0) dup = 1;
-    if (!dup) cJSON_AddItemToArray(clean, cJSON_CreateString(it->valuestring));
-    i++;
-  }
-  w->events = json_print(clean);
-  cJSON_Delete(clean);
-  if (!w->events) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return -1;
-  }
-  return 0;
-}
+static const struct api_chan_view view = {
+    "webhook",      1,
+    "Webhook test", "A test delivery: the webhook is reachable and signed.",
+    "webhook_id",   "omit it for every type"};
 
 static enum store_rc create_change(struct api_op *op) {
   struct webhook_rec *w = op->arg;
@@ -124,7 +90,9 @@ static enum http_rc post_webhook(struct req *r) {
     goto out;
   }
   if (url_target_refused(r, w.url)) goto out;
-  if (read_filter(r, body, &w) < 0) goto out;
+  if (api_chan_events(r, &view, CHAN_WEBHOOK, cJSON_GetObjectItemCaseSensitive(body, "events"),
+                      &w.events) < 0)
+    goto out;
   (void)api_op_run(r, &create_op, &w);
 out:
   webhook_rec_fini(&w);
@@ -174,13 +142,7 @@ static enum http_rc get_webhook(struct req *r) {
   return HTTP_DONE;
 }
 
-static enum store_rc delete_change(struct api_op *op) {
-  enum store_rc rc = store_webhook_delete_locked(op->tx, op->r->params[0]);
-  if (rc == STORE_OK) req_json(op->r, 204, NULL);
-  return rc;
-}
-
-static const struct api_op_def delete_op = {"webhook", delete_change, NULL, NULL};
+static const struct api_op_def delete_op = {"webhook", api_chan_delete_change, NULL, NULL};
 
 static enum http_rc delete_webhook(struct req *r) {
   struct webhook_rec w;
@@ -193,10 +155,6 @@ static enum http_rc delete_webhook(struct req *r) {
   (void)api_op_run(r, &delete_op, NULL);
   return HTTP_DONE;
 }
-
-static const struct api_chan_view view = {"webhook", 1, "Webhook test",
-                                          "A test delivery: the webhook is reachable and signed.",
-                                          "webhook_id"};
 
 static enum http_rc list_deliveries(struct req *r) {
   return api_deliveries_list(r, &view);

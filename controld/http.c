@@ -556,20 +556,6 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s) {
   return (size_t)(w - s);
 }
 
-static _Atomic int64_t closed_log;
-
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
-                                                             va_list ap) {
-  char msg[512];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  msg[strcspn(msg, "\n")] = '\0';
-  /* a client gone mid-request (or cut at its head deadline): at most one line a second */
-  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
-      !log_every(&closed_log, clock_mono_ms(), 1000))
-    return;
-  log_warn("libmicrohttpd: %s", msg);
-}
-
 /* ---- the acceptor of a received socket ---- */
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -702,6 +688,19 @@ static char *read_file(const char *path) {
   return data;
 }
 
+/* Stop srv's daemon (its acceptor stopped or never started), close its pipe, free the rest (the
+   TLS key wiped). */
+static void srv_free(struct http_srv *srv) {
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  for (int i = 0; i < 2; i++)
+    if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
+  connguard_free(&srv->guard);
+  free(srv->tls_cert);
+  if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
+  free(srv->tls_key);
+  free(srv);
+}
+
 struct http_srv *http_start(const struct http_cfg *cfg, const struct route *const *tables) {
   struct http_srv *srv = calloc(1, sizeof *srv);
   struct sockaddr_storage ss;
@@ -772,25 +771,21 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     log_info("%s listener: a received socket: one HTTP thread (--http-threads %lld is for a "
              "socket of its own)",
              srv->cfg.name, (long long)cfg->http_threads);
-  if (srv->tls_cert)
+  {
+    /* with TLS: the certificate and key, and room for the TLS session in each connection */
+    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert},
+                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key},
+                                   {MHD_OPTION_END, 0, NULL}};
+    size_t conn_mem = (size_t)(srv->tls_cert ? 64 : 32) * 1024;
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        connguard_mhd_log, (void *)"libmicrohttpd", MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        lsopt, lsval, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_HTTPS_MEM_CERT, srv->tls_cert,
-        MHD_OPTION_HTTPS_MEM_KEY, srv->tls_key, MHD_OPTION_END);
-  else
-    srv->mhd = MHD_start_daemon(
-        flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, lsopt, lsval,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, srv, MHD_OPTION_ARRAY, srv->tls_cert ? tls : &tls[2], MHD_OPTION_END);
+  }
   if (!srv->mhd) {
     log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
     goto fail;
@@ -800,14 +795,7 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
            cfg->listen_fd > 0 ? " (socket received)" : "");
   return srv;
 fail:
-  if (srv->mhd) MHD_stop_daemon(srv->mhd);
-  for (int i = 0; i < 2; i++)
-    if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
-  connguard_free(&srv->guard);
-  free(srv->tls_cert);
-  if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
-  free(srv->tls_key);
-  free(srv);
+  srv_free(srv);
   return NULL;
 }
 
@@ -815,13 +803,6 @@ void http_stop(struct http_srv **srvp) {
   struct http_srv *srv = *srvp;
   if (!srv) return;
   acceptor_stop(srv);
-  if (srv->mhd) MHD_stop_daemon(srv->mhd);
-  for (int i = 0; i < 2; i++)
-    if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
-  connguard_free(&srv->guard);
-  free(srv->tls_cert);
-  if (srv->tls_key) token_wipe(srv->tls_key, strlen(srv->tls_key));
-  free(srv->tls_key);
-  free(srv);
+  srv_free(srv);
   *srvp = NULL;
 }

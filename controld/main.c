@@ -161,13 +161,7 @@ static const char *const reloadable[] = {
 /* Checks of a parsed configuration that need no file system, one per row: 0, or -1 with err
    naming the option. A start stops at the first failing one; --check-config reports each. */
 static int check_targets(const struct cd_config *c, char *err, size_t errlen) {
-  struct targets t;
-  char terr[160];
-  if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
-    snprintf(err, errlen, "option deny-targets: %s", terr);
-    return -1;
-  }
-  return 0;
+  return targets_check_option(c->deny_targets, err, errlen);
 }
 
 static int check_tls_pair(const struct cd_config *c, char *err, size_t errlen) {
@@ -179,23 +173,12 @@ static int check_tls_pair(const struct cd_config *c, char *err, size_t errlen) {
 }
 
 static int check_listen(const struct cd_config *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (addr_parse_listen(c->listen, 0, &ss, &sl) < 0) {
-    snprintf(err, errlen, "option listen: '%s' is not host:port (IPv4 or [IPv6])", c->listen);
-    return -1;
-  }
-  return 0;
+  return addr_check_listen("listen", c->listen, err, errlen);
 }
 
 static int check_admin_listen(const struct cd_config *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (c->admin_listen[0] && addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
-    snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
-             c->admin_listen);
+  if (c->admin_listen[0] && addr_check_listen("admin-listen", c->admin_listen, err, errlen) < 0)
     return -1;
-  }
   if (c->admin_listen[0] && strcmp(c->admin_listen, c->listen) == 0) {
     snprintf(err, errlen, "option admin-listen: '%s' is the API's --listen", c->admin_listen);
     return -1;
@@ -290,14 +273,6 @@ static int check_config(const struct cd_config *c) {
   return 0;
 }
 
-static void log_apply(const struct cd_config *c) {
-  enum log_level lvl = LOG_INFO;
-  enum log_format fmt = LOG_TEXT;
-  if (log_level_from_name(c->log_level, &lvl) < 0) lvl = LOG_INFO;
-  if (log_format_from_name(c->log_format, &fmt) < 0) fmt = LOG_TEXT;
-  log_set(fmt, lvl);
-}
-
 static void notify_policy_from(const struct cd_config *c, struct notify_policy *np) {
   notify_policy_defaults(np);
   np->retry_min_ms = c->webhook_retry_ms;
@@ -336,12 +311,9 @@ static void reload(struct ctx *ctx, struct cd_config *loaded, int argc, char **a
   while ((fixed = opts_changed(options, loaded, &next, reloadable))) {
     log_warn("SIGHUP: option %s changed in %s; it takes effect at the next restart", fixed, path);
     /* keep the running value so the next comparison moves on to the following option */
-    for (const struct opt_def *d = options; d->name; d++)
-      if (strcmp(d->name, fixed) == 0)
-        memcpy((char *)&next + d->offset, (const char *)loaded + d->offset,
-               d->type == OPT_INT ? sizeof(int64_t) : d->size);
+    opts_copy(options, &next, loaded, fixed);
   }
-  log_apply(&next);
+  log_set_names(next.log_format, next.log_level);
   notify_policy_from(&next, &np);
   np.deny = &ctx->targets; /* deny-targets is not reloadable: the list stays */
   notify_set_policy(ctx->notify, &np);
@@ -562,26 +534,15 @@ int main(int argc, char **argv) {
             "controld: --check-config, --migrate, --export and --import go one at a time\n");
     return 2;
   }
-  if (opts_defaults(options, &ctx.cfg) < 0) return 2;
-  switch (opts_parse(options, &ctx.cfg, argc, argv, err, sizeof err)) {
-  case OPTS_HELP:
-    opts_usage(options, "controld",
-               "[--check-config | --migrate | --export FILE | --import FILE] "
-               "[--deny-targets CIDR[,CIDR...]] [options]");
-    return 0;
-  case OPTS_VERSION:
-    printf("controld %s\n", CDNCA_VERSION);
-    return 0;
-  case OPTS_ERROR:
-    fprintf(stderr, "controld: %s (see --help)\n", err);
-    return 2;
-  case OPTS_OK:
-    break;
-  }
+  ret = opts_start(options, &ctx.cfg, argc, argv, "controld",
+                   "[--check-config | --migrate | --export FILE | --import FILE] "
+                   "[--deny-targets CIDR[,CIDR...]] [options]");
+  if (ret >= 0) return ret;
+  ret = 1;
   if (check) return check_config(&ctx.cfg);
   if (export_path || import_path || mig) {
     log_init("controld", LOG_TEXT, LOG_INFO);
-    log_apply(&ctx.cfg);
+    log_set_names(ctx.cfg.log_format, ctx.cfg.log_level);
     return mig ? migrate_only(&ctx.cfg) : transfer(&ctx.cfg, export_path, import_path);
   }
   if (config_valid(&ctx.cfg, err, sizeof err) < 0 || admin_token_check(err, sizeof err) < 0) {
@@ -591,7 +552,7 @@ int main(int argc, char **argv) {
   if (targets_init(&ctx.targets, ctx.cfg.deny_targets, err, sizeof err) < 0) return 2;
   if (take_sockets(&ctx.cfg, listen_fds) < 0) return 1;
   log_init("controld", LOG_TEXT, LOG_INFO);
-  log_apply(&ctx.cfg);
+  log_set_names(ctx.cfg.log_format, ctx.cfg.log_level);
   if (ctx.cfg.log_file[0] && log_open_file(ctx.cfg.log_file, err, sizeof err) < 0) {
     fprintf(stderr, "controld: option log-file: %s\n", err);
     return 1;

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 
 #include "addr.h"
-#include "clock.h"
 #include "connguard_mhd.h"
 #include "json.h"
 #include "log.h"
@@ -106,19 +105,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
   }
 }
 
-static _Atomic int64_t closed_log;
-
-__attribute__((format(printf, 2, 0))) static void on_log(void *cls, const char *fmt, va_list ap) {
-  char msg[512];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  msg[strcspn(msg, "\n")] = '\0';
-  /* a client gone mid-request (or cut at its head deadline): at most one line a second */
-  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
-      !log_every(&closed_log, clock_mono_ms(), 1000))
-    return;
-  log_warn("admin listener: %s", msg);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct admin *a = cls;
@@ -173,12 +159,13 @@ struct admin *admin_start(const char *listen, int fd, int max_per_ip, const stru
       return NULL;
     }
   }
-  a->mhd = MHD_start_daemon(
-      flags, 0, connguard_mhd_accept, a->guard, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, on_log,
-      NULL, MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, a->guard,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-      MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
-      MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
+  a->mhd = MHD_start_daemon(flags, 0, connguard_mhd_accept, a->guard, on_access, a,
+                            MHD_OPTION_EXTERNAL_LOGGER, connguard_mhd_log, (void *)"admin listener",
+                            MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, a->guard,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&ss, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            MHD_OPTION_CONNECTION_LIMIT, ADMIN_MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_END);
   if (!a->mhd) {
     log_error("cannot listen on the admin address %s", listen);
     connguard_free(&a->guard);

@@ -76,27 +76,24 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg) {
   return sz * nm;
 }
 
+/* When header line p (n bytes) is the header name (given with its colon), its integer value into
+ *out. */
+static void header_int(const char *p, size_t n, const char *name, int64_t *out) {
+  size_t k = strlen(name), l;
+  char tmp[32];
+  if (n <= k || strncasecmp(p, name, k) != 0) return;
+  l = n - k;
+  if (l >= sizeof tmp) l = sizeof tmp - 1;
+  memcpy(tmp, p + k, l);
+  tmp[l] = '\0';
+  *out = strtoll(tmp, NULL, 10);
+}
+
 static size_t on_header(char *p, size_t sz, size_t nm, void *arg) {
   struct ctl_resp *r = arg;
   size_t n = sz * nm;
-  static const char name[] = "X-Cdnca-Node-Id:";
-  if (n > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
-    char tmp[32];
-    size_t l = n - (sizeof name - 1);
-    if (l >= sizeof tmp) l = sizeof tmp - 1;
-    memcpy(tmp, p + sizeof name - 1, l);
-    tmp[l] = '\0';
-    r->node_id = strtoll(tmp, NULL, 10);
-  }
-  static const char now[] = "X-Cdnca-Now:";
-  if (n > sizeof now - 1 && strncasecmp(p, now, sizeof now - 1) == 0) {
-    char tmp[32];
-    size_t l = n - (sizeof now - 1);
-    if (l >= sizeof tmp) l = sizeof tmp - 1;
-    memcpy(tmp, p + sizeof now - 1, l);
-    tmp[l] = '\0';
-    r->now_ms = strtoll(tmp, NULL, 10);
-  }
+  header_int(p, n, "X-Cdnca-Node-Id:", &r->node_id);
+  header_int(p, n, "X-Cdnca-Now:", &r->now_ms);
   return n;
 }
 

@@ -131,6 +131,15 @@ static int send_request(struct vconn *c, struct upconn *u) {
   return prog;
 }
 
+void exchange_truncated(struct vconn *c) {
+  struct req *r = &c->r;
+  log_warn("origin %lld closed mid-response", (long long)r->site->origins[r->oidx].id);
+  r->up_keepalive = 0;
+  upstream_close(r->up);
+  r->up = NULL;
+  vconn_close(c);
+}
+
 int exchange_step(struct vconn *c) {
   struct worker *w = c->w;
   struct req *r = &c->r;
@@ -182,12 +191,7 @@ int exchange_step(struct vconn *c) {
           r->up_keepalive = 0;
           prog = 1;
         } else {
-          /* truncated response: nothing sensible to tell the visitor but a close */
-          log_warn("origin %lld closed mid-response", (long long)r->site->origins[r->oidx].id);
-          r->up_keepalive = 0;
-          upstream_close(u);
-          r->up = NULL;
-          vconn_close(c);
+          exchange_truncated(c);
           return 0;
         }
       }

@@ -10,4 +10,8 @@
 /* Drive c's origin connection one step (needs c->r.up): 1 progress, else 0. */
 int exchange_step(struct vconn *c);
 
+/* The origin closed or failed before c's response was whole: logged, the origin connection
+   dropped (not reused) and the visitor closed, as nothing sensible is left to tell it. */
+void exchange_truncated(struct vconn *c);
+
 #endif

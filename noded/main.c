@@ -316,24 +316,11 @@ static int check_trusted_proxies(const struct node_cfg *c, char *err, size_t err
 }
 
 static int check_admin_listen(const struct node_cfg *c, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  if (addr_parse_listen(c->admin_listen, 0, &ss, &sl) < 0) {
-    snprintf(err, errlen, "option admin-listen: '%s' is not host:port (IPv4 or [IPv6])",
-             c->admin_listen);
-    return -1;
-  }
-  return 0;
+  return addr_check_listen("admin-listen", c->admin_listen, err, errlen);
 }
 
 static int check_deny_targets(const struct node_cfg *c, char *err, size_t errlen) {
-  struct targets t;
-  char terr[160];
-  if (targets_init(&t, c->deny_targets, terr, sizeof terr) < 0) {
-    snprintf(err, errlen, "option deny-targets: %s", terr);
-    return -1;
-  }
-  return 0;
+  return targets_check_option(c->deny_targets, err, errlen);
 }
 
 static int (*const config_checks[])(const struct node_cfg *, char *, size_t) = {
@@ -436,14 +423,6 @@ static int check_config(const struct node_cfg *c) {
   return 0;
 }
 
-static void log_apply(const struct node_cfg *c) {
-  enum log_level lvl = LOG_INFO;
-  enum log_format fmt = LOG_TEXT;
-  if (log_level_from_name(c->log_level, &lvl) < 0) lvl = LOG_INFO;
-  if (log_format_from_name(c->log_format, &fmt) < 0) fmt = LOG_TEXT;
-  log_set(fmt, lvl);
-}
-
 struct reload_arg {
   struct node_cfg *loaded; /* the configuration last applied (main thread only) */
   struct proxy *proxy;     /* its buffered access lines go to the old file first */
@@ -480,12 +459,9 @@ static void on_sighup(void *arg) {
   if (!next.name[0]) memcpy(next.name, ra->loaded->name, sizeof next.name);
   while ((fixed = opts_changed(options, ra->loaded, &next, reloadable))) {
     log_warn("SIGHUP: option %s changed in %s; it takes effect at the next restart", fixed, path);
-    for (const struct opt_def *d = options; d->name; d++)
-      if (strcmp(d->name, fixed) == 0)
-        memcpy((char *)&next + d->offset, (const char *)ra->loaded + d->offset,
-               d->type == OPT_INT ? sizeof(int64_t) : d->size);
+    opts_copy(options, &next, ra->loaded, fixed);
   }
-  log_apply(&next);
+  log_set_names(next.log_format, next.log_level);
   *ra->loaded = next;
   log_info("SIGHUP: configuration reloaded from %s (log %s/%s)", path, next.log_format,
            next.log_level);
@@ -728,23 +704,12 @@ int main(int argc, char **argv) {
 
   memset(&n, 0, sizeof n);
   check = opts_take_flag(&argc, argv, "--check-config");
-  if (opts_defaults(options, &n.cfg) < 0) return 2;
-  switch (opts_parse(options, &n.cfg, argc, argv, err, sizeof err)) {
-  case OPTS_HELP:
-    opts_usage(options, "noded",
-               "--controld URL[,URL...] [--check-config] [--deny-targets CIDR[,CIDR...]] [options] "
-               " (token in CDNCA_NODE_TOKEN, or an "
-               "enrolment key in CDNCA_ENROL_KEY)");
-    return 0;
-  case OPTS_VERSION:
-    printf("noded %s\n", CDNCA_VERSION);
-    return 0;
-  case OPTS_ERROR:
-    fprintf(stderr, "noded: %s (see --help)\n", err);
-    return 2;
-  case OPTS_OK:
-    break;
-  }
+  ret =
+      opts_start(options, &n.cfg, argc, argv, "noded",
+                 "--controld URL[,URL...] [--check-config] [--deny-targets CIDR[,CIDR...]] "
+                 "[options]  (token in CDNCA_NODE_TOKEN, or an enrolment key in CDNCA_ENROL_KEY)");
+  if (ret >= 0) return ret;
+  ret = 1;
   if (check) return check_config(&n.cfg);
   if (config_valid(&n.cfg, err, sizeof err) < 0) {
     fprintf(stderr, "noded: %s (see --help)\n", err);
@@ -766,7 +731,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   log_init("noded", LOG_TEXT, LOG_INFO);
-  log_apply(&n.cfg);
+  log_set_names(n.cfg.log_format, n.cfg.log_level);
   if (n.cfg.log_file[0] && log_open_file(n.cfg.log_file, err, sizeof err) < 0) {
     fprintf(stderr, "noded: option log-file: %s\n", err);
     return 1;

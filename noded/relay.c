@@ -90,12 +90,8 @@ static int relay_splice(struct vconn *c) {
     } else if (n < 0 && errno == EINTR) {
       /* again on the next turn */
     } else {
-      /* EOF or an error before the Content-Length is complete: truncated, as in exchange_step */
-      log_warn("origin %lld closed mid-response", (long long)r->site->origins[r->oidx].id);
-      r->up_keepalive = 0;
-      upstream_close(u);
-      r->up = NULL;
-      vconn_close(c);
+      /* EOF or an error before the Content-Length is complete */
+      exchange_truncated(c);
       return -1;
     }
   }

@@ -203,6 +203,12 @@ static void test_changed(void **state) {
   assert_string_equal(opts_changed(defs, &a, &b, NULL), "probe-interval-ms");
   assert_int_equal(run(&b, err, 3, argv2), OPTS_OK);
   assert_string_equal(opts_changed(defs, &a, &b, reloadable), "listen");
+  /* the option that needs a restart keeps its running value: the next one is named */
+  assert_int_equal(run(&b, err, 5, argv1), OPTS_OK);
+  opts_copy(defs, &b, &a, "probe-interval-ms");
+  assert_string_equal(opts_changed(defs, &a, &b, NULL), "log-format");
+  opts_copy(defs, &b, &a, "log-format");
+  assert_null(opts_changed(defs, &a, &b, NULL));
   assert_int_equal(opts_listed(reloadable, "probe-interval-ms"), 1);
   assert_int_equal(opts_listed(reloadable, "listen"), 0);
 }
