@@ -6,13 +6,13 @@
 
 #include <stdint.h>
 
-#include "engine.h"
 #include "health.h"
 #include "incident.h"
 #include "site.h"
 #include "store.h"
 
 struct cJSON;
+struct engine_env;
 
 #define ENGINE_TITLE_RAMP_ABORTED "Failback ramp aborted"
 
