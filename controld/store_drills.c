@@ -160,27 +160,6 @@ enum store_rc store_drill_origins(struct store *st, int64_t id, struct drill_ori
                       sizeof **out, 0, (void **)out, n, "reading a drill's origins", "I", id);
 }
 
-#define DA(m)                                                                                      \
-  .offset = offsetof(struct drill_applied, m), .size = sizeof(((struct drill_applied *)0)->m)
-static const struct field_def applied_cols[] = {
-    {.name = "seq", .column = "a.seq", .type = FIELD_INT, DA(seq)},
-    {.name = "node_id", .column = "a.node_id", .type = FIELD_INT, DA(node_id)},
-    {.name = "node_name", .column = "a.node_name", .type = FIELD_STR, DA(node_name)},
-    {.name = "applied_at", .column = "a.applied_at", .type = FIELD_INT, DA(applied_at)},
-    {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, DA(published_at)},
-    {.name = NULL},
-};
-#undef DA
-
-enum store_rc store_drill_applied(struct store *st, int64_t id, struct drill_applied **out,
-                                  int *n) {
-  static struct store_sql q;
-  return store_select(st, &q, applied_cols,
-                      " FROM drill_applied a JOIN publications p ON p.seq = a.seq "
-                      "WHERE a.drill_id = ? ORDER BY a.seq, a.applied_at, a.node_id",
-                      sizeof **out, 0, (void **)out, n, "reading a drill's propagation", "I", id);
-}
-
 int store_drill_observe_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id,
                                int64_t requests, int64_t failures, int64_t latency_sum_ms,
                                int64_t latency_count) {

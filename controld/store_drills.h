@@ -57,15 +57,7 @@ struct drill_origin {
 /* The per-origin figures of drill id; *out malloc'd (caller frees). */
 enum store_rc store_drill_origins(struct store *st, int64_t id, struct drill_origin **out, int *n);
 
-/* When a node first held one of a drill's switch publications. */
-struct drill_applied {
-  int64_t seq, node_id, applied_at, published_at;
-  char node_name[128];
-};
-
-/* The nodes' apply times of drill id's switches, by seq then time; *out malloc'd (caller
-   frees). */
-enum store_rc store_drill_applied(struct store *st, int64_t id, struct drill_applied **out, int *n);
+/* The nodes' apply times of a drill's switches: store_applied_rows (store_applied.h). */
 
 /* ---- from the node protocol ---- */
 

@@ -334,29 +334,6 @@ void store_incident_entries_free(struct incident_entry *e, int n) {
   free(e);
 }
 
-/* A reader for rows of plain integers and one text column: the caller's layout. */
-#define IA(m)                                                                                      \
-  .offset = offsetof(struct incident_applied, m), .size = sizeof(((struct incident_applied *)0)->m)
-static const struct field_def applied_cols[] = {
-    {.name = "seq", .column = "a.seq", .type = FIELD_INT, IA(seq)},
-    {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, IA(published_at)},
-    {.name = "node_id", .column = "a.node_id", .type = FIELD_INT, IA(node_id)},
-    {.name = "applied_at", .column = "a.applied_at", .type = FIELD_INT, IA(applied_at)},
-    {.name = "node_name", .column = "a.node_name", .type = FIELD_STR, IA(node_name)},
-    {.name = NULL},
-};
-#undef IA
-
-enum store_rc store_incident_applied(struct store *st, int64_t id, struct incident_applied **out,
-                                     int *n) {
-  static struct store_sql q;
-  return store_select(st, &q, applied_cols,
-                      " FROM incident_applied a JOIN publications p ON p.seq = a.seq "
-                      "WHERE a.incident_id = ? ORDER BY a.seq, a.applied_at, a.node_id",
-                      sizeof **out, 0, (void **)out, n, "reading an incident's propagation", "I",
-                      id);
-}
-
 #define IP(m)                                                                                      \
   .offset = offsetof(struct incident_pub, m), .size = sizeof(((struct incident_pub *)0)->m)
 static const struct field_def pub_cols[] = {
