@@ -114,6 +114,9 @@ static enum http_rc get_one(struct req *r) {
   return HTTP_DONE;
 }
 
+#define NUM_(x) #x
+#define NUM(x) NUM_(x)
+
 /* The 409 of a refused start or cancel (docs/design.md, Drills: the reason is the code). */
 static void conflict_reply(struct req *r, const char *reason) {
   static const struct {
@@ -124,6 +127,7 @@ static void conflict_reply(struct req *r, const char *reason) {
       {"not_on_first_level", "the site is not on its first level"},
       {"level_unhealthy", "the site's current level or the drill's level is not healthy"},
       {"drill_finished", "the drill has finished already"},
+      {"too_many_drills", "the site has " NUM(DRILL_SCHEDULED_MAX) " scheduled drills already"},
   };
   const char *m = "the drill cannot start now";
   for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)

@@ -211,7 +211,7 @@ enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, st
   struct site_rec s;
   struct site_incident ic;
   struct drill_obs o;
-  int levels[SITE_MAX_ORIGINS], nl = 0;
+  int levels[SITE_MAX_ORIGINS], nl = 0, n_sched;
   enum engine_drill_rc ret = ENGINE_DRILL_ERROR;
   int64_t now = clock_wall_ms();
   enum store_rc rc = store_health_site_load_locked(tx, site_id, &s);
@@ -220,6 +220,13 @@ enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, st
     if (s.origins[i].enabled) levels[nl++] = s.origins[i].level;
   if (drill_check_level(d->to_level, levels, nl, err) < 0) {
     ret = ENGINE_DRILL_INVALID;
+    goto out;
+  }
+  /* a bounded queue per site: a create beyond it stores nothing */
+  if ((n_sched = store_drill_scheduled_count_locked(tx, site_id)) < 0) goto out;
+  if (n_sched >= DRILL_SCHEDULED_MAX) {
+    *reason = "too_many_drills";
+    ret = ENGINE_DRILL_CONFLICT;
     goto out;
   }
   memset(&ic, 0, sizeof ic);
