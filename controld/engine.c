@@ -807,6 +807,19 @@ int engine_site_changed(const struct engine_env *env, int64_t site_id) {
   return store_health_commit(tx);
 }
 
+cJSON *engine_ramp_aborted_json(const struct ramp_run *run, int64_t requests, int64_t failures,
+                                const char *why, int64_t hold_until) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON_AddNumberToObject(j, "from_level", run->from_level);
+  cJSON_AddNumberToObject(j, "to_level", run->to_level);
+  json_add_i64(j, "requests", requests);
+  json_add_i64(j, "failures", failures);
+  cJSON_AddStringToObject(j, "why", why);
+  json_add_time(j, "hold_until", hold_until);
+  return j;
+}
+
 int engine_step_each(const struct engine_env *env, const int64_t *ids, int n, int64_t now,
                      engine_step_fn step, const char *what) {
   int failed = 0;
@@ -879,17 +892,12 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
        the operator overruled */
     int pin = 0;
     char why[96];
-    cJSON *j = cJSON_CreateObject();
-    if (!j) goto out;
+    cJSON *j;
     for (int i = 0; i < s.n_origins; i++)
       if (s.origins[i].enabled && s.origins[i].level < level) pin = 1;
     snprintf(why, sizeof why, "ended by the operator's switch to level %d", level);
-    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
-    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
-    json_add_i64(j, "requests", s.ramp_requests);
-    json_add_i64(j, "failures", s.ramp_failures);
-    cJSON_AddStringToObject(j, "why", why);
-    json_add_time(j, "hold_until", 0);
+    if (!(j = engine_ramp_aborted_json(&s.ramp, s.ramp_requests, s.ramp_failures, why, 0)))
+      goto out;
     if (by && *by) cJSON_AddStringToObject(j, "by", by);
     if (store_health_site_ramp_locked(tx, s.id, NULL, s.ramp_hold_until, NULL) < 0 ||
         store_health_site_level_locked(tx, s.id, level,

@@ -47,6 +47,11 @@ int engine_do_switch(const struct engine_env *env, struct store_tx *tx, struct s
 int engine_evaluate_locked(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
                            struct site_incident *ic, int64_t now, unsigned *fleet_out);
 
+/* The data of a failback.aborted event of run (the window's requests and failures, why in
+   words, hold_until: wall ms, 0: none); NULL when out of memory. */
+struct cJSON *engine_ramp_aborted_json(const struct ramp_run *run, int64_t requests,
+                                       int64_t failures, const char *why, int64_t hold_until);
+
 /* One decision on the thing id at now inside tx. 0 or -1 (the transaction is rolled back). */
 typedef int (*engine_step_fn)(const struct engine_env *env, struct store_tx *tx, int64_t id,
                               int64_t now);

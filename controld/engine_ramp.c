@@ -5,7 +5,6 @@
 
 #include "engine.h"
 #include "engine_int.h"
-#include "json.h"
 #include "log.h"
 #include "ramp.h"
 #include "store_health.h"
@@ -55,14 +54,8 @@ static int ramp_site_locked(const struct engine_env *env, struct store_tx *tx, i
        that fails its visitors is not ramped to again at once */
     int64_t len = (int64_t)s.ramp.n_steps * s.ramp.step_ms;
     int64_t hold = now + (s.failback_hold_ms > len ? s.failback_hold_ms : len);
-    cJSON *j = cJSON_CreateObject();
+    cJSON *j = engine_ramp_aborted_json(&s.ramp, w.requests, w.failures, why, hold);
     if (!j) goto out;
-    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
-    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
-    json_add_i64(j, "requests", w.requests);
-    json_add_i64(j, "failures", w.failures);
-    cJSON_AddStringToObject(j, "why", why);
-    json_add_time(j, "hold_until", hold);
     if (store_health_site_ramp_locked(tx, s.id, NULL, hold, "ramp_aborted") < 0) {
       cJSON_Delete(j);
       goto out;

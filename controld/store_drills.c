@@ -224,35 +224,8 @@ int64_t store_drill_prune(struct store *st, int64_t before_ms) {
       "DELETE FROM drill_applied WHERE drill_id = ?",
       "DELETE FROM drills WHERE id = ?",
   };
-  int64_t total = 0;
-  for (;;) {
-    int64_t *ids = NULL;
-    int n = 0, ok = 1;
-    struct store_tx *tx = store_tx_begin_engine(st, 0);
-    struct db_stmt *s;
-    if (!tx) return -1;
-    s = db_prep(st->w, pick);
-    if (!s) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    db_bind_i64(s, 1, before_ms);
-    if (store_ids_read(st->w, s, 100, &ids, &n, "picking drills to prune") != STORE_OK) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    for (int i = 0; i < n && ok; i++)
-      for (size_t k = 0; k < sizeof del / sizeof del[0] && ok; k++)
-        ok = store_exec(st->w, "pruning drills", del[k], "I", ids[i]) == 0;
-    free(ids);
-    if (!ok) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    if (store_tx_commit(tx) < 0) return -1;
-    total += n;
-    if (n < 100) return total;
-  }
+  return store_prune_ids(st, pick, del, sizeof del / sizeof del[0], 100, before_ms,
+                         "pruning drills");
 }
 
 int store_drill_applied_locked(struct store_tx *tx, int64_t node_id, int64_t seq, int64_t at) {
