@@ -155,6 +155,20 @@ void api_page_reply(struct req *r, const char *key, const void *recs, size_t ele
   api_page_reply_arg(r, key, recs, elem, n, limit, id_offset, plain_json, &to_json);
 }
 
+int api_page_query(struct req *r, int64_t *limit, int64_t *after) {
+  if (req_query_int(r, "limit", 1, 1000, 100, limit) < 0) return -1;
+  return req_query_int(r, "after", 0, INT64_MAX / 2, 0, after) < 0 ? -1 : 0;
+}
+
+void api_page_answer(struct req *r, enum store_rc rc, const char *what, const char *key,
+                     const void *recs, size_t elem, int n, int64_t limit, size_t id_offset,
+                     cJSON *(*to_json)(const void *rec)) {
+  if (rc != STORE_OK)
+    api_store_error(r, rc, what, NULL);
+  else
+    api_page_reply(r, key, recs, elem, n, limit, id_offset, to_json);
+}
+
 void api_page_reply_arg(struct req *r, const char *key, const void *recs, size_t elem, int n,
                         int64_t limit, size_t id_offset,
                         cJSON *(*to_json)(const void *rec, const void *arg), const void *arg) {

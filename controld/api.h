@@ -41,6 +41,16 @@ int api_reveals_secrets(const struct req *r);
 void api_page_reply(struct req *r, const char *key, const void *recs, size_t elem, int n,
                     int64_t limit, size_t id_offset, cJSON *(*to_json)(const void *rec));
 
+/* Read a page's query: limit (1-1000, default 100) and after (an id, default 0). 0, or -1 with
+   a 400 reply. */
+int api_page_query(struct req *r, int64_t *limit, int64_t *after);
+
+/* Answer a list read whose store call returned rc: api_store_error (what) when it failed, else
+   api_page_reply. recs stay the caller's. */
+void api_page_answer(struct req *r, enum store_rc rc, const char *what, const char *key,
+                     const void *recs, size_t elem, int n, int64_t limit, size_t id_offset,
+                     cJSON *(*to_json)(const void *rec));
+
 /* The same, to_json also given arg. */
 void api_page_reply_arg(struct req *r, const char *key, const void *recs, size_t elem, int n,
                         int64_t limit, size_t id_offset,

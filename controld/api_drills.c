@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "fields.h"
 #include "json.h"
+#include "store_applied.h"
 #include "store_drills.h"
 #include "store_sites.h"
 
@@ -32,11 +33,11 @@ static cJSON *drill_json(const void *rec) {
 static cJSON *drill_full_json(struct store *st, const struct drill_rec *d) {
   cJSON *j = drill_json(d), *a;
   struct drill_origin *o = NULL;
-  struct drill_applied *ap = NULL;
+  struct applied_row *ap = NULL;
   int no = 0, na = 0;
   if (!j) return NULL;
   if (store_drill_origins(st, d->id, &o, &no) != STORE_OK ||
-      store_drill_applied(st, d->id, &ap, &na) != STORE_OK) {
+      store_applied_rows(st, APPLIED_OF_DRILL, d->id, &ap, &na) != STORE_OK) {
     free(o);
     free(ap);
     cJSON_Delete(j);
@@ -83,8 +84,7 @@ static enum http_rc get_site_list(struct req *r) {
   struct site_rec s;
   int n = 0;
   enum store_rc rc;
-  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
+  if (api_page_query(r, &limit, &after) < 0) return HTTP_DONE;
   rc = store_site_get(r->ctx->store, r->params[0], &s);
   if (rc != STORE_OK) {
     api_store_error(r, rc, "site", NULL);
@@ -92,12 +92,8 @@ static enum http_rc get_site_list(struct req *r) {
   }
   site_rec_fini(&s);
   rc = store_drill_list(r->ctx->store, r->params[0], after, (int)limit + 1, &arr, &n);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "drills", NULL);
-    return HTTP_DONE;
-  }
-  api_page_reply(r, "drills", arr, sizeof *arr, n, limit, offsetof(struct drill_rec, id),
-                 drill_json);
+  api_page_answer(r, rc, "drills", "drills", arr, sizeof *arr, n, limit,
+                  offsetof(struct drill_rec, id), drill_json);
   free(arr);
   return HTTP_DONE;
 }
@@ -118,6 +114,9 @@ static enum http_rc get_one(struct req *r) {
   return HTTP_DONE;
 }
 
+#define NUM_(x) #x
+#define NUM(x) NUM_(x)
+
 /* The 409 of a refused start or cancel (docs/design.md, Drills: the reason is the code). */
 static void conflict_reply(struct req *r, const char *reason) {
   static const struct {
@@ -128,6 +127,7 @@ static void conflict_reply(struct req *r, const char *reason) {
       {"not_on_first_level", "the site is not on its first level"},
       {"level_unhealthy", "the site's current level or the drill's level is not healthy"},
       {"drill_finished", "the drill has finished already"},
+      {"too_many_drills", "the site has " NUM(DRILL_SCHEDULED_MAX) " scheduled drills already"},
   };
   const char *m = "the drill cannot start now";
   for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)

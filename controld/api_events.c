@@ -21,16 +21,11 @@ static enum http_rc reply_events(struct req *r, int64_t site_id) {
   struct event_rec *arr = NULL;
   int n = 0;
   enum store_rc rc;
-  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
+  if (api_page_query(r, &limit, &after) < 0) return HTTP_DONE;
   rc = store_event_list(r->ctx->store, site_id, after, (int)limit + 1, &arr, &n);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "events", NULL);
-    return HTTP_DONE;
-  }
-  api_page_reply(r, "events", arr, sizeof *arr, n, limit, offsetof(struct event_rec, id),
-                 event_json);
-  store_events_free(arr, n);
+  api_page_answer(r, rc, "events", "events", arr, sizeof *arr, n, limit,
+                  offsetof(struct event_rec, id), event_json);
+  if (rc == STORE_OK) store_events_free(arr, n);
   return HTTP_DONE;
 }
 

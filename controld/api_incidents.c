@@ -18,6 +18,7 @@
 #include "fields.h"
 #include "incident.h"
 #include "json.h"
+#include "store_applied.h"
 #include "store_incidents.h"
 
 /* ---- reading one incident whole ---- */
@@ -26,7 +27,7 @@ struct incident_full {
   struct incident_rec rec;
   struct incident_entry *entries;
   int n_entries;
-  struct incident_applied *applied;
+  struct applied_row *applied;
   int n_applied;
   struct incident_pub *pubs;
   int n_pubs;
@@ -53,7 +54,8 @@ static enum store_rc full_load(struct req *r, int64_t id, struct incident_full *
   memset(f, 0, sizeof *f);
   if ((rc = store_incident_get(st, id, &f->rec)) != STORE_OK) return rc;
   if ((rc = store_incident_entries(st, id, &f->entries, &f->n_entries)) != STORE_OK ||
-      (rc = store_incident_applied(st, id, &f->applied, &f->n_applied)) != STORE_OK ||
+      (rc = store_applied_rows(st, APPLIED_OF_INCIDENT, id, &f->applied, &f->n_applied)) !=
+          STORE_OK ||
       (rc = store_incident_pubs(st, &f->rec, &f->pubs, &f->n_pubs)) != STORE_OK ||
       (rc = store_incident_impact(st, id, &f->impact, &f->n_impact)) != STORE_OK ||
       (rc = store_incident_deliveries(st, id, &f->deliveries, &f->n_deliveries)) != STORE_OK) {
@@ -124,7 +126,7 @@ static cJSON *full_json(const struct incident_full *f) {
       cJSON_AddNullToObject(o, "all_applied_at");
     nodes = cJSON_AddArrayToObject(o, "nodes");
     for (int k = 0; k < f->n_applied; k++) {
-      const struct incident_applied *x = &f->applied[k];
+      const struct applied_row *x = &f->applied[k];
       cJSON *n;
       if (x->seq != p.seq) continue;
       n = cJSON_CreateObject();
@@ -350,8 +352,7 @@ static enum http_rc get_list(struct req *r) {
   struct incident_rec *arr = NULL;
   int n = 0, ok = state == NULL;
   enum store_rc rc;
-  if (req_query_int(r, "limit", 1, 1000, 100, &limit) < 0) return HTTP_DONE;
-  if (req_query_int(r, "after", 0, INT64_MAX / 2, 0, &after) < 0) return HTTP_DONE;
+  if (api_page_query(r, &limit, &after) < 0) return HTTP_DONE;
   if (req_query_int(r, "site_id", 0, INT64_MAX / 2, 0, &site_id) < 0) return HTTP_DONE;
   for (int i = 0; states[i] && !ok; i++)
     ok = strcmp(state, states[i]) == 0;
@@ -361,12 +362,8 @@ static enum http_rc get_list(struct req *r) {
     return HTTP_DONE;
   }
   rc = store_incident_list(r->ctx->store, site_id, state, after, (int)limit + 1, &arr, &n);
-  if (rc != STORE_OK) {
-    api_store_error(r, rc, "incidents", NULL);
-    return HTTP_DONE;
-  }
-  api_page_reply(r, "incidents", arr, sizeof *arr, n, limit, offsetof(struct incident_rec, id),
-                 incident_json);
+  api_page_answer(r, rc, "incidents", "incidents", arr, sizeof *arr, n, limit,
+                  offsetof(struct incident_rec, id), incident_json);
   free(arr);
   return HTTP_DONE;
 }

@@ -210,3 +210,7 @@ int64_t drill_next_start(const struct drill_rec *d, int64_t now) {
   if (t <= now) t += ((now - t) / d->every_ms + 1) * d->every_ms;
   return t;
 }
+
+int64_t drill_sum_clamp(int64_t v) {
+  return v < 0 ? 0 : v > DRILL_SUM_MAX ? DRILL_SUM_MAX : v;
+}

@@ -18,6 +18,11 @@
 #define DRILL_MIN_REQUESTS_MAX 100000000
 /* how far ahead start_at may be */
 #define DRILL_START_AHEAD_MAX (366LL * 86400000LL)
+/* scheduled (not yet started) drills a site may have: a create beyond is refused too_many_drills */
+#define DRILL_SCHEDULED_MAX 20
+/* the bound of a drill's counted sums (requests, failures, latency sum and count): a delta from a
+   heartbeat is clamped to it and a sum saturates at it, so two never overflow a 64-bit integer */
+#define DRILL_SUM_MAX (INT64_MAX / 4)
 
 enum drill_state {
   DRILL_SCHEDULED = 0, /* waits for start_at */
@@ -105,5 +110,8 @@ enum drill_action drill_decide(const struct drill_rec *d, const struct drill_obs
 /* When the drill that follows d starts (every_ms after d's start_at, the first such time after
    now, so missed runs are not made up); 0 when d does not repeat. */
 int64_t drill_next_start(const struct drill_rec *d, int64_t now);
+
+/* v clamped to [0, DRILL_SUM_MAX]: a heartbeat's delta as a drill's sums may add it. Pure. */
+int64_t drill_sum_clamp(int64_t v);
 
 #endif

@@ -1,5 +1,6 @@
 /* engine — verdicts to origin states, level decisions and their consequences (see engine.h). */
 #include "engine.h"
+#include "engine_int.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -27,10 +28,7 @@
 #define TITLE_ALL_DOWN "All origin levels are unhealthy"
 #define TITLE_RECOVERED "An origin level is healthy again"
 #define TITLE_RAMP "Failback ramp started"
-#define TITLE_ABORTED "Failback ramp aborted"
 #define TITLE_DRILL_SWITCH "Origin level switched for a failover drill"
-#define TITLE_DRILL_STARTED "Failover drill started"
-#define TITLE_DRILL_FINISHED "Failover drill finished"
 
 /* ---- tally ---- */
 
@@ -175,16 +173,8 @@ static void log_site_event(struct store_tx *tx, const struct site_rec *s, const 
 
 /* ---- incidents (docs/design.md#incidents) ---- */
 
-/* A site's incident while the engine works on it. */
-struct site_incident {
-  struct incident_rec rec;
-  int have;   /* rec is the site's latest incident */
-  int loaded; /* the latest was looked up (or the round's active list said) */
-  int dirty;  /* rec changed since it was stored */
-};
-
 /* Look the site's latest incident up once. 0 or -1. */
-static int inc_load(struct store_tx *tx, const struct site_rec *s, struct site_incident *ic) {
+int engine_inc_load(struct store_tx *tx, const struct site_rec *s, struct site_incident *ic) {
   enum store_rc rc;
   if (ic->loaded) return 0;
   rc = store_incident_latest_locked(tx, s->id, &ic->rec);
@@ -195,7 +185,7 @@ static int inc_load(struct store_tx *tx, const struct site_rec *s, struct site_i
 }
 
 /* 1 when events of s now belong to an incident. */
-static int inc_on(const struct site_incident *ic) {
+int engine_inc_on(const struct site_incident *ic) {
   return ic && ic->have && ic->rec.id > 0 && incident_active(&ic->rec);
 }
 
@@ -207,7 +197,7 @@ static int add_event_inc(const struct engine_env *env, struct store_tx *tx,
                          const char *type, const char *title, cJSON *j, const char *votes_json) {
   char *data = NULL, *entry = NULL;
   int64_t ev;
-  int rc = -1, linked = ic && ic->have && ic->rec.id > 0 && (force || inc_on(ic));
+  int rc = -1, linked = ic && ic->have && ic->rec.id > 0 && (force || engine_inc_on(ic));
   (void)env;
   if (j && linked) json_add_i64(j, "incident_id", ic->rec.id);
   log_site_event(tx, s, type, j);
@@ -234,7 +224,7 @@ out:
   return rc;
 }
 
-static int add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
+int engine_add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
                      struct site_incident *ic, const char *type, const char *title, cJSON *j) {
   return add_event_inc(env, tx, s, ic, 0, type, title, j, NULL);
 }
@@ -246,7 +236,7 @@ static int inc_trigger(const struct engine_env *env, struct store_tx *tx, const 
                        int64_t now) {
   enum incident_change ch;
   if (!ic || env->no_incidents) return INCIDENT_SAME;
-  if (inc_load(tx, s, ic) < 0) return -1;
+  if (engine_inc_load(tx, s, ic) < 0) return -1;
   ch = incident_trigger_at(&ic->rec, ic->have, s->id, s->name, t, s->current_level, first_failure,
                            now, env->incident_quiet_ms);
   if (ch == INCIDENT_OPENED) {
@@ -313,7 +303,7 @@ static int inc_finish(const struct engine_env *env, struct store_tx *tx, const s
   int64_t failed[SITE_MAX_ORIGINS];
   int nf, ch;
   if (!ic || env->no_incidents) return 0;
-  if (inc_on(ic)) {
+  if (engine_inc_on(ic)) {
     memset(&v, 0, sizeof v);
     v.current_level = s->current_level;
     v.current_healthy = ol->hc_active && s->current_level >= 1 &&
@@ -348,7 +338,7 @@ static int first_healthy(const struct health_site_view *v) {
 }
 
 /* Switch s to level with a level.switched event; s->current_level is updated. 0 or -1. */
-static int do_switch(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+int engine_do_switch(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
                      struct site_incident *ic, int level, enum health_reason reason,
                      const char *why, const char *by) {
   const char *rs = health_reason_to_string(reason);
@@ -373,15 +363,15 @@ static int do_switch(const struct engine_env *env, struct store_tx *tx, struct s
   cJSON_AddStringToObject(j, "reason", rs);
   if (why) cJSON_AddStringToObject(j, "why", why);
   if (by) cJSON_AddStringToObject(j, "by", by); /* a manual switch: the token's name */
-  if (inc_on(ic)) {
+  if (engine_inc_on(ic)) {
     incident_switched(&ic->rec, level, clock_wall_ms());
     ic->dirty = 1;
   }
-  if (add_event(env, tx, s, ic, "level.switched",
-                reason == HEALTH_REASON_MANUAL  ? TITLE_MANUAL
-                : reason == HEALTH_REASON_DRILL ? TITLE_DRILL_SWITCH
-                                                : TITLE_AUTO,
-                j) < 0)
+  if (engine_add_event(env, tx, s, ic, "level.switched",
+                       reason == HEALTH_REASON_MANUAL  ? TITLE_MANUAL
+                       : reason == HEALTH_REASON_DRILL ? TITLE_DRILL_SWITCH
+                                                       : TITLE_AUTO,
+                       j) < 0)
     return -1;
   snprintf(labels, sizeof labels, "reason=\"%s\"", rs);
   /* a drill's switches are no failovers (docs/design.md, Drills): cdnca_drills_total counts them */
@@ -407,13 +397,13 @@ static int engine_ramp_start_locked(const struct engine_env *env, struct store_t
   j = ramp_run_json(&run);
   if (!j) return -1;
   if (by) cJSON_AddStringToObject(j, "by", by);
-  return add_event(env, tx, s, ic, "failback.ramp_started", TITLE_RAMP, j);
+  return engine_add_event(env, tx, s, ic, "failback.ramp_started", TITLE_RAMP, j);
 }
 
 /* Evaluate the level decision for s (origins as they are now) and act on it. The fleet flags that
    follow are written here, or, when fleet_out is set, left in *fleet_out for the caller to write
    with its batch. 0 or -1. */
-static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
+int engine_evaluate_locked(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
                            struct site_incident *ic, int64_t now, unsigned *fleet_out) {
   struct outlook ol;
   const struct health_decision *d = &ol.decision;
@@ -436,7 +426,8 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
     ch = INCIDENT_SAME;
     if (d->reason == HEALTH_REASON_AUTO_FAILOVER || d->reason == HEALTH_REASON_NO_ENABLED_ORIGINS)
       ch = inc_trigger(env, tx, s, ic, INCIDENT_TRIGGER_SWITCH, 0, now);
-    if (ch < 0 || do_switch(env, tx, s, ic, d->to_level, d->reason, d->why, NULL) < 0) return -1;
+    if (ch < 0 || engine_do_switch(env, tx, s, ic, d->to_level, d->reason, d->why, NULL) < 0)
+      return -1;
     if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
     switched = 1;
   }
@@ -446,20 +437,22 @@ static int evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     cJSON_AddStringToObject(j, "why", d->why);
-    if (add_event(env, tx, s, ic, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0) return -1;
+    if (engine_add_event(env, tx, s, ic, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0)
+      return -1;
     if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
   }
   if (d->raise_recovered) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, tx, s, ic, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
+    if (engine_add_event(env, tx, s, ic, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
   }
   if (d->emit_failback_available && !s->drill_id) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", d->failback_level);
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (add_event(env, tx, s, ic, "origin.failback_available", TITLE_FAILBACK, j) < 0) return -1;
+    if (engine_add_event(env, tx, s, ic, "origin.failback_available", TITLE_FAILBACK, j) < 0)
+      return -1;
   }
   all = d->incident_open ? 1 : 0;
   fb = d->failback_notified_next ? d->failback_level : 0;
@@ -629,7 +622,8 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
           goto out;
         }
       }
-      if (inc_on(ic) && store_incident_failed_locked(tx, ic->rec.id, o->id, o->level, now) < 0) {
+      if (engine_inc_on(ic) &&
+          store_incident_failed_locked(tx, ic->rec.id, o->id, o->level, now) < 0) {
         cJSON_Delete(j);
         goto out;
       }
@@ -698,7 +692,7 @@ static int apply_site(const struct engine_env *env, struct store_tx *tx, int64_t
   row->probed_at = round_at;
   row->next_probe_at = round_at + engine_next_probe_ms(s->hc.interval_ms, env->probe_interval_ms,
                                                        env->suspect_interval_ms, suspect);
-  if (evaluate_locked(env, tx, s, ic, now, &row->fleet) < 0) return -1;
+  if (engine_evaluate_locked(env, tx, s, ic, now, &row->fleet) < 0) return -1;
   vb->ns++;
   return 0;
 }
@@ -774,7 +768,8 @@ int engine_site_changed_keep_locked(const struct engine_env *env, struct store_t
   level = s.current_level;
   struct site_incident ic;
   memset(&ic, 0, sizeof ic);
-  if (inc_load(tx, &s, &ic) < 0 || evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL) < 0) {
+  if (engine_inc_load(tx, &s, &ic) < 0 ||
+      engine_evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL) < 0) {
     site_rec_fini(&s);
     return -1;
   }
@@ -795,7 +790,9 @@ int engine_site_changed_locked(const struct engine_env *env, struct store_tx *tx
   if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
   struct site_incident ic;
   memset(&ic, 0, sizeof ic);
-  rc = inc_load(tx, &s, &ic) < 0 ? -1 : evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL);
+  rc = engine_inc_load(tx, &s, &ic) < 0
+           ? -1
+           : engine_evaluate_locked(env, tx, &s, &ic, clock_wall_ms(), NULL);
   site_rec_fini(&s);
   return rc;
 }
@@ -810,368 +807,34 @@ int engine_site_changed(const struct engine_env *env, int64_t site_id) {
   return store_health_commit(tx);
 }
 
-/* After a ramp starts, reports this much later count for its skip rule: the nodes have applied
-   the ramp by then (they apply a publication within milliseconds of its long-poll answer). */
-#define RAMP_SETTLE_MS 1000
-
-/* One ramping site's decision at now, inside tx. 0 or -1. */
-static int ramp_site_locked(const struct engine_env *env, struct store_tx *tx, int64_t site_id,
-                            int64_t now) {
-  struct site_rec s;
-  struct site_incident ic;
-  struct outlook ol;
-  struct ramp_window w;
-  struct ramp_policy p;
-  char why[160];
-  int rc = -1;
-  enum store_rc lrc = store_health_site_load_locked(tx, site_id, &s);
-  if (lrc != STORE_OK) return lrc == STORE_NOT_FOUND ? 0 : -1;
-  memset(&ic, 0, sizeof ic);
-  if (!s.ramp.from_level) {
-    rc = 0;
-    goto out;
-  }
-  if (inc_load(tx, &s, &ic) < 0) goto out;
-  engine_outlook(&s, now, &ol);
-  w.requests = s.ramp_requests;
-  w.failures = s.ramp_failures;
-  /* unhealthy, or left with no enabled origin (a level that cannot take the traffic) */
-  w.level_unhealthy = s.ramp.to_level < 1 || s.ramp.to_level > HEALTH_MAX_LEVEL ||
-                      ol.view.level[s.ramp.to_level] == HEALTH_UNHEALTHY ||
-                      ol.view.level[s.ramp.to_level] == HEALTH_EMPTY;
-  /* a report made once the nodes had the ramp (they end their old skips when they apply it) */
-  w.level_skipped = store_health_level_skipped_locked(tx, s.id, s.ramp.to_level,
-                                                      s.ramp.started_at + RAMP_SETTLE_MS);
-  if (w.level_skipped < 0) goto out;
-  p = s.failback_ramp;
-  if (!p.n_steps) { /* removed mid-ramp: the run goes on with the defaults' abort rule */
-    p.max_failure_ratio = 0.05;
-    p.min_requests = 50;
-  }
-  switch (ramp_decide(&p, &s.ramp, &w, now, why, sizeof why)) {
-  case RAMP_ABORT: {
-    /* the level is held back for failback_hold_ms, at least the ramp's own length, so a level
-       that fails its visitors is not ramped to again at once */
-    int64_t len = (int64_t)s.ramp.n_steps * s.ramp.step_ms;
-    int64_t hold = now + (s.failback_hold_ms > len ? s.failback_hold_ms : len);
-    cJSON *j = cJSON_CreateObject();
-    if (!j) goto out;
-    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
-    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
-    json_add_i64(j, "requests", w.requests);
-    json_add_i64(j, "failures", w.failures);
-    cJSON_AddStringToObject(j, "why", why);
-    json_add_time(j, "hold_until", hold);
-    if (store_health_site_ramp_locked(tx, s.id, NULL, hold, "ramp_aborted") < 0) {
-      cJSON_Delete(j);
-      goto out;
-    }
-    memset(&s.ramp, 0, sizeof s.ramp);
-    s.ramp_hold_until = hold;
-    if (add_event(env, tx, &s, &ic, "failback.aborted", TITLE_ABORTED, j) < 0) goto out;
-    break;
-  }
-  case RAMP_COMPLETE:
-    if (do_switch(env, tx, &s, &ic, s.ramp.to_level, HEALTH_REASON_AUTO_FAILBACK, why, NULL) < 0)
-      goto out;
-    /* the incident and fleet flags of the level now served */
-    if (evaluate_locked(env, tx, &s, &ic, now, NULL) < 0) goto out;
-    break;
-  case RAMP_GO_ON:
-    if (w.requests >= p.min_requests && store_health_ramp_window_locked(tx, s.id) < 0) goto out;
-    break;
-  }
-  rc = 0;
-out:
-  site_rec_fini(&s);
-  return rc;
+cJSON *engine_ramp_aborted_json(const struct ramp_run *run, int64_t requests, int64_t failures,
+                                const char *why, int64_t hold_until) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON_AddNumberToObject(j, "from_level", run->from_level);
+  cJSON_AddNumberToObject(j, "to_level", run->to_level);
+  json_add_i64(j, "requests", requests);
+  json_add_i64(j, "failures", failures);
+  cJSON_AddStringToObject(j, "why", why);
+  json_add_time(j, "hold_until", hold_until);
+  return j;
 }
 
-int engine_ramp_tick(const struct engine_env *env, int64_t now) {
-  int64_t ids[256];
-  int n = store_health_ramp_sites(env->store, ids, 256), failed = 0;
-  if (n < 0) return -1;
+int engine_step_each(const struct engine_env *env, const int64_t *ids, int n, int64_t now,
+                     engine_step_fn step, const char *what) {
+  int failed = 0;
   for (int i = 0; i < n; i++) {
     struct store_tx *tx = store_health_begin(env->store);
     if (!tx) return -1;
-    if (ramp_site_locked(env, tx, ids[i], now) < 0) {
+    if (step(env, tx, ids[i], now) < 0) {
       store_health_rollback(tx);
-      log_error("site %lld: failback ramp not decided", (long long)ids[i]);
+      log_error("%s %lld: not decided", what, (long long)ids[i]);
       failed = 1;
       continue;
     }
     if (store_health_commit(tx) < 0) failed = 1;
   }
   return failed ? -1 : 0;
-}
-
-/* ---- failover drills (docs/design.md, Drills) ---- */
-
-/* The first level with an enabled origin of s (0: none). */
-static int first_enabled_level(const struct site_rec *s) {
-  int first = 0;
-  for (int i = 0; i < s->n_origins; i++)
-    if (s->origins[i].enabled && (!first || s->origins[i].level < first))
-      first = s->origins[i].level;
-  return first;
-}
-
-/* What drill d sees of site s at now (ic: its incident, loaded). */
-static void drill_observe(const struct site_rec *s, const struct site_incident *ic,
-                          const struct drill_rec *d, int64_t now, struct drill_obs *o) {
-  struct outlook ol;
-  enum health_state t;
-  engine_outlook(s, now, &ol);
-  memset(o, 0, sizeof *o);
-  o->site.current_level = s->current_level;
-  o->site.first_level = first_enabled_level(s);
-  o->site.current_healthy = ol.hc_active && s->current_level >= 1 &&
-                            s->current_level <= HEALTH_MAX_LEVEL &&
-                            ol.view.level[s->current_level] == HEALTH_HEALTHY;
-  t = d->to_level >= 1 && d->to_level <= HEALTH_MAX_LEVEL ? ol.view.level[d->to_level]
-                                                          : HEALTH_EMPTY;
-  /* a start needs the level healthy; a running drill aborts once it is unhealthy or empty */
-  if (d->state == DRILL_RUNNING)
-    o->site.target_healthy = t != HEALTH_UNHEALTHY && t != HEALTH_EMPTY;
-  else
-    o->site.target_healthy = ol.hc_active && t == HEALTH_HEALTHY;
-  o->site.incident_open = inc_on(ic);
-  o->site.drill_running = s->drill_id && s->drill_id != d->id;
-  o->requests = d->window_requests;
-  o->failures = d->window_failures;
-}
-
-/* The drill.* event of d on s. 0 or -1. */
-static int drill_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
-                       struct site_incident *ic, const struct drill_rec *d, const char *type) {
-  cJSON *j = cJSON_CreateObject();
-  if (!j) return -1;
-  json_add_i64(j, "drill_id", d->id);
-  cJSON_AddNumberToObject(j, "from_level", d->from_level);
-  cJSON_AddNumberToObject(j, "to_level", d->to_level);
-  json_add_i64(j, "duration_ms", d->duration_ms);
-  if (d->state == DRILL_FINISHED) {
-    cJSON_AddStringToObject(j, "result", drill_result_names[d->result]);
-    cJSON_AddStringToObject(j, "why", d->why);
-    json_add_i64(j, "requests", d->requests);
-    json_add_i64(j, "failures", d->failures);
-  }
-  if (d->created_by[0]) cJSON_AddStringToObject(j, "by", d->created_by);
-  return add_event(env, tx, s, ic, type,
-                   d->state == DRILL_FINISHED ? TITLE_DRILL_FINISHED : TITLE_DRILL_STARTED, j);
-}
-
-/* Finish d with result (why in words) at now; s (NULL: the site is gone) drops it as its running
-   drill, and a recurring drill schedules the next. 0 or -1. */
-static int drill_finish(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
-                        struct site_incident *ic, struct drill_rec *d, enum drill_result result,
-                        const char *why, int64_t now) {
-  char labels[48];
-  int64_t next = s ? drill_next_start(d, now) : 0;
-  d->state = DRILL_FINISHED;
-  d->result = result;
-  snprintf(d->why, sizeof d->why, "%s", why);
-  d->finished_at = now;
-  if (next) {
-    struct drill_rec n = *d;
-    n.id = n.next_id = 0;
-    n.state = DRILL_SCHEDULED;
-    n.result = DRILL_RESULT_NONE;
-    n.why[0] = '\0';
-    n.start_at = next;
-    n.created_at = now;
-    n.started_at = n.finished_at = 0;
-    n.from_level = 0;
-    n.requests = n.failures = n.window_requests = n.window_failures = 0;
-    if (store_drill_insert_locked(tx, &n) < 0) return -1;
-    d->next_id = n.id;
-  }
-  if (store_drill_save_locked(tx, d) < 0) return -1;
-  if (s && s->drill_id == d->id) {
-    if (store_drill_site_locked(tx, s->id, 0) < 0) return -1;
-    s->drill_id = 0;
-  }
-  snprintf(labels, sizeof labels, "result=\"%s\"", drill_result_names[result]);
-  metrics_add(env->metrics, "cdnca_drills_total", labels, 1);
-  return s ? drill_event(env, tx, s, ic, d, "drill.finished") : 0;
-}
-
-/* The end of a running drill d on s: back to its first level when the site is still on the
-   drill's (switch_back), then the engine's rules. 0 or -1. */
-static int drill_end(const struct engine_env *env, struct store_tx *tx, struct site_rec *s,
-                     struct site_incident *ic, struct drill_rec *d, enum drill_result result,
-                     const char *why, int switch_back, int64_t now) {
-  if (switch_back && s->current_level == d->to_level && d->from_level > 0 &&
-      d->from_level != s->current_level &&
-      do_switch(env, tx, s, ic, d->from_level, HEALTH_REASON_DRILL, why, NULL) < 0)
-    return -1;
-  if (drill_finish(env, tx, s, ic, d, result, why, now) < 0) return -1;
-  /* the incident, the flags and the fleet state of the level now served */
-  return evaluate_locked(env, tx, s, ic, now, NULL);
-}
-
-/* One decision on drill d (loaded) at now inside tx. 0 or -1. */
-static int drill_step_locked(const struct engine_env *env, struct store_tx *tx, struct drill_rec *d,
-                             int64_t now) {
-  struct site_rec s;
-  struct site_incident ic;
-  struct drill_obs o;
-  char why[256];
-  int rc = -1;
-  enum store_rc lrc;
-  if (d->state == DRILL_FINISHED) return 0;
-  lrc = store_health_site_load_locked(tx, d->site_id, &s);
-  if (lrc == STORE_NOT_FOUND)
-    return drill_finish(env, tx, NULL, NULL, d, DRILL_CANCELLED, "the site was deleted", now);
-  if (lrc != STORE_OK) return -1;
-  memset(&ic, 0, sizeof ic);
-  if (inc_load(tx, &s, &ic) < 0) goto out;
-  drill_observe(&s, &ic, d, now, &o);
-  switch (drill_decide(d, &o, now, why, sizeof why)) {
-  case DRILL_WAIT:
-    break;
-  case DRILL_FAIL:
-    if (drill_finish(env, tx, &s, &ic, d, DRILL_FAILED, why, now) < 0) goto out;
-    break;
-  case DRILL_START: {
-    /* the site's one running drill is claimed in the row: two starts at once on two replicas
-       both read no drill, and the second's claim then finds the first's */
-    int claimed = store_drill_site_claim_locked(tx, s.id, d->id);
-    if (claimed < 0) goto out;
-    if (!claimed) {
-      if (drill_finish(env, tx, &s, &ic, d, DRILL_FAILED, "drill_running", now) < 0) goto out;
-      break;
-    }
-    d->from_level = s.current_level;
-    d->state = DRILL_RUNNING;
-    d->started_at = now;
-    d->window_requests = d->window_failures = 0;
-    if (store_drill_save_locked(tx, d) < 0) goto out;
-    s.drill_id = d->id;
-    if (do_switch(env, tx, &s, &ic, d->to_level, HEALTH_REASON_DRILL, why,
-                  d->created_by[0] ? d->created_by : NULL) < 0 ||
-        drill_event(env, tx, &s, &ic, d, "drill.started") < 0 ||
-        evaluate_locked(env, tx, &s, &ic, now, NULL) < 0)
-      goto out;
-    break;
-  }
-  case DRILL_GO_ON:
-    if (d->window_requests >= d->min_requests) { /* a new window */
-      d->window_requests = d->window_failures = 0;
-      if (store_drill_save_locked(tx, d) < 0) goto out;
-    }
-    break;
-  case DRILL_ABORT:
-    if (drill_end(env, tx, &s, &ic, d, DRILL_ABORTED, why, 1, now) < 0) goto out;
-    break;
-  case DRILL_PASS:
-    if (drill_end(env, tx, &s, &ic, d, DRILL_PASSED, why, 1, now) < 0) goto out;
-    break;
-  case DRILL_CANCEL:
-    /* the engine's rules take over: no switch back */
-    if (drill_end(env, tx, &s, &ic, d, DRILL_CANCELLED, why, 0, now) < 0) goto out;
-    break;
-  }
-  rc = 0;
-out:
-  site_rec_fini(&s);
-  return rc;
-}
-
-int engine_drill_tick(const struct engine_env *env, int64_t now) {
-  int64_t ids[256];
-  int n = store_drill_due(env->store, now, ids, 256), failed = 0;
-  if (n < 0) return -1;
-  for (int i = 0; i < n; i++) {
-    struct drill_rec d;
-    struct store_tx *tx = store_health_begin(env->store);
-    enum store_rc rc;
-    if (!tx) return -1;
-    rc = store_drill_get_locked(tx, ids[i], &d);
-    if (rc == STORE_NOT_FOUND || (rc == STORE_OK && drill_step_locked(env, tx, &d, now) == 0)) {
-      if (store_health_commit(tx) < 0) failed = 1;
-      continue;
-    }
-    store_health_rollback(tx);
-    log_error("drill %lld: not decided", (long long)ids[i]);
-    failed = 1;
-  }
-  return failed ? -1 : 0;
-}
-
-enum engine_drill_rc engine_drill_create_locked(const struct engine_env *env, struct store_tx *tx,
-                                                int64_t site_id, struct drill_rec *d,
-                                                const char *by, struct field_err *err,
-                                                const char **reason) {
-  struct site_rec s;
-  struct site_incident ic;
-  struct drill_obs o;
-  int levels[SITE_MAX_ORIGINS], nl = 0;
-  enum engine_drill_rc ret = ENGINE_DRILL_ERROR;
-  int64_t now = clock_wall_ms();
-  enum store_rc rc = store_health_site_load_locked(tx, site_id, &s);
-  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_DRILL_NOT_FOUND : ENGINE_DRILL_ERROR;
-  for (int i = 0; i < s.n_origins && nl < SITE_MAX_ORIGINS; i++)
-    if (s.origins[i].enabled) levels[nl++] = s.origins[i].level;
-  if (drill_check_level(d->to_level, levels, nl, err) < 0) {
-    ret = ENGINE_DRILL_INVALID;
-    goto out;
-  }
-  memset(&ic, 0, sizeof ic);
-  if (inc_load(tx, &s, &ic) < 0) goto out;
-  d->site_id = site_id;
-  snprintf(d->created_by, sizeof d->created_by, "%s", by ? by : "");
-  drill_observe(&s, &ic, d, now, &o);
-  if ((*reason = drill_precondition(&o.site)) != NULL) {
-    ret = ENGINE_DRILL_CONFLICT;
-    goto out;
-  }
-  if (store_drill_insert_locked(tx, d) < 0) goto out;
-  site_rec_fini(&s);
-  /* one that starts now starts in this transaction; one that lost the site to a concurrent
-     start is refused as any second drill is (the transaction is rolled back) */
-  if (d->start_at <= now && drill_step_locked(env, tx, d, now) < 0) return ENGINE_DRILL_ERROR;
-  if (d->state == DRILL_FINISHED && d->result == DRILL_FAILED &&
-      strcmp(d->why, "drill_running") == 0) {
-    *reason = "drill_running";
-    return ENGINE_DRILL_CONFLICT;
-  }
-  return ENGINE_DRILL_OK;
-out:
-  site_rec_fini(&s);
-  return ret;
-}
-
-enum engine_drill_rc engine_drill_cancel_locked(const struct engine_env *env, struct store_tx *tx,
-                                                int64_t id, const char *by, struct drill_rec *d,
-                                                const char **reason) {
-  struct site_rec s;
-  struct site_incident ic;
-  char why[192];
-  int64_t now = clock_wall_ms();
-  enum store_rc rc = store_drill_get_locked(tx, id, d);
-  int ok;
-  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_DRILL_NOT_FOUND : ENGINE_DRILL_ERROR;
-  if (d->state == DRILL_FINISHED) {
-    *reason = "drill_finished";
-    return ENGINE_DRILL_CONFLICT;
-  }
-  snprintf(why, sizeof why, "cancelled by %s", by && *by ? by : "the operator");
-  /* a cancelled recurring drill stops repeating */
-  d->every_ms = 0;
-  rc = store_health_site_load_locked(tx, d->site_id, &s);
-  if (rc == STORE_NOT_FOUND)
-    return drill_finish(env, tx, NULL, NULL, d, DRILL_CANCELLED, why, now) < 0 ? ENGINE_DRILL_ERROR
-                                                                               : ENGINE_DRILL_OK;
-  if (rc != STORE_OK) return ENGINE_DRILL_ERROR;
-  memset(&ic, 0, sizeof ic);
-  if (d->state == DRILL_RUNNING)
-    ok = inc_load(tx, &s, &ic) == 0 &&
-         drill_end(env, tx, &s, &ic, d, DRILL_CANCELLED, why, 1, now) == 0;
-  else
-    ok = drill_finish(env, tx, &s, &ic, d, DRILL_CANCELLED, why, now) == 0;
-  site_rec_fini(&s);
-  return ok ? ENGINE_DRILL_OK : ENGINE_DRILL_ERROR;
 }
 
 int engine_reevaluate_all(const struct engine_env *env) {
@@ -1214,12 +877,13 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
     goto out;
   }
   memset(&ic, 0, sizeof ic);
-  if (inc_load(tx, &s, &ic) < 0) goto out;
+  if (engine_inc_load(tx, &s, &ic) < 0) goto out;
   if (level != s.current_level) {
     char why[64];
     snprintf(why, sizeof why, "switched by the operator from level %d to level %d", s.current_level,
              level);
-    if (do_switch(env, tx, &s, &ic, level, HEALTH_REASON_MANUAL, why, by && *by ? by : NULL) < 0)
+    if (engine_do_switch(env, tx, &s, &ic, level, HEALTH_REASON_MANUAL, why,
+                         by && *by ? by : NULL) < 0)
       goto out;
     if (changed) *changed = 1;
   } else if (s.ramp.from_level) {
@@ -1228,17 +892,12 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
        the operator overruled */
     int pin = 0;
     char why[96];
-    cJSON *j = cJSON_CreateObject();
-    if (!j) goto out;
+    cJSON *j;
     for (int i = 0; i < s.n_origins; i++)
       if (s.origins[i].enabled && s.origins[i].level < level) pin = 1;
     snprintf(why, sizeof why, "ended by the operator's switch to level %d", level);
-    cJSON_AddNumberToObject(j, "from_level", s.ramp.from_level);
-    cJSON_AddNumberToObject(j, "to_level", s.ramp.to_level);
-    json_add_i64(j, "requests", s.ramp_requests);
-    json_add_i64(j, "failures", s.ramp_failures);
-    cJSON_AddStringToObject(j, "why", why);
-    json_add_time(j, "hold_until", 0);
+    if (!(j = engine_ramp_aborted_json(&s.ramp, s.ramp_requests, s.ramp_failures, why, 0)))
+      goto out;
     if (by && *by) cJSON_AddStringToObject(j, "by", by);
     if (store_health_site_ramp_locked(tx, s.id, NULL, s.ramp_hold_until, NULL) < 0 ||
         store_health_site_level_locked(tx, s.id, level,
@@ -1248,7 +907,8 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
     }
     memset(&s.ramp, 0, sizeof s.ramp);
     s.manual_pin = pin;
-    if (add_event(env, tx, &s, &ic, "failback.aborted", TITLE_ABORTED, j) < 0) goto out;
+    if (engine_add_event(env, tx, &s, &ic, "failback.aborted", ENGINE_TITLE_RAMP_ABORTED, j) < 0)
+      goto out;
     if (changed) *changed = 1;
   }
   /* the operator has seen the levels: a failback still possible from here counts as notified
@@ -1291,7 +951,7 @@ enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
     ret = ENGINE_SWITCH_OK;
     goto out;
   }
-  if (inc_load(tx, &s, &ic) < 0 ||
+  if (engine_inc_load(tx, &s, &ic) < 0 ||
       engine_ramp_start_locked(env, tx, &s, &ic, level, clock_wall_ms(), by && *by ? by : NULL) < 0)
     goto out;
   if (changed) *changed = 1;

@@ -213,8 +213,8 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-void incident_propagation(const struct incident_applied *a, int n, int64_t seq,
-                          int64_t published_at, struct incident_prop *out) {
+void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64_t published_at,
+                          struct incident_prop *out) {
   int64_t *ms = n > 0 ? malloc((size_t)n * sizeof *ms) : NULL;
   memset(out, 0, sizeof *out);
   out->seq = seq;

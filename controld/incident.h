@@ -121,8 +121,9 @@ struct incident_figures {
 };
 void incident_figures(const struct incident_rec *r, struct incident_figures *out);
 
-/* One node's first ask for the config holding a switch publication (seq). */
-struct incident_applied {
+/* One node's first ask for the config holding a switch publication (seq): a row of an
+   incident's propagation (incident_applied) or a drill's (drill_applied). */
+struct applied_row {
   int64_t seq, published_at, node_id, applied_at;
   char node_name[65];
 };
@@ -158,8 +159,8 @@ struct incident_prop {
 };
 
 /* The propagation of seq (published at published_at) from the rows a[0..n) (any seqs). Pure. */
-void incident_propagation(const struct incident_applied *a, int n, int64_t seq,
-                          int64_t published_at, struct incident_prop *out);
+void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64_t published_at,
+                          struct incident_prop *out);
 
 /* Visitor impact summed over nodes and origins. */
 struct incident_totals {

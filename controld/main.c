@@ -29,6 +29,7 @@
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
+#include "store_drills.h"
 #include "store_export.h"
 #include "store_incidents.h"
 #include "store_pub.h"
@@ -131,6 +132,8 @@ static const struct opt_def options[] = {
      "after a resolution reopens it"},
     {"incident-retention-days", OPT_INT, O(incident_retention_days), 0, 1, 36500, NULL, "400",
      "resolved incidents older than this are deleted with their timelines"},
+    {"drill-retention-days", OPT_INT, O(drill_retention_days), 0, 1, 36500, NULL, "400",
+     "finished failover drills older than this are deleted with their figures"},
     {"replica-name", OPT_STR, O(replica_name), S(replica_name), 0, 0, NULL, NULL,
      "cluster mode (PostgreSQL --db): this replica's name in the engine lease (empty = the host "
      "name)"},
@@ -393,6 +396,13 @@ static void prune_incidents(struct ctx *ctx) {
     log_warn("could not prune incidents");
 }
 
+/* Drills finished before their retention go (like incidents: at start, and when the lease is
+   gained). */
+static void prune_drills(struct ctx *ctx) {
+  int64_t keep = ctx->cfg.drill_retention_days * 86400000LL;
+  if (store_drill_prune(ctx->store, clock_wall_ms() - keep) < 0) log_warn("could not prune drills");
+}
+
 static void revoke_node_polls(void *hub, int64_t node_id);
 
 /* The engine role's changes (coord.h: at start with SQLite; on the lease's role thread in cluster
@@ -410,6 +420,7 @@ static void on_role(void *arg, int engine, int64_t epoch) {
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
   prune_audit(ctx);
   prune_incidents(ctx);
+  prune_drills(ctx);
   notify_set_active(ctx->notify, 1);
   /* rounds a former engine left open take no more votes (docs/design.md#probe-tasks-and-votes),
    * then rounds start */

@@ -238,6 +238,13 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
                              const char *what);
 
+/* Prune by retention: pick (one integer parameter, before_ms; it selects ids, at most batch of
+   them, oldest first) names the rows to go, and each statement of del (one integer parameter,
+   the id) deletes what is theirs, the last the row itself; batch ids an engine write transaction
+   until fewer are left. The count deleted, or -1 (logged with what). */
+int64_t store_prune_ids(struct store *st, const char *pick, const char *const *del, size_t n_del,
+                        int batch, int64_t before_ms, const char *what);
+
 /* A statement text built from a table, once: head, the columns of defs, tail. */
 struct store_sql {
   atomic_int ready;

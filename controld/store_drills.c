@@ -160,35 +160,21 @@ enum store_rc store_drill_origins(struct store *st, int64_t id, struct drill_ori
                       sizeof **out, 0, (void **)out, n, "reading a drill's origins", "I", id);
 }
 
-#define DA(m)                                                                                      \
-  .offset = offsetof(struct drill_applied, m), .size = sizeof(((struct drill_applied *)0)->m)
-static const struct field_def applied_cols[] = {
-    {.name = "seq", .column = "a.seq", .type = FIELD_INT, DA(seq)},
-    {.name = "node_id", .column = "a.node_id", .type = FIELD_INT, DA(node_id)},
-    {.name = "node_name", .column = "a.node_name", .type = FIELD_STR, DA(node_name)},
-    {.name = "applied_at", .column = "a.applied_at", .type = FIELD_INT, DA(applied_at)},
-    {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, DA(published_at)},
-    {.name = NULL},
-};
-#undef DA
-
-enum store_rc store_drill_applied(struct store *st, int64_t id, struct drill_applied **out,
-                                  int *n) {
-  static struct store_sql q;
-  return store_select(st, &q, applied_cols,
-                      " FROM drill_applied a JOIN publications p ON p.seq = a.seq "
-                      "WHERE a.drill_id = ? ORDER BY a.seq, a.applied_at, a.node_id",
-                      sizeof **out, 0, (void **)out, n, "reading a drill's propagation", "I", id);
-}
-
 int store_drill_observe_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id,
                                int64_t requests, int64_t failures, int64_t latency_sum_ms,
                                int64_t latency_count) {
   struct store *st = store_tx_store(tx);
   /* the site's running drill, when the origin is on its target level */
+  /* every sum saturates at DRILL_SUM_MAX (the last parameter): a stored sum and a clamped delta
+     are both at most that, so their sum cannot overflow a bigint before the CASE caps it */
   static const char add_q[] =
-      "UPDATE drills SET requests = requests + ?1, failures = failures + ?2, "
-      "window_requests = window_requests + ?1, window_failures = window_failures + ?2 "
+      "UPDATE drills SET "
+      "requests = CASE WHEN requests + ?1 > ?5 THEN ?5 ELSE requests + ?1 END, "
+      "failures = CASE WHEN failures + ?2 > ?5 THEN ?5 ELSE failures + ?2 END, "
+      "window_requests = CASE WHEN window_requests + ?1 > ?5 THEN ?5 "
+      "ELSE window_requests + ?1 END, "
+      "window_failures = CASE WHEN window_failures + ?2 > ?5 THEN ?5 "
+      "ELSE window_failures + ?2 END "
       "WHERE id = (SELECT drill_id FROM sites WHERE id = ?3) AND state = 'running' AND "
       "to_level = (SELECT level FROM origins WHERE id = ?4 AND site_id = ?3)";
   static const char org_q[] =
@@ -198,16 +184,48 @@ int store_drill_observe_locked(struct store_tx *tx, int64_t site_id, int64_t ori
       "JOIN origins o ON o.id = ?4 AND o.site_id = s.id AND o.level = d.to_level "
       "WHERE s.id = ?3 AND d.state = 'running' "
       "ON CONFLICT (drill_id, origin_id) DO UPDATE SET "
-      "requests = drill_origins.requests + excluded.requests, "
-      "failures = drill_origins.failures + excluded.failures, "
-      "latency_sum_ms = drill_origins.latency_sum_ms + excluded.latency_sum_ms, "
-      "latency_count = drill_origins.latency_count + excluded.latency_count";
+      "requests = CASE WHEN drill_origins.requests + excluded.requests > ?7 THEN ?7 "
+      "ELSE drill_origins.requests + excluded.requests END, "
+      "failures = CASE WHEN drill_origins.failures + excluded.failures > ?7 THEN ?7 "
+      "ELSE drill_origins.failures + excluded.failures END, "
+      "latency_sum_ms = CASE WHEN drill_origins.latency_sum_ms + excluded.latency_sum_ms > ?7 "
+      "THEN ?7 ELSE drill_origins.latency_sum_ms + excluded.latency_sum_ms END, "
+      "latency_count = CASE WHEN drill_origins.latency_count + excluded.latency_count > ?7 "
+      "THEN ?7 ELSE drill_origins.latency_count + excluded.latency_count END";
+  requests = drill_sum_clamp(requests);
+  failures = drill_sum_clamp(failures);
+  latency_sum_ms = drill_sum_clamp(latency_sum_ms);
+  latency_count = drill_sum_clamp(latency_count);
   if (requests <= 0 && failures <= 0 && latency_count <= 0) return 0;
-  if (store_exec(st->w, "counting a drill's requests", add_q, "IIII", requests, failures, site_id,
-                 origin_id) < 0)
+  if (store_exec(st->w, "counting a drill's requests", add_q, "IIIII", requests, failures, site_id,
+                 origin_id, (int64_t)DRILL_SUM_MAX) < 0)
     return -1;
-  return store_exec(st->w, "counting a drill's origin", org_q, "IIIIII", requests, failures,
-                    site_id, origin_id, latency_sum_ms, latency_count);
+  return store_exec(st->w, "counting a drill's origin", org_q, "IIIIIII", requests, failures,
+                    site_id, origin_id, latency_sum_ms, latency_count, (int64_t)DRILL_SUM_MAX);
+}
+
+int store_drill_scheduled_count_locked(struct store_tx *tx, int64_t site_id) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] = "SELECT COUNT(*) FROM drills WHERE site_id = ? AND state = 'scheduled'";
+  struct db_stmt *s = db_prep(st->w, q);
+  int n = -1;
+  if (!s) return -1;
+  db_bind_i64(s, 1, site_id);
+  if (db_step(s) == DB_ROW) n = (int)db_col_i64(s, 0);
+  db_reset(s);
+  return n;
+}
+
+int64_t store_drill_prune(struct store *st, int64_t before_ms) {
+  static const char pick[] = "SELECT id FROM drills WHERE state = 'finished' AND finished_at < ? "
+                             "ORDER BY id LIMIT 100";
+  static const char *const del[] = {
+      "DELETE FROM drill_origins WHERE drill_id = ?",
+      "DELETE FROM drill_applied WHERE drill_id = ?",
+      "DELETE FROM drills WHERE id = ?",
+  };
+  return store_prune_ids(st, pick, del, sizeof del / sizeof del[0], 100, before_ms,
+                         "pruning drills");
 }
 
 int store_drill_applied_locked(struct store_tx *tx, int64_t node_id, int64_t seq, int64_t at) {

@@ -47,6 +47,10 @@ int store_drill_due(struct store *st, int64_t now, int64_t *ids, int max);
 /* The running drills' count (the status and the metrics); -1 on error. */
 int store_drill_running_count(struct store *st);
 
+/* Delete the drills finished before before_ms (wall ms) with their drill_origins and
+   drill_applied rows, 100 a transaction (docs/design.md#drills, retention); the count or -1. */
+int64_t store_drill_prune(struct store *st, int64_t before_ms);
+
 /* A drill's figures of one origin of its target level. */
 struct drill_origin {
   int64_t origin_id;
@@ -57,21 +61,17 @@ struct drill_origin {
 /* The per-origin figures of drill id; *out malloc'd (caller frees). */
 enum store_rc store_drill_origins(struct store *st, int64_t id, struct drill_origin **out, int *n);
 
-/* When a node first held one of a drill's switch publications. */
-struct drill_applied {
-  int64_t seq, node_id, applied_at, published_at;
-  char node_name[128];
-};
-
-/* The nodes' apply times of drill id's switches, by seq then time; *out malloc'd (caller
-   frees). */
-enum store_rc store_drill_applied(struct store *st, int64_t id, struct drill_applied **out, int *n);
+/* The nodes' apply times of a drill's switches: store_applied_rows (store_applied.h). */
 
 /* ---- from the node protocol ---- */
 
+/* Inside an API write's transaction: the scheduled (not yet started) drills of site_id, or -1. */
+int store_drill_scheduled_count_locked(struct store_tx *tx, int64_t site_id);
+
 /* Inside a heartbeat's transaction, for a site with a running drill: add the growth of an
    origin's counters (requests, failures, latency sum and count since the node's last report) to
-   the drill when the origin is on its target level. 0 or -1. */
+   the drill when the origin is on its target level; each delta is clamped to [0, DRILL_SUM_MAX]
+   and every sum saturates at DRILL_SUM_MAX. 0 or -1. */
 int store_drill_observe_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id,
                                int64_t requests, int64_t failures, int64_t latency_sum_ms,
                                int64_t latency_count);

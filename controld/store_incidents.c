@@ -334,29 +334,6 @@ void store_incident_entries_free(struct incident_entry *e, int n) {
   free(e);
 }
 
-/* A reader for rows of plain integers and one text column: the caller's layout. */
-#define IA(m)                                                                                      \
-  .offset = offsetof(struct incident_applied, m), .size = sizeof(((struct incident_applied *)0)->m)
-static const struct field_def applied_cols[] = {
-    {.name = "seq", .column = "a.seq", .type = FIELD_INT, IA(seq)},
-    {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, IA(published_at)},
-    {.name = "node_id", .column = "a.node_id", .type = FIELD_INT, IA(node_id)},
-    {.name = "applied_at", .column = "a.applied_at", .type = FIELD_INT, IA(applied_at)},
-    {.name = "node_name", .column = "a.node_name", .type = FIELD_STR, IA(node_name)},
-    {.name = NULL},
-};
-#undef IA
-
-enum store_rc store_incident_applied(struct store *st, int64_t id, struct incident_applied **out,
-                                     int *n) {
-  static struct store_sql q;
-  return store_select(st, &q, applied_cols,
-                      " FROM incident_applied a JOIN publications p ON p.seq = a.seq "
-                      "WHERE a.incident_id = ? ORDER BY a.seq, a.applied_at, a.node_id",
-                      sizeof **out, 0, (void **)out, n, "reading an incident's propagation", "I",
-                      id);
-}
-
 #define IP(m)                                                                                      \
   .offset = offsetof(struct incident_pub, m), .size = sizeof(((struct incident_pub *)0)->m)
 static const struct field_def pub_cols[] = {
@@ -462,35 +439,8 @@ int64_t store_incident_prune(struct store *st, int64_t before_ms) {
       "DELETE FROM incident_impact WHERE incident_id = ?",
       "DELETE FROM incidents WHERE id = ?",
   };
-  int64_t total = 0;
-  for (;;) {
-    int64_t *ids = NULL;
-    int n = 0, ok = 1;
-    struct store_tx *tx = store_tx_begin_engine(st, 0);
-    struct db_stmt *s;
-    if (!tx) return -1;
-    s = db_prep(st->w, pick);
-    if (!s) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    db_bind_i64(s, 1, before_ms);
-    if (store_ids_read(st->w, s, 100, &ids, &n, "picking incidents to prune") != STORE_OK) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    for (int i = 0; i < n && ok; i++)
-      for (size_t k = 0; k < sizeof del / sizeof del[0] && ok; k++)
-        ok = store_exec(st->w, "pruning incidents", del[k], "I", ids[i]) == 0;
-    free(ids);
-    if (!ok) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    if (store_tx_commit(tx) < 0) return -1;
-    total += n;
-    if (n < 100) return total;
-  }
+  return store_prune_ids(st, pick, del, sizeof del / sizeof del[0], 100, before_ms,
+                         "pruning incidents");
 }
 
 int64_t store_incident_open_count(struct store *st) {

@@ -84,9 +84,7 @@ enum store_rc store_incident_entries(struct store *st, int64_t id, struct incide
                                      int *n);
 void store_incident_entries_free(struct incident_entry *e, int n);
 
-/* Every row of incident id, by seq then time; *out malloc'd (caller frees). */
-enum store_rc store_incident_applied(struct store *st, int64_t id, struct incident_applied **out,
-                                     int *n);
+/* Every propagation row of an incident: store_applied_rows (store_applied.h). */
 
 /* The switch publications (seq, time, reason) of an incident's site between from and to (0 =
    now); *out malloc'd. */

@@ -393,3 +393,36 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
   log_error("%s: %s", what, db_errmsg(c));
   return STORE_ERROR;
 }
+
+int64_t store_prune_ids(struct store *st, const char *pick, const char *const *del, size_t n_del,
+                        int batch, int64_t before_ms, const char *what) {
+  int64_t total = 0;
+  for (;;) {
+    int64_t *ids = NULL;
+    int n = 0, ok = 1;
+    struct store_tx *tx = store_tx_begin_engine(st, 0);
+    struct db_stmt *s;
+    if (!tx) return -1;
+    s = db_prep(st->w, pick);
+    if (!s) {
+      store_tx_rollback(tx);
+      return -1;
+    }
+    db_bind_i64(s, 1, before_ms);
+    if (store_ids_read(st->w, s, batch, &ids, &n, what) != STORE_OK) {
+      store_tx_rollback(tx);
+      return -1;
+    }
+    for (int i = 0; i < n && ok; i++)
+      for (size_t k = 0; k < n_del && ok; k++)
+        ok = store_exec(st->w, what, del[k], "I", ids[i]) == 0;
+    free(ids);
+    if (!ok) {
+      store_tx_rollback(tx);
+      return -1;
+    }
+    if (store_tx_commit(tx) < 0) return -1;
+    total += n;
+    if (n < batch) return total;
+  }
+}

@@ -2,7 +2,8 @@
 """test_drills — docs/design.md, Drills, on real processes: controld, two noded, two demo
 origins (level 1 "a", level 2 "b") and a visitor on each node sending a GET every 50 ms.
 - the API: validation (422 with the field), the preconditions (409 with the reason code), the
-  list oldest first with after=/limit=, the cancel of a finished drill (409);
+  list oldest first with after=/limit=, the cancel of a finished drill (409), at most 20
+  scheduled drills a site (the 21st: 409 too_many_drills, nothing stored);
 - a drill to a healthy backup switches (reason drill, no incident, no failover counted), both
   nodes serve from level 2, and after duration_ms it passes and returns to level 1, with the
   target level's requests per origin, their latency and every node's apply time of both
@@ -154,8 +155,23 @@ def test_api_and_pass(tmp):
     assert st == 200 and [x["id"] for x in j["drills"]] == [d2["id"]], j
     st, j, _ = c.api("POST", "/v1/drills/%d/cancel" % did)
     assert st == 409 and j["error"]["code"] == "drill_finished", j
+    # at most 20 scheduled drills a site: the 21st is refused 409 too_many_drills, nothing stored
+    later = int(time.time() * 1000) + 7200000
+    for i in range(19):
+        st, j, _ = drill(c, sid, to_level=2, start_at=later + i)
+        assert st == 201 and j["state"] == "scheduled", (i, st, j)
+    st, j, _ = c.api("GET", "/v1/sites/%d/drills?limit=1000" % sid)
+    assert st == 200 and len(j["drills"]) == 21, j
+    st, j, _ = drill(c, sid, to_level=2, start_at=later + 100)
+    assert st == 409 and j["error"]["code"] == "too_many_drills", (st, j)
+    st, j, _ = c.api("GET", "/v1/sites/%d/drills?limit=1000" % sid)
+    assert st == 200 and len(j["drills"]) == 21, j
+    assert sum(1 for x in j["drills"] if x["state"] == "scheduled") == 20, j
     st, j, _ = c.api("POST", "/v1/drills/%d/cancel" % d2["id"])
     assert st == 200 and j["result"] == "cancelled", j
+    # a place freed by the cancel takes a new one
+    st, j, _ = drill(c, sid, to_level=2, start_at=later + 200)
+    assert st == 201 and j["state"] == "scheduled", (st, j)
     assert card(c, sid)["current_level"] == 1
     c.stop()
 

@@ -291,12 +291,25 @@ static void test_names_and_json(void **state) {
   cJSON_Delete(j);
 }
 
+static void test_sum_clamp(void **state) {
+  (void)state;
+  assert_true(drill_sum_clamp(-5) == 0);
+  assert_true(drill_sum_clamp(0) == 0);
+  assert_true(drill_sum_clamp(1234) == 1234);
+  assert_true(drill_sum_clamp(DRILL_SUM_MAX) == DRILL_SUM_MAX);
+  assert_true(drill_sum_clamp(DRILL_SUM_MAX + 1) == DRILL_SUM_MAX);
+  assert_true(drill_sum_clamp(INT64_MAX) == DRILL_SUM_MAX);
+  /* two clamped values never overflow when added */
+  assert_true(drill_sum_clamp(INT64_MAX) + drill_sum_clamp(INT64_MAX) > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_apply_defaults), cmocka_unit_test(test_apply_errors),
       cmocka_unit_test(test_check_level),    cmocka_unit_test(test_preconditions),
       cmocka_unit_test(test_machine_rows),   cmocka_unit_test(test_machine_clock),
       cmocka_unit_test(test_next_start),     cmocka_unit_test(test_names_and_json),
+      cmocka_unit_test(test_sum_clamp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -903,10 +903,10 @@ static void test_due_sites_order(void **state) {
 
 /* ---- failover drills (docs/design.md, Drills) on the fake clock ---- */
 
-/* Create a drill to level 2 starting now; the engine's answer, the reason of a 409 in *reason,
-   the record in *d. */
-static enum engine_drill_rc drill_create(struct fx *f, int64_t duration_ms, const char **reason,
-                                         struct drill_rec *d) {
+/* Create a drill to level 2 starting at start_at; the engine's answer, the reason of a 409 in
+ *reason, the record in *d. */
+static enum engine_drill_rc drill_create_at(struct fx *f, int64_t duration_ms, int64_t start_at,
+                                            const char **reason, struct drill_rec *d) {
   struct field_err fe;
   struct store_tx *tx;
   enum engine_drill_rc rc;
@@ -915,7 +915,7 @@ static enum engine_drill_rc drill_create(struct fx *f, int64_t duration_ms, cons
   d->duration_ms = duration_ms;
   d->max_failure_ratio = 0.05;
   d->min_requests = 20;
-  d->start_at = f->now;
+  d->start_at = start_at;
   d->created_at = f->now;
   *reason = NULL;
   tx = store_health_begin(f->env.store);
@@ -926,6 +926,12 @@ static enum engine_drill_rc drill_create(struct fx *f, int64_t duration_ms, cons
   else
     store_health_rollback(tx);
   return rc;
+}
+
+/* The same, starting now. */
+static enum engine_drill_rc drill_create(struct fx *f, int64_t duration_ms, const char **reason,
+                                         struct drill_rec *d) {
+  return drill_create_at(f, duration_ms, f->now, reason, d);
 }
 
 static struct drill_rec drill_get(struct fx *f, int64_t id) {
@@ -1016,6 +1022,69 @@ static void test_drill_pass_abort_cancel(void **state) {
   assert_string_equal(reason, "incident_open");
 }
 
+/* Heartbeat deltas saturate a drill's sums; a site keeps at most DRILL_SCHEDULED_MAX scheduled
+   drills (the next create is refused too_many_drills and stores nothing); finished drills past
+   their retention are pruned with their figures, live ones stay. */
+static void test_drill_bounds_and_prune(void **state) {
+  struct fx *f = *state;
+  struct drill_rec d, more, *list = NULL;
+  struct drill_origin *o = NULL;
+  struct store_tx *tx;
+  const char *reason;
+  int n = 0, no = 0;
+  int64_t big = INT64_MAX / 2; /* a node's counters are bounded here */
+  make_site(f, "auto", 2);
+  round2(f, 1, 1);
+  round2(f, 1, 1);
+  assert_int_equal(drill_create(f, 60000, &reason, &d), ENGINE_DRILL_OK);
+  for (int i = 0; i < 3; i++) {
+    tx = store_health_begin(f->env.store);
+    assert_non_null(tx);
+    assert_int_equal(store_drill_observe_locked(tx, f->site_id, f->o2, big, 0, big, big), 0);
+    assert_int_equal(store_health_commit(tx), 0);
+  }
+  d = drill_get(f, d.id);
+  assert_true(d.requests == DRILL_SUM_MAX);
+  assert_true(d.window_requests == DRILL_SUM_MAX);
+  assert_int_equal(store_drill_origins(f->env.store, d.id, &o, &no), STORE_OK);
+  assert_int_equal(no, 1);
+  assert_true(o[0].requests == DRILL_SUM_MAX);
+  assert_true(o[0].latency_sum_ms == DRILL_SUM_MAX);
+  assert_true(o[0].latency_count == DRILL_SUM_MAX);
+  free(o);
+  o = NULL;
+  drill_tick(f, 61000);
+  d = drill_get(f, d.id);
+  assert_int_equal(d.state, DRILL_FINISHED);
+  /* the scheduled queue's bound */
+  for (int i = 0; i < DRILL_SCHEDULED_MAX; i++) {
+    assert_int_equal(drill_create_at(f, 60000, f->now + 3600000 + i, &reason, &more),
+                     ENGINE_DRILL_OK);
+    assert_int_equal(drill_get(f, more.id).state, DRILL_SCHEDULED);
+  }
+  assert_int_equal(store_drill_list(f->env.store, f->site_id, 0, 100, &list, &n), STORE_OK);
+  free(list);
+  list = NULL;
+  assert_int_equal(n, DRILL_SCHEDULED_MAX + 1);
+  assert_int_equal(drill_create_at(f, 60000, f->now + 7200000, &reason, &more),
+                   ENGINE_DRILL_CONFLICT);
+  assert_string_equal(reason, "too_many_drills");
+  assert_int_equal(store_drill_list(f->env.store, f->site_id, 0, 100, &list, &n), STORE_OK);
+  free(list);
+  list = NULL;
+  assert_int_equal(n, DRILL_SCHEDULED_MAX + 1);
+  /* retention: not yet past it, then past it; the scheduled ones stay */
+  assert_true(store_drill_prune(f->env.store, d.finished_at) == 0);
+  assert_true(store_drill_prune(f->env.store, d.finished_at + 1) == 1);
+  assert_int_equal(store_drill_get(f->env.store, d.id, &more), STORE_NOT_FOUND);
+  assert_int_equal(store_drill_origins(f->env.store, d.id, &o, &no), STORE_OK);
+  assert_int_equal(no, 0);
+  free(o);
+  assert_int_equal(store_drill_list(f->env.store, f->site_id, 0, 100, &list, &n), STORE_OK);
+  free(list);
+  assert_int_equal(n, DRILL_SCHEDULED_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tally_nodes),
@@ -1045,6 +1114,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reevaluate_all_repairs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reevaluation_keeps_the_record, setup, teardown),
       cmocka_unit_test_setup_teardown(test_drill_pass_abort_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_drill_bounds_and_prune, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

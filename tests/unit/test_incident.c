@@ -175,7 +175,7 @@ static void test_names(void **state) {
 }
 
 static void test_propagation_and_totals(void **state) {
-  struct incident_applied a[] = {
+  struct applied_row a[] = {
       {.seq = 5, .published_at = 1000, .node_id = 1, .applied_at = 1120, .node_name = "fra-1"},
       {.seq = 5, .published_at = 1000, .node_id = 2, .applied_at = 1320, .node_name = "fra-3"},
       {.seq = 5, .published_at = 1000, .node_id = 3, .applied_at = 1050, .node_name = "ams-1"},

@@ -20,6 +20,7 @@
 #include "schema.h"
 #include "store.h"
 #include "store_core.h"
+#include "store_drills.h"
 #include "store_events.h"
 #include "store_health.h"
 #include "store_node.h"
@@ -977,6 +978,68 @@ static void test_max_pages(void **state) {
   assert_int_equal(store_storage_full(f->st), 1);
 }
 
+/* A running drill's sums saturate at DRILL_SUM_MAX however large the heartbeats' growth (no
+   bigint overflow on PostgreSQL), and the drill, once finished, is pruned past its retention with
+   its per-origin figures. */
+static void test_drill_sums_and_prune(void **state) {
+  struct fx *f = *state;
+  struct site_rec s;
+  struct drill_rec d, got;
+  struct drill_origin *o = NULL;
+  struct store_tx *tx;
+  char conflict[64] = "";
+  int no = 0;
+  int64_t t0 = 1800000000000LL, big = INT64_MAX / 2;
+  make_site(&s, "drilled", "drilled.example.com", 3); /* origins[2] on level 2 */
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  memset(&d, 0, sizeof d);
+  d.site_id = s.id;
+  d.to_level = 2;
+  d.from_level = 1;
+  d.duration_ms = 60000;
+  d.max_failure_ratio = 0.05;
+  d.min_requests = 20;
+  d.start_at = d.created_at = d.started_at = t0;
+  d.state = DRILL_RUNNING;
+  tx = store_health_begin(f->st);
+  assert_non_null(tx);
+  assert_int_equal(store_drill_insert_locked(tx, &d), 0);
+  assert_int_equal(store_drill_site_locked(tx, s.id, d.id), 0);
+  assert_int_equal(store_health_commit(tx), 0);
+  for (int i = 0; i < 3; i++) {
+    tx = store_health_begin(f->st);
+    assert_non_null(tx);
+    assert_int_equal(store_drill_observe_locked(tx, s.id, s.origins[2].id, big, big, big, big), 0);
+    assert_int_equal(store_health_commit(tx), 0);
+  }
+  assert_int_equal(store_drill_get(f->st, d.id, &got), STORE_OK);
+  assert_true(got.requests == DRILL_SUM_MAX && got.failures == DRILL_SUM_MAX);
+  assert_true(got.window_requests == DRILL_SUM_MAX && got.window_failures == DRILL_SUM_MAX);
+  assert_int_equal(store_drill_origins(f->st, d.id, &o, &no), STORE_OK);
+  assert_int_equal(no, 1);
+  assert_true(o[0].requests == DRILL_SUM_MAX && o[0].failures == DRILL_SUM_MAX);
+  assert_true(o[0].latency_sum_ms == DRILL_SUM_MAX && o[0].latency_count == DRILL_SUM_MAX);
+  free(o);
+  o = NULL;
+  /* finished at t0 + 1000: kept by a retention that ends there, pruned by one just after */
+  got.state = DRILL_FINISHED;
+  got.result = DRILL_PASSED;
+  got.finished_at = t0 + 1000;
+  tx = store_health_begin(f->st);
+  assert_non_null(tx);
+  assert_int_equal(store_drill_save_locked(tx, &got), 0);
+  assert_int_equal(store_drill_site_locked(tx, s.id, 0), 0);
+  assert_int_equal(store_health_commit(tx), 0);
+  assert_true(store_drill_prune(f->st, t0 + 1000) == 0);
+  assert_int_equal(store_drill_get(f->st, d.id, &got), STORE_OK);
+  assert_true(store_drill_prune(f->st, t0 + 1001) == 1);
+  assert_int_equal(store_drill_get(f->st, d.id, &got), STORE_NOT_FOUND);
+  assert_int_equal(store_drill_origins(f->st, d.id, &o, &no), STORE_OK);
+  assert_int_equal(no, 0);
+  free(o);
+  site_rec_fini(&s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -997,6 +1060,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_revocation_race, setup, teardown),
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_drill_sums_and_prune, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   if (argc > 1 && strcmp(argv[1], "pg") == 0) {
