@@ -47,9 +47,14 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
       "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL OR drill_id IS NOT NULL";
   static const char old_q[] = "SELECT requests, failures, latency_sum_ms, latency_count FROM "
                               "node_observations WHERE node_id = ? AND origin_id = ?";
+  /* the window's sums saturate as a drill's do (DRILL_SUM_MAX, ?6): an enrolled node's counters
+     are bounded, but several heartbeats' deltas in one window are not */
   static const char add_q[] =
-      "UPDATE sites SET ramp_requests = ramp_requests + ?, ramp_failures = ramp_failures + ? "
-      "WHERE id = ? AND ramp_to_level = (SELECT level FROM origins WHERE id = ? AND site_id = ?)";
+      "UPDATE sites SET "
+      "ramp_requests = CASE WHEN ramp_requests + ?1 > ?6 THEN ?6 ELSE ramp_requests + ?1 END, "
+      "ramp_failures = CASE WHEN ramp_failures + ?2 > ?6 THEN ?6 ELSE ramp_failures + ?2 END "
+      "WHERE id = ?3 AND ramp_to_level = (SELECT level FROM origins WHERE id = ?4 AND "
+      "site_id = ?5)";
   int64_t ramping[64];
   int nr = 0, rc;
   struct db_stmt *q = db_prep(st->w, sites_q);
@@ -83,9 +88,11 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
     }
     db_reset(q);
     if (rc == DB_ERR) return -1;
+    req = drill_sum_clamp(req);
+    fail = drill_sum_clamp(fail);
     if ((req > 0 || fail > 0) &&
-        store_exec(st->w, "counting a ramp's requests", add_q, "IIIII", req, fail, obs[i].site_id,
-                   obs[i].origin_id, obs[i].site_id) < 0)
+        store_exec(st->w, "counting a ramp's requests", add_q, "IIIIII", req, fail, obs[i].site_id,
+                   obs[i].origin_id, obs[i].site_id, (int64_t)DRILL_SUM_MAX) < 0)
       return -1;
     if (store_drill_observe_locked(tx, obs[i].site_id, obs[i].origin_id, req, fail, lsum, lcnt) < 0)
       return -1;

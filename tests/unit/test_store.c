@@ -1040,6 +1040,43 @@ static void test_drill_sums_and_prune(void **state) {
   site_rec_fini(&s);
 }
 
+/* A running ramp's window counts the growth of the nodes' counters on its level; an enrolled
+   node reporting counters near their bound (INT64_MAX / 2) in every heartbeat, each one smaller
+   than the last (read as a restart, so counted whole), saturates the window at DRILL_SUM_MAX
+   instead of overflowing it (a bigint error on PostgreSQL would fail the node's heartbeats). */
+static void test_ramp_window_saturates(void **state) {
+  struct fx *f = *state;
+  struct site_rec s, got;
+  struct node_rec n;
+  struct ramp_run r = {.from_level = 2, .to_level = 1, .n_steps = 2, .steps = {50, 100}};
+  struct store_tx *tx;
+  char conflict[64] = "";
+  int64_t t0 = 1800000000000LL, big = INT64_MAX / 2;
+  make_site(&s, "ramped", "ramped.example.com", 3); /* origins[0] on level 1 */
+  assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  r.started_at = t0;
+  r.step_ms = 60000;
+  tx = store_health_begin(f->st);
+  assert_non_null(tx);
+  assert_int_equal(store_health_site_ramp_locked(tx, s.id, &r, 0, NULL), 0);
+  assert_int_equal(store_health_commit(tx), 0);
+  memset(&n, 0, sizeof n);
+  memcpy(n.name, "edge-r", 7);
+  assert_int_equal(
+      store_node_create(f->st, &n,
+                        "00000000000000000000000000000000000000000000000000000000000000aa"),
+      STORE_OK);
+  for (int i = 0; i < 4; i++) {
+    struct node_obs o = {
+        .site_id = s.id, .origin_id = s.origins[0].id, .requests = big - i, .failures = big - i};
+    assert_int_equal(store_node_heartbeat(f->st, n.id, "test", 0, t0 + i, &o, 1), STORE_OK);
+  }
+  assert_int_equal(store_site_get(f->st, s.id, &got), STORE_OK);
+  assert_true(got.ramp_requests == DRILL_SUM_MAX && got.ramp_failures == DRILL_SUM_MAX);
+  site_rec_fini(&got);
+  site_rec_fini(&s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -1061,6 +1098,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_verdicts_go_with_origins, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_drill_sums_and_prune, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ramp_window_saturates, setup, teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   if (argc > 1 && strcmp(argv[1], "pg") == 0) {
