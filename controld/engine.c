@@ -859,23 +859,29 @@ enum engine_switch_rc engine_switch_manual_locked(const struct engine_env *env, 
   return engine_switch_manual_by_locked(env, tx, site_id, level, NULL, NULL);
 }
 
+/* An operator's switch of site_id to level: the site loaded into *s, and OK, or NO_ORIGIN when the
+   level has no enabled origin (*s loaded: the caller finishes it), or NOT_FOUND / ERROR (nothing
+   to finish). */
+static enum engine_switch_rc switch_load(struct store_tx *tx, int64_t site_id, int level,
+                                         struct site_rec *s) {
+  enum store_rc rc = store_health_site_load_locked(tx, site_id, s);
+  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
+  for (int i = 0; i < s->n_origins; i++)
+    if (s->origins[i].level == level && s->origins[i].enabled) return ENGINE_SWITCH_OK;
+  return ENGINE_SWITCH_NO_ORIGIN;
+}
+
 enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *env,
                                                      struct store_tx *tx, int64_t site_id,
                                                      int level, const char *by, int *changed) {
   struct site_rec s;
   struct outlook ol;
   struct site_incident ic;
-  enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
-  enum store_rc rc;
-  int has = 0, fb;
-  rc = store_health_site_load_locked(tx, site_id, &s);
-  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
-  for (int i = 0; i < s.n_origins; i++)
-    if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
-  if (!has) {
-    ret = ENGINE_SWITCH_NO_ORIGIN;
-    goto out;
-  }
+  enum engine_switch_rc ret = switch_load(tx, site_id, level, &s);
+  int fb;
+  if (ret == ENGINE_SWITCH_NOT_FOUND || ret == ENGINE_SWITCH_ERROR) return ret;
+  if (ret != ENGINE_SWITCH_OK) goto out;
+  ret = ENGINE_SWITCH_ERROR;
   memset(&ic, 0, sizeof ic);
   if (engine_inc_load(tx, &s, &ic) < 0) goto out;
   if (level != s.current_level) {
@@ -932,16 +938,10 @@ enum engine_switch_rc engine_switch_ramp_by_locked(const struct engine_env *env,
                                                    const char *by, int *changed) {
   struct site_rec s;
   struct site_incident ic;
-  enum engine_switch_rc ret = ENGINE_SWITCH_ERROR;
-  enum store_rc rc = store_health_site_load_locked(tx, site_id, &s);
-  int has = 0;
-  if (rc != STORE_OK) return rc == STORE_NOT_FOUND ? ENGINE_SWITCH_NOT_FOUND : ENGINE_SWITCH_ERROR;
-  for (int i = 0; i < s.n_origins; i++)
-    if (s.origins[i].level == level && s.origins[i].enabled) has = 1;
-  if (!has) {
-    ret = ENGINE_SWITCH_NO_ORIGIN;
-    goto out;
-  }
+  enum engine_switch_rc ret = switch_load(tx, site_id, level, &s);
+  if (ret == ENGINE_SWITCH_NOT_FOUND || ret == ENGINE_SWITCH_ERROR) return ret;
+  if (ret != ENGINE_SWITCH_OK) goto out;
+  ret = ENGINE_SWITCH_ERROR;
   if (!s.failback_ramp.n_steps || level >= s.current_level) {
     ret = ENGINE_SWITCH_NO_RAMP;
     goto out;
