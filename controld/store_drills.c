@@ -206,10 +206,15 @@ int store_drill_observe_locked(struct store_tx *tx, int64_t site_id, int64_t ori
 
 int store_drill_scheduled_count_locked(struct store_tx *tx, int64_t site_id) {
   struct store *st = store_tx_store(tx);
+  /* the site's row locked first (an update that changes nothing): two creates for one site on
+     two replicas count one after the other, the second seeing the first's drill once it commits
+     (PostgreSQL, READ COMMITTED; SQLite has one writer) */
+  static const char lock_q[] = "UPDATE sites SET drill_id = drill_id WHERE id = ?";
   static const char q[] = "SELECT COUNT(*) FROM drills WHERE site_id = ? AND state = 'scheduled'";
-  struct db_stmt *s = db_prep(st->w, q);
+  struct db_stmt *s;
   int n = -1;
-  if (!s) return -1;
+  if (store_exec(st->w, "locking a site for its drills", lock_q, "I", site_id) < 0) return -1;
+  if (!(s = db_prep(st->w, q))) return -1;
   db_bind_i64(s, 1, site_id);
   if (db_step(s) == DB_ROW) n = (int)db_col_i64(s, 0);
   db_reset(s);

@@ -65,7 +65,8 @@ enum store_rc store_drill_origins(struct store *st, int64_t id, struct drill_ori
 
 /* ---- from the node protocol ---- */
 
-/* Inside an API write's transaction: the scheduled (not yet started) drills of site_id, or -1. */
+/* Inside an API write's transaction: the scheduled (not yet started) drills of site_id, or -1.
+   Locks the site's row first, so concurrent creates for one site count one after the other. */
 int store_drill_scheduled_count_locked(struct store_tx *tx, int64_t site_id);
 
 /* Inside a heartbeat's transaction, for a site with a running drill: add the growth of an
