@@ -644,19 +644,13 @@ static void acceptor_stop(struct http_srv *srv) {
 }
 
 void http_drain(struct http_srv *srv, int64_t timeout_ms) {
-  int64_t t0 = clock_mono_ms(), now = t0, moved = t0;
+  int64_t t0 = clock_mono_ms(), now = t0;
   int busy = 0;
-  uint64_t started;
   if (!srv || srv->listen_fd <= 0 || !srv->acceptor_started) return;
   acceptor_stop(srv);
   atomic_store(&srv->draining, 1);
-  started = atomic_load(&srv->started);
   for (;; now = clock_mono_ms()) {
-    uint64_t s = atomic_load(&srv->started);
-    /* a connection handed to the daemon that it dropped without starting it (its own limits)
-       is never started: written off once no connection has started for HTTP_PENDING_MS */
-    if (s != started) started = s, moved = now;
-    int pending = s < atomic_load(&srv->added) && now - moved < HTTP_PENDING_MS;
+    int pending = atomic_load(&srv->started) < atomic_load(&srv->added);
     busy = connguard_busy(srv->guard, now);
     if ((!pending && busy == 0) || now - t0 >= timeout_ms) break;
     usleep(10000);

@@ -23,8 +23,6 @@ struct MHD_Response;
 #define HTTP_MAX_PARAMS ROUTE_MAX_PARAMS
 /* How long a stop waits for the answers to what a received socket's listener accepted. */
 #define HTTP_DRAIN_MS 10000
-/* a drain waits this long for a connection handed to the daemon to start */
-#define HTTP_PENDING_MS 1000
 
 /* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
 struct req {
