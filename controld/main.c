@@ -380,27 +380,23 @@ static int enrol_admin_token(struct ctx *ctx) {
                                    : store_admin_token_set(ctx->store, hash);
 }
 
-/* Audit records past their retention go (at start, and in cluster mode when the lease is
-   gained: pruning is the engine's). */
-static void prune_audit(struct ctx *ctx) {
-  int64_t keep = ctx->cfg.audit_retention_days * 86400000LL;
-  if (store_audit_prune(ctx->store, clock_wall_ms() - keep) < 0)
-    log_warn("could not prune the audit log");
-}
-
-/* Incidents resolved before their retention go (like the audit log: at start, and when the lease
-   is gained). */
-static void prune_incidents(struct ctx *ctx) {
-  int64_t keep = ctx->cfg.incident_retention_days * 86400000LL;
-  if (store_incident_prune(ctx->store, clock_wall_ms() - keep) < 0)
-    log_warn("could not prune incidents");
-}
-
-/* Drills finished before their retention go (like incidents: at start, and when the lease is
-   gained). */
-static void prune_drills(struct ctx *ctx) {
-  int64_t keep = ctx->cfg.drill_retention_days * 86400000LL;
-  if (store_drill_prune(ctx->store, clock_wall_ms() - keep) < 0) log_warn("could not prune drills");
+/* What is kept for a retention goes after it (at start, and in cluster mode when the lease is
+   gained: pruning is the engine's): the audit log, resolved incidents and finished drills, each
+   with its option's days. */
+static void prune_retained(struct ctx *ctx) {
+  const struct {
+    int64_t days;
+    int64_t (*prune)(struct store *st, int64_t before_ms);
+    const char *what;
+  } kept[] = {
+      {ctx->cfg.audit_retention_days, store_audit_prune, "the audit log"},
+      {ctx->cfg.incident_retention_days, store_incident_prune, "incidents"},
+      {ctx->cfg.drill_retention_days, store_drill_prune, "drills"},
+  };
+  int64_t now = clock_wall_ms();
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+    if (kept[i].prune(ctx->store, now - kept[i].days * 86400000LL) < 0)
+      log_warn("could not prune %s", kept[i].what);
 }
 
 static void revoke_node_polls(void *hub, int64_t node_id);
@@ -418,9 +414,7 @@ static void on_role(void *arg, int engine, int64_t epoch) {
   /* a site left on a level with no enabled origin is switched first, then the work starts */
   if (engine_reevaluate_all(ctx->engine) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
-  prune_audit(ctx);
-  prune_incidents(ctx);
-  prune_drills(ctx);
+  prune_retained(ctx);
   notify_set_active(ctx->notify, 1);
   /* rounds a former engine left open take no more votes (docs/design.md#probe-tasks-and-votes),
    * then rounds start */
