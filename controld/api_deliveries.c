@@ -46,10 +46,14 @@ int api_chan_events(struct req *r, const struct api_chan_view *v, int kind, cons
       return -1;
     }
     if (!ok) {
-      req_error(r, 422, "invalid_value", field,
-                "unknown event type (known: level.switched, origin.failback_available, "
-                "site.all_levels_unhealthy, site.recovered, origin.health_changed, "
-                "incident.opened, incident.mitigated, incident.resolved)");
+      /* the known types from notify's one list, so the message cannot fall behind it */
+      char known[512];
+      size_t len = 0;
+      known[0] = '\0';
+      for (int k = 0; notify_event_types[k] && len < sizeof known; k++)
+        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", k ? ", " : "",
+                                notify_event_types[k]);
+      req_error(r, 422, "invalid_value", field, "unknown event type (known: %s)", known);
       cJSON_Delete(clean);
       return -1;
     }

@@ -129,6 +129,9 @@ def test_webhook_validation_and_crud(tmp):
     status, j, _ = c.api("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/", "secret": SECRET,
                                                   "events": ["level.switched", "nope"]})
     assert status == 422 and j["error"]["field"] == "events[1]", j
+    # the message names every type a webhook may take, the newest included
+    for t in ("incident.resolved", "failback.aborted", "drill.finished"):
+        assert t in j["error"]["message"], j
     status, j, _ = c.api("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/", "secret": SECRET,
                                                   "events": [7]})
     assert status == 422 and j["error"]["field"] == "events[0]", j
