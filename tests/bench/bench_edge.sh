@@ -9,7 +9,10 @@
 # worker_processes THREADS, HAProxy with nbthread THREADS, noded with --proxy-threads THREADS,
 # THREADS [1]), wrk (WRK_THREADS [1]), the origin and controld on core LOAD_CPU [0]; PIN=off:
 # nothing pinned, THREADS [2] and WRK_THREADS [2] (the older mode, everything shares all cores).
-# PROXIES ["nginx haproxy noded"], SIZES ["1k 1m"] (the response bodies: 1 KiB, 1 MiB),
+# PROXIES ["nginx haproxy noded"; add noded-cache for noded behind an nginx cache over its Unix
+# socket, deploy/edge/nginx-cdnca.conf's settings, every request a miss: a unique URI, nothing
+# stored; the CPU counted is noded's alone, the cache runs on the load core; nginx-cache: the
+# nginx proxy in noded's place behind the same cache], SIZES ["1k 1m"] (the response bodies: 1 KiB, 1 MiB),
 # ROUNDS [5], DURATION [10s], CONNS [64], IDLE [10000] (0: skip that part), ACCESS_LOG [off] (on:
 # each proxy writes one access line per request to a file; off: none does -- noded runs with
 # --log-level warn), SYSCALLS [off] (on: after the timed rounds, strace -c -f on each proxy during
@@ -60,7 +63,7 @@ HAP_MAXCONN=$((IDLE + 1024)); [ $((($(ulimit -n) - 64) / 2)) -ge "$HAP_MAXCONN" 
 . "$(dirname "$0")/benchlib.sh"
 bench_tmp bench_edge
 ORIGIN_PORT=$(freeport); NGX_PORT=$(freeport); NODE_PORT=$(freeport); NODE_ADMIN=$(freeport)
-HAP_PORT=$(freeport)
+HAP_PORT=$(freeport); CACHE_PORT=$(freeport); CACHE_NGX_PORT=$(freeport)
 CTL_PORT=$(freeport)
 TOKEN="adm-bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 
@@ -71,7 +74,7 @@ else
   NGX_ACCESS="access_log off;"; NODE_LOG_LEVEL=warn
   HAP_LOG=""; HAP_HTTPLOG="option dontlog-normal"
 fi
-mkdir -p "$TMP/proxy" "$TMP/node" "$TMP/haproxy"
+mkdir -p "$TMP/proxy" "$TMP/node" "$TMP/haproxy" "$TMP/cache/store"
 head -c 1048576 /dev/zero | tr '\0' 'x' > "$TMP/origin/www/1m.bin"
 
 origin_conf "$ORIGIN_PORT"
@@ -92,6 +95,7 @@ http {
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$NGX_PORT backlog=4096;
+    $( case " $PROXIES " in *" nginx-cache "*) echo "listen unix:$TMP/proxy/nginx.sock;" ;; esac )
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -130,6 +134,71 @@ CONF
 
 $ON_LOAD "$NGINX" -p "$TMP/origin" -c "$TMP/origin/nginx.conf" 2>"$TMP/origin/stderr" &
 PIDS="$PIDS $!"
+# noded-cache and nginx-cache: an nginx cache in front of noded's Unix socket, as
+# deploy/edge/nginx-cdnca.conf (keep-alive to noded, the visitor in X-Forwarded-For), and the
+# same cache in front of the nginx proxy above on a Unix socket of its own (nginx in noded's
+# place: the same offered rate). Misses only: the wrk script below makes every URI unique and
+# proxy_no_cache keeps the store from filling the disk. The cache runs on the load core.
+NODE_SOCK="$TMP/node/noded.sock"; NGX_SOCK="$TMP/proxy/nginx.sock"
+NODE_UNIX=""; CACHE=""; NGX_UNIX=""
+case " $PROXIES " in *" noded-cache "*|*" nginx-cache "*) CACHE=on ;; esac
+case " $PROXIES " in *" nginx-cache "*) NGX_UNIX="listen unix:$NGX_SOCK;" ;; esac
+# mode 0666: the cache's workers run as another user (root starts nginx here)
+[ -z "$CACHE" ] || NODE_UNIX="--listen unix:$NODE_SOCK,mode=0666 --trusted-proxies unix"
+cache_server() {  # PORT SOCKET NAME
+  cat <<CONF
+  upstream $3 { server unix:$2 max_fails=0; keepalive 256; }
+  server {
+    listen 127.0.0.1:$1 backlog=4096;
+    location / {
+      proxy_pass http://$3;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_set_header X-Forwarded-For \$remote_addr;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_cache cdnca;
+      proxy_cache_key \$scheme\$host\$request_uri;
+      proxy_cache_valid 200 1m;
+      proxy_no_cache 1;
+      proxy_next_upstream off;
+      add_header X-Cache-Status \$upstream_cache_status always;
+    }
+  }
+CONF
+}
+if [ -n "$CACHE" ]; then
+  {
+    cat <<CONF
+worker_processes 1;
+daemon off;
+pid $TMP/cache/nginx.pid;
+error_log $TMP/cache/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/cache; proxy_temp_path $TMP/cache;
+  fastcgi_temp_path $TMP/cache; uwsgi_temp_path $TMP/cache; scgi_temp_path $TMP/cache;
+  keepalive_requests 1000000;
+  proxy_cache_path $TMP/cache/store levels=1:2 keys_zone=cdnca:8m max_size=64m use_temp_path=off;
+CONF
+    cache_server "$CACHE_PORT" "$NODE_SOCK" to_noded
+    [ -z "$NGX_UNIX" ] || cache_server "$CACHE_NGX_PORT" "$NGX_SOCK" to_nginx
+    echo "}"
+  } > "$TMP/cache/nginx.conf"
+  # one URI per request: the thread's number and a counter
+  cat > "$TMP/cache/miss.lua" <<'LUA'
+local tid = 0
+local n = 0
+setup = function(thread) tid = tid + 1; thread:set("tid", tid) end
+request = function()
+  n = n + 1
+  return wrk.format(nil, wrk.path .. "?miss=" .. tostring(tid) .. "-" .. tostring(n))
+end
+LUA
+  $ON_LOAD "$NGINX" -p "$TMP/cache" -c "$TMP/cache/nginx.conf" 2>"$TMP/cache/stderr" &
+  PIDS="$PIDS $!"
+fi
 $ON_PROXY "$NGINX" -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" 2>"$TMP/proxy/stderr" &
 NGX_PID=$!
 PIDS="$PIDS $NGX_PID"
@@ -165,22 +234,33 @@ if "$BUILD/noded/noded" --help 2>&1 | grep -q -- --origin-keepalive; then
 fi
 CDNCA_NODE_TOKEN="$NODE_TOKEN" $ON_PROXY "$BUILD/noded/noded" --controld "http://127.0.0.1:$CTL_PORT" \
   --listen "127.0.0.1:$NODE_PORT" --admin-listen "127.0.0.1:$NODE_ADMIN" \
-  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" $NODE_KEEPALIVE \
+  --state-dir "$TMP/node" --name bench-node --proxy-threads "$THREADS" $NODE_KEEPALIVE $NODE_UNIX \
   --log-level "$NODE_LOG_LEVEL" --log-file "$TMP/noded.log" >"$TMP/noded.out" 2>&1 &
 NODE_PID=$!
 PIDS="$PIDS $NODE_PID"
 wait_url "http://127.0.0.1:$ORIGIN_PORT/"; wait_url "http://127.0.0.1:$NGX_PORT/"
 wait_url "http://127.0.0.1:$NODE_PORT/"
 [ -z "$HAP_PID" ] || wait_url "http://127.0.0.1:$HAP_PORT/"
-port_of() { case "$1" in nginx) echo "$NGX_PORT" ;; haproxy) echo "$HAP_PORT" ;; noded) echo "$NODE_PORT" ;; esac; }
-pid_of() { case "$1" in nginx) echo "$NGX_PID" ;; haproxy) echo "$HAP_PID" ;; noded) echo "$NODE_PID" ;; esac; }
+[ -z "$CACHE" ] || wait_url "http://127.0.0.1:$CACHE_PORT/"
+[ -z "$NGX_UNIX" ] || wait_url "http://127.0.0.1:$CACHE_NGX_PORT/"
+port_of() { case "$1" in nginx) echo "$NGX_PORT" ;; haproxy) echo "$HAP_PORT" ;; noded) echo "$NODE_PORT" ;; noded-cache) echo "$CACHE_PORT" ;; nginx-cache) echo "$CACHE_NGX_PORT" ;; esac; }
+pid_of() { case "$1" in nginx|nginx-cache) echo "$NGX_PID" ;; haproxy) echo "$HAP_PID" ;; noded|noded-cache) echo "$NODE_PID" ;; esac; }
+# the wrk script of a proxy: unique URIs (all misses) through the cache
+script_of() { case "$1" in *-cache) echo "-s $TMP/cache/miss.lua" ;; esac; }
 path_of() { case "$1" in 1k) echo / ;; 1m) echo /1m.bin ;; esac; }
 bytes_of() { case "$1" in 1k) echo 1024 ;; 1m) echo 1048576 ;; esac; }
 for who in $PROXIES; do
-  case "$who" in nginx|haproxy|noded) ;; *) echo "PROXIES: nginx, haproxy, noded, not $who" >&2; exit 2 ;; esac
+  case "$who" in nginx|haproxy|noded|noded-cache|nginx-cache) ;; *) echo "PROXIES: nginx, haproxy, noded, noded-cache, nginx-cache, not $who" >&2; exit 2 ;; esac
   for z in $SIZES; do  # each proxy passes each body whole
     got=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$who")$(path_of "$z")")
     [ "$got" = "200 $(bytes_of "$z")" ] || { echo "$who $(path_of "$z"): got $got" >&2; exit 1; }
+  done
+done
+for who in $PROXIES; do  # through the cache, one URI asked twice is a miss both times
+  case "$who" in *-cache) ;; *) continue ;; esac
+  for i in 1 2; do
+    st=$(curl -s -o /dev/null -D - -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$who")/?miss=check" | tr -d '\r' | awk -F': ' 'tolower($1) == "x-cache-status" {print $2}')
+    [ "$st" = MISS ] || { echo "$who: request $i of one URI was $st, not MISS" >&2; exit 1; }
   done
 done
 
@@ -199,10 +279,11 @@ HZ=$(getconf CLK_TCK)
 core_ticks() {
   awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
 }
-run() {  # PORT PID PATH -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent [cores busy]"
+run() {  # PORT PID PATH NAME -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent [cores busy]"
+  scr=$(script_of "$4")
   c0=$(cpu_ticks "$2"); k0=$(SYS=1 cpu_ticks "$2"); t0=$(date +%s%N); url="http://127.0.0.1:$1$3"
   if [ "$PIN" = on ]; then set -- "$1" "$2" $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU"); fi
-  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' "$url" >"$TMP/wrk.out" 2>&1
+  $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' $scr "$url" >"$TMP/wrk.out" 2>&1
   c1=$(cpu_ticks "$2"); k1=$(SYS=1 cpu_ticks "$2"); t1=$(date +%s%N)
   cores=""
   if [ "$PIN" = on ]; then
@@ -234,7 +315,7 @@ for z in $SIZES; do
     # rotate which one goes first, so none always runs on a warmer machine
     order=$(echo $PROXIES | awk -v r="$r" '{for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1)}')
     for who in $order; do
-      set -- $(run "$(port_of "$who")" "$(pid_of "$who")" "$(path_of "$z")")
+      set -- $(run "$(port_of "$who")" "$(pid_of "$who")" "$(path_of "$z")" "$who")
       echo "$1 $2 $3 $5" >>"$TMP/$who.$z.txt"
       mib=$(awk -v r="$1" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}')
       echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request ($5% in the kernel), proxy busy $4% of a core${6:+, $6 $7 $8 $9 ${10} ${11}} (load $(cut -d' ' -f1 /proc/loadavg))"
@@ -250,12 +331,17 @@ for z in $SIZES; do
   done
   # noded against the better of the others on each figure (higher req/s, lower p99 and CPU)
   awk -v z="$z" '$1 == "noded" {n = 1; r = $2; p = $3; c = $4; next}
+    $1 == "noded-cache" {m = 1; mc = $4; next}
+    $1 == "nginx-cache" {gcc = $4; next}
+    $1 == "nginx" {gc = $4}
     {if (!o || $2 > br) {br = $2; brw = $1} if (!o || $3 < bp) {bp = $3; bpw = $1}
      if (!o || $4 < bc) {bc = $4; bcw = $1} o = 1}
     END {if (!n || !o) exit
       printf "%s ratios of medians, noded / the better of the others:\n", z
       printf "  req/s %.2f (vs %s; goal >= 1.0)\n  p99 %.2f (vs %s; goal <= 1.0)\n", r / br, brw, p / bp, bpw
-      printf "  CPU per request %.2f (vs %s; goal <= 0.75 at 1k; the figure least moved by other load)\n", c / bc, bcw}' "$TMP/med.$z.txt"
+      printf "  CPU per request %.2f (vs %s; goal <= 0.75 at 1k; the figure least moved by other load)\n", c / bc, bcw
+      if (m && gc) printf "  noded-cache: CPU per miss behind the cache %.2f of nginx proxying directly (goal <= 1.0)\n", mc / gc
+      if (m && gcc) printf "  noded-cache: CPU per miss %.2f of nginx in its place behind the same cache\n", mc / gcc}' "$TMP/med.$z.txt"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -263,7 +349,7 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # worker) during one wrk run, divided by the requests wrk counted. strace slows the proxy down
 # many times over, so this run's req/s mean nothing; the counts per request are the figure.
 syscalls() {  # NAME SIZE
-  pid=$(pid_of "$1"); [ "$1" != nginx ] || pid=$(pgrep -P "$NGX_PID" | head -n 1)
+  pid=$(pid_of "$1"); case "$1" in nginx*) pid=$(pgrep -P "$NGX_PID" | head -n 1) ;; esac
   strace -c -f -p "$pid" -o "$TMP/strace.$1.$2" 2>/dev/null &
   st=$!
   sleep 1  # attached to every thread
@@ -333,6 +419,7 @@ PY
 }
 [ "$IDLE" -gt 0 ] || exit 0  # IDLE=0: no idle-connection part
 for who in $PROXIES; do
+  case "$who" in *-cache) continue ;; esac  # the idle connections would be the cache's
   hold_idle "$(port_of "$who")" "$(pid_of "$who")" "$who"
   sleep 1
 done
