@@ -34,9 +34,11 @@ struct http_srv {
   char *tls_cert, *tls_key;
   struct MHD_Daemon *mhd;
   struct connguard *guard; /* per-address cap and request-head deadline */
-  /* a received socket: this acceptor hands its connections to the daemon, so accepting can
-     stop while the daemon answers what was accepted (docs/design.md, Restarts and upgrades) */
+  /* the listening socket, received or opened here: this acceptor hands its connections to the
+     daemon, so accepting can stop while the daemon answers what was accepted (docs/design.md,
+     Restarts and upgrades) */
   int listen_fd, stop_pipe[2];
+  int own_fd; /* opened here: closed at the drain (a received one stays open for the next) */
   pthread_t acceptor;
   int acceptor_started;
   atomic_uint_fast64_t added, started; /* handed to the daemon; seen started by it */
@@ -565,10 +567,56 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
   connguard_mhd_notify(srv->guard, c, socket_context, code);
 }
 
+/* Accept what the backlog holds, each connection past the per-address cap handed to the daemon,
+   until it is empty or (unless last) the acceptor is told to stop. Under a steady stream of
+   connections the backlog never empties: the stop is checked before every accept. last: the
+   sweep before a socket of the server's own closes, whose backlog would otherwise be reset. */
+static void accept_some(struct http_srv *srv, int last) {
+  static _Atomic int64_t last_log;
+  int left = last ? 4096 : -1; /* the last sweep ends even under a steady stream */
+  while (last ? left-- > 0 : !atomic_load(&srv->stop_accepting)) {
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        if (log_every(&last_log, clock_mono_ms(), 1000))
+          log_warn("%s listener: accept: %s", srv->cfg.name, strerror(errno));
+        usleep(10000); /* out of descriptors: the backlog keeps the visitors */
+      }
+      break;
+    }
+    /* the per-address cap, as the daemon's accept policy applies it to its own accepts */
+    if (!connguard_admit(srv->guard, (struct sockaddr *)&sa, sl, clock_mono_ms())) {
+      close(fd);
+      continue;
+    }
+    atomic_fetch_add(&srv->added, 1);
+    /* the daemon closes fd when it refuses it (its connection cap) */
+    if (MHD_add_connection(srv->mhd, fd, (struct sockaddr *)&sa, sl) != MHD_YES) {
+      atomic_fetch_sub(&srv->added, 1);
+      continue;
+    }
+    /* with a per-address cap, the daemon's thread takes it up (and connguard counts it
+       against its address) before the next accept, so a burst from one address meets the cap
+       as with the daemon's own accepts; one it drops without starting is written off after
+       100 ms. Without a cap nothing waits: a slow start of one connection (a loaded host)
+       must not hold the backlog behind it. */
+    for (int i = 0;
+         srv->cfg.max_per_ip > 0 && atomic_load(&srv->started) < atomic_load(&srv->added); i++) {
+      if (i == 500) {
+        atomic_store(&srv->added, atomic_load(&srv->started));
+        break;
+      }
+      usleep(200);
+    }
+  }
+}
+
 static void *acceptor_main(void *arg) {
   struct http_srv *srv = arg;
   struct pollfd pf[2] = {{srv->listen_fd, POLLIN, 0}, {srv->stop_pipe[0], POLLIN, 0}};
-  static _Atomic int64_t last_log;
   for (;;) {
     if (poll(pf, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -577,46 +625,7 @@ static void *acceptor_main(void *arg) {
     }
     if (pf[1].revents) return NULL;
     if (!(pf[0].revents & POLLIN)) continue;
-    /* under a steady stream of connections the backlog never empties: the stop is checked
-       before every accept, not only when poll wakes */
-    while (!atomic_load(&srv->stop_accepting)) {
-      struct sockaddr_storage sa;
-      socklen_t sl = sizeof sa;
-      int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          if (log_every(&last_log, clock_mono_ms(), 1000))
-            log_warn("%s listener: accept: %s", srv->cfg.name, strerror(errno));
-          usleep(10000); /* out of descriptors: the backlog keeps the visitors */
-        }
-        break;
-      }
-      /* the per-address cap, as the daemon's accept policy applies it to its own accepts */
-      if (!connguard_admit(srv->guard, (struct sockaddr *)&sa, sl, clock_mono_ms())) {
-        close(fd);
-        continue;
-      }
-      atomic_fetch_add(&srv->added, 1);
-      /* the daemon closes fd when it refuses it (its connection cap) */
-      if (MHD_add_connection(srv->mhd, fd, (struct sockaddr *)&sa, sl) != MHD_YES) {
-        atomic_fetch_sub(&srv->added, 1);
-        continue;
-      }
-      /* with a per-address cap, the daemon's thread takes it up (and connguard counts it
-         against its address) before the next accept, so a burst from one address meets the cap
-         as with the daemon's own accepts; one it drops without starting is written off after
-         100 ms. Without a cap nothing waits: a slow start of one connection (a loaded host)
-         must not hold the backlog behind it. */
-      for (int i = 0;
-           srv->cfg.max_per_ip > 0 && atomic_load(&srv->started) < atomic_load(&srv->added); i++) {
-        if (i == 500) {
-          atomic_store(&srv->added, atomic_load(&srv->started));
-          break;
-        }
-        usleep(200);
-      }
-    }
+    accept_some(srv, 0);
   }
 }
 
@@ -649,6 +658,11 @@ void http_drain(struct http_srv *srv, int64_t timeout_ms) {
   if (!srv || srv->listen_fd <= 0 || !srv->acceptor_started) return;
   acceptor_stop(srv);
   atomic_store(&srv->draining, 1);
+  if (srv->own_fd) { /* no next process takes this backlog: answer it, then refuse the rest */
+    accept_some(srv, 1);
+    close(srv->listen_fd);
+    srv->listen_fd = -1;
+  }
   for (;; now = clock_mono_ms()) {
     int pending = atomic_load(&srv->started) < atomic_load(&srv->added);
     busy = connguard_busy(srv->guard, now);
@@ -682,10 +696,27 @@ static char *read_file(const char *path) {
   return data;
 }
 
+/* A listening socket of the server's own on ss, as libmicrohttpd would open it (SO_REUSEADDR,
+   IPv6 only for an IPv6 address, the system's largest backlog), or -1 (errno set). */
+static int listen_open(const struct sockaddr_storage *ss, socklen_t sl) {
+  int one = 1, e, fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+      (ss->ss_family != AF_INET6 ||
+       setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) == 0) &&
+      bind(fd, (const struct sockaddr *)ss, sl) == 0 && listen(fd, SOMAXCONN) == 0)
+    return fd;
+  e = errno;
+  close(fd);
+  errno = e;
+  return -1;
+}
+
 /* Stop srv's daemon (its acceptor stopped or never started), close its pipe, free the rest (the
    TLS key wiped). */
 static void srv_free(struct http_srv *srv) {
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  if (srv->own_fd && srv->listen_fd >= 0) close(srv->listen_fd);
   for (int i = 0; i < 2; i++)
     if (srv->stop_pipe[i] >= 0) close(srv->stop_pipe[i]);
   connguard_free(&srv->guard);
@@ -704,8 +735,6 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
   rlim_t want = (rlim_t)cfg->max_connections * 2 + 256;
   char gname[200];
   unsigned threads;
-  enum MHD_OPTION lsopt = MHD_OPTION_LISTEN_SOCKET;
-  int lsval = -1; /* MHD_socket or unsigned int: an int either way through the varargs */
 
   if (!srv) return NULL;
   srv->cfg = *cfg;
@@ -750,21 +779,18 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     flags |= MHD_USE_TLS;
   }
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  /* a received socket must outlive this process: libmicrohttpd (0.9.75) shuts a thread pool's
-     listening socket down at stop, a single polling thread's it leaves alone (ITC wakes it) */
-  threads = cfg->listen_fd > 0 ? 1u : (unsigned)cfg->http_threads;
-  /* and its connections come from the acceptor thread, which a drain stops first (the daemon's
-     own quiesce races its epoll thread in 0.9.75) */
-  if (cfg->listen_fd > 0) {
-    flags |= MHD_USE_NO_LISTEN_SOCKET;
-    /* no MHD_OPTION_LISTEN_SOCKET with that flag (an error): the same timeout as below */
-    lsopt = MHD_OPTION_CONNECTION_TIMEOUT;
-    lsval = 90;
+  /* the daemon has no listening socket: the acceptor thread hands it the connections, so that a
+     drain can stop accepting while the daemon answers (libmicrohttpd 0.9.75's own quiesce races
+     its epoll thread); a socket of the server's own is opened here, a received one outlives it */
+  if (srv->listen_fd <= 0) {
+    if ((srv->listen_fd = listen_open(&ss, sl)) < 0) {
+      log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
+      goto fail;
+    }
+    srv->own_fd = 1;
   }
-  if (cfg->listen_fd > 0 && cfg->http_threads > 1)
-    log_info("%s listener: a received socket: one HTTP thread (--http-threads %lld is for a "
-             "socket of its own)",
-             srv->cfg.name, (long long)cfg->http_threads);
+  flags |= MHD_USE_NO_LISTEN_SOCKET;
+  threads = (unsigned)cfg->http_threads;
   {
     /* with TLS: the certificate and key, and room for the TLS session in each connection */
     struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert},
@@ -773,18 +799,18 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     size_t conn_mem = (size_t)(srv->tls_cert ? 64 : 32) * 1024;
     srv->mhd = MHD_start_daemon(
         flags, 0, connguard_mhd_accept, srv->guard, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        connguard_mhd_log, (void *)"libmicrohttpd", MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        lsopt, lsval, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 90u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, srv, MHD_OPTION_ARRAY, srv->tls_cert ? tls : &tls[2], MHD_OPTION_END);
+        connguard_mhd_log, (void *)"libmicrohttpd", MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_ARRAY,
+        srv->tls_cert ? tls : &tls[2], MHD_OPTION_END);
   }
   if (!srv->mhd) {
-    log_error("cannot listen on %s: %s", srv->listen, strerror(errno));
+    log_error("cannot start the HTTP server for %s: %s", srv->listen, strerror(errno));
     goto fail;
   }
-  if (cfg->listen_fd > 0 && acceptor_start(srv) < 0) goto fail;
+  if (acceptor_start(srv) < 0) goto fail;
   log_info("listening on %s%s%s", srv->listen, srv->tls_cert ? " (TLS)" : "",
            cfg->listen_fd > 0 ? " (socket received)" : "");
   return srv;

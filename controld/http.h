@@ -21,7 +21,7 @@ struct MHD_Response;
    before reading can read the 413; beyond it the connection is closed. */
 #define HTTP_DRAIN_MAX (16 * 1024 * 1024)
 #define HTTP_MAX_PARAMS ROUTE_MAX_PARAMS
-/* How long a stop waits for the answers to what a received socket's listener accepted. */
+/* How long a stop waits for the answers to what a listener accepted. */
 #define HTTP_DRAIN_MS 10000
 
 /* One request in flight. Fields are read-only for handlers except `user` / `user_free`. */
@@ -96,15 +96,15 @@ struct http_cfg {
    NULL (logged). */
 struct http_srv *http_start(const struct http_cfg *cfg, const struct route *const *tables);
 
-/* On a received socket (http_cfg.listen_fd): stop accepting (the socket stays open and
-   listening, for the next process) and wait up to timeout_ms until every connection accepted is
-   answered: a request in progress, or a connection with no request yet within its head
-   deadline (docs/design.md, Restarts and upgrades). Answers given meanwhile carry Connection:
-   close. Not libmicrohttpd 0.9.75's MHD_quiesce_daemon, which races its own epoll thread (both
-   remove the listen socket; the loser aborts the process with "Failed to remove listen FD from
-   epoll set"): such a listener's connections are accepted by a thread of its own and handed to
-   the daemon. Nothing on a socket of its own (that one closes with the daemon). The config hub
-   and the task board must answer their long-polls at once first. */
+/* Stop accepting and wait up to timeout_ms until every connection accepted is answered: a
+   request in progress, or a connection with no request yet within its head deadline
+   (docs/design.md, Restarts and upgrades). Answers given meanwhile carry Connection: close. A
+   received socket (http_cfg.listen_fd) stays open and listening, for the next process; a socket
+   of the server's own has what its backlog holds accepted, then closes. Not libmicrohttpd
+   0.9.75's MHD_quiesce_daemon, which races its own epoll thread (both remove the listen socket;
+   the loser aborts the process with "Failed to remove listen FD from epoll set"): the daemon has
+   no listening socket, a thread of the server's own accepts and hands each connection to it.
+   The config hub and the task board must answer their long-polls at once first. */
 void http_drain(struct http_srv *srv, int64_t timeout_ms);
 
 /* Stop accepting and shut the daemon down (callers must have resumed every suspended request),

@@ -4,7 +4,8 @@ upgrades): SIGTERM drains (no new connections, in-flight responses and tunnels f
 --drain-timeout-ms, idle keep-alive connections close, a busy one gets Connection: close, the
 access log is written out), a second SIGTERM or the deadline ends the drain; a 10 MiB response
 from a slow origin crosses a SIGTERM intact; restarts under socket activation and a SIGUSR2
-upgrade lose no request; controld on a received socket answers what it accepted. Real processes
+upgrade lose no request; controld on a received socket or one of its own answers what it
+accepted. Real processes
 on loopback under visitor load (a request every 10 ms): every response read to its end and
 counted."""
 
@@ -452,6 +453,32 @@ def test_controld_socket_activation(tmp):
     assert n == 6, n
     c.stop()
     sock.close()
+
+
+def test_controld_own_socket_answers_what_it_accepted(tmp):
+    """controld on a socket it opens itself, restarted 5 times under the same API load: between
+    two processes nothing listens, so connections are refused then (a restart without refusals
+    is what socket activation gives, above), but none is cut: on SIGTERM controld stops
+    accepting, answers what the backlog already held, closes the socket and answers every
+    connection it had accepted before it exits."""
+    c = harness.Controld(tmp, extra_args=["--max-connections-per-ip", "0"])
+    c.start()
+    assert "(socket received)" not in open(c.log_path).read()
+    load = R.Load(c.port, "controld", path="/v1/sites", every=0.01, keepalive=1,
+                  headers={"Authorization": "Bearer " + c.admin_token})
+    for _ in range(5):
+        time.sleep(0.4)
+        c.stop()
+        c.start()
+    time.sleep(0.3)
+    counts = load.stop()
+    print("5 controld restarts on its own socket: %r: %d refused, %d cut, %d answered with "
+          "Connection: close" % (counts, counts["refused"], counts["cut"], counts["conn_close"]),
+          flush=True)
+    assert counts["cut"] == 0, (counts, load.samples)
+    assert counts["ok"] > 50, counts
+    assert open(c.log_path).read().count("answered what it had accepted") >= 5, c.log_tail()
+    c.stop()
 
 
 def test_sigterm_during_upgrade(tmp):
