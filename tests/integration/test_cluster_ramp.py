@@ -5,10 +5,10 @@ mode, docs/design.md#cluster-mode): two controld replicas on one PostgreSQL data
 of visitors on both nodes.
 
 The primary fails, the engine fails over; the primary recovers and the engine starts a ramp
-[10, 50, 100] x 3 s. At the 50 % step the engine is killed (kill -9). Meanwhile:
+[10, 50, 100] x 4 s. At the 50 % step the engine is killed (kill -9). Meanwhile:
 - the nodes follow the ramp on their own clocks: the primary's share of the requests in each
   step, counted at the origins, is the step's percentage within 5 points (the bucketing and its
-  statistics of test_failback_ramp.test_two_nodes_share_follows_steps), across the leader change;
+  statistics of test_ramp_share.test_two_nodes_share_follows_steps), across the leader change;
 - the other replica takes the lease and finds the ramp in the database: it completes it once
   (one level.switched to level 1, reason auto_failback, after the kill; no failback.aborted; one
   failback.ramp_started), and the status card shows no ramp;
@@ -29,7 +29,7 @@ from scenario_lib import WAIT, card, events, node_site
 from test_backup_levels import Load, errors
 from test_failback_ramp import RETRY
 
-STEP_MS = 3000  # the kill, and the lease's expiry (ttl 2 s), fall inside the ramp's 9 s
+STEP_MS = 4000  # the kill, and the lease's expiry (ttl 2 s), fall inside the ramp's 12 s
 
 
 def level(r, sid):

@@ -35,10 +35,11 @@ def test_two_nodes_share_follows_steps(tmp):
     the node's /status (the node applies it after its long-poll answer), plus the margin.
 
     Statistics: the split is a random draw per request, so a step's share of n requests has a
-    standard deviation of 100 sqrt(p (1 - p) / n) points: at 50 % and the SHARE_MIN_PER_STEP
-    (1500) the test requires in every step, 1.3 points, so 5 points is 3.9 of them (a false
-    failure about once in 10,000 runs); the flood (four client threads on keep-alive
-    connections) usually puts several thousand requests in each step. The counts are printed.
+    standard deviation of 100 sqrt(p (1 - p) / n) points. Each step needs the n that makes 5
+    points 3.9 of them at its p (share_min: 1,521 requests at 50 %, 548 at 10 %, 100 at 100 %,
+    where every request must reach the primary), a false failure about once in 10,000 runs; the
+    flood (four client threads on keep-alive connections) usually puts several thousand
+    requests in each step. The counts are printed.
     Visitors see no error."""
     ramp = {"steps": [10, 50, 100], "step_ms": SHARE_STEP_MS, "max_failure_ratio": 0.2,
             "min_requests": 5}
