@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "alog.h"
 #include "http1.h"
 #include "log.h"
@@ -23,22 +24,7 @@
 static void access_default(struct worker *w, const struct proxy_access *a) {
   struct buf *b = &w->logbuf;
   if (!log_enabled(LOG_INFO)) return;
-  b->len = 0;
-  if (!(buf_puts(b, "{\"type\":\"access\",\"site_id\":") || buf_put_i64(b, a->site_id) ||
-        buf_puts(b, ",\"site\":\"") || rewrite_json_escape(b, a->site) ||
-        buf_puts(b, "\",\"client\":\"") || rewrite_json_escape(b, a->client) ||
-        buf_puts(b, "\",\"host\":\"") || rewrite_json_escape(b, a->host) ||
-        buf_puts(b, "\",\"method\":\"") || rewrite_json_escape(b, a->method) ||
-        buf_puts(b, "\",\"path\":\"") || rewrite_json_escape(b, a->path) ||
-        buf_puts(b, "\",\"origin_id\":") || buf_put_i64(b, a->origin_id) ||
-        buf_puts(b, ",\"level\":") || buf_put_i64(b, a->level) || buf_puts(b, ",\"attempts\":") ||
-        buf_put_i64(b, a->attempts) || buf_puts(b, ",\"status\":") || buf_put_i64(b, a->status) ||
-        buf_puts(b, ",\"duration_ms\":") || buf_put_i64(b, a->duration_ms) ||
-        buf_puts(b, ",\"bytes\":") || buf_put_u64(b, a->bytes) ||
-        (a->error &&
-         (buf_puts(b, ",\"error\":\"") || rewrite_json_escape(b, a->error) || buf_puts(b, "\""))) ||
-        buf_puts(b, "}")))
-    (void)alog_line(w->alog, LOG_INFO, __func__, b->data, b->len, w->now);
+  if (access_json(b, a) == 0) (void)alog_line(w->alog, LOG_INFO, __func__, b->data, b->len, w->now);
 }
 
 void vconn_finish(struct vconn *c, int status) {

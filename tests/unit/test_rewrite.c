@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "access.h"
 #include "http1.h"
 #include "rewrite.h"
 #include "trust.h"
@@ -386,21 +387,49 @@ static void test_tls_name(void **state) {
   assert_string_equal(rewrite_tls_name("demo.test", "o.test", tmp, sizeof tmp), "o.test");
 }
 
+/* the access line's JSON: every field, strings escaped, the error code only when noded answered
+   itself, a buffer too small refused */
+static void test_access_json(void **state) {
+  struct buf b;
+  struct proxy_access a = {.site_id = 7,
+                           .site = "shop",
+                           .origin_id = 12,
+                           .client = "192.0.2.1",
+                           .level = 2,
+                           .attempts = 3,
+                           .status = 502,
+                           .duration_ms = 41,
+                           .method = "GET",
+                           .host = "shop.test",
+                           .path = "/a\"b\n",
+                           .bytes = 1024,
+                           .error = NULL};
+  (void)state;
+  buf_init(&b, 0);
+  assert_int_equal(access_json(&b, &a), 0);
+  assert_string_equal(b.data, "{\"type\":\"access\",\"site_id\":7,\"site\":\"shop\",\"client\":"
+                              "\"192.0.2.1\",\"host\":\"shop.test\",\"method\":\"GET\",\"path\":"
+                              "\"/a\\\"b\\u000a\",\"origin_id\":12,\"level\":2,\"attempts\":3,"
+                              "\"status\":502,\"duration_ms\":41,\"bytes\":1024}");
+  a.error = "origin_unreachable";
+  assert_int_equal(access_json(&b, &a), 0); /* emptied first: one line, not two */
+  assert_non_null(strstr(b.data, ",\"bytes\":1024,\"error\":\"origin_unreachable\"}"));
+  assert_int_equal(strncmp(b.data, "{\"type\":\"access\"", 16), 0);
+  buf_fini(&b);
+  buf_init(&b, 40);
+  assert_int_equal(access_json(&b, &a), -1);
+  buf_fini(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_header_flags),
-      cmocka_unit_test(test_plan_get),
-      cmocka_unit_test(test_forwarded_for),
-      cmocka_unit_test(test_trust_parse),
-      cmocka_unit_test(test_upgrade_websocket_only),
-      cmocka_unit_test(test_plan_bodies),
-      cmocka_unit_test(test_connection_listed),
-      cmocka_unit_test(test_plan_rejects),
-      cmocka_unit_test(test_absolute_form),
-      cmocka_unit_test(test_response),
-      cmocka_unit_test(test_local_answer),
-      cmocka_unit_test(test_tls_name),
-      cmocka_unit_test(test_json_escape),
+      cmocka_unit_test(test_access_json),  cmocka_unit_test(test_header_flags),
+      cmocka_unit_test(test_plan_get),     cmocka_unit_test(test_forwarded_for),
+      cmocka_unit_test(test_trust_parse),  cmocka_unit_test(test_upgrade_websocket_only),
+      cmocka_unit_test(test_plan_bodies),  cmocka_unit_test(test_connection_listed),
+      cmocka_unit_test(test_plan_rejects), cmocka_unit_test(test_absolute_form),
+      cmocka_unit_test(test_response),     cmocka_unit_test(test_local_answer),
+      cmocka_unit_test(test_tls_name),     cmocka_unit_test(test_json_escape),
       cmocka_unit_test(test_keepalive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
