@@ -568,13 +568,15 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 /* Accept what the backlog holds, each connection past the per-address cap handed to the daemon,
-   until it is empty or (unless last) the acceptor is told to stop. Under a steady stream of
-   connections the backlog never empties: the stop is checked before every accept. last: the
-   sweep before a socket of the server's own closes, whose backlog would otherwise be reset. */
-static void accept_some(struct http_srv *srv, int last) {
+   until it is empty or the acceptor is told to stop (until_ms 0); under a steady stream of
+   connections the backlog never empties: the stop is checked before every accept. until_ms > 0:
+   the last sweep, before a socket of the server's own closes (its backlog would be reset), which
+   ends at that monotonic time or after 4,096 connections, whatever the daemon's pace. */
+static void accept_some(struct http_srv *srv, int64_t until_ms) {
   static _Atomic int64_t last_log;
-  int left = last ? 4096 : -1; /* the last sweep ends even under a steady stream */
-  while (last ? left-- > 0 : !atomic_load(&srv->stop_accepting)) {
+  int left = 4096;
+  while (until_ms > 0 ? left-- > 0 && clock_mono_ms() < until_ms
+                      : !atomic_load(&srv->stop_accepting)) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -659,7 +661,7 @@ void http_drain(struct http_srv *srv, int64_t timeout_ms) {
   acceptor_stop(srv);
   atomic_store(&srv->draining, 1);
   if (srv->own_fd) { /* no next process takes this backlog: answer it, then refuse the rest */
-    accept_some(srv, 1);
+    accept_some(srv, t0 + timeout_ms / 2);
     close(srv->listen_fd);
     srv->listen_fd = -1;
   }
