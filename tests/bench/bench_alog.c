@@ -17,24 +17,9 @@
 
 #include "access.h"
 #include "alog.h"
+#include "benchutil.h"
 #include "buf.h"
 #include "log.h"
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static const struct proxy_access req = {.site_id = 1,
                                         .site = "bench",
@@ -58,7 +43,7 @@ static double run_on(const char *path, long n, double *bytes) {
   double t0, t;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0 || !(a = alog_new(fd, 65536, 100))) return -1;
-  t0 = now_ns();
+  t0 = bench_now_ns();
   for (long i = 0; i < n; i++) {
     /* the worker's clock advances once per loop of ~25 requests; here once per 25 lines */
     int64_t now_ms = (int64_t)(i / 25);
@@ -66,7 +51,7 @@ static double run_on(const char *path, long n, double *bytes) {
       (void)alog_line(a, LOG_INFO, "access_default", b.data, b.len, now_ms);
   }
   alog_flush(a);
-  t = (now_ns() - t0) / (double)n;
+  t = (bench_now_ns() - t0) / (double)n;
   alog_free(&a);
   *bytes = fstat(fd, &st) == 0 ? (double)st.st_size / (double)n : 0;
   close(fd);
@@ -77,12 +62,12 @@ static double run_on(const char *path, long n, double *bytes) {
 
 /* ns per request with the log off: the level check the request makes */
 static double run_off(long n, long *sink) {
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   long acc = 0;
   for (long i = 0; i < n; i++)
     acc += log_enabled(LOG_INFO);
   *sink += acc;
-  return (now_ns() - t0) / (double)n;
+  return (bench_now_ns() - t0) / (double)n;
 }
 
 int main(int argc, char **argv) {
@@ -109,12 +94,12 @@ int main(int argc, char **argv) {
       }
     printf("access log on, %s format: %.1f ns per request (median of %d rounds of %ld), %.0f "
            "bytes a line\n",
-           fmts[f].name, median(on, rounds), rounds, n, bytes);
+           fmts[f].name, bench_median(on, rounds), rounds, n, bytes);
   }
   log_init("noded", LOG_TEXT, LOG_WARN);
   for (int i = 0; i < rounds; i++)
     off[i] = run_off(n, &sink);
-  printf("access log off (--log-level warn): %.2f ns per request%s\n", median(off, rounds),
+  printf("access log off (--log-level warn): %.2f ns per request%s\n", bench_median(off, rounds),
          sink < 0 ? " " : "");
   return 0;
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "clock.h"
 #include "db.h"
 #include "engine.h"
@@ -112,16 +113,6 @@ struct result {
   int64_t incidents, entries, bytes;
 };
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* One run: n sites, rounds rounds, every flap-th site flapping; incidents on or off. */
 static int run_one(const char *target, int pg, int n, int rounds, int flap, int on,
                    struct result *out) {
@@ -178,7 +169,7 @@ static int run_one(const char *target, int pg, int n, int rounds, int flap, int 
     }
     if (r >= 2) times[timed++] = mono_ms() - a;
   }
-  out->store_ms = timed ? median(times, timed) : 0;
+  out->store_ms = timed ? bench_median(times, timed) : 0;
   out->incidents = query_i64(target, "SELECT COUNT(*) FROM incidents");
   out->entries = query_i64(target, "SELECT COUNT(*) FROM incident_entries");
   out->bytes = query_i64(
@@ -294,7 +285,7 @@ int main(int argc, char **argv) {
                   ? res[d][1][r].bytes / 1e6 / (double)res[d][1][r].incidents * 1000.0
                   : 0;
     }
-    double mo = median(off, runs), mn = median(on, runs), mm = median(mb, runs);
+    double mo = bench_median(off, runs), mn = bench_median(on, runs), mm = bench_median(mb, runs);
     printf("%s: median store ms per round off %.1f, on %.1f: on/off %.3f (goal <= 1.10); "
            "incident tables %.1f MB per 1,000 incidents of %d rounds each\n",
            drv[d], mo, mn, mo > 0 ? mn / mo : 0, mm, rounds - 2);

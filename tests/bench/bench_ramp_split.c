@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "clock.h"
 #include "proxy_state.h"
 #include "sitecfg.h"
@@ -23,15 +24,9 @@ static int draw100(void) {
   return (int)(((x * UINT64_C(2685821657736338717)) >> 33) % 100);
 }
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* ns per call of the request's start-level decision; *sink keeps the result alive */
 static double run(const struct sitecfg_site *s, long n, long *sink) {
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   long acc = 0;
   for (long i = 0; i < n; i++) {
     int level = s->current_level;
@@ -39,7 +34,7 @@ static double run(const struct sitecfg_site *s, long n, long *sink) {
     acc += level;
   }
   *sink += acc;
-  return (now_ns() - t0) / (double)n;
+  return (bench_now_ns() - t0) / (double)n;
 }
 
 static int cmp(const void *a, const void *b) {

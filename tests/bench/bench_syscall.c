@@ -20,27 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "benchutil.h"
 
 static double run_getppid(long n) {
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (long i = 0; i < n; i++)
     syscall(SYS_getppid);
-  return (now_ns() - t0) / (double)n;
+  return (bench_now_ns() - t0) / (double)n;
 }
 
 /* a connected loopback pair; the client end is returned, nothing is ever written to it */
@@ -61,10 +47,10 @@ static int tcp_pair(int *server_end) {
 
 static double run_peek(int fd, long n) {
   char b;
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (long i = 0; i < n; i++)
     if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN) return -1;
-  return (now_ns() - t0) / (double)n;
+  return (bench_now_ns() - t0) / (double)n;
 }
 
 struct ring {
@@ -97,7 +83,7 @@ static int ring_open(struct ring *r, unsigned entries) {
 
 /* ns per no-op request, batch requests per io_uring_enter */
 static double run_uring(struct ring *r, long n, unsigned batch) {
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
   for (long done = 0; done < n; done += batch) {
     unsigned tail = *r->sq_tail;
     for (unsigned k = 0; k < batch; k++) {
@@ -112,7 +98,7 @@ static double run_uring(struct ring *r, long n, unsigned batch) {
       return -1;
     __atomic_store_n(r->cq_head, __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
   }
-  return (now_ns() - t0) / (double)n;
+  return (bench_now_ns() - t0) / (double)n;
 }
 
 int main(int argc, char **argv) {
@@ -137,11 +123,12 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  printf("getppid: %.1f ns per call (median of %d rounds of %ld)\n", median(a, rounds), rounds, n);
-  printf("recv MSG_PEEK, nothing to read: %.1f ns per call\n", median(b, rounds));
+  printf("getppid: %.1f ns per call (median of %d rounds of %ld)\n", bench_median(a, rounds),
+         rounds, n);
+  printf("recv MSG_PEEK, nothing to read: %.1f ns per call\n", bench_median(b, rounds));
   if (have_ring)
     printf("io_uring, %u no-ops per io_uring_enter: %.1f ns per request\n", batch,
-           median(c, rounds));
+           bench_median(c, rounds));
   else
     printf("io_uring: not available here (%s)\n", strerror(errno));
   return 0;
