@@ -397,6 +397,21 @@ def test_sigusr2_upgrade(tmp):
         e.close()
 
 
+def controld_restarts(c, n):
+    """n restarts of controld c (SIGTERM, its exit, a new start), each after 0.4 s of serving,
+    under API load: GET /v1/sites with the admin token on a new connection every 10 ms and on
+    one keep-alive connection -> (the load's counts, its samples of errors)."""
+    load = R.Load(c.port, "controld", path="/v1/sites", every=0.01, keepalive=1,
+                  headers={"Authorization": "Bearer " + c.admin_token})
+    for _ in range(n):
+        time.sleep(0.4)
+        c.stop()
+        c.start()
+    time.sleep(0.3)
+    counts = load.stop()
+    return counts, load.samples
+
+
 def test_controld_socket_activation(tmp):
     """controld restarted 5 times on a socket it receives (LISTEN_FDS) while API clients call
     GET /v1/sites, on new connections every 10 ms and on a keep-alive one: 0 refused (the
@@ -414,18 +429,11 @@ def test_controld_socket_activation(tmp):
     spawn_with_sockets(c, [sock])
     c.start()
     assert "(socket received)" in open(c.log_path).read()
-    load = R.Load(c.port, "controld", path="/v1/sites", every=0.01, keepalive=1,
-                  headers={"Authorization": "Bearer " + c.admin_token})
-    for _ in range(5):
-        time.sleep(0.4)
-        c.stop()
-        c.start()
-    time.sleep(0.3)
-    counts = load.stop()
+    counts, samples = controld_restarts(c, 5)
     print("5 controld restarts under socket activation: %r: %.1f errors per restart, %d "
           "answered with Connection: close" % (counts, (counts["refused"] + counts["cut"]) / 5,
                                                 counts["conn_close"]), flush=True)
-    assert counts["refused"] == 0 and counts["cut"] == 0, (counts, load.samples)
+    assert counts["refused"] == 0 and counts["cut"] == 0, (counts, samples)
     assert counts["ok"] > 50, counts
     assert open(c.log_path).read().count("answered what it had accepted") >= 5, c.log_tail()
     # the per-address cap holds on a received socket too, for a burst: 10 open, the rest closed
@@ -464,18 +472,11 @@ def test_controld_own_socket_answers_what_it_accepted(tmp):
     c = harness.Controld(tmp, extra_args=["--max-connections-per-ip", "0"])
     c.start()
     assert "(socket received)" not in open(c.log_path).read()
-    load = R.Load(c.port, "controld", path="/v1/sites", every=0.01, keepalive=1,
-                  headers={"Authorization": "Bearer " + c.admin_token})
-    for _ in range(5):
-        time.sleep(0.4)
-        c.stop()
-        c.start()
-    time.sleep(0.3)
-    counts = load.stop()
+    counts, samples = controld_restarts(c, 5)
     print("5 controld restarts on its own socket: %r: %d refused, %d cut, %d answered with "
           "Connection: close" % (counts, counts["refused"], counts["cut"], counts["conn_close"]),
           flush=True)
-    assert counts["cut"] == 0, (counts, load.samples)
+    assert counts["cut"] == 0, (counts, samples)
     assert counts["ok"] > 50, counts
     assert open(c.log_path).read().count("answered what it had accepted") >= 5, c.log_tail()
     c.stop()
