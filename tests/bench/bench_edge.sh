@@ -169,17 +169,8 @@ CONF
 }
 if [ -n "$CACHE" ]; then
   {
+    nginx_head "$TMP/cache" 1
     cat <<CONF
-worker_processes 1;
-daemon off;
-pid $TMP/cache/nginx.pid;
-error_log $TMP/cache/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/cache; proxy_temp_path $TMP/cache;
-  fastcgi_temp_path $TMP/cache; uwsgi_temp_path $TMP/cache; scgi_temp_path $TMP/cache;
-  keepalive_requests 1000000;
   proxy_cache_path $TMP/cache/store levels=1:2 keys_zone=cdnca:8m max_size=64m use_temp_path=off;
 CONF
     cache_server "$CACHE_PORT" "$NODE_SOCK" to_noded

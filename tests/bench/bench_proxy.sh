@@ -24,17 +24,7 @@ mkdir -p "$TMP/proxy"
 
 origin_conf "$ORIGIN_PORT"
 
-cat > "$TMP/proxy/nginx.conf" <<CONF
-worker_processes $THREADS;
-daemon off;
-pid $TMP/proxy/nginx.pid;
-error_log $TMP/proxy/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/proxy; proxy_temp_path $TMP/proxy;
-  fastcgi_temp_path $TMP/proxy; uwsgi_temp_path $TMP/proxy; scgi_temp_path $TMP/proxy;
-  keepalive_requests 1000000;
+{ nginx_head "$TMP/proxy" "$THREADS"; cat <<CONF; } > "$TMP/proxy/nginx.conf"
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$NGX_PORT;

@@ -1,6 +1,6 @@
 # benchlib.sh — what the proxy benchmarks share, sourced by bench_proxy.sh, bench_edge.sh and
-# bench_ramp.sh (POSIX sh): their scratch directory and processes, free ports, the 1 KiB origin
-# (nginx), the median and wrk's latency units.
+# bench_ramp.sh (POSIX sh): their scratch directory and processes, free ports, the head of an
+# nginx config, the 1 KiB origin (nginx), the median and wrk's latency units.
 
 # bench_tmp NAME: TMP, a fresh directory (mode 755: nginx workers read from it), removed at exit
 # after every process listed in PIDS is stopped
@@ -22,22 +22,29 @@ freeport() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# nginx_head DIR WORKERS: the start of an nginx.conf whose files live in DIR (pid, error log,
+# temporary files): WORKERS workers in the foreground, 4096 connections each, no access log,
+# keep-alive without end; the http block is left open for the caller's servers
+nginx_head() {
+  cat <<CONF
+worker_processes $2;
+daemon off;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $1; proxy_temp_path $1;
+  fastcgi_temp_path $1; uwsgi_temp_path $1; scgi_temp_path $1;
+  keepalive_requests 1000000;
+CONF
+}
+
 # origin_conf PORT[=LEVEL]...: $TMP/origin/nginx.conf, one nginx worker serving $TMP/origin/www on
 # each loopback port (keep-alive without end, no access log); =LEVEL adds "X-Level: LEVEL"
 origin_conf() {
   {
-    cat <<CONF
-worker_processes 1;
-daemon off;
-pid $TMP/origin/nginx.pid;
-error_log $TMP/origin/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/origin; proxy_temp_path $TMP/origin;
-  fastcgi_temp_path $TMP/origin; uwsgi_temp_path $TMP/origin; scgi_temp_path $TMP/origin;
-  keepalive_requests 1000000;
-CONF
+    nginx_head "$TMP/origin" 1
     for spec in "$@"; do
       port=${spec%%=*}
       hdr=""
