@@ -120,10 +120,10 @@ static int add_listener(struct worker *w, struct listener *l) {
   wl->proxy_protocol = l->spec.proxy_protocol;
   wl->is_unix = l->spec.is_unix;
   wl->fd = l->fd;
-  wl->shared = 1;
+  wl->own = !l->inherited;
   w->nwl++;
-  /* a shared socket wakes one worker per connection, not all of them */
-  ev.events = EPOLLIN | (wl->shared ? EPOLLEXCLUSIVE : 0);
+  /* the socket every worker shares wakes one worker per connection, not all of them */
+  ev.events = EPOLLIN | EPOLLEXCLUSIVE;
   ev.data.ptr = wl;
   return epoll_ctl(w->epfd, EPOLL_CTL_ADD, wl->fd, &ev);
 }
@@ -280,19 +280,21 @@ static void wake_workers(struct proxy *p) {
 }
 
 void proxy_drain(struct proxy *p, int handed_over) {
-  if (!p || atomic_exchange(&p->stopping, 1)) return;
-  p->keep_paths = handed_over;
-  wake_workers(p);
-  /* a socket of this process alone stops listening at once: a visitor (or a front proxy, which
-     may serve stale) connecting now is refused at once instead of waiting in the backlog of a
-     socket no worker accepts on any more; a Unix socket's path goes too. A socket received from
-     systemd or handed to a new process stays as it is: another process accepts on it. */
+  if (!p || atomic_load(&p->stopping)) return;
+  atomic_store(&p->keep_paths, handed_over);
+  if (atomic_exchange(&p->stopping, 1)) return;
+  /* a Unix socket of this process alone loses its path at once: a visitor (or a front proxy,
+     which may serve stale) connecting now is refused instead of waiting in the backlog of a
+     socket no worker accepts on any more. Each worker then accepts what the backlogs already
+     hold and the last one shuts the sockets down (worker.c, begin_stop), so a connection the
+     kernel queued before the stop is answered, not reset. A socket received from systemd or
+     handed to a new process stays as it is: another process accepts on it. */
   for (int i = 0; !handed_over && i < p->nls; i++) {
     struct listener *l = &p->ls[i];
-    if (l->fd < 0 || l->inherited) continue;
-    if (l->spec.is_unix) listen_unix_remove(l->spec.path, l->dev, l->ino);
-    (void)shutdown(l->fd, SHUT_RD);
+    if (l->fd >= 0 && !l->inherited && l->spec.is_unix)
+      listen_unix_remove(l->spec.path, l->dev, l->ino);
   }
+  wake_workers(p);
 }
 
 void proxy_end_now(struct proxy *p) {
@@ -310,7 +312,7 @@ int proxy_drained(struct proxy *p) {
 
 void proxy_stop(struct proxy *p) {
   if (!p || p->stopped) return;
-  proxy_drain(p, p->keep_paths);
+  proxy_drain(p, atomic_load(&p->keep_paths));
   for (int i = 0; p->w && i < p->nthreads; i++)
     if (p->w[i].started) {
       pthread_join(p->w[i].th, NULL);
@@ -325,8 +327,6 @@ void proxy_free(struct proxy **pp) {
   proxy_stop(p);
   for (int i = 0; p->w && i < p->nthreads; i++) {
     struct worker *w = &p->w[i];
-    for (int k = 0; k < w->nwl; k++)
-      if (!w->wl[k].shared && w->wl[k].fd >= 0) close(w->wl[k].fd);
     if (w->wfd >= 0) close(w->wfd);
     for (; w->n_pipes > 0; w->n_pipes--) {
       close(w->pipes[w->n_pipes - 1][0]);
@@ -342,7 +342,7 @@ void proxy_free(struct proxy **pp) {
   for (int i = 0; i < p->nls; i++)
     if (p->ls[i].fd >= 0) {
       close(p->ls[i].fd);
-      if (p->ls[i].spec.is_unix && !p->keep_paths && !p->ls[i].inherited)
+      if (p->ls[i].spec.is_unix && !atomic_load(&p->keep_paths) && !p->ls[i].inherited)
         listen_unix_remove(p->ls[i].spec.path, p->ls[i].dev, p->ls[i].ino);
     }
   sitecfg_set_unref(p->cfg);

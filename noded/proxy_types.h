@@ -163,7 +163,8 @@ struct tag {
 struct wlisten {
   int kind; /* EV_LISTEN; first member */
   int fd;
-  int shared;         /* the fd belongs to the proxy (closed by proxy_free) */
+  int own;            /* this process alone listens on it (not received): the stop accepts what
+                         its backlog holds, then shuts it down */
   int proxy_protocol; /* each connection starts with a PROXY header */
   int is_unix;
 };
@@ -227,7 +228,8 @@ struct proxy {
   _Atomic int stopping;
   _Atomic int ending;            /* close every connection now (a second SIGTERM) */
   _Atomic int workers_done;      /* workers whose loop has ended */
-  int keep_paths;                /* the listeners were handed over: Unix socket files stay */
+  _Atomic int keep_paths;        /* the listeners were handed over: Unix socket files stay */
+  _Atomic int workers_swept;     /* workers that have accepted their last at the stop */
   _Atomic uint64_t probe_skips;  /* skips started by the node's own probes */
   _Atomic int64_t *clock_offset; /* controld's clock minus ours (ms); NULL = 0 (proxy_set_clock) */
   struct worker *w;

@@ -41,6 +41,9 @@
  * to ACCEPT_BACKOFF_MAX while it keeps failing. */
 #define ACCEPT_BACKOFF_MIN 50
 #define ACCEPT_BACKOFF_MAX 1000
+/* At the stop, each worker accepts at most this many connections from each socket's backlog (the
+ * kernel's backlog is 4,096 by default): a steady stream cannot hold the stop. */
+#define LAST_ACCEPT_MAX 4096
 
 static void copy_trunc(char *dst, size_t cap, const char *src, size_t n) {
   if (n >= cap) n = cap - 1;
@@ -135,7 +138,7 @@ static void accept_maybe_resume(struct worker *w) {
   for (int i = 0; i < w->nwl; i++) {
     struct epoll_event ev;
     if (w->wl[i].fd < 0) continue;
-    ev.events = EPOLLIN | (w->wl[i].shared ? EPOLLEXCLUSIVE : 0);
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
     ev.data.ptr = &w->wl[i];
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wl[i].fd, &ev) < 0 && errno != EEXIST)
       log_warn("cannot resume accepting: %s", strerror(errno));
@@ -161,10 +164,12 @@ static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap) 
   }
 }
 
-static void accept_all(struct worker *w, struct wlisten *wl) {
+/* Accept up to max connections from wl: the number accepted (fewer when the backlog is empty,
+ * the cap is reached or accept fails; the last two pause accepting). */
+static int accept_some(struct worker *w, struct wlisten *wl, int max) {
   struct proxy *p = w->p;
-  if (w->stopping || atomic_load(&p->stopping)) return; /* the socket may be shut down already */
-  for (int i = 0; i < 64; i++) {
+  int n = 0;
+  for (; n < max; n++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     struct vconn *c;
@@ -175,12 +180,12 @@ static void accept_all(struct worker *w, struct wlisten *wl) {
       if (log_every(&p->last_cap_log, w->now, 1000))
         log_warn("visitor connections at the cap (%d): accepting paused", cap);
       accept_pause(w, SWEEP_MS);
-      return;
+      return n;
     }
     fd = accept4(wl->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-        return;
+        return n;
       /* EMFILE, ENFILE, ENOBUFS, ENOMEM: back off instead of spinning on the ready listener */
       w->accept_backoff = w->accept_backoff ? w->accept_backoff * 2 : ACCEPT_BACKOFF_MIN;
       if (w->accept_backoff > ACCEPT_BACKOFF_MAX) w->accept_backoff = ACCEPT_BACKOFF_MAX;
@@ -188,7 +193,7 @@ static void accept_all(struct worker *w, struct wlisten *wl) {
         log_warn("accept: %s: accepting paused for %lld ms", strerror(errno),
                  (long long)w->accept_backoff);
       accept_pause(w, w->accept_backoff);
-      return;
+      return n;
     }
     w->accept_backoff = 0;
     if (!(c = calloc(1, sizeof *c))) {
@@ -227,6 +232,7 @@ static void accept_all(struct worker *w, struct wlisten *wl) {
     w->n_conns++;
     atomic_fetch_add_explicit(&p->n_conns, 1, memory_order_relaxed);
   }
+  return n;
 }
 
 /* The visitor-side deadline of c in its phase: 1 when it has passed. */
@@ -321,17 +327,31 @@ static void free_graves(struct worker *w) {
   upstream_reap(w->ups);
 }
 
+/* The stop of listening: each worker accepts what the backlogs of the sockets of this process
+ * alone hold (at most LAST_ACCEPT_MAX each) and the last worker to do so shuts them down, so a
+ * connection the kernel queued before the stop is answered, not reset; one queued in the few
+ * microseconds between the last accept and the shutdown is the only one lost. Sockets handed to a
+ * new process or received from systemd are left to the process that accepts on them next
+ * (docs/design.md, Restarts and upgrades). */
 static void begin_stop(struct worker *w) {
+  struct proxy *p = w->p;
+  int handed_over = atomic_load(&p->keep_paths);
   if (w->stopping) return;
+  for (int i = 0; i < w->nwl; i++) {
+    struct wlisten *wl = &w->wl[i];
+    if (wl->fd >= 0 && wl->own && !handed_over) accept_some(w, wl, LAST_ACCEPT_MAX);
+  }
   w->stopping = 1;
-  w->stop_deadline = w->now + w->p->o.stop_grace_ms;
+  w->stop_deadline = w->now + p->o.stop_grace_ms;
   for (int i = 0; i < w->nwl; i++) {
     struct wlisten *wl = &w->wl[i];
     if (wl->fd < 0) continue;
     if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, wl->fd, NULL);
-    if (!wl->shared) close(wl->fd); /* a shared socket is closed by proxy_free */
-    wl->fd = -1;
+    wl->fd = -1; /* the proxy's socket: closed by proxy_free */
   }
+  if (atomic_fetch_add(&p->workers_swept, 1) + 1 == p->nthreads && !handed_over)
+    for (int i = 0; i < p->nls; i++)
+      if (p->ls[i].fd >= 0 && !p->ls[i].inherited) (void)shutdown(p->ls[i].fd, SHUT_RD);
   sweep(w);
 }
 
@@ -366,7 +386,8 @@ void *worker_main(void *arg) {
       int kind = *(int *)evs[i].data.ptr;
       uint32_t e = evs[i].events;
       if (kind == EV_LISTEN) {
-        if (!w->stopping && !w->accept_paused) accept_all(w, evs[i].data.ptr);
+        if (!w->stopping && !w->accept_paused && !atomic_load(&w->p->stopping))
+          accept_some(w, evs[i].data.ptr, 64); /* at the stop, begin_stop accepts the rest */
       } else if (kind == EV_WAKE) {
         uint64_t v;
         if (read(w->wfd, &v, sizeof v) < 0) { /* nothing */

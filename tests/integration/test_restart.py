@@ -97,6 +97,45 @@ def test_sigterm_drains_under_load(tmp):
         e.close()
 
 
+def test_sigterm_answers_the_backlog(tmp):
+    """Connections the kernel accepted before a SIGTERM, still in the backlogs of noded's own
+    sockets (TCP and Unix), are answered, not reset: noded is stopped (SIGSTOP) while 30 visitors
+    connect to each socket and send a request, then gets SIGTERM and SIGCONT. Every request gets
+    its 200 and noded exits 0; a connection made after the stop is refused."""
+    e = F.FrontEnv(tmp, extra_args=["--drain-timeout-ms", "10000"])
+    tcp_port = e.port
+    e.n.proc.send_signal(signal.SIGSTOP)
+    socks = []
+    try:
+        for i in range(30):
+            for kind in ("tcp", "unix"):
+                if kind == "tcp":
+                    s = socket.create_connection((harness.HOST, tcp_port), timeout=5)
+                else:
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.settimeout(5)
+                    s.connect(e.sock)
+                s.sendall(F.get("/backlog-%s-%d" % (kind, i)))
+                socks.append((kind, s))
+        e.n.proc.send_signal(signal.SIGTERM)
+    finally:
+        e.n.proc.send_signal(signal.SIGCONT)
+    got = {"tcp": [], "unix": []}
+    for kind, s in socks:
+        resp, raw, closed = R.read_response(s, time.monotonic() + 10)
+        s.close()
+        got[kind].append(resp.status if resp else ("cut" if closed else "none", raw[:80]))
+    print("backlog answered at SIGTERM: %r" % got, flush=True)
+    assert got == {"tcp": [200] * 30, "unix": [200] * 30}, got
+    assert e.n.proc.wait(timeout=15) == 0, e.n.log_tail()
+    try:
+        socket.create_connection((harness.HOST, tcp_port), timeout=2).close()
+        raise AssertionError("a connection after the stop was accepted")
+    except ConnectionRefusedError:
+        pass
+    assert not os.path.exists(e.sock)
+
+
 def test_large_response_across_sigterm(tmp):
     """A 10 MiB response that a slow origin sends at about 1 MiB/s, with noded told SIGTERM a
     second into it: the visitor gets all of it intact (its length and SHA-256 are the origin's)
