@@ -56,7 +56,8 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
    by the next write that commits). */
 int store_storage_full(struct store *st);
 
-/* 0 while the last write found the database unreachable (PostgreSQL down or restarting), else 1. */
+/* 0 while the last write found the database unreachable (PostgreSQL down or restarting), or
+   this thread's reader lost it or could not be opened; else 1. */
 int store_db_up(struct store *st);
 
 /* 1 when the database is shared by several controld replicas (PostgreSQL: cluster mode,

@@ -14,10 +14,15 @@
 
 /* ---- connections ---- */
 
+/* 1 while this thread's last attempt to open its reader failed: a server that refuses new
+   connections is unavailable to this thread even before a write notices it (store_db_up). */
+static _Thread_local int tl_reader_failed;
+
 struct db_conn *store_reader(struct store *st) {
   struct db_conn *c = pthread_getspecific(st->rkey);
   if (c) return c;
   c = db_open(st->path);
+  tl_reader_failed = !c;
   if (!c) return NULL;
   pthread_mutex_lock(&st->rmu);
   if (st->nreaders == st->capreaders) {
@@ -271,7 +276,7 @@ int store_db_up(struct store *st) {
   struct db_conn *c;
   if (atomic_load(&st->db_down)) return 0;
   c = pthread_getspecific(st->rkey); /* this thread's reader, when it has one */
-  return !c || db_up(c);
+  return c ? db_up(c) : !tl_reader_failed;
 }
 
 /* Remember whether the database answered: a lost PostgreSQL server shows in /healthz. */

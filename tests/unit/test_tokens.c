@@ -1,11 +1,13 @@
 /* Unit tests for controld/store_tokens (API tokens, expiry, the lookup cache, the bootstrap
    token) and common/clock's RFC 3339 parser used for expires_at. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -191,12 +193,58 @@ static void test_bootstrap_rotation_keeps_api_tokens(void **state) {
   assert_string_equal(a.role, "read");
 }
 
+/* A lookup on a thread that has no reader yet, while the database cannot be opened. */
+struct fresh_lookup {
+  struct fx *f;
+  int auth, up;
+};
+
+static void *fresh_thread(void *arg) {
+  struct fresh_lookup *l = arg;
+  struct token_auth a;
+  l->auth = store_token_auth(l->f->st, H_TMP, T0, &a);
+  l->up = store_db_up(l->f->st);
+  return NULL;
+}
+
+static void lookup_on_new_thread(struct fx *f, struct fresh_lookup *l) {
+  pthread_t th;
+  l->f = f;
+  assert_int_equal(pthread_create(&th, NULL, fresh_thread, l), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+}
+
+/* A thread whose reader cannot be opened (the server refuses new connections) sees the database
+   as unavailable, so a request it serves gets 503 db_unavailable, not 500, even before a write
+   has noticed; the threads with a reader, and the thread once it can open one, see it up. */
+static void test_reader_that_cannot_open_is_db_down(void **state) {
+  struct fx *f = *state;
+  struct fresh_lookup l;
+  char away[160];
+  snprintf(away, sizeof away, "%s.away", f->path);
+  lookup_on_new_thread(f, &l);
+  assert_int_equal(l.auth, 1); /* unknown token, database up */
+  assert_int_equal(l.up, 1);
+  assert_int_equal(rename(f->path, away), 0);
+  assert_int_equal(mkdir(f->path, 0700), 0); /* a new connection cannot open a directory */
+  lookup_on_new_thread(f, &l);
+  assert_int_equal(l.auth, -1);
+  assert_int_equal(l.up, 0);
+  assert_int_equal(store_db_up(f->st), 1); /* this thread has no failed open */
+  assert_int_equal(rmdir(f->path), 0);
+  assert_int_equal(rename(away, f->path), 0);
+  lookup_on_new_thread(f, &l);
+  assert_int_equal(l.auth, 1);
+  assert_int_equal(l.up, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_iso),
       cmocka_unit_test_setup_teardown(test_create_lookup_expire_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cache_is_bounded_in_time, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bootstrap_rotation_keeps_api_tokens, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reader_that_cannot_open_is_db_down, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
