@@ -9,7 +9,7 @@
 #                           on databases of its own (CDNCA_TEST_DB=pg, pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
 # Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 6 at a
-# time plainly and on PostgreSQL, 4 under ASan, 2 under TSan; CDNCA_TEST_JOBS=N overrides. A test
+# time plainly and on PostgreSQL, 4 under ASan and TSan; CDNCA_TEST_JOBS=N overrides. A test
 # that fails in the parallel run is run once more alone; the run passes only if it passes then,
 # and every such test is listed as "flaky" at the end so it can be fixed. The longest tests start
 # first (tests/costs.txt seeds ctest's timings in a new build directory).
@@ -39,7 +39,7 @@ elif [ "${1:-}" = "--tsan" ]; then
   shift
   dir="$top/build-tsan"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DTSAN=ON -DCDNCA_WERROR=ON)
-  jobs=2
+  jobs=4
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
 "$top/deploy/deps.sh" --build
