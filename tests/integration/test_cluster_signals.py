@@ -257,8 +257,8 @@ def test_reply_cache_follows_other_replicas(tmp):
 def test_missed_notification_is_caught_by_the_poll(tmp):
     """Changes committed without a notification (written straight into the database): C's reply
     cache stops serving the old body within two fallback polls (a newer gen that no notification
-    brought), and a publication wakes a poll on C within one (1 s): only the poll of MAX(seq)
-    can, since nothing else tells C's hub about another replica's seq."""
+    brought), and a publication wakes a poll on C long before its wait (10 s) ends: only the poll
+    of MAX(seq) (every 1 s) can, since nothing else tells C's hub about another replica's seq."""
     a, c = replicas(tmp, 2)
     st, body, _ = a.api("POST", "/v1/sites", site_body("shop", "shop.test"))
     assert st == 201, body
@@ -299,7 +299,9 @@ def test_missed_notification_is_caught_by_the_poll(tmp):
     woke_ms = (out["t"] - t0) * 1000.0
     print("without a notification: reply cache on C fresh after %.0f ms, poll on C woken after "
           "%.0f ms" % (fresh_ms, woke_ms), flush=True)
-    assert woke_ms < 1500, woke_ms  # one poll interval (1 s) and slack
+    # woken by the poll (every 1 s), not by the wait's end (10 s): the bound leaves room for a
+    # loaded machine (CI saw 1,756 ms beside the other tests) and is still half the wait
+    assert woke_ms < 5000, woke_ms
 
 
 def test_listener_reconnects_and_resyncs(tmp):
