@@ -328,30 +328,33 @@ static void free_graves(struct worker *w) {
 }
 
 /* The stop of listening: each worker accepts what the backlogs of the sockets of this process
- * alone hold (at most LAST_ACCEPT_MAX each) and the last worker to do so shuts them down, so a
- * connection the kernel queued before the stop is answered, not reset; one queued in the few
- * microseconds between the last accept and the shutdown is the only one lost. Sockets handed to a
- * new process or received from systemd are left to the process that accepts on them next
+ * alone hold (at most LAST_ACCEPT_MAX each) and the last worker to stop shuts each socket down
+ * right after its own last accept of it, so a connection the kernel queued before the stop is
+ * answered, not reset; only one queued between that last accept and the shutdown (two system
+ * calls apart) is lost, as closing a listening socket resets its queue. Sockets handed to a new
+ * process or received from systemd are left to the process that accepts on them next
  * (docs/design.md, Restarts and upgrades). */
 static void begin_stop(struct worker *w) {
   struct proxy *p = w->p;
-  int handed_over = atomic_load(&p->keep_paths);
+  int handed_over = atomic_load(&p->keep_paths), last;
   if (w->stopping) return;
   for (int i = 0; i < w->nwl; i++) {
     struct wlisten *wl = &w->wl[i];
     if (wl->fd >= 0 && wl->own && !handed_over) accept_some(w, wl, LAST_ACCEPT_MAX);
   }
+  for (int i = 0; i < w->nwl; i++)
+    if (w->wl[i].fd >= 0 && !w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->wl[i].fd, NULL);
   w->stopping = 1;
   w->stop_deadline = w->now + p->o.stop_grace_ms;
+  last = atomic_fetch_add(&p->workers_swept, 1) + 1 == p->nthreads;
   for (int i = 0; i < w->nwl; i++) {
     struct wlisten *wl = &w->wl[i];
-    if (wl->fd < 0) continue;
-    if (!w->accept_paused) epoll_ctl(w->epfd, EPOLL_CTL_DEL, wl->fd, NULL);
+    if (wl->fd >= 0 && wl->own && !handed_over && last) {
+      accept_some(w, wl, LAST_ACCEPT_MAX); /* what came since the first pass */
+      (void)shutdown(wl->fd, SHUT_RD);
+    }
     wl->fd = -1; /* the proxy's socket: closed by proxy_free */
   }
-  if (atomic_fetch_add(&p->workers_swept, 1) + 1 == p->nthreads && !handed_over)
-    for (int i = 0; i < p->nls; i++)
-      if (p->ls[i].fd >= 0 && !p->ls[i].inherited) (void)shutdown(p->ls[i].fd, SHUT_RD);
   sweep(w);
 }
 
