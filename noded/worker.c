@@ -164,9 +164,9 @@ static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap) 
   }
 }
 
-/* Accept up to max connections from wl: the number accepted (fewer when the backlog is empty,
- * the cap is reached or accept fails; the last two pause accepting). */
-static int accept_some(struct worker *w, struct wlisten *wl, int max) {
+/* Accept up to max connections from wl (fewer when the backlog is empty, the cap is reached or
+ * accept fails; the last two pause accepting). */
+static void accept_some(struct worker *w, struct wlisten *wl, int max) {
   struct proxy *p = w->p;
   int n = 0;
   for (; n < max; n++) {
@@ -180,12 +180,12 @@ static int accept_some(struct worker *w, struct wlisten *wl, int max) {
       if (log_every(&p->last_cap_log, w->now, 1000))
         log_warn("visitor connections at the cap (%d): accepting paused", cap);
       accept_pause(w, SWEEP_MS);
-      return n;
+      return;
     }
     fd = accept4(wl->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-        return n;
+        return;
       /* EMFILE, ENFILE, ENOBUFS, ENOMEM: back off instead of spinning on the ready listener */
       w->accept_backoff = w->accept_backoff ? w->accept_backoff * 2 : ACCEPT_BACKOFF_MIN;
       if (w->accept_backoff > ACCEPT_BACKOFF_MAX) w->accept_backoff = ACCEPT_BACKOFF_MAX;
@@ -193,7 +193,7 @@ static int accept_some(struct worker *w, struct wlisten *wl, int max) {
         log_warn("accept: %s: accepting paused for %lld ms", strerror(errno),
                  (long long)w->accept_backoff);
       accept_pause(w, w->accept_backoff);
-      return n;
+      return;
     }
     w->accept_backoff = 0;
     if (!(c = calloc(1, sizeof *c))) {
@@ -232,7 +232,6 @@ static int accept_some(struct worker *w, struct wlisten *wl, int max) {
     w->n_conns++;
     atomic_fetch_add_explicit(&p->n_conns, 1, memory_order_relaxed);
   }
-  return n;
 }
 
 /* The visitor-side deadline of c in its phase: 1 when it has passed. */
