@@ -562,9 +562,12 @@ def main(argv=None):
 
     o = TestOrigin(name=a.name, port=a.port, host=a.host, tls_cert=a.tls_cert,
                    tls_key=a.tls_key, verbose=a.verbose).start()
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    # A plain flag, not a threading.Event: the handler runs in the main thread, and an Event's
+    # set() would wait for the Event's own lock, which that thread may hold inside wait() when
+    # the signal lands (a deadlock: the process never exits on SIGTERM).
+    done = []
+    signal.signal(signal.SIGTERM, lambda *_: done.append(1))
+    signal.signal(signal.SIGINT, lambda *_: done.append(1))
     if a.portfile:
         tmp = a.portfile + ".tmp"
         with open(tmp, "w") as f:
@@ -573,9 +576,10 @@ def main(argv=None):
     if a.verbose:
         sys.stderr.write("origin[%s] listening on %s\n" % (a.name, o.url))
     parent = os.getppid()
-    while not done.wait(0.5):
+    while not done:
         if os.getppid() != parent:  # the parent died without stopping us
             break
+        time.sleep(0.1)
     o.stop()
     return 0
 
