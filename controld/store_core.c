@@ -14,16 +14,21 @@
 
 /* ---- connections ---- */
 
-/* 1 while this thread's last attempt to open its reader failed: a server that refuses new
-   connections is unavailable to this thread even before a write notices it (store_db_up). */
-static _Thread_local int tl_reader_failed;
+/* The value of a thread's reader key while its last attempt to open its reader failed: a server
+   that refuses new connections is unavailable to this thread (and this store) even before a write
+   notices it (store_db_up). */
+static char reader_failed_mark;
+#define READER_FAILED ((void *)&reader_failed_mark)
 
 struct db_conn *store_reader(struct store *st) {
-  struct db_conn *c = pthread_getspecific(st->rkey);
-  if (c) return c;
+  void *v = pthread_getspecific(st->rkey);
+  struct db_conn *c;
+  if (v && v != READER_FAILED) return v;
   c = db_open(st->path);
-  tl_reader_failed = !c;
-  if (!c) return NULL;
+  if (!c) {
+    pthread_setspecific(st->rkey, READER_FAILED);
+    return NULL;
+  }
   pthread_mutex_lock(&st->rmu);
   if (st->nreaders == st->capreaders) {
     int ncap = st->capreaders ? st->capreaders * 2 : 8;
@@ -273,10 +278,11 @@ int store_storage_full(struct store *st) {
 }
 
 int store_db_up(struct store *st) {
-  struct db_conn *c;
+  void *v;
   if (atomic_load(&st->db_down)) return 0;
-  c = pthread_getspecific(st->rkey); /* this thread's reader, when it has one */
-  return c ? db_up(c) : !tl_reader_failed;
+  v = pthread_getspecific(st->rkey); /* this thread's reader, when it has one */
+  if (v == READER_FAILED) return 0;
+  return v ? db_up(v) : 1;
 }
 
 /* Remember whether the database answered: a lost PostgreSQL server shows in /healthz. */

@@ -196,7 +196,9 @@ static void test_bootstrap_rotation_keeps_api_tokens(void **state) {
 /* A lookup on a thread that has no reader yet, while the database cannot be opened. */
 struct fresh_lookup {
   struct fx *f;
+  struct store *other; /* a second store the thread also reads, or NULL */
   int auth, up;
+  int other_auth, other_up; /* the same on the other store, after the first */
 };
 
 static void *fresh_thread(void *arg) {
@@ -204,6 +206,11 @@ static void *fresh_thread(void *arg) {
   struct token_auth a;
   l->auth = store_token_auth(l->f->st, H_TMP, T0, &a);
   l->up = store_db_up(l->f->st);
+  if (l->other) {
+    l->other_auth = store_token_auth(l->other, H_TMP, T0, &a);
+    l->other_up = store_db_up(l->other);
+    l->up = store_db_up(l->f->st); /* the other store's open does not clear this one's */
+  }
   return NULL;
 }
 
@@ -219,17 +226,29 @@ static void lookup_on_new_thread(struct fx *f, struct fresh_lookup *l) {
    has noticed; the threads with a reader, and the thread once it can open one, see it up. */
 static void test_reader_that_cannot_open_is_db_down(void **state) {
   struct fx *f = *state;
-  struct fresh_lookup l;
-  char away[160];
+  struct fresh_lookup l = {0};
+  char away[160], other_path[160];
   snprintf(away, sizeof away, "%s.away", f->path);
+  snprintf(other_path, sizeof other_path, "%s/other.db", f->dir);
   lookup_on_new_thread(f, &l);
   assert_int_equal(l.auth, 1); /* unknown token, database up */
   assert_int_equal(l.up, 1);
   assert_int_equal(rename(f->path, away), 0);
   assert_int_equal(mkdir(f->path, 0700), 0); /* a new connection cannot open a directory */
+  /* the mark is this store's: a second store on the same thread opens its reader and is up */
+  l.other = store_open(other_path);
+  assert_non_null(l.other);
   lookup_on_new_thread(f, &l);
   assert_int_equal(l.auth, -1);
   assert_int_equal(l.up, 0);
+  assert_int_equal(l.other_auth, 1);
+  assert_int_equal(l.other_up, 1);
+  store_close(&l.other);
+  unlink(other_path);
+  snprintf(other_path, sizeof other_path, "%s/other.db-wal", f->dir);
+  unlink(other_path);
+  snprintf(other_path, sizeof other_path, "%s/other.db-shm", f->dir);
+  unlink(other_path);
   assert_int_equal(store_db_up(f->st), 1); /* this thread has no failed open */
   assert_int_equal(rmdir(f->path), 0);
   assert_int_equal(rename(away, f->path), 0);
