@@ -1,8 +1,10 @@
 #!/bin/sh
 # bench_edge.sh — the real noded binary (enrolled with controld, one site) vs nginx proxy_pass and
 # HAProxy, same origin, same run: req/s, p99 and CPU per request as medians over interleaved wrk
-# rounds, for a 1 KiB and a 1 MiB response; optionally system calls per request (strace -c);
-# then RSS of each proxy while it holds IDLE idle visitor connections.
+# rounds, for a 1 KiB and a 1 MiB response; each round also the TCP segments and context switches
+# per request (the whole machine's) and, pinned, the load core's busy time per request;
+# optionally system calls per request (strace -c); then RSS of each proxy while it holds IDLE
+# idle visitor connections.
 # usage: tests/bench/bench_edge.sh BUILD_DIR   (needs controld and noded built there, nginx,
 # haproxy, wrk; strace for SYSCALLS=on)
 # Env: PIN [on]: each proxy under test runs alone on core PROXY_CPU [1] (taskset; nginx with
@@ -270,27 +272,39 @@ HZ=$(getconf CLK_TCK)
 core_ticks() {
   awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
 }
-run() {  # PORT PID PATH NAME -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent [cores busy]"
+# TCP segments sent on this host so far (every loopback segment is sent once and received once),
+# and context switches on every core so far
+tcp_segs() {
+  awk '$1 == "Tcp:" && $2 ~ /^[0-9]+$/ {print $12}' /proc/net/snmp
+}
+ctxt() {
+  awk '$1 == "ctxt" {print $2}' /proc/stat
+}
+run() {  # PORT PID PATH NAME -> "req/s p99_us cpu_us_per_request proxy_busy_percent kernel_percent segments/switches_per_request [cores busy, load core us per request]"
   scr=$(script_of "$4")
   c0=$(cpu_ticks "$2"); k0=$(SYS=1 cpu_ticks "$2"); t0=$(date +%s%N); url="http://127.0.0.1:$1$3"
+  g0=$(tcp_segs); x0=$(ctxt)
   if [ "$PIN" = on ]; then set -- "$1" "$2" $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU"); fi
   $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'Host: bench.test' $scr "$url" >"$TMP/wrk.out" 2>&1
-  c1=$(cpu_ticks "$2"); k1=$(SYS=1 cpu_ticks "$2"); t1=$(date +%s%N)
+  c1=$(cpu_ticks "$2"); k1=$(SYS=1 cpu_ticks "$2"); t1=$(date +%s%N); g1=$(tcp_segs); x1=$(ctxt)
+  n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
   cores=""
   if [ "$PIN" = on ]; then
+    # the load core's busy time per request: what the proxy's way of sending costs wrk and the
+    # origin (on loopback a receiver's TCP work runs in its sender's system call)
     cores=$(echo "$3 $4 $5 $6 $(core_ticks "$PROXY_CPU") $(core_ticks "$LOAD_CPU")" |
-      awk '{printf "cores busy: proxy %.0f%%, load %.0f%%", ($5 - $1) * 100 / ($6 - $2 + 1e-9), ($7 - $3) * 100 / ($8 - $4 + 1e-9)}')
+      awk -v hz="$HZ" -v n="$n" '{printf "cores busy: proxy %.0f%%, load %.0f%% (%.2f us per request)", ($5 - $1) * 100 / ($6 - $2 + 1e-9), ($7 - $3) * 100 / ($8 - $4 + 1e-9), ($7 - $3) * 1000000 / hz / n}')
   fi
+  segs=$(awk -v a="$g0" -v b="$g1" -v c="$x0" -v d="$x1" -v n="$n" 'BEGIN {printf "%.2f/%.2f", (b - a) / n, (d - c) / n}')
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$TMP/wrk.out")
   p99=$(awk '$1 == "99%" {print $2}' "$TMP/wrk.out" | to_us)
-  n=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
   cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1000000 / hz / n}')
   # the proxy's CPU time over the wall time of the round: 100 = one core kept busy
   busy=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN {printf "%.0f", (b - a) / hz * 1e11 / t}')
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$TMP/wrk.out")
   [ -z "$errs" ] || echo "  ($1: $errs)" >&2
   kern=$(awk -v a="$c0" -v b="$c1" -v c="$k0" -v d="$k1" 'BEGIN {printf "%.0f", (d - c) * 100 / (b - a + 1e-9)}')
-  echo "$rps $p99 $cpu $busy $kern $cores"
+  echo "$rps $p99 $cpu $busy $kern $segs $cores"
 }
 
 echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG"
@@ -309,7 +323,7 @@ for z in $SIZES; do
       set -- $(run "$(port_of "$who")" "$(pid_of "$who")" "$(path_of "$z")" "$who")
       echo "$1 $2 $3 $5" >>"$TMP/$who.$z.txt"
       mib=$(awk -v r="$1" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}')
-      echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request ($5% in the kernel), proxy busy $4% of a core${6:+, $6 $7 $8 $9 ${10} ${11}} (load $(cut -d' ' -f1 /proc/loadavg))"
+      echo "$z round $r $who: $1 req/s ($mib MiB/s of bodies), p99 $2 us, $3 us CPU per request ($5% in the kernel), proxy busy $4% of a core, TCP segments/context switches per request $6${7:+, $7 $8 $9 ${10} ${11} ${12} ${13} ${14} ${15} ${16}} (load $(cut -d' ' -f1 /proc/loadavg))"
     done
     r=$((r + 1))
   done
