@@ -18,7 +18,10 @@
 # ROUNDS [5], DURATION [10s], CONNS [64], IDLE [10000] (0: skip that part), ACCESS_LOG [off] (on:
 # each proxy writes one access line per request to a file; off: none does -- noded runs with
 # --log-level warn), SYSCALLS [off] (on: after the timed rounds, strace -c -f on each proxy during
-# one SYSCALL_DURATION [5s] wrk run per size, system calls per request printed per call).
+# one SYSCALL_DURATION [5s] wrk run per size, system calls per request printed per call),
+# PACE_MS [0] (> 0: each connection waits on average that long between its requests, so the
+# offered rate is at most CONNS * 1000 / PACE_MS req/s: below the load core's limit, p99 is the path's latency
+# rather than the load generator's queue).
 # Builds nothing; runtime about ROUNDS * (number of PROXIES) * (number of SIZES) * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
@@ -43,6 +46,8 @@ PROXIES=${PROXIES:-nginx haproxy noded}
 SIZES=${SIZES:-1k 1m}
 SYSCALLS=${SYSCALLS:-off}
 SYSCALL_DURATION=${SYSCALL_DURATION:-5s}
+PACE_MS=${PACE_MS:-0}
+case "$PACE_MS" in ''|*[!0-9]*) echo "PACE_MS: a whole number of milliseconds" >&2; exit 2 ;; esac
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
@@ -239,7 +244,18 @@ wait_url "http://127.0.0.1:$NODE_PORT/"
 port_of() { case "$1" in nginx) echo "$NGX_PORT" ;; haproxy) echo "$HAP_PORT" ;; noded) echo "$NODE_PORT" ;; noded-cache) echo "$CACHE_PORT" ;; nginx-cache) echo "$CACHE_NGX_PORT" ;; esac; }
 pid_of() { case "$1" in nginx|nginx-cache) echo "$NGX_PID" ;; haproxy) echo "$HAP_PID" ;; noded|noded-cache) echo "$NODE_PID" ;; esac; }
 # the wrk script of a proxy: unique URIs (all misses) through the cache
-script_of() { case "$1" in *-cache) echo "-s $TMP/cache/miss.lua" ;; esac; }
+# PACE_MS > 0: each wrk connection waits between its requests (wrk's delay()) a random time of
+# mean PACE_MS (uniform, 0 to twice it, so that the connections do not send in step)
+if [ "$PACE_MS" -gt 0 ]; then
+  echo "function delay() return math.random(0, 2 * $PACE_MS) end" >"$TMP/pace.lua"
+  [ ! -f "$TMP/cache/miss.lua" ] || cat "$TMP/pace.lua" >>"$TMP/cache/miss.lua"
+fi
+script_of() {
+  case "$1" in
+    *-cache) echo "-s $TMP/cache/miss.lua" ;;
+    *) [ "$PACE_MS" -eq 0 ] || echo "-s $TMP/pace.lua" ;;
+  esac
+}
 path_of() { case "$1" in 1k) echo / ;; 1m) echo /1m.bin ;; esac; }
 bytes_of() { case "$1" in 1k) echo 1024 ;; 1m) echo 1048576 ;; esac; }
 for who in $PROXIES; do
