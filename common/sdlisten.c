@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,4 +102,13 @@ int sdlisten_receive(int *fds, struct sdlisten_addr *addrs, int max, char *err, 
     fds[i] = fd;
   }
   return n;
+}
+
+/* ---- a stop ---- */
+
+int sdlisten_refuse_new(int fd) {
+  /* a classic BPF program that keeps 0 bytes of every packet: the packet is dropped */
+  static struct sock_filter drop_all[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+  struct sock_fprog prog = {.len = 1, .filter = drop_all};
+  return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
 }

@@ -2,7 +2,8 @@
  * by the noded being upgraded (docs/design.md, Restarts and upgrades): LISTEN_FDS/LISTEN_PID
  * read through sd_listen_fds, and each received socket matched to the address of a --listen or
  * --admin-listen by its own address (TCP: family, address and port; Unix: the path). A received
- * socket that matches no configured address is an error at start. */
+ * socket that matches no configured address is an error at start. And the last step of a stop
+ * for a listener of the process's own: take no new connection, so that closing it resets none. */
 #ifndef CDNCA_SDLISTEN_H
 #define CDNCA_SDLISTEN_H
 
@@ -38,5 +39,15 @@ int sdlisten_match(const struct sdlisten_addr *got, int n, const struct sdlisten
    descriptors into fds (from 3 on, made close-on-exec and non-blocking) with their addresses.
    The count (0 when none were passed), or -1 with err. */
 int sdlisten_receive(int *fds, struct sdlisten_addr *addrs, int max, char *err, size_t errlen);
+
+/* ---- a stop ---- */
+
+/* Make TCP listener fd take no new connection, for a stop that must reset nobody: from now on
+   the kernel drops every packet that reaches it (a socket filter that passes nothing), a SYN and
+   a handshake's last ACK included, so once its queue has been accepted to the end it stays empty
+   and closing it resets no connection; a client that connects meanwhile retries its SYN and is
+   refused once the socket is closed. The connections already queued are not touched. 0, or -1
+   with errno. */
+int sdlisten_refuse_new(int fd);
 
 #endif

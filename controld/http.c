@@ -24,6 +24,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "route.h"
+#include "sdlisten.h"
 #include "token.h"
 
 /* The daemon's closure: the configuration (its strings copied), the route tables, the daemon. */
@@ -661,6 +662,11 @@ void http_drain(struct http_srv *srv, int64_t timeout_ms) {
   acceptor_stop(srv);
   atomic_store(&srv->draining, 1);
   if (srv->own_fd) { /* no next process takes this backlog: answer it, then refuse the rest */
+    accept_some(srv, t0 + timeout_ms / 2);
+    /* a TCP socket takes no new connection from here (SYNs dropped: the clients' retries are
+       refused after the close), so the accept below empties its queue for good and the close
+       resets nobody */
+    (void)sdlisten_refuse_new(srv->listen_fd);
     accept_some(srv, t0 + timeout_ms / 2);
     close(srv->listen_fd);
     srv->listen_fd = -1;

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "relay.h"
 #include "request.h"
+#include "sdlisten.h"
 #include "sitecfg.h"
 #include "upstream.h"
 #include "vconn.h"
@@ -349,6 +350,10 @@ static void begin_stop(struct worker *w) {
   for (int i = 0; i < w->nwl; i++) {
     struct wlisten *wl = &w->wl[i];
     if (wl->fd >= 0 && wl->own && !handed_over && last) {
+      /* a TCP socket takes no new connection from here (SYNs dropped: the clients' retries are
+         refused after the close), so the accept below empties its queue for good and the
+         shutdown resets nobody; a Unix socket's path is gone already (proxy_drain) */
+      (void)sdlisten_refuse_new(wl->fd);
       accept_some(w, wl, LAST_ACCEPT_MAX); /* what came since the first pass */
       (void)shutdown(wl->fd, SHUT_RD);
     }

@@ -2,13 +2,17 @@
  * received sockets matched to the configured addresses: in any order, some configured ones
  * without a socket, and an error naming a received socket that matches none or comes twice. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -94,10 +98,53 @@ static void test_match(void **state) {
   assert_non_null(strstr(err, "two sockets for 127.0.0.1:8080"));
 }
 
+/* A connection queued before sdlisten_refuse_new is accepted and works; one attempted after it is
+   not completed (its SYN dropped: no accept, the client still connecting) and, once the listener
+   is closed, is refused (its SYN retried), never reset after a handshake. Without the filter the
+   second connection completes at once and the close resets it. */
+static void test_refuse_new_then_close(void **state) {
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof in;
+  int lfd, a, b, acc, err = 0;
+  struct pollfd pf;
+  char buf[4];
+  (void)state;
+  lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  assert_true(lfd >= 0);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&in, sizeof in), 0);
+  assert_int_equal(listen(lfd, 16), 0);
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&in, &len), 0);
+  a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(connect(a, (struct sockaddr *)&in, sizeof in), 0); /* queued */
+  assert_int_equal(sdlisten_refuse_new(lfd), 0);
+  b = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  assert_int_equal(connect(b, (struct sockaddr *)&in, sizeof in), -1);
+  assert_int_equal(errno, EINPROGRESS);
+  pf = (struct pollfd){.fd = b, .events = POLLOUT};
+  assert_int_equal(poll(&pf, 1, 300), 0); /* no SYN-ACK: still connecting */
+  acc = accept(lfd, NULL, NULL);          /* a, queued before the filter */
+  assert_true(acc >= 0);
+  assert_int_equal(accept(lfd, NULL, NULL), -1);
+  assert_true(errno == EAGAIN || errno == EWOULDBLOCK); /* nothing else entered the queue */
+  assert_int_equal(send(a, "hi", 2, 0), 2);
+  assert_int_equal(recv(acc, buf, sizeof buf, 0), 2); /* the queued connection works */
+  close(lfd);
+  /* b's SYN is retried after ~1 s and meets no listener: refused */
+  pf = (struct pollfd){.fd = b, .events = POLLOUT};
+  assert_int_equal(poll(&pf, 1, 5000), 1);
+  len = sizeof err;
+  assert_int_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  assert_int_equal(err, ECONNREFUSED);
+  close(acc);
+  close(a);
+  close(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same),
       cmocka_unit_test(test_match),
+      cmocka_unit_test(test_refuse_new_then_close),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
