@@ -9,7 +9,7 @@
 #                           on databases of its own (CDNCA_TEST_DB=pg, pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
 # Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 6 at a
-# time plainly, on PostgreSQL and under ASan, 4 under TSan; CDNCA_TEST_JOBS=N overrides. A test
+# time plainly and on PostgreSQL, 4 under ASan and TSan; CDNCA_TEST_JOBS=N overrides. A test
 # that fails in the parallel run is run once more alone; the run passes only if it passes then,
 # and every such test is listed as "flaky" at the end so it can be fixed. The longest tests start
 # first (tests/costs.txt seeds ctest's timings in a new build directory).
@@ -32,6 +32,7 @@ elif [ "${1:-}" = "--asan" ]; then
   shift
   dir="$top/build-asan"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DASAN=ON -DUBSAN=ON -DCDNCA_WERROR=ON)
+  jobs=4
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 elif [ "${1:-}" = "--tsan" ]; then
