@@ -328,11 +328,11 @@ static void free_graves(struct worker *w) {
 }
 
 /* The stop of listening: each worker accepts what the backlogs of the sockets of this process
- * alone hold (at most LAST_ACCEPT_MAX each) and the last worker to stop shuts each socket down
- * right after its own last accept of it, so a connection the kernel queued before the stop is
- * answered, not reset; only one queued between that last accept and the shutdown (two system
- * calls apart) is lost, as closing a listening socket resets its queue. Sockets handed to a new
- * process or received from systemd are left to the process that accepts on them next
+ * alone hold (at most LAST_ACCEPT_MAX each); the last worker to stop makes each such socket take
+ * no new connection (sdlisten_refuse_new), accepts what is left and shuts it down, so a
+ * connection the kernel queued before the stop is answered, not reset (closing a listening
+ * socket resets its queue, which the filter keeps empty after that last accept). Sockets handed
+ * to a new process or received from systemd are left to the process that accepts on them next
  * (docs/design.md, Restarts and upgrades). */
 static void begin_stop(struct worker *w) {
   struct proxy *p = w->p;
