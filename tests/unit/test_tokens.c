@@ -1,5 +1,6 @@
 /* Unit tests for controld/store_tokens (API tokens, expiry, the lookup cache, the bootstrap
    token) and common/clock's RFC 3339 parser used for expires_at. */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,16 +87,21 @@ static int setup(void **state) {
   return 0;
 }
 
+/* Remove a SQLite database file and its WAL and shared-memory files. */
+static void unlink_db(const char *path) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s-wal", path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", path);
+  unlink(p);
+  unlink(path);
+}
+
 static int teardown(void **state) {
   struct fx *f = *state;
-  char p[160];
   clock_set_fake_ms(-1);
   store_close(&f->st);
-  snprintf(p, sizeof p, "%s-wal", f->path);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", f->path);
-  unlink(p);
-  unlink(f->path);
+  unlink_db(f->path);
   rmdir(f->dir);
   free(f);
   return 0;
@@ -244,11 +250,7 @@ static void test_reader_that_cannot_open_is_db_down(void **state) {
   assert_int_equal(l.other_auth, 1);
   assert_int_equal(l.other_up, 1);
   store_close(&l.other);
-  unlink(other_path);
-  snprintf(other_path, sizeof other_path, "%s/other.db-wal", f->dir);
-  unlink(other_path);
-  snprintf(other_path, sizeof other_path, "%s/other.db-shm", f->dir);
-  unlink(other_path);
+  unlink_db(other_path);
   assert_int_equal(store_db_up(f->st), 1); /* this thread has no failed open */
   assert_int_equal(rmdir(f->path), 0);
   assert_int_equal(rename(away, f->path), 0);
