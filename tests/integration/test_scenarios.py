@@ -74,14 +74,13 @@ def test_probe_cycle_oldest_first_up_to_batch(tmp):
                               if sid == s["id"] and oid == second_o), s["id"]
     first, second = set(ids[:2]), set(ids[2:])
     rounds = sorted(by_round)
-    complete = rounds
-    assert len(complete) >= 5, by_round
-    for r in complete:
+    assert len(rounds) >= 5, by_round
+    for r in rounds:
         assert len(by_round[r]) == 2, ("a round probed %d sites (batch 2)" % len(by_round[r]),
                                        by_round)
     # never probed first (the lowest ids among equals), then always the pair probed longest ago
     assert by_round[rounds[0]] == first, by_round
-    for i, r in enumerate(complete):
+    for i, r in enumerate(rounds):
         assert by_round[r] == (first if i % 2 == 0 else second), (r, by_round)
     for s in sites:
         cd = card(c, s["id"])
