@@ -266,9 +266,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
+        # head and body in one write, as a real server sends a small answer: a stop of this
+        # origin (close_all) then finds the answer sent whole or not at all, never a head
+        # without its body, which a proxy that already passed the head on cannot retry
+        if self.request_version == "HTTP/0.9":  # no head at all (end_headers writes none)
             self.wfile.write(body)
+            return
+        self._headers_buffer.append(b"\r\n")
+        if self.command != "HEAD":
+            self._headers_buffer.append(body)
+        self.flush_headers()
 
     def _send_json(self, status, obj):
         self._send(status, (json.dumps(obj) + "\n").encode())
