@@ -14,7 +14,9 @@
 
 #include "chan.h"
 #include "clock.h"
+#include "engine.h"
 #include "fields.h"
+#include "fleet.h"
 #include "json.h"
 #include "model.h"
 #include "names.h"
@@ -789,6 +791,21 @@ fail:
   return -1;
 }
 
+/* Each imported site's fleet view flags as the engine would store them now: its kept level with
+   every origin's health unknown (runtime state is not moved), so GET /v1/summary counts a site
+   the source had on a backup level as on_backup from the first answer on
+   (docs/operations.md#what-moves-and-what-does-not). 0, or -1 when out of memory. */
+static int fleet_of_import(struct store_export *x, int64_t now) {
+  x->site_fleet = calloc(x->n_sites > 0 ? (size_t)x->n_sites : 1, sizeof *x->site_fleet);
+  if (!x->site_fleet) return -1;
+  for (int i = 0; i < x->n_sites; i++) {
+    struct outlook ol;
+    engine_outlook(&x->sites[i], now, &ol);
+    x->site_fleet[i] = fleet_state_of(&x->sites[i], &ol);
+  }
+  return 0;
+}
+
 int export_read_file(struct store *st, const char *path, const struct targets *deny, char *msg,
                      size_t msglen) {
   struct store_export x;
@@ -810,6 +827,10 @@ int export_read_file(struct store *st, const char *path, const struct targets *d
   if (export_from_json(doc, &x, &err) < 0 || export_check_targets(&x, deny, &err) < 0) {
     snprintf(msg, msglen, "%s: refused at %s: %s (nothing was imported)", path,
              err.field[0] ? err.field : "the top level", err.message);
+    goto out;
+  }
+  if (fleet_of_import(&x, clock_wall_ms()) < 0) {
+    snprintf(msg, msglen, "out of memory (nothing was imported)");
     goto out;
   }
   rc = store_export_write(st, &x, what, sizeof what);

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "names.h"
 #include "store_core.h"
+#include "store_fleet.h"
 #include "store_pub.h"
 #include "store_sites.h"
 #include "store_tokens.h"
@@ -158,6 +159,7 @@ void store_export_fini(struct store_export *x) {
   for (int i = 0; i < x->n_sites; i++)
     site_rec_fini(&x->sites[i]);
   free(x->sites);
+  free(x->site_fleet);
   free(x->nodes);
   free(x->tokens);
   for (int i = 0; i < x->n_webhooks; i++)
@@ -227,9 +229,10 @@ static enum store_rc write_origins(struct store *st, const struct site_rec *s, i
 }
 
 /* One site: the row with its id, then its configuration and hostnames through the update the
-   API uses, its origins with their ids, and the kept level, pin, versions and times. */
-static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src, int si, char *what,
-                                size_t whatlen) {
+   API uses, its origins with their ids, the kept level, pin, versions and times, and its fleet
+   view flags. */
+static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src, unsigned fleet,
+                                int si, char *what, size_t whatlen) {
   struct store *st = store_tx_store(tx);
   static const char ins[] =
       "INSERT INTO sites (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)";
@@ -246,11 +249,12 @@ static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src,
   if (rc != STORE_OK) return rc;
   rc = write_origins(st, src, si, what, whatlen);
   if (rc != STORE_OK) return rc;
-  return store_exec(st->w, "importing a site's level and versions", fix, "iiIIIII",
-                    src->current_level, src->manual_pin, src->config_version, src->revision,
-                    src->created_at, src->updated_at, src->id) < 0
-             ? STORE_ERROR
-             : STORE_OK;
+  if (store_exec(st->w, "importing a site's level and versions", fix, "iiIIIII", src->current_level,
+                 src->manual_pin, src->config_version, src->revision, src->created_at,
+                 src->updated_at, src->id) < 0 ||
+      store_fleet_set_locked(tx, src->id, fleet) < 0)
+    return STORE_ERROR;
+  return STORE_OK;
 }
 
 static enum store_rc write_tokens(struct store *st, const struct store_export *x, char *what,
@@ -370,7 +374,9 @@ static enum store_rc write_all(struct store_tx *tx, const struct store_export *x
     return STORE_ERROR;
   store_tokens_removed_locked(tx);
   for (int i = 0; i < x->n_sites; i++)
-    if ((rc = write_site(tx, &x->sites[i], i, what, whatlen)) != STORE_OK) return rc;
+    if ((rc = write_site(tx, &x->sites[i], x->site_fleet ? x->site_fleet[i] : 0, i, what,
+                         whatlen)) != STORE_OK)
+      return rc;
   if ((rc = write_tokens(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_nodes(st, x, what, whatlen)) != STORE_OK) return rc;
   if ((rc = write_webhooks(st, x, what, whatlen)) != STORE_OK) return rc;

@@ -34,6 +34,8 @@ struct store_export {
   int64_t pub_seq; /* the source's highest publication seq */
   int n_sites;
   struct site_rec *sites; /* ordered by id; origins by level, id */
+  unsigned *site_fleet;   /* for the write: n_sites FLEET_* flags (fleet_state.h), the fleet
+                             view's state of each imported site; NULL stores none (all clear) */
   int n_nodes;
   struct export_node *nodes;
   int n_tokens;
@@ -51,7 +53,9 @@ enum store_rc store_export_read(struct store *st, struct store_export *out);
    replaced): else STORE_CONFLICT with what naming the first kind found ("sites", ...). A UNIQUE
    clash (a document not checked by export_from_json) is STORE_CONFLICT with what giving the path
    ("sites[2].hostnames[0]"). Publications are numbered after x->pub_seq, so a node holding any
-   seq of the source takes the full set. Nothing is written unless STORE_OK is returned. */
+   seq of the source takes the full set. Each site's fleet view flags are x->site_fleet[i], so
+   the fleet counts are right before the engine looks at the site. Nothing is written unless
+   STORE_OK is returned. */
 enum store_rc store_export_write(struct store *st, const struct store_export *x, char *what,
                                  size_t whatlen);
 

@@ -7,14 +7,16 @@ with its old token, a webhook's signatures still verify, API tokens still authen
 corrupt in any of several ways is refused with the JSON path named and nothing stored; an import
 into a database that already holds a configuration is refused."""
 
+import contextlib
 import copy
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 
 import harness
-from harness import Controld, Noded, Origin, new_db, wait_until
+from harness import Controld, Noded, Origin, db_query, new_db, wait_until
 from receiver import Receiver, verify_signature
 
 SECRET = "webhook-secret-0123456789"
@@ -158,6 +160,14 @@ def test_move_keeps_everything(tmp):
     # the new controld takes the old one's address; the node is not touched
     new = Controld(tmp, name="new", extra_args=QUIET, admin_token=old.admin_token, db=target)
     new.port, new.url = old.port, old.url
+    # the fleet view's state came with the import, before any engine looks at a site: the
+    # summary's counts are right from the new controld's first answer
+    flags = ("SELECT id, state_on_backup, state_all_down, state_failback_available, state_paused "
+             "FROM sites ORDER BY id")
+    with contextlib.closing(sqlite3.connect(old.db)) as con:
+        want = con.execute(flags).fetchall()
+    assert [r[1] for r in want] == [1, 0], want  # shop on its backup level, blog on its primary
+    assert db_query(new, flags) == want, (db_query(new, flags), want)
     new.start()
     after = snapshot(new)
     assert after == before, differences(before, after)[:40]
