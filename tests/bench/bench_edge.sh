@@ -21,7 +21,10 @@
 # one SYSCALL_DURATION [5s] wrk run per size, system calls per request printed per call),
 # PACE_MS [0] (> 0: each connection waits on average that long between its requests, so the
 # offered rate is at most CONNS * 1000 / PACE_MS req/s: below the load core's limit, p99 is the path's latency
-# rather than the load generator's queue).
+# rather than the load generator's queue), CPU_QUOTA [0] (1-100: each proxy under test -- every
+# process and thread of it -- may use at most that percent of one core, a cgroup of its own with
+# CFS bandwidth control, root only; below what a proxy would use, req/s and MiB/s are then the
+# throughput at equal CPU, and p99 the quota's 100 ms periods rather than the path).
 # Builds nothing; runtime about ROUNDS * (number of PROXIES) * (number of SIZES) * DURATION + 40 s.
 set -eu
 BUILD=${1:?usage: bench_edge.sh BUILD_DIR}
@@ -48,6 +51,9 @@ SYSCALLS=${SYSCALLS:-off}
 SYSCALL_DURATION=${SYSCALL_DURATION:-5s}
 PACE_MS=${PACE_MS:-0}
 case "$PACE_MS" in ''|*[!0-9]*) echo "PACE_MS: a whole number of milliseconds" >&2; exit 2 ;; esac
+CPU_QUOTA=${CPU_QUOTA:-0}
+case "$CPU_QUOTA" in ''|*[!0-9]*) echo "CPU_QUOTA: a whole percent of one core, 1 to 100" >&2; exit 2 ;; esac
+[ "$CPU_QUOTA" -le 100 ] || { echo "CPU_QUOTA: a whole percent of one core, 1 to 100" >&2; exit 2; }
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 for b in "$BUILD/controld/controld" "$BUILD/noded/noded"; do
@@ -323,7 +329,17 @@ run() {  # PORT PID PATH NAME -> "req/s p99_us cpu_us_per_request proxy_busy_per
   echo "$rps $p99 $cpu $busy $kern $segs $cores"
 }
 
-echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG"
+if [ "$CPU_QUOTA" -gt 0 ]; then  # each proxy process (nginx: master and worker) in its own group
+  capped=""
+  for who in $PROXIES; do
+    pid=$(pid_of "$who")
+    case " $capped " in *" $pid "*) continue ;; esac
+    cpu_cap "cdnca-bench-$$-$pid" "$CPU_QUOTA" $pid $(pgrep -P "$pid" | tr '\n' ' ') ||
+      { echo "CPU_QUOTA: could not cap $who's CPU (root and a cgroup cpu controller needed)" >&2; exit 2; }
+    capped="$capped $pid"
+  done
+fi
+echo "mode: PIN=$PIN (proxies on ${ON_PROXY:-any core}, wrk/origin/controld on ${ON_LOAD:-any core}), proxy threads $THREADS, wrk -t$WRK_THREADS -c$CONNS -d$DURATION, ROUNDS=$ROUNDS, ACCESS_LOG=$ACCESS_LOG, CPU_QUOTA=$CPU_QUOTA"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for who in $PROXIES; do
   $ON_LOAD wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -H 'Host: bench.test' "http://127.0.0.1:$(port_of "$who")/" >/dev/null 2>&1
@@ -351,7 +367,7 @@ for z in $SIZES; do
     echo "$z median $who: $rps req/s ($(awk -v r="$rps" -v b="$(bytes_of "$z")" 'BEGIN {printf "%.0f", r * b / 1048576}') MiB/s), p99 $p99 us, $cpu us CPU per request, $kern% of it in the kernel"
   done
   # noded against the better of the others on each figure (higher req/s, lower p99 and CPU)
-  awk -v z="$z" '$1 == "noded" {n = 1; r = $2; p = $3; c = $4; next}
+  awk -v z="$z" -v q="$CPU_QUOTA" '$1 == "noded" {n = 1; r = $2; p = $3; c = $4; next}
     $1 == "noded-cache" {m = 1; mc = $4; next}
     $1 == "nginx-cache" {gcc = $4; next}
     $1 == "nginx" {gc = $4}
@@ -360,6 +376,7 @@ for z in $SIZES; do
     END {if (!n || !o) exit
       printf "%s ratios of medians, noded / the better of the others:\n", z
       printf "  req/s %.2f (vs %s; goal >= 1.0)\n  p99 %.2f (vs %s; goal <= 1.0)\n", r / br, brw, p / bp, bpw
+      if (q > 0) printf "  (each proxy capped at %d%% of a core: req/s is the throughput at equal CPU, p99 the cap'"'"'s 100 ms periods)\n", q
       printf "  CPU per request %.2f (vs %s; goal <= 0.75 at 1k; the figure least moved by other load)\n", c / bc, bcw
       if (m && gc) printf "  noded-cache: CPU per miss behind the cache %.2f of nginx proxying directly (goal <= 1.0)\n", mc / gc
       if (m && gcc) printf "  noded-cache: CPU per miss %.2f of nginx in its place behind the same cache\n", mc / gcc}' "$TMP/med.$z.txt"

@@ -7,6 +7,7 @@
 bench_tmp() {
   TMP=$(mktemp -d "/tmp/$1.XXXXXX")
   PIDS=""
+  CGROUPS=""
   trap bench_cleanup EXIT INT TERM
   chmod 755 "$TMP"
   mkdir -p "$TMP/origin/www"
@@ -15,7 +16,32 @@ bench_tmp() {
 bench_cleanup() {
   for p in $PIDS; do kill "$p" 2>/dev/null || true; done
   for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  for g in $CGROUPS; do rmdir "$g" 2>/dev/null || true; done
   rm -rf "$TMP"
+}
+
+# cpu_cap NAME PERCENT PID...: move the processes (every thread of each) into a cgroup NAME of
+# their own whose CPU time is capped at PERCENT of one core per 100 ms (the kernel's CFS
+# bandwidth control: cgroup v1's cpu controller, else cgroup v2's cpu.max; root only); the
+# group is removed at exit. Fails when neither is there or writable.
+cpu_cap() {
+  cap_name=$1; cap_pct=$2; shift 2
+  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    cap_g=/sys/fs/cgroup/cpu/$cap_name
+    mkdir "$cap_g" || return 1
+    CGROUPS="$CGROUPS $cap_g"
+    echo 100000 >"$cap_g/cpu.cfs_period_us" && echo $((cap_pct * 1000)) >"$cap_g/cpu.cfs_quota_us" || return 1
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control || return 1
+    cap_g=/sys/fs/cgroup/$cap_name
+    mkdir "$cap_g" || return 1
+    CGROUPS="$CGROUPS $cap_g"
+    echo "$((cap_pct * 1000)) 100000" >"$cap_g/cpu.max" || return 1
+  else
+    echo "cpu_cap: no cgroup cpu controller here (/sys/fs/cgroup/cpu or cgroup v2 with cpu)" >&2
+    return 1
+  fi
+  for cap_p in "$@"; do echo "$cap_p" >"$cap_g/cgroup.procs" || return 1; done
 }
 
 freeport() {
