@@ -167,7 +167,8 @@ def test_move_keeps_everything(tmp):
     with contextlib.closing(sqlite3.connect(old.db)) as con:
         want = con.execute(flags).fetchall()
     assert [r[1] for r in want] == [1, 0], want  # shop on its backup level, blog on its primary
-    assert db_query(new, flags) == want, (db_query(new, flags), want)
+    got = db_query(new, flags)
+    assert got == want, (got, want)
     new.start()
     after = snapshot(new)
     assert after == before, differences(before, after)[:40]
