@@ -123,9 +123,11 @@ def metric(n, prefix):
 
 class FrontEnv:
     """controld; origins a (level 1) and b (level 2) of DEMO; noded with listeners
-    .port (TCP), .sock (Unix) and .pp_sock (Unix, proxy-protocol); Unix peers trusted."""
+    .port (TCP), .sock (Unix) and .pp_sock (Unix, proxy-protocol); Unix peers trusted.
+    health_checks=False: the site's health checks are off from its creation, so controld never
+    probes a or b (a test that counts every request an origin sees)."""
 
-    def __init__(self, tmp, extra_args=None, sock_dir=None):
+    def __init__(self, tmp, extra_args=None, sock_dir=None, health_checks=True):
         self.tmp = tmp
         d = sock_dir or tmp
         self.sock = os.path.join(d, "noded.sock")
@@ -136,6 +138,8 @@ class FrontEnv:
         spec = {"name": "demo", "hostnames": [DEMO],
                 "origins": [{"level": 1, "address": HOST, "port": self.a.port, "scheme": "http"},
                             {"level": 2, "address": HOST, "port": self.b.port, "scheme": "http"}]}
+        if not health_checks:
+            spec["health_check"] = {"enabled": False}
         st, body, _ = self.c.api("POST", "/v1/sites", spec)
         assert st == 201, body
         st, body, _ = self.c.api("POST", "/v1/nodes", {"name": "edge"})
