@@ -662,12 +662,14 @@ void http_drain(struct http_srv *srv, int64_t timeout_ms) {
   acceptor_stop(srv);
   atomic_store(&srv->draining, 1);
   if (srv->own_fd) { /* no next process takes this backlog: answer it, then refuse the rest */
-    accept_some(srv, t0 + timeout_ms / 2);
+    /* each sweep has a quarter of the drain time of its own: a steady stream that uses the
+       first one's whole share still leaves the second its time to empty the queue */
+    accept_some(srv, t0 + timeout_ms / 4);
     /* a TCP socket takes no new connection from here (SYNs dropped: the clients' retries are
        refused after the close), so the accept below empties its queue for good and the close
        resets nobody */
     (void)sdlisten_refuse_new(srv->listen_fd);
-    accept_some(srv, t0 + timeout_ms / 2);
+    accept_some(srv, clock_mono_ms() + timeout_ms / 4);
     close(srv->listen_fd);
     srv->listen_fd = -1;
   }
