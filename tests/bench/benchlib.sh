@@ -8,6 +8,7 @@ bench_tmp() {
   TMP=$(mktemp -d "/tmp/$1.XXXXXX")
   PIDS=""
   CGROUPS=""
+  CPU_ENABLED=""
   trap bench_cleanup EXIT INT TERM
   chmod 755 "$TMP"
   mkdir -p "$TMP/origin/www"
@@ -17,13 +18,16 @@ bench_cleanup() {
   for p in $PIDS; do kill "$p" 2>/dev/null || true; done
   for p in $PIDS; do wait "$p" 2>/dev/null || true; done
   for g in $CGROUPS; do rmdir "$g" 2>/dev/null || true; done
+  # cgroup v2: the cpu controller is handed back off when cpu_cap turned it on
+  [ -z "$CPU_ENABLED" ] || echo -cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
   rm -rf "$TMP"
 }
 
 # cpu_cap NAME PERCENT PID...: move the processes (every thread of each) into a cgroup NAME of
 # their own whose CPU time is capped at PERCENT of one core per 100 ms (the kernel's CFS
 # bandwidth control: cgroup v1's cpu controller, else cgroup v2's cpu.max; root only); the
-# group is removed at exit. Fails when neither is there or writable.
+# group is removed at exit, and cgroup v2's cpu controller turned off again at the root when
+# cpu_cap turned it on. Fails when neither is there or writable.
 cpu_cap() {
   cap_name=$1; cap_pct=$2; shift 2
   if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
@@ -32,7 +36,10 @@ cpu_cap() {
     CGROUPS="$CGROUPS $cap_g"
     echo 100000 >"$cap_g/cpu.cfs_period_us" && echo $((cap_pct * 1000)) >"$cap_g/cpu.cfs_quota_us" || return 1
   elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control || return 1
+    if ! grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control; then
+      echo +cpu >/sys/fs/cgroup/cgroup.subtree_control || return 1
+      CPU_ENABLED=1
+    fi
     cap_g=/sys/fs/cgroup/$cap_name
     mkdir "$cap_g" || return 1
     CGROUPS="$CGROUPS $cap_g"
