@@ -39,9 +39,9 @@ class SmtpServer:
         py = _interpreter()
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [py, "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:%d" % self.port,
-             "-c", "aiosmtpd.handlers.Mailbox", self.dir],
-            stdout=log, stderr=subprocess.STDOUT, preexec_fn=harness._set_pdeathsig)
+            harness.pdeathsig_argv([py, "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:%d" % self.port,
+                                    "-c", "aiosmtpd.handlers.Mailbox", self.dir]),
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=harness.pdeathsig_preexec())
         log.close()
 
         def up():
