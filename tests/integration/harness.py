@@ -301,20 +301,17 @@ def openapi():
 _SETPRIV = shutil.which("setpriv")
 
 
-def pdeathsig_argv(argv):
-    """argv run through setpriv --pdeathsig KILL when this is the main thread and setpriv is
-    there; else argv unchanged (the caller passes preexec_fn=pdeathsig_preexec())."""
-    if _SETPRIV and threading.current_thread() is threading.main_thread():
-        return [_SETPRIV, "--pdeathsig", "KILL", "--"] + list(argv)
-    return list(argv)
-
-
-def pdeathsig_preexec():
-    """The preexec_fn to pass with pdeathsig_argv's argv: None when setpriv does the work or
-    this is not the main thread (a thread's children must outlive it)."""
-    if _SETPRIV or threading.current_thread() is not threading.main_thread():
-        return None
-    return _set_pdeathsig
+def popen_tied(argv, **kwargs):
+    """subprocess.Popen(argv, **kwargs) whose child is killed (SIGKILL) when this test process
+    dies, when started from the main thread (a thread's children must outlive the thread):
+    through setpriv --pdeathsig, else a preexec_fn."""
+    argv = list(argv)
+    if threading.current_thread() is threading.main_thread():
+        if _SETPRIV:
+            argv = [_SETPRIV, "--pdeathsig", "KILL", "--"] + argv
+        else:
+            kwargs["preexec_fn"] = _set_pdeathsig
+    return subprocess.Popen(argv, **kwargs)
 
 
 def _set_pdeathsig():
@@ -389,9 +386,8 @@ class _Proc:
         log.write(("---- %s: %s\n" % (time.strftime("%H:%M:%S"), " ".join(argv))).encode())
         log.flush()
         try:
-            self.proc = subprocess.Popen(pdeathsig_argv(argv), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                         cwd=self.tmpdir, preexec_fn=pdeathsig_preexec())
+            self.proc = popen_tied(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, env=full_env, cwd=self.tmpdir)
         finally:
             log.close()
         if self not in _PROCS:

@@ -38,10 +38,10 @@ class SmtpServer:
     def start(self):
         py = _interpreter()
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            harness.pdeathsig_argv([py, "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:%d" % self.port,
-                                    "-c", "aiosmtpd.handlers.Mailbox", self.dir]),
-            stdout=log, stderr=subprocess.STDOUT, preexec_fn=harness.pdeathsig_preexec())
+        self.proc = harness.popen_tied(
+            [py, "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:%d" % self.port,
+             "-c", "aiosmtpd.handlers.Mailbox", self.dir],
+            stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
         def up():
