@@ -8,6 +8,8 @@
 #                           PostgreSQL cluster (ctest fixture pg, tests/pg/pgctl.sh), each test
 #                           on databases of its own (CDNCA_TEST_DB=pg, pgfixture.py)
 #   tests/run.sh -L unit    extra arguments go to ctest (here: only unit tests)
+#   tests/run.sh --asan --build-only   configure and build only (any mode; CI builds the next
+#                           pass's tree beside the current one)
 # Tests run in parallel (most of them wait on probe rounds and timeouts, not on the CPU): 6 at a
 # time plainly and on PostgreSQL, 4 under ASan and TSan; CDNCA_TEST_JOBS=N overrides. A test
 # that fails in the parallel run is run once more alone; the run passes only if it passes then,
@@ -42,10 +44,16 @@ elif [ "${1:-}" = "--tsan" ]; then
   jobs=4
   export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 fi
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  shift
+  build_only=1
+fi
 "$top/deploy/deps.sh" --build
 "$top/tests/deps.sh"
 cmake -S "$top" -B "$dir" "${cmake_args[@]}" -DCDNCA_PG_TESTS="$pg" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
+[ "$build_only" = 0 ] || exit 0
 cd "$dir"
 jobs="${CDNCA_TEST_JOBS:-$jobs}"
 # A fresh build directory has no timings yet: seed ctest's cost data from tests/costs.txt so the
