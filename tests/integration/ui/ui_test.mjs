@@ -185,8 +185,19 @@ async function main() {
   ok('corrected settings are saved');
 
   // An origin's description is edited in the origin form and shown under its address.
-  await byId(`origin-${oids[0]}-edit`).click();
-  await page.locator('#origin-form [name=description]').fill('rack 3 \u2014 primary');
+  // (the saved settings re-render the page when their answer arrives, which under a slow
+  // controld can come after this click and close the form it opened: click until it stays open)
+  const description = page.locator('#origin-form [name=description]');
+  for (let i = 0; ; i++) {
+    await byId(`origin-${oids[0]}-edit`).click();
+    try {
+      await description.waitFor({ state: 'visible', timeout: 5000 });
+      break;
+    } catch (e) {
+      if (i === 5) throw e;
+    }
+  }
+  await description.fill('rack 3 \u2014 primary');
   await byId('origin-form-submit').click();
   await byId('notice-banner').filter({ hasText: `Origin #${oids[0]} saved` }).waitFor();
   await byId(`origin-${oids[0]}-description`).filter({ hasText: 'rack 3 \u2014 primary' }).waitFor();
