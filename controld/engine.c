@@ -417,8 +417,8 @@ int engine_evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
              d->reason == HEALTH_REASON_AUTO_FAILBACK &&
              (s->ramp.from_level || s->ramp_hold_until > now || s->failback_ramp.n_steps > 0)) {
     /* docs/design.md, Failback ramp: a running ramp returns the traffic (ramp_tick decides), an
-       aborted one holds the level back, and a site with a failback_ramp starts one */
-    /* started_at from the clock now, not the round's time (docs/design.md, Failback ramp) */
+       aborted one holds the level back, and a site with a failback_ramp starts one, its
+       started_at read from the clock now, not the round's time */
     if (!s->ramp.from_level && s->ramp_hold_until <= now &&
         engine_ramp_start_locked(env, tx, s, ic, d->to_level, clock_wall_ms(), NULL) < 0)
       return -1;
