@@ -2,9 +2,11 @@
 #include "connguard.h"
 
 #include <arpa/inet.h>
+#include <linux/tcp.h> /* tcpi_bytes_received, which glibc's struct tcp_info lacks */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@ struct gconn {
   int head_done;
   uint64_t requests; /* done on this connection */
   int64_t head_start;
+  int rx_known;        /* rx_at_done is the kernel's count (TCP) */
+  uint64_t rx_at_done; /* bytes received when the last answer was queued */
   struct ipcount *ip;
   struct gconn *prev, *next;
 };
@@ -40,6 +44,7 @@ struct connguard {
   struct ipcount *buckets[NBUCKETS];
   struct gconn *conns;
   _Atomic uint64_t refused[CG__N];
+  _Atomic uint64_t idle_closed;
   _Atomic int64_t last_log[CG__N];
   void (*on_refuse)(void *arg, enum connguard_reason r);
   void *on_refuse_arg;
@@ -82,6 +87,31 @@ int connguard_conn_busy(int head_done, uint64_t requests, int64_t head_start, in
                         int64_t timeout_ms) {
   if (head_done) return 1;
   return requests == 0 && (timeout_ms <= 0 || now - head_start <= timeout_ms);
+}
+
+enum connguard_expiry connguard_expiry_of(uint64_t requests, int peer_closed, int rx_known,
+                                          uint64_t rx_at_done, uint64_t rx_now) {
+  if (peer_closed) return CG_EXPIRED_GONE;
+  if (requests > 0 && rx_known && rx_now == rx_at_done) return CG_EXPIRED_IDLE;
+  return CG_EXPIRED_HEAD;
+}
+
+/* The bytes the kernel has received on fd into *out: 1, or 0 when it does not count them. */
+static int rx_bytes(int fd, uint64_t *out) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  memset(&ti, 0, sizeof ti);
+  if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      (size_t)len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    return 0;
+  *out = ti.tcpi_bytes_received;
+  return 1;
+}
+
+/* Whether fd's peer has closed with nothing unread before the end of the stream. */
+static int peer_closed(int fd) {
+  char ch;
+  return fd >= 0 && recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static unsigned hash(const char *s) {
@@ -216,6 +246,18 @@ void connguard_head_done(struct connguard *g, struct gconn *c) {
   if (!c) return;
   pthread_mutex_lock(&g->mu);
   c->head_done = 1;
+  c->rx_known = 0; /* until this request's answer */
+  pthread_mutex_unlock(&g->mu);
+}
+
+void connguard_answering(struct connguard *g, struct gconn *c) {
+  uint64_t rx = 0;
+  int known;
+  if (!c || !g->head_timeout_ms) return;
+  known = rx_bytes(c->fd, &rx);
+  pthread_mutex_lock(&g->mu);
+  c->rx_known = known;
+  c->rx_at_done = rx;
   pthread_mutex_unlock(&g->mu);
 }
 
@@ -242,18 +284,24 @@ void connguard_close(struct connguard *g, struct gconn *c) {
 }
 
 int connguard_sweep(struct connguard *g, int64_t now) {
-  int n = 0;
+  int n = 0, heads = 0;
   pthread_mutex_lock(&g->mu);
   for (struct gconn *c = g->conns; c; c = c->next)
     if (c->fd >= 0 &&
         connguard_head_expired(c->head_start, c->head_done, now, g->head_timeout_ms)) {
+      uint64_t rx = 0;
+      int closed = peer_closed(c->fd), known = c->rx_known && rx_bytes(c->fd, &rx);
+      if (connguard_expiry_of(c->requests, closed, known, c->rx_at_done, rx) == CG_EXPIRED_HEAD)
+        heads++;
+      else
+        atomic_fetch_add(&g->idle_closed, 1);
       /* the server sees the end of the stream and closes it; the descriptor stays its own */
       (void)shutdown(c->fd, SHUT_RDWR);
       c->head_done = 1; /* once */
       n++;
     }
   pthread_mutex_unlock(&g->mu);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < heads; i++)
     refuse(g, CG_HEAD_TIMEOUT, "", now);
   return n;
 }
@@ -275,6 +323,10 @@ void connguard_on_refuse(struct connguard *g, void (*fn)(void *arg, enum conngua
 
 uint64_t connguard_refused(struct connguard *g, enum connguard_reason r) {
   return atomic_load(&g->refused[r]);
+}
+
+uint64_t connguard_idle_closed(struct connguard *g) {
+  return atomic_load(&g->idle_closed);
 }
 
 int connguard_open_from(struct connguard *g, const struct sockaddr *sa, socklen_t len) {

@@ -3,7 +3,9 @@
  * request head (from the connection's start, or from the end of the previous request on a
  * keep-alive connection). A head still incomplete at its deadline has its socket shut down
  * (never closed here: the server closes it). Each refusal is counted by reason and logged at
- * most once a second. Thread-safe; used by controld's API and noded's admin listener. */
+ * most once a second; a connection past its deadline that was only idle between requests, or
+ * whose client had already closed, is shut down the same way but is no refusal
+ * (connguard_expiry_of). Thread-safe; used by controld's API and noded's admin listener. */
 #ifndef CDNCA_CONNGUARD_H
 #define CDNCA_CONNGUARD_H
 
@@ -39,6 +41,22 @@ int connguard_head_expired(int64_t head_start, int head_done, int64_t now, int64
 int connguard_conn_busy(int head_done, uint64_t requests, int64_t head_start, int64_t now,
                         int64_t timeout_ms);
 
+/* What a connection past its head deadline was (connguard_expiry_of). */
+enum connguard_expiry {
+  CG_EXPIRED_HEAD, /* a request head too slow: a head_timeout refusal */
+  CG_EXPIRED_IDLE, /* idle after a request, no byte since: a keep-alive timeout, not counted */
+  CG_EXPIRED_GONE, /* its client had closed, nothing unread: not counted */
+};
+
+/* The kind of a connection past its head deadline, from what the sweep reads of its socket:
+   peer_closed when a peek finds the end of the stream and no byte before it; rx_known when the
+   kernel counts the bytes received (TCP), rx_at_done that count when the last request's answer
+   was queued (of requests so far), rx_now the count now. Without a byte count (a Unix socket),
+   a connection still open counts as a head too slow. Bytes that came before the last answer (a
+   pipelined head) are not told apart: such a connection counts as idle. */
+enum connguard_expiry connguard_expiry_of(uint64_t requests, int peer_closed, int rx_known,
+                                          uint64_t rx_at_done, uint64_t rx_now);
+
 /* ---- the guard ---- */
 
 /* A guard named listener (for messages) allowing per_ip_max connections per address (0 = no
@@ -62,13 +80,19 @@ struct gconn *connguard_open(struct connguard *g, int fd, const struct sockaddr 
 /* c's request head is complete: no deadline until its request is done. c may be NULL. */
 void connguard_head_done(struct connguard *g, struct gconn *c);
 
+/* c's request is read whole and its answer is being queued: the bytes received so far are its
+   own (connguard_expiry_of). Before the answer is sent, so a client that reads it and sends its
+   next request at once is not counted idle. c may be NULL. */
+void connguard_answering(struct connguard *g, struct gconn *c);
+
 /* c's request ended at now: the next head's deadline counts from here. c may be NULL. */
 void connguard_request_done(struct connguard *g, struct gconn *c, int64_t now);
 
 /* c is closing (before its descriptor is closed): forget it. c may be NULL. */
 void connguard_close(struct connguard *g, struct gconn *c);
 
-/* Shut down the sockets whose head passed its deadline at now: how many. */
+/* Shut down the sockets whose head passed its deadline at now: how many (refusals counted for
+   CG_EXPIRED_HEAD only). */
 int connguard_sweep(struct connguard *g, int64_t now);
 
 /* The connections that hold up a drain at now (connguard_conn_busy). */
@@ -80,6 +104,9 @@ void connguard_on_refuse(struct connguard *g, void (*fn)(void *arg, enum conngua
 
 /* Refusals so far for reason r. */
 uint64_t connguard_refused(struct connguard *g, enum connguard_reason r);
+
+/* Connections shut down at their deadline that were no refusal (CG_EXPIRED_IDLE or _GONE). */
+uint64_t connguard_idle_closed(struct connguard *g);
 
 /* Connections open from the address of sa now. */
 int connguard_open_from(struct connguard *g, const struct sockaddr *sa, socklen_t len);

@@ -47,6 +47,10 @@ void connguard_mhd_head_done(struct connguard *g, struct MHD_Connection *c) {
   if (g) connguard_head_done(g, conn_of(c));
 }
 
+void connguard_mhd_answering(struct connguard *g, struct MHD_Connection *c) {
+  if (g) connguard_answering(g, conn_of(c));
+}
+
 void connguard_mhd_request_done(struct connguard *g, struct MHD_Connection *c) {
   if (g) connguard_request_done(g, conn_of(c), clock_mono_ms());
 }

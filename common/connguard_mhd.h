@@ -3,7 +3,8 @@
  *   MHD_OPTION_NOTIFY_CONNECTION, connguard_mhd_notify, g,
  *   MHD_OPTION_EXTERNAL_LOGGER, connguard_mhd_log, "the listener's name",
  * to MHD_start_daemon, call connguard_mhd_head_done from the access handler's first call (the
- * head is complete) and connguard_mhd_request_done from the completion callback. */
+ * head is complete), connguard_mhd_answering just before each MHD_queue_response and
+ * connguard_mhd_request_done from the completion callback. */
 #ifndef CDNCA_CONNGUARD_MHD_H
 #define CDNCA_CONNGUARD_MHD_H
 
@@ -25,6 +26,7 @@ void connguard_mhd_log(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
 void connguard_mhd_head_done(struct connguard *g, struct MHD_Connection *c);
+void connguard_mhd_answering(struct connguard *g, struct MHD_Connection *c);
 void connguard_mhd_request_done(struct connguard *g, struct MHD_Connection *c);
 
 #endif

@@ -271,6 +271,7 @@ static enum MHD_Result queue(struct req *r) {
       MHD_add_response_header(resp, "X-Cdnca-Now", now);
     }
   }
+  connguard_mhd_answering(r->srv->guard, r->conn);
   ret = MHD_queue_response(r->conn, r->status, resp);
   MHD_destroy_response(resp);
   return ret;

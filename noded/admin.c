@@ -29,8 +29,8 @@ struct admin {
   struct connguard *guard;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
-                             char *data, size_t len) {
+static enum MHD_Result reply(struct admin *a, struct MHD_Connection *c, unsigned status,
+                             const char *ctype, char *data, size_t len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
   enum MHD_Result ret;
   if (!r) {
@@ -38,13 +38,14 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  connguard_mhd_answering(a->guard, c);
   ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *code,
-                                   const char *msg) {
+static enum MHD_Result reply_error(struct admin *a, struct MHD_Connection *c, unsigned status,
+                                   const char *code, const char *msg) {
   cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
   char *t;
   cJSON_AddStringToObject(e, "code", code);
@@ -53,7 +54,7 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
   t = json_print(j);
   cJSON_Delete(j);
   if (!t) return MHD_NO;
-  return reply(c, status, "application/json", t, strlen(t));
+  return reply(a, c, status, "application/json", t, strlen(t));
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -71,26 +72,26 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     return MHD_YES;
   }
   if (strcmp(url, "/healthz") != 0 && strcmp(url, "/status") != 0 && strcmp(url, "/metrics") != 0)
-    return reply_error(c, 404, "not_found", "no such route");
+    return reply_error(a, c, 404, "not_found", "no such route");
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-    return reply_error(c, 405, "method_not_allowed", "only GET is allowed here");
+    return reply_error(a, c, 405, "method_not_allowed", "only GET is allowed here");
   if (strcmp(url, "/healthz") == 0) {
     static const char ok[] = "{\"status\":\"ok\",\"version\":\"" CDNCA_VERSION "\"}";
     char *t = strdup(ok);
     if (!t) return MHD_NO;
-    return reply(c, 200, "application/json", t, strlen(t));
+    return reply(a, c, 200, "application/json", t, strlen(t));
   }
   if (strcmp(url, "/status") == 0) {
     cJSON *j = cJSON_CreateObject();
     char *t;
     if (a->src.status && a->src.status(a->src.arg, j) < 0) {
       cJSON_Delete(j);
-      return reply_error(c, 500, "internal", "cannot build the status");
+      return reply_error(a, c, 500, "internal", "cannot build the status");
     }
     t = json_print(j);
     cJSON_Delete(j);
     if (!t) return MHD_NO;
-    return reply(c, 200, "application/json", t, strlen(t));
+    return reply(a, c, 200, "application/json", t, strlen(t));
   }
   {
     struct buf b;
@@ -98,10 +99,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     buf_init(&b, 0);
     if ((a->src.metrics && a->src.metrics(a->src.arg, &b) < 0) || buf_puts(&b, "") < 0) {
       buf_fini(&b);
-      return reply_error(c, 500, "internal", "cannot render the metrics");
+      return reply_error(a, c, 500, "internal", "cannot render the metrics");
     }
     len = b.len;
-    return reply(c, 200, "text/plain; version=0.0.4", buf_take(&b), len);
+    return reply(a, c, 200, "text/plain; version=0.0.4", buf_take(&b), len);
   }
 }
 

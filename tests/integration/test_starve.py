@@ -127,6 +127,60 @@ def test_controld_slow_headers_and_per_ip(tmp):
         slow.join()
 
 
+def test_controld_idle_keepalive_not_counted(tmp):
+    """A keep-alive connection idle after its answer is closed at the head deadline but is no
+    refusal; one that begins its next head and stalls is (head_timeout), as is one that never
+    sends a whole first head."""
+    c = Controld(tmp, extra_args=["--header-timeout-ms", "1000"]).start()
+
+    def open_after_request():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.2", 0))
+        s.connect((HOST, c.port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp, _, closed = R.read_response(s, time.monotonic() + 5)
+        assert resp is not None and resp.status == 200 and not closed, resp
+        return s
+
+    def closed_by_server(s, seconds=6.0):
+        s.settimeout(seconds)
+        try:
+            return s.recv(100) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except OSError:
+            return False
+
+    def head_timeouts():
+        st, text, _ = get(c.port, "/metrics")
+        assert st == 200
+        return metric_value(text.decode(), "cdnca_http_refused_total",
+                            ['listener="api"', "head_timeout"]) or 0
+
+    idle = open_after_request()
+    t0 = time.monotonic()
+    assert closed_by_server(idle), "an idle keep-alive connection outlived the head deadline"
+    print("an idle keep-alive connection closed %.2f s after its answer" % (time.monotonic() - t0),
+          flush=True)
+    idle.close()
+    assert head_timeouts() == 0
+    # the next head begun and stalled: a refusal
+    stall = open_after_request()
+    stall.sendall(b"GET /v1/si")
+    assert closed_by_server(stall)
+    stall.close()
+    # no whole first head: a refusal
+    first = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    first.bind(("127.0.0.2", 0))
+    first.connect((HOST, c.port))
+    first.sendall(b"GET /v1/sites HTTP/1.1\r\nHo")
+    assert closed_by_server(first)
+    first.close()
+    assert wait_until(lambda: head_timeouts() == 2, timeout=5), head_timeouts()
+    time.sleep(0.3)
+    assert head_timeouts() == 2
+
+
 def test_controld_admin_listen_refused_when_same():
     """--admin-listen equal to --listen is refused at start (exit 2)."""
     import subprocess

@@ -1,8 +1,11 @@
 /* Unit tests for common/connguard: the address key (IPv4-mapped IPv6 as IPv4), the head
- * deadline, the per-address cap (admit, open, close; refusals counted), and the sweep that shuts
- * down the socket of a head past its deadline (the peer reads the end of the stream). */
+ * deadline, the per-address cap (admit, open, close; refusals counted), the sweep that shuts
+ * down the socket of a head past its deadline (the peer reads the end of the stream), and what
+ * such a connection was: a head too slow (a refusal), idle after a request, or already closed by
+ * its client (neither counted), on real loopback TCP connections. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,11 +150,118 @@ static void test_busy_count(void **state) {
   connguard_free(&g);
 }
 
+/* The pure rule: a closed client is gone; a connection with requests done and no byte received
+   since the last one ended is idle; anything else, or no byte count, is a head too slow. */
+static void test_expiry_of(void **state) {
+  (void)state;
+  assert_int_equal(connguard_expiry_of(0, 0, 1, 0, 0), CG_EXPIRED_HEAD);     /* no request yet */
+  assert_int_equal(connguard_expiry_of(0, 1, 1, 0, 0), CG_EXPIRED_GONE);     /* came and went */
+  assert_int_equal(connguard_expiry_of(3, 0, 1, 700, 700), CG_EXPIRED_IDLE); /* keep-alive */
+  assert_int_equal(connguard_expiry_of(3, 0, 1, 700, 702), CG_EXPIRED_HEAD); /* next head begun */
+  assert_int_equal(connguard_expiry_of(3, 1, 1, 700, 702), CG_EXPIRED_GONE);
+  assert_int_equal(connguard_expiry_of(3, 0, 0, 0, 0), CG_EXPIRED_HEAD); /* no count (Unix) */
+}
+
+/* A loopback TCP connection: fd[0] the server's end, fd[1] the client's. */
+static void tcp_pair(int lfd, int fd[2]) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+  fd[1] = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd[1] >= 0);
+  assert_int_equal(connect(fd[1], (struct sockaddr *)&a, sizeof a), 0);
+  fd[0] = accept(lfd, NULL, NULL);
+  assert_true(fd[0] >= 0);
+}
+
+/* The server reads what the client sent (a whole request), as the HTTP server would. */
+static void serve_request(int fd[2]) {
+  static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  char buf[64];
+  assert_int_equal(write(fd[1], req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+  assert_int_equal(read(fd[0], buf, sizeof buf), (ssize_t)(sizeof req - 1));
+}
+
+static void wait_readable(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 5000), 1);
+}
+
+static void test_sweep_kinds(void **state) {
+  struct connguard *g = connguard_new("test", 0, 1000);
+  struct sockaddr_in a = v4("127.0.0.1");
+  int lfd = socket(AF_INET, SOCK_STREAM, 0), idle[2], next[2], gone[2], fresh_gone[2], slow[2];
+  struct gconn *ci, *cn, *cg, *cfg, *cs;
+  char ch;
+  (void)state;
+  assert_non_null(g);
+  assert_true(lfd >= 0);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(lfd, 8), 0);
+  tcp_pair(lfd, idle);
+  tcp_pair(lfd, next);
+  tcp_pair(lfd, gone);
+  tcp_pair(lfd, fresh_gone);
+  tcp_pair(lfd, slow);
+  ci = connguard_open(g, idle[0], (struct sockaddr *)&a, sizeof a, 0);
+  cn = connguard_open(g, next[0], (struct sockaddr *)&a, sizeof a, 0);
+  cg = connguard_open(g, gone[0], (struct sockaddr *)&a, sizeof a, 0);
+  cfg = connguard_open(g, fresh_gone[0], (struct sockaddr *)&a, sizeof a, 0);
+  cs = connguard_open(g, slow[0], (struct sockaddr *)&a, sizeof a, 0);
+  for (int i = 0; i < 3; i++) {
+    int *fd = i == 0 ? idle : i == 1 ? next : gone;
+    struct gconn *c = i == 0 ? ci : i == 1 ? cn : cg;
+    serve_request(fd);
+    connguard_head_done(g, c);
+    connguard_answering(g, c); /* the answer is queued */
+  }
+  /* next's client has read its answer and begins its next head before the server's end of the
+     request (the completion callback) comes: the bytes still count as the next head's */
+  assert_int_equal(write(next[1], "GE", 2), 2);
+  wait_readable(next[0]);
+  connguard_request_done(g, ci, 100);
+  connguard_request_done(g, cn, 100);
+  connguard_request_done(g, cg, 100);
+  /* then gone's client closes; one client closes before any request; slow's sends a byte of a
+     head and stalls */
+  close(gone[1]);
+  gone[1] = -1;
+  wait_readable(gone[0]);
+  close(fresh_gone[1]);
+  fresh_gone[1] = -1;
+  wait_readable(fresh_gone[0]);
+  assert_int_equal(write(slow[1], "G", 1), 1);
+  wait_readable(slow[0]);
+  assert_int_equal(connguard_sweep(g, 1000), 0);
+  assert_int_equal(connguard_sweep(g, 1101), 5); /* all five shut down */
+  /* only the two heads too slow are refusals */
+  assert_int_equal(connguard_refused(g, CG_HEAD_TIMEOUT), 2);
+  assert_int_equal(connguard_idle_closed(g), 3);
+  assert_int_equal(read(idle[1], &ch, 1), 0);    /* the idle client sees the end of the stream */
+  assert_int_equal(connguard_sweep(g, 9000), 0); /* once */
+  connguard_close(g, ci);
+  connguard_close(g, cn);
+  connguard_close(g, cg);
+  connguard_close(g, cfg);
+  connguard_close(g, cs);
+  connguard_free(&g);
+  close(lfd);
+  close(idle[0]);
+  close(idle[1]);
+  close(next[0]);
+  close(next[1]);
+  close(gone[0]);
+  close(fresh_gone[0]);
+  close(slow[0]);
+  close(slow[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ip_key),     cmocka_unit_test(test_head_expired),
       cmocka_unit_test(test_per_ip_cap), cmocka_unit_test(test_sweep_shuts_slow_heads),
       cmocka_unit_test(test_conn_busy),  cmocka_unit_test(test_busy_count),
+      cmocka_unit_test(test_expiry_of),  cmocka_unit_test(test_sweep_kinds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
