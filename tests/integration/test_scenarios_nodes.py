@@ -121,8 +121,11 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             os.kill(pid[cut], signal.SIGSTOP)
             stopped.append(pid[cut])
             wait_online(c, ids[:2])
-            v = wait_verdict(c, sid, oa, lambda v: sorted(votes_by_node(v)) == sorted(ids[:2]),
-                             "a verdict from the two nodes left")
+            # (both of their probes can time out in one round on a loaded machine: not the
+            # question, as above)
+            v = wait_verdict(c, sid, oa, lambda v: sorted(votes_by_node(v)) == sorted(ids[:2])
+                             and not any(x.get("error") == "timeout" for x in v["votes"]),
+                             "a verdict from the two nodes left without probe timeouts")
             assert v["source"] == "nodes" and v["verdict"] == "success", v
             a.status = 503  # the origin really breaks: 2 of 2 say so
             wait_level(c, sid, 2)
@@ -135,7 +138,9 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             os.kill(pid[ids[1]], signal.SIGSTOP)
             stopped.append(pid[ids[1]])
             wait_online(c, ids[:1])
-            v = wait_verdict(c, sid, oa, lambda v: v["source"] == "control", "a control verdict")
+            v = wait_verdict(c, sid, oa, lambda v: v["source"] == "control" and
+                             not any(x.get("error") == "timeout" for x in v["votes"]),
+                             "a control verdict without a probe timeout")
             assert v["verdict"] == "success", v
             assert [x for x in v["votes"] if x["source"] == "control"], v
             assert len(votes_by_node(v)) <= 1, v
