@@ -30,8 +30,8 @@ struct gconn {
   int head_done;
   uint64_t requests; /* done on this connection */
   int64_t head_start;
-  int rx_known;        /* rx_at_done is the kernel's count (TCP) */
-  uint64_t rx_at_done; /* bytes received when the last answer was queued */
+  int rx_known;          /* rx_at_answer is the kernel's count (TCP) */
+  uint64_t rx_at_answer; /* bytes received when the last answer was queued */
   struct ipcount *ip;
   struct gconn *prev, *next;
 };
@@ -90,9 +90,9 @@ int connguard_conn_busy(int head_done, uint64_t requests, int64_t head_start, in
 }
 
 enum connguard_expiry connguard_expiry_of(uint64_t requests, int peer_closed, int rx_known,
-                                          uint64_t rx_at_done, uint64_t rx_now) {
+                                          uint64_t rx_at_answer, uint64_t rx_now) {
   if (peer_closed) return CG_EXPIRED_GONE;
-  if (requests > 0 && rx_known && rx_now == rx_at_done) return CG_EXPIRED_IDLE;
+  if (requests > 0 && rx_known && rx_now == rx_at_answer) return CG_EXPIRED_IDLE;
   return CG_EXPIRED_HEAD;
 }
 
@@ -257,7 +257,7 @@ void connguard_answering(struct connguard *g, struct gconn *c) {
   known = rx_bytes(c->fd, &rx);
   pthread_mutex_lock(&g->mu);
   c->rx_known = known;
-  c->rx_at_done = rx;
+  c->rx_at_answer = rx;
   pthread_mutex_unlock(&g->mu);
 }
 
@@ -291,7 +291,7 @@ int connguard_sweep(struct connguard *g, int64_t now) {
         connguard_head_expired(c->head_start, c->head_done, now, g->head_timeout_ms)) {
       uint64_t rx = 0;
       int closed = peer_closed(c->fd), known = c->rx_known && rx_bytes(c->fd, &rx);
-      if (connguard_expiry_of(c->requests, closed, known, c->rx_at_done, rx) == CG_EXPIRED_HEAD)
+      if (connguard_expiry_of(c->requests, closed, known, c->rx_at_answer, rx) == CG_EXPIRED_HEAD)
         heads++;
       else
         atomic_fetch_add(&g->idle_closed, 1);

@@ -50,12 +50,12 @@ enum connguard_expiry {
 
 /* The kind of a connection past its head deadline, from what the sweep reads of its socket:
    peer_closed when a peek finds the end of the stream and no byte before it; rx_known when the
-   kernel counts the bytes received (TCP), rx_at_done that count when the last request's answer
-   was queued (of requests so far), rx_now the count now. Without a byte count (a Unix socket),
+   kernel counts the bytes received (TCP), rx_at_answer that count when the last of requests
+   done had its answer queued, rx_now the count now. Without a byte count (a Unix socket),
    a connection still open counts as a head too slow. Bytes that came before the last answer (a
    pipelined head) are not told apart: such a connection counts as idle. */
 enum connguard_expiry connguard_expiry_of(uint64_t requests, int peer_closed, int rx_known,
-                                          uint64_t rx_at_done, uint64_t rx_now);
+                                          uint64_t rx_at_answer, uint64_t rx_now);
 
 /* ---- the guard ---- */
 

@@ -151,7 +151,8 @@ static void test_busy_count(void **state) {
 }
 
 /* The pure rule: a closed client is gone; a connection with requests done and no byte received
-   since the last one ended is idle; anything else, or no byte count, is a head too slow. */
+   since the last one's answer was queued is idle; anything else, or no byte count, is a head too
+   slow. */
 static void test_expiry_of(void **state) {
   (void)state;
   assert_int_equal(connguard_expiry_of(0, 0, 1, 0, 0), CG_EXPIRED_HEAD);     /* no request yet */
