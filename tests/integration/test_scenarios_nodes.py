@@ -27,6 +27,11 @@ def votes_by_node(v):
     return {x["node_id"]: x for x in v["votes"] if x["source"] == "nodes"}
 
 
+def in_time(v):
+    """No vote of verdict v is a probe timeout (on a loaded machine a round can have some)."""
+    return not any(x.get("error") == "timeout" for x in v["votes"])
+
+
 def wait_verdict(c, sid, oid, pred, what, timeout=WAIT):
     """Wait for a verdict of a round newer than now that satisfies pred; returns it."""
     start = max([v["round_id"] for v in verdicts(c, sid, oid, limit=1)] or [0])
@@ -63,8 +68,7 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             # (a round whose node probes all time out on a loaded machine is not the question;
             # the first round where the three honest nodes answer in time is)
             v = wait_verdict(c, sid, oa,
-                             lambda v: v["source"] == "nodes" and
-                             not any(x.get("error") == "timeout" for x in v["votes"]),
+                             lambda v: v["source"] == "nodes" and in_time(v),
                              "a verdict from the nodes without probe timeouts")
             by = votes_by_node(v)
             assert sorted(by) == sorted(ids) and all(x["ok"] for x in by.values()), v
@@ -94,8 +98,7 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
                 # (a round where an honest node's probe timed out on a loaded machine is not
                 # the question, as above)
                 v = wait_verdict(c, sid, oa, lambda v: v["source"] == "nodes"
-                                 and len(votes_by_node(v)) == 3 and
-                                 not any(x.get("error") == "timeout" for x in v["votes"]),
+                                 and len(votes_by_node(v)) == 3 and in_time(v),
                                  "a 3-vote verdict without probe timeouts")
                 by = votes_by_node(v)
                 assert by[liar]["ok"] is False and by[liar]["status"] == 503, v
@@ -124,7 +127,7 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             # (both of their probes can time out in one round on a loaded machine: not the
             # question, as above)
             v = wait_verdict(c, sid, oa, lambda v: sorted(votes_by_node(v)) == sorted(ids[:2])
-                             and not any(x.get("error") == "timeout" for x in v["votes"]),
+                             and in_time(v),
                              "a verdict from the two nodes left without probe timeouts")
             assert v["source"] == "nodes" and v["verdict"] == "success", v
             a.status = 503  # the origin really breaks: 2 of 2 say so
@@ -138,8 +141,7 @@ def test_node_votes_majority_partition_and_fallthrough(tmp):
             os.kill(pid[ids[1]], signal.SIGSTOP)
             stopped.append(pid[ids[1]])
             wait_online(c, ids[:1])
-            v = wait_verdict(c, sid, oa, lambda v: v["source"] == "control" and
-                             not any(x.get("error") == "timeout" for x in v["votes"]),
+            v = wait_verdict(c, sid, oa, lambda v: v["source"] == "control" and in_time(v),
                              "a control verdict without a probe timeout")
             assert v["verdict"] == "success", v
             assert [x for x in v["votes"] if x["source"] == "control"], v

@@ -133,10 +133,14 @@ def test_controld_idle_keepalive_not_counted(tmp):
     sends a whole first head."""
     c = Controld(tmp, extra_args=["--header-timeout-ms", "1000"]).start()
 
-    def open_after_request():
+    def connect():
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.bind(("127.0.0.2", 0))
         s.connect((HOST, c.port))
+        return s
+
+    def open_after_request():
+        s = connect()
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         resp, _, closed = R.read_response(s, time.monotonic() + 5)
         assert resp is not None and resp.status == 200 and not closed, resp
@@ -170,9 +174,7 @@ def test_controld_idle_keepalive_not_counted(tmp):
     assert closed_by_server(stall)
     stall.close()
     # no whole first head: a refusal
-    first = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    first.bind(("127.0.0.2", 0))
-    first.connect((HOST, c.port))
+    first = connect()
     first.sendall(b"GET /v1/sites HTTP/1.1\r\nHo")
     assert closed_by_server(first)
     first.close()
