@@ -44,10 +44,12 @@ struct connguard {
   struct ipcount *buckets[NBUCKETS];
   struct gconn *conns;
   _Atomic uint64_t refused[CG__N];
-  _Atomic uint64_t idle_closed;
+  _Atomic uint64_t expired[CG_EXPIRED__N];
   _Atomic int64_t last_log[CG__N];
   void (*on_refuse)(void *arg, enum connguard_reason r);
   void *on_refuse_arg;
+  void (*on_idle_close)(void *arg, enum connguard_expiry k);
+  void *on_idle_close_arg;
   pthread_t th;
   int started;
   atomic_int stop;
@@ -57,6 +59,12 @@ static const char *const reason_names[CG__N] = {"per_ip", "head_timeout"};
 
 const char *connguard_reason_name(enum connguard_reason r) {
   return r >= 0 && r < CG__N ? reason_names[r] : "unknown";
+}
+
+static const char *const expiry_names[CG_EXPIRED__N] = {"head", "idle", "gone"};
+
+const char *connguard_expiry_name(enum connguard_expiry k) {
+  return k >= 0 && k < CG_EXPIRED__N ? expiry_names[k] : "unknown";
 }
 
 int connguard_ip_key(const struct sockaddr *sa, socklen_t len, char *out, size_t cap) {
@@ -284,25 +292,28 @@ void connguard_close(struct connguard *g, struct gconn *c) {
 }
 
 int connguard_sweep(struct connguard *g, int64_t now) {
-  int n = 0, heads = 0;
+  int n = 0, kinds[CG_EXPIRED__N] = {0};
   pthread_mutex_lock(&g->mu);
   for (struct gconn *c = g->conns; c; c = c->next)
     if (c->fd >= 0 &&
         connguard_head_expired(c->head_start, c->head_done, now, g->head_timeout_ms)) {
       uint64_t rx = 0;
       int closed = peer_closed(c->fd), known = c->rx_known && rx_bytes(c->fd, &rx);
-      if (connguard_expiry_of(c->requests, closed, known, c->rx_at_answer, rx) == CG_EXPIRED_HEAD)
-        heads++;
-      else
-        atomic_fetch_add(&g->idle_closed, 1);
+      kinds[connguard_expiry_of(c->requests, closed, known, c->rx_at_answer, rx)]++;
       /* the server sees the end of the stream and closes it; the descriptor stays its own */
       (void)shutdown(c->fd, SHUT_RDWR);
       c->head_done = 1; /* once */
       n++;
     }
   pthread_mutex_unlock(&g->mu);
-  for (int i = 0; i < heads; i++)
-    refuse(g, CG_HEAD_TIMEOUT, "", now);
+  for (int k = 0; k < CG_EXPIRED__N; k++) {
+    atomic_fetch_add(&g->expired[k], (uint64_t)kinds[k]);
+    for (int i = 0; i < kinds[k]; i++)
+      if (k == CG_EXPIRED_HEAD)
+        refuse(g, CG_HEAD_TIMEOUT, "", now);
+      else if (g->on_idle_close)
+        g->on_idle_close(g->on_idle_close_arg, (enum connguard_expiry)k);
+  }
   return n;
 }
 
@@ -325,8 +336,14 @@ uint64_t connguard_refused(struct connguard *g, enum connguard_reason r) {
   return atomic_load(&g->refused[r]);
 }
 
-uint64_t connguard_idle_closed(struct connguard *g) {
-  return atomic_load(&g->idle_closed);
+void connguard_on_idle_close(struct connguard *g, void (*fn)(void *arg, enum connguard_expiry kind),
+                             void *arg) {
+  g->on_idle_close = fn;
+  g->on_idle_close_arg = arg;
+}
+
+uint64_t connguard_expired(struct connguard *g, enum connguard_expiry k) {
+  return k >= 0 && k < CG_EXPIRED__N ? atomic_load(&g->expired[k]) : 0;
 }
 
 int connguard_open_from(struct connguard *g, const struct sockaddr *sa, socklen_t len) {

@@ -46,7 +46,11 @@ enum connguard_expiry {
   CG_EXPIRED_HEAD, /* a request head too slow: a head_timeout refusal */
   CG_EXPIRED_IDLE, /* idle after a request, no byte since: a keep-alive timeout, not counted */
   CG_EXPIRED_GONE, /* its client had closed, nothing unread: not counted */
+  CG_EXPIRED__N,
 };
+
+/* The metric label of each kind ("head", "idle", "gone"). */
+const char *connguard_expiry_name(enum connguard_expiry k);
 
 /* The kind of a connection past its head deadline, from what the sweep reads of its socket:
    peer_closed when a peek finds the end of the stream and no byte before it; rx_known when the
@@ -102,11 +106,17 @@ int connguard_busy(struct connguard *g, int64_t now);
 void connguard_on_refuse(struct connguard *g, void (*fn)(void *arg, enum connguard_reason r),
                          void *arg);
 
+/* Call fn(arg, kind) at each connection shut down at its deadline that was no refusal (kind
+   CG_EXPIRED_IDLE or CG_EXPIRED_GONE; e.g. to count it in a metrics registry); before use. */
+void connguard_on_idle_close(struct connguard *g, void (*fn)(void *arg, enum connguard_expiry kind),
+                             void *arg);
+
 /* Refusals so far for reason r. */
 uint64_t connguard_refused(struct connguard *g, enum connguard_reason r);
 
-/* Connections shut down at their deadline that were no refusal (CG_EXPIRED_IDLE or _GONE). */
-uint64_t connguard_idle_closed(struct connguard *g);
+/* Connections shut down at their deadline so far that were of kind k (CG_EXPIRED_HEAD: the
+   head_timeout refusals). */
+uint64_t connguard_expired(struct connguard *g, enum connguard_expiry k);
 
 /* Connections open from the address of sa now. */
 int connguard_open_from(struct connguard *g, const struct sockaddr *sa, socklen_t len);

@@ -534,6 +534,16 @@ static void on_refuse(void *arg, enum connguard_reason why) {
   metrics_add(srv->cfg.metrics, "cdnca_http_refused_total", labels, 1);
 }
 
+/* A connection shut down at its deadline that was no refusal, counted in
+   cdnca_http_idle_closed_total{listener,kind}. */
+static void on_idle_close(void *arg, enum connguard_expiry kind) {
+  struct http_srv *srv = arg;
+  char labels[120];
+  snprintf(labels, sizeof labels, "listener=\"%s\",kind=\"%s\"", srv->cfg.name,
+           connguard_expiry_name(kind));
+  metrics_add(srv->cfg.metrics, "cdnca_http_idle_closed_total", labels, 1);
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -761,7 +771,10 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     free(srv);
     return NULL;
   }
-  if (srv->cfg.metrics) connguard_on_refuse(srv->guard, on_refuse, srv);
+  if (srv->cfg.metrics) {
+    connguard_on_refuse(srv->guard, on_refuse, srv);
+    connguard_on_idle_close(srv->guard, on_idle_close, srv);
+  }
   if (connguard_start(srv->guard) < 0) {
     connguard_free(&srv->guard);
     free(srv);

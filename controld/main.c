@@ -337,6 +337,10 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_http_refused_total", "counter",
                   "connections refused or closed by listener and reason (per_ip: the address had "
                   "--max-connections-per-ip open; head_timeout: no whole request head in time)");
+  metrics_declare(m, "cdnca_http_idle_closed_total", "counter",
+                  "connections shut down at the request-head deadline that were no refusal, by "
+                  "listener and kind (idle: no byte since its last answer; gone: its client had "
+                  "closed)");
   metrics_declare(m, "cdnca_probe_rounds_total", "counter", "probe rounds run");
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");

@@ -15,13 +15,15 @@
 #include "log.h"
 
 /* The admin listener's own limits, apart from the visitor port's: monitoring needs a handful of
- * connections, so 1024 is generous, and an idle one is dropped after 10 s so idle floods clear
- * quickly. Its descriptors come from the reserve the proxy keeps out of its visitor cap. */
+ * connections, so 1024 is generous. A request head must be whole within ADMIN_HEAD_TIMEOUT_MS of
+ * the connection's start or of its last request's end (slow-header clients; docs/design.md,
+ * Restarts and upgrades): so an idle connection is dropped after 10 s, by the guard, which counts
+ * it as an idle close, and idle floods clear quickly. The server's own inactivity timeout is a
+ * second longer: it only ends a client that stops reading an answer. Its descriptors come from the
+ * reserve the proxy keeps out of its visitor cap. */
 #define ADMIN_MAX_CONNECTIONS 1024u
-#define ADMIN_IDLE_TIMEOUT_S 10u
-/* A request head must be whole this soon after the connection opened or its last request ended
-   (slow-header clients; docs/design.md, Restarts and upgrades). */
 #define ADMIN_HEAD_TIMEOUT_MS 10000
+#define ADMIN_IDLE_TIMEOUT_S 11u
 
 struct admin {
   struct admin_src src;
@@ -124,6 +126,16 @@ int admin_metrics(struct admin *a, struct buf *out) {
     if (buf_printf(out, "cdnca_node_admin_refused_total{reason=\"%s\"} %llu\n",
                    connguard_reason_name(r),
                    (unsigned long long)(a && a->guard ? connguard_refused(a->guard, r) : 0)) < 0)
+      return -1;
+  if (buf_printf(out, "# HELP cdnca_node_admin_idle_closed_total admin listener connections shut "
+                      "down at the request-head deadline that were no refusal, by kind (idle: no "
+                      "byte since its last answer; gone: its client had closed)\n"
+                      "# TYPE cdnca_node_admin_idle_closed_total counter\n") < 0)
+    return -1;
+  for (int k = CG_EXPIRED_IDLE; k < CG_EXPIRED__N; k++)
+    if (buf_printf(out, "cdnca_node_admin_idle_closed_total{kind=\"%s\"} %llu\n",
+                   connguard_expiry_name(k),
+                   (unsigned long long)(a && a->guard ? connguard_expired(a->guard, k) : 0)) < 0)
       return -1;
   return 0;
 }

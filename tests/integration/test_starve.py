@@ -129,8 +129,8 @@ def test_controld_slow_headers_and_per_ip(tmp):
 
 def test_controld_idle_keepalive_not_counted(tmp):
     """A keep-alive connection idle after its answer is closed at the head deadline but is no
-    refusal; one that begins its next head and stalls is (head_timeout), as is one that never
-    sends a whole first head."""
+    refusal (it is counted as an idle close); one that begins its next head and stalls is
+    (head_timeout), as is one that never sends a whole first head."""
     c = Controld(tmp, extra_args=["--header-timeout-ms", "1000"]).start()
 
     def connect():
@@ -155,11 +155,16 @@ def test_controld_idle_keepalive_not_counted(tmp):
         except OSError:
             return False
 
-    def head_timeouts():
+    def counted(name, label):
         st, text, _ = get(c.port, "/metrics")
         assert st == 200
-        return metric_value(text.decode(), "cdnca_http_refused_total",
-                            ['listener="api"', "head_timeout"]) or 0
+        return metric_value(text.decode(), name, ['listener="api"', label]) or 0
+
+    def head_timeouts():
+        return counted("cdnca_http_refused_total", "head_timeout")
+
+    def idle_closes():
+        return counted("cdnca_http_idle_closed_total", 'kind="idle"')
 
     idle = open_after_request()
     t0 = time.monotonic()
@@ -167,6 +172,7 @@ def test_controld_idle_keepalive_not_counted(tmp):
     print("an idle keep-alive connection closed %.2f s after its answer" % (time.monotonic() - t0),
           flush=True)
     idle.close()
+    assert wait_until(lambda: idle_closes() == 1, timeout=5), idle_closes()
     assert head_timeouts() == 0
     # the next head begun and stalled: a refusal
     stall = open_after_request()
@@ -181,6 +187,7 @@ def test_controld_idle_keepalive_not_counted(tmp):
     assert wait_until(lambda: head_timeouts() == 2, timeout=5), head_timeouts()
     time.sleep(0.3)
     assert head_timeouts() == 2
+    assert idle_closes() == 1
 
 
 def test_controld_admin_listen_refused_when_same():
@@ -197,11 +204,16 @@ def test_controld_admin_listen_refused_when_same():
 def test_noded_admin_idle_and_slow(tmp):
     """300 slow-header connections from one address at noded's admin port: 64 get
     in, the rest are refused and counted; the admitted ones are closed at the head deadline
-    (10 s); /healthz from a second address answers all along."""
+    (10 s); /healthz from a second address answers all along; a keep-alive connection left idle
+    after its answer is closed at the deadline too, counted as an idle close."""
     c = Controld(tmp).start()
     st, body, _ = c.api("POST", "/v1/nodes", {"name": "edge"})
     assert st == 201, body
     n = Noded(c, body["token"], tmp).start()
+    idle = socket.create_connection((HOST, n.admin_port), source_address=("127.0.0.2", 0))
+    idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    resp, _, closed = R.read_response(idle, time.monotonic() + 5)
+    assert resp is not None and resp.status == 200 and not closed, resp
     slow = SlowClients(n.admin_port, 300, every=1.0, seconds=16.0)
     try:
         probes = []
@@ -218,8 +230,12 @@ def test_noded_admin_idle_and_slow(tmp):
         text = text.decode()
         assert metric_value(text, "cdnca_node_admin_refused_total", ["per_ip"]) >= 1, text
         assert metric_value(text, "cdnca_node_admin_refused_total", ["head_timeout"]) >= 1, text
+        idle.settimeout(1)
+        assert idle.recv(100) == b"", "the idle keep-alive connection outlived the deadline"
+        assert metric_value(text, "cdnca_node_admin_idle_closed_total", ['kind="idle"']) == 1, text
     finally:
         slow.join()
+        idle.close()
 
 
 if __name__ == "__main__":

@@ -161,6 +161,11 @@ static void test_expiry_of(void **state) {
   assert_int_equal(connguard_expiry_of(3, 0, 1, 700, 702), CG_EXPIRED_HEAD); /* next head begun */
   assert_int_equal(connguard_expiry_of(3, 1, 1, 700, 702), CG_EXPIRED_GONE);
   assert_int_equal(connguard_expiry_of(3, 0, 0, 0, 0), CG_EXPIRED_HEAD); /* no count (Unix) */
+  /* the metric labels */
+  assert_string_equal(connguard_expiry_name(CG_EXPIRED_HEAD), "head");
+  assert_string_equal(connguard_expiry_name(CG_EXPIRED_IDLE), "idle");
+  assert_string_equal(connguard_expiry_name(CG_EXPIRED_GONE), "gone");
+  assert_string_equal(connguard_expiry_name(CG_EXPIRED__N), "unknown");
 }
 
 /* A loopback TCP connection: fd[0] the server's end, fd[1] the client's. */
@@ -188,14 +193,21 @@ static void wait_readable(int fd) {
   assert_int_equal(poll(&p, 1, 5000), 1);
 }
 
+/* Counts each kind the guard reports through connguard_on_idle_close. */
+static void count_idle_close(void *arg, enum connguard_expiry kind) {
+  ((int *)arg)[kind]++;
+}
+
 static void test_sweep_kinds(void **state) {
   struct connguard *g = connguard_new("test", 0, 1000);
+  int told[CG_EXPIRED__N] = {0};
   struct sockaddr_in a = v4("127.0.0.1");
   int lfd = socket(AF_INET, SOCK_STREAM, 0), idle[2], next[2], gone[2], fresh_gone[2], slow[2];
   struct gconn *ci, *cn, *cg, *cfg, *cs;
   char ch;
   (void)state;
   assert_non_null(g);
+  connguard_on_idle_close(g, count_idle_close, told);
   assert_true(lfd >= 0);
   assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
   assert_int_equal(listen(lfd, 8), 0);
@@ -237,7 +249,12 @@ static void test_sweep_kinds(void **state) {
   assert_int_equal(connguard_sweep(g, 1101), 5); /* all five shut down */
   /* only the two heads too slow are refusals */
   assert_int_equal(connguard_refused(g, CG_HEAD_TIMEOUT), 2);
-  assert_int_equal(connguard_idle_closed(g), 3);
+  assert_int_equal(connguard_expired(g, CG_EXPIRED_HEAD), 2); /* next, slow */
+  assert_int_equal(connguard_expired(g, CG_EXPIRED_IDLE), 1); /* idle */
+  assert_int_equal(connguard_expired(g, CG_EXPIRED_GONE), 2); /* gone, fresh_gone */
+  assert_int_equal(told[CG_EXPIRED_HEAD], 0); /* a refusal is told through on_refuse */
+  assert_int_equal(told[CG_EXPIRED_IDLE], 1);
+  assert_int_equal(told[CG_EXPIRED_GONE], 2);
   assert_int_equal(read(idle[1], &ch, 1), 0);    /* the idle client sees the end of the stream */
   assert_int_equal(connguard_sweep(g, 9000), 0); /* once */
   connguard_close(g, ci);
