@@ -357,7 +357,7 @@ static enum http_rc get_list(struct req *r) {
   for (int i = 0; states[i] && !ok; i++)
     ok = strcmp(state, states[i]) == 0;
   if (!ok) {
-    req_error(r, 400, "invalid_value", "state",
+    req_error(r, 400, "invalid_query", "state",
               "state must be one of open, mitigated, resolved, active");
     return HTTP_DONE;
   }
