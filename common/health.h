@@ -80,7 +80,8 @@ int health_failback_from_string(const char *s, enum health_failback *out);
 /* "stay" | "switch". Static. */
 const char *health_action_to_string(enum health_action a);
 
-/* "auto_failover" | "auto_failback" | "manual" | "no_enabled_origins" | "" (NONE). Static. */
+/* "auto_failover" | "auto_failback" | "manual" | "no_enabled_origins" | "drill" | "" (NONE).
+   Static. */
 const char *health_reason_to_string(enum health_reason r);
 
 /* Verdict of a vote: at least 2 votes in all and a strict majority (2-0, 2-1, 3-0 decide; 1-1,
