@@ -55,14 +55,24 @@ void connguard_mhd_request_done(struct connguard *g, struct MHD_Connection *c) {
   if (g) connguard_request_done(g, conn_of(c), clock_mono_ms());
 }
 
-static _Atomic int64_t closed_log;
+/* Every message of the server comes from what a client sent or did: at most one line a second
+   in the process, the rest counted and said with the next line. */
+static _Atomic int64_t mhd_log_at;
+static _Atomic uint64_t mhd_log_held;
 
 void connguard_mhd_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
+  uint64_t held;
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
-  if (strncmp(msg, "Connection socket is closed", 27) == 0 &&
-      !log_every(&closed_log, clock_mono_ms(), 1000))
+  if (!log_every(&mhd_log_at, clock_mono_ms(), 1000)) {
+    atomic_fetch_add(&mhd_log_held, 1);
     return;
-  log_warn("%s: %s", (const char *)cls, msg);
+  }
+  held = atomic_exchange(&mhd_log_held, 0);
+  if (held)
+    log_warn("%s: %s (and %llu more messages of the HTTP server since the last one, not logged)",
+             (const char *)cls, msg, (unsigned long long)held);
+  else
+    log_warn("%s: %s", (const char *)cls, msg);
 }

@@ -20,8 +20,9 @@ enum MHD_Result connguard_mhd_accept(void *cls, const struct sockaddr *addr, soc
 void connguard_mhd_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
 
-/* MHD_LogCallback: cls is the name (a string) each line starts with, as a warning. A client gone
-   mid-request, or cut at its head deadline, is said at most once a second in the process. */
+/* MHD_LogCallback: cls is the name (a string) each line starts with, as a warning. The server's
+   messages (a client gone mid-request, cut at its head deadline, or sending what does not parse)
+   are said at most once a second in the process; the line after a pause says how many were not. */
 void connguard_mhd_log(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 

@@ -20,7 +20,8 @@
 #define NODE_MAX_VOTES 10000
 #define NODE_WAIT_MAX_MS 60000
 
-/* Every authenticated node call marks the node seen (written in batches by the hub). */
+/* Every node call whose input is valid marks the node seen (written in batches by the hub); a
+   refused one changes nothing. */
 static void seen(struct req *r) {
   hub_node_seen(r->ctx->hub, r->node_id, clock_wall_ms());
 }
@@ -31,10 +32,15 @@ struct heartbeat {
   int64_t config_version;
 };
 
+/* A node's version as shown on the dashboard: text with no control character. */
+static int version_valid(char *v) {
+  return fields_text_valid(v, 1, 63);
+}
+
 #define H(m) FIELD_AT(struct heartbeat, m)
 static const struct field_def heartbeat_fields[] = {
-    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0,
-     NULL, NULL},
+    {"version", FIELD_STR, FIELD_REQUIRED, H(version), 1, 0, 0, NULL, version_valid,
+     "1-63 characters of text, no control character", 0, NULL, 0, 0, NULL, NULL},
     {"config_version", FIELD_INT, FIELD_REQUIRED, H(config_version), 0, INT64_MAX / 2, 0, NULL,
      NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
     {NULL, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -96,7 +102,6 @@ static enum http_rc post_heartbeat(struct req *r) {
   struct node_obs *obs = NULL;
   int n = 0;
   enum store_rc rc;
-  seen(r);
   body = req_body_object(r);
   if (!body) return HTTP_DONE;
   memset(&hb, 0, sizeof hb);
@@ -126,6 +131,7 @@ static enum http_rc post_heartbeat(struct req *r) {
       }
     }
   }
+  seen(r);
   rc = store_node_heartbeat(r->ctx->store, r->node_id, hb.version, hb.config_version,
                             clock_wall_ms(), obs, n);
   if (rc != STORE_OK)
@@ -203,9 +209,9 @@ static void config_done(void *arg, enum hub_outcome outcome, struct pub_blob *b)
 static enum http_rc get_config(struct req *r) {
   int64_t since = 0, wait_ms = 25000;
   struct hub_poll p = {r->node_id, config_suspend, config_done, r};
-  seen(r);
   if (req_query_int(r, "since", 0, INT64_MAX / 2, 0, &since) < 0) return HTTP_DONE;
   if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
+  seen(r);
   /* asking with since = SEQ says the node applied SEQ (docs/design.md#incidents: propagation) */
   hub_node_applied(r->ctx->hub, r->node_id, since, clock_wall_ms());
   return hub_config_poll(r->ctx->hub, since, wait_ms, &p) ? HTTP_SUSPENDED : HTTP_DONE;
@@ -235,8 +241,8 @@ static const struct tasks_client_ops task_client = {task_reply, task_error, task
 
 static enum http_rc get_tasks(struct req *r) {
   int64_t wait_ms = 25000;
-  seen(r);
   if (req_query_int(r, "wait_ms", 0, NODE_WAIT_MAX_MS, 25000, &wait_ms) < 0) return HTTP_DONE;
+  seen(r);
   return tasks_poll(r->ctx->tasks, &task_client, r, r->node_id, wait_ms) ? HTTP_SUSPENDED
                                                                          : HTTP_DONE;
 }
@@ -302,7 +308,6 @@ static enum http_rc post_votes(struct req *r) {
   int n, i = 0, badi = -1;
   const cJSON *x;
   char field[64];
-  seen(r);
   body = req_body_object(r);
   if (!body) return HTTP_DONE;
   if (json_only_keys(body, keys, &bad) < 0) {
@@ -329,6 +334,7 @@ static enum http_rc post_votes(struct req *r) {
     if (parse_vote(r, x, i, &v[i]) < 0) goto out;
     i++;
   }
+  seen(r);
   switch (tasks_vote(r->ctx->tasks, r->node_id, round_id, v, n, clock_wall_ms(), &badi)) {
   case TASKS_VOTE_OK:
     req_json(r, 204, NULL);

@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -20,6 +21,7 @@
 #include "addr.h"
 #include "clock.h"
 #include "connguard_mhd.h"
+#include "httphead.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -127,7 +129,9 @@ int req_query_int(struct req *r, const char *key, int64_t min, int64_t max, int6
   }
   errno = 0;
   n = strtoll(v, &end, 10);
-  if (errno || end == v || *end || n < min || n > max) {
+  /* digits, with a '-' before them at most: strtoll alone would take " 5" and "+5" */
+  if (errno || end == v || *end || !(isdigit((unsigned char)v[0]) || v[0] == '-') || n < min ||
+      n > max) {
     req_error(r, 400, "invalid_query", key, "query parameter %s must be an integer in [%lld, %lld]",
               key, (long long)min, (long long)max);
     return -1;
@@ -261,7 +265,7 @@ static enum MHD_Result queue(struct req *r) {
       MHD_add_response_header(resp, r->resp_headers[i][0], r->resp_headers[i][1]);
     if (r->resp_etag[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp_etag);
     /* draining: the client opens its next connection to the next process */
-    if (atomic_load(&r->srv->draining))
+    if (atomic_load(&r->srv->draining) || r->close_after)
       MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     /* a node's clock reference (docs/design.md, Failback ramp); a shared config answer has none,
        the node's other calls carry it */
@@ -321,65 +325,115 @@ char *req_query_text(struct req *r) {
   return q.p;
 }
 
-/* Headers a request may carry at most once (docs/design.md#safe-concurrent-edits): a second copy is
- * a 400. */
-static const char *const single_headers[] = {"Idempotency-Key", NULL};
+/* What a scan of the query found first. */
+enum arg_fault {
+  ARG_OK,
+  ARG_UNKNOWN,  /* a parameter the route does not take */
+  ARG_TWICE,    /* one it takes, given twice: which would count? */
+  ARG_NO_VALUE, /* one it takes, with no "=" */
+};
 
 struct arg_scan {
   const char *allowed; /* the route's query list */
-  const char *want;    /* a header name to count */
-  int count;
-  char bad[65]; /* the first query parameter the route does not take (printable ASCII) */
-  int found;
+  enum arg_fault fault;
+  char bad[65];  /* the parameter at fault (printable ASCII) */
+  unsigned seen; /* bit i: the list's i-th name was given */
 };
 
 static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char *key,
                                   const char *value) {
   struct arg_scan *s = cls;
   size_t i = 0;
+  int at;
   (void)kind;
-  (void)value;
-  if (s->found || route_query_allowed(s->allowed, key ? key : "")) return MHD_YES;
-  s->found = 1;
+  if (!route_query_allowed(s->allowed, key ? key : ""))
+    s->fault = ARG_UNKNOWN;
+  else if ((at = route_query_index(s->allowed, key ? key : "")) >= 0 && at < 32) {
+    if (s->seen & (1u << at))
+      s->fault = ARG_TWICE;
+    else if (!value)
+      s->fault = ARG_NO_VALUE;
+    s->seen |= 1u << at;
+  }
+  if (s->fault == ARG_OK) return MHD_YES;
   for (const char *k = key ? key : ""; *k && i < sizeof s->bad - 1; k++)
     s->bad[i++] = (unsigned char)*k > 0x20 && (unsigned char)*k < 0x7f ? *k : '?';
   s->bad[i] = '\0';
   return MHD_NO;
 }
 
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value) {
-  struct arg_scan *s = cls;
-  (void)kind;
-  (void)value;
-  if (key && strcasecmp(key, s->want) == 0) s->count++;
-  return MHD_YES;
-}
-
-/* The query parameters against the route's list and the single headers: 0, or -1 with a 400. */
+/* The query parameters against the route's list, each once and with a value: 0, or -1 with a
+   400. */
 static int check_args(struct req *r) {
   struct arg_scan s;
   memset(&s, 0, sizeof s);
   s.allowed = r->route->query;
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_query, &s);
-  if (s.found) {
+  switch (s.fault) {
+  case ARG_OK:
+    return 0;
+  case ARG_UNKNOWN:
     req_error(r, 400, "unknown_query_parameter", s.bad[0] ? s.bad : NULL,
               "%s %s takes no query parameter '%s' (it takes: %s)", r->method, r->route->pattern,
               s.bad, r->route->query ? r->route->query : "none");
+    break;
+  case ARG_TWICE:
+    req_error(r, 400, "invalid_query", s.bad, "query parameter %s may be given only once", s.bad);
+    break;
+  case ARG_NO_VALUE:
+    req_error(r, 400, "invalid_query", s.bad, "query parameter %s needs a value (%s=...)", s.bad,
+              s.bad);
+    break;
+  }
+  return -1;
+}
+
+/* The most header fields a request may have. */
+#define HEAD_FIELDS_MAX 100
+
+struct head_scan {
+  struct httphead_field f[HEAD_FIELDS_MAX];
+  size_t n;
+  int over;
+};
+
+static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size) {
+  struct head_scan *h = cls;
+  (void)kind;
+  if (h->n == HEAD_FIELDS_MAX) {
+    h->over = 1;
+    return MHD_NO;
+  }
+  h->f[h->n++] = (struct httphead_field){key ? key : "", key ? key_size : 0, value ? value : "",
+                                         value ? value_size : 0};
+  return MHD_YES;
+}
+
+/* The head's framing and single headers (httphead_check): 0, or -1 with a reply that closes the
+   connection: what follows a head read two ways is not read at all. */
+static int check_head(struct req *r, int minor) {
+  struct head_scan *h = malloc(sizeof *h);
+  struct httphead_verdict v;
+  int rc = 0;
+  if (!h) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    r->close_after = 1;
     return -1;
   }
-  for (int i = 0; single_headers[i]; i++) {
-    memset(&s, 0, sizeof s);
-    s.want = single_headers[i];
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &s);
-    if (s.count > 1) {
-      req_error(r, 400, "duplicate_header", single_headers[i],
-                "the %s header may be sent only once (it was sent %d times)", single_headers[i],
-                s.count);
-      return -1;
-    }
+  h->n = 0;
+  h->over = 0;
+  MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, add_field, h);
+  if (h->over) {
+    req_error(r, 400, "invalid_header", NULL, "more than %d header fields", HEAD_FIELDS_MAX);
+    rc = -1;
+  } else if (httphead_check(h->f, h->n, minor, &v) < 0) {
+    req_error(r, v.status, v.code, v.field, "%s", v.message);
+    rc = -1;
   }
-  return 0;
+  free(h);
+  if (rc < 0) r->close_after = 1;
+  return rc;
 }
 
 /* Checks on the headers, before any body is read. 0 = go on, -1 = a reply is set. */
@@ -450,11 +504,27 @@ static int precheck(struct req *r) {
   return 0;
 }
 
+/* The mark a request's raw path had an encoded '/' (%2F): the address is handed to on_access as
+   its first *con_cls. Decoded before routing, "/v1/sites/1%2Forigins%2F5" would reach the route
+   of /v1/sites/1/origins/5, past any front proxy's rule written per path. */
+static char encoded_slash;
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  size_t pl = strcspn(uri, "?");
+  (void)cls;
+  (void)conn;
+  for (size_t i = 0; i + 2 < pl; i++)
+    if (uri[i] == '%' && uri[i + 1] == '2' && (uri[i + 2] == 'f' || uri[i + 2] == 'F'))
+      return &encoded_slash;
+  return NULL;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
   struct http_srv *srv = cls;
-  struct req *r = *con_cls;
+  struct req *r = *con_cls == &encoded_slash ? NULL : *con_cls;
+  int slash = *con_cls == &encoded_slash;
 
   if (!r) {
     r = calloc(1, sizeof *r);
@@ -469,6 +539,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     connguard_mhd_head_done(srv->guard, conn);
     buf_init(&r->body, HTTP_BODY_MAX);
     *con_cls = r;
+    /* a head that breaks the framing rules is answered at once and its connection closed: its
+       body, if any, cannot be told apart from a next request */
+    if (check_head(r, strcmp(version, MHD_HTTP_VERSION_1_0) == 0 ? 0 : 1) < 0) return queue(r);
+    if (slash) {
+      req_error(r, 404, "not_found", NULL, "no such route (an encoded '/' in a path matches none)");
+      r->close_after = 1; /* its body, if any, is not read */
+      return queue(r);
+    }
     /* an early reply is queued once the body is in, so the connection stays open
        (keep-alive) and a client still sending can read it: a body announced as too large is
        read and dropped (up to HTTP_DRAIN_MAX). A client waiting for "100 Continue" gets the
@@ -510,9 +588,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct http_srv *srv = cls;
-  struct req *r = *con_cls;
+  struct req *r = *con_cls == &encoded_slash ? NULL : *con_cls;
   char labels[200];
   connguard_mhd_request_done(srv->guard, conn);
+  *con_cls = NULL;
   if (!r) return;
   snprintf(labels, sizeof labels, "route=\"%s\",code=\"%u\"",
            r->route ? r->route->pattern : "unmatched", r->status);
@@ -827,8 +906,8 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         90u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_ARRAY,
-        srv->tls_cert ? tls : &tls[2], MHD_OPTION_END);
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_ARRAY, srv->tls_cert ? tls : &tls[2], MHD_OPTION_END);
   }
   if (!srv->mhd) {
     log_error("cannot start the HTTP server for %s: %s", srv->listen, strerror(errno));

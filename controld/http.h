@@ -55,6 +55,7 @@ struct req {
   int suspended;
   atomic_int ready; /* set by req_resume's caller after the reply is set */
   int done;
+  int close_after; /* the reply closes the connection (a head that could be read two ways) */
   /* handler state kept across suspend/resume */
   void *user;
   void (*user_free)(void *user);

@@ -90,17 +90,22 @@ enum http_auth route_role_parse(const char *s) {
   return AUTH_NONE;
 }
 
-int route_query_allowed(const char *allowed, const char *name) {
+int route_query_index(const char *allowed, const char *name) {
   size_t n = strlen(name);
   const char *p = allowed;
-  if (!allowed) return 0;
-  if (strcmp(allowed, "*") == 0) return 1;
+  int i = 0;
+  if (!allowed || strcmp(allowed, "*") == 0) return -1;
   while (*p) {
     const char *e = strchr(p, ',');
     size_t l = e ? (size_t)(e - p) : strlen(p);
-    if (l == n && n > 0 && memcmp(p, name, n) == 0) return 1;
+    if (l == n && n > 0 && memcmp(p, name, n) == 0) return i;
     if (!e) break;
     p = e + 1;
+    i++;
   }
-  return 0;
+  return -1;
+}
+
+int route_query_allowed(const char *allowed, const char *name) {
+  return (allowed && strcmp(allowed, "*") == 0) || route_query_index(allowed, name) >= 0;
 }

@@ -40,6 +40,10 @@ struct route {
  */
 int route_query_allowed(const char *allowed, const char *name);
 
+/* The 0-based place of name in a comma list of names (struct route.query), or -1 when it is not
+   there or the list is NULL or "*". Pure. */
+int route_query_index(const char *allowed, const char *name);
+
 /* 1 when path matches pattern (":id" segments take positive integers into params, a final "*"
    takes any rest; one trailing slash is tolerated); *nparams gets the count. */
 int route_match(const char *pattern, const char *path, int64_t *params, int *nparams);

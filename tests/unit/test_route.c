@@ -85,12 +85,22 @@ static void test_query_allowed(void **state) {
   assert_true(route_query_allowed("q", "q"));
 }
 
+static void test_query_index(void **state) {
+  (void)state;
+  assert_int_equal(route_query_index("after,limit,q", "after"), 0);
+  assert_int_equal(route_query_index("after,limit,q", "limit"), 1);
+  assert_int_equal(route_query_index("after,limit,q", "q"), 2);
+  assert_int_equal(route_query_index("after,limit,q", "li"), -1);
+  assert_int_equal(route_query_index("after,limit,q", ""), -1);
+  assert_int_equal(route_query_index(NULL, "q"), -1);
+  assert_int_equal(route_query_index("*", "q"), -1); /* any name, none counted */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_match_params),
-      cmocka_unit_test(test_star),
-      cmocka_unit_test(test_find),
-      cmocka_unit_test(test_query_allowed),
+      cmocka_unit_test(test_match_params), cmocka_unit_test(test_star),
+      cmocka_unit_test(test_find),         cmocka_unit_test(test_query_allowed),
+      cmocka_unit_test(test_query_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
