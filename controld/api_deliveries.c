@@ -144,8 +144,13 @@ struct test_op {
 
 static enum store_rc test_change(struct api_op *op) {
   struct test_op *to = op->arg;
-  return store_webhook_test_locked(op->tx, op->r->params[0], to->site_id, to->site_name,
-                                   to->v->test_title, to->data, &to->delivery_id);
+  enum store_rc rc = store_webhook_test_locked(op->tx, op->r->params[0], to->site_id, to->site_name,
+                                               to->v->test_title, to->data, &to->delivery_id);
+  if (rc == STORE_CONFLICT)
+    req_error(op->r, 409, "tests_pending", NULL,
+              "%d test deliveries of this %s are still pending: send more once they are done",
+              STORE_TESTS_PENDING_MAX, to->v->noun);
+  return rc;
 }
 
 static enum store_rc test_answer(struct api_op *op) {

@@ -240,7 +240,7 @@ cJSON *model_site_json(const struct site_rec *s) {
 
 int model_webhook_url_valid(const char *url) {
   CURLU *u;
-  char *scheme = NULL, *host = NULL;
+  char *scheme = NULL, *host = NULL, *port = NULL;
   const char *auth;
   int ok = 0;
   for (const unsigned char *p = (const unsigned char *)url; *p; p++)
@@ -258,6 +258,9 @@ int model_webhook_url_valid(const char *url) {
       curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
       curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
     ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
+  /* port 0 reaches nothing: an explicit port is 1-65535 */
+  if (ok && curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK) ok = atol(port) > 0;
+  curl_free(port);
   curl_free(scheme);
   curl_free(host);
   curl_url_cleanup(u);

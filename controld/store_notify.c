@@ -289,6 +289,9 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
                                         const char *data_json, int64_t *delivery_id) {
   struct store *st = store_tx_store(tx);
   static const char hook[] = "SELECT 1 FROM webhooks WHERE id = ?";
+  static const char pending[] = "SELECT COUNT(*) FROM deliveries d JOIN events e ON e.id = "
+                                "d.event_id WHERE d.webhook_id = ? AND d.state = 'pending' "
+                                "AND e.type = 'webhook.test'";
   struct db_stmt *s;
   int64_t now = clock_wall_ms(), event_id;
   int step;
@@ -303,6 +306,19 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
   if (step == DB_DONE) return STORE_NOT_FOUND;
   if (step != DB_ROW) {
     log_error("looking up webhook %lld: %s", (long long)webhook_id, db_errmsg(st->w));
+    return STORE_ERROR;
+  }
+  /* tests queue with the channel's real deliveries and are retried for a day: a bounded number */
+  s = db_prep(st->w, pending);
+  if (!s) return STORE_ERROR;
+  db_bind_i64(s, 1, webhook_id);
+  step = db_step(s);
+  if (step == DB_ROW) *delivery_id = db_col_i64(s, 0); /* how many */
+  db_reset(s);
+  if (step == DB_ROW && *delivery_id >= STORE_TESTS_PENDING_MAX) return STORE_CONFLICT;
+  if (step != DB_ROW) {
+    log_error("looking up webhook %lld's pending test: %s", (long long)webhook_id,
+              db_errmsg(st->w));
     return STORE_ERROR;
   }
   event_id =

@@ -115,8 +115,12 @@ enum store_rc store_delivery_get(struct store *st, int64_t id, struct delivery_r
 /* The same inside a store_op. */
 enum store_rc store_delivery_get_locked(struct store_tx *tx, int64_t id, struct delivery_rec *out);
 
+/* The most test deliveries of one webhook or channel waiting at once. */
+#define STORE_TESTS_PENDING_MAX 100
+
 /* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only;
- * *delivery_id set. Wakes the event hook. */
+ * *delivery_id set. Wakes the event hook. STORE_CONFLICT, nothing added, when
+ * STORE_TESTS_PENDING_MAX test deliveries of that webhook are still pending. */
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id);

@@ -4,7 +4,8 @@ notification center (docs/design.md#rest-api).
 
 A receiver on loopback (receiver.py) checks every header and signature and the per-site order;
 retries, a receiver that is down and comes back, kill -9 with pending deliveries, give-up,
-shutdown with an attempt in flight, validation, and events pagination. Events come from
+shutdown with an attempt in flight, validation, at most 100 test deliveries of one webhook
+waiting at once, and events pagination. Events come from
 POST /v1/webhooks/{id}/test (optionally naming a site), so no health engine is needed.
 controld runs with a millisecond retry schedule so retries happen quickly.
 """
@@ -117,7 +118,8 @@ def delivered_all(c, hook, uuids):
 def test_webhook_validation_and_crud(tmp):
     c = start(tmp)
     bad_urls = ["ftp://example.com/x", "http://", "not a url", "example.com/hook", "http:///path",
-                "https://exa mple.com/", "", 42, None, "javascript:alert(1)"]
+                "https://exa mple.com/", "", 42, None, "javascript:alert(1)",
+                "http://127.0.0.1:0/", "https://example.com:00/h"]
     for u in bad_urls:
         status, j, _ = c.api("POST", "/v1/webhooks", {"url": u, "secret": SECRET})
         assert status == 422 and j["error"]["field"] == "url", (u, status, j)
@@ -267,6 +269,24 @@ def test_retry_500_then_200_same_delivery_id(tmp):
         assert metric(c, "retry") >= 4 and metric(c, "delivered") >= 2
     finally:
         rx.stop()
+
+
+def test_pending_tests_are_bounded(tmp):
+    """Test deliveries to a receiver that is down pile up to 100 per webhook, then 409
+    tests_pending and nothing more is stored; another webhook is not held back."""
+    c = start(tmp)
+    down = mk_hook(c, "http://127.0.0.1:9/down")
+    other = mk_hook(c, "http://127.0.0.1:9/other")
+    for i in range(100):
+        status, j, _ = c.api("POST", "/v1/webhooks/%d/test" % down)
+        assert status == 202, (i, status, j)
+    status, j, _ = c.api("POST", "/v1/webhooks/%d/test" % down)
+    assert status == 409 and j["error"]["code"] == "tests_pending", (status, j)
+    assert len(deliveries(c, down)) == 100
+    status, j, _ = c.api("POST", "/v1/webhooks/%d/test" % other)
+    assert status == 202, (status, j)
+    st, events, _ = c.api("GET", "/v1/notifications?limit=1000")
+    assert st == 200 and len(events["events"]) == 101, len(events["events"])
 
 
 def test_receiver_down_then_up(tmp):
