@@ -37,8 +37,9 @@ struct scan {
 /* What a string scan produces: the hash of the unescaped bytes and the start of their text. */
 struct str_out {
   uint64_t hash;
-  char text[64]; /* the first unescaped bytes (for paths), NUL-terminated */
+  char text[64]; /* the first unescaped characters (for paths), whole ones, NUL-terminated */
   size_t tlen;
+  int full; /* a character did not fit: none is added after it */
 };
 
 const char *jsonstrict_message(enum jsonstrict_rc rc) {
@@ -132,12 +133,18 @@ char *jsonstrict_utf8_repair(const char *buf, size_t len, size_t *out_len) {
 
 /* ---- strings ---- */
 
+/* One character's n bytes: into the hash, and into the text when the whole character fits. */
 static void out_bytes(struct str_out *o, const unsigned char *p, size_t n) {
   for (size_t k = 0; k < n; k++) {
     o->hash ^= p[k];
     o->hash *= 1099511628211ULL; /* FNV-1a */
-    if (o->tlen + 1 < sizeof o->text) o->text[o->tlen++] = (char)p[k];
   }
+  if (o->full || o->tlen + n >= sizeof o->text) {
+    o->full = 1;
+    return;
+  }
+  memcpy(o->text + o->tlen, p, n);
+  o->tlen += n;
 }
 
 static size_t utf8_encode(uint32_t cp, unsigned char *u) {
@@ -240,6 +247,7 @@ static int scan_string(struct scan *s, struct str_out *o) {
   size_t i = s->i + 1;
   o->hash = 14695981039346656037ULL;
   o->tlen = 0;
+  o->full = 0;
   for (;;) {
     unsigned c;
     if (i >= s->len) return fail(s, JSONSTRICT_SYNTAX, i);

@@ -90,6 +90,12 @@ static const struct row rows[] = {
     R("{\"origins\":[{\"port\":1,\"level\":1,\"port\":2}]}", JSONSTRICT_DUPLICATE_KEY,
       "origins[0].port"),
     R("{\"a\":{},\"b\":1,\"a\":[]}", JSONSTRICT_DUPLICATE_KEY, "a"),
+    /* a long key is named by its first whole characters: a 2-byte one that does not fit is left
+       out, never cut in two */
+    R("{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9"
+      "b\":1,\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9"
+      "b\":2}",
+      JSONSTRICT_DUPLICATE_KEY, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
     R("{\"\\u00e9\":1,\"\xc3\xa9\":2}", JSONSTRICT_DUPLICATE_KEY, "\xc3\xa9"),
 };
 
