@@ -259,7 +259,8 @@ int model_webhook_url_valid(const char *url) {
       curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
     ok = (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) && host[0] != '\0';
   /* port 0 reaches nothing: an explicit port is 1-65535 */
-  if (ok && curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK) ok = atol(port) > 0;
+  if (ok && curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
+    ok = strspn(port, "0") < strlen(port); /* libcurl took digits; not all of them zeros */
   curl_free(port);
   curl_free(scheme);
   curl_free(host);
