@@ -1,6 +1,7 @@
 /* probe — batch HTTP(S) origin health probes over one libcurl multi handle. */
 #include "probe.h"
 
+#include "curlhead.h"
 #include "hcheck.h"
 #include "log.h"
 #include "probenat.h"
@@ -47,6 +48,7 @@ struct probe_slot {
   size_t body_bytes;               /* body bytes seen so far */
   char *body;                      /* the first HCHECK_BODY_MAX bytes, only with expected_body */
   int headers_done;                /* 1 once a final (>= 200) header block is complete */
+  struct curlhead head;            /* the answer's head and trailers: bounded, one framing */
   char errbuf[CURL_ERROR_SIZE];
   char conn[PROBE_NAME_MAX + 16]; /* "::address:port" */
   /* a probe on a socket of our own (PROBE_ENGINE_EPOLL, probenat.h) */
@@ -219,10 +221,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
-/* Header sink: note when a final response's header block is complete. */
+/* Header sink: bound the head and trailers and refuse a second framing (curlhead); note when a
+ * final response's header block is complete. */
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud) {
   struct probe_slot *s = ud;
   size_t n = size * nmemb;
+  if (curlhead_line(&s->head, data, n) < 0) return 0; /* the transfer ends: s->head.why */
   if ((n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n')) {
     long code = 0;
     if (curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code >= 200)
@@ -323,7 +327,11 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   out.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
   /* a status counts only with its whole header block: libcurl 7.88 ends a transfer whose
      connection closed inside the head with CURLE_OK and the status line's code */
-  if (s->check->type == HCHECK_HTTP && s->headers_done && code >= 100 && code <= 999) {
+  if (s->check->type == HCHECK_HTTP && s->head.why) {
+    out.connected = 1; /* an answer came, and it was refused */
+    out.timed_out = 0;
+    out.error = s->head.why;
+  } else if (s->check->type == HCHECK_HTTP && s->headers_done && code >= 100 && code <= 999) {
     out.connected = 1;
     out.timed_out = 0;
     out.status = (int)code;
@@ -484,6 +492,7 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   s->connect_only = tcp;
   s->body_bytes = 0;
   s->headers_done = 0;
+  curlhead_init(&s->head, 0, s->check->method == HCHECK_HEAD);
   s->errbuf[0] = '\0';
   s->connect_to.data = s->conn;
   s->connect_to.next = NULL;

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "buf.h"
+#include "clock.h"
+#include "curlhead.h"
 #include "json.h"
 #include "log.h"
 #include "probe.h"
@@ -24,6 +26,7 @@ struct cp_slot {
   size_t idx;
   struct buf body;
   int too_big;
+  struct curlhead head; /* the answer's head and trailers: bounded, one framing */
 };
 
 struct checkpoint {
@@ -239,6 +242,9 @@ static int slot_start(struct checkpoint *c, struct cp_slot *s, const struct chec
   rc |= curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, timeout);
   rc |= curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_body);
   rc |= curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+  curlhead_init(&s->head, 0, 0);
+  rc |= curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, curlhead_cb);
+  rc |= curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, &s->head);
   free(payload);
   if (rc != CURLE_OK || curl_multi_add_handle(c->multi, s->easy) != CURLM_OK) {
     answer_fail(out, "cannot start the request");
@@ -252,7 +258,10 @@ static void slot_done(struct cp_slot *s, CURLcode res, struct checkpoint_answer 
   long code = 0;
   char why[128];
   curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
-  if (s->too_big) {
+  if (s->head.why) {
+    snprintf(why, sizeof why, "the answer is refused: %s", s->head.why);
+    answer_fail(out, why);
+  } else if (s->too_big) {
     answer_fail(out, "the answer is too large");
   } else if (res != CURLE_OK) {
     snprintf(why, sizeof why, "request failed: %s", curl_easy_strerror(res));
@@ -265,10 +274,14 @@ static void slot_done(struct cp_slot *s, CURLcode res, struct checkpoint_answer 
   }
 }
 
+int64_t checkpoint_phase_ms(int64_t max_timeout_ms) {
+  return (max_timeout_ms > 0 ? max_timeout_ms : PROBE_DEFAULT_TIMEOUT_MS) + CHECKPOINT_GRACE_MS;
+}
+
 int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_t n,
-                   struct checkpoint_answer *out, atomic_int *cancel) {
+                   struct checkpoint_answer *out, atomic_int *cancel, int64_t deadline_mono_ms) {
   size_t next = 0, running = 0;
-  int free_slots[CHECKPOINT_CONCURRENCY], nfree = 0, rc = 0;
+  int free_slots[CHECKPOINT_CONCURRENCY], nfree = 0, rc = 0, late = 0;
   for (size_t i = 0; i < n; i++) {
     memset(&out[i], 0, sizeof out[i]);
     snprintf(out[i].error, sizeof out[i].error, "cancelled");
@@ -279,6 +292,10 @@ int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_
     int still = 0, msgs = 0;
     CURLMsg *m;
     if (cancel && *cancel) break;
+    if (deadline_mono_ms > 0 && clock_mono_ms() >= deadline_mono_ms) {
+      late = 1;
+      break;
+    }
     while (next < n && nfree > 0) {
       struct cp_slot *s = &c->slots[free_slots[nfree - 1]];
       if (slot_start(c, s, &q[next], next, &out[next]) == 0) {
@@ -304,14 +321,17 @@ int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_
       running--;
     }
   }
-  /* cancelled or failed: abandon what is still running */
+  /* out of time: what was never asked says so */
+  for (size_t i = next; late && i < n; i++)
+    answer_fail(&out[i], CHECKPOINT_LATE);
+  /* cancelled, out of time or failed: abandon what is still running */
   for (int i = 0; i < CHECKPOINT_CONCURRENCY && running > 0; i++) {
     int in_free = 0;
     for (int k = 0; k < nfree; k++)
       if (free_slots[k] == i) in_free = 1;
     if (in_free || !c->slots[i].easy) continue;
     curl_multi_remove_handle(c->multi, c->slots[i].easy);
-    answer_fail(&out[c->slots[i].idx], "cancelled");
+    answer_fail(&out[c->slots[i].idx], late ? CHECKPOINT_LATE : "cancelled");
     running--;
   }
   return rc;

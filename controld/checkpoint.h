@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct hcheck_opts;
 
@@ -50,10 +51,19 @@ void checkpoint_free(struct checkpoint **c);
 
 /* Ask the plugin about q[0..n) concurrently and fill out[i] for q[i] (every entry is filled, an
    invalid one with its error). Reads *cancel (may be NULL) at least every 100 ms: once non-zero,
-   unfinished queries end with error "cancelled". 0, or -1 on a libcurl failure. Free the answers
-   with checkpoint_answers_free. */
+   unfinished queries end with error "cancelled". At deadline_mono_ms (clock_mono_ms; 0 = none)
+   the phase ends: queries still running or not yet asked end with error CHECKPOINT_LATE, so a
+   slow plugin costs a round one deadline, not one timeout per CHECKPOINT_CONCURRENCY origins.
+   0, or -1 on a libcurl failure. Free the answers with checkpoint_answers_free. */
 int checkpoint_run(struct checkpoint *c, const struct checkpoint_query *q, size_t n,
-                   struct checkpoint_answer *out, atomic_int *cancel);
+                   struct checkpoint_answer *out, atomic_int *cancel, int64_t deadline_mono_ms);
+
+/* The time a round's checkpoint phase may take, from its start: the longest query's own time
+   (max_timeout_ms plus the grace every query gets), once, whatever the number of queries. Pure. */
+int64_t checkpoint_phase_ms(int64_t max_timeout_ms);
+
+/* The error of a query the phase's deadline left unanswered. */
+#define CHECKPOINT_LATE "the round's checkpoint phase ran out of time"
 
 /* Free what the n answers own (not the array). */
 void checkpoint_answers_free(struct checkpoint_answer *a, size_t n);

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "chan.h"
 #include "clock.h"
+#include "curlhead.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -57,6 +58,7 @@ struct xfer {
   int64_t id, webhook_id, site_id, created_at;
   int attempts;               /* made before this one */
   struct targets_guard guard; /* the deny list on every address the name resolves to now */
+  struct curlhead head;       /* HTTP kinds: the answer's head and trailers, bounded, one framing */
   char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -213,6 +215,9 @@ static void http_post(struct notify *n, struct xfer *x, const char *url, const c
   curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)n->p.timeout_ms);
   curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard_body);
+  curlhead_init(&x->head, 0, 0);
+  curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, curlhead_cb);
+  curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, &x->head);
 }
 
 /* A signed webhook (docs/design.md, Webhook delivery). 0 or -1. */
@@ -403,6 +408,14 @@ out:
   return rc;
 }
 
+/* The attempts in flight to channel webhook_id. */
+static int channel_inflight(const struct notify *n, int64_t webhook_id) {
+  int k = 0;
+  for (int i = 0; i < NOTIFY_MAX_INFLIGHT; i++)
+    k += n->slots[i] && n->slots[i]->webhook_id == webhook_id;
+  return k;
+}
+
 static int cmp_heads(const void *a, const void *b) {
   const struct delivery_head *x = a, *y = b;
   if (x->next_attempt_at != y->next_attempt_at)
@@ -426,6 +439,8 @@ static int64_t start_due(struct notify *n, int64_t now) {
       continue;
     }
     if (n->ninflight >= NOTIFY_MAX_INFLIGHT) continue; /* a slot freeing triggers a rescan */
+    /* no channel takes more than its share: one whose receiver hangs holds its own slots only */
+    if (channel_inflight(n, h->webhook_id) >= NOTIFY_MAX_PER_CHANNEL) continue;
     if (start_one(n, h, now) < 0 && now + ERROR_RESCAN_MS < next) next = now + ERROR_RESCAN_MS;
   }
   free(heads);
@@ -453,7 +468,10 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
              x->guard.reason ? x->guard.reason : "refused");
     status = 0;
   } else if (code != CURLE_OK) {
-    snprintf(f->err, sizeof f->err, "%s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
+    snprintf(f->err, sizeof f->err, "%s",
+             x->head.why    ? x->head.why /* refused by curlhead: not delivered, retried */
+             : x->errbuf[0] ? x->errbuf
+                            : curl_easy_strerror(code));
     status = 0;
   } else if (status < 200 || status > 299) {
     snprintf(f->err, sizeof f->err, "%s %ld", x->kind == CHAN_EMAIL ? "SMTP" : "HTTP", status);

@@ -70,6 +70,11 @@ int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_m
 
 /* ---- items ---- */
 
+/* An item's probe timeout, its check's or the default. */
+static int64_t timeout_of(const struct item *it) {
+  return it->timeout_ms > 0 ? it->timeout_ms : PROBE_DEFAULT_TIMEOUT_MS;
+}
+
 static void items_free(struct item *it, int n) {
   if (!it) return;
   for (int i = 0; i < n; i++) {
@@ -300,7 +305,7 @@ static int ask_nodes(struct prober *p, int64_t round_id, int64_t started_wall, s
   specs = calloc((size_t)n * (size_t)n_nodes, sizeof *specs);
   if (!specs) goto out;
   for (int i = 0; i < n; i++)
-    if (items[i].timeout_ms > max_timeout) max_timeout = items[i].timeout_ms;
+    if (timeout_of(&items[i]) > max_timeout) max_timeout = timeout_of(&items[i]);
   for (int k = 0; k < n_nodes; k++) {
     per[k] = &specs[(size_t)k * (size_t)n];
     counts[k] = n;
@@ -350,10 +355,15 @@ out:
 
 /* ---- source 2: checkpoints ---- */
 
+/* The checkpoint plugin's failures not yet said, and when they were last said. */
+static _Atomic uint64_t cp_fail_held;
+static _Atomic int64_t cp_fail_log;
+
 static int ask_checkpoints(struct prober *p, struct item *items, int n, int *errors) {
   struct checkpoint_query *q = NULL;
   struct checkpoint_answer *a = NULL;
-  int *map = NULL, nq = 0, rc = -1;
+  int *map = NULL, nq = 0, rc = -1, first_k = 0;
+  int64_t max_timeout = 0;
   struct hcheck_opts defaults;
   *errors = 0;
   if (!p->cp) return 0;
@@ -372,18 +382,16 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
     q[nq].host = items[i].host;
     q[nq].timeout_ms = items[i].timeout_ms;
     q[nq].check = items[i].check;
+    if (timeout_of(&items[i]) > max_timeout) max_timeout = timeout_of(&items[i]);
     map[nq++] = i;
   }
-  if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop) < 0)
+  if (checkpoint_run(p->cp, q, (size_t)nq, a, &p->stop,
+                     clock_mono_ms() + checkpoint_phase_ms(max_timeout)) < 0)
     log_warn("checkpoint plugin: run failed");
   for (int k = 0; k < nq; k++) {
     struct item *it = &items[map[k]];
     if (!a[k].valid) {
-      if (!p->stop) {
-        (*errors)++;
-        log_warn("checkpoint plugin: no votes for origin %lld: %s", (long long)it->origin_id,
-                 a[k].error);
-      }
+      if (!p->stop && (*errors)++ == 0) first_k = k;
       continue;
     }
     for (int j = 0; j < a[k].n; j++) {
@@ -399,6 +407,18 @@ static int ask_checkpoints(struct prober *p, struct item *items, int n, int *err
       if (item_vote(it, &ev) < 0) goto out;
     }
     item_tally(it);
+  }
+  /* a plugin that fails fails for every origin: one line at most every 10 s, with a count (the
+     errors are counted in cdnca_checkpoint_errors_total) */
+  if (*errors) {
+    uint64_t held = atomic_fetch_add(&cp_fail_held, (uint64_t)*errors) + (uint64_t)*errors;
+    if (log_every(&cp_fail_log, clock_mono_ms(), 10000)) {
+      atomic_fetch_sub(&cp_fail_held, held);
+      log_warn("checkpoint plugin: no votes for %d of %d origins this round (origin %lld: %s); "
+               "%llu failed answers since the last such line",
+               *errors, nq, (long long)items[map[first_k]].origin_id, a[first_k].error,
+               (unsigned long long)held);
+    }
   }
   rc = 0;
 out:

@@ -13,6 +13,7 @@ import socket
 import socketserver
 import subprocess
 import threading
+import time
 
 from harness import Noded, Origin, wait_until
 
@@ -362,12 +363,16 @@ class LabOrigin:
 class Plugin:
     """A checkpoint plugin on 127.0.0.1 that records each request and votes (two checkpoints)
     per origin URL: vote(url) -> (ok, status, error); by default ok with status 200 for every
-    origin. With garbage set (bytes) it answers those instead of votes."""
+    origin. With garbage set (bytes) it answers those instead of votes; with delay (seconds) it
+    waits that long before answering; with two_framings it sends its votes chunked with a
+    Content-Length too."""
 
     def __init__(self):
         self.requests = []
         self.vote = lambda url: (True, 200, None)
         self.garbage = None
+        self.delay = 0
+        self.two_framings = False
         plugin = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -378,6 +383,8 @@ class Plugin:
                 n = int(self.headers.get("Content-Length", "0"))
                 req = json.loads(self.rfile.read(n) or b"{}")
                 plugin.requests.append(req)
+                if plugin.delay:
+                    time.sleep(plugin.delay)
                 ok, status, error = plugin.vote(req.get("url", ""))
                 data = plugin.garbage or json.dumps({"votes": [
                     {"checkpoint": "cp-%d" % i, "ok": ok, "status": status, "error": error}
@@ -385,8 +392,14 @@ class Plugin:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if plugin.two_framings:
+                    self.send_header("Transfer-Encoding", "chunked")
+                    data = b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except OSError:
+                    pass
 
         class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True

@@ -311,5 +311,46 @@ def test_checkpoint_plugin_votes_and_garbage(tmp):
         plugin.close()
 
 
+def test_checkpoint_plugin_too_slow_or_framed_two_ways(tmp):
+    """A plugin slower than the probe timeout costs a round one timeout, not one per 32 origins:
+    of 40 origins only the first 32 (one wave) are ever asked, and all of them get verdicts from
+    controld's own probes. A plugin whose answer is chunked with a Content-Length too gives no
+    votes (the answer is refused), and controld's probes decide."""
+    a, b = start_origins(tmp, "a", "b")
+    plugin = scenario_lib.Plugin()
+    plugin.delay = 4.0  # each request's own time is 2 s + the 1 s grace
+    try:
+        c = Controld(tmp, extra_args=FAST + ["--checkpoint-url",
+                                             "http://127.0.0.1:%d/votes" % plugin.port]).start()
+        sites = [make_site(c, [origin_spec(a, 1), origin_spec(b, 2)], name="s%02d" % i,
+                           hc={"checkpoints": True, "path": "/hc%d" % i}) for i in range(20)]
+        rounds0 = metric(c, "cdnca_probe_rounds_total")
+        for s in sites:
+            for o in s["origins"]:
+                wait_health(c, s["id"], o["id"], "healthy")
+        wait_until(lambda: metric(c, "cdnca_probe_rounds_total") >= rounds0 + 3, 60,
+                   "three probe rounds")
+        asked = {r.get("url") for r in plugin.requests}
+        print("a plugin 4 s late: %d of 40 origins asked in %d rounds"
+              % (len(asked), metric(c, "cdnca_probe_rounds_total") - rounds0), flush=True)
+        assert len(asked) == 32, sorted(asked)
+        o = card_origin(card(c, sites[-1]["id"]), sites[-1]["origins"][0]["id"])
+        assert o["source"] == "control", o
+        assert metric(c, "cdnca_checkpoint_errors_total") >= 40
+
+        # votes framed two ways are no votes
+        plugin.delay = 0
+        plugin.two_framings = True
+        plugin.vote = lambda url: (False, 503, "status 503")
+        n0 = len(plugin.requests)
+        wait_until(lambda: len(plugin.requests) >= n0 + 120, 60, "three rounds of questions")
+        for s in sites[:3]:
+            o = card_origin(card(c, s["id"]), s["origins"][0]["id"])
+            assert o["health"] == "healthy" and o["source"] == "control", o
+        c.stop()
+    finally:
+        plugin.close()
+
+
 if __name__ == "__main__":
     harness.main()

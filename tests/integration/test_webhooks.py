@@ -5,12 +5,15 @@ notification center (docs/design.md#rest-api).
 A receiver on loopback (receiver.py) checks every header and signature and the per-site order;
 retries, a receiver that is down and comes back, kill -9 with pending deliveries, give-up,
 shutdown with an attempt in flight, validation, at most 100 test deliveries of one webhook
-waiting at once, and events pagination. Events come from
+waiting at once, receivers whose answers are framed two ways or end in trailers that never end
+(not delivered, retried, memory bounded), and events pagination. Events come from
 POST /v1/webhooks/{id}/test (optionally naming a site), so no health engine is needed.
 controld runs with a millisecond retry schedule so retries happen quickly.
 """
 
 import re
+import socket
+import threading
 import time
 
 import harness
@@ -287,6 +290,118 @@ def test_pending_tests_are_bounded(tmp):
     assert status == 202, (status, j)
     st, events, _ = c.api("GET", "/v1/notifications?limit=1000")
     assert st == 200 and len(events["events"]) == 101, len(events["events"])
+
+
+class RawReceiver:
+    """A receiver on loopback that reads each request and answers with the given bytes, then
+    `endless` (if any) again and again until the client goes or `seconds` pass."""
+
+    def __init__(self, answer, endless=b"", seconds=20.0):
+        """answer None: read the request and never answer (hold the connection)."""
+        self.answer, self.endless, self.seconds = answer, endless, seconds
+        self.requests = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.end = time.monotonic() + seconds
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while time.monotonic() < self.end:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        self.sock.close()
+
+    def _serve(self, c):
+        c.settimeout(2)
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            self.requests += 1
+            if self.answer is None:
+                while time.monotonic() < self.end:
+                    time.sleep(0.1)
+                return
+            c.sendall(self.answer)
+            while self.endless and time.monotonic() < self.end:
+                c.sendall(self.endless)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_answers_read_two_ways_or_endless_trailers_are_not_delivered(tmp):
+    """A 200 with both Content-Length and chunked, or a chunked 200 whose trailer lines never end,
+    is no delivery: the attempt ends (bad response framing / response head too large), the
+    delivery stays pending to be retried, and controld's memory stays bounded."""
+    c = start(tmp)
+    both = RawReceiver(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n"
+                       b"\r\n2\r\nok\r\n0\r\n\r\n")
+    trailers = RawReceiver(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n",
+                           endless=b"X-T: " + b"t" * 4000 + b"\r\n")
+    rss0 = rss_kib(c.pid())
+    for rx, why in [(both, "bad response framing"), (trailers, "response head too large")]:
+        hook = mk_hook(c, rx.url + "/h")
+        d = send_test(c, hook)
+
+        def attempted(hook=hook):
+            got = deliveries(c, hook)[0]
+            return got if got["attempts"] >= 2 else None
+        got = wait_until(attempted, 15, "two attempts at %s" % why)
+        assert got["state"] == "pending" and got["last_error"] == why, got
+        assert got["id"] == d["id"]
+    rss1 = rss_kib(c.pid())
+    print("controld RSS %d KiB before, %d KiB after %d answers with endless trailers"
+          % (rss0, rss1, trailers.requests), flush=True)
+    assert trailers.requests >= 2
+    assert rss1 - rss0 < 64 * 1024, (rss0, rss1)
+
+
+def test_a_hanging_receiver_holds_only_its_own_share(tmp):
+    """A receiver that takes every request and never answers, with 40 sites' queues waiting for
+    it, holds at most 8 of the 32 attempts in flight: another webhook's delivery still goes out
+    at once (it waited for the 10 s attempt timeout when the hanging one held every slot)."""
+    c = start(tmp)
+    hang = RawReceiver(None, seconds=30)
+    stuck = mk_hook(c, hang.url + "/hang")
+    sites = [mk_site(c, "s%02d" % i) for i in range(40)]
+    for sid in sites:
+        send_test(c, stuck, sid)
+    wait_until(lambda: hang.requests >= 8, 10, "attempts at the hanging receiver")
+    time.sleep(0.5)
+    assert hang.requests == 8, hang.requests
+    rx = Receiver().start()
+    try:
+        ok = mk_hook(c, rx.url + "/ok")
+        t0 = time.monotonic()
+        d = send_test(c, ok, sites[0])
+        wait_until(lambda: rx.snapshot("/ok"), 5, "the other webhook's delivery")
+        took = time.monotonic() - t0
+    finally:
+        rx.stop()
+    print("another webhook's delivery went out %.2f s after it was queued, beside 8 hanging "
+          "attempts" % took, flush=True)
+    assert took < 3.0, took
+    assert d["state"] in ("pending", "delivered")
 
 
 def test_receiver_down_then_up(tmp):

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "log.h"
 #include "metrics.h"
+#include "probe.h"
 #include "prober.h"
 #include "store.h"
 #include "store_drills.h"
@@ -268,6 +269,9 @@ static void test_node_deadline(void **state) {
   assert_int_equal(prober_node_deadline_ms(5000, 30000), 7000);
   assert_int_equal(prober_node_deadline_ms(5000, 300), 150);
   assert_int_equal(prober_node_deadline_ms(5000, 1), 1);
+  /* the checkpoint phase: one query's time, however many queries */
+  assert_int_equal(checkpoint_phase_ms(2000), 3000);
+  assert_int_equal(checkpoint_phase_ms(0), PROBE_DEFAULT_TIMEOUT_MS + 1000);
 }
 
 /* Votes from nodes through a round: the verdict, its source and the evidence are stored. */

@@ -1,0 +1,41 @@
+/* curlhead — what controld's libcurl clients (probes, webhook and channel deliveries, the
+   checkpoint plugin) take of an answer's head and trailers: at most a bound of bytes in all
+   (libcurl bounds a head, not the trailer lines after a chunked body, which it keeps), and a
+   head read one way, by the edge's rules: one Content-Length of digits, or Transfer-Encoding:
+   chunked alone, never both ("bad response framing"); field names that are tokens, no white
+   space before the colon ("bad response head"); "response head too large" past the bound
+   (docs/design.md, One message, one reading). Used as CURLOPT_HEADERFUNCTION; the line rule is
+   pure. */
+#ifndef CDNCA_CURLHEAD_H
+#define CDNCA_CURLHEAD_H
+
+#include <stddef.h>
+
+/* The most bytes of head and trailer lines one transfer may bring: a head within the edge's
+   32 KiB and its trailers within 32 KiB more. */
+#define CURLHEAD_MAX (64 * 1024)
+
+struct curlhead {
+  size_t bytes, max;
+  int lengths, codings; /* Content-Length and Transfer-Encoding lines of the current head */
+  int in_head;          /* 1 from a status line to its blank line */
+  int final;            /* the current head is not a 1xx one */
+  int no_body;          /* the answer to a HEAD: its Transfer-Encoding frames nothing */
+  int final_done;       /* a final (non-1xx) head has ended: what follows are trailers */
+  const char *why;      /* set when the answer is refused: one of the three texts above */
+};
+
+/* Start h for one transfer, allowing max bytes (0 = CURLHEAD_MAX); no_body for the answer to a
+   HEAD request, whose Transfer-Encoding is not checked (its Content-Length still is: it would be
+   passed on). */
+void curlhead_init(struct curlhead *h, size_t max, int no_body);
+
+/* One header line as libcurl hands it (status line, field, blank line or trailer; CRLF
+   included): 0 to go on, -1 when the answer is refused (h->why says why). Pure. */
+int curlhead_line(struct curlhead *h, const char *line, size_t n);
+
+/* CURLOPT_HEADERFUNCTION with CURLOPT_HEADERDATA a struct curlhead: a refused line stops the
+   transfer (CURLE_WRITE_ERROR). */
+size_t curlhead_cb(char *data, size_t size, size_t nmemb, void *h);
+
+#endif
