@@ -61,7 +61,7 @@ const char *jsonstrict_message(enum jsonstrict_rc rc) {
   case JSONSTRICT_NO_MEMORY:
     return "out of memory";
   case JSONSTRICT_NUMBER:
-    return "number out of range";
+    return "number out of range, or not one a double holds exactly";
   }
   return "invalid";
 }
@@ -401,6 +401,33 @@ static int is_digit(unsigned c) {
   return c >= '0' && c <= '9';
 }
 
+/* 0 when d, the double of the JSON number text num, is a whole number but the text has a fraction
+   (1000.00000000000001 reads as 1000): it would be stored as another number. A fraction read as
+   a fraction (0.1) is the nearest double, as everywhere, and so is an integer past 2^53
+   (9007199254740993 reads as 9007199254740992): a double's own digits printed back read the same
+   way, so what controld prints is accepted again. */
+static int number_exact(const char *num, double d) {
+  char digits[260];
+  size_t nd = 0, point = 0;
+  long exp = 0, pos;
+  const char *p = num;
+  if (d != floor(d)) return 1;
+  if (*p == '-') p++;
+  for (; *p && *p != 'e' && *p != 'E'; p++) {
+    if (*p == '.')
+      point = nd;
+    else
+      digits[nd++] = *p;
+  }
+  if (!strchr(num, '.')) point = nd;
+  if (*p) exp = strtol(p + 1, NULL, 10); /* bounded by the text's length */
+  if (exp > 300 || exp < -300) return 1; /* far out: the finite check judged it */
+  pos = (long)point + exp;               /* the digits from pos on are the fraction */
+  for (long k = pos < 0 ? 0 : pos; k < (long)nd; k++)
+    if (digits[k] != '0') return 0;
+  return 1;
+}
+
 static int scan_number(struct scan *s) {
   const unsigned char *b = s->b;
   size_t i = s->i, start = s->i;
@@ -426,7 +453,8 @@ static int scan_number(struct scan *s) {
     while (i < s->len && is_digit(b[i]))
       i++;
   }
-  /* a parser reading it as a double must get a finite value, or it could read it two ways */
+  /* a parser reading it as a double must get a finite value, or it could read it two ways; and a
+     fraction must not read as a whole number (number_exact) */
   {
     char num[257];
     double d;
@@ -434,7 +462,7 @@ static int scan_number(struct scan *s) {
     memcpy(num, b + start, i - start);
     num[i - start] = '\0';
     d = strtod(num, NULL);
-    if (!isfinite(d)) return fail(s, JSONSTRICT_NUMBER, start);
+    if (!isfinite(d) || !number_exact(num, d)) return fail(s, JSONSTRICT_NUMBER, start);
   }
   s->i = i;
   return 0;

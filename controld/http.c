@@ -165,8 +165,8 @@ cJSON *req_body_object(struct req *r) {
                 jsonstrict_message(err.rc));
       break;
     case JSONSTRICT_NUMBER:
-      req_error(r, 422, "out_of_range", field, "%s%snumber out of range", field ? field : "",
-                field ? ": " : "");
+      req_error(r, 422, "out_of_range", field, "%s%s%s", field ? field : "", field ? ": " : "",
+                jsonstrict_message(err.rc));
       break;
     case JSONSTRICT_NO_MEMORY:
       req_error(r, 500, "internal", NULL, "out of memory");

@@ -8,7 +8,8 @@ two Content-Length headers, Content-Length with Transfer-Encoding, a space befor
 coding other than chunked, no Host or two on HTTP/1.1, two copies of Authorization, Content-Type
 or If-Match. The bytes after such a head (a smuggled DELETE) are never run. A query parameter
 given twice or without a value, or an integer with a sign or a space, is 400 naming it. An
-encoded '/' in a path reaches no route. A burst of malformed requests leaves at most a few log
+encoded '/' in a path reaches no route. A number with a fraction that a double reads as a whole
+number is refused, not stored as another number. A burst of malformed requests leaves at most a few log
 lines. A node call refused for its input does not mark the node seen."""
 
 import json
@@ -156,6 +157,21 @@ def test_encoded_slash_reaches_no_route(tmp):
     # an encoded '/' in a query value is a plain character there
     st, got, _ = c.api("GET", "/v1/sites?q=a%2Fb")
     assert st == 200 and got["sites"] == [], (st, got)
+
+
+def test_a_fraction_is_not_stored_as_a_whole_number(tmp):
+    c = Controld(tmp).start()
+    body = json.dumps(site_body("shop"))[:-1] + ', "failback_hold_ms": 1000.00000000000001}'
+    st, err, _ = c.api("POST", "/v1/sites", raw=body.encode(),
+                       headers={"Content-Type": "application/json"})
+    assert st == 422 and err["error"]["code"] == "out_of_range" \
+        and err["error"]["field"] == "failback_hold_ms", (st, err)
+    st, got, _ = c.api("GET", "/v1/sites")
+    assert got["sites"] == [], got
+    body = json.dumps(site_body("shop"))[:-1] + ', "failback_hold_ms": 1000.0}'
+    st, site, _ = c.api("POST", "/v1/sites", raw=body.encode(),
+                        headers={"Content-Type": "application/json"})
+    assert st == 201 and site["failback_hold_ms"] == 1000, (st, site)
 
 
 def test_malformed_burst_logs_a_few_lines(tmp):

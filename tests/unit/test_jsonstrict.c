@@ -64,6 +64,14 @@ static const struct row rows[] = {
     R("[1e400]", JSONSTRICT_NUMBER, "[0]"),
     R("{\"port\":-1e309}", JSONSTRICT_NUMBER, "port"),
     R("1e-400", JSONSTRICT_OK, NULL), /* underflow reads as 0 everywhere */
+    /* a fraction that reads as a whole number would be stored as another number */
+    R("{\"failback_hold_ms\":1000.00000000000001}", JSONSTRICT_NUMBER, "failback_hold_ms"),
+    R("[0.99999999999999999]", JSONSTRICT_NUMBER, "[0]"),
+    R("[-7.0000000000000000001e1]", JSONSTRICT_NUMBER, "[0]"),
+    /* whole numbers past 2^53 read as the nearest double, as a double's own digits printed back */
+    R("[9007199254740993, 1e23, 99999999999999991611392, 1.152921504606847e+18]", JSONSTRICT_OK,
+      NULL),
+    R("[1e22, 1000.0, 1e3, 100e-2, 0.1, 1.5, 5e-324, -0, 0e5]", JSONSTRICT_OK, NULL),
     /* U+0000 */
     R("{\"hostnames\":[\"shop.example.com\\u0000.attacker.net\"]}", JSONSTRICT_NUL, "hostnames[0]"),
     RL("{\"secret\":\"abc\0def\"}", JSONSTRICT_NUL, "secret"),
