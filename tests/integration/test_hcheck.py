@@ -446,9 +446,11 @@ def test_checkpoint_votes_rejudged_by_the_options(tmp):
 
 def test_probe_client_curl(tmp):
     """--probe-client own (the default) reads answers with the edge's HTTP/1 rule; curl sends
-    every probe through libcurl. An origin repeating Content-Length (the edge answers 502 for
-    it) is unhealthy with the first and healthy with the second. A value other than own|curl is
-    refused naming the option, by controld and by noded."""
+    every probe through libcurl. An origin whose head is 40 KiB (the edge answers 502 past
+    32 KiB) is unhealthy with the first and healthy with the second (libcurl's answers are
+    bounded at 64 KiB of head and trailers); one repeating Content-Length is unhealthy with both
+    (common/curlhead.c). A value other than own|curl is refused naming the option, by controld
+    and by noded."""
     import os
     import subprocess
     for binary, base in ((os.path.join(harness.BUILD, "controld", "controld"),
@@ -463,23 +465,31 @@ def test_probe_client_curl(tmp):
         r = subprocess.run([binary, "--check-config", "--probe-client", "curl"] + base,
                            capture_output=True, text=True, timeout=20, env=env)
         assert r.returncode == 0 and "configuration OK" in r.stdout, r
-    raw = SilentListener(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+    big = SilentListener(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 40000
+                         + b"\r\nContent-Length: 2\r\n\r\nok")
+    twice = SilentListener(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
     try:
-        for client, health in (("own", "unhealthy"), ("curl", "healthy")):
-            b = start_origins(tmp, "b" + client)[0]
-            c = Controld(tmp, name="c" + client,
+        for client, raw, health, why in (
+                ("own", big, "unhealthy", "response head too large"),
+                ("curl", big, "healthy", None),
+                ("own", twice, "unhealthy", "bad response framing"),
+                ("curl", twice, "unhealthy", "bad response framing")):
+            name = client + ("big" if raw is big else "twice")
+            b = start_origins(tmp, "b" + name)[0]
+            c = Controld(tmp, name="c" + name,
                          extra_args=FAST + ["--probe-client", client]).start()
-            site = make_site(c, [origin_spec(raw, 1), origin_spec(b, 2)], name="s" + client)
+            site = make_site(c, [origin_spec(raw, 1), origin_spec(b, 2)], name="s" + name)
             sid, oraw = site["id"], site["origins"][0]["id"]
             wait_health(c, sid, oraw, health)
             if health == "unhealthy":
-                assert last_error(c, sid, oraw) == "bad response framing"
+                assert last_error(c, sid, oraw) == why, (name, last_error(c, sid, oraw))
                 wait_level(c, sid, 2)
             else:
                 assert card(c, sid)["current_level"] == 1
             c.stop()
     finally:
-        raw.close()
+        big.close()
+        twice.close()
 
 
 if __name__ == "__main__":
