@@ -21,7 +21,7 @@
 #include "addr.h"
 #include "clock.h"
 #include "connguard_mhd.h"
-#include "httphead.h"
+#include "httphead_mhd.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -388,52 +388,14 @@ static int check_args(struct req *r) {
   return -1;
 }
 
-/* The most header fields a request may have. */
-#define HEAD_FIELDS_MAX 100
-
-struct head_scan {
-  struct httphead_field f[HEAD_FIELDS_MAX];
-  size_t n;
-  int over;
-};
-
-static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 size_t key_size, const char *value, size_t value_size) {
-  struct head_scan *h = cls;
-  (void)kind;
-  if (h->n == HEAD_FIELDS_MAX) {
-    h->over = 1;
-    return MHD_NO;
-  }
-  h->f[h->n++] = (struct httphead_field){key ? key : "", key ? key_size : 0, value ? value : "",
-                                         value ? value_size : 0};
-  return MHD_YES;
-}
-
-/* The head's framing and single headers (httphead_check): 0, or -1 with a reply that closes the
-   connection: what follows a head read two ways is not read at all. */
-static int check_head(struct req *r, int minor) {
-  struct head_scan *h = malloc(sizeof *h);
+/* The head's framing and single headers (httphead_mhd_check): 0, or -1 with a reply that closes
+   the connection: what follows a head read two ways is not read at all. */
+static int check_head(struct req *r, const char *version) {
   struct httphead_verdict v;
-  int rc = 0;
-  if (!h) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    r->close_after = 1;
-    return -1;
-  }
-  h->n = 0;
-  h->over = 0;
-  MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, add_field, h);
-  if (h->over) {
-    req_error(r, 400, "invalid_header", NULL, "more than %d header fields", HEAD_FIELDS_MAX);
-    rc = -1;
-  } else if (httphead_check(h->f, h->n, minor, &v) < 0) {
-    req_error(r, v.status, v.code, v.field, "%s", v.message);
-    rc = -1;
-  }
-  free(h);
-  if (rc < 0) r->close_after = 1;
-  return rc;
+  if (httphead_mhd_check(r->conn, version, &v) == 0) return 0;
+  req_error(r, v.status, v.code, v.field, "%s", v.message);
+  r->close_after = 1;
+  return -1;
 }
 
 /* Checks on the headers, before any body is read. 0 = go on, -1 = a reply is set. */
@@ -541,7 +503,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     *con_cls = r;
     /* a head that breaks the framing rules is answered at once and its connection closed: its
        body, if any, cannot be told apart from a next request */
-    if (check_head(r, strcmp(version, MHD_HTTP_VERSION_1_0) == 0 ? 0 : 1) < 0) return queue(r);
+    if (check_head(r, version) < 0) return queue(r);
     if (slash) {
       req_error(r, 404, "not_found", NULL, "no such route (an encoded '/' in a path matches none)");
       r->close_after = 1; /* its body, if any, is not read */

@@ -11,6 +11,7 @@
 
 #include "addr.h"
 #include "connguard_mhd.h"
+#include "httphead_mhd.h"
 #include "json.h"
 #include "log.h"
 
@@ -59,14 +60,46 @@ static enum MHD_Result reply_error(struct admin *a, struct MHD_Connection *c, un
   return reply(a, c, status, "application/json", t, strlen(t));
 }
 
+/* A head that could be read two ways (httphead_mhd_check): answered at once, the connection
+   closed, its body never read. */
+static enum MHD_Result reply_head_refused(struct admin *a, struct MHD_Connection *c,
+                                          const struct httphead_verdict *v) {
+  cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+  struct MHD_Response *r;
+  enum MHD_Result ret;
+  char *t;
+  cJSON_AddStringToObject(e, "code", v->code);
+  cJSON_AddStringToObject(e, "message", v->message);
+  if (v->field)
+    cJSON_AddStringToObject(e, "field", v->field);
+  else
+    cJSON_AddNullToObject(e, "field");
+  t = json_print(j);
+  cJSON_Delete(j);
+  if (!t) return MHD_NO;
+  r = MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(t);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+  connguard_mhd_answering(a->guard, c);
+  ret = MHD_queue_response(c, v->status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
   struct admin *a = cls;
   static int first_call;
   if (!*con_cls) {
+    struct httphead_verdict v;
     connguard_mhd_head_done(a->guard, c);
     *con_cls = &first_call; /* headers only: wait for the (ignored) body */
+    if (httphead_mhd_check(c, version, &v) < 0) return reply_head_refused(a, c, &v);
     return MHD_YES;
   }
   if (*upload_size) {

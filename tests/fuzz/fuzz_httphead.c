@@ -1,5 +1,5 @@
-/* libFuzzer target for controld's request-head rules (controld/httphead.c,
- * docs/design.md#one-message-one-reading).
+/* libFuzzer target for the request-head rules of controld's API and noded's admin port
+ * (common/httphead.c, docs/design.md#one-message-one-reading).
  *
  * The input's first byte picks HTTP/1.0 (even) or 1.1 (odd); the rest is header lines split at
  * '\n', each at its first ':' into name and value, each copied into a buffer of exactly its

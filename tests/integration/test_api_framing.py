@@ -10,7 +10,8 @@ or If-Match. The bytes after such a head (a smuggled DELETE) are never run. A qu
 given twice or without a value, or an integer with a sign or a space, is 400 naming it. An
 encoded '/' in a path reaches no route. A number with a fraction that a double reads as a whole
 number is refused, not stored as another number. A burst of malformed requests leaves at most a few log
-lines. A node call refused for its input does not mark the node seen."""
+lines. A node call refused for its input does not mark the node seen. noded's admin port keeps
+the same head rules."""
 
 import json
 import socket
@@ -18,7 +19,7 @@ import time
 
 import harness
 import restart_lib as R
-from harness import HOST, Controld
+from harness import HOST, Controld, Noded
 
 
 def raw(c, data, timeout=5.0):
@@ -118,6 +119,41 @@ def test_heads_read_two_ways_are_refused_and_close(tmp):
     # HTTP/1.0 needs no Host
     answers, _ = raw(c, b"GET /healthz HTTP/1.0\r\n\r\n")
     assert [a[0] for a in answers] == [200], answers
+
+
+def test_noded_admin_port_keeps_the_head_rules(tmp):
+    c = Controld(tmp).start()
+    st, node, _ = c.api("POST", "/v1/nodes", {"name": "edge-a"})
+    assert st == 201, node
+    n = Noded(c, node["token"], tmp).start()
+    port = n.admin_port
+    for what, data, status, code, field in [
+            ("two Host", b"GET /status HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+             400, "duplicate_header", "Host"),
+            ("no Host", b"GET /status HTTP/1.1\r\n\r\n", 400, "invalid_header", "Host"),
+            ("two lengths", b"POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+             b"Content-Length: 40\r\n\r\nabGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+             400, "duplicate_header", "Content-Length"),
+            ("identity", b"POST /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
+             b"\r\nab", 501, "unsupported_transfer_coding", "Transfer-Encoding")]:
+        s = socket.create_connection((HOST, port), timeout=5)
+        s.sendall(data)
+        resp, _, closed = R.read_response(s, time.monotonic() + 5)
+        assert resp is not None and resp.status == status, (what, resp)
+        err = json.loads(resp.body)["error"]
+        assert err["code"] == code and err["field"] == field, (what, err)
+        s.settimeout(2)
+        try:
+            rest = s.recv(100)
+        except socket.timeout:
+            rest = None
+        assert closed or rest == b"", (what, "the connection stayed open", rest)
+        s.close()
+    s = socket.create_connection((HOST, port), timeout=5)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    resp, _, _ = R.read_response(s, time.monotonic() + 5)
+    assert resp is not None and resp.status == 200, resp
+    s.close()
 
 
 def test_query_parameters_once_with_a_value(tmp):

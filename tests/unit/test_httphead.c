@@ -1,4 +1,4 @@
-/* Unit tests for controld/httphead: the rules a request head must keep, as an outcome table. */
+/* Unit tests for common/httphead: the rules a request head must keep, as an outcome table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,9 +1,9 @@
-/* httphead — the rules a request head must keep before controld reads its body or routes it
-   (docs/design.md, One message, one reading): a header name that is a token, at most one copy of
-   each header whose second copy could be read two ways, a Host on HTTP/1.1, and one framing of
-   the body (a Content-Length of digits, or Transfer-Encoding: chunked alone). A head that breaks
-   one is refused and its connection closed: what follows it cannot be told apart from a next
-   request. Pure: the caller hands over the headers as parsed. */
+/* httphead — the rules a request head must keep before controld's API or noded's admin port
+   reads its body or routes it (docs/design.md, One message, one reading): a header name that is a
+   token, at most one copy of each header whose second copy could be read two ways, a Host on
+   HTTP/1.1, and one framing of the body (a Content-Length of digits, or Transfer-Encoding: chunked
+   alone). A head that breaks one is refused and its connection closed: what follows it cannot be
+   told apart from a next request. Pure: the caller hands over the headers as parsed. */
 #ifndef CDNCA_HTTPHEAD_H
 #define CDNCA_HTTPHEAD_H
 
