@@ -165,19 +165,25 @@ enum store_rc store_shadow_report(struct store *st, int64_t site_id, struct shad
   *so = NULL;
   *sw = *real = NULL;
   *n = *nsw = *nreal = 0;
-  if (!c) return STORE_ERROR;
+  /* one snapshot: a round committed between two of these reads would show its switch beside
+     the origins' state from before it */
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
   out = load_site(c, site_id, ss);
-  if (out == STORE_ERROR) return STORE_ERROR;
-  if (load_origins(c, site_id, so, n) != STORE_OK) return STORE_ERROR;
-  rc = read_rows(c, &qs, shadow_switch_fields,
-                 " FROM shadow_switches WHERE site_id = ? ORDER BY id DESC", sizeof **sw,
-                 SHADOW_SWITCHES_SHOWN, (void **)sw, nsw, "reading shadow switches", site_id);
-  if (rc != STORE_OK) return STORE_ERROR;
-  s = db_prep(c, "SELECT created_at, data FROM events WHERE site_id = ? AND type = "
-                 "'level.switched' ORDER BY id DESC");
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, site_id);
-  rc = store_list_read(c, s, sizeof **real, SHADOW_SWITCHES_SHOWN, read_real, NULL, NULL,
-                       (void **)real, nreal, "reading real switches");
+  rc = out == STORE_ERROR ? STORE_ERROR : load_origins(c, site_id, so, n);
+  if (rc == STORE_OK)
+    rc = read_rows(c, &qs, shadow_switch_fields,
+                   " FROM shadow_switches WHERE site_id = ? ORDER BY id DESC", sizeof **sw,
+                   SHADOW_SWITCHES_SHOWN, (void **)sw, nsw, "reading shadow switches", site_id);
+  if (rc == STORE_OK) {
+    s = db_prep(c, "SELECT created_at, data FROM events WHERE site_id = ? AND type = "
+                   "'level.switched' ORDER BY id DESC");
+    if (!s) rc = STORE_ERROR;
+  }
+  if (rc == STORE_OK) {
+    db_bind_i64(s, 1, site_id);
+    rc = store_list_read(c, s, sizeof **real, SHADOW_SWITCHES_SHOWN, read_real, NULL, NULL,
+                         (void **)real, nreal, "reading real switches");
+  }
+  store_read_end(c);
   return rc == STORE_OK ? out : STORE_ERROR;
 }
