@@ -1,8 +1,10 @@
 /* curlhead — the bounds and the framing rule of a libcurl answer's head (curlhead.h). */
 #include "curlhead.h"
 
+#include <stdint.h>
 #include <string.h>
-#include <strings.h>
+
+#include "http1.h"
 
 void curlhead_init(struct curlhead *h, size_t max, int no_body) {
   memset(h, 0, sizeof *h);
@@ -15,56 +17,33 @@ static int refuse(struct curlhead *h, const char *why) {
   return -1;
 }
 
-/* 1 when line (n bytes) is the field name, a colon, and optional white space. */
-static int field_is(const char *line, size_t n, const char *name, const char **value) {
+/* 1 when line (n bytes) is the field name and a colon; *v, *vn its value without the white
+   space and line end around it. */
+static int field_is(const char *line, size_t n, const char *name, const char **v, size_t *vn) {
   size_t k = strlen(name);
-  if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':') return 0;
-  *value = line + k + 1;
-  return 1;
-}
-
-/* The value (to the end of the line, CRLF excluded) without white space around it is word. */
-static int value_is(const char *v, const char *end, const char *word) {
-  size_t k = strlen(word);
-  while (v < end && (*v == ' ' || *v == '\t'))
-    v++;
-  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-    end--;
-  return (size_t)(end - v) == k && strncasecmp(v, word, k) == 0;
-}
-
-/* The value (to the end of the line) without white space around it is 1 to 18 digits. */
-static int digits(const char *v, const char *end) {
-  size_t k;
-  while (v < end && (*v == ' ' || *v == '\t'))
-    v++;
-  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-    end--;
-  k = (size_t)(end - v);
-  if (k == 0 || k > 18) return 0;
-  for (; v < end; v++)
-    if (*v < '0' || *v > '9') return 0;
+  const char *a, *e = line + n;
+  if (n <= k || line[k] != ':' || !http1_ieq(line, k, name)) return 0;
+  a = line + k + 1;
+  while (a < e && (*a == ' ' || *a == '\t'))
+    a++;
+  while (e > a && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
+    e--;
+  *v = a;
+  *vn = (size_t)(e - a);
   return 1;
 }
 
 /* A field line's name, up to its colon, is a token (no white space before the colon). A line
    without a colon is libcurl's to judge. */
 static int name_is_token(const char *line, size_t n) {
-  static const char tchars[] = "!#$%&'*+-.^_`|~";
   const char *colon = memchr(line, ':', n);
-  if (!colon) return 1;
-  if (colon == line) return 0;
-  for (const char *p = line; p < colon; p++) {
-    unsigned char c = (unsigned char)*p;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          (c && memchr(tchars, c, sizeof tchars - 1))))
-      return 0;
-  }
-  return 1;
+  return !colon || http1_token(line, (size_t)(colon - line));
 }
 
 int curlhead_line(struct curlhead *h, const char *line, size_t n) {
   const char *v;
+  size_t vn;
+  uint64_t bytes;
   if (h->why) return -1;
   h->bytes += n;
   if (h->bytes > h->max) return refuse(h, "response head too large");
@@ -87,12 +66,13 @@ int curlhead_line(struct curlhead *h, const char *line, size_t n) {
   }
   if (!h->in_head) return 0;
   if (!name_is_token(line, n)) return refuse(h, "bad response head");
-  if (field_is(line, n, "Content-Length", &v)) {
+  if (field_is(line, n, "Content-Length", &v, &vn)) {
     h->lengths++;
-    if (!digits(v, line + n)) return refuse(h, "bad response framing");
+    if (vn > 18 || http1_parse_length(v, (unsigned)vn, &bytes) < 0)
+      return refuse(h, "bad response framing");
   }
-  if (!h->no_body && field_is(line, n, "Transfer-Encoding", &v) &&
-      (++h->codings > 1 || !value_is(v, line + n, "chunked")))
+  if (!h->no_body && field_is(line, n, "Transfer-Encoding", &v, &vn) &&
+      (++h->codings > 1 || !http1_ieq(v, vn, "chunked")))
     return refuse(h, "bad response framing"); /* a coding other than chunked alone */
   return 0;
 }

@@ -27,6 +27,13 @@ static int is_tchar(unsigned char c) {
   return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
+int http1_token(const char *s, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_tchar((unsigned char)s[i])) return 0;
+  return 1;
+}
+
 /* Next line [*pos, end): sets *ls and *ll (without CR LF); returns 0, or -1 when no newline. */
 static int next_line(const char *buf, size_t len, size_t *pos, const char **ls, size_t *ll) {
   const char *s = buf + *pos;

@@ -47,6 +47,9 @@ int http1_lc(int c);
 /* 1 when a[0..an) equals the C string b, ASCII case-insensitively. */
 int http1_ieq(const char *a, size_t an, const char *b);
 
+/* 1 when s[0..n) is a token (RFC 9110 §5.6.2: one or more tchar), as a field name must be. */
+int http1_token(const char *s, size_t n);
+
 /* 1 when the header's name equals name (ASCII case-insensitive). */
 int http1_name_is(const struct http1_header *h, const char *name);
 

@@ -1,9 +1,11 @@
 /* httphead — the rules a request head must keep (httphead.h). */
 #include "httphead.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
+
+#include "http1.h"
 
 /* Headers a request may carry at most once (Host first: httphead_check counts it as count[0]): a
    second copy of any of them could be read two ways (which length frames the body, which token or
@@ -14,13 +16,8 @@ static const char *const single_headers[] = {
 };
 #define NSINGLE (sizeof single_headers / sizeof single_headers[0])
 
-static int is_tchar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static int name_is(const struct httphead_field *f, const char *name) {
-  return f->name_len == strlen(name) && strncasecmp(f->name, name, f->name_len) == 0;
+  return http1_ieq(f->name, f->name_len, name);
 }
 
 /* The value without the optional whitespace around it. */
@@ -61,10 +58,7 @@ int httphead_check(const struct httphead_field *f, size_t n, int minor,
   size_t len;
   memset(v, 0, sizeof *v);
   for (size_t i = 0; i < n; i++) {
-    int token = f[i].name_len > 0;
-    for (size_t k = 0; k < f[i].name_len && token; k++)
-      token = is_tchar((unsigned char)f[i].name[k]);
-    if (!token) {
+    if (!http1_token(f[i].name, f[i].name_len)) {
       copy_name(v, &f[i]);
       snprintf(v->message, sizeof v->message,
                "the header name '%s' is not a token (no white space before the colon)", v->name);
@@ -83,7 +77,7 @@ int httphead_check(const struct httphead_field *f, size_t n, int minor,
     return refuse(v, 400, "invalid_header", "Host", "an HTTP/1.1 request needs a Host header");
   if (te) {
     trim(te->value, te->value_len, &s, &len);
-    if (len != 7 || strncasecmp(s, "chunked", 7) != 0)
+    if (!http1_ieq(s, len, "chunked"))
       return refuse(v, 501, "unsupported_transfer_coding", "Transfer-Encoding",
                     "the only transfer coding taken is chunked, alone");
     if (cl)
@@ -91,12 +85,10 @@ int httphead_check(const struct httphead_field *f, size_t n, int minor,
                     "Content-Length and Transfer-Encoding together frame one body two ways");
   }
   if (cl) {
-    int digits;
+    uint64_t bytes;
     trim(cl->value, cl->value_len, &s, &len);
-    digits = len > 0 && len <= 18;
-    for (size_t k = 0; k < len && digits; k++)
-      digits = s[k] >= '0' && s[k] <= '9';
-    if (!digits)
+    /* 1-18 digits; a longer value is refused before its length is narrowed */
+    if (len > 18 || http1_parse_length(s, (unsigned)len, &bytes) < 0)
       return refuse(v, 400, "invalid_header", "Content-Length",
                     "Content-Length must be a number of bytes");
   }

@@ -85,6 +85,18 @@ static void test_head_end(void **state) {
   assert_int_equal(http1_head_end("GET / HTTP/1.1\n\n", 16, &scan), 16);
 }
 
+static void test_token(void **state) {
+  (void)state;
+  assert_true(http1_token("Content-Length", 14));
+  assert_true(http1_token("x!#$%&'*+-.^_`|~9", 17));
+  assert_false(http1_token("", 0));
+  assert_false(http1_token("Content-Length ", 15)); /* white space before a colon */
+  assert_false(http1_token("a\tb", 3));
+  assert_false(http1_token("a:b", 3));
+  assert_false(http1_token("a\0b", 3)); /* read to its length, not to a NUL */
+  assert_false(http1_token("\xc3\xa9", 2));
+}
+
 static void test_content_length(void **state) {
   static const struct {
     const char *v;
@@ -382,19 +394,13 @@ static void test_chunk_header(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_request_heads),
-      cmocka_unit_test(test_response_heads),
-      cmocka_unit_test(test_head_end),
-      cmocka_unit_test(test_content_length),
-      cmocka_unit_test(test_transfer_encoding),
-      cmocka_unit_test(test_host_values),
-      cmocka_unit_test(test_targets),
-      cmocka_unit_test(test_chunked_accepted),
-      cmocka_unit_test(test_chunked_refused),
-      cmocka_unit_test(test_body_boundaries),
-      cmocka_unit_test(test_body_malformed_out),
-      cmocka_unit_test(test_body_many_chunks),
-      cmocka_unit_test(test_chunk_header),
+      cmocka_unit_test(test_request_heads),    cmocka_unit_test(test_response_heads),
+      cmocka_unit_test(test_head_end),         cmocka_unit_test(test_token),
+      cmocka_unit_test(test_content_length),   cmocka_unit_test(test_transfer_encoding),
+      cmocka_unit_test(test_host_values),      cmocka_unit_test(test_targets),
+      cmocka_unit_test(test_chunked_accepted), cmocka_unit_test(test_chunked_refused),
+      cmocka_unit_test(test_body_boundaries),  cmocka_unit_test(test_body_malformed_out),
+      cmocka_unit_test(test_body_many_chunks), cmocka_unit_test(test_chunk_header),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
