@@ -471,6 +471,11 @@ static int precheck(struct req *r) {
    of /v1/sites/1/origins/5, past any front proxy's rule written per path. */
 static char encoded_slash;
 
+/* The request a connection's *con_cls holds: none while it is only the encoded-slash mark. */
+static struct req *req_of(void *con_cls) {
+  return con_cls == &encoded_slash ? NULL : con_cls;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   size_t pl = strcspn(uri, "?");
   (void)cls;
@@ -485,7 +490,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
   struct http_srv *srv = cls;
-  struct req *r = *con_cls == &encoded_slash ? NULL : *con_cls;
+  struct req *r = req_of(*con_cls);
   int slash = *con_cls == &encoded_slash;
 
   if (!r) {
@@ -550,7 +555,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct http_srv *srv = cls;
-  struct req *r = *con_cls == &encoded_slash ? NULL : *con_cls;
+  struct req *r = req_of(*con_cls);
   char labels[200];
   connguard_mhd_request_done(srv->guard, conn);
   *con_cls = NULL;
@@ -566,23 +571,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+/* One more in the listener's series of family{listener,label=value}. */
+static void count_for_listener(struct http_srv *srv, const char *family, const char *label,
+                               const char *value) {
+  char labels[120];
+  snprintf(labels, sizeof labels, "listener=\"%s\",%s=\"%s\"", srv->cfg.name, label, value);
+  metrics_add(srv->cfg.metrics, family, labels, 1);
+}
+
 /* A refusal of the guard, counted in cdnca_http_refused_total{listener,reason}. */
 static void on_refuse(void *arg, enum connguard_reason why) {
-  struct http_srv *srv = arg;
-  char labels[120];
-  snprintf(labels, sizeof labels, "listener=\"%s\",reason=\"%s\"", srv->cfg.name,
-           connguard_reason_name(why));
-  metrics_add(srv->cfg.metrics, "cdnca_http_refused_total", labels, 1);
+  count_for_listener(arg, "cdnca_http_refused_total", "reason", connguard_reason_name(why));
 }
 
 /* A connection shut down at its deadline that was no refusal, counted in
    cdnca_http_idle_closed_total{listener,kind}. */
 static void on_idle_close(void *arg, enum connguard_expiry kind) {
-  struct http_srv *srv = arg;
-  char labels[120];
-  snprintf(labels, sizeof labels, "listener=\"%s\",kind=\"%s\"", srv->cfg.name,
-           connguard_expiry_name(kind));
-  metrics_add(srv->cfg.metrics, "cdnca_http_idle_closed_total", labels, 1);
+  count_for_listener(arg, "cdnca_http_idle_closed_total", "kind", connguard_expiry_name(kind));
 }
 
 static int hexval(char c) {

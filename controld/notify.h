@@ -16,9 +16,9 @@ struct metrics;
 struct notify;
 
 #define NOTIFY_MAX_INFLIGHT 32 /* attempts in flight at once (one per (webhook, site) queue) */
-#define NOTIFY_MAX_PER_CHANNEL                                                                     \
-  8                             /* of them to one webhook or channel: a receiver that hangs        \
-                                   cannot hold up the others' deliveries */
+/* Of them, the most to one webhook or channel: a receiver that hangs cannot hold up the others'
+   deliveries. */
+#define NOTIFY_MAX_PER_CHANNEL 8
 #define NOTIFY_SIGNATURE_LEN 72 /* "sha256=" + 64 hex digits + NUL */
 #define NOTIFY_TEST_TYPE "webhook.test"
 

@@ -32,8 +32,9 @@ struct admin {
   struct connguard *guard;
 };
 
-static enum MHD_Result reply(struct admin *a, struct MHD_Connection *c, unsigned status,
-                             const char *ctype, char *data, size_t len) {
+/* Queue data (malloc'd, taken) as the answer; close: the connection closes after it. */
+static enum MHD_Result answer(struct admin *a, struct MHD_Connection *c, unsigned status,
+                              const char *ctype, char *data, size_t len, int close) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
   enum MHD_Result ret;
   if (!r) {
@@ -41,10 +42,16 @@ static enum MHD_Result reply(struct admin *a, struct MHD_Connection *c, unsigned
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  if (close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   connguard_mhd_answering(a->guard, c);
   ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
+}
+
+static enum MHD_Result reply(struct admin *a, struct MHD_Connection *c, unsigned status,
+                             const char *ctype, char *data, size_t len) {
+  return answer(a, c, status, ctype, data, len, 0);
 }
 
 static enum MHD_Result reply_error(struct admin *a, struct MHD_Connection *c, unsigned status,
@@ -65,8 +72,6 @@ static enum MHD_Result reply_error(struct admin *a, struct MHD_Connection *c, un
 static enum MHD_Result reply_head_refused(struct admin *a, struct MHD_Connection *c,
                                           const struct httphead_verdict *v) {
   cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
-  struct MHD_Response *r;
-  enum MHD_Result ret;
   char *t;
   cJSON_AddStringToObject(e, "code", v->code);
   cJSON_AddStringToObject(e, "message", v->message);
@@ -77,17 +82,7 @@ static enum MHD_Result reply_head_refused(struct admin *a, struct MHD_Connection
   t = json_print(j);
   cJSON_Delete(j);
   if (!t) return MHD_NO;
-  r = MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(t);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-  connguard_mhd_answering(a->guard, c);
-  ret = MHD_queue_response(c, v->status, r);
-  MHD_destroy_response(r);
-  return ret;
+  return answer(a, c, v->status, "application/json", t, strlen(t), 1);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
