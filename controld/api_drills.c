@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "fields.h"
 #include "json.h"
+#include "store.h"
 #include "store_applied.h"
 #include "store_drills.h"
 #include "store_sites.h"
@@ -28,23 +29,42 @@ static cJSON *drill_json(const void *rec) {
   return j;
 }
 
-/* One drill whole: the record, its figures per origin and the nodes' apply times of its switch
-   (the first drill publication) and its switch back (the second). */
-static cJSON *drill_full_json(struct store *st, const struct drill_rec *d) {
-  cJSON *j = drill_json(d), *a;
-  struct drill_origin *o = NULL;
-  struct applied_row *ap = NULL;
-  int no = 0, na = 0;
+/* One drill whole: the record, its figures per origin of the target level and the nodes' apply
+   times of its switch (the first drill publication) and its switch back (the second). */
+struct drill_full {
+  int64_t id;
+  struct drill_rec d;
+  struct drill_origin *o;
+  int no;
+  struct applied_row *ap;
+  int na;
+};
+
+static void drill_full_fini(struct drill_full *f) {
+  free(f->o);
+  free(f->ap);
+  f->o = NULL;
+  f->ap = NULL;
+  f->no = f->na = 0;
+}
+
+/* From one snapshot (docs/design.md#one-snapshot-per-answer): a drill that ends meanwhile is
+   shown running without its switch back, or ended with it, never half of each. */
+static enum store_rc drill_full_read(struct store *st, void *arg) {
+  struct drill_full *f = arg;
+  enum store_rc rc = store_drill_get(st, f->id, &f->d);
+  if (rc == STORE_OK) rc = store_drill_origins(st, f->id, &f->o, &f->no);
+  if (rc == STORE_OK) rc = store_applied_rows(st, APPLIED_OF_DRILL, f->id, &f->ap, &f->na);
+  return rc;
+}
+
+static cJSON *drill_full_json(const struct drill_full *f) {
+  cJSON *j = drill_json(&f->d), *a;
+  const struct drill_origin *o = f->o;
+  const struct applied_row *ap = f->ap;
   if (!j) return NULL;
-  if (store_drill_origins(st, d->id, &o, &no) != STORE_OK ||
-      store_applied_rows(st, APPLIED_OF_DRILL, d->id, &ap, &na) != STORE_OK) {
-    free(o);
-    free(ap);
-    cJSON_Delete(j);
-    return NULL;
-  }
   a = cJSON_AddArrayToObject(j, "origins");
-  for (int i = 0; i < no; i++) {
+  for (int i = 0; i < f->no; i++) {
     cJSON *e = cJSON_CreateObject();
     json_add_i64(e, "origin_id", o[i].origin_id);
     cJSON_AddStringToObject(e, "address", o[i].address);
@@ -62,8 +82,8 @@ static cJSON *drill_full_json(struct store *st, const struct drill_rec *d) {
   {
     cJSON *sw = cJSON_AddArrayToObject(j, "switch_applied");
     cJSON *bk = cJSON_AddArrayToObject(j, "back_applied");
-    int64_t first = na ? ap[0].seq : 0;
-    for (int i = 0; i < na; i++) {
+    int64_t first = f->na ? ap[0].seq : 0;
+    for (int i = 0; i < f->na; i++) {
       cJSON *e = cJSON_CreateObject();
       json_add_i64(e, "node_id", ap[i].node_id);
       cJSON_AddStringToObject(e, "node_name", ap[i].node_name);
@@ -73,8 +93,6 @@ static cJSON *drill_full_json(struct store *st, const struct drill_rec *d) {
       cJSON_AddItemToArray(ap[i].seq == first ? sw : bk, e);
     }
   }
-  free(o);
-  free(ap);
   return j;
 }
 
@@ -99,18 +117,16 @@ static enum http_rc get_site_list(struct req *r) {
 }
 
 static enum http_rc get_one(struct req *r) {
-  struct drill_rec d;
+  struct drill_full f = {.id = r->params[0]};
   cJSON *j;
-  enum store_rc rc = store_drill_get(r->ctx->store, r->params[0], &d);
-  if (rc != STORE_OK) {
+  enum store_rc rc = store_snapshot(r->ctx->store, drill_full_read, &f);
+  if (rc != STORE_OK)
     api_store_error(r, rc, "drill", NULL);
-    return HTTP_DONE;
-  }
-  if (!(j = drill_full_json(r->ctx->store, &d))) {
+  else if (!(j = drill_full_json(&f)))
     req_error(r, 500, "internal", NULL, "the drill could not be read");
-    return HTTP_DONE;
-  }
-  req_json(r, 200, j);
+  else
+    req_json(r, 200, j);
+  drill_full_fini(&f);
   return HTTP_DONE;
 }
 

@@ -18,6 +18,7 @@
 #include "fields.h"
 #include "incident.h"
 #include "json.h"
+#include "store.h"
 #include "store_applied.h"
 #include "store_incidents.h"
 
@@ -47,24 +48,38 @@ static void full_fini(struct incident_full *f) {
   memset(f, 0, sizeof *f);
 }
 
-static enum store_rc full_load(struct req *r, int64_t id, struct incident_full *f) {
-  struct store *st = r->ctx->store;
+struct full_ask {
+  int64_t id, online_ms;
+  struct incident_full *f;
+};
+
+static enum store_rc full_read(struct store *st, void *arg) {
+  struct full_ask *a = arg;
+  struct incident_full *f = a->f;
   enum store_rc rc;
   int64_t since;
-  memset(f, 0, sizeof *f);
-  if ((rc = store_incident_get(st, id, &f->rec)) != STORE_OK) return rc;
-  if ((rc = store_incident_entries(st, id, &f->entries, &f->n_entries)) != STORE_OK ||
-      (rc = store_applied_rows(st, APPLIED_OF_INCIDENT, id, &f->applied, &f->n_applied)) !=
+  if ((rc = store_incident_get(st, a->id, &f->rec)) != STORE_OK) return rc;
+  if ((rc = store_incident_entries(st, a->id, &f->entries, &f->n_entries)) != STORE_OK ||
+      (rc = store_applied_rows(st, APPLIED_OF_INCIDENT, a->id, &f->applied, &f->n_applied)) !=
           STORE_OK ||
       (rc = store_incident_pubs(st, &f->rec, &f->pubs, &f->n_pubs)) != STORE_OK ||
-      (rc = store_incident_impact(st, id, &f->impact, &f->n_impact)) != STORE_OK ||
-      (rc = store_incident_deliveries(st, id, &f->deliveries, &f->n_deliveries)) != STORE_OK) {
-    full_fini(f);
+      (rc = store_incident_impact(st, a->id, &f->impact, &f->n_impact)) != STORE_OK ||
+      (rc = store_incident_deliveries(st, a->id, &f->deliveries, &f->n_deliveries)) != STORE_OK)
     return rc;
-  }
-  since = (f->n_pubs ? f->pubs[0].created_at : f->rec.opened_at) - r->ctx->cfg.node_online_ms;
+  since = (f->n_pubs ? f->pubs[0].created_at : f->rec.opened_at) - a->online_ms;
   f->online = store_incident_nodes_seen_since(st, since);
   return STORE_OK;
+}
+
+/* The incident and everything shown with it, from one snapshot
+   (docs/design.md#one-snapshot-per-answer). */
+static enum store_rc full_load(struct req *r, int64_t id, struct incident_full *f) {
+  struct full_ask a = {id, r->ctx->cfg.node_online_ms, f};
+  enum store_rc rc;
+  memset(f, 0, sizeof *f);
+  rc = store_snapshot(r->ctx->store, full_read, &a);
+  if (rc != STORE_OK) full_fini(f);
+  return rc;
 }
 
 /* ---- JSON ---- */

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "hcheck.h"
 #include "json.h"
+#include "store.h"
 #include "store_drills.h"
 #include "store_health.h"
 #include "store_shadow.h"
@@ -170,9 +171,23 @@ static enum store_rc status_card(struct req *r, int64_t site_id, struct store_tx
   return STORE_OK;
 }
 
-static enum http_rc get_status(struct req *r) {
+struct card_ask {
+  struct req *r;
   cJSON *card;
-  enum store_rc rc = status_card(r, r->params[0], NULL, &card);
+};
+
+static enum store_rc card_read(struct store *st, void *arg) {
+  struct card_ask *a = arg;
+  (void)st;
+  return status_card(a->r, a->r->params[0], NULL, &a->card);
+}
+
+static enum http_rc get_status(struct req *r) {
+  struct card_ask a = {r, NULL};
+  /* the site, its observations, propagation, drill and shadow state from one snapshot
+     (docs/design.md#one-snapshot-per-answer) */
+  enum store_rc rc = store_snapshot(r->ctx->store, card_read, &a);
+  cJSON *card = a.card;
   if (rc != STORE_OK)
     api_store_error(r, rc, "site", NULL);
   else

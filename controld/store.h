@@ -52,6 +52,16 @@ typedef enum store_rc (*store_op_fn)(struct store_tx *tx, void *arg);
    may call only *_locked functions of the store (a nested store_op would deadlock). */
 enum store_rc store_op(struct store *st, store_op_fn fn, void *arg);
 
+/* The work of one answer read from several store calls. */
+typedef enum store_rc (*store_read_fn)(struct store *st, void *arg);
+
+/* Run fn(st, arg) inside one read transaction on this thread's reader, so an answer built from
+   several store calls sees one snapshot (docs/design.md#one-snapshot-per-answer): a write that
+   commits meanwhile shows in all of them or in none. The store's reads that fn makes join the
+   transaction. Returns fn's result, or STORE_ERROR when the transaction cannot begin. Not
+   nested; fn may not write (a write transaction is the writer's, outside this snapshot). */
+enum store_rc store_snapshot(struct store *st, store_read_fn fn, void *arg);
+
 /* 1 while writes fail for lack of disk space (set by a write that failed with SQLITE_FULL, cleared
    by the next write that commits). */
 int store_storage_full(struct store *st);

@@ -372,6 +372,41 @@ enum store_rc store_op(struct store *st, store_op_fn fn, void *arg) {
   return store_tx_end(tx, fn(tx, arg));
 }
 
+/* ---- reads ---- */
+
+/* The reader whose read transaction store_snapshot holds on this thread: the store calls made
+   inside it join that transaction instead of beginning and ending their own. */
+static _Thread_local struct db_conn *tl_snapshot;
+
+int store_read_begin(struct db_conn *c) {
+  if (c == tl_snapshot) return 0;
+  if (db_begin_read(c) < 0) {
+    log_error("beginning a read: %s", db_errmsg(c));
+    return -1;
+  }
+  return 0;
+}
+
+void store_read_end(struct db_conn *c) {
+  if (c == tl_snapshot) return;
+  /* a read transaction whose connection was lost cannot commit; until it is rolled back the
+     connection refuses everything (db.h), so this thread's reads would fail for good */
+  if (db_in_tx(c) && db_commit(c) < 0) db_rollback(c);
+}
+
+enum store_rc store_snapshot(struct store *st, store_read_fn fn, void *arg) {
+  struct db_conn *c = store_reader(st);
+  enum store_rc rc;
+  /* not nested: an inner snapshot would end the outer one's transaction early */
+  assert(!tl_snapshot);
+  if (!c || store_read_begin(c) < 0) return STORE_ERROR;
+  tl_snapshot = c;
+  rc = fn(st, arg);
+  tl_snapshot = NULL;
+  store_read_end(c);
+  return rc;
+}
+
 /* ---- migrations ---- */
 
 /* Apply the pending migrations of this database's dialect in one write transaction under the

@@ -424,20 +424,6 @@ out:
   return rc;
 }
 
-int store_read_begin(struct db_conn *c) {
-  if (db_begin_read(c) < 0) {
-    log_error("beginning a read: %s", db_errmsg(c));
-    return -1;
-  }
-  return 0;
-}
-
-void store_read_end(struct db_conn *c) {
-  /* a read transaction whose connection was lost cannot commit; until it is rolled back the
-     connection refuses everything (db.h), so this thread's reads would fail for good */
-  if (db_in_tx(c) && db_commit(c) < 0) db_rollback(c);
-}
-
 enum store_rc store_site_get(struct store *st, int64_t id, struct site_rec *out) {
   struct db_conn *c = store_reader(st);
   enum store_rc rc;

@@ -687,6 +687,59 @@ static void test_store_op(void **state) {
   assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
 }
 
+/* ---- one snapshot per answer (store_snapshot) ---- */
+
+struct snap_arg {
+  int64_t id;
+  int before, after;
+  enum store_rc wrc;
+};
+
+/* Read the site, let a write commit (as another API thread's would), read it again. */
+static enum store_rc snap_read(struct store *st, void *arg) {
+  struct snap_arg *a = arg;
+  struct site_rec g;
+  char conflict[64] = "";
+  if (store_site_get(st, a->id, &g) != STORE_OK) return STORE_ERROR;
+  a->before = g.nr_retries;
+  g.nr_retries = a->before + 1;
+  a->wrc = store_site_update(st, &g, conflict, sizeof conflict);
+  site_rec_fini(&g);
+  if (store_site_get(st, a->id, &g) != STORE_OK) return STORE_ERROR;
+  a->after = g.nr_retries;
+  site_rec_fini(&g);
+  return STORE_OK;
+}
+
+static enum store_rc snap_missing(struct store *st, void *arg) {
+  struct site_rec g;
+  enum store_rc rc = store_site_get(st, *(int64_t *)arg, &g);
+  if (rc == STORE_OK) site_rec_fini(&g);
+  return rc;
+}
+
+static void test_snapshot(void **state) {
+  struct fx *f = *state;
+  struct snap_arg a = {.id = create_site(f, "a", "a.com", 1)};
+  struct site_rec g;
+  int64_t missing = a.id + 100;
+  /* without a snapshot the second read sees the write: what store_snapshot is for */
+  assert_int_equal(snap_read(f->st, &a), STORE_OK);
+  assert_int_equal(a.wrc, STORE_OK);
+  assert_int_equal(a.after, a.before + 1);
+  /* inside one, both reads see the state from before it, and the write still commits */
+  assert_int_equal(store_snapshot(f->st, snap_read, &a), STORE_OK);
+  assert_int_equal(a.wrc, STORE_OK);
+  assert_int_equal(a.after, a.before);
+  /* the snapshot ended: the next read sees the write */
+  assert_int_equal(store_site_get(f->st, a.id, &g), STORE_OK);
+  assert_int_equal(g.nr_retries, a.before + 1);
+  site_rec_fini(&g);
+  /* fn's answer comes back, and the reader is usable after it */
+  assert_int_equal(store_snapshot(f->st, snap_missing, &missing), STORE_NOT_FOUND);
+  assert_int_equal(store_snapshot(f->st, snap_missing, &a.id), STORE_OK);
+}
+
 /* ---- the store core's statement helpers (store_core.h) ---- */
 
 struct row_t {
@@ -1091,6 +1144,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_tokens_and_nodes, setup, teardown),
       cmocka_unit_test(test_rec_copy),
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
