@@ -56,6 +56,10 @@ void api_store_error(struct req *r, enum store_rc rc, const char *what, const ch
     req_error(r, 500, "internal", NULL, "storage error while handling %s", what);
 }
 
+void api_limit_error(struct req *r, int64_t cap, const char *plural) {
+  req_error(r, 409, "limit", NULL, "at most %lld %s can exist", (long long)cap, plural);
+}
+
 int api_target_refused(struct req *r, const char *host, const char *field) {
   const char *why = NULL;
   if (!targets_refused(&r->ctx->targets, host, &why)) return 0;

@@ -27,6 +27,10 @@ void api_field_error(struct req *r, const struct field_err *err);
    507 storage_full for FULL or while the disk is full, else 500). */
 void api_store_error(struct req *r, enum store_rc rc, const char *what, const char *conflict);
 
+/* The answer to a create refused by a count cap (STORE_LIMIT from a store_room_locked check,
+   docs/design.md#errors-and-limits): 409 limit, "at most <cap> <plural> can exist". */
+void api_limit_error(struct req *r, int64_t cap, const char *plural);
+
 /* 1 with a 422 target_refused reply (naming field) when host is an address origins and webhooks
    may not name (link-local, unspecified, metadata, --deny-targets); else 0. */
 int api_target_refused(struct req *r, const char *host, const char *field);

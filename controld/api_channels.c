@@ -455,8 +455,8 @@ out:
 static enum store_rc create_change(struct api_op *op) {
   struct webhook_rec *w = op->arg;
   enum store_rc rc = store_webhook_create_locked(op->tx, w);
-  if (rc == STORE_CONFLICT)
-    req_error(op->r, 409, "limit", NULL, "at most %d channels can exist", STORE_MAX_WEBHOOKS);
+  if (rc == STORE_LIMIT)
+    api_limit_error(op->r, STORE_MAX_WEBHOOKS, "webhooks and channels");
   else if (rc == STORE_OK)
     req_json(op->r, 201, chan_json(w));
   return rc;

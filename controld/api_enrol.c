@@ -45,6 +45,10 @@ static enum store_rc create_change(struct api_op *op) {
   struct key_op *ko = op->arg;
   enum store_rc rc = store_enrolkey_create_locked(op->tx, ko->k, ko->hash, ko->now);
   cJSON *j;
+  if (rc == STORE_LIMIT) {
+    api_limit_error(op->r, STORE_MAX_ENROLKEYS, "unrevoked enrolment keys");
+    return rc;
+  }
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "enrolment key", rc == STORE_CONFLICT ? "name" : NULL);
     return rc;
@@ -149,6 +153,10 @@ static enum store_rc enrol_change(struct api_op *op) {
   if (rc != STORE_OK) return rc;
   /* a taken name rolls the use back with everything else */
   rc = store_node_create_locked(op->tx, &eo->n, eo->token_hash);
+  if (rc == STORE_LIMIT) {
+    api_limit_error(op->r, STORE_MAX_NODES, "nodes");
+    return rc;
+  }
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "node", rc == STORE_CONFLICT ? "name" : NULL);
     return rc;

@@ -23,6 +23,10 @@ static enum store_rc create_change(struct api_op *op) {
   struct node_op *no = op->arg;
   enum store_rc rc = store_node_create_locked(op->tx, no->n, no->hash);
   cJSON *j;
+  if (rc == STORE_LIMIT) {
+    api_limit_error(op->r, STORE_MAX_NODES, "nodes");
+    return rc;
+  }
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "node", rc == STORE_CONFLICT ? "name" : NULL);
     return rc;

@@ -32,6 +32,10 @@ static enum store_rc create_change(struct api_op *op) {
   struct token_op *to = op->arg;
   enum store_rc rc = store_token_create_locked(op->tx, to->t, to->hash);
   cJSON *j;
+  if (rc == STORE_LIMIT) {
+    api_limit_error(op->r, STORE_MAX_TOKENS, "API tokens");
+    return rc;
+  }
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "token", rc == STORE_CONFLICT ? "name" : NULL);
     return rc;

@@ -233,6 +233,14 @@ enum store_rc store_one(struct db_conn *c, struct db_stmt *s, size_t size,
 enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int returning,
                                 const char *field, char *conflict, size_t clen, const char *what);
 
+/* Whether one more row fits under a count cap (docs/design.md#errors-and-limits), on the writer
+   inside the transaction: STORE_OK while the rows counted by count_sql ("SELECT COUNT(*) ...")
+   are fewer than cap, STORE_LIMIT at it, STORE_ERROR (logged with what). The ordered-write row
+   the creating transaction holds makes concurrent creators, on any replica, count one after
+   another. */
+enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int64_t cap,
+                                const char *what);
+
 /* store_rows_read of one integer column (column 0 of each row) into *ids (malloc'd, caller
    frees). */
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,

@@ -10,9 +10,12 @@ enum store_rc store_enrolkey_create_locked(struct store_tx *tx, struct enrolkey_
   static const char ins[] =
       "INSERT INTO enrolment_keys (name, hash, created_at, expires_at, max_uses) "
       "VALUES (?, ?, ?, ?, ?) RETURNING id";
-  struct db_stmt *s = db_prep(st->w, ins);
   char conflict[16];
-  enum store_rc rc;
+  enum store_rc rc =
+      store_room_locked(tx, "SELECT COUNT(*) FROM enrolment_keys WHERE revoked_at IS NULL",
+                        STORE_MAX_ENROLKEYS, "counting enrolment keys");
+  struct db_stmt *s = rc == STORE_OK ? db_prep(st->w, ins) : NULL;
+  if (rc != STORE_OK) return rc;
   if (!s) return STORE_ERROR;
   store_bind(s, 1, "ttIPP", k->name, hash, now, k->expires_at, k->max_uses);
   rc = store_step_unique(st->w, s, 1, "name", conflict, sizeof conflict,

@@ -9,8 +9,12 @@
 #include "enrolkey.h"
 #include "store.h"
 
+/* At most this many keys are unrevoked at once (docs/design.md#errors-and-limits). */
+#define STORE_MAX_ENROLKEYS 1000
+
 /* Inside a store_op: create key k (name, expires_at, max_uses) with the secret's SHA-256 hex;
-   sets k->id, k->created_at = now, k->uses = 0. STORE_CONFLICT when the name is taken. */
+   sets k->id, k->created_at = now, k->uses = 0. STORE_CONFLICT when the name is taken,
+   STORE_LIMIT when STORE_MAX_ENROLKEYS unrevoked keys exist. */
 enum store_rc store_enrolkey_create_locked(struct store_tx *tx, struct enrolkey_rec *k,
                                            const char *hash, int64_t now);
 

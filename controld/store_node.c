@@ -284,6 +284,10 @@ enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
   struct db_stmt *q;
   enum store_rc rc = STORE_ERROR;
   int64_t now = clock_wall_ms();
+  if ((rc = store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES,
+                              "counting nodes")) != STORE_OK)
+    return rc;
+  rc = STORE_ERROR;
   q = db_prep(st->w, ins);
   if (!q) goto fail;
   db_bind_text(q, 1, n->name);

@@ -47,7 +47,12 @@ void store_config_snapshot_free(struct config_snapshot *s);
 
 /* ---- nodes: the records behind /v1/nodes ---- */
 
-/* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken. */
+/* At most this many nodes exist (docs/design.md#errors-and-limits): an enrolment key without a
+   use limit cannot grow the fleet, its heartbeats and GET /v1/nodes without bound. */
+#define STORE_MAX_NODES 10000
+
+/* Create a node and its token hash; sets n->id. STORE_CONFLICT when the name is taken,
+   STORE_LIMIT when STORE_MAX_NODES exist. */
 enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash);
 
 /* All nodes ordered by id; *out malloc'd (caller frees). */

@@ -131,35 +131,20 @@ static void job_fini(void *rec) {
 
 enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_rec *w) {
   struct store *st = store_tx_store(tx);
-  static const char count[] = "SELECT COUNT(*) FROM webhooks";
   static const char ins[] =
       "INSERT INTO webhooks (kind, name, url, secret, events, site_ids, config, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-  struct db_stmt *s;
-  enum store_rc rc = STORE_ERROR;
-  s = db_prep(st->w, count);
-  if (!s) goto fail;
-  if (db_step(s) != DB_ROW) {
-    log_error("counting webhooks: %s", db_errmsg(st->w));
-    db_reset(s);
-    goto fail;
-  }
-  if (db_col_i64(s, 0) >= STORE_MAX_WEBHOOKS) {
-    db_reset(s);
-    rc = STORE_CONFLICT;
-    goto fail;
-  }
-  db_reset(s);
+  enum store_rc rc = store_room_locked(tx, "SELECT COUNT(*) FROM webhooks", STORE_MAX_WEBHOOKS,
+                                       "counting channels");
+  if (rc != STORE_OK) return rc;
   w->created_at = clock_wall_ms();
   if (store_exec(st->w, "inserting a channel", ins, "tttttttI",
                  names_word(NAMES(chan_kind_names), w->kind, "webhook"), w->name, w->url, w->secret,
                  w->events, w->site_ids, w->config, w->created_at) < 0)
-    goto fail;
+    return STORE_ERROR;
   store_events_tx_reset_hooks(st); /* the transaction's next event reads the list again */
   w->id = db_last_id(st->w);
   return STORE_OK;
-fail:
-  return rc;
 }
 
 enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w) {

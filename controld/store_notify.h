@@ -83,7 +83,7 @@ void webhook_rec_fini(struct webhook_rec *w);
 /* Free what a job owns and wipe its secret. */
 void delivery_job_fini(struct delivery_job *j);
 
-/* Insert a webhook (id and created_at set on return). STORE_CONFLICT when STORE_MAX_WEBHOOKS exist.
+/* Insert a webhook (id and created_at set on return). STORE_LIMIT when STORE_MAX_WEBHOOKS exist.
  */
 enum store_rc store_webhook_create(struct store *st, struct webhook_rec *w);
 

@@ -394,6 +394,22 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
   return STORE_ERROR;
 }
 
+enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int64_t cap,
+                                const char *what) {
+  struct store *st = store_tx_store(tx);
+  struct db_stmt *s = db_prep(st->w, count_sql);
+  int64_t have;
+  if (!s) return STORE_ERROR;
+  if (db_step(s) != DB_ROW) {
+    log_error("%s: %s", what, db_errmsg(st->w));
+    db_reset(s);
+    return STORE_ERROR;
+  }
+  have = db_col_i64(s, 0);
+  db_reset(s);
+  return have < cap ? STORE_OK : STORE_LIMIT;
+}
+
 int64_t store_prune_ids(struct store *st, const char *pick, const char *const *del, size_t n_del,
                         int batch, int64_t before_ms, const char *what) {
   int64_t total = 0;

@@ -221,8 +221,11 @@ enum store_rc store_token_create_locked(struct store_tx *tx, struct token_rec *t
   struct store *st = store_tx_store(tx);
   static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
                             "VALUES ('admin', ?, ?, ?, ?, ?)";
-  struct db_stmt *s = db_prep(st->w, ins);
+  enum store_rc rc = store_room_locked(tx, "SELECT COUNT(*) FROM tokens WHERE kind = 'admin'",
+                                       STORE_MAX_TOKENS, "counting tokens");
+  struct db_stmt *s = rc == STORE_OK ? db_prep(st->w, ins) : NULL;
   int64_t now = clock_wall_ms();
+  if (rc != STORE_OK) return rc;
   if (!s) return STORE_ERROR;
   db_bind_text(s, 1, hash);
   db_bind_text(s, 2, t->name);

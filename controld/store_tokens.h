@@ -18,6 +18,10 @@
 
 #define STORE_TOKEN_NAME_MAX 64
 
+/* At most this many API tokens exist (docs/design.md#errors-and-limits; node tokens are counted
+   as nodes). */
+#define STORE_MAX_TOKENS 1000
+
 /* Who a presented token is. For node tokens role is "" and token_id/name are the token row's. */
 struct token_auth {
   int kind;      /* STORE_TOKEN_ADMIN (an API token) or STORE_TOKEN_NODE */
@@ -41,7 +45,8 @@ struct token_rec {
 int store_token_auth(struct store *st, const char *hash, int64_t now, struct token_auth *out);
 
 /* Create an API token with t->name, t->role, t->expires_at (0 = never) and the secret's hash;
-   sets t->id and t->created_at. STORE_CONFLICT when the name is taken. */
+   sets t->id and t->created_at. STORE_CONFLICT when the name is taken, STORE_LIMIT when
+   STORE_MAX_TOKENS exist. */
 enum store_rc store_token_create(struct store *st, struct token_rec *t, const char *hash);
 
 /* The same inside a store_op. */

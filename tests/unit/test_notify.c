@@ -429,7 +429,7 @@ static void test_webhook_crud_and_limit(void **state) {
   memset(&w, 0, sizeof w);
   snprintf(w.url, sizeof w.url, "http://127.0.0.1:9/");
   snprintf(w.secret, sizeof w.secret, "0123456789abcdef");
-  assert_int_equal(store_webhook_create(f->st, &w), STORE_CONFLICT);
+  assert_int_equal(store_webhook_create(f->st, &w), STORE_LIMIT);
   assert_int_equal(store_webhook_list(f->st, &arr, &n), STORE_OK);
   assert_int_equal(n, STORE_MAX_WEBHOOKS);
   assert_true(arr[0].id == id && arr[0].events != NULL && arr[1].events == NULL);

@@ -21,6 +21,7 @@
 #include "store.h"
 #include "store_core.h"
 #include "store_drills.h"
+#include "store_enrol.h"
 #include "store_events.h"
 #include "store_health.h"
 #include "store_node.h"
@@ -687,6 +688,85 @@ static void test_store_op(void **state) {
   assert_int_equal(store_op(f->st, op_disable_first, &a), STORE_NOT_FOUND);
 }
 
+/* ---- count caps (store_room_locked) ---- */
+
+#define G_ "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) "
+
+struct fill_arg {
+  const char *sql; /* G_ and an INSERT ... SELECT over g(i), i = 1..n (a literal: statements are
+                      cached by their text's address) */
+  int64_t n;
+};
+
+static enum store_rc op_fill(struct store_tx *tx, void *arg) {
+  const struct fill_arg *a = arg;
+  return store_exec(store_tx_store(tx)->w, "filling", a->sql, "I", a->n) < 0 ? STORE_ERROR
+                                                                             : STORE_OK;
+}
+
+struct key_arg {
+  struct enrolkey_rec k;
+  const char *hash;
+  int64_t revoke;
+};
+
+static enum store_rc op_key(struct store_tx *tx, void *arg) {
+  struct key_arg *a = arg;
+  if (a->revoke) return store_enrolkey_revoke_locked(tx, a->revoke, 1);
+  return store_enrolkey_create_locked(tx, &a->k, a->hash, 1);
+}
+
+static void test_caps(void **state) {
+  struct fx *f = *state;
+  struct fill_arg nodes = {G_ "INSERT INTO nodes (name, created_at) SELECT 'bulk-' || i, 0 FROM g",
+                           STORE_MAX_NODES - 1};
+  struct fill_arg tokens = {G_ "INSERT INTO tokens (kind, hash, name, role, created_at) "
+                               "SELECT 'admin', 'hash-' || i, 'bulk-' || i, 'admin', 0 FROM g",
+                            STORE_MAX_TOKENS - 1};
+  struct fill_arg keys = {G_ "INSERT INTO enrolment_keys (name, hash, created_at) "
+                             "SELECT 'bulk-' || i, 'hash-' || i, 0 FROM g",
+                          STORE_MAX_ENROLKEYS - 1};
+  const char *h1 = "c100000000000000000000000000000000000000000000000000000000000000";
+  const char *h2 = "c200000000000000000000000000000000000000000000000000000000000000";
+  const char *h3 = "c300000000000000000000000000000000000000000000000000000000000000";
+  struct node_rec n;
+  struct token_rec t;
+  struct key_arg ka;
+  int kind = 0;
+  int64_t node_id = 0;
+  /* nodes: the last one fits, the next is refused with nothing stored, a deletion makes room */
+  assert_int_equal(store_op(f->st, op_fill, &nodes), STORE_OK);
+  memset(&n, 0, sizeof n);
+  memcpy(n.name, "last", 5);
+  assert_int_equal(store_node_create(f->st, &n, h1), STORE_OK);
+  memcpy(n.name, "over", 5);
+  assert_int_equal(store_node_create(f->st, &n, h2), STORE_LIMIT);
+  assert_int_equal(store_token_lookup(f->st, h2, &kind, &node_id), 1);
+  assert_int_equal(store_node_delete(f->st, n.id), STORE_OK);
+  assert_int_equal(store_node_create(f->st, &n, h2), STORE_OK);
+  /* API tokens: node tokens do not count (a full fleet leaves room for every API token) */
+  assert_int_equal(store_op(f->st, op_fill, &tokens), STORE_OK);
+  memset(&t, 0, sizeof t);
+  memcpy(t.name, "last", 5);
+  memcpy(t.role, "read", 5);
+  assert_int_equal(store_token_create(f->st, &t, h3), STORE_OK);
+  memcpy(t.name, "over", 5);
+  assert_int_equal(store_token_create(f->st, &t, h1), STORE_LIMIT);
+  /* enrolment keys: unrevoked ones count */
+  assert_int_equal(store_op(f->st, op_fill, &keys), STORE_OK);
+  memset(&ka, 0, sizeof ka);
+  memcpy(ka.k.name, "last", 5);
+  ka.hash = h1;
+  assert_int_equal(store_op(f->st, op_key, &ka), STORE_OK);
+  memcpy(ka.k.name, "over", 5);
+  ka.hash = h2;
+  assert_int_equal(store_op(f->st, op_key, &ka), STORE_LIMIT);
+  ka.revoke = 1;
+  assert_int_equal(store_op(f->st, op_key, &ka), STORE_OK);
+  ka.revoke = 0;
+  assert_int_equal(store_op(f->st, op_key, &ka), STORE_OK);
+}
+
 /* ---- one snapshot per answer (store_snapshot) ---- */
 
 struct snap_arg {
@@ -1145,6 +1225,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rec_copy),
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
