@@ -368,7 +368,7 @@ static enum http_rc get_list(struct req *r) {
   int n = 0, ok = state == NULL;
   enum store_rc rc;
   if (api_page_query(r, &limit, &after) < 0) return HTTP_DONE;
-  if (req_query_int(r, "site_id", 0, INT64_MAX / 2, 0, &site_id) < 0) return HTTP_DONE;
+  if (req_query_int(r, "site_id", 1, INT64_MAX / 2, 0, &site_id) < 0) return HTTP_DONE;
   for (int i = 0; states[i] && !ok; i++)
     ok = strcmp(state, states[i]) == 0;
   if (!ok) {

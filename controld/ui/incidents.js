@@ -32,7 +32,7 @@ function duration(i, now) {
 function parseQuery(q) {
   const p = new URLSearchParams(q || '');
   const state = STATES.some(([v]) => v === p.get('state')) ? p.get('state') : '';
-  const site = /^\d+$/.test(p.get('site_id') || '') ? p.get('site_id') : '';
+  const site = /^[1-9]\d{0,15}$/.test(p.get('site_id') || '') ? p.get('site_id') : '';
   return { state, site };
 }
 function queryHash(f) {

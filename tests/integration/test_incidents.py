@@ -181,9 +181,10 @@ def test_outage_with_auto_failback_is_one_incident(tmp):
     st, j, _ = c.api("POST", "/v1/incidents/%d/resolve" % inc["id"], {"note": "again"})
     assert st == 409, (st, j)
     assert incident(c, inc["id"])["timeline_entries"] == full["timeline_entries"] + 1
-    st, j, _ = c.api("GET", "/v1/incidents?state=bogus")
-    assert st == 400 and j["error"]["code"] == "invalid_query" and j["error"]["field"] == "state", \
-        (st, j)
+    for q, field in (("state=bogus", "state"), ("site_id=0", "site_id"), ("site_id=-1", "site_id")):
+        st, j, _ = c.api("GET", "/v1/incidents?" + q)
+        assert st == 400 and j["error"]["code"] == "invalid_query" and j["error"]["field"] == field, \
+            (q, st, j)
     # a webhook may ask for the incident events alone
     st, j, _ = c.api("POST", "/v1/webhooks", {"url": rx.url + "/inc", "secret": "t" * 32,
                                              "events": ["incident.opened", "incident.resolved"]})
