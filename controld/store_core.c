@@ -545,7 +545,7 @@ const char *store_db_label(const struct store *st) {
 int store_schema_version(struct store *st) {
   struct db_conn *c = store_reader(st);
   int v;
-  if (!c || db_begin_read(c) < 0) return -1;
+  if (!c || store_read_begin(c) < 0) return -1;
   v = db_schema_version(c);
   store_read_end(c);
   return v;
