@@ -81,3 +81,36 @@ size_t curlhead_cb(char *data, size_t size, size_t nmemb, void *h) {
   size_t n = size * nmemb;
   return curlhead_line(h, data, n) < 0 ? 0 : n;
 }
+
+int curlhead_wire(struct curlhead *h, size_t n) {
+  /* h->wire stays within the bound, so the subtraction cannot wrap */
+  if (!h->wire_cut && n > CURLHEAD_WIRE_MAX - h->wire) h->wire_cut = 1;
+  if (!h->wire_cut) h->wire += n;
+  return h->wire_cut;
+}
+
+static int on_debug(CURL *easy, curl_infotype type, char *data, size_t n, void *h) {
+  (void)easy;
+  (void)data;
+  if (type == CURLINFO_DATA_IN) (void)curlhead_wire(h, n);
+  return 0;
+}
+
+static int on_progress(void *h, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  (void)dltotal;
+  (void)dlnow;
+  (void)ultotal;
+  (void)ulnow;
+  return ((struct curlhead *)h)->wire_cut; /* non-zero ends the transfer */
+}
+
+CURLcode curlhead_bound_wire(CURL *easy, struct curlhead *h) {
+  CURLcode rc = curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(easy, CURLOPT_DEBUGDATA, h);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(easy, CURLOPT_XFERINFODATA, h);
+  if (rc == CURLE_OK) rc = curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+  return rc;
+}

@@ -381,6 +381,7 @@ static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
   rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+  rc |= curlhead_bound_wire(e, &s->head);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
   if (p->deny && targets_guard_curl(e, p->deny) < 0) rc |= CURLE_FAILED_INIT;
   if (rc == CURLE_OK && p->easy_hook && p->easy_hook(e, p->easy_ud) < 0) rc = CURLE_FAILED_INIT;

@@ -243,6 +243,7 @@ static int slot_start(struct checkpoint *c, struct cp_slot *s, const struct chec
   rc |= curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_body);
   rc |= curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
   curlhead_init(&s->head, 0, 0);
+  rc |= curlhead_bound_wire(s->easy, &s->head);
   rc |= curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, curlhead_cb);
   rc |= curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, &s->head);
   free(payload);
@@ -261,7 +262,7 @@ static void slot_done(struct cp_slot *s, CURLcode res, struct checkpoint_answer 
   if (s->head.why) {
     snprintf(why, sizeof why, "the answer is refused: %s", s->head.why);
     answer_fail(out, why);
-  } else if (s->too_big) {
+  } else if (s->too_big || s->head.wire_cut) {
     answer_fail(out, "the answer is too large");
   } else if (res != CURLE_OK) {
     snprintf(why, sizeof why, "request failed: %s", curl_easy_strerror(res));

@@ -216,6 +216,7 @@ static void http_post(struct notify *n, struct xfer *x, const char *url, const c
   curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard_body);
   curlhead_init(&x->head, 0, 0);
+  curlhead_bound_wire(x->easy, &x->head);
   curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, curlhead_cb);
   curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, &x->head);
 }
@@ -467,7 +468,9 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
     snprintf(f->err, sizeof f->err, "target_refused: %s is %s, not connected", x->guard.addr,
              x->guard.reason ? x->guard.reason : "refused");
     status = 0;
-  } else if (code != CURLE_OK) {
+  } else if (code != CURLE_OK && !x->head.wire_cut) {
+    /* (an answer whose body was cut at CURLHEAD_WIRE_MAX is judged by its status: the receiver
+       has answered, and nothing of its body is needed) */
     snprintf(f->err, sizeof f->err, "%s",
              x->head.why    ? x->head.why /* refused by curlhead: not delivered, retried */
              : x->errbuf[0] ? x->errbuf

@@ -365,7 +365,8 @@ class Plugin:
     per origin URL: vote(url) -> (ok, status, error); by default ok with status 200 for every
     origin. With garbage set (bytes) it answers those instead of votes; with delay (seconds) it
     waits that long before answering; with two_framings it sends its votes chunked with a
-    Content-Length too."""
+    Content-Length too; with endless_extension it answers a chunked 200 whose first chunk-size
+    line has an extension that never ends (until controld goes or 10 s pass)."""
 
     def __init__(self):
         self.requests = []
@@ -373,6 +374,7 @@ class Plugin:
         self.garbage = None
         self.delay = 0
         self.two_framings = False
+        self.endless_extension = False
         plugin = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -385,6 +387,18 @@ class Plugin:
                 plugin.requests.append(req)
                 if plugin.delay:
                     time.sleep(plugin.delay)
+                if plugin.endless_extension:
+                    self.send_response(200)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    end = time.monotonic() + 10
+                    try:
+                        self.wfile.write(b"1;x=")
+                        while time.monotonic() < end:
+                            self.wfile.write(b"e" * 4096)
+                    except OSError:
+                        pass
+                    return
                 ok, status, error = plugin.vote(req.get("url", ""))
                 data = plugin.garbage or json.dumps({"votes": [
                     {"checkpoint": "cp-%d" % i, "ok": ok, "status": status, "error": error}

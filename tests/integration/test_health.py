@@ -316,7 +316,9 @@ def test_checkpoint_plugin_too_slow_or_framed_two_ways(tmp):
     of 40 origins a round asks at most 32 (one wave; over 6 rounds at most 32 * 7 questions,
     where asking all 40 a round makes 240), and all of them get verdicts from controld's own
     probes. A plugin whose answer is chunked with a Content-Length too gives no
-    votes (the answer is refused), and controld's probes decide."""
+    votes (the answer is refused), and controld's probes decide. So does one whose chunk
+    extension never ends: read to the wire bound, its answer is refused at once, not at the
+    timeout."""
     a, b = start_origins(tmp, "a", "b")
     plugin = scenario_lib.Plugin()
     plugin.delay = 4.0  # each request's own time is 2 s + the 1 s grace
@@ -345,6 +347,21 @@ def test_checkpoint_plugin_too_slow_or_framed_two_ways(tmp):
         plugin.vote = lambda url: (False, 503, "status 503")
         n0 = len(plugin.requests)
         wait_until(lambda: len(plugin.requests) >= n0 + 120, 60, "three rounds of questions")
+        for s in sites[:3]:
+            o = card_origin(card(c, s["id"]), s["origins"][0]["id"])
+            assert o["health"] == "healthy" and o["source"] == "control", o
+
+        # an extension that never ends: each question is cut at the wire bound, not at the
+        # timeout, so the plugin is asked about all 40 origins in every round (at least 9 whole
+        # rounds in 12); questions held to the timeout would stop at one wave of 32 a round
+        plugin.two_framings = False
+        plugin.endless_extension = True
+        n0, r0 = len(plugin.requests), metric(c, "cdnca_probe_rounds_total")
+        wait_until(lambda: metric(c, "cdnca_probe_rounds_total") >= r0 + 12, 90, "twelve rounds")
+        asked, rounds = len(plugin.requests) - n0, metric(c, "cdnca_probe_rounds_total") - r0
+        print("a plugin with an endless extension: %d questions in %d rounds" % (asked, rounds),
+              flush=True)
+        assert asked > 32 * (rounds + 1), (asked, rounds)
         for s in sites[:3]:
             o = card_origin(card(c, s["id"]), s["origins"][0]["id"])
             assert o["health"] == "healthy" and o["source"] == "control", o

@@ -11,6 +11,7 @@ POST /v1/webhooks/{id}/test (optionally naming a site), so no health engine is n
 controld runs with a millisecond retry schedule so retries happen quickly.
 """
 
+import os
 import re
 import socket
 import threading
@@ -374,6 +375,51 @@ def test_answers_read_two_ways_or_endless_trailers_are_not_delivered(tmp):
           % (rss0, rss1, trailers.requests), flush=True)
     assert trailers.requests >= 2
     assert rss1 - rss0 < 64 * 1024, (rss0, rss1)
+
+
+def cpu_s(pid):
+    """The user and system CPU seconds a process has used."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_endless_answer_bodies_are_cut_and_judged_by_status(tmp):
+    """An answer whose body never ends, in data or in a chunk extension libcurl reads and drops
+    itself, is read only to the wire bound (256 KiB) and judged by its status at once: a 200 is
+    delivered, a 500 retried. Without the bound each attempt read until the 10 s timeout."""
+    c = start(tmp)
+    ext = RawReceiver(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=",
+                      endless=b"e" * 4096)
+    data = RawReceiver(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                       endless=b"1000\r\n" + b"d" * 4096 + b"\r\n")
+    fail = RawReceiver(b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n1;x=",
+                       endless=b"e" * 4096)
+    cpu0 = cpu_s(c.pid())
+    for rx in (ext, data):
+        hook = mk_hook(c, rx.url + "/h")
+        t0 = time.monotonic()
+        d = send_test(c, hook)
+
+        def delivered(hook=hook):
+            got = deliveries(c, hook)[0]
+            return got if got["state"] == "delivered" else None
+        got = wait_until(delivered, 8, "the delivery to a receiver with an endless body")
+        took = time.monotonic() - t0
+        assert got["id"] == d["id"] and got["attempts"] == 1 and got["last_status"] == 200, got
+        assert took < 5, took
+    hook = mk_hook(c, fail.url + "/h")
+    send_test(c, hook)
+
+    def retried():
+        got = deliveries(c, hook)[0]
+        return got if got["attempts"] >= 2 else None
+    got = wait_until(retried, 8, "two attempts at a 500 with an endless extension")
+    assert got["state"] == "pending" and got["last_error"] == "HTTP 500", got
+    cpu = cpu_s(c.pid()) - cpu0
+    print("controld used %.2f s of CPU for 2 deliveries and %d attempts with endless bodies"
+          % (cpu, fail.requests), flush=True)
+    assert cpu < 5, cpu
 
 
 def test_a_hanging_receiver_holds_only_its_own_share(tmp):

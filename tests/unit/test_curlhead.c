@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -111,10 +112,32 @@ static void test_bound(void **state) {
   assert_int_equal(curlhead_cb((char *)"HTTP/1.1 200 OK\r\n", 1, 17, &h), 17);
 }
 
+/* The body as read off the wire: exactly CURLHEAD_WIRE_MAX bytes pass, one more cuts, the cut
+   sticks, and no count wraps (a huge n after a partial count). */
+static void test_wire(void **state) {
+  struct curlhead h;
+  (void)state;
+  curlhead_init(&h, 0, 0);
+  assert_int_equal(curlhead_wire(&h, CURLHEAD_WIRE_MAX - 10), 0);
+  assert_int_equal(curlhead_wire(&h, 10), 0);
+  assert_int_equal(h.wire, CURLHEAD_WIRE_MAX);
+  assert_int_equal(curlhead_wire(&h, 0), 0);
+  assert_int_equal(curlhead_wire(&h, 1), 1);
+  assert_int_equal(h.wire_cut, 1);
+  assert_int_equal(curlhead_wire(&h, 0), 1);
+  assert_true(h.why == NULL); /* not a refusal: the head stands */
+  curlhead_init(&h, 0, 0);
+  assert_int_equal(h.wire_cut, 0);
+  assert_int_equal(curlhead_wire(&h, 5), 0);
+  assert_int_equal(curlhead_wire(&h, SIZE_MAX), 1);
+  assert_true(h.wire <= CURLHEAD_WIRE_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_outcomes),
       cmocka_unit_test(test_bound),
+      cmocka_unit_test(test_wire),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

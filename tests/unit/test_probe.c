@@ -683,6 +683,67 @@ static void test_big_body_cut(void **state) {
   assert_string_equal(r.error, "");
 }
 
+/* An origin whose chunked 200 has a chunk-size line whose extension never ends: it writes the
+   head, "1;x=" and then 'e' until the client goes or 10 s pass. */
+struct endless {
+  int lfd;
+  pthread_t t;
+  size_t sent;
+};
+
+static void *endless_run(void *arg) {
+  struct endless *o = arg;
+  static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=";
+  char req[4096], fill[4096];
+  struct timespec t0, t1;
+  int fd = accept(o->lfd, NULL, NULL);
+  ssize_t n;
+  if (fd < 0) return NULL;
+  memset(fill, 'e', sizeof fill);
+  (void)read(fd, req, sizeof req); /* the probe's head, in one read on loopback */
+  if (write(fd, head, sizeof head - 1) < 0) goto out;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    n = write(fd, fill, sizeof fill);
+    if (n > 0) o->sent += (size_t)n;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+  } while (n > 0 && t1.tv_sec - t0.tv_sec < 10);
+out:
+  close(fd);
+  return NULL;
+}
+
+/* The verdict comes from the head long before the timeout, having read a bounded part of the
+   stream: libcurl reads the extension itself, and without the wire bound (curlhead) it read on
+   until the probe timed out. */
+static void test_endless_chunk_extension(void **state) {
+  struct endless o = {0};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  struct probe_target t;
+  struct probe_result r;
+  (void)state;
+  o.lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(o.lfd >= 0);
+  assert_int_equal(bind(o.lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(o.lfd, 4), 0);
+  assert_int_equal(getsockname(o.lfd, (struct sockaddr *)&a, &al), 0);
+  assert_int_equal(pthread_create(&o.t, NULL, endless_run, &o), 0);
+  t = (struct probe_target){.scheme = "http",
+                            .address = "127.0.0.1",
+                            .port = ntohs(a.sin_port),
+                            .host = "origin.test",
+                            .path = "/",
+                            .timeout_ms = 8000};
+  r = probe_one(&t, NULL);
+  pthread_join(o.t, NULL);
+  close(o.lfd);
+  fprintf(stderr, "endless extension: ok %d status %d error '%s' in %d ms, origin sent %zu bytes\n",
+          r.ok, r.status, r.error, r.latency_ms, o.sent);
+  assert_true(r.latency_ms < 4000);
+  assert_true(o.sent < 64u * 1024 * 1024);
+}
+
 static void test_https_ok(void **state) {
   struct env *e = *state;
   struct probe_target t = http_target(&e->t, "origin.test", "/tls", 5000);
@@ -1015,6 +1076,7 @@ int main(void) {
       cmocka_unit_test_setup(test_timeout_slow_origin, test_setup),
       cmocka_unit_test_setup(test_dropped_connection, test_setup),
       cmocka_unit_test_setup(test_big_body_cut, test_setup),
+      cmocka_unit_test_setup(test_endless_chunk_extension, test_setup),
       cmocka_unit_test_setup(test_https_ok, test_setup),
       cmocka_unit_test_setup(test_https_wrong_name, test_setup),
       cmocka_unit_test_setup(test_https_unknown_ca, test_setup),
