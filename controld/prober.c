@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "checkpoint.h"
@@ -61,6 +62,25 @@ struct prober {
   int sched_pending;
   int64_t sched_interval_ms, sched_batch;
 };
+
+int prober_pick_voters(int64_t *online, int n, uint64_t seed, int64_t *out, int k) {
+  int take = n < k ? n : k;
+  for (int i = 0; i < take; i++) {
+    /* splitmix64: one draw per pick; the remainder's bias is below n / 2^64 */
+    uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+    int64_t t;
+    int j;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    j = i + (int)(z % (uint64_t)(n - i));
+    t = online[i];
+    online[i] = online[j];
+    online[j] = t;
+    out[i] = online[i];
+  }
+  return take < 0 ? 0 : take;
+}
 
 int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms) {
   int64_t d = max_timeout_ms + 2000, half = probe_interval_ms / 2;
@@ -585,18 +605,23 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   const struct prober_env *env = &p->env;
   struct prober_stats st;
   int64_t started = clock_wall_ms(), t0 = clock_mono_ms(), round_id;
-  int64_t *due = NULL, nodes[PROBER_VOTE_NODES];
+  int64_t *due = NULL, *online = NULL, nodes[PROBER_VOTE_NODES];
   int n_due = 0, n_nodes = 0, n_online = 0, n = 0, n_sites = 0, rc = -1;
+  uint64_t seed = 0;
   struct item *items = NULL;
   struct shadow_load sl;
 
   memset(&st, 0, sizeof st);
   memset(&sl, 0, sizeof sl);
-  if (store_health_online_nodes(env->store, started - env->node_online_ms, PROBER_VOTE_NODES, nodes,
-                                &n_nodes, &n_online) == 0)
+  if (store_health_online_nodes(env->store, started - env->node_online_ms, &online, &n_online) ==
+      0) {
     metrics_set(env->metrics, "cdnca_nodes_online", "", n_online);
-  else
-    n_nodes = 0;
+    /* the voters are drawn afresh each round (docs/design.md#votes-and-verdicts) */
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+      seed = (uint64_t)clock_mono_ms() ^ ((uint64_t)started << 20);
+    n_nodes = prober_pick_voters(online, n_online, seed, nodes, PROBER_VOTE_NODES);
+  }
+  free(online);
   if (store_health_due_sites(env->store, started + prober_due_slack_ms(env),
                              (int)(env->probe_batch > 0 ? env->probe_batch : 1), &due,
                              &n_due) != STORE_OK)

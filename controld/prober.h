@@ -78,6 +78,12 @@ int prober_round_due(int64_t now_mono, int64_t next_round_mono, int64_t not_befo
 int64_t prober_next_wake(int64_t now_mono, int64_t next_round_mono, int64_t not_before_mono,
                          int have_own, int64_t own_due_wall, int64_t now_wall, int64_t recheck_ms);
 
+/* The voters of a round: k of the n online node ids (fewer when n < k) drawn without replacement,
+   each equally likely, by a generator seeded with seed (the round draws it from getrandom), into
+   out; online is shuffled in part. How recently or how often a node called does not matter, so
+   nodes that call often cannot keep the others out. Returns how many. Pure. */
+int prober_pick_voters(int64_t *online, int n, uint64_t seed, int64_t *out, int k);
+
 /* The node deadline of a round, in ms from its start: min(max_timeout_ms + 2000,
    probe_interval_ms / 2), at least 1 ms. Pure. */
 int64_t prober_node_deadline_ms(int64_t max_timeout_ms, int64_t probe_interval_ms);

@@ -9,6 +9,7 @@
 #include "store_core.h"
 #include "store_events.h"
 #include "store_fleet.h"
+#include "store_node.h"
 #include "store_pub.h"
 #include "store_sites.h"
 
@@ -63,29 +64,16 @@ int64_t store_health_next_round_id(struct store *st) {
   return v;
 }
 
-int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int64_t *ids,
-                              int *n_ids, int *n_online) {
-  static const char q[] = "SELECT id FROM nodes WHERE last_seen_at >= ? "
-                          "ORDER BY last_seen_at DESC, id";
+int store_health_online_nodes(struct store *st, int64_t seen_since, int64_t **ids, int *n) {
+  static const char q[] = "SELECT id FROM nodes WHERE last_seen_at >= ? ORDER BY id";
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  int rc, cnt = 0, total = 0;
-  *n_ids = 0;
-  if (n_online) *n_online = 0;
+  *ids = NULL;
+  *n = 0;
   if (!s) return -1;
   db_bind_i64(s, 1, seen_since);
-  while ((rc = db_step(s)) == DB_ROW) {
-    if (cnt < max) ids[cnt++] = db_col_i64(s, 0);
-    total++;
-  }
-  db_reset(s);
-  if (rc != DB_DONE) {
-    log_error("selecting online nodes: %s", db_errmsg(c));
-    return -1;
-  }
-  *n_ids = cnt;
-  if (n_online) *n_online = total;
-  return 0;
+  return store_ids_read(c, s, STORE_MAX_NODES, ids, n, "selecting online nodes") == STORE_OK ? 0
+                                                                                             : -1;
 }
 
 static int propagation_on(struct db_conn *c, int64_t site_id, int64_t seen_since, int *online,

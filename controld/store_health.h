@@ -46,10 +46,9 @@ int store_health_own_interval_due(struct store *st, int64_t *due_at, int64_t *mi
 
 int64_t store_health_next_round_id(struct store *st);
 
-/* Nodes seen at or after seen_since: up to max ids into ids[] (most recently seen first), *n_ids
-   of them; *n_online (may be NULL) = how many are online in all. 0 or -1. */
-int store_health_online_nodes(struct store *st, int64_t seen_since, int max, int64_t *ids,
-                              int *n_ids, int *n_online);
+/* The ids of the nodes seen at or after seen_since, by id, into *ids (malloc'd, caller frees;
+   at most STORE_MAX_NODES), *n of them. 0 or -1. */
+int store_health_online_nodes(struct store *st, int64_t seen_since, int64_t **ids, int *n);
 
 /* For the status card: nodes online (seen at or after seen_since), how many of those applied a
    config seq >= the site's latest publication, and that publication's seq (*seq, 0 = none).

@@ -813,6 +813,42 @@ static void test_next_probe_ms(void **state) {
   assert_int_equal(engine_next_probe_ms(0, 0, 0, 0), 1);
 }
 
+/* The voters of a round: distinct, from the online set, all of them when there are few, the same
+   for the same seed, and each node equally often over many rounds (no place in the list, such
+   as being seen last, is favoured). */
+static void test_pick_voters(void **state) {
+  enum { N = 10, ROUNDS = 30000 };
+  int64_t online[N], out[3];
+  int chosen[N] = {0}, first[3];
+  (void)state;
+  for (int i = 0; i < 2; i++)
+    online[i] = 100 + i;
+  assert_int_equal(prober_pick_voters(online, 2, 7, out, 3), 2);
+  assert_true((out[0] == 100 && out[1] == 101) || (out[0] == 101 && out[1] == 100));
+  assert_int_equal(prober_pick_voters(online, 0, 7, out, 3), 0);
+  for (uint64_t seed = 1; seed <= ROUNDS; seed++) {
+    for (int i = 0; i < N; i++)
+      online[i] = 100 + i;
+    assert_int_equal(prober_pick_voters(online, N, seed, out, 3), 3);
+    for (int a = 0; a < 3; a++) {
+      assert_true(out[a] >= 100 && out[a] < 100 + N);
+      for (int b = 0; b < a; b++)
+        assert_true(out[a] != out[b]);
+      chosen[out[a] - 100]++;
+    }
+    if (seed == 1)
+      for (int a = 0; a < 3; a++)
+        first[a] = (int)out[a];
+  }
+  for (int i = 0; i < N; i++) /* 9,000 expected each; 4.3 standard deviations is 360 */
+    assert_true(chosen[i] > 9000 - 400 && chosen[i] < 9000 + 400);
+  for (int i = 0; i < N; i++)
+    online[i] = 100 + i;
+  assert_int_equal(prober_pick_voters(online, N, 1, out, 3), 3);
+  for (int a = 0; a < 3; a++)
+    assert_int_equal(out[a], first[a]);
+}
+
 static void test_prober_wake(void **state) {
   (void)state;
   /* no site with its own interval: the global tick, rechecked every second */
@@ -1094,6 +1130,7 @@ int main(void) {
       cmocka_unit_test(test_tally_nodes),
       cmocka_unit_test(test_tally_checkpoints_and_control),
       cmocka_unit_test(test_node_deadline),
+      cmocka_unit_test(test_pick_voters),
       cmocka_unit_test(test_checkpoint_parse),
       cmocka_unit_test_setup_teardown(test_round_with_node_votes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failover_and_auto_failback, setup, teardown),
