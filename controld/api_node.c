@@ -12,6 +12,7 @@
 #include "hub.h"
 #include "json.h"
 #include "log.h"
+#include "node.h"
 #include "publish.h"
 #include "store_node.h"
 #include "tasks.h"
@@ -94,6 +95,32 @@ static int parse_obs(struct req *r, const cJSON *x, int i, struct node_obs *o) {
   return 0;
 }
 
+/* Refuse a heartbeat that lists an origin twice (node_first_repeat); 0, or -1 with the reply
+   set. */
+static int obs_repeat(struct req *r, const struct node_obs *obs, int n) {
+  int64_t *ids = n > 1 ? malloc((size_t)n * sizeof *ids) : NULL;
+  int at;
+  char field[64];
+  if (n < 2) return 0;
+  if (!ids) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    ids[i] = obs[i].origin_id;
+  at = node_first_repeat(ids, n);
+  free(ids);
+  if (at == -1) return 0;
+  if (at < 0) {
+    req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+  }
+  snprintf(field, sizeof field, "observations[%d].origin_id", at);
+  req_error(r, 422, "duplicate", field, "origin %lld is listed twice",
+            (long long)obs[at].origin_id);
+  return -1;
+}
+
 static enum http_rc post_heartbeat(struct req *r) {
   static const char *const nested[] = {"observations", NULL};
   cJSON *body, *arr;
@@ -131,13 +158,21 @@ static enum http_rc post_heartbeat(struct req *r) {
       }
     }
   }
-  seen(r);
+  if (obs_repeat(r, obs, n) < 0) goto out;
+  /* a node cannot have applied a publication that does not exist */
+  if (hb.config_version > hub_seq_for(r->ctx->hub, hb.config_version)) {
+    req_error(r, 422, "out_of_range", "config_version",
+              "config_version is past the newest publication");
+    goto out;
+  }
   rc = store_node_heartbeat(r->ctx->store, r->node_id, hb.version, hb.config_version,
                             clock_wall_ms(), obs, n);
-  if (rc != STORE_OK)
+  if (rc != STORE_OK) {
     api_store_error(r, rc, "node", NULL);
-  else
+  } else {
+    seen(r); /* a refused call changes nothing, not even that (docs/design.md#node-protocol) */
     req_json(r, 204, NULL);
+  }
 out:
   free(obs);
   cJSON_Delete(body);
@@ -334,9 +369,9 @@ static enum http_rc post_votes(struct req *r) {
     if (parse_vote(r, x, i, &v[i]) < 0) goto out;
     i++;
   }
-  seen(r);
   switch (tasks_vote(r->ctx->tasks, r->node_id, round_id, v, n, clock_wall_ms(), &badi)) {
   case TASKS_VOTE_OK:
+    seen(r); /* only counted votes: a refused call changes nothing, not even that */
     req_json(r, 204, NULL);
     break;
   case TASKS_VOTE_LATE:

@@ -318,24 +318,38 @@ static void answer_now(struct hub *h, const struct hub_poll *p, int64_t since,
   pub_blob_unref(b);
 }
 
+/* With h->mu held: when seq is ahead of what the hub knows (a commit whose hook has not run yet,
+   a reset database, or a node's claim), read the newest seq from the store; the lock is dropped
+   around the read. */
+static void catch_up_locked(struct hub *h, int64_t seq) {
+  int64_t cur;
+  if (seq <= h->seq) return;
+  pthread_mutex_unlock(&h->mu);
+  cur = store_pub_seq(h->st);
+  pthread_mutex_lock(&h->mu);
+  if (cur > h->seq) {
+    h->seq = cur;
+    pthread_cond_signal(&h->cv);
+  }
+}
+
+int64_t hub_seq_for(struct hub *h, int64_t seq) {
+  int64_t cur;
+  pthread_mutex_lock(&h->mu);
+  catch_up_locked(h, seq);
+  cur = h->seq;
+  pthread_mutex_unlock(&h->mu);
+  return cur;
+}
+
 int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
   struct waiter *w = calloc(1, sizeof *w);
-  int64_t cur;
   if (!w) {
     answer_now(h, p, since, HUB_NO_MEMORY);
     return 0;
   }
   pthread_mutex_lock(&h->mu);
-  if (since > h->seq) {
-    /* ahead of what the hub knows: a commit whose hook has not run yet, or a reset database */
-    pthread_mutex_unlock(&h->mu);
-    cur = store_pub_seq(h->st);
-    pthread_mutex_lock(&h->mu);
-    if (cur > h->seq) {
-      h->seq = cur;
-      pthread_cond_signal(&h->cv);
-    }
-  }
+  catch_up_locked(h, since);
   if (since != h->seq) {
     pthread_mutex_unlock(&h->mu);
     free(w);
@@ -406,6 +420,8 @@ out:
 void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now) {
   if (seq <= 0) return;
   pthread_mutex_lock(&h->mu);
+  catch_up_locked(h, seq);
+  if (seq > h->seq) goto out; /* no such publication: nothing was applied */
   /* the first time this batch saw the node at this seq is the one kept */
   for (int i = h->n_applied - 1; i >= 0; i--)
     if (h->applied[i].node_id == node_id) {

@@ -63,7 +63,8 @@ void hub_node_seen(struct hub *h, int64_t node_id, int64_t now);
 
 /* Note that node_id asked for the config holding publication seq at wall ms now: the first time
    it did for each switch of an active incident is its propagation figure (written with the
-   presence batch; at most HUB_APPLIED_MAX notes wait per batch). */
+   presence batch; at most HUB_APPLIED_MAX notes wait per batch). A seq past the newest
+   publication is not noted. */
 #define HUB_APPLIED_MAX 65536
 void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now);
 
@@ -79,5 +80,9 @@ int hub_waiters(struct hub *h);
 
 /* The newest publication seq the hub knows of. */
 int64_t hub_seq(struct hub *h);
+
+/* The same, read from the store first when seq is ahead of it: so seq > the answer means no
+   such publication exists (a node cannot have applied it). */
+int64_t hub_seq_for(struct hub *h, int64_t seq);
 
 #endif

@@ -2,6 +2,7 @@
 #include "node.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #define M(m) .offset = offsetof(struct node_rec, m), .size = sizeof(((struct node_rec *)0)->m)
 const struct field_def node_fields[] = {
@@ -22,3 +23,29 @@ const struct field_def node_fields[] = {
     {.name = NULL},
 };
 #undef M
+
+struct at {
+  int64_t id;
+  int i;
+};
+
+static int by_id_then_index(const void *a, const void *b) {
+  const struct at *x = a, *y = b;
+  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+int node_first_repeat(const int64_t *ids, int n) {
+  struct at *a;
+  int first = -1;
+  if (n < 2) return -1;
+  if (!(a = malloc((size_t)n * sizeof *a))) return -2;
+  for (int i = 0; i < n; i++)
+    a[i] = (struct at){ids[i], i};
+  qsort(a, (size_t)n, sizeof *a, by_id_then_index);
+  /* in each run of equal ids the later indexes are repeats; the earliest of them is the answer */
+  for (int k = 1; k < n; k++)
+    if (a[k].id == a[k - 1].id && (first < 0 || a[k].i < first)) first = a[k].i;
+  free(a);
+  return first;
+}

@@ -17,4 +17,9 @@ struct node_rec {
    POST /v1/nodes takes (FORM_IN). */
 extern const struct field_def node_fields[];
 
+/* The index of the first of the n ids that repeats an earlier one, or -1 when each is there
+   once (-2 when out of memory). A heartbeat lists each origin once: its counters are totals, and
+   a second copy would count the same traffic again. Pure. */
+int node_first_repeat(const int64_t *ids, int n);
+
 #endif

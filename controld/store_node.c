@@ -36,6 +36,11 @@ out:
   return -1;
 }
 
+static int cmp_id(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* docs/design.md, Failback ramp and Drills: inside a heartbeat's transaction, before the node's
    observations are overwritten, add the growth of each counter of an origin on a running ramp's
    level to its site's window, and on a running drill's level to the drill (its window, its
@@ -44,7 +49,7 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
                           int n_obs) {
   struct store *st = store_tx_store(tx);
   static const char sites_q[] =
-      "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL OR drill_id IS NOT NULL";
+      "SELECT id FROM sites WHERE ramp_to_level IS NOT NULL OR drill_id IS NOT NULL ORDER BY id";
   static const char old_q[] = "SELECT requests, failures, latency_sum_ms, latency_count FROM "
                               "node_observations WHERE node_id = ? AND origin_id = ?";
   /* the window's sums saturate as a drill's do (DRILL_SUM_MAX, ?6): an enrolled node's counters
@@ -55,22 +60,18 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
       "ramp_failures = CASE WHEN ramp_failures + ?2 > ?6 THEN ?6 ELSE ramp_failures + ?2 END "
       "WHERE id = ?3 AND ramp_to_level = (SELECT level FROM origins WHERE id = ?4 AND "
       "site_id = ?5)";
-  int64_t ramping[64];
-  int nr = 0, rc;
+  /* every site with a window open, however many (by id, looked up by bisection) */
+  int64_t *ramping = NULL;
+  int nr = 0, rc, ret = -1;
   struct db_stmt *q = db_prep(st->w, sites_q);
-  if (!q) return -1;
-  while ((rc = db_step(q)) == DB_ROW)
-    if (nr < 64) ramping[nr++] = db_col_i64(q, 0);
-  db_reset(q);
-  if (rc != DB_DONE) return -1;
+  if (!q ||
+      store_ids_read(st->w, q, 0, &ramping, &nr, "reading the sites with a window") != STORE_OK)
+    return -1;
   for (int i = 0; i < n_obs && nr > 0; i++) {
     int64_t req = obs[i].requests, fail = obs[i].failures, lsum = obs[i].latency_sum_ms,
             lcnt = obs[i].latency_count;
-    int on = 0;
-    for (int k = 0; k < nr; k++)
-      if (ramping[k] == obs[i].site_id) on = 1;
-    if (!on) continue;
-    if (!(q = db_prep(st->w, old_q))) return -1;
+    if (!bsearch(&obs[i].site_id, ramping, (size_t)nr, sizeof *ramping, cmp_id)) continue;
+    if (!(q = db_prep(st->w, old_q))) goto out;
     db_bind_i64(q, 1, node_id);
     db_bind_i64(q, 2, obs[i].origin_id);
     if ((rc = db_step(q)) == DB_ROW) {
@@ -87,17 +88,20 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
       }
     }
     db_reset(q);
-    if (rc == DB_ERR) return -1;
+    if (rc == DB_ERR) goto out;
     req = drill_sum_clamp(req);
     fail = drill_sum_clamp(fail);
     if ((req > 0 || fail > 0) &&
         store_exec(st->w, "counting a ramp's requests", add_q, "IIIIII", req, fail, obs[i].site_id,
                    obs[i].origin_id, obs[i].site_id, (int64_t)DRILL_SUM_MAX) < 0)
-      return -1;
+      goto out;
     if (store_drill_observe_locked(tx, obs[i].site_id, obs[i].origin_id, req, fail, lsum, lcnt) < 0)
-      return -1;
+      goto out;
   }
-  return 0;
+  ret = 0;
+out:
+  free(ramping);
+  return ret;
 }
 
 enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char *version,
@@ -106,8 +110,10 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
   static const char upd[] =
       "UPDATE nodes SET version = ?1, config_seq = ?2, last_seen_at = CASE WHEN "
       "COALESCE(last_seen_at, 0) > ?3 THEN last_seen_at ELSE ?3 END WHERE id = ?4";
-  /* only for an enabled origin of that site (what every node is published): a node token cannot
-     grow the table beyond one row per published origin with ids that do not exist */
+  /* only for an origin of that site: a node token cannot grow the table beyond one row per
+     origin, nor with ids that do not exist. A disabled one keeps its row: until the node has
+     applied the config without it, its visitors still reach it, and the incident's and the
+     windows' deltas are taken against this row (without one, every report counted whole) */
   static const char ups[] =
       "INSERT INTO node_observations (node_id, site_id, origin_id, requests, failures, skipped, "
       "updated_at, backup_picks, fail_open, latency_sum_ms, latency_count) SELECT "
@@ -115,7 +121,7 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
       "CAST(?3 AS BIGINT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), "
       "CAST(?7 AS BIGINT), CAST(?8 AS BIGINT), CAST(?9 AS BIGINT), CAST(?10 AS BIGINT), "
       "CAST(?11 AS BIGINT) WHERE EXISTS "
-      "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2 AND enabled = 1) "
+      "(SELECT 1 FROM origins WHERE id = ?3 AND site_id = ?2) "
       "ON CONFLICT (node_id, origin_id) DO UPDATE SET "
       "site_id = excluded.site_id, requests = excluded.requests, failures = excluded.failures, "
       "skipped = excluded.skipped, updated_at = excluded.updated_at, "

@@ -5,6 +5,7 @@
  * board, an accepted one reaches them exactly once with every field inside the protocol's limits,
  * and every request gets exactly one reply. */
 #include "../../controld/api_node.c"
+#include "../../controld/node.c"
 
 #include <stdarg.h>
 
@@ -94,6 +95,15 @@ void hub_node_applied(struct hub *h, int64_t node_id, int64_t seq, int64_t now) 
   FUZZ_CHECK(node_id > 0 && seq >= 0);
 }
 
+/* The newest publication, for every request. */
+#define FUZZ_NEWEST_SEQ 1000
+
+int64_t hub_seq_for(struct hub *h, int64_t seq) {
+  (void)h;
+  (void)seq;
+  return FUZZ_NEWEST_SEQ;
+}
+
 int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
   FUZZ_CHECK(p->node_id > 0);
   p->done(p->arg, HUB_UNCHANGED, NULL);
@@ -132,7 +142,10 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
   struct fuzz_state *fs = (struct fuzz_state *)st;
   fs->heartbeats++;
   FUZZ_CHECK(version != NULL && version[0] != '\0' && strlen(version) <= 63);
-  FUZZ_CHECK(config_seq >= 0);
+  FUZZ_CHECK(config_seq >= 0 && config_seq <= FUZZ_NEWEST_SEQ);
+  for (int i = 0; i < n_obs; i++) /* each origin once */
+    for (int k = 0; k < i; k++)
+      FUZZ_CHECK(obs[i].origin_id != obs[k].origin_id);
   FUZZ_CHECK(n_obs >= 0 && n_obs <= NODE_MAX_OBS);
   FUZZ_CHECK(n_obs == 0 || obs != NULL);
   for (int i = 0; i < n_obs; i++) {

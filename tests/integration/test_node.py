@@ -186,6 +186,28 @@ def test_node_routes_validate(tmp):
     assert st == 422 and body["error"]["field"] == "results[0].task_id", body
     # no round open: a task poll with wait_ms=0 is a 304
     assert c.api("GET", "/v1/node/tasks?wait_ms=0", token=tok)[0] == 304
+    # a new node whose calls are all refused is never seen: votes for no round, an origin listed
+    # twice (its counters would count twice), a config seq past the newest publication
+    nid2, tok2 = enrol(c, "edge-2")
+    obs = {"site_id": 1, "origin_id": 2, "requests": 5, "failures": 1, "skipped": False}
+    for path, body, want, field, code in [
+            ("/v1/node/votes", {"round_id": 12345, "results": []}, 409, "round_id",
+             "round_closed"),
+            ("/v1/node/heartbeat", {"version": "x", "config_version": 0,
+                                    "observations": [obs, dict(obs, origin_id=3), obs]},
+             422, "observations[2].origin_id", "duplicate"),
+            ("/v1/node/heartbeat", {"version": "x", "config_version": 10 ** 15}, 422,
+             "config_version", "out_of_range")]:
+        st, err, _ = c.api("POST", path, body, token=tok2)
+        assert st == want and err["error"]["field"] == field and err["error"]["code"] == code, \
+            (path, st, err)
+    time.sleep(1.5)  # presence is written in batches about once a second
+    by = nodes_by_id(c)
+    assert not by[nid2]["online"] and by[nid2]["last_seen_at"] is None, by[nid2]
+    assert by[nid2]["config_seq"] == 0, by[nid2]
+    assert c.api("POST", "/v1/node/heartbeat", {"version": "x", "config_version": 0},
+                 token=tok2)[0] == 204
+    assert wait_until(lambda: nodes_by_id(c)[nid2]["online"], 5, "the node seen")
 
 
 def test_long_poll_wakes_and_times_out(tmp):

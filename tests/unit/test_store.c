@@ -1210,6 +1210,59 @@ static void test_ramp_window_saturates(void **state) {
   site_rec_fini(&s);
 }
 
+/* Every site with an open window counts its node reports, however many are open (the first 64
+   only, once), and a disabled origin's reports count by their growth like any other (without a
+   stored row, each report counted whole). */
+static void test_windows_every_site_and_disabled_origins(void **state) {
+  enum { SITES = 70 };
+  struct fx *f = *state;
+  struct site_rec s[SITES], got;
+  struct node_rec n;
+  struct ramp_run r = {.from_level = 2, .to_level = 1, .n_steps = 2, .steps = {50, 100}};
+  struct store_tx *tx;
+  char conflict[64] = "", name[32];
+  int64_t t0 = 1800000000000LL;
+  r.started_at = t0;
+  r.step_ms = 60000;
+  for (int i = 0; i < SITES; i++) {
+    snprintf(name, sizeof name, "w%02d", i);
+    make_site(&s[i], name, name, 3); /* origins[0] and [1] on level 1 */
+    if (i == SITES - 1) s[i].origins[0].enabled = 0;
+    assert_int_equal(store_site_create(f->st, &s[i], conflict, sizeof conflict), STORE_OK);
+    tx = store_health_begin(f->st);
+    assert_non_null(tx);
+    assert_int_equal(store_health_site_ramp_locked(tx, s[i].id, &r, 0, NULL), 0);
+    assert_int_equal(store_health_commit(tx), 0);
+  }
+  memset(&n, 0, sizeof n);
+  memcpy(n.name, "edge-w", 7);
+  assert_int_equal(
+      store_node_create(f->st, &n,
+                        "00000000000000000000000000000000000000000000000000000000000000ab"),
+      STORE_OK);
+  for (int b = 0; b < 3; b++) { /* the same totals three times: they grew once */
+    struct node_obs o[2] = {{.site_id = s[SITES - 1].id,
+                             .origin_id = s[SITES - 1].origins[0].id,
+                             .requests = 100,
+                             .failures = 40},
+                            {.site_id = s[SITES - 2].id,
+                             .origin_id = s[SITES - 2].origins[1].id,
+                             .requests = 10,
+                             .failures = 1}};
+    assert_int_equal(store_node_heartbeat(f->st, n.id, "test", 0, t0 + b, o, 2), STORE_OK);
+  }
+  assert_int_equal(store_site_get(f->st, s[SITES - 1].id, &got), STORE_OK);
+  assert_int_equal(got.ramp_requests, 100);
+  assert_int_equal(got.ramp_failures, 40);
+  site_rec_fini(&got);
+  assert_int_equal(store_site_get(f->st, s[SITES - 2].id, &got), STORE_OK);
+  assert_int_equal(got.ramp_requests, 10);
+  assert_int_equal(got.ramp_failures, 1);
+  site_rec_fini(&got);
+  for (int i = 0; i < SITES; i++)
+    site_rec_fini(&s[i]);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_open_migrations, setup, teardown),
@@ -1234,6 +1287,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_origin_ids_follow_the_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_drill_sums_and_prune, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ramp_window_saturates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_windows_every_site_and_disabled_origins, setup,
+                                      teardown),
   };
   log_init("test_store", LOG_TEXT, LOG_ERROR);
   if (argc > 1 && strcmp(argv[1], "pg") == 0) {
