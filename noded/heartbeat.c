@@ -58,11 +58,137 @@ char *heartbeat_body(const char *version, int64_t seq, cJSON *obs) {
   return text;
 }
 
+/* FNV-1a, 64 bits. */
+static uint64_t text_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+static int by_origin(const void *a, const void *b) {
+  int64_t x = ((const struct hb_seen *)a)->origin_id, y = ((const struct hb_seen *)b)->origin_id;
+  return (x > y) - (x < y);
+}
+
+static const struct hb_seen *acked_of(const struct hb_memo *m, int64_t origin_id) {
+  struct hb_seen key = {.origin_id = origin_id};
+  return m->n_acked ? bsearch(&key, m->acked, (size_t)m->n_acked, sizeof key, by_origin) : NULL;
+}
+
+struct cand {
+  struct hb_seen seen;
+  cJSON *x;
+  size_t len; /* its text, with a separating comma */
+};
+
+static int cand_by_origin(const void *a, const void *b) {
+  return by_origin(&((const struct cand *)a)->seen, &((const struct cand *)b)->seen);
+}
+
+cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget) {
+  cJSON *out = cJSON_CreateArray(), *x;
+  struct cand *c = NULL;
+  int n = 0, cap = cJSON_IsArray(obs) ? cJSON_GetArraySize(obs) : 0, start = 0, last = 0;
+  size_t used = 0;
+  free(m->pending);
+  m->pending = NULL;
+  m->n_pending = 0;
+  if (!out || (cap > 0 && !(c = calloc((size_t)cap, sizeof *c)))) goto oom;
+  while (cap > 0 && (x = cJSON_DetachItemFromArray(obs, 0)) != NULL) {
+    char *t = obs_ok(x) ? cJSON_PrintUnformatted(x) : NULL;
+    int64_t id = 0;
+    int skipped = 0;
+    if (!t) {
+      cJSON_Delete(x);
+      continue;
+    }
+    (void)json_int(x, "origin_id", 1, INT64_MAX / 2, &id);
+    (void)json_bool(x, "skipped", &skipped);
+    c[n].seen = (struct hb_seen){id, text_hash(t), 0};
+    c[n].x = x;
+    c[n].len = strlen(t) + 1;
+    free(t);
+    {
+      const struct hb_seen *a = acked_of(m, id);
+      c[n].seen.send = skipped || !a || a->hash != c[n].seen.hash;
+    }
+    n++;
+  }
+  qsort(c, (size_t)n, sizeof *c, cand_by_origin);
+  /* the first to send: after the origin the budget stopped at last time, wrapping round */
+  while (start < n && c[start].seen.origin_id <= m->cursor)
+    start++;
+  if (start == n) start = 0;
+  m->cursor = 0;
+  for (int k = 0; k < n; k++) {
+    struct cand *e = &c[(start + k) % n];
+    if (!e->seen.send) continue;
+    if (used + e->len > budget) {
+      e->seen.send = 0;
+      if (!m->cursor) m->cursor = c[last].seen.origin_id;
+      continue;
+    }
+    used += e->len;
+    last = (start + k) % n;
+    cJSON_AddItemToArray(out, e->x);
+    e->x = NULL;
+  }
+  if (n > 0 && !(m->pending = malloc((size_t)n * sizeof *m->pending))) goto oom;
+  for (int k = 0; k < n; k++) {
+    m->pending[k] = c[k].seen;
+    cJSON_Delete(c[k].x);
+  }
+  m->n_pending = n;
+  free(c);
+  cJSON_Delete(obs);
+  return out;
+oom:
+  for (int k = 0; k < n; k++)
+    cJSON_Delete(c[k].x);
+  free(c);
+  cJSON_Delete(out);
+  cJSON_Delete(obs);
+  m->n_pending = 0;
+  return NULL;
+}
+
+void heartbeat_acked(struct hb_memo *m, int ok) {
+  int keep = 0;
+  if (ok) {
+    /* the pending beat lists every current origin: what it sent, or what was known before */
+    for (int k = 0; k < m->n_pending; k++) {
+      struct hb_seen *p = &m->pending[k];
+      const struct hb_seen *a = p->send ? NULL : acked_of(m, p->origin_id);
+      if (p->send)
+        m->pending[keep++] = (struct hb_seen){p->origin_id, p->hash, 0};
+      else if (a)
+        m->pending[keep++] = (struct hb_seen){a->origin_id, a->hash, 0};
+    }
+    free(m->acked);
+    m->acked = m->pending;
+    m->n_acked = keep;
+  } else {
+    free(m->pending);
+    m->cursor = 0; /* the next beat sends from the start again */
+  }
+  m->pending = NULL;
+  m->n_pending = 0;
+}
+
+void heartbeat_memo_fini(struct hb_memo *m) {
+  free(m->acked);
+  free(m->pending);
+  memset(m, 0, sizeof *m);
+}
+
 static void *hb_thread(void *arg) {
   struct heartbeat *hb = arg;
   CURL *h = ctl_handle();
   char err[256];
   int warned = 0;
+  struct hb_memo memo;
+  memset(&memo, 0, sizeof memo);
   if (!h) return NULL;
   while (ctl_running(hb->ctl)) {
     struct sync_info si;
@@ -70,7 +196,9 @@ static void *hb_thread(void *arg) {
     char *body;
     int ok = 0;
     sync_get_info(hb->sync, &si);
-    body = heartbeat_body(CDNCA_VERSION, si.seq, hb->obs ? hb->obs(hb->arg) : NULL);
+    body = heartbeat_body(
+        CDNCA_VERSION, si.seq,
+        heartbeat_pick(&memo, hb->obs ? hb->obs(hb->arg) : NULL, HEARTBEAT_OBS_BUDGET));
     if (body &&
         ctl_call(hb->ctl, h, "POST", "/v1/node/heartbeat", body, 10000, &r, err, sizeof err) == 0) {
       ok = r.status == 204;
@@ -81,6 +209,7 @@ static void *hb_thread(void *arg) {
       snprintf(err, sizeof err, "out of memory");
     }
     free(body);
+    heartbeat_acked(&memo, ok);
     pthread_mutex_lock(&hb->mu);
     if (ok) {
       hb->sent++;
@@ -100,6 +229,7 @@ static void *hb_thread(void *arg) {
       if (ok && now_si.seq != si.seq && waited >= 900) break;
     }
   }
+  heartbeat_memo_fini(&memo);
   curl_easy_cleanup(h);
   return NULL;
 }

@@ -4,6 +4,7 @@
 #define CDNCA_HEARTBEAT_H
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ctl;
@@ -33,5 +34,40 @@ void heartbeat_stats(struct heartbeat *hb, int64_t *sent, int64_t *failed, int64
 /* Pure: the heartbeat body for version and seq, taking ownership of obs (may be NULL). Malloc'd
    text (caller frees) or NULL. Observations that are not well-formed objects are dropped. */
 char *heartbeat_body(const char *version, int64_t seq, cJSON *obs);
+
+/* Bytes of observations one heartbeat carries at most: controld takes bodies of up to 1 MiB. */
+#define HEARTBEAT_OBS_BUDGET (900 * 1024)
+
+/* What controld has been told, so that a heartbeat carries only what changed: an origin's
+   observation goes when controld has not acknowledged this very observation (its counters,
+   site and flags, by a hash of its text), and always while the origin is skipped (controld
+   reads a skip as current only while it is reported). Its counters are totals, so an origin
+   left out loses nothing; one left out by the budget goes in a later beat, the next beat
+   starting after the last origin sent. A fleet's thousands of idle origins (backup levels) cost
+   nothing, and a node with more changes than one body holds spreads them over several beats. */
+struct hb_seen {
+  int64_t origin_id;
+  uint64_t hash;
+  int send; /* in the pending beat */
+};
+struct hb_memo {
+  struct hb_seen *acked; /* by origin id */
+  int n_acked;
+  struct hb_seen *pending; /* every current origin of the beat being sent, by origin id */
+  int n_pending;
+  int64_t cursor; /* the last origin sent when the budget ended a beat, else 0 */
+};
+
+/* Pure: from all current observations obs (taken), the array to send now (within budget bytes
+   of text), noting the beat in m->pending. NULL only when out of memory (nothing noted). */
+cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget);
+
+/* Pure: controld accepted the pending beat (ok) or not; either way the pending one is over. The
+   acknowledged ones replace what was known of their origins; origins no longer observed are
+   forgotten. */
+void heartbeat_acked(struct hb_memo *m, int ok);
+
+/* Free what m holds. */
+void heartbeat_memo_fini(struct hb_memo *m);
 
 #endif

@@ -4,13 +4,15 @@ heartbeats, controld loss, revocation, noded's command line (docs/design.md#comm
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
 
 import harness
 from harness import Controld, Noded, Origin, wait_until
-from scenario_lib import enrol, node_status as status_of, plain_site as make_site
+from scenario_lib import NODE_ARGS, card, enrol, node_site, node_status, visit_origin
+from scenario_lib import node_status as status_of, plain_site as make_site, plain_site
 
 
 def site_in(status, site_id):
@@ -246,6 +248,46 @@ def test_long_poll_wakes_and_times_out(tmp):
     time.sleep(0.3)
     c.stop(timeout=15)
     t.join(20)
+
+
+def noded_metric(n, name):
+    st, text, _ = n.admin("GET", "/metrics", timeout=5)
+    assert st == 200, text
+    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_heartbeats_at_fleet_scale(tmp):
+    """With 7,681 published origins the heartbeats still get through: a beat carries only what
+    controld has not acknowledged, within the 1 MiB body (all of them used to go in every beat:
+    past about 7,000 origins every heartbeat was 413), and a visitor's request shows up in the
+    status card from the next beats."""
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "3600000"]).start()
+    o = Origin("a", tmpdir=tmp).start()
+    live = plain_site(c, "live", "live.example.com", o)
+    for i in range(120):
+        st, body, _ = c.api("POST", "/v1/sites", {
+            "name": "bulk%03d" % i, "hostnames": ["bulk%03d.example.com" % i],
+            "origins": [{"level": 1 + k // 32, "address": "127.0.0.1", "port": 1 + i * 64 + k,
+                         "scheme": "http"} for k in range(64)]})
+        assert st == 201, body
+    nid, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp, name="edge", extra_args=NODE_ARGS).start()
+    wait_until(lambda: node_site(n, live["id"]) is not None and len(node_status(n)["sites"]) == 121,
+               60, "the whole config on the node")
+    wait_until(lambda: noded_metric(n, 'cdnca_node_heartbeats_total{result="ok"}') >= 4, 30,
+               "four accepted heartbeats")
+    assert noded_metric(n, 'cdnca_node_heartbeats_total{result="failed"}') == 0
+    seq = node_status(n)["seq"]
+    wait_until(lambda: nodes_by_id(c)[nid]["config_seq"] == seq, 10, "the node's seq on controld")
+    for _ in range(5):
+        st, _ = visit_origin(n, "live.example.com")
+        assert st == 200
+    wait_until(lambda: card(c, live["id"])["levels"][0]["origins"][0]["node_observations"]
+               ["requests"] == 5, 10, "the visits in the status card")
+    assert noded_metric(n, 'cdnca_node_heartbeats_total{result="failed"}') == 0
+    n.stop()
+    c.stop()
 
 
 def test_cli():

@@ -133,6 +133,108 @@ static void test_heartbeat_body(void **state) {
   free(text);
 }
 
+/* A node's observations: origin ids ids[0..n), each with requests = reqs[i] (NULL: 10) and
+   skipped when skip[i] (NULL: none). */
+static cJSON *obs_of(const int64_t *ids, int n, const int64_t *reqs, const int *skip) {
+  cJSON *arr = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) {
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "site_id", 1);
+    cJSON_AddNumberToObject(x, "origin_id", (double)ids[i]);
+    cJSON_AddNumberToObject(x, "requests", reqs ? (double)reqs[i] : 10);
+    cJSON_AddNumberToObject(x, "failures", 0);
+    cJSON_AddBoolToObject(x, "skipped", skip && skip[i]);
+    cJSON_AddItemToArray(arr, x);
+  }
+  return arr;
+}
+
+/* The origin ids a picked array holds, in order, into out; how many. */
+static int ids_in(const cJSON *arr, int64_t *out, int cap) {
+  int n = 0;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, arr) {
+    if (n < cap) out[n] = (int64_t)cJSON_GetObjectItemCaseSensitive(x, "origin_id")->valuedouble;
+    n++;
+  }
+  return n;
+}
+
+/* What a heartbeat carries: what controld has not acknowledged, what is skipped, within the
+   budget and spread over beats; a refused beat is sent again. */
+static void test_heartbeat_pick(void **state) {
+  static const int64_t three[] = {30, 10, 20}, ten[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  int64_t reqs[3] = {10, 10, 10}, got[16];
+  int skip[3] = {0, 0, 0};
+  struct hb_memo m;
+  cJSON *a;
+  size_t one;
+  (void)state;
+  memset(&m, 0, sizeof m);
+  /* the first beat carries everything, by origin id */
+  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
+  assert_int_equal(ids_in(a, got, 16), 3);
+  assert_true(got[0] == 10 && got[1] == 20 && got[2] == 30);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 1);
+  assert_int_equal(m.n_acked, 3);
+  /* nothing changed: nothing goes */
+  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
+  assert_int_equal(ids_in(a, got, 16), 0);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 1);
+  /* one changed: it alone; refused, it goes again */
+  reqs[2] = 11; /* origin 20 */
+  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
+  assert_int_equal(ids_in(a, got, 16), 1);
+  assert_true(got[0] == 20);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 0);
+  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
+  assert_int_equal(ids_in(a, got, 16), 1);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 1);
+  /* a skipped origin goes in every beat, changed or not */
+  skip[0] = 1; /* origin 30 */
+  for (int beat = 0; beat < 2; beat++) {
+    a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
+    assert_int_equal(ids_in(a, got, 16), 1);
+    assert_true(got[0] == 30);
+    cJSON_Delete(a);
+    heartbeat_acked(&m, 1);
+  }
+  /* an origin no longer observed is forgotten */
+  a = heartbeat_pick(&m, obs_of(three, 2, reqs, skip), HEARTBEAT_OBS_BUDGET);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 1);
+  assert_int_equal(m.n_acked, 2);
+  heartbeat_memo_fini(&m);
+  /* a budget of four observations: ten go in three beats, each after the last sent */
+  a = obs_of(ten, 1, NULL, NULL);
+  {
+    char *t = cJSON_PrintUnformatted(cJSON_GetArrayItem(a, 0));
+    one = strlen(t) + 1;
+    free(t);
+  }
+  cJSON_Delete(a);
+  for (int beat = 0; beat < 3; beat++) {
+    int n;
+    a = heartbeat_pick(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3);
+    n = ids_in(a, got, 16);
+    assert_int_equal(n, beat < 2 ? 4 : 2);
+    for (int i = 0; i < n; i++)
+      assert_int_equal(got[i], 4 * beat + i + 1);
+    cJSON_Delete(a);
+    heartbeat_acked(&m, 1);
+  }
+  a = heartbeat_pick(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3);
+  assert_int_equal(ids_in(a, got, 16), 0);
+  cJSON_Delete(a);
+  heartbeat_acked(&m, 1);
+  assert_int_equal(m.n_acked, 10);
+  heartbeat_memo_fini(&m);
+}
+
 static void test_atomic_write(void **state) {
   char dir[] = "/tmp/test_node_sync.XXXXXX", path[128], buf[64], err[256], cmd[160];
   FILE *f;
@@ -158,9 +260,8 @@ static void test_atomic_write(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_url_target),
-      cmocka_unit_test(test_parse_tasks),
-      cmocka_unit_test(test_heartbeat_body),
+      cmocka_unit_test(test_url_target),     cmocka_unit_test(test_parse_tasks),
+      cmocka_unit_test(test_heartbeat_body), cmocka_unit_test(test_heartbeat_pick),
       cmocka_unit_test(test_atomic_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
