@@ -122,9 +122,9 @@ static enum http_rc get_metrics(struct req *r) {
 }
 
 const struct route api_misc_routes[] = {
-    {"GET", "/healthz", AUTH_NONE, get_healthz, NULL},
-    {"GET", "/metrics", AUTH_NONE, get_metrics, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/healthz", AUTH_NONE, get_healthz, NULL, 0},
+    {"GET", "/metrics", AUTH_NONE, get_metrics, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };
 
 extern const struct route api_events_routes[];    /* api_events.c: messages, notifications */

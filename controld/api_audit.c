@@ -86,6 +86,6 @@ static enum http_rc list_audit(struct req *r) {
 }
 
 const struct route api_audit_routes[] = {
-    {"GET", "/v1/audit", AUTH_READ, list_audit, "after,limit,site_id"},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/audit", AUTH_READ, list_audit, "after,limit,site_id", 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

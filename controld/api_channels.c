@@ -549,12 +549,12 @@ static enum http_rc test_channel(struct req *r) {
 }
 
 const struct route api_channels_routes[] = {
-    {"POST", "/v1/channels", AUTH_ADMIN, post_channel, NULL},
-    {"GET", "/v1/channels", AUTH_ADMIN, list_channels, NULL},
-    {"GET", "/v1/channels/:id", AUTH_ADMIN, get_channel, NULL},
-    {"PATCH", "/v1/channels/:id", AUTH_ADMIN, patch_channel, NULL},
-    {"DELETE", "/v1/channels/:id", AUTH_ADMIN, delete_channel, NULL},
-    {"GET", "/v1/channels/:id/deliveries", AUTH_ADMIN, list_deliveries, "after,limit"},
-    {"POST", "/v1/channels/:id/test", AUTH_ADMIN, test_channel, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/channels", AUTH_ADMIN, post_channel, NULL, 0},
+    {"GET", "/v1/channels", AUTH_ADMIN, list_channels, NULL, 0},
+    {"GET", "/v1/channels/:id", AUTH_ADMIN, get_channel, NULL, 0},
+    {"PATCH", "/v1/channels/:id", AUTH_ADMIN, patch_channel, NULL, 0},
+    {"DELETE", "/v1/channels/:id", AUTH_ADMIN, delete_channel, NULL, 0},
+    {"GET", "/v1/channels/:id/deliveries", AUTH_ADMIN, list_deliveries, "after,limit", 0},
+    {"POST", "/v1/channels/:id/test", AUTH_ADMIN, test_channel, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

@@ -224,9 +224,9 @@ static enum http_rc post_cancel(struct req *r) {
 }
 
 const struct route api_drills_routes[] = {
-    {"POST", "/v1/sites/:id/drills", AUTH_OPERATOR, post_create, NULL},
-    {"GET", "/v1/sites/:id/drills", AUTH_READ, get_site_list, "after,limit"},
-    {"GET", "/v1/drills/:id", AUTH_READ, get_one, NULL},
-    {"POST", "/v1/drills/:id/cancel", AUTH_OPERATOR, post_cancel, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/sites/:id/drills", AUTH_OPERATOR, post_create, NULL, 0},
+    {"GET", "/v1/sites/:id/drills", AUTH_READ, get_site_list, "after,limit", 0},
+    {"GET", "/v1/drills/:id", AUTH_READ, get_one, NULL, 0},
+    {"POST", "/v1/drills/:id/cancel", AUTH_OPERATOR, post_cancel, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

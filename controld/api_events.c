@@ -45,7 +45,7 @@ static enum http_rc get_notifications(struct req *r) {
 }
 
 const struct route api_events_routes[] = {
-    {"GET", "/v1/sites/:id/messages", AUTH_READ, get_messages, "after,limit"},
-    {"GET", "/v1/notifications", AUTH_READ, get_notifications, "after,limit"},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/sites/:id/messages", AUTH_READ, get_messages, "after,limit", 0},
+    {"GET", "/v1/notifications", AUTH_READ, get_notifications, "after,limit", 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

@@ -26,6 +26,6 @@ static enum http_rc get_summary(struct req *r) {
 }
 
 const struct route api_fleet_routes[] = {
-    {"GET", "/v1/summary", AUTH_READ, get_summary, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/summary", AUTH_READ, get_summary, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

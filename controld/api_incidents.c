@@ -514,10 +514,10 @@ static enum http_rc post_resolve(struct req *r) {
 }
 
 const struct route api_incidents_routes[] = {
-    {"GET", "/v1/incidents", AUTH_READ, get_list, "after,limit,site_id,state"},
-    {"GET", "/v1/incidents/:id", AUTH_READ, get_one, NULL},
-    {"GET", "/v1/incidents/:id/report", AUTH_READ, get_report, NULL},
-    {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR, post_notes, NULL},
-    {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR, post_resolve, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/incidents", AUTH_READ, get_list, "after,limit,site_id,state", 0},
+    {"GET", "/v1/incidents/:id", AUTH_READ, get_one, NULL, 0},
+    {"GET", "/v1/incidents/:id/report", AUTH_READ, get_report, NULL, 0},
+    {"POST", "/v1/incidents/:id/notes", AUTH_OPERATOR, post_notes, NULL, 0},
+    {"POST", "/v1/incidents/:id/resolve", AUTH_OPERATOR, post_resolve, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

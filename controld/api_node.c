@@ -396,9 +396,9 @@ out:
 }
 
 const struct route api_node_routes[] = {
-    {"POST", "/v1/node/heartbeat", AUTH_NODE, post_heartbeat, NULL},
-    {"GET", "/v1/node/config", AUTH_NODE, get_config, "since,wait_ms"},
-    {"GET", "/v1/node/tasks", AUTH_NODE, get_tasks, "wait_ms"},
-    {"POST", "/v1/node/votes", AUTH_NODE, post_votes, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/node/heartbeat", AUTH_NODE, post_heartbeat, NULL, 0},
+    {"GET", "/v1/node/config", AUTH_NODE, get_config, "since,wait_ms", 0},
+    {"GET", "/v1/node/tasks", AUTH_NODE, get_tasks, "wait_ms", 0},
+    {"POST", "/v1/node/votes", AUTH_NODE, post_votes, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

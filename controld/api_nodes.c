@@ -116,8 +116,8 @@ static enum http_rc delete_node(struct req *r) {
 }
 
 const struct route api_nodes_routes[] = {
-    {"POST", "/v1/nodes", AUTH_ADMIN, post_node, NULL},
-    {"GET", "/v1/nodes", AUTH_READ, list_nodes, NULL},
-    {"DELETE", "/v1/nodes/:id", AUTH_ADMIN, delete_node, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/nodes", AUTH_ADMIN, post_node, NULL, 0},
+    {"GET", "/v1/nodes", AUTH_READ, list_nodes, NULL, 0},
+    {"DELETE", "/v1/nodes/:id", AUTH_ADMIN, delete_node, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

@@ -14,6 +14,6 @@ static enum http_rc get_openapi(struct req *r) {
 }
 
 const struct route api_openapi_routes[] = {
-    {"GET", "/v1/openapi.json", AUTH_NONE, get_openapi, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/openapi.json", AUTH_NONE, get_openapi, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

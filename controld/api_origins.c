@@ -167,8 +167,8 @@ static enum http_rc delete_origin(struct req *r) {
 }
 
 const struct route api_origins_routes[] = {
-    {"POST", "/v1/sites/:id/origins", AUTH_ADMIN, post_origin, NULL},
-    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_OPERATOR, patch_origin, NULL},
-    {"DELETE", "/v1/sites/:id/origins/:id", AUTH_ADMIN, delete_origin, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/sites/:id/origins", AUTH_ADMIN, post_origin, NULL, 0},
+    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_OPERATOR, patch_origin, NULL, 0},
+    {"DELETE", "/v1/sites/:id/origins/:id", AUTH_ADMIN, delete_origin, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

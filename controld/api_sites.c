@@ -243,10 +243,10 @@ static enum http_rc delete_site(struct req *r) {
 }
 
 const struct route api_sites_routes[] = {
-    {"POST", "/v1/sites", AUTH_ADMIN, post_site, NULL},
-    {"GET", "/v1/sites", AUTH_READ, list_sites, "after,limit,q,sort,state"},
-    {"GET", "/v1/sites/:id", AUTH_READ, get_site, NULL},
-    {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site, NULL},
-    {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/sites", AUTH_ADMIN, post_site, NULL, 0},
+    {"GET", "/v1/sites", AUTH_READ, list_sites, "after,limit,q,sort,state", 0},
+    {"GET", "/v1/sites/:id", AUTH_READ, get_site, NULL, 0},
+    {"PATCH", "/v1/sites/:id", AUTH_ADMIN, patch_site, NULL, 0},
+    {"DELETE", "/v1/sites/:id", AUTH_ADMIN, delete_site, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

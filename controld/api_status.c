@@ -428,9 +428,9 @@ out:
 }
 
 const struct route api_status_routes[] = {
-    {"GET", "/v1/sites/:id/shadow", AUTH_READ, get_shadow, NULL},
-    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status, NULL},
-    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts, "limit"},
-    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/sites/:id/shadow", AUTH_READ, get_shadow, NULL, 0},
+    {"GET", "/v1/sites/:id/status", AUTH_READ, get_status, NULL, 0},
+    {"GET", "/v1/sites/:id/origins/:id/verdicts", AUTH_READ, get_verdicts, "limit", 0},
+    {"POST", "/v1/sites/:id/switch", AUTH_OPERATOR, post_switch, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

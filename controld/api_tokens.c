@@ -142,9 +142,9 @@ static enum http_rc delete_token(struct req *r) {
 }
 
 const struct route api_tokens_routes[] = {
-    {"POST", "/v1/tokens", AUTH_ADMIN, post_token, NULL},
-    {"GET", "/v1/tokens", AUTH_ADMIN, list_tokens, NULL},
-    {"GET", "/v1/tokens/self", AUTH_READ, get_self, NULL},
-    {"DELETE", "/v1/tokens/:id", AUTH_ADMIN, delete_token, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/tokens", AUTH_ADMIN, post_token, NULL, 0},
+    {"GET", "/v1/tokens", AUTH_ADMIN, list_tokens, NULL, 0},
+    {"GET", "/v1/tokens/self", AUTH_READ, get_self, NULL, 0},
+    {"DELETE", "/v1/tokens/:id", AUTH_ADMIN, delete_token, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

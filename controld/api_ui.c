@@ -45,7 +45,7 @@ static enum http_rc get_api_docs(struct req *r) {
 }
 
 const struct route api_ui_routes[] = {
-    {"GET", "/ui*", AUTH_NONE, get_ui, "*"},
-    {"GET", "/docs/api", AUTH_NONE, get_api_docs, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/ui*", AUTH_NONE, get_ui, "*", 0},
+    {"GET", "/docs/api", AUTH_NONE, get_api_docs, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

@@ -166,11 +166,11 @@ static enum http_rc test_webhook(struct req *r) {
 }
 
 const struct route api_webhooks_routes[] = {
-    {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook, NULL},
-    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks, NULL},
-    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook, NULL},
-    {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook, NULL},
-    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries, "after,limit"},
-    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"POST", "/v1/webhooks", AUTH_ADMIN, post_webhook, NULL, 0},
+    {"GET", "/v1/webhooks", AUTH_READ, list_webhooks, NULL, 0},
+    {"GET", "/v1/webhooks/:id", AUTH_READ, get_webhook, NULL, 0},
+    {"DELETE", "/v1/webhooks/:id", AUTH_ADMIN, delete_webhook, NULL, 0},
+    {"GET", "/v1/webhooks/:id/deliveries", AUTH_READ, list_deliveries, "after,limit", 0},
+    {"POST", "/v1/webhooks/:id/test", AUTH_OPERATOR, test_webhook, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };

@@ -398,6 +398,16 @@ static int check_head(struct req *r, const char *version) {
   return -1;
 }
 
+/* The most bytes of body r's route takes (docs/design.md#errors-and-limits). */
+static size_t body_max_of(const struct req *r) {
+  return r->route && r->route->body_max ? r->route->body_max : HTTP_BODY_MAX;
+}
+
+static void too_large(struct req *r) {
+  req_error(r, 413, "payload_too_large", NULL, "request body larger than %zu bytes",
+            body_max_of(r));
+}
+
 /* Checks on the headers, before any body is read. 0 = go on, -1 = a reply is set. */
 static int precheck(struct req *r) {
   int known = 0, a;
@@ -458,9 +468,9 @@ static int precheck(struct req *r) {
   if (check_args(r) < 0) return -1;
   cl = req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
   if (cl) r->declared_len = strtoull(cl, NULL, 10);
-  if (cl && r->declared_len > HTTP_BODY_MAX) {
-    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes",
-              HTTP_BODY_MAX);
+  r->body.max = body_max_of(r);
+  if (cl && r->declared_len > r->body.max) {
+    too_large(r);
     return -1;
   }
   return 0;
@@ -543,8 +553,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return queue(r);
   }
   if (r->body_too_large) {
-    req_error(r, 413, "payload_too_large", NULL, "request body larger than %d bytes",
-              HTTP_BODY_MAX);
+    too_large(r);
     return queue(r);
   }
   if (r->route->fn(r) == HTTP_SUSPENDED) return MHD_YES;

@@ -3,6 +3,7 @@
 #ifndef CDNCA_ROUTE_H
 #define CDNCA_ROUTE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The most ":id" parameters a pattern may have. */
@@ -34,6 +35,7 @@ struct route {
   enum http_auth auth;
   route_fn fn;
   const char *query;
+  size_t body_max; /* the most bytes of body the route takes; 0: HTTP_BODY_MAX (http.h) */
 };
 
 /* 1 when a route whose query list is allowed (struct route.query) takes the parameter name. Pure.

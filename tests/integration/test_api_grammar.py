@@ -23,7 +23,7 @@ from harness import Controld
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", "..", "controld"))
 ROW = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,\s*(AUTH_[A-Z]+)\s*,'
-                 r'\s*\w+\s*,\s*(NULL|"[^"]*")\s*\}')
+                 r'\s*\w+\s*,\s*(NULL|"[^"]*")\s*(?:,\s*\w+\s*)?\}')
 
 SECRET = "s3cret-health-token"
 HOOK_URL = "http://u:pw@127.0.0.1:9/h?k=v"  # short enough for the audit summary to show it

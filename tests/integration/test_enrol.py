@@ -8,6 +8,8 @@ key of max_uses 10 (exactly 10 enrolled, the other 6 exit with status 3); a node
 after enrolment without the key; the token file's mode; one audit record per use.
 """
 
+import http.client
+import json
 import os
 import stat
 import subprocess
@@ -147,6 +149,25 @@ def test_refused_keys_store_nothing(tmp):
                               ({"key": live["key"], "name": "a", "role": "admin"}, 400, "role")):
         status, err, _ = c.api("POST", "/v1/node/enrol", body, token=None)
         assert status == want and err["error"]["field"] == field, (body, status, err)
+    # anyone may call the route: it takes 4 KiB of body, announced or sent chunked, not 1 MiB
+    big = json.dumps({"key": live["key"], "name": "a", "pad": "p" * 5000})
+    status, err, _ = c.api("POST", "/v1/node/enrol", raw=big.encode(), token=None)
+    assert status == 413 and err["error"]["code"] == "payload_too_large", (status, err)
+    assert "4096" in err["error"]["message"], err
+    conn = http.client.HTTPConnection(harness.HOST, c.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/node/enrol")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        part = big.encode()
+        conn.send(b"%x\r\n" % len(part) + part + b"\r\n0\r\n\r\n")
+        r = conn.getresponse()
+        assert r.status == 413, (r.status, r.read())
+        r.read()
+    finally:
+        conn.close()
+    assert key_by_id(c, live["id"])["uses"] == 0
     # a taken name: 409, and the key's use is not counted
     status, err, _ = enrol(c, live["key"], "first")
     assert status == 409 and err["error"]["field"] == "name", (status, err)

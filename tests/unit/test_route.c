@@ -14,15 +14,15 @@ static enum http_rc nop(struct req *r) {
 }
 
 static const struct route t1[] = {
-    {"GET", "/v1/sites", AUTH_ADMIN, nop, "after,limit,q,sort,state"},
-    {"POST", "/v1/sites", AUTH_ADMIN, nop, NULL},
-    {"GET", "/v1/sites/:id", AUTH_ADMIN, nop, NULL},
-    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, nop, NULL},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/v1/sites", AUTH_ADMIN, nop, "after,limit,q,sort,state", 0},
+    {"POST", "/v1/sites", AUTH_ADMIN, nop, NULL, 0},
+    {"GET", "/v1/sites/:id", AUTH_ADMIN, nop, NULL, 0},
+    {"PATCH", "/v1/sites/:id/origins/:id", AUTH_ADMIN, nop, NULL, 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };
 static const struct route t2[] = {
-    {"GET", "/ui*", AUTH_NONE, nop, "*"},
-    {NULL, NULL, AUTH_NONE, NULL, NULL},
+    {"GET", "/ui*", AUTH_NONE, nop, "*", 0},
+    {NULL, NULL, AUTH_NONE, NULL, NULL, 0},
 };
 static const struct route *const tables[] = {t1, t2, NULL};
 
