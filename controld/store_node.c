@@ -284,41 +284,32 @@ void store_config_snapshot_free(struct config_snapshot *s) {
 enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
                                        const char *token_hash) {
   struct store *st = store_tx_store(tx);
-  static const char ins[] = "INSERT INTO nodes (name, created_at) VALUES (?, ?)";
+  /* the next id after any ever given out (schema 0018): a deleted node's history keeps its id,
+     and a new node must not take it over; the ids of rows made some other way count too */
+  static const char ins[] =
+      "INSERT INTO nodes (id, name, created_at) SELECT CASE WHEN m.node_id_max > n.mx THEN "
+      "m.node_id_max ELSE n.mx END + 1, ?, ? FROM cdnca_meta m, "
+      "(SELECT COALESCE(MAX(id), 0) AS mx FROM nodes) n WHERE m.id = 1 RETURNING id";
+  static const char bump[] = "UPDATE cdnca_meta SET node_id_max = ? WHERE id = 1";
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
   struct db_stmt *q;
-  enum store_rc rc = STORE_ERROR;
+  char conflict[8];
   int64_t now = clock_wall_ms();
-  if ((rc = store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES,
-                              "counting nodes")) != STORE_OK)
-    return rc;
-  rc = STORE_ERROR;
-  q = db_prep(st->w, ins);
-  if (!q) goto fail;
-  db_bind_text(q, 1, n->name);
-  db_bind_i64(q, 2, now);
-  if (db_step(q) != DB_DONE) {
-    int uniq = (db_err(st->w) == DB_E_UNIQUE);
-    db_reset(q);
-    if (uniq)
-      rc = STORE_CONFLICT;
-    else
-      log_error("inserting node: %s", db_errmsg(st->w));
-    goto fail;
-  }
+  enum store_rc rc =
+      store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES, "counting nodes");
+  if (rc != STORE_OK) return rc;
+  if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
+  store_bind(q, 1, "tI", n->name, now);
+  rc = store_step_unique(st->w, q, 1, "name", conflict, sizeof conflict, "inserting a node");
+  if (rc != STORE_OK) return rc; /* STORE_CONFLICT: the name is taken */
+  n->id = db_col_i64(q, 0);
   db_reset(q);
-  n->id = db_last_id(st->w);
   n->created_at = now;
-  q = db_prep(st->w, tok);
-  if (!q) goto fail;
-  db_bind_text(q, 1, token_hash);
-  db_bind_i64(q, 2, n->id);
-  db_bind_i64(q, 3, now);
-  if (store_step_done(st->w, q, "inserting node token") < 0) goto fail;
+  if (store_exec(st->w, "numbering nodes", bump, "I", n->id) < 0 ||
+      store_exec(st->w, "inserting node token", tok, "tII", token_hash, n->id, now) < 0)
+    return STORE_ERROR;
   return STORE_OK;
-fail:
-  return rc;
 }
 
 enum store_rc store_node_create(struct store *st, struct node_rec *n, const char *token_hash) {

@@ -767,6 +767,38 @@ static void test_caps(void **state) {
   assert_int_equal(store_op(f->st, op_key, &ka), STORE_OK);
 }
 
+/* A node id is never given out twice: a deleted node's history (incident impact, applied
+   times) keeps its id, and the next node must not take it over. */
+static void test_node_ids_not_reused(void **state) {
+  struct fx *f = *state;
+  struct node_rec a, b;
+  memset(&a, 0, sizeof a);
+  memcpy(a.name, "edge-a", 7);
+  assert_int_equal(
+      store_node_create(f->st, &a,
+                        "a100000000000000000000000000000000000000000000000000000000000000"),
+      STORE_OK);
+  assert_int_equal(store_node_delete(f->st, a.id), STORE_OK);
+  b = a;
+  memcpy(b.name, "edge-b", 7);
+  assert_int_equal(
+      store_node_create(f->st, &b,
+                        "b100000000000000000000000000000000000000000000000000000000000000"),
+      STORE_OK);
+  assert_int_equal(b.id, a.id + 1);
+  /* a taken name still answers the conflict, and uses no id */
+  assert_int_equal(
+      store_node_create(f->st, &b,
+                        "c100000000000000000000000000000000000000000000000000000000000000"),
+      STORE_CONFLICT);
+  memcpy(b.name, "edge-c", 7);
+  assert_int_equal(
+      store_node_create(f->st, &b,
+                        "c100000000000000000000000000000000000000000000000000000000000000"),
+      STORE_OK);
+  assert_int_equal(b.id, a.id + 2);
+}
+
 /* ---- one snapshot per answer (store_snapshot) ---- */
 
 struct snap_arg {
@@ -1279,6 +1311,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_store_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_node_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
