@@ -342,8 +342,18 @@ int64_t hub_seq_for(struct hub *h, int64_t seq) {
   return cur;
 }
 
+/* With h->mu held: take node_id's held poll off the list (at most one is held), or NULL. */
+static struct waiter *older_poll_locked(struct hub *h, int64_t node_id) {
+  for (struct waiter *o = h->head; o; o = o->next)
+    if (o->node_id == node_id) {
+      list_unlink(h, o);
+      return o;
+    }
+  return NULL;
+}
+
 int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
-  struct waiter *w = calloc(1, sizeof *w);
+  struct waiter *w = calloc(1, sizeof *w), *older;
   if (!w) {
     answer_now(h, p, since, HUB_NO_MEMORY);
     return 0;
@@ -367,6 +377,10 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
   w->deadline = clock_mono_ms() + wait_ms;
   w->done = p->done;
   w->arg = p->arg;
+  /* one held poll per node: an older one (a node that went away without closing, or one that
+     opens poll after poll) is answered 304 now, so one token cannot hold connection after
+     connection (docs/design.md#node-protocol) */
+  older = older_poll_locked(h, p->node_id);
   /* the caller suspends before the waiter becomes visible, so nobody answers a poll whose
      handler is still running */
   p->suspend(p->arg);
@@ -376,6 +390,7 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
   h->n_waiters++;
   pthread_cond_signal(&h->cv);
   pthread_mutex_unlock(&h->mu);
+  if (older) answer(older, HUB_UNCHANGED, NULL);
   return 1;
 }
 

@@ -304,7 +304,7 @@ enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t rou
 
 int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *client,
                int64_t node_id, int64_t wait_ms) {
-  struct twaiter *w = calloc(1, sizeof *w);
+  struct twaiter *w = calloc(1, sizeof *w), *older = NULL;
   uint64_t gen;
   int got;
   if (!w) {
@@ -333,11 +333,21 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
   w->client = client;
   w->node_id = node_id;
   w->deadline = clock_mono_ms() + wait_ms;
+  /* one held poll per node: an older one is answered 304 now (as the config poll's, so one
+     token cannot hold connection after connection) */
+  for (struct twaiter *o = b->head; o; o = o->next)
+    if (o->node_id == node_id) {
+      waiter_unlink(b, o);
+      o->ops->reply(o->client, 304, NULL);
+      older = o;
+      break;
+    }
   ops->hold(client, w, free); /* before the waiter is visible to anyone who could resume it */
   waiter_push(b, w);
   if (b->wake_gen != gen) b->kick = 1; /* a round opened while the home was read */
   pthread_cond_signal(&b->timer_cv);
   pthread_mutex_unlock(&b->mu);
+  resume_all(older);
   return 1;
 }
 

@@ -5,6 +5,7 @@ heartbeats, controld loss, revocation, noded's command line (docs/design.md#comm
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -248,6 +249,35 @@ def test_long_poll_wakes_and_times_out(tmp):
     time.sleep(0.3)
     c.stop(timeout=15)
     t.join(20)
+
+
+def test_one_held_poll_per_node(tmp):
+    """docs/design.md#node-protocol: a node holds one config poll and one task poll at a time; a
+    newer one ends the older at once (304). One token opening poll after poll and closing each
+    socket unread held a connection per poll for its whole wait (a closed client is not noticed
+    while a poll is held) and locked its address out after 64."""
+    c = Controld(tmp).start()
+    _, tok = enrol(c, "edge")
+    st, body, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=tok)
+    seq = body["seq"] if st == 200 else 0
+    fds0 = len(os.listdir("/proc/%d/fd" % c.pid()))
+    for path in ("/v1/node/config?since=%d&wait_ms=60000" % seq, "/v1/node/tasks?wait_ms=60000"):
+        for _ in range(100):
+            s = socket.create_connection((harness.HOST, c.port), timeout=5)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+                       % (path, tok)).encode())
+            time.sleep(0.005)  # the poll is held before the next one comes
+            s.close()
+    # the address is not locked out, and controld holds about one connection per poll kind
+    t0 = time.monotonic()
+    st, _, _ = c.api("GET", "/v1/sites")
+    assert st == 200 and time.monotonic() - t0 < 2
+    fds = wait_until(lambda: (lambda n: n if n <= fds0 + 6 else None)(
+        len(os.listdir("/proc/%d/fd" % c.pid()))), 10, "the closed polls' connections to go")
+    print("controld fds: %d before, %d after 200 polls closed unread" % (fds0, fds), flush=True)
+    # a node polling as it should still gets its answers
+    st, _, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=200" % seq, token=tok)
+    assert st == 304
 
 
 def noded_metric(n, name):

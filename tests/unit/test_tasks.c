@@ -405,7 +405,13 @@ static void test_held_polls_end(void **state) {
   client_init(&c1);
   client_init(&c2);
   client_init(&c3);
+  assert_int_equal(tasks_poll(bd, &client_ops, &c3, 1, 25000), 1);
+  /* one held poll per node: a second one ends the first at once, 304 */
   assert_int_equal(tasks_poll(bd, &client_ops, &c1, 1, 25000), 1);
+  assert_true(resumed(&c3));
+  assert_int_equal(c3.status, 304);
+  client_done(&c3);
+  client_init(&c3);
   assert_int_equal(tasks_poll(bd, &client_ops, &c2, 2, 25000), 1);
   tasks_node_revoked(bd, 1);
   assert_true(resumed(&c1));
