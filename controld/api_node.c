@@ -330,6 +330,12 @@ static int parse_vote(struct req *r, const cJSON *x, int i, struct task_vote *v)
               sizeof v->error - 1);
     return -1;
   }
+  /* shown in the dashboard, the incident report and the log: text only, as a version is */
+  if (err && !fields_text_valid(err, 0, (int64_t)sizeof v->error - 1)) {
+    snprintf(field, sizeof field, "results[%d].error", i);
+    req_error(r, 422, "invalid_string", field, "error must be text without control characters");
+    return -1;
+  }
   if (err) memcpy(v->error, err, strlen(err) + 1);
   return 0;
 }

@@ -171,6 +171,7 @@ enum tasks_vote_rc tasks_vote(struct task_board *b, int64_t node_id, int64_t rou
     FUZZ_CHECK(v[i].status >= 0 && v[i].status <= 999);
     FUZZ_CHECK(v[i].latency_ms >= 0 && v[i].latency_ms <= 3600000);
     FUZZ_CHECK(memchr(v[i].error, '\0', sizeof v[i].error) != NULL);
+    FUZZ_CHECK(fields_text_valid(v[i].error, 0, (int64_t)sizeof v[i].error - 1));
   }
   /* every answer of the board, chosen by the round id */
   if (round_id % 3 == 1 || n == 0) return TASKS_VOTE_OK;

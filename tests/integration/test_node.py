@@ -187,6 +187,9 @@ def test_node_routes_validate(tmp):
     st, body, _ = c.api("POST", "/v1/node/votes",
                         {"round_id": 1, "results": [{"task_id": 0, "ok": True}]}, token=tok)
     assert st == 422 and body["error"]["field"] == "results[0].task_id", body
+    st, body, _ = c.api("POST", "/v1/node/votes", {"round_id": 1, "results": [
+        {"task_id": 1, "ok": False, "error": "refused \u001b[2J"}]}, token=tok)
+    assert st == 422 and body["error"]["field"] == "results[0].error", body
     # no round open: a task poll with wait_ms=0 is a 304
     assert c.api("GET", "/v1/node/tasks?wait_ms=0", token=tok)[0] == 304
     # a new node whose calls are all refused is never seen: votes for no round, an origin listed
