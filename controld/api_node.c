@@ -98,7 +98,7 @@ static int parse_obs(struct req *r, const cJSON *x, int i, struct node_obs *o) {
 /* Refuse a heartbeat that lists an origin twice (node_first_repeat); 0, or -1 with the reply
    set. */
 static int obs_repeat(struct req *r, const struct node_obs *obs, int n) {
-  int64_t *ids = n > 1 ? malloc((size_t)n * sizeof *ids) : NULL;
+  struct node_obs_key *ids = n > 1 ? malloc((size_t)n * sizeof *ids) : NULL;
   int at;
   char field[64];
   if (n < 2) return 0;
@@ -107,7 +107,7 @@ static int obs_repeat(struct req *r, const struct node_obs *obs, int n) {
     return -1;
   }
   for (int i = 0; i < n; i++)
-    ids[i] = obs[i].origin_id;
+    ids[i] = (struct node_obs_key){obs[i].site_id, obs[i].origin_id};
   at = node_first_repeat(ids, n);
   free(ids);
   if (at == -1) return 0;
@@ -116,8 +116,8 @@ static int obs_repeat(struct req *r, const struct node_obs *obs, int n) {
     return -1;
   }
   snprintf(field, sizeof field, "observations[%d].origin_id", at);
-  req_error(r, 422, "duplicate", field, "origin %lld is listed twice",
-            (long long)obs[at].origin_id);
+  req_error(r, 422, "duplicate", field, "origin %lld of site %lld is listed twice",
+            (long long)obs[at].origin_id, (long long)obs[at].site_id);
   return -1;
 }
 

@@ -25,27 +25,30 @@ const struct field_def node_fields[] = {
 #undef M
 
 struct at {
-  int64_t id;
+  struct node_obs_key k;
   int i;
 };
 
-static int by_id_then_index(const void *a, const void *b) {
+static int by_key_then_index(const void *a, const void *b) {
   const struct at *x = a, *y = b;
-  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  if (x->k.site_id != y->k.site_id) return x->k.site_id < y->k.site_id ? -1 : 1;
+  if (x->k.origin_id != y->k.origin_id) return x->k.origin_id < y->k.origin_id ? -1 : 1;
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-int node_first_repeat(const int64_t *ids, int n) {
+int node_first_repeat(const struct node_obs_key *keys, int n) {
   struct at *a;
   int first = -1;
   if (n < 2) return -1;
   if (!(a = malloc((size_t)n * sizeof *a))) return -2;
   for (int i = 0; i < n; i++)
-    a[i] = (struct at){ids[i], i};
-  qsort(a, (size_t)n, sizeof *a, by_id_then_index);
-  /* in each run of equal ids the later indexes are repeats; the earliest of them is the answer */
+    a[i] = (struct at){keys[i], i};
+  qsort(a, (size_t)n, sizeof *a, by_key_then_index);
+  /* in each run of equal keys the later indexes are repeats; the earliest of them is the answer */
   for (int k = 1; k < n; k++)
-    if (a[k].id == a[k - 1].id && (first < 0 || a[k].i < first)) first = a[k].i;
+    if (a[k].k.site_id == a[k - 1].k.site_id && a[k].k.origin_id == a[k - 1].k.origin_id &&
+        (first < 0 || a[k].i < first))
+      first = a[k].i;
   free(a);
   return first;
 }

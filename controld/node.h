@@ -17,9 +17,15 @@ struct node_rec {
    POST /v1/nodes takes (FORM_IN). */
 extern const struct field_def node_fields[];
 
-/* The index of the first of the n ids that repeats an earlier one, or -1 when each is there
-   once (-2 when out of memory). A heartbeat lists each origin once: its counters are totals, and
-   a second copy would count the same traffic again. Pure. */
-int node_first_repeat(const int64_t *ids, int n);
+/* What names one observation of a heartbeat: an origin of a site. */
+struct node_obs_key {
+  int64_t site_id, origin_id;
+};
+
+/* The index of the first of the n keys that repeats an earlier one, or -1 when each is there
+   once (-2 when out of memory). A heartbeat lists each origin of a site once: its counters are
+   totals, and a second copy would count the same traffic again (an origin under a site it is
+   not of counts nowhere). Pure. */
+int node_first_repeat(const struct node_obs_key *keys, int n);
 
 #endif

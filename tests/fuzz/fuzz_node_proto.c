@@ -143,9 +143,9 @@ enum store_rc store_node_heartbeat(struct store *st, int64_t node_id, const char
   fs->heartbeats++;
   FUZZ_CHECK(version != NULL && version[0] != '\0' && strlen(version) <= 63);
   FUZZ_CHECK(config_seq >= 0 && config_seq <= FUZZ_NEWEST_SEQ);
-  for (int i = 0; i < n_obs; i++) /* each origin once */
+  for (int i = 0; i < n_obs; i++) /* each origin of a site once */
     for (int k = 0; k < i; k++)
-      FUZZ_CHECK(obs[i].origin_id != obs[k].origin_id);
+      FUZZ_CHECK(obs[i].origin_id != obs[k].origin_id || obs[i].site_id != obs[k].site_id);
   FUZZ_CHECK(n_obs >= 0 && n_obs <= NODE_MAX_OBS);
   FUZZ_CHECK(n_obs == 0 || obs != NULL);
   for (int i = 0; i < n_obs; i++) {
