@@ -448,7 +448,7 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
   struct db_conn *c = store_reader(st);
   struct db_stmt *s = c && osq ? db_prep(c, osq->site_page) : NULL;
   struct site_rec *arr = NULL, *na;
-  int64_t *ids;
+  int64_t *ids = NULL;
   int cnt = 0, cap = 0, rc, grown = 1;
   *out = NULL;
   *n = 0;
@@ -466,7 +466,7 @@ enum store_rc store_site_list(struct store *st, int64_t after, int limit, struct
     site_from_row(s, &arr[cnt++]);
   }
   db_reset(s);
-  ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
+  ids = calloc((size_t)(cnt ? cnt : 1), sizeof *ids);
   for (int i = 0; ids && i < cnt; i++)
     ids[i] = arr[i].id;
   /* the page is every site from its first id to its last: one range holds all their children */
