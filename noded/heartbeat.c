@@ -115,7 +115,7 @@ cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget) {
     }
     n++;
   }
-  qsort(c, (size_t)n, sizeof *c, cand_by_origin);
+  if (n > 1) qsort(c, (size_t)n, sizeof *c, cand_by_origin); /* c is NULL when n is 0 */
   /* the first to send: after the origin the budget stopped at last time, wrapping round */
   while (start < n && c[start].seen.origin_id <= m->cursor)
     start++;

@@ -9,7 +9,6 @@ changes stored data.
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import threading
 import time
@@ -461,21 +460,16 @@ def test_409_conflicts(tmp):
     rejected(c, "POST", "/v1/nodes", {"name": "edge-1"}, want=409, field="name")
 
 
-def fill(db, sql, n):
+def fill(c, sql, n):
     """Insert n rows i = 1..n with sql (an INSERT ... SELECT over g(i)) straight into the
-    database controld is running on: reaching a cap through the API would take minutes."""
-    con = sqlite3.connect(db, timeout=30)
-    with con:
-        con.execute("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) "
-                    + sql, (n,))
-    con.close()
+    database controld is running on (SQLite or PostgreSQL): reaching a cap through the API
+    would take minutes."""
+    harness.db_query(c, "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g "
+                        "WHERE i < %d) %s" % (n, sql))
 
 
-def count(db, sql):
-    con = sqlite3.connect(db, timeout=30)
-    n = con.execute(sql).fetchone()[0]
-    con.close()
-    return n
+def count(c, sql):
+    return harness.db_query(c, sql)[0][0]
 
 
 def test_409_count_caps(tmp):
@@ -484,18 +478,18 @@ def test_409_count_caps(tmp):
     made by a deletion or a revocation is usable at once."""
     c = Controld(tmp).start()
     # nodes: 10,000, whether made by an admin or by an enrolment key
-    fill(c.db, "INSERT INTO nodes (name, created_at) SELECT 'bulk-' || i, 1700000000000 FROM g", 9999)
+    fill(c, "INSERT INTO nodes (name, created_at) SELECT 'bulk-' || i, 1700000000000 FROM g", 9999)
     status, k, _ = c.api("POST", "/v1/enrolment-keys", {"name": "fleet"})
     assert status == 201, (status, k)
     status, last, _ = c.api("POST", "/v1/nodes", {"name": "edge-last"})
     assert status == 201, (status, last)
-    before = count(c.db, "SELECT COUNT(*) FROM tokens")
+    before = count(c, "SELECT COUNT(*) FROM tokens")
     rejected(c, "POST", "/v1/nodes", {"name": "edge-over"}, want=409, code="limit")
     status, j, _ = c.api("POST", "/v1/node/enrol", {"key": k["key"], "name": "edge-enrol"},
                          token=None)
     assert_error(status, j, 409, code="limit")
     assert j["error"]["message"] == "at most 10000 nodes can exist", j
-    assert count(c.db, "SELECT COUNT(*) FROM tokens") == before
+    assert count(c, "SELECT COUNT(*) FROM tokens") == before
     status, keys, _ = c.api("GET", "/v1/enrolment-keys")
     assert status == 200 and keys["enrolment_keys"][0]["uses"] == 0, keys  # the use rolled back
     status, nodes, _ = c.api("GET", "/v1/nodes")
@@ -506,8 +500,8 @@ def test_409_count_caps(tmp):
                          token=None)
     assert status == 201, (status, j)
     # API tokens: 1,000 (node tokens are not counted)
-    have = count(c.db, "SELECT COUNT(*) FROM tokens WHERE kind = 'admin'")
-    fill(c.db, "INSERT INTO tokens (kind, hash, name, role, created_at) "
+    have = count(c, "SELECT COUNT(*) FROM tokens WHERE kind = 'admin'")
+    fill(c, "INSERT INTO tokens (kind, hash, name, role, created_at) "
          "SELECT 'admin', 'bulk-' || i, 'bulk-' || i, 'read', 1700000000000 FROM g", 999 - have)
     status, t, _ = c.api("POST", "/v1/tokens", {"name": "last", "role": "read"})
     assert status == 201, (status, t)
@@ -519,7 +513,7 @@ def test_409_count_caps(tmp):
     status, t, _ = c.api("POST", "/v1/tokens", {"name": "over", "role": "read"})
     assert status == 201, (status, t)
     # enrolment keys: 1,000 unrevoked
-    fill(c.db, "INSERT INTO enrolment_keys (name, hash, created_at) "
+    fill(c, "INSERT INTO enrolment_keys (name, hash, created_at) "
          "SELECT 'bulk-' || i, 'bulk-' || i, 1700000000000 FROM g", 998)
     status, j, _ = c.api("POST", "/v1/enrolment-keys", {"name": "k-last"})
     assert status == 201, (status, j)
@@ -547,7 +541,7 @@ def test_409_count_caps(tmp):
                          {"kind": "webhook", "name": "over", "url": "http://127.0.0.1:9/over",
                           "secret": "s" * 16})
     assert_error(status, j, 409, code="limit")
-    assert count(c.db, "SELECT COUNT(*) FROM webhooks") == 256
+    assert count(c, "SELECT COUNT(*) FROM webhooks") == 256
 
 
 # ---- 413, 415 ----

@@ -171,6 +171,14 @@ static void test_heartbeat_pick(void **state) {
   size_t one;
   (void)state;
   memset(&m, 0, sizeof m);
+  /* no observation at all (a node with no site yet): an empty list */
+  for (int k = 0; k < 2; k++) {
+    a = heartbeat_pick(&m, k ? cJSON_CreateArray() : NULL, HEARTBEAT_OBS_BUDGET);
+    assert_non_null(a);
+    assert_int_equal(cJSON_GetArraySize(a), 0);
+    cJSON_Delete(a);
+    heartbeat_acked(&m, 1);
+  }
   /* the first beat carries everything, by origin id */
   a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
   assert_int_equal(ids_in(a, got, 16), 3);
