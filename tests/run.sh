@@ -71,7 +71,11 @@ if [ -z "$failed" ]; then
   exit 1
 fi
 echo "tests/run.sh: running the failed tests once more, one at a time:" $failed
-if ctest --output-on-failure --timeout 600 --rerun-failed; then
+# by name, not by number (--rerun-failed): a test's number is its place in the tree's test list
+# when the rerun starts, and a build beside this one that configures the tree again (the
+# packages) can renumber it, so a number could rerun another test and call this one flaky
+names="$(printf '%s\n' $failed | sed 's/[][\.*^$+?(){}|]/\\&/g' | paste -sd'|')"
+if ctest --output-on-failure --timeout 600 "${ctest_args[@]}" -R "^($names)\$"; then
   for t in $failed; do echo "tests/run.sh: flaky: $t failed in the parallel run and passed alone"; done
   exit 0
 fi
