@@ -241,6 +241,9 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
 enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int64_t cap,
                                 const char *what);
 
+/* qsort/bsearch order of int64_t ids (as store_ids_read reads them). */
+int store_id_cmp(const void *a, const void *b);
+
 /* store_rows_read of one integer column (column 0 of each row) into *ids (malloc'd, caller
    frees). */
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,

@@ -36,11 +36,6 @@ out:
   return -1;
 }
 
-static int cmp_id(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* docs/design.md, Failback ramp and Drills: inside a heartbeat's transaction, before the node's
    observations are overwritten, add the growth of each counter of an origin on a running ramp's
    level to its site's window, and on a running drill's level to the drill (its window, its
@@ -70,7 +65,7 @@ static int window_observe(struct store_tx *tx, int64_t node_id, const struct nod
   for (int i = 0; i < n_obs && nr > 0; i++) {
     int64_t req = obs[i].requests, fail = obs[i].failures, lsum = obs[i].latency_sum_ms,
             lcnt = obs[i].latency_count;
-    if (!bsearch(&obs[i].site_id, ramping, (size_t)nr, sizeof *ramping, cmp_id)) continue;
+    if (!bsearch(&obs[i].site_id, ramping, (size_t)nr, sizeof *ramping, store_id_cmp)) continue;
     if (!(q = db_prep(st->w, old_q))) goto out;
     db_bind_i64(q, 1, node_id);
     db_bind_i64(q, 2, obs[i].origin_id);

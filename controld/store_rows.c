@@ -230,6 +230,11 @@ static const struct field_def id_column[] = {
     {.name = NULL},
 };
 
+int store_id_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
                              const char *what) {
   return store_rows_read(c, s, id_column, sizeof **ids, limit, (void **)ids, n, what);

@@ -586,11 +586,6 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   return STORE_OK;
 }
 
-static int i64_cmp(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* PostgreSQL: every origin of a new site s in one statement. The rows go in in list order, so the
    identity hands out ascending ids in that order: the ids returned, sorted, are the origins' ids
    in list order. */
@@ -622,7 +617,7 @@ static enum store_rc insert_origins_pg(struct store *st, struct site_rec *s) {
     log_error("inserting origins: %s", rc == DB_DONE ? "ids missing" : db_errmsg(st->w));
     goto out;
   }
-  qsort(ids, (size_t)n, sizeof *ids, i64_cmp);
+  qsort(ids, (size_t)n, sizeof *ids, store_id_cmp);
   for (int i = 0; i < n; i++) {
     s->origins[i].id = ids[i];
     s->origins[i].created_at = now;

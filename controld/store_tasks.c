@@ -280,11 +280,6 @@ out:
   return 1;
 }
 
-static int i64_cmp(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The votes as the JSON array the insert unpacks; NULL on OOM. */
 static char *votes_json(const struct task_vote *v, int n) {
   cJSON *arr = cJSON_CreateArray();
@@ -340,7 +335,7 @@ enum tasks_vote_rc store_tasks_vote(struct store *st, int64_t node_id, int64_t r
   db_reset(s);
   if (step != DB_DONE) goto out;
   for (int i = 0; i < n; i++)
-    if (!mine || !bsearch(&v[i].task_id, mine, (size_t)nm, sizeof *mine, i64_cmp)) {
+    if (!mine || !bsearch(&v[i].task_id, mine, (size_t)nm, sizeof *mine, store_id_cmp)) {
       if (bad) *bad = i;
       rc = TASKS_VOTE_NOT_YOURS;
       goto out;
