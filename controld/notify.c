@@ -23,6 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "names.h"
+#include "rng.h"
 #include "store_notify.h"
 #include "token.h"
 
@@ -77,7 +78,7 @@ struct notify {
   atomic_int active; /* delivery on (the engine); off on a replica in cluster mode */
   struct xfer *slots[NOTIFY_MAX_INFLIGHT];
   int ninflight;
-  uint64_t rng;
+  struct rng rng;
 };
 
 /* A finished attempt waiting to be written. */
@@ -163,11 +164,7 @@ cJSON *notify_event_json(const struct event_rec *e) {
 /* ---- the worker ---- */
 
 static uint32_t next_rand(struct notify *n) {
-  /* xorshift64*: jitter only, not a secret */
-  n->rng ^= n->rng >> 12;
-  n->rng ^= n->rng << 25;
-  n->rng ^= n->rng >> 27;
-  return (uint32_t)((n->rng * 2685821657736338717ULL) >> 32);
+  return (uint32_t)(rng_next(&n->rng) >> 32); /* jitter only, not a secret */
 }
 
 static size_t discard_body(char *p, size_t size, size_t nmemb, void *arg) {
@@ -603,8 +600,7 @@ struct notify *notify_new(struct store *st, struct metrics *m, const struct noti
   n->st = st;
   n->m = m;
   n->p = *p;
-  n->rng = (uint64_t)clock_mono_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)n;
-  if (!n->rng) n->rng = 1;
+  n->rng.s = rng_seed_fresh();
   atomic_init(&n->wake, 0);
   atomic_init(&n->stop, 0);
   atomic_init(&n->active, !p->start_inactive);

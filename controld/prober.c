@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "checkpoint.h"
@@ -18,6 +17,7 @@
 #include "model.h"
 #include "names.h"
 #include "probe.h"
+#include "rng.h"
 #include "store.h"
 #include "store_health.h"
 #include "store_sites.h"
@@ -65,16 +65,10 @@ struct prober {
 
 int prober_pick_voters(int64_t *online, int n, uint64_t seed, int64_t *out, int k) {
   int take = n < k ? n : k;
+  struct rng r = {seed};
   for (int i = 0; i < take; i++) {
-    /* splitmix64: one draw per pick; the remainder's bias is below n / 2^64 */
-    uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
-    int64_t t;
-    int j;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    j = i + (int)(z % (uint64_t)(n - i));
-    t = online[i];
+    int j = i + (int)rng_below(&r, (uint64_t)(n - i));
+    int64_t t = online[i];
     online[i] = online[j];
     online[j] = t;
     out[i] = online[i];
@@ -607,7 +601,6 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
   int64_t started = clock_wall_ms(), t0 = clock_mono_ms(), round_id;
   int64_t *due = NULL, *online = NULL, nodes[PROBER_VOTE_NODES];
   int n_due = 0, n_nodes = 0, n_online = 0, n = 0, n_sites = 0, rc = -1;
-  uint64_t seed = 0;
   struct item *items = NULL;
   struct shadow_load sl;
 
@@ -617,9 +610,7 @@ int prober_run_once(struct prober *p, struct prober_stats *stp) {
       0) {
     metrics_set(env->metrics, "cdnca_nodes_online", "", n_online);
     /* the voters are drawn afresh each round (docs/design.md#votes-and-verdicts) */
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
-      seed = (uint64_t)clock_mono_ms() ^ ((uint64_t)started << 20);
-    n_nodes = prober_pick_voters(online, n_online, seed, nodes, PROBER_VOTE_NODES);
+    n_nodes = prober_pick_voters(online, n_online, rng_seed_fresh(), nodes, PROBER_VOTE_NODES);
   }
   free(online);
   if (store_health_due_sites(env->store, started + prober_due_slack_ms(env),

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "proxy_state.h"
 #include "rewrite.h"
+#include "rng.h"
 #include "sbuf.h"
 #include "skip.h"
 #include "upstream.h"
@@ -81,14 +82,15 @@ void attempt_connect(struct vconn *c, int allow_pool) {
   r->up_last = w->now;
 }
 
-/* A uniform draw in [0, 100) from this thread's generator (xorshift64*, seeded per thread). */
+/* A uniform draw in [0, 100) from this thread's generator (seeded at its first draw). */
 static int draw100(void) {
-  static _Thread_local uint64_t x;
-  if (!x) x = (uint64_t)clock_wall_ms() * 2654435761u ^ (uint64_t)(uintptr_t)&x ^ 1;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  return (int)(((x * UINT64_C(2685821657736338717)) >> 33) % 100);
+  static _Thread_local struct rng r;
+  static _Thread_local int seeded;
+  if (!seeded) {
+    r.s = rng_seed_fresh();
+    seeded = 1;
+  }
+  return (int)rng_below(&r, 100);
 }
 
 void attempt_start(struct vconn *c) {

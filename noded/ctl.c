@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "clock.h"
 #include "log.h"
+#include "rng.h"
 #include "token.h"
 
 #define CTL_BODY_MAX (64 * 1024 * 1024)
@@ -116,10 +116,7 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c2, cur
 }
 
 static uint32_t jitter(void) {
-  uint32_t rnd = 0;
-  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
-    rnd = (uint32_t)clock_mono_ms();
-  return rnd;
+  return (uint32_t)rng_seed_fresh();
 }
 
 /* The options every request to controld has. */

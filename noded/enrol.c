@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "rng.h"
 #include "sync.h"
 #include "token.h"
 
@@ -145,7 +145,6 @@ enum enrol_rc enrol_run(struct ctl *c, const char *key, const char *name, char *
   for (;;) {
     struct ctl_resp r;
     int64_t wait;
-    uint32_t rnd = 0;
     int call = ctl_call(c, h, "POST", "/v1/node/enrol", body, 15000L, &r, err, sizeof err);
     if (call == 0 && r.status == 201) {
       int got = enrol_answer_token(r.body.data, r.body.len, token, cap);
@@ -180,9 +179,7 @@ enum enrol_rc enrol_run(struct ctl *c, const char *key, const char *name, char *
       continue;
     }
     /* a 5xx the replica set does not count as away: a backoff of the same shape */
-    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
-      rnd = (uint32_t)clock_mono_ms();
-    wait = ctlset_backoff_ms(failures, rnd);
+    wait = ctlset_backoff_ms(failures, (uint32_t)rng_seed_fresh());
     if (ctl_sleep(c, wait)) goto out;
   }
 out:

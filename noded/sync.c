@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "ctl.h"
 #include "ctlset.h"
 #include "log.h"
+#include "rng.h"
 #include "sitecfg.h"
 
 #define SYNC_CACHE_FILE "config.json"
@@ -266,11 +266,7 @@ static void *sync_thread(void *arg) {
       if (ctl_backoff(s->ctl, h)) break;
     } else {
       /* controld answered but the answer was not usable: back off on this loop's own count */
-      uint32_t rnd = 0;
-      int64_t d;
-      if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
-        rnd = (uint32_t)clock_mono_ms();
-      d = ctlset_backoff_ms(failures, rnd);
+      int64_t d = ctlset_backoff_ms(failures, (uint32_t)rng_seed_fresh());
       if (failures == 1 || failures % 10 == 0)
         log_warn("config sync: %s (attempt %d, retrying in %lld ms; serving the last config)", err,
                  failures, (long long)d);
