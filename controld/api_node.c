@@ -98,18 +98,8 @@ static int parse_obs(struct req *r, const cJSON *x, int i, struct node_obs *o) {
 /* Refuse a heartbeat that lists an origin twice (node_first_repeat); 0, or -1 with the reply
    set. */
 static int obs_repeat(struct req *r, const struct node_obs *obs, int n) {
-  struct node_obs_key *ids = n > 1 ? malloc((size_t)n * sizeof *ids) : NULL;
-  int at;
+  int at = node_first_repeat(obs, n);
   char field[64];
-  if (n < 2) return 0;
-  if (!ids) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return -1;
-  }
-  for (int i = 0; i < n; i++)
-    ids[i] = (struct node_obs_key){obs[i].site_id, obs[i].origin_id};
-  at = node_first_repeat(ids, n);
-  free(ids);
   if (at == -1) return 0;
   if (at < 0) {
     req_error(r, 500, "internal", NULL, "out of memory");

@@ -24,29 +24,30 @@ const struct field_def node_fields[] = {
 };
 #undef M
 
+/* An observation's (site, origin) and its index in the heartbeat. */
 struct at {
-  struct node_obs_key k;
+  int64_t site_id, origin_id;
   int i;
 };
 
 static int by_key_then_index(const void *a, const void *b) {
   const struct at *x = a, *y = b;
-  if (x->k.site_id != y->k.site_id) return x->k.site_id < y->k.site_id ? -1 : 1;
-  if (x->k.origin_id != y->k.origin_id) return x->k.origin_id < y->k.origin_id ? -1 : 1;
+  if (x->site_id != y->site_id) return x->site_id < y->site_id ? -1 : 1;
+  if (x->origin_id != y->origin_id) return x->origin_id < y->origin_id ? -1 : 1;
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-int node_first_repeat(const struct node_obs_key *keys, int n) {
+int node_first_repeat(const struct node_obs *obs, int n) {
   struct at *a;
   int first = -1;
   if (n < 2) return -1;
   if (!(a = malloc((size_t)n * sizeof *a))) return -2;
   for (int i = 0; i < n; i++)
-    a[i] = (struct at){keys[i], i};
+    a[i] = (struct at){obs[i].site_id, obs[i].origin_id, i};
   qsort(a, (size_t)n, sizeof *a, by_key_then_index);
   /* in each run of equal keys the later indexes are repeats; the earliest of them is the answer */
   for (int k = 1; k < n; k++)
-    if (a[k].k.site_id == a[k - 1].k.site_id && a[k].k.origin_id == a[k - 1].k.origin_id &&
+    if (a[k].site_id == a[k - 1].site_id && a[k].origin_id == a[k - 1].origin_id &&
         (first < 0 || a[k].i < first))
       first = a[k].i;
   free(a);

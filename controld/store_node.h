@@ -8,15 +8,6 @@
 #include "node.h"
 #include "store.h"
 
-/* One per-origin observation from a heartbeat. */
-struct node_obs {
-  int64_t site_id, origin_id, requests, failures;
-  int skipped;
-  int64_t backup_picks, fail_open;       /* counters since the node started; 0 from older nodes */
-  int64_t latency_sum_ms, latency_count; /* the origin's answers' latency sum and count since the
-                                            node started; 0 from older nodes */
-};
-
 /* What a node holding `since` needs, read in one read transaction. */
 struct config_snapshot {
   int64_t seq; /* highest publication seq in the snapshot (0 = none yet) */

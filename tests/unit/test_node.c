@@ -9,13 +9,16 @@
 
 #include "node.h"
 
+/* an observation naming origin o of site s (the counters do not take part) */
+#define K(s, o) {.site_id = (s), .origin_id = (o), .requests = (s) * 100 + (o)}
+
 static void test_first_repeat(void **state) {
-  static const struct node_obs_key none[] = {{1, 5}, {1, 3}, {2, 9}, {1, 1}};
-  static const struct node_obs_key one[] = {{1, 5}, {1, 3}, {2, 9}, {1, 3}, {1, 1}};
-  static const struct node_obs_key two[] = {{1, 7}, {1, 8}, {1, 9}, {1, 8}, {1, 7}, {1, 7}};
-  static const struct node_obs_key same[] = {{4, 4}, {4, 4}, {4, 4}};
+  static const struct node_obs none[] = {K(1, 5), K(1, 3), K(2, 9), K(1, 1)};
+  static const struct node_obs one[] = {K(1, 5), K(1, 3), K(2, 9), K(1, 3), K(1, 1)};
+  static const struct node_obs two[] = {K(1, 7), K(1, 8), K(1, 9), K(1, 8), K(1, 7), K(1, 7)};
+  static const struct node_obs same[] = {K(4, 4), K(4, 4), K(4, 4)};
   /* one origin under two sites: the copy under the wrong site counts nowhere */
-  static const struct node_obs_key sites[] = {{1, 5}, {2, 5}};
+  static const struct node_obs sites[] = {K(1, 5), K(2, 5)};
   (void)state;
   assert_int_equal(node_first_repeat(none, 0), -1);
   assert_int_equal(node_first_repeat(none, 1), -1);
@@ -25,6 +28,13 @@ static void test_first_repeat(void **state) {
   assert_int_equal(node_first_repeat(two, 6), 3);
   assert_int_equal(node_first_repeat(same, 3), 1);
   assert_int_equal(node_first_repeat(sites, 2), -1);
+  /* the same origin with other counters is still a copy */
+  {
+    struct node_obs again[] = {K(3, 6), K(3, 6)};
+    again[1].requests = 1;
+    again[1].skipped = 1;
+    assert_int_equal(node_first_repeat(again, 2), 1);
+  }
 }
 
 int main(void) {
