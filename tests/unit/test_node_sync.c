@@ -162,8 +162,21 @@ static int ids_in(const cJSON *arr, int64_t *out, int cap) {
 
 /* What a heartbeat carries: what controld has not acknowledged, what is skipped, within the
    budget and spread over beats; a refused beat is sent again. */
+/* One beat: pick from obs within budget, the ids sent into got (at most 16), then controld's
+   answer (acked 1: accepted, 0: refused). The number of observations sent. */
+static int beat(struct hb_memo *m, cJSON *obs, size_t budget, int acked, int64_t *got) {
+  cJSON *a = heartbeat_pick(m, obs, budget);
+  int n;
+  assert_non_null(a);
+  n = ids_in(a, got, 16);
+  cJSON_Delete(a);
+  heartbeat_acked(m, acked);
+  return n;
+}
+
 static void test_heartbeat_pick(void **state) {
   static const int64_t three[] = {30, 10, 20}, ten[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const size_t all = HEARTBEAT_OBS_BUDGET;
   int64_t reqs[3] = {10, 10, 10}, got[16];
   int skip[3] = {0, 0, 0};
   struct hb_memo m;
@@ -172,49 +185,28 @@ static void test_heartbeat_pick(void **state) {
   (void)state;
   memset(&m, 0, sizeof m);
   /* no observation at all (a node with no site yet): an empty list */
-  for (int k = 0; k < 2; k++) {
-    a = heartbeat_pick(&m, k ? cJSON_CreateArray() : NULL, HEARTBEAT_OBS_BUDGET);
-    assert_non_null(a);
-    assert_int_equal(cJSON_GetArraySize(a), 0);
-    cJSON_Delete(a);
-    heartbeat_acked(&m, 1);
-  }
+  assert_int_equal(beat(&m, NULL, all, 1, got), 0);
+  assert_int_equal(beat(&m, cJSON_CreateArray(), all, 1, got), 0);
   /* the first beat carries everything, by origin id */
-  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
-  assert_int_equal(ids_in(a, got, 16), 3);
+  assert_int_equal(beat(&m, obs_of(three, 3, reqs, skip), all, 1, got), 3);
   assert_true(got[0] == 10 && got[1] == 20 && got[2] == 30);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 1);
   assert_int_equal(m.n_acked, 3);
   /* nothing changed: nothing goes */
-  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
-  assert_int_equal(ids_in(a, got, 16), 0);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 1);
+  assert_int_equal(beat(&m, obs_of(three, 3, reqs, skip), all, 1, got), 0);
   /* one changed: it alone; refused, it goes again */
   reqs[2] = 11; /* origin 20 */
-  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
-  assert_int_equal(ids_in(a, got, 16), 1);
+  assert_int_equal(beat(&m, obs_of(three, 3, reqs, skip), all, 0, got), 1);
   assert_true(got[0] == 20);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 0);
-  a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
-  assert_int_equal(ids_in(a, got, 16), 1);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 1);
+  assert_int_equal(beat(&m, obs_of(three, 3, reqs, skip), all, 1, got), 1);
+  assert_true(got[0] == 20);
   /* a skipped origin goes in every beat, changed or not */
   skip[0] = 1; /* origin 30 */
-  for (int beat = 0; beat < 2; beat++) {
-    a = heartbeat_pick(&m, obs_of(three, 3, reqs, skip), HEARTBEAT_OBS_BUDGET);
-    assert_int_equal(ids_in(a, got, 16), 1);
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(beat(&m, obs_of(three, 3, reqs, skip), all, 1, got), 1);
     assert_true(got[0] == 30);
-    cJSON_Delete(a);
-    heartbeat_acked(&m, 1);
   }
   /* an origin no longer observed is forgotten */
-  a = heartbeat_pick(&m, obs_of(three, 2, reqs, skip), HEARTBEAT_OBS_BUDGET);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 1);
+  beat(&m, obs_of(three, 2, reqs, skip), all, 1, got);
   assert_int_equal(m.n_acked, 2);
   heartbeat_memo_fini(&m);
   /* a budget of four observations: ten go in three beats, each after the last sent */
@@ -225,20 +217,13 @@ static void test_heartbeat_pick(void **state) {
     free(t);
   }
   cJSON_Delete(a);
-  for (int beat = 0; beat < 3; beat++) {
-    int n;
-    a = heartbeat_pick(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3);
-    n = ids_in(a, got, 16);
-    assert_int_equal(n, beat < 2 ? 4 : 2);
+  for (int k = 0; k < 3; k++) {
+    int n = beat(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3, 1, got);
+    assert_int_equal(n, k < 2 ? 4 : 2);
     for (int i = 0; i < n; i++)
-      assert_int_equal(got[i], 4 * beat + i + 1);
-    cJSON_Delete(a);
-    heartbeat_acked(&m, 1);
+      assert_int_equal(got[i], 4 * k + i + 1);
   }
-  a = heartbeat_pick(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3);
-  assert_int_equal(ids_in(a, got, 16), 0);
-  cJSON_Delete(a);
-  heartbeat_acked(&m, 1);
+  assert_int_equal(beat(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3, 1, got), 0);
   assert_int_equal(m.n_acked, 10);
   heartbeat_memo_fini(&m);
 }

@@ -767,35 +767,29 @@ static void test_caps(void **state) {
   assert_int_equal(store_op(f->st, op_key, &ka), STORE_OK);
 }
 
+/* A node named name whose token hash is 64 hex digits of tag (each test its own); what
+   store_node_create answered. */
+static enum store_rc node_new(struct fx *f, struct node_rec *n, const char *name, char tag) {
+  char hash[65];
+  memset(hash, tag, 64);
+  hash[64] = '\0';
+  memset(n, 0, sizeof *n);
+  snprintf(n->name, sizeof n->name, "%s", name);
+  return store_node_create(f->st, n, hash);
+}
+
 /* A node id is never given out twice: a deleted node's history (incident impact, applied
    times) keeps its id, and the next node must not take it over. */
 static void test_node_ids_not_reused(void **state) {
   struct fx *f = *state;
   struct node_rec a, b;
-  memset(&a, 0, sizeof a);
-  memcpy(a.name, "edge-a", 7);
-  assert_int_equal(
-      store_node_create(f->st, &a,
-                        "a100000000000000000000000000000000000000000000000000000000000000"),
-      STORE_OK);
+  assert_int_equal(node_new(f, &a, "edge-a", 'a'), STORE_OK);
   assert_int_equal(store_node_delete(f->st, a.id), STORE_OK);
-  b = a;
-  memcpy(b.name, "edge-b", 7);
-  assert_int_equal(
-      store_node_create(f->st, &b,
-                        "b100000000000000000000000000000000000000000000000000000000000000"),
-      STORE_OK);
+  assert_int_equal(node_new(f, &b, "edge-b", 'b'), STORE_OK);
   assert_int_equal(b.id, a.id + 1);
   /* a taken name still answers the conflict, and uses no id */
-  assert_int_equal(
-      store_node_create(f->st, &b,
-                        "c100000000000000000000000000000000000000000000000000000000000000"),
-      STORE_CONFLICT);
-  memcpy(b.name, "edge-c", 7);
-  assert_int_equal(
-      store_node_create(f->st, &b,
-                        "c100000000000000000000000000000000000000000000000000000000000000"),
-      STORE_OK);
+  assert_int_equal(node_new(f, &b, "edge-b", 'c'), STORE_CONFLICT);
+  assert_int_equal(node_new(f, &b, "edge-c", 'c'), STORE_OK);
   assert_int_equal(b.id, a.id + 2);
 }
 
@@ -1205,6 +1199,17 @@ static void test_drill_sums_and_prune(void **state) {
   site_rec_fini(&s);
 }
 
+/* Open a failback ramp on site_id from level 2 back to 1 (two steps of a minute from t0). */
+static void ramp_open(struct fx *f, int64_t site_id, int64_t t0) {
+  struct ramp_run r = {.from_level = 2, .to_level = 1, .n_steps = 2, .steps = {50, 100}};
+  struct store_tx *tx = store_health_begin(f->st);
+  r.started_at = t0;
+  r.step_ms = 60000;
+  assert_non_null(tx);
+  assert_int_equal(store_health_site_ramp_locked(tx, site_id, &r, 0, NULL), 0);
+  assert_int_equal(store_health_commit(tx), 0);
+}
+
 /* A running ramp's window counts the growth of the nodes' counters on its level; an enrolled
    node reporting counters near their bound (INT64_MAX / 2) in every heartbeat, each one smaller
    than the last (read as a restart, so counted whole), saturates the window at DRILL_SUM_MAX
@@ -1213,24 +1218,12 @@ static void test_ramp_window_saturates(void **state) {
   struct fx *f = *state;
   struct site_rec s, got;
   struct node_rec n;
-  struct ramp_run r = {.from_level = 2, .to_level = 1, .n_steps = 2, .steps = {50, 100}};
-  struct store_tx *tx;
   char conflict[64] = "";
   int64_t t0 = 1800000000000LL, big = INT64_MAX / 2;
   make_site(&s, "ramped", "ramped.example.com", 3); /* origins[0] on level 1 */
   assert_int_equal(store_site_create(f->st, &s, conflict, sizeof conflict), STORE_OK);
-  r.started_at = t0;
-  r.step_ms = 60000;
-  tx = store_health_begin(f->st);
-  assert_non_null(tx);
-  assert_int_equal(store_health_site_ramp_locked(tx, s.id, &r, 0, NULL), 0);
-  assert_int_equal(store_health_commit(tx), 0);
-  memset(&n, 0, sizeof n);
-  memcpy(n.name, "edge-r", 7);
-  assert_int_equal(
-      store_node_create(f->st, &n,
-                        "00000000000000000000000000000000000000000000000000000000000000aa"),
-      STORE_OK);
+  ramp_open(f, s.id, t0);
+  assert_int_equal(node_new(f, &n, "edge-r", 'e'), STORE_OK);
   for (int i = 0; i < 4; i++) {
     struct node_obs o = {
         .site_id = s.id, .origin_id = s.origins[0].id, .requests = big - i, .failures = big - i};
@@ -1250,28 +1243,16 @@ static void test_windows_every_site_and_disabled_origins(void **state) {
   struct fx *f = *state;
   struct site_rec s[SITES], got;
   struct node_rec n;
-  struct ramp_run r = {.from_level = 2, .to_level = 1, .n_steps = 2, .steps = {50, 100}};
-  struct store_tx *tx;
   char conflict[64] = "", name[32];
   int64_t t0 = 1800000000000LL;
-  r.started_at = t0;
-  r.step_ms = 60000;
   for (int i = 0; i < SITES; i++) {
     snprintf(name, sizeof name, "w%02d", i);
     make_site(&s[i], name, name, 3); /* origins[0] and [1] on level 1 */
     if (i == SITES - 1) s[i].origins[0].enabled = 0;
     assert_int_equal(store_site_create(f->st, &s[i], conflict, sizeof conflict), STORE_OK);
-    tx = store_health_begin(f->st);
-    assert_non_null(tx);
-    assert_int_equal(store_health_site_ramp_locked(tx, s[i].id, &r, 0, NULL), 0);
-    assert_int_equal(store_health_commit(tx), 0);
+    ramp_open(f, s[i].id, t0);
   }
-  memset(&n, 0, sizeof n);
-  memcpy(n.name, "edge-w", 7);
-  assert_int_equal(
-      store_node_create(f->st, &n,
-                        "00000000000000000000000000000000000000000000000000000000000000ab"),
-      STORE_OK);
+  assert_int_equal(node_new(f, &n, "edge-w", 'f'), STORE_OK);
   for (int b = 0; b < 3; b++) { /* the same totals three times: they grew once */
     struct node_obs o[2] = {{.site_id = s[SITES - 1].id,
                              .origin_id = s[SITES - 1].origins[0].id,
