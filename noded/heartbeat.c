@@ -86,7 +86,7 @@ static int cand_by_origin(const void *a, const void *b) {
   return by_origin(&((const struct cand *)a)->seen, &((const struct cand *)b)->seen);
 }
 
-cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget) {
+cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget, int64_t now) {
   cJSON *out = cJSON_CreateArray(), *x;
   struct cand *c = NULL;
   int n = 0, cap = cJSON_IsArray(obs) ? cJSON_GetArraySize(obs) : 0, start = 0, last = 0;
@@ -105,13 +105,14 @@ cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget) {
     }
     (void)json_int(x, "origin_id", 1, INT64_MAX / 2, &id);
     (void)json_bool(x, "skipped", &skipped);
-    c[n].seen = (struct hb_seen){id, text_hash(t), 0};
+    c[n].seen = (struct hb_seen){id, text_hash(t), now, 0};
     c[n].x = x;
     c[n].len = strlen(t) + 1;
     free(t);
     {
       const struct hb_seen *a = acked_of(m, id);
-      c[n].seen.send = skipped || !a || a->hash != c[n].seen.hash;
+      c[n].seen.send = skipped || !a || a->hash != c[n].seen.hash ||
+                       now - a->at >= m->refresh_ms;
     }
     n++;
   }
@@ -161,9 +162,9 @@ void heartbeat_acked(struct hb_memo *m, int ok) {
       struct hb_seen *p = &m->pending[k];
       const struct hb_seen *a = p->send ? NULL : acked_of(m, p->origin_id);
       if (p->send)
-        m->pending[keep++] = (struct hb_seen){p->origin_id, p->hash, 0};
+        m->pending[keep++] = (struct hb_seen){p->origin_id, p->hash, p->at, 0};
       else if (a)
-        m->pending[keep++] = (struct hb_seen){a->origin_id, a->hash, 0};
+        m->pending[keep++] = (struct hb_seen){a->origin_id, a->hash, a->at, 0};
     }
     free(m->acked);
     m->acked = m->pending;
@@ -189,6 +190,7 @@ static void *hb_thread(void *arg) {
   int warned = 0;
   struct hb_memo memo;
   memset(&memo, 0, sizeof memo);
+  memo.refresh_ms = hb->interval_ms * HEARTBEAT_REFRESH_BEATS;
   if (!h) return NULL;
   while (ctl_running(hb->ctl)) {
     struct sync_info si;
@@ -198,7 +200,8 @@ static void *hb_thread(void *arg) {
     sync_get_info(hb->sync, &si);
     body = heartbeat_body(
         CDNCA_VERSION, si.seq,
-        heartbeat_pick(&memo, hb->obs ? hb->obs(hb->arg) : NULL, HEARTBEAT_OBS_BUDGET));
+        heartbeat_pick(&memo, hb->obs ? hb->obs(hb->arg) : NULL, HEARTBEAT_OBS_BUDGET,
+                       clock_wall_ms()));
     if (body &&
         ctl_call(hb->ctl, h, "POST", "/v1/node/heartbeat", body, 10000, &r, err, sizeof err) == 0) {
       ok = r.status == 204;

@@ -44,23 +44,33 @@ char *heartbeat_body(const char *version, int64_t seq, cJSON *obs);
    reads a skip as current only while it is reported). Its counters are totals, so an origin
    left out loses nothing; one left out by the budget goes in a later beat, the next beat
    starting after the last origin sent. A fleet's thousands of idle origins (backup levels) cost
-   nothing, and a node with more changes than one body holds spreads them over several beats. */
+   nothing, and a node with more changes than one body holds spreads them over several beats.
+   An acknowledgement holds for refresh_ms (HEARTBEAT_REFRESH_BEATS heartbeat intervals): then
+   the origin goes again, changed or not, so that a controld that forgot what it acknowledged
+   (its database restored from a backup) has every origin's row back within that time. */
 struct hb_seen {
   int64_t origin_id;
   uint64_t hash;
-  int send; /* in the pending beat */
+  int64_t at; /* wall ms of the beat that sent it (acknowledged: when it was acknowledged) */
+  int send;   /* in the pending beat */
 };
+
+/* For how many heartbeat intervals an acknowledged observation is not sent again unchanged
+   (10 minutes at the default 10 s). */
+#define HEARTBEAT_REFRESH_BEATS 60
 struct hb_memo {
   struct hb_seen *acked; /* by origin id */
   int n_acked;
   struct hb_seen *pending; /* every current origin of the beat being sent, by origin id */
   int n_pending;
-  int64_t cursor; /* the last origin sent when the budget ended a beat, else 0 */
+  int64_t cursor;     /* the last origin sent when the budget ended a beat, else 0 */
+  int64_t refresh_ms; /* how long an acknowledgement holds (the owner sets it) */
 };
 
-/* Pure: from all current observations obs (taken), the array to send now (within budget bytes
-   of text), noting the beat in m->pending. NULL only when out of memory (nothing noted). */
-cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget);
+/* Pure: from all current observations obs (taken), the array to send at wall ms now (within
+   budget bytes of text), noting the beat in m->pending. NULL only when out of memory (nothing
+   noted). */
+cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget, int64_t now);
 
 /* Pure: controld accepted the pending beat (ok) or not; either way the pending one is over. The
    acknowledged ones replace what was known of their origins; origins no longer observed are

@@ -12,7 +12,7 @@ import time
 
 import harness
 from harness import Controld, Noded, Origin, wait_until
-from scenario_lib import NODE_ARGS, card, enrol, node_site, node_status, visit_origin
+from scenario_lib import HEARTBEAT_MS, NODE_ARGS, card, enrol, node_site, node_status, visit_origin
 from scenario_lib import node_status as status_of, plain_site as make_site, plain_site
 
 
@@ -319,6 +319,36 @@ def test_heartbeats_at_fleet_scale(tmp):
     wait_until(lambda: card(c, live["id"])["levels"][0]["origins"][0]["node_observations"]
                ["requests"] == 5, 10, "the visits in the status card")
     assert noded_metric(n, 'cdnca_node_heartbeats_total{result="failed"}') == 0
+    n.stop()
+    c.stop()
+
+
+def test_forgotten_observations_come_back(tmp):
+    """A controld that forgot what a node's heartbeats told it (its database restored from a
+    backup older than the reports) has each origin's observation back within 60 heartbeat
+    intervals though nothing changed: an acknowledgement holds that long, then the origin is
+    reported again (without it, an idle origin's row came back only when its counters moved)."""
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "3600000"]).start()
+    o = Origin("a", tmpdir=tmp).start()
+    live = plain_site(c, "live", "live.example.com", o)
+    _, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp, name="edge", extra_args=NODE_ARGS).start()
+    wait_until(lambda: node_site(n, live["id"]) is not None, 30, "the site on the node")
+    for _ in range(3):
+        st, _ = visit_origin(n, "live.example.com")
+        assert st == 200
+
+    def seen():
+        return card(c, live["id"])["levels"][0]["origins"][0]["node_observations"]["requests"]
+    wait_until(lambda: seen() == 3, 10, "the visits in the status card")
+    time.sleep(1)  # acknowledged by now: the beats carry nothing of this origin
+    harness.db_query(c, "DELETE FROM node_observations")
+    assert seen() == 0
+    refresh_s = 60 * HEARTBEAT_MS / 1000.0
+    t0 = time.monotonic()
+    wait_until(lambda: seen() == 3, refresh_s + 10, "the forgotten row back unchanged")
+    print("  forgotten row back after %.1f s (refresh %.0f s)" % (time.monotonic() - t0,
+                                                                 refresh_s))
     n.stop()
     c.stop()
 

@@ -164,14 +164,23 @@ static int ids_in(const cJSON *arr, int64_t *out, int cap) {
    budget and spread over beats; a refused beat is sent again. */
 /* One beat: pick from obs within budget, the ids sent into got (at most 16), then controld's
    answer (acked 1: accepted, 0: refused). The number of observations sent. */
-static int beat(struct hb_memo *m, cJSON *obs, size_t budget, int acked, int64_t *got) {
-  cJSON *a = heartbeat_pick(m, obs, budget);
+static int beat_at(struct hb_memo *m, cJSON *obs, size_t budget, int acked, int64_t *got,
+                   int64_t now) {
+  cJSON *a = heartbeat_pick(m, obs, budget, now);
   int n;
   assert_non_null(a);
   n = ids_in(a, got, 16);
   cJSON_Delete(a);
   heartbeat_acked(m, acked);
   return n;
+}
+
+/* How long an acknowledgement holds in these tests (a node's default). */
+#define REFRESH (HEARTBEAT_REFRESH_BEATS * 10000)
+
+/* The same, at the beats' usual time. */
+static int beat(struct hb_memo *m, cJSON *obs, size_t budget, int acked, int64_t *got) {
+  return beat_at(m, obs, budget, acked, got, 1000);
 }
 
 static void test_heartbeat_pick(void **state) {
@@ -184,6 +193,7 @@ static void test_heartbeat_pick(void **state) {
   size_t one;
   (void)state;
   memset(&m, 0, sizeof m);
+  m.refresh_ms = REFRESH;
   /* no observation at all (a node with no site yet): an empty list */
   assert_int_equal(beat(&m, NULL, all, 1, got), 0);
   assert_int_equal(beat(&m, cJSON_CreateArray(), all, 1, got), 0);
@@ -209,6 +219,7 @@ static void test_heartbeat_pick(void **state) {
   beat(&m, obs_of(three, 2, reqs, skip), all, 1, got);
   assert_int_equal(m.n_acked, 2);
   heartbeat_memo_fini(&m);
+  m.refresh_ms = REFRESH;
   /* a budget of four observations: ten go in three beats, each after the last sent */
   a = obs_of(ten, 1, NULL, NULL);
   {
@@ -225,6 +236,23 @@ static void test_heartbeat_pick(void **state) {
   }
   assert_int_equal(beat(&m, obs_of(ten, 10, NULL, NULL), 4 * one + 3, 1, got), 0);
   assert_int_equal(m.n_acked, 10);
+  heartbeat_memo_fini(&m);
+  m.refresh_ms = REFRESH;
+  /* an acknowledgement holds refresh_ms; then the origin goes again unchanged (a controld
+     restored from a backup has its row back), and holds as long again */
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000), 3);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000 + 60000), 0);
+  assert_int_equal(
+      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000 + REFRESH - 1), 0);
+  assert_int_equal(
+      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 0, got, 1000 + REFRESH), 3);
+  assert_int_equal(
+      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + REFRESH), 3);
+  assert_int_equal(
+      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH - 1),
+      0);
+  assert_int_equal(
+      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH), 3);
   heartbeat_memo_fini(&m);
 }
 
