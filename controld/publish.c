@@ -183,12 +183,16 @@ static void cache_put(struct publish *p, int64_t since, int64_t seq, struct pub_
   p->slots[victim].used = ++p->tick;
 }
 
+int64_t publish_since(int64_t since, int64_t cur) {
+  return since > cur || since < cur - PUB_DELTA_MAX ? 0 : since;
+}
+
 struct pub_blob *publish_get(struct publish *p, int64_t since) {
   struct config_snapshot snap;
   struct pub_blob *b = NULL;
   int64_t cur = store_pub_seq(p->st);
   if (cur < 0) return NULL;
-  if (since > cur) since = 0; /* the database is behind the node (reset): start over */
+  since = publish_since(since, cur);
   pthread_mutex_lock(&p->mu);
   b = cache_find(p, since, cur);
   if (b) goto out;

@@ -22,9 +22,19 @@ void publish_set_deny_targets(struct publish *p, const char *list);
 /* Free the publisher and drop its cached blobs (blobs still referenced live on). NULLs *p. */
 void publish_free(struct publish **p);
 
-/* The answer for a node holding `since` (since > current seq counts as 0: a full set). Returns a
-   blob with one reference for the caller (pub_blob_unref), or NULL on a store error. Answers for
-   the same (since, seq) come from a small cache, so a wake of many waiters builds once. */
+/* How many publications a delta spans at most: a node further behind gets the full set. */
+#define PUB_DELTA_MAX 256
+
+/* Pure: the seq an answer for a node holding `since` is built from when the newest publication
+   is cur: since itself, or 0 (the full set) when since is past cur (the database was reset) or
+   more than PUB_DELTA_MAX publications behind it. Honest nodes hold one of the last few seqs;
+   a client cycling through old ones would otherwise have each answer built apart (as large as
+   the full set, a cache slot each), and now gets the one full answer from the cache. */
+int64_t publish_since(int64_t since, int64_t cur);
+
+/* The answer for a node holding `since` (built from publish_since's seq). Returns a blob with
+   one reference for the caller (pub_blob_unref), or NULL on a store error. Answers for the same
+   (since, seq) come from a small cache, so a wake of many waiters builds once. */
 struct pub_blob *publish_get(struct publish *p, int64_t since);
 
 /* Pure: the JSON text {"seq","full","deny_targets","sites":[site config...],"deleted":[ids]} of

@@ -189,6 +189,47 @@ static void test_json_and_cache(void **state) {
   assert_null(p);
 }
 
+/* A delta spans at most PUB_DELTA_MAX publications: a node further behind (or ahead) gets the
+   full set, the one answer cached for every such node, so cycling through old seqs builds
+   nothing new. */
+static void test_old_since_gets_the_full_set(void **state) {
+  struct fx *f = *state;
+  struct publish *p = publish_new(f->st);
+  int64_t id = make_site(f->st, "busy", "busy.test"), cur;
+  struct pub_blob *full, *b;
+  struct site_rec s;
+  char conflict[64];
+  assert_int_equal(publish_since(0, 0), 0);
+  assert_int_equal(publish_since(5, 4), 0);
+  assert_int_equal(publish_since(4, 4), 4);
+  assert_int_equal(publish_since(1000 - PUB_DELTA_MAX, 1000), 1000 - PUB_DELTA_MAX);
+  assert_int_equal(publish_since(999 - PUB_DELTA_MAX, 1000), 0);
+  assert_int_equal(publish_since(1, INT64_MAX / 2), 0);
+  assert_non_null(p);
+  assert_int_equal(store_site_get(f->st, id, &s), STORE_OK);
+  for (int i = 0; i < PUB_DELTA_MAX + 10; i++) { /* a publication each */
+    snprintf(s.name, sizeof s.name, "busy-%d", i);
+    assert_int_equal(store_site_update(f->st, &s, conflict, sizeof conflict), STORE_OK);
+  }
+  site_rec_fini(&s);
+  cur = PUB_DELTA_MAX + 11;
+  full = publish_get(p, 0);
+  assert_non_null(full);
+  assert_int_equal(pub_blob_seq(full), cur);
+  for (int64_t since = 1; since < cur - PUB_DELTA_MAX; since++) {
+    b = publish_get(p, since);
+    assert_ptr_equal(b, full); /* the cached full answer, not a build of its own */
+    pub_blob_unref(b);
+  }
+  b = publish_get(p, cur - PUB_DELTA_MAX);
+  assert_non_null(b);
+  assert_ptr_not_equal(b, full);
+  assert_int_equal(pub_blob_full(b), 0); /* within reach: a delta */
+  pub_blob_unref(b);
+  pub_blob_unref(full);
+  publish_free(&p);
+}
+
 /* Every key of the published origin (common/sitewire's table) comes from the origin record's row
    of the same name, and what publish writes the node's decoder reads back as the record holds it,
    row by row. */
@@ -258,6 +299,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_full_delta_tombstone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_json_and_cache, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_old_since_gets_the_full_set, setup, teardown),
       cmocka_unit_test_setup_teardown(test_published_origin_decodes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
