@@ -27,6 +27,15 @@ static void put(char *out, size_t cap, size_t *o, const char *s, size_t n) {
 }
 
 /* A URI: postgresql://user:secret@host/db?password=secret&sslmode=… */
+/* 1 when libpq's keyword key (klen bytes) holds a secret: the password, and the passphrase of
+   the client's TLS key. */
+static int secret_key(const char *key, size_t klen) {
+  static const char *const secret[] = {"password", "sslpassword"};
+  for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+    if (klen == strlen(secret[i]) && !strncmp(key, secret[i], klen)) return 1;
+  return 0;
+}
+
 static void redact_uri(const char *t, char *out, size_t cap, size_t *o) {
   const char *auth = strstr(t, "://") + 3;
   size_t alen = strcspn(auth, "/?#");
@@ -44,9 +53,10 @@ static void redact_uri(const char *t, char *out, size_t cap, size_t *o) {
   }
   put(out, cap, o, t, (size_t)(q - t) + 1);
   for (const char *p = q + 1; *p;) {
-    size_t n = strcspn(p, "&#");
-    if (n >= 9 && !strncmp(p, "password=", 9)) {
-      put(out, cap, o, "password=***", 12);
+    size_t n = strcspn(p, "&#"), klen = strcspn(p, "=&#");
+    if (klen < n && secret_key(p, klen)) {
+      put(out, cap, o, p, klen + 1);
+      put(out, cap, o, "***", 3);
     } else {
       put(out, cap, o, p, n);
     }
@@ -85,7 +95,7 @@ static void redact_conninfo(const char *t, char *out, size_t cap, size_t *o) {
         p++;
     }
     put(out, cap, o, start, (size_t)(val - start));
-    if (klen == 8 && !strncmp(key, "password", 8))
+    if (secret_key(key, klen))
       put(out, cap, o, "***", 3);
     else
       put(out, cap, o, val, (size_t)(p - val));

@@ -76,6 +76,23 @@ def test_field_validation_storage_export(tmp):
         "unhealthy_after": 2}})
     assert status == 200 and j["health_check_shadow"]["unhealthy_after"] == 2, j
     assert j["health_check_shadow"]["path"] == "/strict", j
+    # its header values are secrets like health_check's: masked below admin, in the site and in
+    # the comparison alike (the comparison showed them to read and operator tokens)
+    status, j, _ = c.api("PATCH", "/v1/sites/%d" % sid, {"health_check_shadow": {
+        "headers": {"X-Health-Token": "shadow-secret"}}})
+    assert status == 200, j
+    for role in ("read", "operator"):
+        status, tok, _ = c.api("POST", "/v1/tokens", {"name": "t-" + role, "role": role})
+        assert status == 201, tok
+        for path in ("/v1/sites/%d" % sid, "/v1/sites/%d/shadow" % sid):
+            status, j, _ = c.api("GET", path, token=tok["token"])
+            assert status == 200, (path, j)
+            assert j["health_check_shadow"]["headers"] == {"X-Health-Token": "***"}, (role, path, j)
+            assert "shadow-secret" not in json.dumps(j), (role, path)
+    status, j, _ = c.api("GET", "/v1/sites/%d/shadow" % sid)
+    assert j["health_check_shadow"]["headers"] == {"X-Health-Token": "shadow-secret"}, j
+    status, j, _ = c.api("PATCH", "/v1/sites/%d" % sid, {"health_check_shadow": {"headers": {}}})
+    assert status == 200 and j["health_check_shadow"]["headers"] == {}, j
     # stored: survives a restart, is exported and imported
     c.stop()
     c.start()

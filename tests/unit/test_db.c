@@ -730,6 +730,12 @@ static void test_redact(void **state) {
                "host=db1 password = *** dbname=cdnca");
   check_redact("password=x", "password=***");
   check_redact("host=db1 passwordx=y", "host=db1 passwordx=y");
+  /* the passphrase of the client's TLS key too */
+  check_redact("host=db1 sslpassword=k3y password=s dbname=d",
+               "host=db1 sslpassword=*** password=*** dbname=d");
+  check_redact("postgresql://db1/d?sslpassword=k3y&sslmode=verify-full",
+               "postgresql://db1/d?sslpassword=***&sslmode=verify-full");
+  check_redact("postgresql://db1/d?xpassword=1&password", "postgresql://db1/d?xpassword=1&password");
   check_redact("host=db1 options='-c password=x'", "host=db1 options='-c password=x'");
   check_redact("dbname=x junk", "dbname=x junk");
   char small[12];
