@@ -77,6 +77,10 @@ int curlhead_line(struct curlhead *h, const char *line, size_t n) {
   return 0;
 }
 
+const char *curlhead_unfinished(const struct curlhead *h) {
+  return h->final_done ? NULL : "response head cut short";
+}
+
 size_t curlhead_cb(char *data, size_t size, size_t nmemb, void *h) {
   size_t n = size * nmemb;
   return curlhead_line(h, data, n) < 0 ? 0 : n;

@@ -46,6 +46,12 @@ void curlhead_init(struct curlhead *h, size_t max, int no_body);
    included): 0 to go on, -1 when the answer is refused (h->why says why). Pure. */
 int curlhead_line(struct curlhead *h, const char *line, size_t n);
 
+/* What refuses an answer whose transfer libcurl ended without an error: NULL when a final head
+   was read to its blank line, else "response head cut short" (libcurl 7.88 ends a transfer whose
+   connection closed inside the head with CURLE_OK and the status line's code, so a status counts
+   only with its whole head). Pure. */
+const char *curlhead_unfinished(const struct curlhead *h);
+
 /* CURLOPT_HEADERFUNCTION with CURLOPT_HEADERDATA a struct curlhead: a refused line stops the
    transfer (CURLE_WRITE_ERROR). */
 size_t curlhead_cb(char *data, size_t size, size_t nmemb, void *h);

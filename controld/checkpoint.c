@@ -267,6 +267,9 @@ static void slot_done(struct cp_slot *s, CURLcode res, struct checkpoint_answer 
   } else if (res != CURLE_OK) {
     snprintf(why, sizeof why, "request failed: %s", curl_easy_strerror(res));
     answer_fail(out, why);
+  } else if (curlhead_unfinished(&s->head)) {
+    snprintf(why, sizeof why, "the answer is refused: %s", curlhead_unfinished(&s->head));
+    answer_fail(out, why);
   } else if (code != 200) {
     snprintf(why, sizeof why, "the plugin answered status %ld", code);
     answer_fail(out, why);

@@ -473,6 +473,10 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
              : x->errbuf[0] ? x->errbuf
                             : curl_easy_strerror(code));
     status = 0;
+  } else if (x->kind != CHAN_EMAIL && curlhead_unfinished(&x->head)) {
+    /* the receiver closed inside its head: no answer, not delivered, retried */
+    snprintf(f->err, sizeof f->err, "%s", curlhead_unfinished(&x->head));
+    status = 0;
   } else if (status < 200 || status > 299) {
     snprintf(f->err, sizeof f->err, "%s %ld", x->kind == CHAN_EMAIL ? "SMTP" : "HTTP", status);
   }

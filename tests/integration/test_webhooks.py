@@ -377,6 +377,26 @@ def test_answers_read_two_ways_or_endless_trailers_are_not_delivered(tmp):
     assert rss1 - rss0 < 64 * 1024, (rss0, rss1)
 
 
+def test_a_head_cut_short_is_not_a_delivery(tmp):
+    """A receiver that closes inside its head ("HTTP/1.1 200 OK" and part of a field) has not
+    answered: the delivery stays pending with "response head cut short" and is retried, under
+    the same delivery id, until a whole answer comes (libcurl alone took the status line's 200
+    for a delivery)."""
+    c = start(tmp)
+    for answer in (b"HTTP/1.1 200 OK\r\nContent-Le", b"HTTP/1.1 200 OK\r\n"):
+        rx = RawReceiver(answer)
+        hook = mk_hook(c, rx.url + "/h")
+        d = send_test(c, hook)
+
+        def attempted(hook=hook):
+            got = deliveries(c, hook)[0]
+            return got if got["attempts"] >= 2 else None
+        got = wait_until(attempted, 15, "two attempts at a head cut short")
+        assert got["state"] == "pending" and got["last_error"] == "response head cut short", got
+        assert got["id"] == d["id"] and rx.requests >= 2, (got, rx.requests)
+    c.stop()
+
+
 def cpu_s(pid):
     """The user and system CPU seconds a process has used."""
     with open("/proc/%d/stat" % pid) as f:

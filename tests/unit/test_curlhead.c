@@ -84,10 +84,33 @@ static void test_outcomes(void **state) {
     if (!cases[i].why) {
       assert_int_equal(rc, 0);
       assert_null(h.why);
+      assert_null(curlhead_unfinished(&h)); /* each accepted answer's final head is whole */
     } else {
       assert_int_equal(rc, -1);
       assert_string_equal(h.why, cases[i].why);
     }
+  }
+}
+
+/* A transfer libcurl ends without an error is refused unless a final head reached its blank
+   line: a connection closed inside the head left the status line's code standing. */
+static void test_unfinished(void **state) {
+  static const char *const cut[] = {
+      "",
+      "HTTP/1.1 200 OK\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Le",
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n",
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+    struct curlhead h;
+    curlhead_init(&h, 0, 0);
+    assert_int_equal(feed(&h, cut[i]), 0);
+    print_message("cut: %s\n", cut[i]);
+    assert_non_null(curlhead_unfinished(&h));
+    assert_string_equal(curlhead_unfinished(&h), "response head cut short");
   }
 }
 
@@ -136,6 +159,7 @@ static void test_wire(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_outcomes),
+      cmocka_unit_test(test_unfinished),
       cmocka_unit_test(test_bound),
       cmocka_unit_test(test_wire),
   };
