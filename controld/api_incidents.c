@@ -250,11 +250,14 @@ static void fmt_dur(int64_t ms, char *out, size_t cap) {
     snprintf(out, cap, "%lld m %.1f s", (long long)(ms / 60000), (ms % 60000) / 1000.0);
 }
 
-/* Text as one Markdown table cell: '|' escaped, line breaks as spaces. */
+/* Text as one Markdown table cell that renders as the text it is: line breaks as spaces, and a
+   backslash before each character that could start markup (emphasis, code, a link, an HTML tag
+   or entity, a cell's end). Votes, notes and errors come from plugins, nodes and operators: a
+   report pasted into a Markdown viewer must not turn one into a javascript: link or a tag. */
 static void cell(struct md *b, const char *s) {
   for (; s && *s; s++) {
-    if (*s == '|')
-      md_append(b, "\\|", 2);
+    if (strchr("\\`*_[]<>&|~", *s))
+      md_printf(b, "\\%c", *s);
     else if (*s == '\n' || *s == '\r')
       md_append(b, " ", 1);
     else

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "fields.h"
 #include "clock.h"
 #include "curlhead.h"
 #include "json.h"
@@ -45,9 +46,15 @@ static void answer_fail(struct checkpoint_answer *a, const char *why) {
 }
 
 /* Copy a string field bounded by cap (longer ones are cut). */
+/* Copy src into dst (cap bytes), cut at a character's start when it does not fit: the copy
+   stays valid UTF-8. */
 static void copy_bounded(char *dst, size_t cap, const char *src) {
   size_t n = strlen(src);
-  if (n >= cap) n = cap - 1;
+  if (n >= cap) {
+    n = cap - 1;
+    while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+      n--;
+  }
   memcpy(dst, src, n);
   dst[n] = '\0';
 }
@@ -61,8 +68,11 @@ static const char *parse_vote(const cJSON *o, struct checkpoint_vote *v) {
   memset(v, 0, sizeof *v);
   if (!cJSON_IsObject(o)) return "a vote is not an object";
   if (json_only_keys(o, keys, &bad) < 0) return "a vote has an unknown field";
-  if (json_str(o, "checkpoint", sizeof v->name - 1, &name) != 0 || !name || !*name)
-    return "checkpoint must be a non-empty string of at most 63 characters";
+  /* the name and the error are shown in the dashboard, the incident report and the log: text
+     only, as a node's vote error is */
+  if (json_str(o, "checkpoint", sizeof v->name - 1, &name) != 0 || !name ||
+      !fields_text_valid(name, 1, (int64_t)sizeof v->name - 1))
+    return "checkpoint must be 1-63 characters of text without control characters";
   if (json_bool(o, "ok", &v->ok) != 0) return "ok must be a boolean";
   st = cJSON_GetObjectItemCaseSensitive(o, "status");
   if (st && !cJSON_IsNull(st)) {
@@ -74,6 +84,7 @@ static const char *parse_vote(const cJSON *o, struct checkpoint_vote *v) {
       return "latency_ms must be a non-negative integer";
   }
   if (json_str(o, "error", 4096, &err) < 0) return "error must be a string or null";
+  if (err && !fields_text_valid(err, 0, 4096)) return "error must be text without control characters";
   copy_bounded(v->name, sizeof v->name, name);
   v->status = (int)status;
   v->latency_ms = (int)lat;

@@ -191,6 +191,13 @@ def test_outage_with_auto_failback_is_one_incident(tmp):
     assert st == 201 and j["events"] == ["incident.opened", "incident.resolved"], (st, j)
     st, text, _ = c.api("GET", "/v1/incidents/%d/report" % inc["id"])
     assert "disk full" in text
+    # text from notes, votes and errors renders as the text it is: no tag, no link
+    st, j, _ = c.api("POST", "/v1/incidents/%d/notes" % inc["id"],
+                     {"text": "<img src=x onerror=alert(1)> [click](javascript:alert(1)) *b*"})
+    assert st == 200, (st, j)
+    st, text, _ = c.api("GET", "/v1/incidents/%d/report" % inc["id"])
+    assert "\\<img src=x onerror=alert(1)\\> \\[click\\](javascript:alert(1)) \\*b\\*" in text, text
+    assert "<img" not in text.replace("\\<img", "") and "[click]" not in text, text
     # read tokens read, and may not write
     st, tok, _ = c.api("POST", "/v1/tokens", {"name": "viewer", "role": "read"})
     assert st == 201, tok

@@ -340,6 +340,11 @@ static void test_checkpoint_parse(void **state) {
       "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true,\"extra\":5}]}",
       "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":true},{\"checkpoint\":\"a\",\"ok\":false}]}",
       "{\"votes\":[]} trailing",
+      /* text only: no control character in a name or an error */
+      "{\"votes\":[{\"checkpoint\":\"cp\\n1\",\"ok\":true}]}",
+      "{\"votes\":[{\"checkpoint\":\"cp\\u0007\",\"ok\":true}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":false,\"error\":\"\\u001b[31mred\"}]}",
+      "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":false,\"error\":\"x\\u0085y\"}]}",
   };
   (void)state;
   assert_int_equal(parse("{\"votes\":[{\"checkpoint\":\"fra1\",\"ok\":true,\"status\":200,"
@@ -357,6 +362,17 @@ static void test_checkpoint_parse(void **state) {
   assert_int_equal(a.votes[1].status, 0);
   assert_int_equal(a.votes[1].latency_ms, 5000);
   checkpoint_answers_free(&a, 1);
+  /* a long error is cut at a character's start (here a 2-byte one across the field's end) */
+  {
+    char body[512];
+    int at = snprintf(body, sizeof body, "{\"votes\":[{\"checkpoint\":\"a\",\"ok\":false,\"error\":\"");
+    for (int i = 0; i < 126; i++)
+      body[at++] = 'e';
+    at += snprintf(body + at, sizeof body - (size_t)at, "\xc3\xa9tail\"}]}");
+    assert_int_equal(parse(body, &a), 0);
+    assert_int_equal(strlen(a.votes[0].error), 126);
+    checkpoint_answers_free(&a, 1);
+  }
   assert_int_equal(parse("{\"votes\":[]}", &a), 0);
   assert_int_equal(a.valid, 1);
   assert_int_equal(a.n, 0);
