@@ -150,6 +150,11 @@ static enum store_rc test_change(struct api_op *op) {
     req_error(op->r, 409, "tests_pending", NULL,
               "%d test deliveries of this %s are still pending: send more once they are done",
               STORE_TESTS_PENDING_MAX, to->v->noun);
+  else if (rc == STORE_LIMIT)
+    req_error(op->r, 409, "too_many_tests", NULL,
+              "%d tests of webhooks and channels were sent in the last minute: try again in a "
+              "minute",
+              STORE_TESTS_PER_MINUTE);
   return rc;
 }
 

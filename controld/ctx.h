@@ -43,6 +43,7 @@ struct cd_config {
   int64_t http_threads;
   int64_t webhook_retry_ms, webhook_retry_max_ms, webhook_give_up_ms, webhook_timeout_ms;
   int64_t audit_retention_days;
+  int64_t event_retention_days;
   int64_t incident_quiet_ms, incident_retention_days, drill_retention_days;
   int64_t metrics_max_sites;
   char replica_name[64];   /* cluster mode: this replica's name in the lease ("" = hostname) */

@@ -127,6 +127,8 @@ static const struct opt_def options[] = {
      "timeout of one webhook delivery attempt"},
     {"audit-retention-days", OPT_INT, O(audit_retention_days), 0, 1, 36500, NULL, "400",
      "audit log records older than this are deleted"},
+    {"event-retention-days", OPT_INT, O(event_retention_days), 0, 1, 36500, NULL, "400",
+     "events (site messages, notifications) older than this are deleted, hourly"},
     {"incident-quiet-ms", OPT_INT, O(incident_quiet_ms), 0, 0, 86400000, NULL, "300000",
      "an incident resolves after its site has been clear this long, and a new trigger this soon "
      "after a resolution reopens it"},
@@ -281,6 +283,7 @@ static void notify_policy_from(const struct cd_config *c, struct notify_policy *
   np->retry_min_ms = c->webhook_retry_ms;
   np->retry_max_ms = c->webhook_retry_max_ms;
   np->give_up_ms = c->webhook_give_up_ms;
+  np->event_keep_ms = c->event_retention_days * 86400000LL;
   np->timeout_ms = c->webhook_timeout_ms;
   snprintf(np->public_url, sizeof np->public_url, "%s", c->public_url);
 }

@@ -228,7 +228,7 @@ int64_t store_event_insert_locked(struct store_tx *tx, int64_t site_id, const ch
                                   int64_t now) {
   struct store *st = store_tx_store(tx);
   /* id = the last one + 1 under the ordered-write row, as publication seqs: no gap after a
-     rolled-back transaction (events are never deleted) */
+     rolled-back transaction (pruning keeps the newest event) */
   static const char ins[] =
       "INSERT INTO events (id, site_id, site_name, type, title, data, created_at) "
       "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM events), ?, ?, ?, ?, ?, ?) RETURNING id";
@@ -277,6 +277,20 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
       return -1;
   es->pending = 1;
   return event_id;
+}
+
+int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only) {
+  static const char all[] =
+      "DELETE FROM events WHERE id IN (SELECT e.id FROM events e WHERE e.created_at < ? AND "
+      "e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE "
+      "d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT ?)";
+  static const char tests[] =
+      "DELETE FROM events WHERE id IN (SELECT e.id FROM events e WHERE e.type = 'webhook.test' "
+      "AND e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 "
+      "FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at "
+      "LIMIT ?)";
+  return store_prune_batches(st, tests_only ? tests : all, before_ms, STORE_EVENTS_PRUNE_BATCH,
+                             "pruning events");
 }
 
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,

@@ -31,6 +31,16 @@ int store_event_log_locked(struct store_tx *tx, enum log_level level, const char
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
                         const char *title, const char *data_json);
 
+/* Events deleted per prune transaction. */
+#define STORE_EVENTS_PRUNE_BATCH 1000
+
+/* Delete the events created before before_ms (their finished outbox rows go with them), oldest
+   first, in transactions of STORE_EVENTS_PRUNE_BATCH; never the newest event (ids are the last
+   + 1 and must keep growing under the readers' `after` cursors) nor one with a pending delivery.
+   tests_only: the test events (webhook.test) alone, which go with their deliveries. Rows deleted
+   or -1. An engine write. */
+int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only);
+
 /* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd
  * (caller frees with store_events_free). */
 enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,

@@ -277,6 +277,8 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
   static const char pending[] = "SELECT COUNT(*) FROM deliveries d JOIN events e ON e.id = "
                                 "d.event_id WHERE d.webhook_id = ? AND d.state = 'pending' "
                                 "AND e.type = 'webhook.test'";
+  static const char recent[] =
+      "SELECT COUNT(*) FROM events WHERE type = 'webhook.test' AND created_at > ?";
   struct db_stmt *s;
   int64_t now = clock_wall_ms(), event_id;
   int step;
@@ -306,6 +308,18 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
               db_errmsg(st->w));
     return STORE_ERROR;
   }
+  /* and a bounded rate in all: each test is an event, kept for a week */
+  s = db_prep(st->w, recent);
+  if (!s) return STORE_ERROR;
+  db_bind_i64(s, 1, now - 60000);
+  step = db_step(s);
+  if (step == DB_ROW) *delivery_id = db_col_i64(s, 0);
+  db_reset(s);
+  if (step != DB_ROW) {
+    log_error("counting recent tests: %s", db_errmsg(st->w));
+    return STORE_ERROR;
+  }
+  if (*delivery_id >= STORE_TESTS_PER_MINUTE) return STORE_LIMIT;
   event_id =
       store_event_insert_locked(tx, site_id, site_name, "webhook.test", title, data_json, now);
   if (event_id < 0 || store_delivery_queue_locked(tx, webhook_id, event_id, site_id, now) < 0)

@@ -118,9 +118,14 @@ enum store_rc store_delivery_get_locked(struct store_tx *tx, int64_t id, struct 
 /* The most test deliveries of one webhook or channel waiting at once. */
 #define STORE_TESTS_PENDING_MAX 100
 
+/* The most tests of all webhooks and channels together in one minute: with test events kept as
+   long as their deliveries, at most 120 × 1,440 × 7 test events are stored at once. */
+#define STORE_TESTS_PER_MINUTE 120
+
 /* Add a webhook.test event (site_id 0 / site_name NULL = none) queued for webhook_id only;
  * *delivery_id set. Wakes the event hook. STORE_CONFLICT, nothing added, when
- * STORE_TESTS_PENDING_MAX test deliveries of that webhook are still pending. */
+ * STORE_TESTS_PENDING_MAX test deliveries of that webhook are still pending; STORE_LIMIT when
+ * STORE_TESTS_PER_MINUTE tests were added in the last minute. */
 enum store_rc store_webhook_test(struct store *st, int64_t webhook_id, int64_t site_id,
                                  const char *site_name, const char *title, const char *data_json,
                                  int64_t *delivery_id);

@@ -572,6 +572,16 @@ def test_audit_retention(tmp):
     assert sum(r["summary"] == "old" for r in rows) == 1
     status, body, _ = c.api("GET", "/healthz", token=None)
     assert status == 200
+    # every row old: the newest stays, so ids go on from it (SQLite numbers from the highest)
+    c.stop()
+    top = harness.db_query(c, "SELECT MAX(id) FROM audit")[0][0]
+    harness.db_query(c, "UPDATE audit SET at = %d" % (now - 40 * 86400000))
+    c.start()
+    wait_until(lambda: harness.db_query(c, "SELECT id FROM audit") == [(top,)], timeout=30,
+               what="every audit row but the newest pruned")
+    status, _, _ = c.api("POST", "/v1/nodes", {"name": "edge-after"})
+    assert status == 201
+    assert audit(c)[-1]["id"] == top + 1, audit(c)
     c.stop()
     # a bad value is refused at start
     bad = Controld(tmp, extra_args=["--audit-retention-days", "0"], name="bad")

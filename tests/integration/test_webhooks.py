@@ -291,6 +291,56 @@ def test_pending_tests_are_bounded(tmp):
     assert status == 202, (status, j)
     st, events, _ = c.api("GET", "/v1/notifications?limit=1000")
     assert st == 200 and len(events["events"]) == 101, len(events["events"])
+    # and 120 tests a minute in all: each is an event, kept for a week
+    for i in range(19):
+        status, j, _ = c.api("POST", "/v1/webhooks/%d/test" % other)
+        assert status == 202, (i, status, j)
+    status, j, _ = c.api("POST", "/v1/webhooks/%d/test" % other)
+    assert status == 409 and j["error"]["code"] == "too_many_tests", (status, j)
+    st, events, _ = c.api("GET", "/v1/notifications?limit=1000")
+    assert st == 200 and len(events["events"]) == 120, len(events["events"])
+
+
+def test_old_events_are_pruned(tmp):
+    """Events older than --event-retention-days go (hourly, and when the engine starts), test
+    events a week after their delivery, oldest first; the newest stays, so event ids keep
+    growing (they are the last + 1), and one with a delivery still pending stays too."""
+    c = start(tmp, ["--event-retention-days", "2"])
+    status, s, _ = c.api("POST", "/v1/sites", {
+        "name": "sw", "hostnames": ["sw.example.com"], "health_check": {"enabled": False},
+        "origins": [{"level": 1, "address": "127.0.0.1", "port": 9, "scheme": "http"},
+                    {"level": 2, "address": "127.0.0.1", "port": 10, "scheme": "http"}]})
+    assert status == 201, s
+    sid = s["id"]
+    hook = mk_hook(c, "http://127.0.0.1:9/down", events=["site.recovered"])  # tests alone
+    for _ in range(3):
+        send_test(c, hook)
+
+    def switch(level):
+        status, j, _ = c.api("POST", "/v1/sites/%d/switch" % sid, {"level": level})
+        assert status == 200, (status, j)
+    for level in (2, 1, 2):
+        switch(level)
+    st, events, _ = c.api("GET", "/v1/notifications?limit=1000")
+    ids = [e["id"] for e in events["events"]]
+    assert len(ids) == 6, events
+    day = 86400000
+    # three days old: the tests (one still pending) and every other event but the newest
+    harness.db_query(c, "UPDATE events SET created_at = created_at - %d" % (3 * day))
+    harness.db_query(c, "UPDATE deliveries SET state = 'delivered' WHERE id <> (SELECT MIN(id) "
+                        "FROM deliveries)")
+    newest = max(ids)
+    c.restart()
+
+    def left():
+        st, ev, _ = c.api("GET", "/v1/notifications?limit=1000")
+        return sorted(e["id"] for e in ev["events"])
+    pending = harness.db_query(c, "SELECT event_id FROM deliveries WHERE state = 'pending'")
+    wait_until(lambda: left() == sorted({pending[0][0], newest}), 15, "the old events pruned")
+    switch(1)
+    st, ev, _ = c.api("GET", "/v1/notifications?limit=1000")
+    assert max(e["id"] for e in ev["events"]) > newest, ev
+    c.stop()
 
 
 class RawReceiver:

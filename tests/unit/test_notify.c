@@ -12,11 +12,13 @@
 #include <cmocka.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "notify.h"
 #include "store.h"
 #include "store_core.h"
+#include "store_events.h"
 #include "store_notify.h"
 
 /* ---- pure logic ---- */
@@ -413,6 +415,64 @@ static void test_webhook_test_event(void **state) {
                    STORE_NOT_FOUND);
 }
 
+/* Events go by age (store_event_prune): the oldest first, with their finished outbox rows; never
+   one whose delivery is pending, nor the newest (ids are the last + 1: they keep growing). Test
+   events alone go with their deliveries. */
+static void test_event_prune(void **state) {
+  struct fx *f = *state;
+  char types[256];
+  struct delivery_rec *arr = NULL;
+  struct event_rec *ev = NULL;
+  int n = 0;
+  int64_t hook = add_hook(f->st, "http://127.0.0.1:9/p", NULL), did = 0, e1, e2, e4, e5, e6;
+  clock_set_fake_ms(1000);
+  e1 = store_event_add(f->st, 1, "a", "level.switched", "old, delivered", "{}");
+  e2 = store_event_add(f->st, 1, "a", "site.recovered", "old, pending", "{}");
+  clock_set_fake_ms(2000);
+  assert_int_equal(store_webhook_test(f->st, hook, 0, NULL, "Webhook test", "{}", &did), STORE_OK);
+  clock_set_fake_ms(3000);
+  e4 = store_event_add(f->st, 2, "b", "level.switched", "old, the newest", "{}");
+  clock_set_fake_ms(-1);
+  assert_true(e1 > 0 && e2 > e1 && e4 > e2);
+  assert_int_equal(store_delivery_list(f->st, hook, 0, 100, &arr, &n), STORE_OK);
+  assert_int_equal(n, 4);
+  for (int i = 0; i < n; i++)
+    if (arr[i].event_id != e2) record(f->st, arr[i].id, DELIVERY_DELIVERED, 200, 0);
+  free(arr);
+  assert_int_equal(store_event_prune(f->st, 500, 0), 0); /* nothing that old */
+  assert_int_equal(store_event_prune(f->st, 10000, 1), 1); /* the test event */
+  assert_int_equal(store_event_prune(f->st, 10000, 0), 1); /* e1: e2 is pending, e4 the newest */
+  assert_int_equal(store_event_list(f->st, 0, 0, 100, &ev, &n), STORE_OK);
+  assert_int_equal(n, 2);
+  assert_true(ev[0].id == e2 && ev[1].id == e4);
+  store_events_free(ev, n);
+  assert_int_equal(deliveries_of(f->st, hook, types, sizeof types), 2); /* e1's went with it */
+  assert_string_equal(types, "site.recovered,level.switched");
+  /* a newer event: e4 is old like the others now, and the ids go on growing */
+  e5 = store_event_add(f->st, 2, "b", "site.recovered", "new", "{}");
+  assert_true(e5 > e4);
+  assert_int_equal(store_event_prune(f->st, 10000, 0), 1);
+  e6 = store_event_add(f->st, 2, "b", "site.recovered", "newer", "{}");
+  assert_true(e6 == e5 + 1);
+}
+
+/* Tests of all webhooks and channels: at most STORE_TESTS_PER_MINUTE in a minute. */
+static void test_tests_per_minute(void **state) {
+  struct fx *f = *state;
+  int64_t a = add_hook(f->st, "http://127.0.0.1:9/a", NULL);
+  int64_t b = add_hook(f->st, "http://127.0.0.1:9/b", NULL), did = 0;
+  clock_set_fake_ms(1800000000000LL);
+  for (int i = 0; i < STORE_TESTS_PER_MINUTE; i++)
+    assert_int_equal(store_webhook_test(f->st, i % 2 ? a : b, 0, NULL, "t", "{}", &did),
+                     STORE_OK);
+  assert_int_equal(store_webhook_test(f->st, a, 0, NULL, "t", "{}", &did), STORE_LIMIT);
+  clock_set_fake_ms(1800000000000LL + 59999);
+  assert_int_equal(store_webhook_test(f->st, b, 0, NULL, "t", "{}", &did), STORE_LIMIT);
+  clock_set_fake_ms(1800000000000LL + 60000); /* the first minute's tests are past */
+  assert_int_equal(store_webhook_test(f->st, b, 0, NULL, "t", "{}", &did), STORE_OK);
+  clock_set_fake_ms(-1);
+}
+
 static void test_webhook_crud_and_limit(void **state) {
   struct fx *f = *state;
   struct webhook_rec w, *arr = NULL;
@@ -452,6 +512,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_queue_heads_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_webhook_test_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_webhook_crud_and_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_event_prune, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tests_per_minute, setup, teardown),
   };
   log_init("test_notify", LOG_TEXT, LOG_WARN);
   return cmocka_run_group_tests(tests, NULL, NULL);
