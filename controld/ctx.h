@@ -63,6 +63,7 @@ struct ctx {
   struct hub *hub;                 /* node config long-polls and presence (hub.h) */
   struct task_board *tasks;        /* probe tasks handed to nodes, votes back (tasks.h) */
   struct notify *notify;           /* webhook delivery worker (notify.h) */
+  struct retain *retain;           /* the engine's pruning by age (retain.h) */
   struct prober *prober;           /* the probe round thread (prober.h) */
   struct sitemetrics *sitemetrics; /* fleet and per-site gauges of GET /metrics (sitemetrics.h) */
   struct coord *coord;             /* the engine role and other replicas' notifications (coord.h) */

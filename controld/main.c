@@ -24,12 +24,14 @@
 #include "opts.h"
 #include "prober.h"
 #include "rcache.h"
+#include "retain.h"
 #include "sdlisten.h"
 #include "signals.h"
 #include "sitemetrics.h"
 #include "store.h"
 #include "store_audit.h"
 #include "store_drills.h"
+#include "store_events.h"
 #include "store_export.h"
 #include "store_incidents.h"
 #include "store_pub.h"
@@ -283,7 +285,6 @@ static void notify_policy_from(const struct cd_config *c, struct notify_policy *
   np->retry_min_ms = c->webhook_retry_ms;
   np->retry_max_ms = c->webhook_retry_max_ms;
   np->give_up_ms = c->webhook_give_up_ms;
-  np->event_keep_ms = c->event_retention_days * 86400000LL;
   np->timeout_ms = c->webhook_timeout_ms;
   snprintf(np->public_url, sizeof np->public_url, "%s", c->public_url);
 }
@@ -387,23 +388,22 @@ static int enrol_admin_token(struct ctx *ctx) {
                                    : store_admin_token_set(ctx->store, hash);
 }
 
-/* What is kept for a retention goes after it (at start, and in cluster mode when the lease is
-   gained: pruning is the engine's): the audit log, resolved incidents and finished drills, each
-   with its option's days. */
-static void prune_retained(struct ctx *ctx) {
-  const struct {
-    int64_t days;
-    int64_t (*prune)(struct store *st, int64_t before_ms);
-    const char *what;
-  } kept[] = {
-      {ctx->cfg.audit_retention_days, store_audit_prune, "the audit log"},
-      {ctx->cfg.incident_retention_days, store_incident_prune, "incidents"},
-      {ctx->cfg.drill_retention_days, store_drill_prune, "drills"},
+/* What is kept for a time, each with its option's days (docs/design.md#what-is-kept-and-for-how-long):
+   pruned by the engine when it gains the role and then hourly. Publications back the incidents'
+   and drills' propagation figures and the events' story: they are kept as long as the longest
+   of the three. */
+static struct retain *retain_setup(const struct cd_config *c, struct store *st) {
+  int64_t pub_days = c->event_retention_days;
+  if (c->incident_retention_days > pub_days) pub_days = c->incident_retention_days;
+  if (c->drill_retention_days > pub_days) pub_days = c->drill_retention_days;
+  const struct retain_job jobs[] = {
+      {c->audit_retention_days * 86400000LL, store_audit_prune, "audit records"},
+      {c->incident_retention_days * 86400000LL, store_incident_prune, "resolved incidents"},
+      {c->drill_retention_days * 86400000LL, store_drill_prune, "finished drills"},
+      {c->event_retention_days * 86400000LL, store_event_prune_all, "events"},
+      {pub_days * 86400000LL, store_pub_prune, "publications"},
   };
-  int64_t now = clock_wall_ms();
-  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-    if (kept[i].prune(ctx->store, now - kept[i].days * 86400000LL) < 0)
-      log_warn("could not prune %s", kept[i].what);
+  return retain_new(st, jobs, (int)(sizeof jobs / sizeof jobs[0]));
 }
 
 static void revoke_node_polls(void *hub, int64_t node_id);
@@ -416,12 +416,13 @@ static void on_role(void *arg, int engine, int64_t epoch) {
   if (!engine) {
     prober_stop(ctx->prober); /* cancels a round in flight */
     notify_set_active(ctx->notify, 0);
+    retain_set_active(ctx->retain, 0);
     return;
   }
   /* a site left on a level with no enabled origin is switched first, then the work starts */
   if (engine_reevaluate_all(ctx->engine) < 0)
     log_warn("engine epoch %lld: some sites could not be re-evaluated", (long long)epoch);
-  prune_retained(ctx);
+  retain_set_active(ctx->retain, 1);
   notify_set_active(ctx->notify, 1);
   /* rounds a former engine left open take no more votes (docs/design.md#probe-tasks-and-votes),
    * then rounds start */
@@ -614,6 +615,7 @@ int main(int argc, char **argv) {
     if (!ctx.notify) goto out;
     store_set_event_hook(ctx.store, notify_wake, ctx.notify);
   }
+  if (!(ctx.retain = retain_setup(&ctx.cfg, ctx.store))) goto out;
   engine.store = ctx.store;
   engine.metrics = ctx.metrics;
   engine.probe_interval_ms = ctx.cfg.probe_interval_ms;
@@ -698,6 +700,7 @@ out:
   /* last writer of events gone: the delivery worker stops (in-flight attempts bounded) */
   if (ctx.store) store_set_event_hook(ctx.store, NULL, NULL);
   notify_free(&ctx.notify);
+  retain_free(&ctx.retain);
   store_close(&ctx.store);
   rcache_free(&ctx.site_cache);
   sitemetrics_free(&ctx.sitemetrics);

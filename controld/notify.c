@@ -563,10 +563,8 @@ static void *worker(void *arg) {
     }
     if (clock_mono_ms() >= next_prune) { /* finished outbox rows are history: keep keep_ms of it */
       store_delivery_prune(n->st, now - n->p.keep_ms);
-      /* test events go with their deliveries, the others after their own retention */
-      if (store_event_prune(n->st, now - n->p.keep_ms, 1) < 0 ||
-          (n->p.event_keep_ms > 0 && store_event_prune(n->st, now - n->p.event_keep_ms, 0) < 0))
-        log_warn("could not prune events");
+      /* test events go with their deliveries (the others by retain.h, after their retention) */
+      if (store_event_prune(n->st, now - n->p.keep_ms, 1) < 0) log_warn("could not prune events");
       next_prune = clock_mono_ms() + PRUNE_EVERY_MS;
     }
     if (atomic_exchange(&n->wake, 0)) rescan = 1;

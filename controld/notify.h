@@ -33,7 +33,6 @@ struct notify_policy {
   int64_t shutdown_grace_ms; /* how long attempts in flight may finish at shutdown */
   int64_t keep_ms; /* delivered and failed outbox rows are removed this long after their event,
                       and test events with them */
-  int64_t event_keep_ms; /* events are removed this long after they happened (0 = kept) */
   const struct targets *deny; /* addresses never connected to, also after DNS; NULL = none */
   char public_url[512];       /* --public-url: links in Slack, PagerDuty and email ("" = none) */
   int start_inactive;         /* notify_new only: start with delivery off (cluster mode: until this

@@ -27,10 +27,19 @@ void store_audit_set_retention(struct store *st, int64_t keep_ms) {
   as->keep_ms = keep_ms;
 }
 
-/* The oldest rows before a time, the newest row kept: SQLite gives a new row the highest id + 1,
-   so an emptied log would number from 1 again under a reader's `after` cursor. */
-static const char prune_sql[] = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? "
-                                "AND id < (SELECT MAX(id) FROM audit) ORDER BY id LIMIT ?)";
+/* Rows older than before_ms go, but the newest: SQLite gives a new row the highest id + 1, so an
+   emptied log would number from 1 again under a reader's `after` cursor. */
+#define PRUNE_OLD "at < ? AND id < (SELECT MAX(id) FROM audit)"
+
+/* Delete up to STORE_AUDIT_PRUNE_BATCH rows older than before_ms on the writer; count or -1. */
+static int64_t prune_batch_locked(struct store_tx *tx, int64_t before_ms) {
+  struct store *st = store_tx_store(tx);
+  static const char q[] = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE " PRUNE_OLD
+                          " ORDER BY id LIMIT ?)";
+  if (store_exec(st->w, "pruning the audit log", q, "Ii", before_ms, STORE_AUDIT_PRUNE_BATCH) < 0)
+    return -1;
+  return db_changes(st->w);
+}
 
 int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64_t now) {
   struct store *st = store_tx_store(tx);
@@ -60,8 +69,7 @@ int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64
   if (store_defer(st->w, s, "appending to the audit log") < 0) return -1;
   /* the writer lock is held: next_prune needs no other guard */
   if (as->keep_ms > 0 && now >= as->next_prune) {
-    int64_t n = store_prune_batch_locked(tx, prune_sql, now - as->keep_ms,
-                                         STORE_AUDIT_PRUNE_BATCH, "pruning the audit log");
+    int64_t n = prune_batch_locked(tx, now - as->keep_ms);
     if (n < 0) return -1;
     /* a full batch means more are due: the next write goes on with them */
     as->next_prune = n == STORE_AUDIT_PRUNE_BATCH ? now : now + STORE_AUDIT_PRUNE_EVERY_MS;
@@ -70,8 +78,10 @@ int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64
 }
 
 int64_t store_audit_prune(struct store *st, int64_t before_ms) {
-  return store_prune_batches(st, prune_sql, before_ms, STORE_AUDIT_PRUNE_BATCH,
-                             "pruning the audit log");
+  static const char pick[] = "SELECT id FROM audit WHERE " PRUNE_OLD " ORDER BY id LIMIT 1000";
+  static const char *const del[] = {"DELETE FROM audit WHERE id = ?"};
+  return store_prune_ids(st, pick, del, 1, STORE_AUDIT_PRUNE_BATCH, before_ms,
+                         "pruning the audit log");
 }
 
 #define M(m) .offset = offsetof(struct audit_rec, m), .size = sizeof(((struct audit_rec *)0)->m)

@@ -172,18 +172,6 @@ int store_bindv(struct db_stmt *s, int idx, const char *types, va_list ap);
    reset it. 0, or -1 (logged with what). */
 int store_exec(struct db_conn *c, const char *what, const char *sql, const char *types, ...);
 
-/* Pruning by age. del is a static DELETE text that takes the age bound (wall ms) as parameter 1
-   and a batch size as parameter 2 (`… WHERE id IN (SELECT id … LIMIT ?)`), and keeps the row
-   with the highest id of tables whose next id is the last + 1, so ids keep growing. One batch
-   inside tx: the rows deleted, or -1 (logged with what). */
-int64_t store_prune_batch_locked(struct store_tx *tx, const char *del, int64_t before_ms,
-                                 int batch, const char *what);
-
-/* The same, batch after batch, each in an engine transaction (store_tx_begin_engine, ordered),
-   until one deletes fewer than batch rows: the rows deleted, or -1. */
-int64_t store_prune_batches(struct store *st, const char *del, int64_t before_ms, int batch,
-                            const char *what);
-
 /* Step s through its rows, calling row(arg, s) for each until it returns non-zero (which stops
    the walk, not an error). s is reset. 0, or -1 (logged with what) when a step fails. */
 int store_each(struct db_conn *c, struct db_stmt *s, const char *what,

@@ -279,18 +279,22 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
   return event_id;
 }
 
+/* Old, not the newest, no delivery pending (the finished ones go with the event: ON DELETE
+   CASCADE). */
+#define PRUNE_OLD                                                                                  \
+  "e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM "      \
+  "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT 1000"
+
 int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only) {
-  static const char all[] =
-      "DELETE FROM events WHERE id IN (SELECT e.id FROM events e WHERE e.created_at < ? AND "
-      "e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE "
-      "d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT ?)";
-  static const char tests[] =
-      "DELETE FROM events WHERE id IN (SELECT e.id FROM events e WHERE e.type = 'webhook.test' "
-      "AND e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 "
-      "FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at "
-      "LIMIT ?)";
-  return store_prune_batches(st, tests_only ? tests : all, before_ms, STORE_EVENTS_PRUNE_BATCH,
-                             "pruning events");
+  static const char all[] = "SELECT e.id FROM events e WHERE " PRUNE_OLD;
+  static const char tests[] = "SELECT e.id FROM events e WHERE e.type = 'webhook.test' AND " PRUNE_OLD;
+  static const char *const del[] = {"DELETE FROM events WHERE id = ?"};
+  return store_prune_ids(st, tests_only ? tests : all, del, 1, STORE_EVENTS_PRUNE_BATCH, before_ms,
+                         "pruning events");
+}
+
+int64_t store_event_prune_all(struct store *st, int64_t before_ms) {
+  return store_event_prune(st, before_ms, 0);
 }
 
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,

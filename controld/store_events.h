@@ -41,6 +41,9 @@ int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name
    or -1. An engine write. */
 int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only);
 
+/* store_event_prune of every kind (a retain.h job). */
+int64_t store_event_prune_all(struct store *st, int64_t before_ms);
+
 /* Events with id > after, oldest first, at most limit; site_id 0 = every site. *out malloc'd
  * (caller frees with store_events_free). */
 enum store_rc store_event_list(struct store *st, int64_t site_id, int64_t after, int limit,

@@ -29,7 +29,7 @@ int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reaso
       "UPDATE sites SET config_version = config_version + 1, updated_at = ? WHERE id = ?";
   /* seq = the last one + 1, not the identity: under the ordered-write row no one else numbers
      at the same time, and a rolled-back transaction leaves no gap (PostgreSQL's identity would;
-     SQLite's AUTOINCREMENT rolls back with it). Publications are never deleted. */
+     SQLite's AUTOINCREMENT rolls back with it). Pruning keeps each site's newest publication. */
   static const char ins[] =
       "INSERT INTO publications (seq, site_id, config_version, deleted, reason, created_at) "
       "VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), ?, "
@@ -67,6 +67,15 @@ int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reaso
   ps->pending = db_col_i64(s, 0);
   db_reset(s);
   return 0;
+}
+
+int64_t store_pub_prune(struct store *st, int64_t before_ms) {
+  static const char pick[] =
+      "SELECT p.seq FROM publications p WHERE p.created_at < ? AND p.seq < (SELECT MAX(q.seq) "
+      "FROM publications q WHERE q.site_id = p.site_id) ORDER BY p.created_at LIMIT 1000";
+  static const char *const del[] = {"DELETE FROM publications WHERE seq = ?"};
+  return store_prune_ids(st, pick, del, 1, STORE_PUB_PRUNE_BATCH, before_ms,
+                         "pruning publications");
 }
 
 /* The transaction's newest publication seq into ps->pending (reading the prefetched answer).

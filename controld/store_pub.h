@@ -24,6 +24,15 @@ int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reaso
 int64_t store_pub_pending_locked(struct store_tx *tx);
 void store_pub_pending_set_locked(struct store_tx *tx, int64_t seq);
 
+/* Publications deleted per prune transaction. */
+#define STORE_PUB_PRUNE_BATCH 1000
+
+/* Delete the publications recorded before before_ms, oldest first, in transactions of
+   STORE_PUB_PRUNE_BATCH, but each site's newest (what the site's nodes must have applied; the
+   newest of all among them, so seqs keep growing). A node holding a seq older than what is
+   left gets the full set. Rows deleted or -1. An engine write. */
+int64_t store_pub_prune(struct store *st, int64_t before_ms);
+
 /* Add the participant that reads the transaction's publication seq before COMMIT and runs the
    publication hook after it (store_open does it). 0 or -1. */
 int store_pub_attach(struct store *st);

@@ -335,30 +335,6 @@ int store_exec(struct db_conn *c, const char *what, const char *sql, const char 
   return store_step_done(c, s, what);
 }
 
-int64_t store_prune_batch_locked(struct store_tx *tx, const char *del, int64_t before_ms,
-                                 int batch, const char *what) {
-  struct store *st = store_tx_store(tx);
-  if (store_exec(st->w, what, del, "Ii", before_ms, batch) < 0) return -1;
-  return db_changes(st->w);
-}
-
-int64_t store_prune_batches(struct store *st, const char *del, int64_t before_ms, int batch,
-                            const char *what) {
-  int64_t total = 0, n;
-  do {
-    struct store_tx *tx = store_tx_begin_engine(st, 1);
-    if (!tx) return -1;
-    n = store_prune_batch_locked(tx, del, before_ms, batch, what);
-    if (n < 0) {
-      store_tx_rollback(tx);
-      return -1;
-    }
-    if (store_tx_commit(tx) < 0) return -1;
-    total += n;
-  } while (n == batch);
-  return total;
-}
-
 int store_each(struct db_conn *c, struct db_stmt *s, const char *what,
                int (*row)(void *arg, struct db_stmt *s), void *arg) {
   int rc;

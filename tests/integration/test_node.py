@@ -353,6 +353,46 @@ def test_forgotten_observations_come_back(tmp):
     c.stop()
 
 
+def test_old_publications_are_pruned(tmp):
+    """Publications older than their retention go when the engine starts (and hourly), but each
+    site's newest: what its nodes must hold. A node in step keeps getting deltas, a delta from
+    before the pruned ones still names every site changed since, and seqs go on from the
+    newest."""
+    c = Controld(tmp, extra_args=["--probe-interval-ms", "3600000", "--event-retention-days", "1",
+                                  "--incident-retention-days", "1",
+                                  "--drill-retention-days", "1"]).start()
+    o = Origin("a", tmpdir=tmp).start()
+    a = plain_site(c, "a", "a.example.com", o)
+    b = plain_site(c, "b", "b.example.com", o)
+    for i in range(3):
+        st, j, _ = c.api("PATCH", "/v1/sites/%d" % a["id"],
+                         {"hostnames": ["a.example.com", "a%d.example.com" % i]})
+        assert st == 200, j
+    pubs = harness.db_query(c, "SELECT seq, site_id FROM publications ORDER BY seq")
+    newest = {sid: seq for seq, sid in pubs}
+    assert len(pubs) == 5 and len(newest) == 2, pubs
+    harness.db_query(c, "UPDATE publications SET created_at = created_at - %d" % (2 * 86400000))
+    c.restart()
+    wait_until(lambda: harness.db_query(c, "SELECT seq FROM publications ORDER BY seq")
+               == [(s,) for s in sorted(newest.values())], 15, "the replaced publications pruned")
+    top = max(newest.values())
+    _, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp, name="edge", extra_args=NODE_ARGS).start()
+    wait_until(lambda: node_status(n).get("seq") == top, 30, "the node in step")
+    st, j, _ = c.api("PATCH", "/v1/sites/%d" % b["id"],
+                     {"hostnames": ["b.example.com", "b2.example.com"]})
+    assert st == 200, j
+    wait_until(lambda: node_status(n).get("seq") == top + 1, 30, "the next seq on the node")
+    # a poll from before the pruned ones: both sites changed since
+    st, body, _ = harness.http_call(harness.HOST, c.port, "GET", "/v1/node/config?since=1&wait_ms=0",
+                                    headers={"Authorization": "Bearer " + tok})
+    assert st == 200, body
+    assert body["seq"] == top + 1 and sorted(s["id"] for s in body["sites"]) == sorted(
+        [a["id"], b["id"]]), body
+    n.stop()
+    c.stop()
+
+
 def test_cli():
     binary = os.path.join(harness.BUILD, "noded", "noded")
     r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
