@@ -23,6 +23,27 @@ int64_t clock_wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void clock_mono_timespec(struct timespec *ts, int64_t ms_from_now) {
+  if (ms_from_now < 0) ms_from_now = 0;
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms_from_now / 1000);
+  ts->tv_nsec += (long)(ms_from_now % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+int clock_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc) return rc;
+  rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (!rc) rc = pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
+}
+
 void clock_format_iso(int64_t wall_ms, char *out, unsigned cap) {
   time_t s = (time_t)(wall_ms / 1000);
   struct tm tm;

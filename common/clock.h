@@ -2,7 +2,9 @@
 #ifndef CDNCA_CLOCK_H
 #define CDNCA_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Monotonic milliseconds (for timeouts and intervals). */
 int64_t clock_mono_ms(void);
@@ -17,6 +19,14 @@ void clock_format_iso(int64_t wall_ms, char *out, unsigned cap);
    "+HH:MM"/"-HH:MM" offset; 'T' and 'Z' in either case) into wall ms since the epoch (years
    1970-9999). 0, or -1 for anything else (out untouched). Pure. */
 int clock_parse_iso(const char *s, int64_t *wall_ms);
+
+/* The real CLOCK_MONOTONIC time ms_from_now ms from now (< 0: now) into *ts, for
+   pthread_cond_timedwait on a condition variable made by clock_cond_init. */
+void clock_mono_timespec(struct timespec *ts, int64_t ms_from_now);
+
+/* Initialise *cv so that its timed waits read CLOCK_MONOTONIC: a step of the wall clock neither
+   hurries nor holds a wait. 0 or an error number. */
+int clock_cond_init(pthread_cond_t *cv);
 
 /* Test hook: when set to a value >= 0, clock_wall_ms returns it (and clock_mono_ms too). -1
  * restores real time. */

@@ -211,17 +211,11 @@ static void *hub_thread(void *arg) {
     }
     for (struct waiter *w = h->head; w; w = w->next)
       if (w->deadline < wake) wake = w->deadline;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     {
       int64_t d = wake - now;
       if (d < 1) d = 1;
       if (d > HUB_FLUSH_MS) d = HUB_FLUSH_MS;
-      ts.tv_sec += (time_t)(d / 1000);
-      ts.tv_nsec += (long)(d % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
+      clock_mono_timespec(&ts, d);
     }
     pthread_cond_timedwait(&h->cv, &h->mu, &ts);
   }
@@ -235,7 +229,6 @@ void hub_set_deny_targets(struct hub *h, const char *list) {
 
 struct hub *hub_new(struct store *st) {
   struct hub *h = calloc(1, sizeof *h);
-  pthread_condattr_t ca;
   int64_t seq;
   if (!h) return NULL;
   h->st = st;
@@ -243,10 +236,7 @@ struct hub *hub_new(struct store *st) {
   h->seq = h->woken = seq > 0 ? seq : 0;
   h->pub = publish_new(st);
   pthread_mutex_init(&h->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&h->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&h->cv);
   if (!h->pub || pthread_create(&h->thr, NULL, hub_thread, h) != 0) {
     log_error("cannot start the node hub");
     hub_free(&h);

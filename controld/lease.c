@@ -238,7 +238,6 @@ static void *run(void *arg) {
 
 struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int eligible) {
   struct lease *l = calloc(1, sizeof *l);
-  pthread_condattr_t ca;
   uint32_t inst = 0;
   if (!l) return NULL;
   if (getrandom(&inst, sizeof inst, 0) != (ssize_t)sizeof inst)
@@ -254,10 +253,7 @@ struct lease *lease_new(struct store *st, const char *name, int64_t ttl_ms, int 
   lease_policy_init(&l->p, ttl_ms);
   lease_state_init(&l->s, clock_mono_ms());
   pthread_mutex_init(&l->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&l->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&l->cv);
   pthread_cond_init(&l->rcv, NULL);
   atomic_init(&l->engine, 0);
   atomic_init(&l->epoch, 0);

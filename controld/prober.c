@@ -696,16 +696,6 @@ out:
 
 /* ---- the thread ---- */
 
-static void timespec_at_mono(struct timespec *ts, int64_t ms_from_now) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += (time_t)(ms_from_now / 1000);
-  ts->tv_nsec += (long)(ms_from_now % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
 static int64_t mono_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -760,7 +750,7 @@ static void *run(void *arg) {
     if (!prober_round_due(now, next_round, not_before, own, due, wall)) {
       struct timespec ts;
       wake = prober_next_wake(now, next_round, not_before, own, due, wall, PROBER_RECHECK_MS);
-      timespec_at_mono(&ts, wake - now);
+      clock_mono_timespec(&ts, wake - now);
       pthread_cond_timedwait(&p->cv, &p->mu, &ts);
       continue;
     }
@@ -781,14 +771,10 @@ static void *run(void *arg) {
 struct prober *prober_new(const struct prober_env *env) {
   struct prober *p = calloc(1, sizeof *p);
   struct probe_opts po;
-  pthread_condattr_t ca;
   if (!p) return NULL;
   p->env = *env;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&p->cv);
   memset(&po, 0, sizeof po);
   po.user_agent = PROBE_UA_CONTROL;
   po.ca_file = env->probe_ca_file && env->probe_ca_file[0] ? env->probe_ca_file : NULL;

@@ -43,13 +43,7 @@ static void *loop(void *arg) {
     }
     if (now < r->next_ms) {
       struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_sec += (time_t)((r->next_ms - now) / 1000);
-      ts.tv_nsec += (long)((r->next_ms - now) % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
+      clock_mono_timespec(&ts, r->next_ms - now);
       pthread_cond_timedwait(&r->cv, &r->mu, &ts);
       continue;
     }
@@ -65,16 +59,12 @@ static void *loop(void *arg) {
 
 struct retain *retain_new(struct store *st, const struct retain_job *jobs, int n) {
   struct retain *r;
-  pthread_condattr_t ca;
   if (n < 0 || n > RETAIN_JOBS_MAX || !(r = calloc(1, sizeof *r))) return NULL;
   r->st = st;
   memcpy(r->jobs, jobs, (size_t)n * sizeof *jobs);
   r->n = n;
   pthread_mutex_init(&r->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&r->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&r->cv);
   if (pthread_create(&r->thr, NULL, loop, r) != 0) {
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);

@@ -24,15 +24,6 @@ struct twaiter {
   struct twaiter *prev, *next;
 };
 
-static void timespec_in(struct timespec *ts, int64_t ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += (time_t)(ms / 1000);
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
 
 static void waiter_unlink(struct task_board *b, struct twaiter *w) {
   if (w->prev)
@@ -197,7 +188,7 @@ static void *timer_thread(void *arg) {
       continue;
     }
     if (b->head && b->next_check < wake) wake = b->next_check;
-    timespec_in(&ts, wake - now > 0 ? wake - now : 1);
+    clock_mono_timespec(&ts, wake - now > 0 ? wake - now : 1);
     pthread_cond_timedwait(&b->timer_cv, &b->mu, &ts);
   }
   pthread_mutex_unlock(&b->mu);
@@ -206,15 +197,11 @@ static void *timer_thread(void *arg) {
 
 struct task_board *tasks_new(struct store *st) {
   struct task_board *b = st ? tasks_db_alloc(st) : tasks_mem_alloc();
-  pthread_condattr_t ca;
   if (!b) return NULL;
   pthread_mutex_init(&b->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&b->votes_cv, &ca);
-  pthread_cond_init(&b->timer_cv, &ca);
-  pthread_cond_init(&b->idle_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&b->votes_cv);
+  clock_cond_init(&b->timer_cv);
+  clock_cond_init(&b->idle_cv);
   b->next_check = next_recheck(b, clock_mono_ms());
   if (pthread_create(&b->thr, NULL, timer_thread, b) != 0) {
     log_error("cannot start the task board timer");
@@ -285,7 +272,7 @@ void tasks_round_wait(struct task_board *b, int64_t round_id, atomic_int *stop) 
     pthread_mutex_lock(&b->mu);
     if (left <= 0) break;
     if (b->votes_gen != seen) continue; /* votes came while the home was asked */
-    timespec_in(&ts, left < TASKS_TICK_MS ? left : TASKS_TICK_MS);
+    clock_mono_timespec(&ts, left < TASKS_TICK_MS ? left : TASKS_TICK_MS);
     pthread_cond_timedwait(&b->votes_cv, &b->mu, &ts);
   }
   pthread_mutex_unlock(&b->mu);
