@@ -299,8 +299,8 @@ static enum store_rc switch_answer(struct api_op *op) {
   enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (rc == STORE_OK) rc = status_card(op->r, op->r->params[0], op->tx, &card);
   if (rc == STORE_OK) {
-    req_set_etag(op->r, revision);
     req_json(op->r, 200, card);
+    req_set_etag(op->r, revision); /* after the body, which starts the reply afresh */
   }
   return rc;
 }

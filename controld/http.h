@@ -145,7 +145,9 @@ void req_static(struct req *r, unsigned status, const char *ctype, const void *d
 /* Set a prebuilt libmicrohttpd response as the reply (taken: released after sending). */
 void req_response(struct req *r, unsigned status, struct MHD_Response *resp);
 
-/* Set the reply's ETag header to "<revision>" (0 = none). */
+/* Set the reply's ETag header to "<revision>" (0 = none). After the body: setting a body
+   (req_json, req_raw, req_error …) starts the reply afresh, ETag included, so an error answered
+   after a tag was set never carries it. */
 void req_set_etag(struct req *r, int64_t revision);
 
 /* Add a reply header (name and value must be static strings); at most 4. */

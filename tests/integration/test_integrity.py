@@ -419,6 +419,16 @@ def test_etag_and_if_match(tmp):
     assert status == 412, e
     status, e, _ = c.api("DELETE", path, headers={"If-Match": 'W/' + h4.get("ETag")})
     assert status == 412, e  # weak tags never match
+    # a switch that moves the level moves the revision on, and its answer carries the new tag
+    status, card, h5 = c.api("POST", path + "/switch", {"level": 2},
+                             headers={"If-Match": h4.get("ETag")})
+    assert status == 200 and card["current_level"] == 2, card
+    _, j5, h6 = c.api("GET", path)
+    assert j5["revision"] == j2["revision"] + 2, j5
+    assert h5.get("ETag") == h6.get("ETag") == '"%d"' % j5["revision"], (h5.get("ETag"),
+                                                                         h6.get("ETag"))
+    status, _, _ = c.api("PATCH", path, {"failback": "manual"}, headers={"If-Match": h5.get("ETag")})
+    assert status == 200
     # "*" matches any existing site; without If-Match writes go through as before
     status, _, _ = c.api("PATCH", path, {"failback": "auto"}, headers={"If-Match": "*"})
     assert status == 200
