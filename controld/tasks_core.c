@@ -24,7 +24,6 @@ struct twaiter {
   struct twaiter *prev, *next;
 };
 
-
 static void waiter_unlink(struct task_board *b, struct twaiter *w) {
   if (w->prev)
     w->prev->next = w->next;

@@ -735,7 +735,8 @@ static void test_redact(void **state) {
                "host=db1 sslpassword=*** password=*** dbname=d");
   check_redact("postgresql://db1/d?sslpassword=k3y&sslmode=verify-full",
                "postgresql://db1/d?sslpassword=***&sslmode=verify-full");
-  check_redact("postgresql://db1/d?xpassword=1&password", "postgresql://db1/d?xpassword=1&password");
+  check_redact("postgresql://db1/d?xpassword=1&password",
+               "postgresql://db1/d?xpassword=1&password");
   check_redact("host=db1 options='-c password=x'", "host=db1 options='-c password=x'");
   check_redact("dbname=x junk", "dbname=x junk");
   char small[12];

@@ -10,7 +10,8 @@
 #include "node.h"
 
 /* an observation naming origin o of site s (the counters do not take part) */
-#define K(s, o) {.site_id = (s), .origin_id = (o), .requests = (s) * 100 + (o)}
+#define K(s, o)                                                                                    \
+  { .site_id = (s), .origin_id = (o), .requests = (s)*100 + (o) }
 
 static void test_first_repeat(void **state) {
   static const struct node_obs none[] = {K(1, 5), K(1, 3), K(2, 9), K(1, 1)};

@@ -242,17 +242,12 @@ static void test_heartbeat_pick(void **state) {
      restored from a backup has its row back), and holds as long again */
   assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000), 3);
   assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000 + 60000), 0);
-  assert_int_equal(
-      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000 + REFRESH - 1), 0);
-  assert_int_equal(
-      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 0, got, 1000 + REFRESH), 3);
-  assert_int_equal(
-      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + REFRESH), 3);
-  assert_int_equal(
-      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH - 1),
-      0);
-  assert_int_equal(
-      beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH), 3);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 1000 + REFRESH - 1), 0);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 0, got, 1000 + REFRESH), 3);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + REFRESH), 3);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH - 1),
+                   0);
+  assert_int_equal(beat_at(&m, obs_of(three, 3, NULL, NULL), all, 1, got, 2000 + 2 * REFRESH), 3);
   heartbeat_memo_fini(&m);
 }
 

@@ -53,7 +53,7 @@ static void test_runs_on_each_gain(void **state) {
   assert_true(last_before[1] >= t0 - 86400000 && last_before[1] <= clock_wall_ms() - 86400000);
   nanosleep(&ts, NULL);
   assert_int_equal(retain_runs(r), 1); /* the next run is an hour away */
-  retain_set_active(r, 1);              /* still the engine: no run of its own */
+  retain_set_active(r, 1);             /* still the engine: no run of its own */
   nanosleep(&ts, NULL);
   assert_int_equal(retain_runs(r), 1);
   retain_set_active(r, 0);
