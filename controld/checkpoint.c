@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "buf.h"
-#include "fields.h"
 #include "clock.h"
 #include "curlhead.h"
+#include "fields.h"
 #include "json.h"
 #include "log.h"
 #include "probe.h"
@@ -84,11 +84,19 @@ static const char *parse_vote(const cJSON *o, struct checkpoint_vote *v) {
       return "latency_ms must be a non-negative integer";
   }
   if (json_str(o, "error", 4096, &err) < 0) return "error must be a string or null";
-  if (err && !fields_text_valid(err, 0, 4096)) return "error must be text without control characters";
   copy_bounded(v->name, sizeof v->name, name);
   v->status = (int)status;
   v->latency_ms = (int)lat;
-  if (err) copy_bounded(v->error, sizeof v->error, err);
+  if (err) {
+    /* shown in the dashboard, the incident report and the log: an honest plugin may quote a
+       body with line breaks, so a control byte becomes '?' (the vote counts), and text still
+       not clean (a C1 control, bad UTF-8) is named instead */
+    copy_bounded(v->error, sizeof v->error, err);
+    for (char *p = v->error; *p; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    if (!fields_text_valid(v->error, 0, (int64_t)sizeof v->error - 1))
+      snprintf(v->error, sizeof v->error, "checkpoint error (not printable)");
+  }
   return NULL;
 }
 

@@ -388,10 +388,10 @@ static int enrol_admin_token(struct ctx *ctx) {
                                    : store_admin_token_set(ctx->store, hash);
 }
 
-/* What is kept for a time, each with its option's days (docs/design.md#what-is-kept-and-for-how-long):
-   pruned by the engine when it gains the role and then hourly. Publications back the incidents'
-   and drills' propagation figures and the events' story: they are kept as long as the longest
-   of the three. */
+/* What is kept for a time, each with its option's days
+   (docs/design.md#what-is-kept-and-for-how-long): pruned by the engine when it gains the role
+   and then hourly. Publications back the incidents' and drills' propagation figures and the
+   events' story: they are kept as long as the longest of the three. */
 static struct retain *retain_setup(const struct cd_config *c, struct store *st) {
   int64_t pub_days = c->event_retention_days;
   if (c->incident_retention_days > pub_days) pub_days = c->incident_retention_days;
@@ -682,6 +682,9 @@ int main(int argc, char **argv) {
   log_info("signal %d: shutting down", sig);
   ret = 0;
 out:
+  /* a prune in progress (retain, the delivery worker) ends after its batch: a first prune of a
+     large old database would otherwise hold the exit for minutes */
+  if (ctx.store) store_prune_stop(ctx.store);
   coord_stop(ctx.coord);    /* stops the engine work (role lost), then releases the lease row */
   prober_free(&ctx.prober); /* cancels a round in flight; before the task board and store go */
   /* suspended long-polls must be answered before the daemon stops */

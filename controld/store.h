@@ -36,6 +36,11 @@ struct store *store_open(const char *path);
    writable directory. 0 with msg saying what was found, or -1 with msg giving the error. */
 int store_check(const char *path, char *msg, size_t msglen);
 
+/* From now on no prune batch starts (store_prune_ids ends after the one it is in): at shutdown,
+   before the threads that prune are joined, so a first prune of a large old database does not
+   hold the exit (SQLite has no lease to fence it). Thread-safe. */
+void store_prune_stop(struct store *st);
+
 /* Close every connection and free; NULLs *st. */
 void store_close(struct store **st);
 

@@ -65,6 +65,7 @@ struct store {
                      sent ahead and not read yet: tx_gen_q) */
   struct db_stmt *tx_gen_q;   /* PostgreSQL: the ordered-write statement, prefetched */
   atomic_int db_down;         /* the last statement on the writer found the database unreachable */
+  atomic_int prune_stopped;   /* store_prune_stop: no prune batch starts any more */
   atomic_int storage_full;    /* the last write failed for lack of space (cleared by a write that
                                  commits) */
   _Atomic int64_t generation; /* bumped after every committed write */
@@ -252,7 +253,8 @@ enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, in
 /* Prune by retention: pick (one integer parameter, before_ms; it selects ids, at most batch of
    them, oldest first) names the rows to go, and each statement of del (one integer parameter,
    the id) deletes what is theirs, the last the row itself; batch ids an engine write transaction
-   until fewer are left. The count deleted, or -1 (logged with what). */
+   until fewer are left, or until store_prune_stop (store.h) was called. The count deleted, or
+   -1 (logged with what). */
 int64_t store_prune_ids(struct store *st, const char *pick, const char *const *del, size_t n_del,
                         int batch, int64_t before_ms, const char *what);
 

@@ -282,12 +282,13 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
 /* Old, not the newest, no delivery pending (the finished ones go with the event: ON DELETE
    CASCADE). */
 #define PRUNE_OLD                                                                                  \
-  "e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM "      \
+  "e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM "        \
   "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT 1000"
 
 int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only) {
   static const char all[] = "SELECT e.id FROM events e WHERE " PRUNE_OLD;
-  static const char tests[] = "SELECT e.id FROM events e WHERE e.type = 'webhook.test' AND " PRUNE_OLD;
+  static const char tests[] =
+      "SELECT e.id FROM events e WHERE e.type = 'webhook.test' AND " PRUNE_OLD;
   static const char *const del[] = {"DELETE FROM events WHERE id = ?"};
   return store_prune_ids(st, tests_only ? tests : all, del, 1, STORE_EVENTS_PRUNE_BATCH, before_ms,
                          "pruning events");

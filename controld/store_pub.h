@@ -29,8 +29,9 @@ void store_pub_pending_set_locked(struct store_tx *tx, int64_t seq);
 
 /* Delete the publications recorded before before_ms, oldest first, in transactions of
    STORE_PUB_PRUNE_BATCH, but each site's newest (what the site's nodes must have applied; the
-   newest of all among them, so seqs keep growing). A node holding a seq older than what is
-   left gets the full set. Rows deleted or -1. An engine write. */
+   newest of all among them, so seqs keep growing) and those recorded while an incident or a
+   drill of their site that is still kept was running (its propagation figures read them). Rows
+   deleted or -1. An engine write. */
 int64_t store_pub_prune(struct store *st, int64_t before_ms);
 
 /* Add the participant that reads the transaction's publication seq before COMMIT and runs the

@@ -444,6 +444,10 @@ int64_t store_prune_ids(struct store *st, const char *pick, const char *const *d
     }
     if (store_tx_commit(tx) < 0) return -1;
     total += n;
-    if (n < batch) return total;
+    if (n < batch || atomic_load(&st->prune_stopped)) return total;
   }
+}
+
+void store_prune_stop(struct store *st) {
+  atomic_store(&st->prune_stopped, 1);
 }

@@ -111,8 +111,7 @@ cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget, int64_t now)
     free(t);
     {
       const struct hb_seen *a = acked_of(m, id);
-      c[n].seen.send = skipped || !a || a->hash != c[n].seen.hash ||
-                       now - a->at >= m->refresh_ms;
+      c[n].seen.send = skipped || !a || a->hash != c[n].seen.hash || now - a->at >= m->refresh_ms;
     }
     n++;
   }
@@ -198,10 +197,9 @@ static void *hb_thread(void *arg) {
     char *body;
     int ok = 0;
     sync_get_info(hb->sync, &si);
-    body = heartbeat_body(
-        CDNCA_VERSION, si.seq,
-        heartbeat_pick(&memo, hb->obs ? hb->obs(hb->arg) : NULL, HEARTBEAT_OBS_BUDGET,
-                       clock_wall_ms()));
+    body = heartbeat_body(CDNCA_VERSION, si.seq,
+                          heartbeat_pick(&memo, hb->obs ? hb->obs(hb->arg) : NULL,
+                                         HEARTBEAT_OBS_BUDGET, clock_mono_ms()));
     if (body &&
         ctl_call(hb->ctl, h, "POST", "/v1/node/heartbeat", body, 10000, &r, err, sizeof err) == 0) {
       ok = r.status == 204;

@@ -44,14 +44,16 @@ char *heartbeat_body(const char *version, int64_t seq, cJSON *obs);
    reads a skip as current only while it is reported). Its counters are totals, so an origin
    left out loses nothing; one left out by the budget goes in a later beat, the next beat
    starting after the last origin sent. A fleet's thousands of idle origins (backup levels) cost
-   nothing, and a node with more changes than one body holds spreads them over several beats.
-   An acknowledgement holds for refresh_ms (HEARTBEAT_REFRESH_BEATS heartbeat intervals): then
-   the origin goes again, changed or not, so that a controld that forgot what it acknowledged
-   (its database restored from a backup) has every origin's row back within that time. */
+   a line each every HEARTBEAT_REFRESH_BEATS beats, and a node with more changes than one body
+   holds spreads them over several beats. An acknowledgement holds for refresh_ms
+   (HEARTBEAT_REFRESH_BEATS heartbeat intervals): then the origin goes again, changed or not, so
+   that a controld that forgot what it acknowledged (its database restored from a backup) has every
+   origin's row back within that time. */
 struct hb_seen {
   int64_t origin_id;
   uint64_t hash;
-  int64_t at; /* wall ms of the beat that sent it (acknowledged: when it was acknowledged) */
+  int64_t at; /* monotonic ms of the beat that sent it (a step of the wall clock must not hold
+                 a refresh off) */
   int send;   /* in the pending beat */
 };
 
@@ -67,7 +69,7 @@ struct hb_memo {
   int64_t refresh_ms; /* how long an acknowledgement holds (the owner sets it) */
 };
 
-/* Pure: from all current observations obs (taken), the array to send at wall ms now (within
+/* Pure: from all current observations obs (taken), the array to send at monotonic ms now (within
    budget bytes of text), noting the beat in m->pending. NULL only when out of memory (nothing
    noted). */
 cJSON *heartbeat_pick(struct hb_memo *m, cJSON *obs, size_t budget, int64_t now);

@@ -355,40 +355,49 @@ def test_forgotten_observations_come_back(tmp):
 
 def test_old_publications_are_pruned(tmp):
     """Publications older than their retention go when the engine starts (and hourly), but each
-    site's newest: what its nodes must hold. A node in step keeps getting deltas, a delta from
-    before the pruned ones still names every site changed since, and seqs go on from the
-    newest."""
+    site's newest (what its nodes must hold) and those an incident that is still kept covers
+    (its propagation figures read them). A node in step keeps getting deltas, a delta from
+    before the pruned ones still names every site changed since and only those, and seqs go on
+    from the newest."""
     c = Controld(tmp, extra_args=["--probe-interval-ms", "3600000", "--event-retention-days", "1",
                                   "--incident-retention-days", "1",
                                   "--drill-retention-days", "1"]).start()
     o = Origin("a", tmpdir=tmp).start()
-    a = plain_site(c, "a", "a.example.com", o)
-    b = plain_site(c, "b", "b.example.com", o)
+    a, b, s3, d = (plain_site(c, n, n + ".example.com", o) for n in ("a", "b", "c", "d"))
     for i in range(3):
         st, j, _ = c.api("PATCH", "/v1/sites/%d" % a["id"],
                          {"hostnames": ["a.example.com", "a%d.example.com" % i]})
         assert st == 200, j
+    st, _, _ = c.api("DELETE", "/v1/sites/%d" % d["id"])
+    assert st == 204
     pubs = harness.db_query(c, "SELECT seq, site_id FROM publications ORDER BY seq")
-    newest = {sid: seq for seq, sid in pubs}
-    assert len(pubs) == 5 and len(newest) == 2, pubs
-    harness.db_query(c, "UPDATE publications SET created_at = created_at - %d" % (2 * 86400000))
+    assert [s for s, _ in pubs] == list(range(1, 9)), pubs  # a b c d, a a a, d deleted
+    day = 86400000
+    harness.db_query(c, "UPDATE publications SET created_at = created_at - %d" % (2 * day))
+    # an incident of site a, resolved just now (kept), that began before a's second change
+    t5 = harness.db_query(c, "SELECT created_at FROM publications WHERE seq = 5")[0][0]
+    harness.db_query(c, "INSERT INTO incidents (site_id, site_name, state, trigger, opened_at, "
+                        "resolved_at, opened_level) VALUES (%d, 'a', 'resolved', 'manual', %d, "
+                        "%d, 1)" % (a["id"], t5 + 1, int(time.time() * 1000)))
     c.restart()
+    # gone: a's creation and first change (before the incident) and d's creation; a's second
+    # change stays (the incident covers it)
     wait_until(lambda: harness.db_query(c, "SELECT seq FROM publications ORDER BY seq")
-               == [(s,) for s in sorted(newest.values())], 15, "the replaced publications pruned")
-    top = max(newest.values())
+               == [(2,), (3,), (6,), (7,), (8,)], 15, "the replaced publications pruned")
     _, tok = enrol(c, "edge")
     n = Noded(c, tok, tmp, name="edge", extra_args=NODE_ARGS).start()
-    wait_until(lambda: node_status(n).get("seq") == top, 30, "the node in step")
+    wait_until(lambda: node_status(n).get("seq") == 8, 30, "the node in step")
     st, j, _ = c.api("PATCH", "/v1/sites/%d" % b["id"],
                      {"hostnames": ["b.example.com", "b2.example.com"]})
     assert st == 200, j
-    wait_until(lambda: node_status(n).get("seq") == top + 1, 30, "the next seq on the node")
-    # a poll from before the pruned ones: both sites changed since
-    st, body, _ = harness.http_call(harness.HOST, c.port, "GET", "/v1/node/config?since=1&wait_ms=0",
+    wait_until(lambda: node_status(n).get("seq") == 9, 30, "the next seq on the node")
+    # a delta from c's seq, across the pruned ones (4, 5): a and b changed, d deleted, c not
+    st, body, _ = harness.http_call(harness.HOST, c.port, "GET", "/v1/node/config?since=3&wait_ms=0",
                                     headers={"Authorization": "Bearer " + tok})
     assert st == 200, body
-    assert body["seq"] == top + 1 and sorted(s["id"] for s in body["sites"]) == sorted(
-        [a["id"], b["id"]]), body
+    assert body["seq"] == 9 and body["full"] is False, body
+    assert sorted(x["id"] for x in body["sites"]) == sorted([a["id"], b["id"]]), body
+    assert body["deleted"] == [d["id"]] and s3["id"] not in [x["id"] for x in body["sites"]], body
     n.stop()
     c.stop()
 

@@ -439,7 +439,7 @@ static void test_event_prune(void **state) {
   for (int i = 0; i < n; i++)
     if (arr[i].event_id != e2) record(f->st, arr[i].id, DELIVERY_DELIVERED, 200, 0);
   free(arr);
-  assert_int_equal(store_event_prune(f->st, 500, 0), 0); /* nothing that old */
+  assert_int_equal(store_event_prune(f->st, 500, 0), 0);   /* nothing that old */
   assert_int_equal(store_event_prune(f->st, 10000, 1), 1); /* the test event */
   assert_int_equal(store_event_prune(f->st, 10000, 0), 1); /* e1: e2 is pending, e4 the newest */
   assert_int_equal(store_event_list(f->st, 0, 0, 100, &ev, &n), STORE_OK);
@@ -456,6 +456,23 @@ static void test_event_prune(void **state) {
   assert_true(e6 == e5 + 1);
 }
 
+/* After store_prune_stop a prune ends with the batch it is in: shutdown is not held by a first
+   prune of a large old database. */
+static void test_prune_stops(void **state) {
+  struct fx *f = *state;
+  struct store_tx *tx;
+  clock_set_fake_ms(1000);
+  tx = store_tx_begin(f->st);
+  assert_non_null(tx);
+  for (int i = 0; i < 2 * STORE_EVENTS_PRUNE_BATCH + 500; i++)
+    assert_true(store_event_insert_locked(tx, 1, "a", "level.switched", "old", "{}", 1000) > 0);
+  assert_int_equal(store_tx_commit(tx), 0);
+  clock_set_fake_ms(-1);
+  store_prune_stop(f->st);
+  assert_int_equal(store_event_prune(f->st, 5000, 0), STORE_EVENTS_PRUNE_BATCH);
+  assert_int_equal(store_event_prune(f->st, 5000, 0), STORE_EVENTS_PRUNE_BATCH);
+}
+
 /* Tests of all webhooks and channels: at most STORE_TESTS_PER_MINUTE in a minute. */
 static void test_tests_per_minute(void **state) {
   struct fx *f = *state;
@@ -463,8 +480,7 @@ static void test_tests_per_minute(void **state) {
   int64_t b = add_hook(f->st, "http://127.0.0.1:9/b", NULL), did = 0;
   clock_set_fake_ms(1800000000000LL);
   for (int i = 0; i < STORE_TESTS_PER_MINUTE; i++)
-    assert_int_equal(store_webhook_test(f->st, i % 2 ? a : b, 0, NULL, "t", "{}", &did),
-                     STORE_OK);
+    assert_int_equal(store_webhook_test(f->st, i % 2 ? a : b, 0, NULL, "t", "{}", &did), STORE_OK);
   assert_int_equal(store_webhook_test(f->st, a, 0, NULL, "t", "{}", &did), STORE_LIMIT);
   clock_set_fake_ms(1800000000000LL + 59999);
   assert_int_equal(store_webhook_test(f->st, b, 0, NULL, "t", "{}", &did), STORE_LIMIT);
@@ -514,6 +530,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_webhook_crud_and_limit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_event_prune, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tests_per_minute, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prune_stops, setup, teardown),
   };
   log_init("test_notify", LOG_TEXT, LOG_WARN);
   return cmocka_run_group_tests(tests, NULL, NULL);
