@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "idmap.h"
 #include "json.h"
 #include "log.h"
 #include "nodewatch.h"
@@ -16,7 +17,8 @@
 
 #define HUB_FLUSH_MS 1000
 
-/* One held config poll. Owned by the hub: on the list while held, freed once answered. */
+/* One held config poll. Owned by the hub: on the list while held (the list in deadline order,
+   so the next to expire is the head), freed once answered. */
 struct waiter {
   int64_t node_id;
   int64_t since;
@@ -33,12 +35,13 @@ struct hub {
   pthread_cond_t cv;
   pthread_t thr;
   int thr_started;
-  int stop;      /* the thread must end */
-  int closed;    /* hub_shutdown ran: no more holding */
-  int64_t seq;   /* newest publication known */
-  int64_t woken; /* waiters behind this seq were answered */
-  struct waiter *head;
+  int stop;                   /* the thread must end */
+  int closed;                 /* hub_shutdown ran: no more holding */
+  int64_t seq;                /* newest publication known */
+  int64_t woken;              /* waiters behind this seq were answered */
+  struct waiter *head, *tail; /* by deadline, earliest first */
   int n_waiters;
+  struct idmap held;          /* node id -> its held poll (one per node) */
   int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
   int n_seen, cap_seen;
   struct incident_ask *applied; /* (node, seq, first time) not yet written: incident propagation */
@@ -60,9 +63,49 @@ static void list_unlink(struct hub *h, struct waiter *w) {
     w->prev->next = w->next;
   else
     h->head = w->next;
-  if (w->next) w->next->prev = w->prev;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    h->tail = w->prev;
   w->prev = w->next = NULL;
   h->n_waiters--;
+  if (idmap_get(&h->held, w->node_id) == w) idmap_del(&h->held, w->node_id);
+}
+
+/* Put w on the list in deadline order, from the tail (a poll's wait is mostly the same as the
+   one before: it goes last). 1 when it is the new head (the earliest deadline). */
+static int list_insert(struct hub *h, struct waiter *w) {
+  struct waiter *after = h->tail;
+  while (after && after->deadline > w->deadline)
+    after = after->prev;
+  w->prev = after;
+  w->next = after ? after->next : h->head;
+  if (w->next)
+    w->next->prev = w;
+  else
+    h->tail = w;
+  if (after)
+    after->next = w;
+  else
+    h->head = w;
+  h->n_waiters++;
+  return !after;
+}
+
+/* Take the waiters whose deadline has come (the head of the list) into a malloc'd array. */
+static struct waiter **take_expired(struct hub *h, int64_t now, int *n) {
+  struct waiter **out, *w;
+  int cnt = 0;
+  *n = 0;
+  for (w = h->head; w && w->deadline <= now; w = w->next)
+    cnt++;
+  if (!cnt || !(out = malloc((size_t)cnt * sizeof *out))) return NULL;
+  while (*n < cnt) {
+    w = h->head;
+    list_unlink(h, w);
+    out[(*n)++] = w;
+  }
+  return out;
 }
 
 /* Move the waiters for which pick(w, arg) holds into a malloc'd array (caller frees). */
@@ -87,14 +130,8 @@ static struct waiter **take_waiters(struct hub *h, int (*pick)(const struct wait
 static int pick_behind(const struct waiter *w, int64_t seq) {
   return w->since < seq;
 }
-static int pick_expired(const struct waiter *w, int64_t now) {
-  return w->deadline <= now;
-}
 static int pick_all(const struct waiter *w, int64_t unused) {
   return 1;
-}
-static int pick_node(const struct waiter *w, int64_t node_id) {
-  return w->node_id == node_id;
 }
 
 /* The outcome when publish_get built nothing: the database is unreachable (a failover, a
@@ -189,7 +226,7 @@ static void *hub_thread(void *arg) {
       pthread_mutex_lock(&h->mu);
       continue;
     }
-    ws = take_waiters(h, pick_expired, now, &n);
+    ws = take_expired(h, now, &n);
     if (n) {
       pthread_mutex_unlock(&h->mu);
       answer_all(ws, n, HUB_UNCHANGED);
@@ -209,8 +246,7 @@ static void *hub_thread(void *arg) {
       next_flush = now + HUB_FLUSH_MS;
       continue;
     }
-    for (struct waiter *w = h->head; w; w = w->next)
-      if (w->deadline < wake) wake = w->deadline;
+    if (h->head && h->head->deadline < wake) wake = h->head->deadline;
     {
       int64_t d = wake - now;
       if (d < 1) d = 1;
@@ -231,6 +267,7 @@ struct hub *hub_new(struct store *st) {
   struct hub *h = calloc(1, sizeof *h);
   int64_t seq;
   if (!h) return NULL;
+  idmap_init(&h->held);
   h->st = st;
   seq = store_pub_seq(st);
   h->seq = h->woken = seq > 0 ? seq : 0;
@@ -270,6 +307,7 @@ void hub_free(struct hub **hp) {
     list_unlink(h, w);
     free(w);
   }
+  idmap_fini(&h->held);
   publish_free(&h->pub);
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
@@ -334,12 +372,9 @@ int64_t hub_seq_for(struct hub *h, int64_t seq) {
 
 /* With h->mu held: take node_id's held poll off the list (at most one is held), or NULL. */
 static struct waiter *older_poll_locked(struct hub *h, int64_t node_id) {
-  for (struct waiter *o = h->head; o; o = o->next)
-    if (o->node_id == node_id) {
-      list_unlink(h, o);
-      return o;
-    }
-  return NULL;
+  struct waiter *o = idmap_get(&h->held, node_id);
+  if (o) list_unlink(h, o);
+  return o;
 }
 
 int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct hub_poll *p) {
@@ -371,14 +406,18 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
      opens poll after poll) is answered 304 now, so one token cannot hold connection after
      connection (docs/design.md#node-protocol) */
   older = older_poll_locked(h, p->node_id);
+  if (p->node_id > 0 && idmap_put(&h->held, p->node_id, w) < 0) {
+    pthread_mutex_unlock(&h->mu);
+    free(w);
+    if (older) answer(older, HUB_UNCHANGED, NULL);
+    answer_now(h, p, since, HUB_NO_MEMORY);
+    return 0;
+  }
   /* the caller suspends before the waiter becomes visible, so nobody answers a poll whose
      handler is still running */
   p->suspend(p->arg);
-  w->next = h->head;
-  if (h->head) h->head->prev = w;
-  h->head = w;
-  h->n_waiters++;
-  pthread_cond_signal(&h->cv);
+  /* the thread sleeps until the head's deadline at most: only a new head changes that */
+  if (list_insert(h, w)) pthread_cond_signal(&h->cv);
   pthread_mutex_unlock(&h->mu);
   if (older) answer(older, HUB_UNCHANGED, NULL);
   return 1;
@@ -464,14 +503,12 @@ void hub_shutdown(struct hub *h) {
 }
 
 void hub_node_revoked(struct hub *h, int64_t node_id) {
-  struct waiter **ws;
-  int n;
+  struct waiter *w;
   pthread_mutex_lock(&h->mu);
-  ws = take_waiters(h, pick_node, node_id, &n);
+  w = older_poll_locked(h, node_id);
   if (h->watch) nodewatch_forget(h->watch, node_id);
   pthread_mutex_unlock(&h->mu);
-  answer_all(ws, n, HUB_REVOKED);
-  free(ws);
+  if (w) answer(w, HUB_REVOKED, NULL);
 }
 
 int hub_waiters(struct hub *h) {

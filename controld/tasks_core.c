@@ -29,15 +29,32 @@ static void waiter_unlink(struct task_board *b, struct twaiter *w) {
     w->prev->next = w->next;
   else
     b->head = w->next;
-  if (w->next) w->next->prev = w->prev;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    b->tail = w->prev;
   w->prev = w->next = NULL;
+  if (idmap_get(&b->held, w->node_id) == w) idmap_del(&b->held, w->node_id);
 }
 
-static void waiter_push(struct task_board *b, struct twaiter *w) {
-  w->prev = NULL;
-  w->next = b->head;
-  if (b->head) b->head->prev = w;
-  b->head = w;
+/* Put w on the list in deadline order, from the tail (a poll's wait is mostly the one before's:
+   it goes last); its node's entry in b->held is the caller's. 1 when it is the new head (the
+   earliest deadline), else 0. */
+static int waiter_insert(struct task_board *b, struct twaiter *w) {
+  struct twaiter *after = b->tail;
+  while (after && after->deadline > w->deadline)
+    after = after->prev;
+  w->prev = after;
+  w->next = after ? after->next : b->head;
+  if (w->next)
+    w->next->prev = w;
+  else
+    b->tail = w;
+  if (after)
+    after->next = w;
+  else
+    b->head = w;
+  return !after;
 }
 
 /* Resume a list of waiters linked through next (already off the board list, replies set). */
@@ -138,7 +155,11 @@ static void hand_out(struct task_board *b) {
       w->next = done;
       done = w;
     } else {
-      waiter_push(b, w);
+      /* back on the list, and under its node unless a newer poll of the node came meanwhile
+         (out of memory it stays unfound by its node until it expires) */
+      if (w->node_id > 0 && !idmap_get(&b->held, w->node_id))
+        (void)idmap_put(&b->held, w->node_id, w);
+      (void)waiter_insert(b, w);
     }
     pthread_mutex_unlock(&b->mu);
   }
@@ -155,19 +176,16 @@ static void *timer_thread(void *arg) {
   pthread_mutex_lock(&b->mu);
   while (!b->stop) {
     int64_t now = clock_mono_ms(), wake = now + 1000;
-    struct twaiter *done = NULL, *w, *next;
+    struct twaiter *done = NULL, *w;
     struct timespec ts;
-    for (w = b->head; w; w = next) {
-      next = w->next;
-      if (w->deadline <= now) {
-        waiter_unlink(b, w);
-        w->ops->reply(w->client, 304, NULL);
-        w->next = done;
-        done = w;
-      } else if (w->deadline < wake) {
-        wake = w->deadline;
-      }
+    /* the list is in deadline order: the expired ones are its head */
+    while ((w = b->head) != NULL && w->deadline <= now) {
+      waiter_unlink(b, w);
+      w->ops->reply(w->client, 304, NULL);
+      w->next = done;
+      done = w;
     }
+    if (b->head && b->head->deadline < wake) wake = b->head->deadline;
     if (done) {
       pthread_mutex_unlock(&b->mu);
       resume_all(done);
@@ -222,6 +240,7 @@ void tasks_free(struct task_board **bp) {
     pthread_join(b->thr, NULL);
   }
   b->ops->clear(b);
+  idmap_fini(&b->held);
   pthread_cond_destroy(&b->votes_cv);
   pthread_cond_destroy(&b->timer_cv);
   pthread_cond_destroy(&b->idle_cv);
@@ -292,7 +311,7 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
                int64_t node_id, int64_t wait_ms) {
   struct twaiter *w = calloc(1, sizeof *w), *older = NULL;
   uint64_t gen;
-  int got;
+  int got, head;
   if (!w) {
     ops->error(client, 500, "internal", "out of memory");
     return 0;
@@ -321,17 +340,22 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
   w->deadline = clock_mono_ms() + wait_ms;
   /* one held poll per node: an older one is answered 304 now (as the config poll's, so one
      token cannot hold connection after connection) */
-  for (struct twaiter *o = b->head; o; o = o->next)
-    if (o->node_id == node_id) {
-      waiter_unlink(b, o);
-      o->ops->reply(o->client, 304, NULL);
-      older = o;
-      break;
-    }
+  if ((older = idmap_get(&b->held, node_id)) != NULL) {
+    waiter_unlink(b, older);
+    older->ops->reply(older->client, 304, NULL);
+  }
+  if (node_id > 0 && idmap_put(&b->held, node_id, w) < 0) {
+    pthread_mutex_unlock(&b->mu);
+    free(w);
+    resume_all(older);
+    ops->error(client, 500, "internal", "out of memory");
+    return 0;
+  }
   ops->hold(client, w, free); /* before the waiter is visible to anyone who could resume it */
-  waiter_push(b, w);
+  head = waiter_insert(b, w);
   if (b->wake_gen != gen) b->kick = 1; /* a round opened while the home was read */
-  pthread_cond_signal(&b->timer_cv);
+  /* the thread sleeps until the head's deadline at most: only a new head or a kick changes it */
+  if (head || b->kick) pthread_cond_signal(&b->timer_cv);
   pthread_mutex_unlock(&b->mu);
   resume_all(older);
   return 1;
@@ -356,11 +380,9 @@ void tasks_shutdown(struct task_board *b) {
 }
 
 void tasks_node_revoked(struct task_board *b, int64_t node_id) {
-  struct twaiter *done = NULL, *w, *next;
+  struct twaiter *done = NULL, *w;
   pthread_mutex_lock(&b->mu);
-  for (w = b->head; w; w = next) {
-    next = w->next;
-    if (w->node_id != node_id) continue;
+  if ((w = idmap_get(&b->held, node_id)) != NULL) {
     waiter_unlink(b, w);
     w->ops->error(w->client, 401, "unauthorized", "unknown or revoked token");
     w->next = done;

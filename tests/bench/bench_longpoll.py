@@ -7,7 +7,12 @@ sockets), then PATCHes a site and measures, per node, the time from the PATCH's 
 node holding the new seq. Prints p50/p99/max and controld's RSS and CPU time over the fan-out.
 Bounded: every wait has a timeout; everything stops by itself.
 
-    python3 bench_longpoll.py [--build DIR] [--nodes 1000] [--rounds 3]
+    python3 bench_longpoll.py [--build DIR] [--nodes 1000] [--rounds 3] [--churn-s 0]
+                              [--churn-wait-ms 2000]
+
+--churn-s S then has every node poll again and again for S seconds with wait_ms W and no change
+(each poll held W ms, then 304): controld's CPU per poll answered, which should not grow with
+the number of nodes holding polls.
 """
 
 import argparse
@@ -130,6 +135,27 @@ async def run(args, port, admin, tokens, site_id, pid):
               % (rnd + 1, base, new, len(nodes), lat[len(lat) // 2],
                  lat[min(len(lat) - 1, int(len(lat) * 0.99))], lat[-1], rss1 / 1024,
                  (cpu1 - cpu0) * 1000), flush=True)
+    if args.churn_s > 0:
+        end = time.monotonic() + args.churn_s
+        answered = [0]
+
+        async def churn(n):
+            await asyncio.sleep(args.churn_wait_ms / 1000.0 * (hash(n.token) % 1000) / 1000.0)
+            while time.monotonic() < end:
+                st = await n.poll_once(args.churn_wait_ms)
+                assert st in (200, 304), st
+                answered[0] += 1
+        _, cpu0 = proc_stats(pid)
+        t0 = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*(churn(n) for n in nodes)),
+                               args.churn_s + args.churn_wait_ms / 1000.0 + 30)
+        _, cpu1 = proc_stats(pid)
+        el = time.monotonic() - t0
+        print("churn: %d nodes, wait_ms %d, %.1f s: %d polls answered (%.0f/s); controld CPU "
+              "%.2f s, %.1f us per poll" % (len(nodes), args.churn_wait_ms, el, answered[0],
+                                             answered[0] / el, cpu1 - cpu0,
+                                             (cpu1 - cpu0) * 1e6 / max(1, answered[0])),
+              flush=True)
     for n in nodes:
         n.close()
     return results
@@ -142,6 +168,8 @@ def main():
                                                       os.path.join(here, "..", "..", "build")))
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--churn-s", type=float, default=0)
+    ap.add_argument("--churn-wait-ms", type=int, default=2000)
     args = ap.parse_args()
     want = args.nodes * 2 + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -153,7 +181,7 @@ def main():
     log = open(os.path.join(tmp, "controld.log"), "wb")
     proc = subprocess.Popen([os.path.join(args.build, "controld", "controld"), "--listen",
                              "%s:%d" % (HOST, port), "--db", os.path.join(tmp, "c.db"),
-                             "--log-level", "warn"],
+                             "--log-level", "warn", "--max-connections-per-ip", "0"],
                             env=dict(os.environ, CDNCA_ADMIN_TOKEN=admin), stdout=log,
                             stderr=subprocess.STDOUT)
     try:
