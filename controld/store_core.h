@@ -235,12 +235,12 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
                                 const char *field, char *conflict, size_t clen, const char *what);
 
 /* Whether one more row fits under a count cap (docs/design.md#errors-and-limits), on the writer
-   inside the transaction: STORE_OK while the rows counted by count_sql ("SELECT COUNT(*) ...")
-   are fewer than cap, STORE_LIMIT at it, STORE_ERROR (logged with what). The ordered-write row
-   the creating transaction holds makes concurrent creators, on any replica, count one after
-   another. */
+   inside the transaction: STORE_OK while the rows counted by count_sql ("SELECT COUNT(*) ...",
+   its parameters bound from the arguments as store_bind's types say) are fewer than cap,
+   STORE_LIMIT at it, STORE_ERROR (logged with what). The ordered-write row the creating
+   transaction holds makes concurrent creators, on any replica, count one after another. */
 enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int64_t cap,
-                                const char *what);
+                                const char *what, const char *types, ...);
 
 /* qsort/bsearch order of int64_t ids (as store_ids_read reads them). */
 int store_id_cmp(const void *a, const void *b);

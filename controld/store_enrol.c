@@ -13,7 +13,7 @@ enum store_rc store_enrolkey_create_locked(struct store_tx *tx, struct enrolkey_
   char conflict[16];
   enum store_rc rc =
       store_room_locked(tx, "SELECT COUNT(*) FROM enrolment_keys WHERE revoked_at IS NULL",
-                        STORE_MAX_ENROLKEYS, "counting enrolment keys");
+                        STORE_MAX_ENROLKEYS, "counting enrolment keys", "");
   struct db_stmt *s = rc == STORE_OK ? db_prep(st->w, ins) : NULL;
   if (rc != STORE_OK) return rc;
   if (!s) return STORE_ERROR;

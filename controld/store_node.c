@@ -292,7 +292,7 @@ enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
   char conflict[8];
   int64_t now = clock_wall_ms();
   enum store_rc rc =
-      store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES, "counting nodes");
+      store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES, "counting nodes", "");
   if (rc != STORE_OK) return rc;
   if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
   store_bind(q, 1, "tI", n->name, now);

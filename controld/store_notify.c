@@ -135,7 +135,7 @@ enum store_rc store_webhook_create_locked(struct store_tx *tx, struct webhook_re
       "INSERT INTO webhooks (kind, name, url, secret, events, site_ids, config, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
   enum store_rc rc = store_room_locked(tx, "SELECT COUNT(*) FROM webhooks", STORE_MAX_WEBHOOKS,
-                                       "counting channels");
+                                       "counting channels", "");
   if (rc != STORE_OK) return rc;
   w->created_at = clock_wall_ms();
   if (store_exec(st->w, "inserting a channel", ins, "tttttttI",
@@ -281,6 +281,7 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
       "SELECT COUNT(*) FROM events WHERE type = 'webhook.test' AND created_at > ?";
   struct db_stmt *s;
   int64_t now = clock_wall_ms(), event_id;
+  enum store_rc rc;
   int step;
   /* this numbers an event itself: the queued ones first, and the next queued one counts anew */
   if (store_events_flush_locked(tx) < 0) return STORE_ERROR;
@@ -295,31 +296,15 @@ enum store_rc store_webhook_test_locked(struct store_tx *tx, int64_t webhook_id,
     log_error("looking up webhook %lld: %s", (long long)webhook_id, db_errmsg(st->w));
     return STORE_ERROR;
   }
-  /* tests queue with the channel's real deliveries and are retried for a day: a bounded number */
-  s = db_prep(st->w, pending);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, webhook_id);
-  step = db_step(s);
-  if (step == DB_ROW) *delivery_id = db_col_i64(s, 0); /* how many */
-  db_reset(s);
-  if (step == DB_ROW && *delivery_id >= STORE_TESTS_PENDING_MAX) return STORE_CONFLICT;
-  if (step != DB_ROW) {
-    log_error("looking up webhook %lld's pending test: %s", (long long)webhook_id,
-              db_errmsg(st->w));
-    return STORE_ERROR;
-  }
-  /* and a bounded rate in all: each test is an event, kept for a week */
-  s = db_prep(st->w, recent);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, now - 60000);
-  step = db_step(s);
-  if (step == DB_ROW) *delivery_id = db_col_i64(s, 0);
-  db_reset(s);
-  if (step != DB_ROW) {
-    log_error("counting recent tests: %s", db_errmsg(st->w));
-    return STORE_ERROR;
-  }
-  if (*delivery_id >= STORE_TESTS_PER_MINUTE) return STORE_LIMIT;
+  /* tests queue with the channel's real deliveries and are retried for a day: a bounded number
+     (STORE_CONFLICT), and a bounded rate in all (STORE_LIMIT): each test is an event, kept for a
+     week */
+  rc = store_room_locked(tx, pending, STORE_TESTS_PENDING_MAX, "counting pending tests", "I",
+                         webhook_id);
+  if (rc != STORE_OK) return rc == STORE_LIMIT ? STORE_CONFLICT : rc;
+  rc = store_room_locked(tx, recent, STORE_TESTS_PER_MINUTE, "counting recent tests", "I",
+                         now - 60000);
+  if (rc != STORE_OK) return rc;
   event_id =
       store_event_insert_locked(tx, site_id, site_name, "webhook.test", title, data_json, now);
   if (event_id < 0 || store_delivery_queue_locked(tx, webhook_id, event_id, site_id, now) < 0)

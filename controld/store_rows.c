@@ -400,11 +400,15 @@ enum store_rc store_step_unique(struct db_conn *c, struct db_stmt *s, int return
 }
 
 enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int64_t cap,
-                                const char *what) {
+                                const char *what, const char *types, ...) {
   struct store *st = store_tx_store(tx);
   struct db_stmt *s = db_prep(st->w, count_sql);
   int64_t have;
+  va_list ap;
   if (!s) return STORE_ERROR;
+  va_start(ap, types);
+  store_bindv(s, 1, types, ap);
+  va_end(ap);
   if (db_step(s) != DB_ROW) {
     log_error("%s: %s", what, db_errmsg(st->w));
     db_reset(s);

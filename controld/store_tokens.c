@@ -222,7 +222,7 @@ enum store_rc store_token_create_locked(struct store_tx *tx, struct token_rec *t
   static const char ins[] = "INSERT INTO tokens (kind, hash, name, role, expires_at, created_at) "
                             "VALUES ('admin', ?, ?, ?, ?, ?)";
   enum store_rc rc = store_room_locked(tx, "SELECT COUNT(*) FROM tokens WHERE kind = 'admin'",
-                                       STORE_MAX_TOKENS, "counting tokens");
+                                       STORE_MAX_TOKENS, "counting tokens", "");
   struct db_stmt *s = rc == STORE_OK ? db_prep(st->w, ins) : NULL;
   int64_t now = clock_wall_ms();
   if (rc != STORE_OK) return rc;
