@@ -513,6 +513,12 @@ int fields_text_valid(const char *v, int64_t min, int64_t max) {
   return n >= min;
 }
 
+void fields_text_scrub(char *s, size_t cap, const char *instead) {
+  for (char *p = s; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+  if (!fields_text_valid(s, 0, (int64_t)cap - 1)) snprintf(s, cap, "%s", instead);
+}
+
 int fields_name_valid(char *s) {
   return fields_name_ok(s);
 }

@@ -180,6 +180,12 @@ int fields_sql_list(const struct field_def *defs, unsigned form, enum fields_sql
    else 0. */
 int fields_text_valid(const char *v, int64_t min, int64_t max);
 
+/* Make s (a string in a buffer of cap bytes) text that fields_text_valid(s, 0, cap - 1) accepts:
+   each control byte (C0, DEL) becomes '?', and text still not clean (a C1 control, bad UTF-8)
+   is replaced by instead. For words from outside (an origin's, a plugin's) that are shown in the
+   dashboard, the incident report and the log. */
+void fields_text_scrub(char *s, size_t cap, const char *instead);
+
 /* The rule of names (sites, nodes, API tokens): 1-64 characters of ASCII letters, digits, '.',
    '_' or '-'. 1 when s follows it, else 0; fields_name_valid is the same as a STR row's check. */
 int fields_name_ok(const char *s);

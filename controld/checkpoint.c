@@ -92,10 +92,7 @@ static const char *parse_vote(const cJSON *o, struct checkpoint_vote *v) {
        body with line breaks, so a control byte becomes '?' (the vote counts), and text still
        not clean (a C1 control, bad UTF-8) is named instead */
     copy_bounded(v->error, sizeof v->error, err);
-    for (char *p = v->error; *p; p++)
-      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-    if (!fields_text_valid(v->error, 0, (int64_t)sizeof v->error - 1))
-      snprintf(v->error, sizeof v->error, "checkpoint error (not printable)");
+    fields_text_scrub(v->error, sizeof v->error, "checkpoint error (not printable)");
   }
   return NULL;
 }

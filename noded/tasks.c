@@ -215,12 +215,8 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
       nt->on_result(nt->on_result_arg, rd->tasks[i].origin_id, res[i].ok);
   /* controld takes an error as text only (an origin's or a peer certificate's words can reach
      it): a control byte becomes '?', and text that is still not clean is named, not sent */
-  for (int i = 0; i < rd->n; i++) {
-    for (char *p = res[i].error; *p; p++)
-      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-    if (!fields_text_valid(res[i].error, 0, (int64_t)sizeof res[i].error - 1))
-      snprintf(res[i].error, sizeof res[i].error, "probe error (not printable)");
-  }
+  for (int i = 0; i < rd->n; i++)
+    fields_text_scrub(res[i].error, sizeof res[i].error, "probe error (not printable)");
   root = cJSON_CreateObject();
   json_add_i64(root, "round_id", rd->round_id);
   arr = cJSON_AddArrayToObject(root, "results");

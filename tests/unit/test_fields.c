@@ -170,6 +170,28 @@ static void test_text_valid(void **state) {
   assert_int_equal(fields_text_valid("ab", 3, 5), 0); /* below min */
 }
 
+/* Words from outside made text: control bytes shown as '?', what is still not text named. */
+static void test_text_scrub(void **state) {
+  static const struct {
+    const char *in, *out;
+  } scrubs[] = {
+      {"clean text, caf\xc3\xa9", "clean text, caf\xc3\xa9"},
+      {"line\nbreak\ttab\r", "line?break?tab?"},
+      {"\x1b[31mred\x7f", "?[31mred?"},
+      {"C1 \xc2\x85 control", "(not printable)"},
+      {"bad \xff utf-8", "(not printable)"},
+      {"", ""},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof scrubs / sizeof scrubs[0]; i++) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", scrubs[i].in);
+    fields_text_scrub(buf, sizeof buf, "(not printable)");
+    if (strcmp(buf, scrubs[i].out) != 0) fail_msg("row %zu: %s", i, buf);
+    assert_true(fields_text_valid(buf, 0, sizeof buf - 1));
+  }
+}
+
 struct rec {
   int64_t id;
   int level;
@@ -651,12 +673,12 @@ static void test_nested(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rows),        cmocka_unit_test(test_values_written),
-      cmocka_unit_test(test_text_valid),  cmocka_unit_test(test_record_forms),
-      cmocka_unit_test(test_copy),        cmocka_unit_test(test_lenient),
-      cmocka_unit_test(test_named),       cmocka_unit_test(test_named_copy),
-      cmocka_unit_test(test_nested),      cmocka_unit_test(test_url_mask),
-      cmocka_unit_test(test_redact_keep),
+      cmocka_unit_test(test_rows),         cmocka_unit_test(test_values_written),
+      cmocka_unit_test(test_text_valid),   cmocka_unit_test(test_text_scrub),
+      cmocka_unit_test(test_record_forms), cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_lenient),      cmocka_unit_test(test_named),
+      cmocka_unit_test(test_named_copy),   cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_url_mask),     cmocka_unit_test(test_redact_keep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
