@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "dlist.h"
 #include "idmap.h"
 #include "json.h"
 #include "log.h"
@@ -22,11 +23,12 @@
 struct waiter {
   int64_t node_id;
   int64_t since;
-  int64_t deadline; /* monotonic ms */
   void (*done)(void *arg, enum hub_outcome outcome, struct pub_blob *blob);
   void *arg;
-  struct waiter *prev, *next;
+  struct dl_link link; /* deadline: monotonic ms */
 };
+
+#define WAITER(l) DL_ENTRY(l, struct waiter, link)
 
 struct hub {
   struct store *st;
@@ -39,8 +41,7 @@ struct hub {
   int closed;                 /* hub_shutdown ran: no more holding */
   int64_t seq;                /* newest publication known */
   int64_t woken;              /* waiters behind this seq were answered */
-  struct waiter *head, *tail; /* by deadline, earliest first */
-  int n_waiters;
+  struct dl_list waiting;     /* held polls, the earliest deadline first */
   struct idmap held;          /* node id -> its held poll (one per node) */
   int64_t *seen_id, *seen_at; /* presence not yet written, one entry per node */
   int n_seen, cap_seen;
@@ -59,37 +60,8 @@ static void log_node_event(const char *event, int64_t node_id) {
 }
 
 static void list_unlink(struct hub *h, struct waiter *w) {
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    h->head = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  else
-    h->tail = w->prev;
-  w->prev = w->next = NULL;
-  h->n_waiters--;
+  dl_unlink(&h->waiting, &w->link);
   if (idmap_get(&h->held, w->node_id) == w) idmap_del(&h->held, w->node_id);
-}
-
-/* Put w on the list in deadline order, from the tail (a poll's wait is mostly the same as the
-   one before: it goes last). 1 when it is the new head (the earliest deadline). */
-static int list_insert(struct hub *h, struct waiter *w) {
-  struct waiter *after = h->tail;
-  while (after && after->deadline > w->deadline)
-    after = after->prev;
-  w->prev = after;
-  w->next = after ? after->next : h->head;
-  if (w->next)
-    w->next->prev = w;
-  else
-    h->tail = w;
-  if (after)
-    after->next = w;
-  else
-    h->head = w;
-  h->n_waiters++;
-  return !after;
 }
 
 /* Take the waiters whose deadline has come (the head of the list) into a malloc'd array. */
@@ -97,11 +69,12 @@ static struct waiter **take_expired(struct hub *h, int64_t now, int *n) {
   struct waiter **out, *w;
   int cnt = 0;
   *n = 0;
-  for (w = h->head; w && w->deadline <= now; w = w->next)
+  struct dl_link *l;
+  for (l = h->waiting.head; l && l->deadline <= now; l = l->next)
     cnt++;
   if (!cnt || !(out = malloc((size_t)cnt * sizeof *out))) return NULL;
   while (*n < cnt) {
-    w = h->head;
+    w = WAITER(h->waiting.head);
     list_unlink(h, w);
     out[(*n)++] = w;
   }
@@ -111,14 +84,16 @@ static struct waiter **take_expired(struct hub *h, int64_t now, int *n) {
 /* Move the waiters for which pick(w, arg) holds into a malloc'd array (caller frees). */
 static struct waiter **take_waiters(struct hub *h, int (*pick)(const struct waiter *, int64_t),
                                     int64_t arg, int *n) {
-  struct waiter **out = NULL, *w, *next;
+  struct waiter **out = NULL, *w;
+  struct dl_link *l, *next;
   int cnt = 0;
   *n = 0;
-  if (!h->n_waiters) return NULL;
-  out = malloc((size_t)h->n_waiters * sizeof *out);
+  if (!h->waiting.n) return NULL;
+  out = malloc(h->waiting.n * sizeof *out);
   if (!out) return NULL;
-  for (w = h->head; w; w = next) {
-    next = w->next;
+  for (l = h->waiting.head; l; l = next) {
+    next = l->next;
+    w = WAITER(l);
     if (!pick(w, arg)) continue;
     list_unlink(h, w);
     out[cnt++] = w;
@@ -246,7 +221,7 @@ static void *hub_thread(void *arg) {
       next_flush = now + HUB_FLUSH_MS;
       continue;
     }
-    if (h->head && h->head->deadline < wake) wake = h->head->deadline;
+    if (h->waiting.head && h->waiting.head->deadline < wake) wake = h->waiting.head->deadline;
     {
       int64_t d = wake - now;
       if (d < 1) d = 1;
@@ -302,8 +277,8 @@ void hub_free(struct hub **hp) {
   flush_seen_locked(h);
   pthread_mutex_unlock(&h->mu);
   /* none is left after hub_shutdown; without it (a failed start) nobody waits for an answer */
-  while (h->head) {
-    struct waiter *w = h->head;
+  while (h->waiting.head) {
+    struct waiter *w = WAITER(h->waiting.head);
     list_unlink(h, w);
     free(w);
   }
@@ -399,7 +374,7 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
   }
   w->node_id = p->node_id;
   w->since = since;
-  w->deadline = clock_mono_ms() + wait_ms;
+  w->link.deadline = clock_mono_ms() + wait_ms;
   w->done = p->done;
   w->arg = p->arg;
   /* one held poll per node: an older one (a node that went away without closing, or one that
@@ -417,7 +392,7 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
      handler is still running */
   p->suspend(p->arg);
   /* the thread sleeps until the head's deadline at most: only a new head changes that */
-  if (list_insert(h, w)) pthread_cond_signal(&h->cv);
+  if (dl_insert(&h->waiting, &w->link)) pthread_cond_signal(&h->cv);
   pthread_mutex_unlock(&h->mu);
   if (older) answer(older, HUB_UNCHANGED, NULL);
   return 1;
@@ -514,7 +489,7 @@ void hub_node_revoked(struct hub *h, int64_t node_id) {
 int hub_waiters(struct hub *h) {
   int n;
   pthread_mutex_lock(&h->mu);
-  n = h->n_waiters;
+  n = (int)h->waiting.n;
   pthread_mutex_unlock(&h->mu);
   return n;
 }

@@ -20,47 +20,22 @@ struct twaiter {
   const struct tasks_client_ops *ops;
   void *client;
   int64_t node_id;
-  int64_t deadline; /* monotonic ms */
-  struct twaiter *prev, *next;
+  struct dl_link link;   /* on the board's list while held (deadline: monotonic ms) */
+  struct twaiter *chain; /* off the list: the next one to resume (resume_all) */
 };
 
+#define TWAITER(l) DL_ENTRY(l, struct twaiter, link)
+
 static void waiter_unlink(struct task_board *b, struct twaiter *w) {
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    b->head = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  else
-    b->tail = w->prev;
-  w->prev = w->next = NULL;
+  dl_unlink(&b->waiting, &w->link);
+  w->chain = NULL;
   if (idmap_get(&b->held, w->node_id) == w) idmap_del(&b->held, w->node_id);
 }
 
-/* Put w on the list in deadline order, from the tail (a poll's wait is mostly the one before's:
-   it goes last); its node's entry in b->held is the caller's. 1 when it is the new head (the
-   earliest deadline), else 0. */
-static int waiter_insert(struct task_board *b, struct twaiter *w) {
-  struct twaiter *after = b->tail;
-  while (after && after->deadline > w->deadline)
-    after = after->prev;
-  w->prev = after;
-  w->next = after ? after->next : b->head;
-  if (w->next)
-    w->next->prev = w;
-  else
-    b->tail = w;
-  if (after)
-    after->next = w;
-  else
-    b->head = w;
-  return !after;
-}
-
-/* Resume a list of waiters linked through next (already off the board list, replies set). */
+/* Resume a list of waiters linked through chain (already off the board list, replies set). */
 static void resume_all(struct twaiter *list) {
   while (list) {
-    struct twaiter *next = list->next;
+    struct twaiter *next = list->chain;
     list->ops->resume(list->client); /* may free list (the client completes) */
     list = next;
   }
@@ -128,38 +103,40 @@ static void hand_out(struct task_board *b) {
   int64_t *ids = NULL;
   int n = 0;
   struct twaiter *mine = NULL, *done = NULL, *w, *next;
+  struct dl_link *l, *lnext;
   if (b->ops->pending_nodes(b, &ids, &n) < 0 || n == 0) {
     free(ids);
     return;
   }
   pthread_mutex_lock(&b->mu);
-  for (w = b->head; w; w = next) {
-    next = w->next;
+  for (l = b->waiting.head; l; l = lnext) {
+    lnext = l->next;
+    w = TWAITER(l);
     if (!id_in(ids, n, w->node_id)) continue;
     waiter_unlink(b, w);
-    w->next = mine;
+    w->chain = mine;
     mine = w;
   }
   pthread_mutex_unlock(&b->mu);
   free(ids);
   for (w = mine; w; w = next) {
-    next = w->next;
+    next = w->chain;
     if (b->ops->take(b, w->ops, w->client, w->node_id) == 1) {
-      w->next = done;
+      w->chain = done;
       done = w;
       continue;
     }
     pthread_mutex_lock(&b->mu);
     if (b->closed) {
       w->ops->reply(w->client, 304, NULL);
-      w->next = done;
+      w->chain = done;
       done = w;
     } else {
       /* back on the list, and under its node unless a newer poll of the node came meanwhile
          (out of memory it stays unfound by its node until it expires) */
       if (w->node_id > 0 && !idmap_get(&b->held, w->node_id))
         (void)idmap_put(&b->held, w->node_id, w);
-      (void)waiter_insert(b, w);
+      (void)dl_insert(&b->waiting, &w->link);
     }
     pthread_mutex_unlock(&b->mu);
   }
@@ -177,23 +154,25 @@ static void *timer_thread(void *arg) {
   while (!b->stop) {
     int64_t now = clock_mono_ms(), wake = now + 1000;
     struct twaiter *done = NULL, *w;
+    struct dl_link *l;
     struct timespec ts;
     /* the list is in deadline order: the expired ones are its head */
-    while ((w = b->head) != NULL && w->deadline <= now) {
+    while ((l = dl_expired(&b->waiting, now)) != NULL) {
+      w = TWAITER(l);
       waiter_unlink(b, w);
       w->ops->reply(w->client, 304, NULL);
-      w->next = done;
+      w->chain = done;
       done = w;
     }
-    if (b->head && b->head->deadline < wake) wake = b->head->deadline;
+    if (b->waiting.head && b->waiting.head->deadline < wake) wake = b->waiting.head->deadline;
     if (done) {
       pthread_mutex_unlock(&b->mu);
       resume_all(done);
       pthread_mutex_lock(&b->mu);
       continue;
     }
-    if (!b->head) b->kick = 0; /* nobody waits: the next poll reads the home itself */
-    if (b->head && !b->closed && (b->kick || now >= b->next_check)) {
+    if (!b->waiting.head) b->kick = 0; /* nobody waits: the next poll reads the home itself */
+    if (b->waiting.head && !b->closed && (b->kick || now >= b->next_check)) {
       b->kick = 0;
       b->next_check = next_recheck(b, now);
       b->handing = 1;
@@ -204,7 +183,7 @@ static void *timer_thread(void *arg) {
       pthread_cond_broadcast(&b->idle_cv);
       continue;
     }
-    if (b->head && b->next_check < wake) wake = b->next_check;
+    if (b->waiting.head && b->next_check < wake) wake = b->next_check;
     clock_mono_timespec(&ts, wake - now > 0 ? wake - now : 1);
     pthread_cond_timedwait(&b->timer_cv, &b->mu, &ts);
   }
@@ -337,7 +316,7 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
   w->ops = ops;
   w->client = client;
   w->node_id = node_id;
-  w->deadline = clock_mono_ms() + wait_ms;
+  w->link.deadline = clock_mono_ms() + wait_ms;
   /* one held poll per node: an older one is answered 304 now (as the config poll's, so one
      token cannot hold connection after connection) */
   if ((older = idmap_get(&b->held, node_id)) != NULL) {
@@ -352,7 +331,7 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
     return 0;
   }
   ops->hold(client, w, free); /* before the waiter is visible to anyone who could resume it */
-  head = waiter_insert(b, w);
+  head = dl_insert(&b->waiting, &w->link);
   if (b->wake_gen != gen) b->kick = 1; /* a round opened while the home was read */
   /* the thread sleeps until the head's deadline at most: only a new head or a kick changes it */
   if (head || b->kick) pthread_cond_signal(&b->timer_cv);
@@ -365,10 +344,11 @@ void tasks_shutdown(struct task_board *b) {
   struct twaiter *done = NULL, *w;
   pthread_mutex_lock(&b->mu);
   b->closed = 1;
-  while ((w = b->head) != NULL) {
+  while (b->waiting.head) {
+    w = TWAITER(b->waiting.head);
     waiter_unlink(b, w);
     w->ops->reply(w->client, 304, NULL);
-    w->next = done;
+    w->chain = done;
     done = w;
   }
   /* waiters the timer thread took off the list are answered by it (304 once closed): wait, so
@@ -385,7 +365,7 @@ void tasks_node_revoked(struct task_board *b, int64_t node_id) {
   if ((w = idmap_get(&b->held, node_id)) != NULL) {
     waiter_unlink(b, w);
     w->ops->error(w->client, 401, "unauthorized", "unknown or revoked token");
-    w->next = done;
+    w->chain = done;
     done = w;
   }
   pthread_mutex_unlock(&b->mu);

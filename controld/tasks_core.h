@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "dlist.h"
 #include "idmap.h"
 #include "tasks.h"
 
@@ -69,13 +70,13 @@ struct task_board {
   pthread_cond_t idle_cv;  /* the timer thread finished a hand-out */
   pthread_t thr;
   int thr_started, stop, closed;
-  struct twaiter *head, *tail; /* the held polls, by deadline (earliest first) */
-  struct idmap held;           /* node id -> its held poll (one per node) */
-  int kick;                    /* the timer thread hands out tasks to the held polls */
-  int handing;                 /* the timer thread holds waiters off the list (hand_out) */
-  uint64_t wake_gen;           /* bumped by every kick */
-  uint64_t votes_gen;          /* bumped by every vote arrival */
-  int64_t next_check;          /* monotonic ms of the next re-read while polls wait */
+  struct dl_list waiting; /* the held polls (struct twaiter), the earliest deadline first */
+  struct idmap held;      /* node id -> its held poll (one per node) */
+  int kick;               /* the timer thread hands out tasks to the held polls */
+  int handing;            /* the timer thread holds waiters off the list (hand_out) */
+  uint64_t wake_gen;      /* bumped by every kick */
+  uint64_t votes_gen;     /* bumped by every vote arrival */
+  int64_t next_check;     /* monotonic ms of the next re-read while polls wait */
 };
 
 /* The homes: a zeroed board struct with base.ops set (calloc'd; NULL on OOM). tasks_new starts
