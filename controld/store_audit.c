@@ -78,7 +78,7 @@ int store_audit_add_locked(struct store_tx *tx, const struct audit_rec *a, int64
 }
 
 int64_t store_audit_prune(struct store *st, int64_t before_ms) {
-  static const char pick[] = "SELECT id FROM audit WHERE " PRUNE_OLD " ORDER BY id LIMIT 1000";
+  static const char pick[] = "SELECT id FROM audit WHERE " PRUNE_OLD " ORDER BY id LIMIT ?";
   static const char *const del[] = {"DELETE FROM audit WHERE id = ?"};
   return store_prune_ids(st, pick, del, 1, STORE_AUDIT_PRUNE_BATCH, before_ms,
                          "pruning the audit log");

@@ -250,11 +250,11 @@ int store_id_cmp(const void *a, const void *b);
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
                              const char *what);
 
-/* Prune by retention: pick (one integer parameter, before_ms; it selects ids, at most batch of
-   them, oldest first) names the rows to go, and each statement of del (one integer parameter,
-   the id) deletes what is theirs, the last the row itself; batch ids an engine write transaction
-   until fewer are left, or until store_prune_stop (store.h) was called. The count deleted, or
-   -1 (logged with what). */
+/* Prune by retention: pick (two integer parameters, before_ms and then batch, its LIMIT; it
+   selects ids, oldest first) names the rows to go, and each statement of del (one integer
+   parameter, the id) deletes what is theirs, the last the row itself; batch ids an engine write
+   transaction until fewer are left, or until store_prune_stop (store.h) was called. The count
+   deleted, or -1 (logged with what). */
 int64_t store_prune_ids(struct store *st, const char *pick, const char *const *del, size_t n_del,
                         int batch, int64_t before_ms, const char *what);
 

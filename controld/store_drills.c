@@ -223,7 +223,7 @@ int store_drill_scheduled_count_locked(struct store_tx *tx, int64_t site_id) {
 
 int64_t store_drill_prune(struct store *st, int64_t before_ms) {
   static const char pick[] = "SELECT id FROM drills WHERE state = 'finished' AND finished_at < ? "
-                             "ORDER BY id LIMIT 100";
+                             "ORDER BY id LIMIT ?";
   static const char *const del[] = {
       "DELETE FROM drill_origins WHERE drill_id = ?",
       "DELETE FROM drill_applied WHERE drill_id = ?",

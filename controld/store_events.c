@@ -283,7 +283,7 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
    CASCADE). */
 #define PRUNE_OLD                                                                                  \
   "e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM "        \
-  "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT 1000"
+  "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT ?"
 
 int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only) {
   static const char all[] = "SELECT e.id FROM events e WHERE " PRUNE_OLD;

@@ -431,7 +431,7 @@ enum store_rc store_incident_deliveries(struct store *st, int64_t id,
 
 int64_t store_incident_prune(struct store *st, int64_t before_ms) {
   static const char pick[] =
-      "SELECT id FROM incidents WHERE state = 'resolved' AND resolved_at < ? ORDER BY id LIMIT 100";
+      "SELECT id FROM incidents WHERE state = 'resolved' AND resolved_at < ? ORDER BY id LIMIT ?";
   static const char *const del[] = {
       "DELETE FROM incident_entries WHERE incident_id = ?",
       "DELETE FROM incident_origins WHERE incident_id = ?",

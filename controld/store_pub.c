@@ -79,7 +79,7 @@ int64_t store_pub_prune(struct store *st, int64_t before_ms) {
       "COALESCE(i.resolved_at, p.created_at) >= p.created_at) AND NOT EXISTS (SELECT 1 FROM "
       "drills d WHERE d.site_id = p.site_id AND d.started_at IS NOT NULL AND d.started_at - 1000 "
       "<= p.created_at AND COALESCE(d.finished_at + 1000, p.created_at) >= p.created_at) ORDER "
-      "BY p.created_at LIMIT 1000";
+      "BY p.created_at LIMIT ?";
   static const char *const del[] = {"DELETE FROM publications WHERE seq = ?"};
   return store_prune_ids(st, pick, del, 1, STORE_PUB_PRUNE_BATCH, before_ms,
                          "pruning publications");

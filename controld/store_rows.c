@@ -434,6 +434,7 @@ int64_t store_prune_ids(struct store *st, const char *pick, const char *const *d
       return -1;
     }
     db_bind_i64(s, 1, before_ms);
+    db_bind_i64(s, 2, batch);
     if (store_ids_read(st->w, s, batch, &ids, &n, what) != STORE_OK) {
       store_tx_rollback(tx);
       return -1;
