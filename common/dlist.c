@@ -35,3 +35,9 @@ void dl_unlink(struct dl_list *l, struct dl_link *e) {
 struct dl_link *dl_expired(const struct dl_list *l, int64_t now) {
   return l->head && l->head->deadline <= now ? l->head : NULL;
 }
+
+int64_t dl_on_tick(int64_t t, int64_t tick) {
+  int64_t r = t % tick;
+  if (r == 0) return t;
+  return r > 0 ? t + (tick - r) : t - r;
+}

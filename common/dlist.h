@@ -26,6 +26,15 @@ struct dl_list {
    1 when e is the new head (the list's earliest deadline changed), else 0. */
 int dl_insert(struct dl_list *l, struct dl_link *e);
 
+/* Holds end on ticks of DL_TICK_MS: deadlines that fall in one tick are one deadline, so the
+   holds that expire in it are taken in one batch, by one wake-up of their owner's thread,
+   instead of one wake-up (and one answer's worth of work elsewhere) each. A hold ends at most a
+   tick after its own deadline. */
+#define DL_TICK_MS 50
+
+/* t rounded up to a multiple of tick (> 0); t itself when it is one. Pure. */
+int64_t dl_on_tick(int64_t t, int64_t tick);
+
 /* Take e off l (e must be on l); e's links are cleared. */
 void dl_unlink(struct dl_list *l, struct dl_link *e);
 

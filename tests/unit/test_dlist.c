@@ -109,10 +109,36 @@ static void test_edges(void **state) {
   assert_int_equal(l.n, 0);
 }
 
+/* Deadlines on ticks: rounded up, never down, by less than a tick. */
+static void test_on_tick(void **state) {
+  static const struct {
+    int64_t t, tick, want;
+  } rows[] = {
+      {0, 50, 0},
+      {1, 50, 50},
+      {49, 50, 50},
+      {50, 50, 50},
+      {51, 50, 100},
+      {-1, 50, 0},
+      {-50, 50, -50},
+      {-51, 50, -50},
+      {1234567, 1, 1234567},
+      {INT64_C(1733600000123), 50, INT64_C(1733600000150)},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    assert_true(dl_on_tick(rows[i].t, rows[i].tick) == rows[i].want);
+  for (int64_t t = -200; t <= 200; t++) {
+    int64_t r = dl_on_tick(t, DL_TICK_MS);
+    assert_true(r >= t && r - t < DL_TICK_MS && r % DL_TICK_MS == 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_ops),
       cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_on_tick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
