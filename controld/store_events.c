@@ -280,10 +280,12 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
 }
 
 /* Old, not the newest, no delivery pending (the finished ones go with the event: ON DELETE
-   CASCADE). */
+   CASCADE), not in a kept incident's timeline (its deliveries are the incident's evidence: the
+   event goes at the first prune after the incident's). */
 #define PRUNE_OLD                                                                                  \
   "e.created_at < ? AND e.id < (SELECT MAX(id) FROM events) AND NOT EXISTS (SELECT 1 FROM "        \
-  "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') ORDER BY e.created_at LIMIT ?"
+  "deliveries d WHERE d.event_id = e.id AND d.state = 'pending') AND NOT EXISTS (SELECT 1 FROM "   \
+  "incident_entries ie WHERE ie.event_id = e.id) ORDER BY e.created_at LIMIT ?"
 
 int64_t store_event_prune(struct store *st, int64_t before_ms, int tests_only) {
   static const char all[] = "SELECT e.id FROM events e WHERE " PRUNE_OLD;

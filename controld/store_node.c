@@ -285,7 +285,19 @@ enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
       "INSERT INTO nodes (id, name, created_at) SELECT CASE WHEN m.node_id_max > n.mx THEN "
       "m.node_id_max ELSE n.mx END + 1, ?, ? FROM cdnca_meta m, "
       "(SELECT COALESCE(MAX(id), 0) AS mx FROM nodes) n WHERE m.id = 1 RETURNING id";
+  /* PostgreSQL: the identity sequence counts too, both ways. A replica of a release before
+     schema 18, still running in a rolling upgrade (docs/cluster.md), takes its ids from the
+     sequence: the next id is past the sequence's, and the sequence is moved past it. */
+  static const char ins_pg[] =
+      "INSERT INTO nodes (id, name, created_at) SELECT GREATEST(m.node_id_max, n.mx, "
+      "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('nodes', 'id')::regclass), 0)) "
+      "+ 1, ?, ? FROM cdnca_meta m, (SELECT COALESCE(MAX(id), 0) AS mx FROM nodes) n WHERE "
+      "m.id = 1 RETURNING id";
+  static const char seq_pg[] =
+      "SELECT setval(pg_get_serial_sequence('nodes', 'id'), GREATEST(?, "
+      "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('nodes', 'id')::regclass), 0)))";
   static const char bump[] = "UPDATE cdnca_meta SET node_id_max = ? WHERE id = 1";
+  int pg = db_kind(st->w) == DB_PG;
   static const char tok[] =
       "INSERT INTO tokens (kind, hash, node_id, created_at) VALUES ('node', ?, ?, ?)";
   struct db_stmt *q;
@@ -294,13 +306,26 @@ enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
   enum store_rc rc =
       store_room_locked(tx, "SELECT COUNT(*) FROM nodes", STORE_MAX_NODES, "counting nodes", "");
   if (rc != STORE_OK) return rc;
-  if (!(q = db_prep(st->w, ins))) return STORE_ERROR;
+  if (!(q = db_prep(st->w, pg ? ins_pg : ins))) return STORE_ERROR;
   store_bind(q, 1, "tI", n->name, now);
   rc = store_step_unique(st->w, q, 1, "name", conflict, sizeof conflict, "inserting a node");
   if (rc != STORE_OK) return rc; /* STORE_CONFLICT: the name is taken */
   n->id = db_col_i64(q, 0);
   db_reset(q);
   n->created_at = now;
+  if (pg) {
+    struct db_stmt *m = db_prep(st->w, seq_pg);
+    int step = DB_ERR;
+    if (m) {
+      db_bind_i64(m, 1, n->id);
+      step = db_step(m);
+      db_reset(m);
+    }
+    if (step != DB_ROW) {
+      log_error("numbering nodes: %s", db_errmsg(st->w));
+      return STORE_ERROR;
+    }
+  }
   if (store_exec(st->w, "numbering nodes", bump, "I", n->id) < 0 ||
       store_exec(st->w, "inserting node token", tok, "tII", token_hash, n->id, now) < 0)
     return STORE_ERROR;

@@ -416,8 +416,8 @@ static void test_webhook_test_event(void **state) {
 }
 
 /* Events go by age (store_event_prune): the oldest first, with their finished outbox rows; never
-   one whose delivery is pending, nor the newest (ids are the last + 1: they keep growing). Test
-   events alone go with their deliveries. */
+   one whose delivery is pending, nor one in a kept incident's timeline, nor the newest (ids are
+   the last + 1: they keep growing). Test events alone go with their deliveries. */
 static void test_event_prune(void **state) {
   struct fx *f = *state;
   char types[256];
@@ -441,6 +441,15 @@ static void test_event_prune(void **state) {
   free(arr);
   assert_int_equal(store_event_prune(f->st, 500, 0), 0);   /* nothing that old */
   assert_int_equal(store_event_prune(f->st, 10000, 1), 1); /* the test event */
+  /* e1 is in a kept incident's timeline: its deliveries are that incident's evidence */
+  assert_int_equal(store_exec(f->st->w, "entry",
+                              "INSERT INTO incident_entries (incident_id, at, kind, event_id, "
+                              "type, title) VALUES (7, 1000, 'event', ?, 'level.switched', 'x')",
+                              "I", e1),
+                   0);
+  assert_int_equal(store_event_prune(f->st, 10000, 0), 0);
+  /* the incident pruned (its entries with it), e1 goes */
+  assert_int_equal(store_exec(f->st->w, "entry", "DELETE FROM incident_entries", ""), 0);
   assert_int_equal(store_event_prune(f->st, 10000, 0), 1); /* e1: e2 is pending, e4 the newest */
   assert_int_equal(store_event_list(f->st, 0, 0, 100, &ev, &n), STORE_OK);
   assert_int_equal(n, 2);
