@@ -815,6 +815,20 @@ static void test_node_ids_not_reused(void **state) {
     raw_sql(f, "DELETE FROM nodes WHERE name = 'edge-old'");
     assert_int_equal(node_new(f, &b, "edge-d", 'd'), STORE_OK);
     assert_int_equal(b.id, old_id + 1);
+    /* a database of schema 19 whose node_id_max (from 0018) is behind the sequence: migration
+       0020 raises it, so the next id is past every id the sequence gave out */
+    store_close(&f->st);
+    raw_sql(f, "DROP INDEX incident_entries_event");
+    raw_sql(f, "UPDATE cdnca_meta SET node_id_max = 1 WHERE id = 1");
+    raw_sql(f, "INSERT INTO nodes (name, created_at) VALUES ('edge-old2', 1)");
+    raw_sql(f, "DELETE FROM nodes WHERE name IN ('edge-old2', 'edge-d')");
+    set_version(f, 19);
+    f->st = store_open(f->path);
+    assert_non_null(f->st);
+    assert_int_equal(store_schema_version(f->st), newest_version());
+    assert_int_equal(raw_i64(f, "SELECT node_id_max FROM cdnca_meta"), old_id + 2);
+    assert_int_equal(node_new(f, &b, "edge-e", 'e'), STORE_OK);
+    assert_int_equal(b.id, old_id + 3);
   }
 }
 
