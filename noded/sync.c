@@ -173,9 +173,12 @@ static void set_error(struct sync *s, enum sync_state st, const char *msg) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* controld answered the poll (200 or 304): the config in use is its newest, wherever it was
+   read from. */
 static void set_ok(struct sync *s, int64_t node_id) {
   pthread_mutex_lock(&s->mu);
   s->info.state = SYNC_LIVE;
+  s->info.from_cache = 0;
   s->info.failures = 0;
   s->info.last_error[0] = '\0';
   s->info.last_ok_wall = clock_wall_ms();

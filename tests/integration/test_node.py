@@ -92,7 +92,7 @@ def test_controld_down_then_restart_from_cache(tmp):
     c = Controld(tmp).start()
     o = Origin("a", tmpdir=tmp).start()
     site = make_site(c, "shop", "shop.test", o)
-    _, tok = enrol(c, "edge")
+    nid, tok = enrol(c, "edge")
     n = Noded(c, tok, tmp).start()
     wait_until(lambda: site_in(status_of(n), site["id"]), 20, "first config")
     seq = status_of(n)["seq"]
@@ -120,6 +120,10 @@ def test_controld_down_then_restart_from_cache(tmp):
     s = wait_until(lambda: (lambda s: s["sync"]["state"] == "live" and s)(status_of(n)), 60,
                    "sync live again")
     assert s["seq"] == seq, s
+    # nothing was published meanwhile: the poll's 304 confirms the cached config and names the
+    # node (the node restarted from its cache knew no id)
+    assert s["sync"]["from_cache"] is False, s["sync"]
+    assert s["node"]["id"] == nid, s["node"]
 
 
 def test_revoked_node_stops_syncing(tmp):
