@@ -22,6 +22,19 @@ async function test(name, fn) {
   }
 }
 
+// The dashboard's webhook and channel forms offer every event type controld accepts in a filter
+// (notify_event_types), and no other: the list is written in both, so it is compared here.
+await test('EVENT_TYPES: the same as controld/notify.c notify_event_types', () => {
+  const read = (f) => fs.readFileSync(path.join(here, '..', '..', 'controld', ...f), 'utf8');
+  const c = read(['notify.c']).match(/notify_event_types\[\] = \{([^}]*)\}/);
+  const js = read(['ui', 'core.js']).match(/const EVENT_TYPES = \[([^\]]*)\]/);
+  assert.ok(c && js, 'both lists found');
+  const inC = [...c[1].matchAll(/"([a-z_.]+)"/g)].map((x) => x[1]);
+  const inJs = [...js[1].matchAll(/'([a-z_.]+)'/g)].map((x) => x[1]);
+  assert.ok(inC.length >= 12, inC.join(','));
+  assert.deepEqual(inJs, inC);
+});
+
 const vote = (ok, latency, extra) => Object.assign({ source: 'nodes', node_id: 1, ok, status: ok ? 200 : 503,
   error: null, latency_ms: latency }, extra || {});
 const verdict = (sec, v, state, votes) => ({ round_id: sec, round_at: new Date(Date.UTC(2026, 0, 1, 0, 0, sec)).toISOString(),
