@@ -6,6 +6,7 @@
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
+#include "engine.h"
 #include "fleet.h"
 #include "json.h"
 #include "rcache.h"
@@ -230,6 +231,9 @@ static enum store_rc delete_change(struct api_op *op) {
   int64_t revision = 0;
   enum store_rc rc = store_site_revision_locked(op->tx, op->r->params[0], &revision);
   if (rc == STORE_OK) rc = api_op_if_match(op, revision);
+  if (rc == STORE_OK && engine_site_deleting_locked(op->ctx->engine, op->tx, op->r->params[0],
+                                                    op->r->token_name) != ENGINE_INCIDENT_OK)
+    rc = STORE_ERROR;
   if (rc == STORE_OK) rc = store_site_delete_locked(op->tx, op->r->params[0]);
   if (rc == STORE_OK) req_json(op->r, 204, NULL);
   return rc;

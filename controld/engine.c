@@ -1037,6 +1037,17 @@ out:
   return ret;
 }
 
+enum engine_incident_rc engine_site_deleting_locked(const struct engine_env *env,
+                                                    struct store_tx *tx, int64_t site_id,
+                                                    const char *by) {
+  struct incident_rec rec;
+  enum store_rc rc = store_incident_latest_locked(tx, site_id, &rec);
+  if (rc == STORE_NOT_FOUND || (rc == STORE_OK && !incident_active(&rec)))
+    return ENGINE_INCIDENT_OK;
+  if (rc != STORE_OK) return ENGINE_INCIDENT_ERROR;
+  return engine_incident_note_locked(env, tx, rec.id, by, "site deleted", 1);
+}
+
 /* ---- shadow health policies (docs/design.md, Shadow health policies) ---- */
 
 int engine_shadow_step(const struct site_rec *s, struct shadow_site *ss, struct shadow_origin *so,

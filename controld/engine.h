@@ -222,4 +222,13 @@ enum engine_incident_rc engine_incident_note_locked(const struct engine_env *env
                                                     struct store_tx *tx, int64_t id, const char *by,
                                                     const char *text, int resolve);
 
+/* Inside the caller's write transaction, before site_id's row is deleted: its active incident,
+   if it has one, is resolved by the token named by with the note "site deleted" (the
+   incident.resolved event goes out, so a pager's alert for it closes); else nothing. A deleted
+   site's incident left active was never resolved nor pruned, and held its publications for good
+   (docs/design.md#incidents). On anything but ENGINE_INCIDENT_OK the caller rolls back. */
+enum engine_incident_rc engine_site_deleting_locked(const struct engine_env *env,
+                                                    struct store_tx *tx, int64_t site_id,
+                                                    const char *by);
+
 #endif

@@ -253,5 +253,27 @@ def test_manual_failback_stays_mitigated_and_kill9_continues(tmp):
     assert incidents(c, state="active") == []
 
 
+def test_deleting_the_site_resolves_its_incident(tmp):
+    """A site deleted mid-incident: its incident is resolved by the deleting token with the note
+    "site deleted" and incident.resolved goes out (a pager's alert closes); it was left active
+    for good, never pruned, and kept the site's publications."""
+    a, b, c, rx, ns, sid, oa = setup(tmp, nodes=1)
+    a.set(status=503)
+    wait_level(c, sid, 2)
+    inc = wait_until(lambda: (incidents(c, site_id=sid, state="active") or [None])[0],
+                     timeout=WAIT, what="an incident")
+    st, _, _ = c.api("DELETE", "/v1/sites/%d" % sid)
+    assert st == 204, st
+    j = incident(c, inc["id"])
+    assert j["state"] == "resolved" and j["resolved_by"] == "bootstrap", j
+    assert any(e["kind"] == "note" and e["type"] == "resolve" and
+               e["data"]["text"] == "site deleted" for e in j["timeline"]), j["timeline"]
+    assert incidents(c, state="active") == []
+    wait_until(lambda: any(r.header("X-Cdnca-Event") == "incident.resolved" and
+                           r.json()["data"].get("incident_id") == inc["id"]
+                           for r in rx.snapshot()), timeout=WAIT,
+               what="incident.resolved delivered")
+
+
 if __name__ == "__main__":
     harness.main()
