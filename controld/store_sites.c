@@ -24,21 +24,23 @@ static void site_from_row(struct db_stmt *s, struct site_rec *o) {
 
 /* Built once; the texts live as long as the process (db_prep keys its cache by their address). */
 struct sites_sql {
-  char one[1536];        /* a site's origins */
-  char bulk_range[1536]; /* the origins of a range of sites */
-  char bulk_in[1792];    /* the origins of up to 32 sites */
-  char insert[1024];     /* one origin (site_id, the configuration, created_at), RETURNING id */
-  char insert_id[1024];  /* the same with its id first (import) */
-  char insert_pg[2048];  /* every origin of a new site in one statement (PostgreSQL) */
-  char update[2048];     /* one origin's configuration: ?1..?ncfg, then its id and site */
-  int ncfg;              /* configuration columns */
+  char one[1536];         /* a site's origins */
+  char bulk_range[1536];  /* the origins of a range of sites */
+  char bulk_in[1792];     /* the origins of up to 32 sites */
+  char insert[1024];      /* one origin (site_id, the configuration, created_at), RETURNING id */
+  char insert_lite[1280]; /* the same on SQLite, with an id never given out before */
+  char insert_id[1024];   /* the same with its id first (import) */
+  char insert_pg[2048];   /* every origin of a new site in one statement (PostgreSQL) */
+  char update[2048];      /* one origin's configuration: ?1..?ncfg, then its id and site */
+  int ncfg;               /* configuration columns */
   /* sites, from the site field table (site_fields) */
-  char site_one[1024];    /* one site */
-  char site_range[1024];  /* the sites of an id range */
-  char site_in[1024];     /* up to 32 sites */
-  char site_page[1024];   /* the sites after an id, up to a limit */
-  char site_insert[1024]; /* the configuration, current_level, created_at, updated_at */
-  char site_update[1024]; /* the configuration, then the id */
+  char site_one[1024];         /* one site */
+  char site_range[1024];       /* the sites of an id range */
+  char site_in[1024];          /* up to 32 sites */
+  char site_page[1024];        /* the sites after an id, up to a limit */
+  char site_insert[1024];      /* the configuration, current_level, created_at, updated_at */
+  char site_insert_lite[1280]; /* the same on SQLite, with an id never given out before */
+  char site_update[1024];      /* the configuration, then the id */
   int ok;
 };
 static struct sites_sql ssql;
@@ -57,6 +59,14 @@ static int fmt(char *out, size_t cap, const char *f, ...) {
 
 /* The sites' statements into ssql; 0 or -1. Parameters: the configuration columns in table
    order (site_fields' FORM_CONFIG rows), then what each statement names after them. */
+/* SQLite: the next id of a table, past every id it ever gave out. SQLite hands a deleted highest
+   rowid out again, and a site's or origin's history (incidents, events, publications, drills)
+   keeps its id after it is deleted: the next site took that history over. A trigger of schema 20
+   keeps the highest deleted id in cdnca_meta's column; PostgreSQL's identities never reuse. */
+#define LITE_NEXT_ID(table, col)                                                                   \
+  "(SELECT MAX(COALESCE((SELECT MAX(id) FROM " table "), 0), (SELECT " col " FROM cdnca_meta "     \
+  "WHERE id = 1)) + 1)"
+
 static int site_sql_build(const char *q32) {
   char cols[1024], cfg[512], marks[256], sets[768];
   if (fields_columns(site_fields, 0, "", cols, sizeof cols) < 0 ||
@@ -75,6 +85,10 @@ static int site_sql_build(const char *q32) {
       fmt(ssql.site_insert, sizeof ssql.site_insert,
           "INSERT INTO sites (%s, current_level, config_version, created_at, updated_at) "
           "VALUES (%s, ?, 0, ?, ?) RETURNING id",
+          cfg, marks) < 0 ||
+      fmt(ssql.site_insert_lite, sizeof ssql.site_insert_lite,
+          "INSERT INTO sites (id, %s, current_level, config_version, created_at, updated_at) "
+          "VALUES (" LITE_NEXT_ID("sites", "site_id_max") ", %s, ?, 0, ?, ?) RETURNING id",
           cfg, marks) < 0 ||
       fmt(ssql.site_update, sizeof ssql.site_update, "UPDATE sites SET %s WHERE id = ?", sets) < 0)
     return -1;
@@ -119,6 +133,10 @@ static void ssql_build(void) {
       fmt(ssql.insert, sizeof ssql.insert,
           "INSERT INTO origins (site_id, %s, created_at) VALUES (?, %s, ?) RETURNING id", cfg,
           marks) < 0 ||
+      fmt(ssql.insert_lite, sizeof ssql.insert_lite,
+          "INSERT INTO origins (id, site_id, %s, created_at) VALUES (" LITE_NEXT_ID(
+              "origins", "origin_id_max") ", ?, %s, ?) RETURNING id",
+          cfg, marks) < 0 ||
       fmt(ssql.insert_id, sizeof ssql.insert_id,
           "INSERT INTO origins (id, site_id, %s, created_at) VALUES (?, ?, %s, ?)", cfg,
           marks) < 0 ||
@@ -568,7 +586,8 @@ static enum store_rc write_hostnames(struct store *st, const struct site_rec *s,
 
 static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   const struct sites_sql *osq = sites_sql();
-  struct db_stmt *q = osq ? db_prep(st->w, osq->insert) : NULL;
+  struct db_stmt *q =
+      osq ? db_prep(st->w, db_kind(st->w) == DB_SQLITE ? osq->insert_lite : osq->insert) : NULL;
   int next;
   if (!q) return STORE_ERROR;
   db_bind_i64(q, 1, o->site_id);
@@ -664,7 +683,8 @@ enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, 
   int64_t now = clock_wall_ms();
   int next;
 
-  q = osq ? db_prep(st->w, osq->site_insert) : NULL;
+  q = osq ? db_prep(st->w, db_kind(st->w) == DB_SQLITE ? osq->site_insert_lite : osq->site_insert)
+          : NULL;
   if (!q) goto fail;
   next = store_fields_bind(q, 1, site_fields, FORM_CONFIG, s);
   if (next < 0) {

@@ -9,3 +9,8 @@ UPDATE cdnca_meta SET node_id_max = GREATEST(node_id_max, COALESCE(
 -- An event in a kept incident's timeline is not pruned (its deliveries are the incident's
 -- evidence): the event prune asks this for each old event.
 CREATE INDEX incident_entries_event ON incident_entries (event_id);
+-- Site and origin ids (see schema/sqlite/0020_upgrade_fixes.sql): SQLite keeps the highest
+-- deleted id in these columns; PostgreSQL's identities never give an id out twice, so here
+-- they stay 0 (the same columns in both dialects).
+ALTER TABLE cdnca_meta ADD COLUMN site_id_max BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE cdnca_meta ADD COLUMN origin_id_max BIGINT NOT NULL DEFAULT 0;

@@ -819,6 +819,7 @@ static void test_node_ids_not_reused(void **state) {
        0020 raises it, so the next id is past every id the sequence gave out */
     store_close(&f->st);
     raw_sql(f, "DROP INDEX incident_entries_event");
+    raw_sql(f, "ALTER TABLE cdnca_meta DROP COLUMN site_id_max, DROP COLUMN origin_id_max");
     raw_sql(f, "UPDATE cdnca_meta SET node_id_max = 1 WHERE id = 1");
     raw_sql(f, "INSERT INTO nodes (name, created_at) VALUES ('edge-old2', 1)");
     raw_sql(f, "DELETE FROM nodes WHERE name IN ('edge-old2', 'edge-d')");
@@ -829,6 +830,49 @@ static void test_node_ids_not_reused(void **state) {
     assert_int_equal(raw_i64(f, "SELECT node_id_max FROM cdnca_meta"), old_id + 2);
     assert_int_equal(node_new(f, &b, "edge-e", 'e'), STORE_OK);
     assert_int_equal(b.id, old_id + 3);
+  }
+}
+
+/* Site and origin ids are never given out twice either: a deleted site's incidents, events,
+   publications and drills keep its id (SQLite handed a deleted highest id out again, and the next
+   site took that history over). */
+static void test_site_ids_not_reused(void **state) {
+  struct fx *f = *state;
+  struct site_rec b, c;
+  int64_t a = create_site(f, "a", "a.com", 2), b_id, b_last_origin;
+  assert_true(a > 0);
+  b_id = create_site(f, "b", "b.com", 3);
+  assert_int_equal(store_site_get(f->st, b_id, &b), STORE_OK);
+  b_last_origin = b.origins[b.n_origins - 1].id;
+  site_rec_fini(&b);
+  /* the highest site, with the highest origins, deleted: the next ids are past them */
+  assert_int_equal(store_site_delete(f->st, b_id), STORE_OK);
+  assert_int_equal(store_site_get(f->st, create_site(f, "c", "c.com", 1), &c), STORE_OK);
+  assert_int_equal(c.id, b_id + 1);
+  assert_int_equal(c.origins[0].id, b_last_origin + 1);
+  /* an origin deleted on its own (the newest) is not given out again either */
+  assert_int_equal(store_origin_delete(f->st, c.id, c.origins[0].id), STORE_OK);
+  site_rec_fini(&c);
+  assert_int_equal(store_site_get(f->st, create_site(f, "d", "d.com", 1), &c), STORE_OK);
+  assert_int_equal(c.origins[0].id, b_last_origin + 2);
+  site_rec_fini(&c);
+  if (!g_pg) {
+    /* a SQLite database of schema 19: migration 0020 starts past the highest ids its history
+       still names (an event of site 50, an incident's origin 70) */
+    store_close(&f->st);
+    raw_sql(f, "DROP TRIGGER sites_id_kept; DROP TRIGGER origins_id_kept; DROP INDEX "
+               "incident_entries_event; ALTER TABLE cdnca_meta DROP COLUMN site_id_max; ALTER "
+               "TABLE cdnca_meta DROP COLUMN origin_id_max");
+    raw_sql(f, "INSERT INTO events (site_id, type, title, created_at) VALUES (50, 't', 't', 1); "
+               "INSERT INTO incident_origins (incident_id, origin_id, level, failed_at) VALUES (1, "
+               "70, 1, 1)");
+    set_version(f, 19);
+    f->st = store_open(f->path);
+    assert_non_null(f->st);
+    assert_int_equal(store_site_get(f->st, create_site(f, "e", "e.com", 1), &c), STORE_OK);
+    assert_int_equal(c.id, 51);
+    assert_int_equal(c.origins[0].id, 71);
+    site_rec_fini(&c);
   }
 }
 
@@ -1332,6 +1376,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_node_ids_not_reused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_site_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
