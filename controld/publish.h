@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "store_node.h"
+#include "store_pub.h"
 
 struct publish;
 struct pub_blob; /* immutable JSON text of one answer, refcounted */
@@ -22,8 +23,7 @@ void publish_set_deny_targets(struct publish *p, const char *list);
 /* Free the publisher and drop its cached blobs (blobs still referenced live on). NULLs *p. */
 void publish_free(struct publish **p);
 
-/* How many publications a delta spans at most: a node further behind gets the full set. */
-#define PUB_DELTA_MAX 256
+/* PUB_DELTA_MAX (store_pub.h): how many publications a delta spans at most. */
 
 /* Pure: the seq an answer for a node holding `since` is built from when the newest publication
    is cur: since itself, or 0 (the full set) when since is past cur (the database was reset) or

@@ -27,11 +27,17 @@ void store_pub_pending_set_locked(struct store_tx *tx, int64_t seq);
 /* Publications deleted per prune transaction. */
 #define STORE_PUB_PRUNE_BATCH 1000
 
+/* How many publications a config delta spans at most: a node further behind gets the full set
+   (publish_since). So a deleted site's last publication (its tombstone) that far behind the
+   newest is one no delta needs: the prune may take it. */
+#define PUB_DELTA_MAX 256
+
 /* Delete the publications recorded before before_ms, oldest first, in transactions of
    STORE_PUB_PRUNE_BATCH, but each site's newest (what the site's nodes must have applied; the
    newest of all among them, so seqs keep growing) and those recorded while an incident or a
-   drill of their site that is still kept was running (its propagation figures read them). Rows
-   deleted or -1. An engine write. */
+   drill of their site that is still kept was running (its propagation figures read them). A
+   deleted site's newest goes too once it is more than PUB_DELTA_MAX behind the newest of all:
+   else every deleted site kept a row for good. Rows deleted or -1. An engine write. */
 int64_t store_pub_prune(struct store *st, int64_t before_ms);
 
 /* Add the participant that reads the transaction's publication seq before COMMIT and runs the

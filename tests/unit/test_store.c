@@ -876,6 +876,42 @@ static void test_site_ids_not_reused(void **state) {
   }
 }
 
+/* A deleted site's last publication (its tombstone) goes once it is more than PUB_DELTA_MAX
+   behind the newest: a node that far behind gets the full set anyway. One within that stays (a
+   node in step learns the deletion from its delta). Before, every deleted site kept a row for
+   good. */
+static void test_tombstones_pruned(void **state) {
+  struct fx *f = *state;
+  int64_t x = create_site(f, "x", "x.com", 1), y;
+  assert_int_equal(store_site_delete(f->st, x), STORE_OK);
+  y = create_site(f, "y", "y.com", 1);
+  {
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+             "INSERT INTO publications (seq, site_id, config_version, reason, created_at) "
+             "SELECT (SELECT MAX(seq) FROM publications) + i, %lld, i + 1, 'updated', 1 FROM n",
+             PUB_DELTA_MAX + 4, (long long)y);
+    raw_sql(f, sql);
+  }
+  assert_int_equal(store_site_delete(f->st, create_site(f, "z", "z.com", 1)), STORE_OK);
+  raw_sql(f, "UPDATE publications SET created_at = 1");
+  /* x: created, deleted; y: created + PUB_DELTA_MAX + 4; z: created, deleted */
+  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM publications"), PUB_DELTA_MAX + 9);
+  assert_true(store_pub_prune(f->st, 2) == PUB_DELTA_MAX + 7);
+  /* y's newest (the site is there) and z's tombstone (the newest of all) stay */
+  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM publications"), 2);
+  {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM publications WHERE site_id = %lld",
+             (long long)y);
+    assert_int_equal(raw_i64(f, sql), 1);
+  }
+  assert_int_equal(raw_i64(f, "SELECT deleted FROM publications WHERE seq = (SELECT MAX(seq) FROM "
+                              "publications)"),
+                   1);
+}
+
 /* ---- one snapshot per answer (store_snapshot) ---- */
 
 struct snap_arg {
@@ -1377,6 +1413,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_node_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_site_ids_not_reused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tombstones_pruned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
