@@ -120,10 +120,15 @@ static cJSON *full_json(const struct incident_full *f) {
     cJSON_AddItemToArray(a, o);
   }
   a = cJSON_AddArrayToObject(j, "propagation");
-  for (int i = 0; i < f->n_pubs; i++) {
+  /* both in seq order: each publication's rows are the next slice [k0, k1) of the applied rows */
+  for (int i = 0, k0 = 0, k1 = 0; i < f->n_pubs; i++, k0 = k1) {
     struct incident_prop p;
     cJSON *o = cJSON_CreateObject(), *nodes;
-    incident_propagation(f->applied, f->n_applied, f->pubs[i].seq, f->pubs[i].created_at, &p);
+    while (k0 < f->n_applied && f->applied[k0].seq < f->pubs[i].seq)
+      k0++;
+    for (k1 = k0; k1 < f->n_applied && f->applied[k1].seq == f->pubs[i].seq; k1++)
+      ;
+    incident_propagation(f->applied + k0, k1 - k0, f->pubs[i].seq, f->pubs[i].created_at, &p);
     json_add_i64(o, "seq", p.seq);
     cJSON_AddStringToObject(o, "reason", f->pubs[i].reason);
     json_add_i64(o, "published_at", p.published_at);
@@ -140,11 +145,9 @@ static cJSON *full_json(const struct incident_full *f) {
     else
       cJSON_AddNullToObject(o, "all_applied_at");
     nodes = cJSON_AddArrayToObject(o, "nodes");
-    for (int k = 0; k < f->n_applied; k++) {
+    for (int k = k0; k < k1; k++) {
       const struct applied_row *x = &f->applied[k];
-      cJSON *n;
-      if (x->seq != p.seq) continue;
-      n = cJSON_CreateObject();
+      cJSON *n = cJSON_CreateObject();
       json_add_i64(n, "node_id", x->node_id);
       cJSON_AddStringToObject(n, "node", x->node_name);
       json_add_i64(n, "applied_at", x->applied_at);

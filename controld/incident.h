@@ -28,6 +28,10 @@ extern const char *const incident_trigger_names[INCIDENT_TRIGGERS];
 
 /* At most this many timeline entries per incident; later ones are counted in `dropped`. */
 #define INCIDENT_MAX_ENTRIES 10000
+/* The switches of an incident whose propagation to every node is recorded: the first this many
+   (each is a row per node; a site flapping for hours switched hundreds of times). Every switch
+   is on the timeline. */
+#define INCIDENT_MAX_SWITCHES 64
 /* Longest operator note, in bytes of UTF-8. */
 #define INCIDENT_NOTE_MAX 4096
 

@@ -250,6 +250,10 @@ int store_id_cmp(const void *a, const void *b);
 enum store_rc store_ids_read(struct db_conn *c, struct db_stmt *s, int limit, int64_t **ids, int *n,
                              const char *what);
 
+/* An integer constant's digits in a statement's text (" < " STORE_SQL_NUM(PUB_DELTA_MAX)). */
+#define STORE_SQL_NUM_(x) #x
+#define STORE_SQL_NUM(x) STORE_SQL_NUM_(x)
+
 /* Prune by retention: pick (two integer parameters, before_ms and then batch, its LIMIT; it
    selects ids, oldest first) names the rows to go, and each statement of del (one integer
    parameter, the id) deletes what is theirs, the last the row itself; batch ids an engine write

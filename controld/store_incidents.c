@@ -14,7 +14,8 @@
 
 #define ACTIVE "state <> 'resolved'"
 /* the publications a switch records (engine: health_reason_to_string of a switch's reason) */
-#define SWITCH_PUB "p.reason IN ('auto_failover', 'auto_failback', 'manual', 'no_enabled_origins')"
+#define SWITCH_REASONS "('auto_failover', 'auto_failback', 'manual', 'no_enabled_origins')"
+#define SWITCH_PUB "p.reason IN " SWITCH_REASONS
 
 static int read_incident(const void *ctx, struct db_stmt *s, void *rec) {
   (void)ctx;
@@ -162,14 +163,17 @@ int64_t store_incident_streak_start_locked(struct store_tx *tx, int64_t origin_i
 
 int store_incident_applied_batch(struct store *st, const struct incident_ask *a, int n) {
   /* the first time each node asked holding a seq at or past each switch publication of an
-     active incident; later asks change nothing */
+     active incident, for its first INCIDENT_MAX_SWITCHES switches; later asks change nothing */
   static const char q[] =
       "INSERT INTO incident_applied (incident_id, seq, node_id, node_name, applied_at) "
       "SELECT i.id, p.seq, n.id, n.name, CAST(?3 AS BIGINT) FROM incidents i "
       "JOIN publications p ON p.site_id = i.site_id AND p.created_at >= i.opened_at "
       "JOIN nodes n ON n.id = ?1 "
-      "WHERE i." ACTIVE " AND " SWITCH_PUB " AND p.seq <= ?2 "
-      "ON CONFLICT (incident_id, seq, node_id) DO NOTHING";
+      "WHERE i." ACTIVE " AND " SWITCH_PUB " AND p.seq <= ?2 AND (SELECT COUNT(*) FROM "
+      "publications e WHERE e.site_id = i.site_id AND e.created_at >= i.opened_at AND e.seq < "
+      "p.seq AND e.reason IN " SWITCH_REASONS ") < " STORE_SQL_NUM(
+          INCIDENT_MAX_SWITCHES) " "
+                                 "ON CONFLICT (incident_id, seq, node_id) DO NOTHING";
   static const char any[] = "SELECT 1 FROM incidents WHERE " ACTIVE " LIMIT 1";
   struct store_tx *tx;
   struct db_stmt *s;
@@ -350,8 +354,9 @@ enum store_rc store_incident_pubs(struct store *st, const struct incident_rec *r
   return store_select(st, &q, pub_cols,
                       " FROM publications p WHERE p.site_id = ? AND p.created_at >= ? AND "
                       "p.created_at <= ? AND " SWITCH_PUB " ORDER BY p.seq",
-                      sizeof **out, 1000, (void **)out, n, "reading an incident's switches", "III",
-                      r->site_id, r->opened_at, r->resolved_at > 0 ? r->resolved_at : INT64_MAX);
+                      sizeof **out, INCIDENT_MAX_SWITCHES, (void **)out, n,
+                      "reading an incident's switches", "III", r->site_id, r->opened_at,
+                      r->resolved_at > 0 ? r->resolved_at : INT64_MAX);
 }
 
 #define II(m)                                                                                      \

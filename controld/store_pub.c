@@ -69,23 +69,23 @@ int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reaso
   return 0;
 }
 
-#define TEXT_OF(x) #x
-#define TEXT(x) TEXT_OF(x)
-#define PUB_DELTA_MAX_TEXT TEXT(PUB_DELTA_MAX)
-
 int64_t store_pub_prune(struct store *st, int64_t before_ms) {
   /* an incident's propagation and a drill's figures read the site's publications over the
      incident's or the drill's time: those stay while the incident or drill is kept */
   static const char pick[] =
       "SELECT p.seq FROM publications p WHERE p.created_at < ? AND (p.seq < (SELECT MAX(q.seq) "
       "FROM publications q WHERE q.site_id = p.site_id) OR (p.seq < (SELECT MAX(r.seq) FROM "
-      "publications r) - " PUB_DELTA_MAX_TEXT " AND NOT EXISTS (SELECT 1 FROM sites s WHERE s.id = "
-      "p.site_id))) AND NOT EXISTS (SELECT 1 FROM incidents "
-      "i WHERE i.site_id = p.site_id AND i.opened_at <= p.created_at AND "
-      "COALESCE(i.resolved_at, p.created_at) >= p.created_at) AND NOT EXISTS (SELECT 1 FROM "
-      "drills d WHERE d.site_id = p.site_id AND d.started_at IS NOT NULL AND d.started_at - 1000 "
-      "<= p.created_at AND COALESCE(d.finished_at + 1000, p.created_at) >= p.created_at) ORDER "
-      "BY p.created_at LIMIT ?";
+      "publications r) - " STORE_SQL_NUM(
+          PUB_DELTA_MAX) " AND NOT EXISTS (SELECT 1 FROM sites s WHERE s.id = "
+                         "p.site_id))) AND NOT EXISTS (SELECT 1 FROM incidents "
+                         "i WHERE i.site_id = p.site_id AND i.opened_at <= p.created_at AND "
+                         "COALESCE(i.resolved_at, p.created_at) >= p.created_at) AND NOT EXISTS "
+                         "(SELECT 1 FROM "
+                         "drills d WHERE d.site_id = p.site_id AND d.started_at IS NOT NULL AND "
+                         "d.started_at - 1000 "
+                         "<= p.created_at AND COALESCE(d.finished_at + 1000, p.created_at) >= "
+                         "p.created_at) ORDER "
+                         "BY p.created_at LIMIT ?";
   static const char *const del[] = {"DELETE FROM publications WHERE seq = ?"};
   return store_prune_ids(st, pick, del, 1, STORE_PUB_PRUNE_BATCH, before_ms,
                          "pruning publications");

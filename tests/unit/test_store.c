@@ -24,6 +24,7 @@
 #include "store_enrol.h"
 #include "store_events.h"
 #include "store_health.h"
+#include "store_incidents.h"
 #include "store_node.h"
 #include "store_pub.h"
 #include "store_sites.h"
@@ -912,6 +913,43 @@ static void test_tombstones_pruned(void **state) {
                    1);
 }
 
+/* An incident records every node's propagation of its first INCIDENT_MAX_SWITCHES switches only:
+   a site flapping for hours switched hundreds of times, each a row per node. */
+static void test_incident_switches_capped(void **state) {
+  struct fx *f = *state;
+  struct node_rec n;
+  struct incident_rec rec;
+  struct incident_pub *pubs = NULL;
+  struct incident_ask ask;
+  int np = 0;
+  char sql[400];
+  int64_t site = create_site(f, "flap", "flap.com", 1);
+  assert_int_equal(node_new(f, &n, "edge-f", 'f'), STORE_OK);
+  snprintf(sql, sizeof sql,
+           "INSERT INTO incidents (site_id, site_name, state, trigger, opened_at, opened_level) "
+           "VALUES (%lld, 'flap', 'open', 'origin_unhealthy', 1, 1)",
+           (long long)site);
+  raw_sql(f, sql);
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < %d) "
+           "INSERT INTO publications (seq, site_id, config_version, reason, created_at) SELECT "
+           "(SELECT MAX(seq) FROM publications) + i, %lld, i + 1, 'auto_failover', 2 FROM k",
+           INCIDENT_MAX_SWITCHES + 6, (long long)site);
+  raw_sql(f, sql);
+  ask.node_id = n.id;
+  ask.seq = raw_i64(f, "SELECT MAX(seq) FROM publications");
+  ask.at = 3;
+  assert_int_equal(store_incident_applied_batch(f->st, &ask, 1), 0);
+  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM incident_applied"), INCIDENT_MAX_SWITCHES);
+  /* the first ones: the oldest switch and not the newest */
+  assert_int_equal(raw_i64(f, "SELECT MAX(seq) FROM incident_applied"), ask.seq - 6);
+  rec.id = raw_i64(f, "SELECT MAX(id) FROM incidents");
+  assert_int_equal(store_incident_get(f->st, rec.id, &rec), STORE_OK);
+  assert_int_equal(store_incident_pubs(f->st, &rec, &pubs, &np), STORE_OK);
+  assert_int_equal(np, INCIDENT_MAX_SWITCHES);
+  free(pubs);
+}
+
 /* ---- one snapshot per answer (store_snapshot) ---- */
 
 struct snap_arg {
@@ -1414,6 +1452,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_node_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_site_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tombstones_pruned, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_incident_switches_capped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
