@@ -32,8 +32,9 @@ struct incident_full {
   int n_applied;
   struct incident_pub *pubs;
   int n_pubs;
-  struct incident_impact *impact;
+  struct incident_impact *impact; /* the first STORE_IMPACT_ROWS_MAX rows */
   int n_impact;
+  struct incident_totals totals; /* over every row */
   struct incident_delivery *deliveries;
   int n_deliveries;
   int online; /* nodes seen within node_online_ms before the first switch (or the opening) */
@@ -64,6 +65,7 @@ static enum store_rc full_read(struct store *st, void *arg) {
           STORE_OK ||
       (rc = store_incident_pubs(st, &f->rec, &f->pubs, &f->n_pubs)) != STORE_OK ||
       (rc = store_incident_impact(st, a->id, &f->impact, &f->n_impact)) != STORE_OK ||
+      (rc = store_incident_impact_totals(st, a->id, &f->totals)) != STORE_OK ||
       (rc = store_incident_deliveries(st, a->id, &f->deliveries, &f->n_deliveries)) != STORE_OK)
     return rc;
   since = (f->n_pubs ? f->pubs[0].created_at : f->rec.opened_at) - a->online_ms;
@@ -110,7 +112,7 @@ static cJSON *incident_json(const void *rec) {
 
 static cJSON *full_json(const struct incident_full *f) {
   cJSON *j = incident_json(&f->rec), *a, *imp, *tot;
-  struct incident_totals t;
+  const struct incident_totals t = f->totals;
   a = cJSON_AddArrayToObject(j, "timeline");
   for (int i = 0; i < f->n_entries; i++) {
     const struct incident_entry *e = &f->entries[i];
@@ -157,7 +159,6 @@ static cJSON *full_json(const struct incident_full *f) {
     }
     cJSON_AddItemToArray(a, o);
   }
-  incident_totals(f->impact, f->n_impact, &t);
   imp = cJSON_AddObjectToObject(j, "impact");
   tot = cJSON_AddObjectToObject(imp, "total");
   json_add_i64(tot, "requests", t.requests);
@@ -271,10 +272,9 @@ static void cell(struct md *b, const char *s) {
 static void report_md(const struct incident_full *f, struct md *b) {
   const struct incident_rec *r = &f->rec;
   struct incident_figures fg;
-  struct incident_totals t;
+  const struct incident_totals t = f->totals;
   char a[48], c[48], d[48];
   incident_figures(r, &fg);
-  incident_totals(f->impact, f->n_impact, &t);
   md_printf(b, "# Incident %lld: ", (long long)r->id);
   cell(b, r->site_name);
   md_printf(b, "\n\n");

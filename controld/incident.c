@@ -240,24 +240,6 @@ void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64
   free(ms);
 }
 
-void incident_totals(const struct incident_impact *m, int n, struct incident_totals *out) {
-  memset(out, 0, sizeof *out);
-  for (int i = 0; i < n; i++) {
-    int seen = 0;
-    out->requests += m[i].requests;
-    out->failures += m[i].failures;
-    out->backup_picks += m[i].backup_picks;
-    out->fail_open += m[i].fail_open;
-    if (m[i].first_failure_at > 0 &&
-        (out->first_failure_at == 0 || m[i].first_failure_at < out->first_failure_at))
-      out->first_failure_at = m[i].first_failure_at;
-    if (m[i].last_failure_at > out->last_failure_at) out->last_failure_at = m[i].last_failure_at;
-    for (int k = 0; k < i && !seen; k++)
-      seen = m[k].node_id == m[i].node_id;
-    if (!seen) out->nodes++;
-  }
-}
-
 void incident_entry_fini(struct incident_entry *e) {
   free(e->data);
   e->data = NULL;

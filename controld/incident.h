@@ -166,13 +166,12 @@ struct incident_prop {
 void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64_t published_at,
                           struct incident_prop *out);
 
-/* Visitor impact summed over nodes and origins. */
+/* Visitor impact summed over nodes and origins (store_incident_impact_totals). */
 struct incident_totals {
   int64_t requests, failures, backup_picks, fail_open;
   int64_t first_failure_at, last_failure_at; /* 0 = none */
   int nodes;                                 /* distinct nodes that reported */
 };
-void incident_totals(const struct incident_impact *m, int n, struct incident_totals *out);
 
 /* Release what an entry owns. */
 void incident_entry_fini(struct incident_entry *e);

@@ -387,8 +387,38 @@ enum store_rc store_incident_impact(struct store *st, int64_t id, struct inciden
   return store_select(st, &q, impact_cols,
                       " FROM incident_impact m LEFT JOIN nodes n ON n.id = m.node_id "
                       "WHERE m.incident_id = ? ORDER BY m.node_id, m.origin_id",
-                      sizeof **out, 10000, (void **)out, n, "reading an incident's impact", "I",
-                      id);
+                      sizeof **out, STORE_IMPACT_ROWS_MAX, (void **)out, n,
+                      "reading an incident's impact", "I", id);
+}
+
+enum store_rc store_incident_impact_totals(struct store *st, int64_t id,
+                                           struct incident_totals *out) {
+  static const char q[] =
+      "SELECT CAST(COALESCE(SUM(requests), 0) AS BIGINT), CAST(COALESCE(SUM(failures), 0) AS "
+      "BIGINT), CAST(COALESCE(SUM(backup_picks), 0) AS BIGINT), CAST(COALESCE(SUM(fail_open), 0) "
+      "AS BIGINT), COALESCE(MIN(CASE WHEN first_failure_at > 0 THEN first_failure_at END), 0), "
+      "COALESCE(MAX(last_failure_at), 0), COUNT(DISTINCT node_id) FROM incident_impact WHERE "
+      "incident_id = ?";
+  struct db_conn *c = store_reader(st);
+  struct db_stmt *s = c ? db_prep(c, q) : NULL;
+  enum store_rc rc = STORE_ERROR;
+  memset(out, 0, sizeof *out);
+  if (!s) return STORE_ERROR;
+  db_bind_i64(s, 1, id);
+  if (db_step(s) == DB_ROW) {
+    out->requests = db_col_i64(s, 0);
+    out->failures = db_col_i64(s, 1);
+    out->backup_picks = db_col_i64(s, 2);
+    out->fail_open = db_col_i64(s, 3);
+    out->first_failure_at = db_col_i64(s, 4);
+    out->last_failure_at = db_col_i64(s, 5);
+    out->nodes = (int)db_col_i64(s, 6);
+    rc = STORE_OK;
+  } else {
+    log_error("summing an incident's impact: %s", db_errmsg(c));
+  }
+  db_reset(s);
+  return rc;
 }
 
 int store_incident_nodes_seen_since(struct store *st, int64_t since) {

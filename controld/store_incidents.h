@@ -91,8 +91,15 @@ void store_incident_entries_free(struct incident_entry *e, int n);
 enum store_rc store_incident_pubs(struct store *st, const struct incident_rec *r,
                                   struct incident_pub **out, int *n);
 
+/* Incident id's impact rows (node, origin), in node order: the first STORE_IMPACT_ROWS_MAX. */
+#define STORE_IMPACT_ROWS_MAX 10000
 enum store_rc store_incident_impact(struct store *st, int64_t id, struct incident_impact **out,
                                     int *n);
+
+/* Incident id's impact summed over all its rows (a fleet of 1,000 nodes in front of a site of
+   10 origins has more than STORE_IMPACT_ROWS_MAX). STORE_OK or STORE_ERROR. */
+enum store_rc store_incident_impact_totals(struct store *st, int64_t id,
+                                           struct incident_totals *out);
 
 /* Nodes seen at or after since (wall ms): the online nodes a propagation is measured against. */
 int store_incident_nodes_seen_since(struct store *st, int64_t since);

@@ -182,23 +182,6 @@ static void test_propagation_and_totals(void **state) {
       {.seq = 9, .published_at = 9000, .node_id = 1, .applied_at = 9010, .node_name = "fra-1"},
   };
   struct incident_prop p;
-  struct incident_impact m[] = {
-      {.node_id = 1,
-       .origin_id = 10,
-       .requests = 100,
-       .failures = 3,
-       .first_failure_at = 50,
-       .last_failure_at = 70},
-      {.node_id = 1, .origin_id = 11, .requests = 40, .backup_picks = 40},
-      {.node_id = 2,
-       .origin_id = 10,
-       .requests = 10,
-       .failures = 1,
-       .fail_open = 2,
-       .first_failure_at = 40,
-       .last_failure_at = 40},
-  };
-  struct incident_totals t;
   (void)state;
   incident_propagation(a, 4, 5, 1000, &p);
   assert_int_equal(p.applied, 3);
@@ -209,14 +192,6 @@ static void test_propagation_and_totals(void **state) {
   incident_propagation(a, 4, 7, 5000, &p);
   assert_int_equal(p.applied, 0);
   assert_int_equal(p.p50_ms, -1);
-  incident_totals(m, 3, &t);
-  assert_int_equal(t.requests, 150);
-  assert_int_equal(t.failures, 4);
-  assert_int_equal(t.backup_picks, 40);
-  assert_int_equal(t.fail_open, 2);
-  assert_int_equal(t.nodes, 2);
-  assert_int_equal(t.first_failure_at, 40);
-  assert_int_equal(t.last_failure_at, 70);
 }
 
 int main(void) {

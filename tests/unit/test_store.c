@@ -950,6 +950,28 @@ static void test_incident_switches_capped(void **state) {
   free(pubs);
 }
 
+/* An incident's impact summed over every (node, origin) row, however many: the API's totals. */
+static void test_incident_impact_totals(void **state) {
+  struct fx *f = *state;
+  struct incident_totals t;
+  raw_sql(f, "INSERT INTO incident_impact (incident_id, node_id, origin_id, requests, failures, "
+             "backup_picks, fail_open, first_failure_at, last_failure_at) VALUES "
+             "(1, 1, 10, 100, 3, 0, 0, 50, 70), (1, 1, 11, 40, 0, 40, 0, NULL, NULL), "
+             "(1, 2, 10, 10, 1, 0, 2, 40, 40), (2, 3, 10, 999, 9, 9, 9, 1, 99)");
+  assert_int_equal(store_incident_impact_totals(f->st, 1, &t), STORE_OK);
+  assert_true(t.requests == 150 && t.failures == 4 && t.backup_picks == 40 && t.fail_open == 2);
+  assert_int_equal(t.nodes, 2);
+  assert_true(t.first_failure_at == 40 && t.last_failure_at == 70);
+  assert_int_equal(store_incident_impact_totals(f->st, 7, &t), STORE_OK); /* none */
+  assert_true(t.requests == 0 && t.nodes == 0 && t.first_failure_at == 0);
+  /* past the rows the list reads: 10,000 rows of one origin and 1,000 nodes, one request each */
+  raw_sql(f, "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 10049) "
+             "INSERT INTO incident_impact (incident_id, node_id, origin_id, requests, failures, "
+             "backup_picks, fail_open) SELECT 5, 1 + i % 1000, 100 + i / 1000, 1, 0, 0, 0 FROM k");
+  assert_int_equal(store_incident_impact_totals(f->st, 5, &t), STORE_OK);
+  assert_true(t.requests == 10050 && t.nodes == 1000);
+}
+
 /* ---- one snapshot per answer (store_snapshot) ---- */
 
 struct snap_arg {
@@ -1453,6 +1475,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_site_ids_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tombstones_pruned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incident_switches_capped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_incident_impact_totals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
