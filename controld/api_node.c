@@ -193,29 +193,14 @@ static void config_blob_reply(struct req *r, struct pub_blob *b) {
   req_response(r, 200, resp);
 }
 
-/* Set r's reply to 304, with the X-Cdnca-Node-Id header as a config's: a node restarted from its
-   cache, whose config is current, learns its id from the first poll too. */
-static void config_unchanged_reply(struct req *r) {
-  char id[32];
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-  if (!resp) {
-    req_error(r, 500, "internal", NULL, "out of memory");
-    return;
-  }
-  snprintf(id, sizeof id, "%lld", (long long)r->node_id);
-  MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
-  req_response(r, 304, resp);
-}
-
 /* Set r's reply for how its config poll ended (b: the config, for HUB_CONFIG). */
 static void config_reply(struct req *r, enum hub_outcome outcome, struct pub_blob *b) {
   switch (outcome) {
   case HUB_CONFIG:
     config_blob_reply(r, b);
     break;
-  case HUB_UNCHANGED:
-    config_unchanged_reply(r);
+  case HUB_UNCHANGED: /* http.c adds X-Cdnca-Node-Id, as to every answer to a node */
+    req_json(r, 304, NULL);
     break;
   case HUB_REVOKED:
     req_error(r, 401, "unauthorized", NULL, "unknown or revoked token");

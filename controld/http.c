@@ -270,9 +270,15 @@ static enum MHD_Result queue(struct req *r) {
     /* a node's clock reference (docs/design.md, Failback ramp); a shared config answer has none,
        the node's other calls carry it */
     if (strncmp(r->url, "/v1/node/", 9) == 0) {
-      char now[24];
+      char now[24], id[24];
       snprintf(now, sizeof now, "%lld", (long long)clock_wall_ms());
       MHD_add_response_header(resp, "X-Cdnca-Now", now);
+      /* and the node's id (a node restarted from its cached config learns it from any answer;
+         a shared config answer carries its own) */
+      if (r->node_id > 0) {
+        snprintf(id, sizeof id, "%lld", (long long)r->node_id);
+        MHD_add_response_header(resp, "X-Cdnca-Node-Id", id);
+      }
     }
   }
   connguard_mhd_answering(r->srv->guard, r->conn);

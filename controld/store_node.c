@@ -10,6 +10,7 @@
 #include "store_core.h"
 #include "store_drills.h"
 #include "store_incidents.h"
+#include "store_pub.h"
 #include "store_signal.h"
 #include "store_sites.h"
 #include "store_tokens.h"
@@ -240,8 +241,12 @@ enum store_rc store_config_snapshot(struct store *st, int64_t since, struct conf
     rc = STORE_OK;
     goto out;
   }
-  /* a delta needs every publication after since: since must lie within the kept history */
-  out->full = since <= 0 || since > max_seq || since < min_seq - 1;
+  /* a delta needs every publication after since: since must lie within the kept history, and
+     within PUB_DELTA_MAX of the newest, as read here (a deleted site's last publication further
+     behind may be pruned: store_pub_prune; the newest seq only grows, so a prune's cut-off is
+     never past this one) */
+  out->full =
+      since <= 0 || since > max_seq || since < min_seq - 1 || since < max_seq - PUB_DELTA_MAX;
   if (collect_ids(c, out->full ? all_ids : changed, since, !out->full, &ids, &n_ids) < 0) goto out;
   out->sites = calloc((size_t)(n_ids ? n_ids : 1), sizeof *out->sites);
   if (!out->sites) goto out;

@@ -12,7 +12,8 @@ CREATE INDEX incident_entries_event ON incident_entries (event_id);
 -- deleted, and SQLite hands a deleted highest rowid out again: the next site took over the
 -- deleted one's incident, messages and publications. The highest id deleted is kept here (by
 -- the triggers); the store gives the next id past it and past every live row. On a database
--- before this one, the highest ids its history still names are what is known.
+-- before this one, the highest ids its history still names are what is known (an origin's
+-- health change is named only in its event's data).
 ALTER TABLE cdnca_meta ADD COLUMN site_id_max INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE cdnca_meta ADD COLUMN origin_id_max INTEGER NOT NULL DEFAULT 0;
 UPDATE cdnca_meta SET site_id_max = (SELECT MAX(m) FROM (
@@ -25,7 +26,12 @@ UPDATE cdnca_meta SET site_id_max = (SELECT MAX(m) FROM (
   SELECT COALESCE(MAX(id), 0) AS m FROM origins
   UNION ALL SELECT COALESCE(MAX(origin_id), 0) FROM incident_origins
   UNION ALL SELECT COALESCE(MAX(origin_id), 0) FROM incident_impact
-  UNION ALL SELECT COALESCE(MAX(origin_id), 0) FROM drill_origins)) WHERE id = 1;
+  UNION ALL SELECT COALESCE(MAX(origin_id), 0) FROM drill_origins
+  UNION ALL SELECT COALESCE(MAX(origin_id), 0) FROM probe_tasks
+  UNION ALL SELECT COALESCE(MAX(CAST(json_extract(data, '$.origin_id') AS INTEGER)), 0)
+    FROM events WHERE json_valid(data)
+  UNION ALL SELECT COALESCE(MAX(CAST(json_extract(data, '$.origin_id') AS INTEGER)), 0)
+    FROM incident_entries WHERE json_valid(data))) WHERE id = 1;
 CREATE TRIGGER sites_id_kept AFTER DELETE ON sites BEGIN
   UPDATE cdnca_meta SET site_id_max = MAX(site_id_max, OLD.id) WHERE id = 1;
 END;

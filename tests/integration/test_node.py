@@ -124,6 +124,12 @@ def test_controld_down_then_restart_from_cache(tmp):
     # node (the node restarted from its cache knew no id)
     assert s["sync"]["from_cache"] is False, s["sync"]
     assert s["node"]["id"] == nid, s["node"]
+    # the 304 itself: the node's id and controld's clock, as every answer to a node
+    st, _, hdrs = harness.http_call(harness.HOST, c.port, "GET",
+                                    "/v1/node/config?since=%d&wait_ms=0" % seq,
+                                    headers={"Authorization": "Bearer " + tok})
+    assert st == 304 and hdrs.get("X-Cdnca-Node-Id") == str(nid), (st, dict(hdrs))
+    assert int(hdrs.get("X-Cdnca-Now")) > 0, dict(hdrs)
 
 
 def test_revoked_node_stops_syncing(tmp):

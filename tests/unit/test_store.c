@@ -859,12 +859,13 @@ static void test_site_ids_not_reused(void **state) {
   site_rec_fini(&c);
   if (!g_pg) {
     /* a SQLite database of schema 19: migration 0020 starts past the highest ids its history
-       still names (an event of site 50, an incident's origin 70) */
+       still names (an event of site 50 naming origin 80, an incident's origin 70) */
     store_close(&f->st);
     raw_sql(f, "DROP TRIGGER sites_id_kept; DROP TRIGGER origins_id_kept; DROP INDEX "
                "incident_entries_event; ALTER TABLE cdnca_meta DROP COLUMN site_id_max; ALTER "
                "TABLE cdnca_meta DROP COLUMN origin_id_max");
-    raw_sql(f, "INSERT INTO events (site_id, type, title, created_at) VALUES (50, 't', 't', 1); "
+    raw_sql(f, "INSERT INTO events (site_id, type, title, data, created_at) VALUES (50, "
+               "'origin.health_changed', 't', '{\"origin_id\": 80}', 1); "
                "INSERT INTO incident_origins (incident_id, origin_id, level, failed_at) VALUES (1, "
                "70, 1, 1)");
     set_version(f, 19);
@@ -872,45 +873,56 @@ static void test_site_ids_not_reused(void **state) {
     assert_non_null(f->st);
     assert_int_equal(store_site_get(f->st, create_site(f, "e", "e.com", 1), &c), STORE_OK);
     assert_int_equal(c.id, 51);
-    assert_int_equal(c.origins[0].id, 71);
+    assert_int_equal(c.origins[0].id, 81);
     site_rec_fini(&c);
   }
 }
 
 /* A deleted site's last publication (its tombstone) goes once it is more than PUB_DELTA_MAX
-   behind the newest: a node that far behind gets the full set anyway. One within that stays (a
-   node in step learns the deletion from its delta). Before, every deleted site kept a row for
-   good. */
+   behind the newest: a node that far behind gets the full set (store_config_snapshot decides it
+   on the seqs it reads itself). One within that stays: a node in step learns the deletion from
+   its delta. Before, every deleted site kept a row for good. */
 static void test_tombstones_pruned(void **state) {
   struct fx *f = *state;
-  int64_t x = create_site(f, "x", "x.com", 1), y;
-  assert_int_equal(store_site_delete(f->st, x), STORE_OK);
-  y = create_site(f, "y", "y.com", 1);
-  {
-    char sql[400];
-    snprintf(sql, sizeof sql,
-             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
-             "INSERT INTO publications (seq, site_id, config_version, reason, created_at) "
-             "SELECT (SELECT MAX(seq) FROM publications) + i, %lld, i + 1, 'updated', 1 FROM n",
-             PUB_DELTA_MAX + 4, (long long)y);
-    raw_sql(f, sql);
-  }
-  assert_int_equal(store_site_delete(f->st, create_site(f, "z", "z.com", 1)), STORE_OK);
+  struct config_snapshot snap;
+  int64_t w = create_site(f, "w", "w.com", 1), x1 = create_site(f, "x1", "x1.com", 1);
+  int64_t x2 = create_site(f, "x2", "x2.com", 1), y = create_site(f, "y", "y.com", 1);
+  int64_t y_made = store_pub_seq(f->st), t1, newest;
+  char sql[400];
+  (void)w;
+  assert_int_equal(store_site_delete(f->st, x1), STORE_OK);
+  t1 = store_pub_seq(f->st);
+  assert_int_equal(store_site_delete(f->st, x2), STORE_OK); /* t1 + 1 */
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+           "INSERT INTO publications (seq, site_id, config_version, reason, created_at) "
+           "SELECT (SELECT MAX(seq) FROM publications) + i, %lld, i + 1, 'updated', 1 FROM n",
+           PUB_DELTA_MAX, (long long)y);
+  raw_sql(f, sql);
   raw_sql(f, "UPDATE publications SET created_at = 1");
-  /* x: created, deleted; y: created + PUB_DELTA_MAX + 4; z: created, deleted */
-  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM publications"), PUB_DELTA_MAX + 9);
-  assert_true(store_pub_prune(f->st, 2) == PUB_DELTA_MAX + 7);
-  /* y's newest (the site is there) and z's tombstone (the newest of all) stay */
-  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM publications"), 2);
-  {
-    char sql[160];
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM publications WHERE site_id = %lld",
-             (long long)y);
-    assert_int_equal(raw_i64(f, sql), 1);
-  }
-  assert_int_equal(raw_i64(f, "SELECT deleted FROM publications WHERE seq = (SELECT MAX(seq) FROM "
-                              "publications)"),
-                   1);
+  newest = raw_i64(f, "SELECT MAX(seq) FROM publications");
+  assert_true(t1 == newest - PUB_DELTA_MAX - 1);
+  /* gone: the replaced ones and x1's tombstone, PUB_DELTA_MAX + 1 behind; kept: w's (its only),
+     x2's tombstone (PUB_DELTA_MAX behind) and y's newest */
+  assert_true(store_pub_prune(f->st, 2) == PUB_DELTA_MAX + 3);
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM publications WHERE seq IN (1, %lld, %lld)",
+           (long long)(t1 + 1), (long long)newest);
+  assert_int_equal(raw_i64(f, sql), 3);
+  assert_int_equal(raw_i64(f, "SELECT COUNT(*) FROM publications"), 3);
+  /* a node holding y's creation: x1's deletion is no longer in the history, so it gets the full
+     set (w's old publication keeps the history's first seq low: that bound alone let a delta
+     through, without x1 in its deleted) */
+  assert_int_equal(store_config_snapshot(f->st, y_made, &snap), STORE_OK);
+  assert_true(snap.full && snap.n_sites == 2 && snap.n_deleted == 0);
+  store_config_snapshot_free(&snap);
+  /* the edge: x1's tombstone (PUB_DELTA_MAX + 1 behind) gets the full set, x2's (PUB_DELTA_MAX
+     behind, kept) a delta: y changed since */
+  assert_int_equal(store_config_snapshot(f->st, t1, &snap), STORE_OK);
+  assert_true(snap.full);
+  store_config_snapshot_free(&snap);
+  assert_int_equal(store_config_snapshot(f->st, t1 + 1, &snap), STORE_OK);
+  assert_true(!snap.full && snap.n_sites == 1 && snap.sites[0].id == y && snap.n_deleted == 0);
+  store_config_snapshot_free(&snap);
 }
 
 /* An incident records every node's propagation of its first INCIDENT_MAX_SWITCHES switches only:
