@@ -93,6 +93,9 @@ static cJSON *row_schema(const struct field_def *d) {
   case FIELD_STR:
     rc = add_type(p, "string", nullable);
     if (d->min > 0) cJSON_AddNumberToObject(p, "minLength", (double)d->min);
+    /* the API counts bytes of UTF-8 (the member's size, its NUL aside), a schema characters:
+       never fewer */
+    if (d->size > 1) cJSON_AddNumberToObject(p, "maxLength", (double)(d->size - 1));
     break;
   case FIELD_TEXT:
     rc = add_type(p, "string", nullable);

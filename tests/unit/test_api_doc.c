@@ -105,6 +105,9 @@ static void a_property_takes_the_rows_type_bounds_and_choices(void **state) {
   cJSON *e = cJSON_GetObjectItem(prop(d, "scheme"), "enum");
   assert_int_equal(cJSON_GetArraySize(e), ORIGIN_SCHEMES);
   assert_true(num(prop(d, "description"), "maxLength") == SITE_DESCRIPTION_MAX);
+  /* a string row's maxLength is its member's room, the NUL aside (the API's bound, in bytes) */
+  assert_true(num(prop(d, "address"), "maxLength") ==
+              (double)(sizeof(((struct origin_rec *)0)->address) - 1));
   /* a key that is no row stays, last, still required */
   assert_non_null(prop(d, "extra"));
   cJSON *props = cJSON_GetObjectItem(schema(d), "properties");
