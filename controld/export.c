@@ -240,10 +240,18 @@ static const struct field_def webhook_fields[] = {
 };
 #undef W
 
-/* Every site and origin key of the API's POST body (model.c validates them). */
-static const char *const site_api_keys[] = {
-    "name",         "hostnames",           "failback",   "failback_hold_ms", "failback_ramp",
-    "health_check", "health_check_shadow", "node_retry", "origins",          NULL};
+/* Every key of the API's POST /v1/sites body (model.c validates them): site_fields' rows and the
+   model's nested keys, into out (NULL-terminated). 0, or -1 when cap is too small. */
+static int site_api_keys(const char **out, int cap) {
+  int n = fields_names(site_fields, FORM_IN, out, cap);
+  if (n < 0) return -1;
+  for (const char *const *k = model_site_nested_keys; *k; k++) {
+    if (n + 1 >= cap) return -1;
+    out[n++] = *k;
+  }
+  out[n] = NULL;
+  return 0;
+}
 
 /* The model's error as a path under prefix. */
 static int from_model(struct field_err *err, const char *prefix, const struct field_err *me) {
@@ -296,6 +304,7 @@ static int read_site(const cJSON *obj, int i, struct site_rec *s, struct field_e
   struct field_err fe;
   struct field_err me;
   cJSON *body = NULL, *hc, *en;
+  const char *api_keys[48];
   char prefix[32], path[64];
   int enabled, ret = -1;
 
@@ -303,7 +312,8 @@ static int read_site(const cJSON *obj, int i, struct site_rec *s, struct field_e
   site_rec_defaults(s);
   if (!cJSON_IsObject(obj)) return fail(err, prefix, "a site must be a JSON object");
   memset(&meta, 0, sizeof meta);
-  if (fields_apply(obj, site_meta, site_api_keys, prefix, FIELDS_CREATE, &meta, &fe) < 0)
+  if (site_api_keys(api_keys, 48) < 0) return fail(err, prefix, "internal: too many site fields");
+  if (fields_apply(obj, site_meta, api_keys, prefix, FIELDS_CREATE, &meta, &fe) < 0)
     return from_fields(err, &fe);
   body = cJSON_Duplicate(obj, 1);
   if (!body) return fail(err, prefix, "out of memory");

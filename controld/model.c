@@ -109,12 +109,15 @@ int model_check_health_rule(const struct site_rec *s, struct field_err *err) {
   return 0;
 }
 
+const char *const model_site_nested_keys[] = {"hostnames", "health_check", "node_retry", "origins",
+                                              NULL};
+
 /* Top-level fields shared by create and patch (origins are the caller's). */
 static int apply_common(const cJSON *body, struct site_rec *s, int *hc_enabled_given,
                         unsigned flags, struct field_err *err) {
-  static const char *const nested[] = {"hostnames", "health_check", "node_retry", "origins", NULL};
   const cJSON *v;
-  if (fields_apply_form(body, site_fields, FORM_IN, nested, "", flags, s, err) < 0) return -1;
+  if (fields_apply_form(body, site_fields, FORM_IN, model_site_nested_keys, "", flags, s, err) < 0)
+    return -1;
   v = cJSON_GetObjectItemCaseSensitive(body, "hostnames");
   if (!v && (flags & FIELDS_CREATE))
     return fields_fail(err, 422, "required", NULL, "hostnames", "hostnames is required");

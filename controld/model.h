@@ -8,6 +8,10 @@
 #include "fields.h"
 #include "site.h"
 
+/* A site body's keys that are no row of site_fields (FORM_IN): each has a reader of its own here.
+   With the rows' names they are every key of a POST /v1/sites body. */
+extern const char *const model_site_nested_keys[];
+
 /* Apply a POST /v1/sites body onto s (which holds defaults). 0, or -1 with err filled. s->origins
  * is allocated (caller site_rec_fini's s either way). */
 int model_site_create(const cJSON *body, struct site_rec *s, struct field_err *err);
