@@ -457,6 +457,7 @@ static const char *const result_names[] = {
 static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finished *f) {
   long status = 0;
   int64_t now = clock_wall_ms(), next = now;
+  enum log_level lvl;
   /* every address the target resolved to was refused: nothing was connected to, and a retry
      would only ask the deny list again (docs/design.md, Errors and limits) */
   int refused = code != CURLE_OK && x->guard.refused > 0 && x->guard.opened == 0;
@@ -492,12 +493,16 @@ static void finish(struct notify *n, struct xfer *x, CURLcode code, struct finis
   f->r.error = f->err;
   f->r.next_attempt_at = next;
   f->r.at = now;
+  /* a delivery's first failure and its end go to the log; the retries between (a receiver down
+     for a day is tried some 150 times a delivery) are in its record (GET …/deliveries) and the
+     metrics, and in the log at debug */
+  lvl = f->res == NOTIFY_RETRY && x->attempts > 0 ? LOG_DEBUG : LOG_INFO;
   if (f->res == NOTIFY_DELIVERED)
     log_debug("delivery %" PRId64 " delivered (HTTP %ld)", x->id, status);
-  else
-    log_info("delivery %" PRId64 " to channel %" PRId64 " attempt %d: %s (%s)", x->id,
-             x->webhook_id, x->attempts + 1, f->err,
-             f->res == NOTIFY_RETRY ? "will retry" : "gave up");
+  else if (log_enabled(lvl))
+    log_write(lvl, __func__, "delivery %" PRId64 " to channel %" PRId64 " attempt %d: %s (%s)",
+              x->id, x->webhook_id, x->attempts + 1, f->err,
+              f->res == NOTIFY_RETRY ? "will retry" : "gave up");
 }
 
 /* Record every finished attempt; returns how many finished, or -1 when recording failed. */
