@@ -391,33 +391,39 @@ enum store_rc store_incident_impact(struct store *st, int64_t id, struct inciden
                       "reading an incident's impact", "I", id);
 }
 
+#define IT(m)                                                                                      \
+  .offset = offsetof(struct incident_totals, m), .size = sizeof(((struct incident_totals *)0)->m)
+#define SUM_OF(c) "CAST(COALESCE(SUM(" c "), 0) AS BIGINT)"
+static const struct field_def totals_cols[] = {
+    {.name = "requests", .column = SUM_OF("requests"), .type = FIELD_INT, IT(requests)},
+    {.name = "failures", .column = SUM_OF("failures"), .type = FIELD_INT, IT(failures)},
+    {.name = "backup_picks", .column = SUM_OF("backup_picks"), .type = FIELD_INT, IT(backup_picks)},
+    {.name = "fail_open", .column = SUM_OF("fail_open"), .type = FIELD_INT, IT(fail_open)},
+    {.name = "first_failure_at",
+     .column = "COALESCE(MIN(CASE WHEN first_failure_at > 0 THEN first_failure_at END), 0)",
+     .type = FIELD_INT,
+     IT(first_failure_at)},
+    {.name = "last_failure_at",
+     .column = "COALESCE(MAX(last_failure_at), 0)",
+     .type = FIELD_INT,
+     IT(last_failure_at)},
+    {.name = "nodes", .column = "COUNT(DISTINCT node_id)", .type = FIELD_INT, IT(nodes)},
+    {.name = NULL},
+};
+#undef SUM_OF
+#undef IT
+
 enum store_rc store_incident_impact_totals(struct store *st, int64_t id,
                                            struct incident_totals *out) {
-  static const char q[] =
-      "SELECT CAST(COALESCE(SUM(requests), 0) AS BIGINT), CAST(COALESCE(SUM(failures), 0) AS "
-      "BIGINT), CAST(COALESCE(SUM(backup_picks), 0) AS BIGINT), CAST(COALESCE(SUM(fail_open), 0) "
-      "AS BIGINT), COALESCE(MIN(CASE WHEN first_failure_at > 0 THEN first_failure_at END), 0), "
-      "COALESCE(MAX(last_failure_at), 0), COUNT(DISTINCT node_id) FROM incident_impact WHERE "
-      "incident_id = ?";
-  struct db_conn *c = store_reader(st);
-  struct db_stmt *s = c ? db_prep(c, q) : NULL;
-  enum store_rc rc = STORE_ERROR;
+  static struct store_sql q;
+  struct incident_totals *one = NULL;
+  int n = 0;
+  enum store_rc rc =
+      store_select(st, &q, totals_cols, " FROM incident_impact WHERE incident_id = ?", sizeof *one,
+                   1, (void **)&one, &n, "summing an incident's impact", "I", id);
   memset(out, 0, sizeof *out);
-  if (!s) return STORE_ERROR;
-  db_bind_i64(s, 1, id);
-  if (db_step(s) == DB_ROW) {
-    out->requests = db_col_i64(s, 0);
-    out->failures = db_col_i64(s, 1);
-    out->backup_picks = db_col_i64(s, 2);
-    out->fail_open = db_col_i64(s, 3);
-    out->first_failure_at = db_col_i64(s, 4);
-    out->last_failure_at = db_col_i64(s, 5);
-    out->nodes = (int)db_col_i64(s, 6);
-    rc = STORE_OK;
-  } else {
-    log_error("summing an incident's impact: %s", db_errmsg(c));
-  }
-  db_reset(s);
+  if (rc == STORE_OK && n == 1) *out = one[0];
+  free(one);
   return rc;
 }
 
