@@ -67,9 +67,9 @@ static void list_unlink(struct hub *h, struct waiter *w) {
 /* Take the waiters whose deadline has come (the head of the list) into a malloc'd array. */
 static struct waiter **take_expired(struct hub *h, int64_t now, int *n) {
   struct waiter **out, *w;
+  struct dl_link *l;
   int cnt = 0;
   *n = 0;
-  struct dl_link *l;
   for (l = h->waiting.head; l && l->deadline <= now; l = l->next)
     cnt++;
   if (!cnt || !(out = malloc((size_t)cnt * sizeof *out))) return NULL;

@@ -57,8 +57,6 @@ static int fmt(char *out, size_t cap, const char *f, ...) {
   return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-/* The sites' statements into ssql; 0 or -1. Parameters: the configuration columns in table
-   order (site_fields' FORM_CONFIG rows), then what each statement names after them. */
 /* SQLite: the next id of a table, past every id it ever gave out. SQLite hands a deleted highest
    rowid out again, and a site's or origin's history (incidents, events, publications, drills)
    keeps its id after it is deleted: the next site took that history over. A trigger of schema 20
@@ -67,6 +65,8 @@ static int fmt(char *out, size_t cap, const char *f, ...) {
   "(SELECT MAX(COALESCE((SELECT MAX(id) FROM " table "), 0), (SELECT " col " FROM cdnca_meta "     \
   "WHERE id = 1)) + 1)"
 
+/* The sites' statements into ssql; 0 or -1. Parameters: the configuration columns in table
+   order (site_fields' FORM_CONFIG rows), then what each statement names after them. */
 static int site_sql_build(const char *q32) {
   char cols[1024], cfg[512], marks[256], sets[768];
   if (fields_columns(site_fields, 0, "", cols, sizeof cols) < 0 ||
