@@ -163,16 +163,18 @@ int64_t store_incident_streak_start_locked(struct store_tx *tx, int64_t origin_i
 
 int store_incident_applied_batch(struct store *st, const struct incident_ask *a, int n) {
   /* the first time each node asked holding a seq at or past each switch publication of an
-     active incident, for its first INCIDENT_MAX_SWITCHES switches; later asks change nothing */
+     active incident, for its first INCIDENT_MAX_SWITCHES switches (p at or before the last of
+     them, read once, rather than a count of the switches before each p); later asks change
+     nothing */
   static const char q[] =
       "INSERT INTO incident_applied (incident_id, seq, node_id, node_name, applied_at) "
       "SELECT i.id, p.seq, n.id, n.name, CAST(?3 AS BIGINT) FROM incidents i "
       "JOIN publications p ON p.site_id = i.site_id AND p.created_at >= i.opened_at "
       "JOIN nodes n ON n.id = ?1 "
-      "WHERE i." ACTIVE " AND " SWITCH_PUB " AND p.seq <= ?2 AND (SELECT COUNT(*) FROM "
-      "publications e WHERE e.site_id = i.site_id AND e.created_at >= i.opened_at AND e.seq < "
-      "p.seq AND e.reason IN " SWITCH_REASONS ") < " STORE_SQL_NUM(
-          INCIDENT_MAX_SWITCHES) " "
+      "WHERE i." ACTIVE " AND " SWITCH_PUB " AND p.seq <= ?2 AND p.seq <= COALESCE((SELECT e.seq "
+      "FROM publications e WHERE e.site_id = i.site_id AND e.created_at >= i.opened_at AND "
+      "e.reason IN " SWITCH_REASONS " ORDER BY e.seq LIMIT 1 OFFSET " STORE_SQL_NUM(
+          INCIDENT_MAX_SWITCHES) " - 1), ?2) "
                                  "ON CONFLICT (incident_id, seq, node_id) DO NOTHING";
   static const char any[] = "SELECT 1 FROM incidents WHERE " ACTIVE " LIMIT 1";
   struct store_tx *tx;
