@@ -110,6 +110,18 @@ static cJSON *incident_json(const void *rec) {
   return j;
 }
 
+/* Publication i's applied rows, f->applied[*k0, returned) (both lists in seq order: *k0 is at or
+   before them on entry, at their first after), and its propagation into p. */
+static int pub_rows(const struct incident_full *f, int i, int *k0, struct incident_prop *p) {
+  int k1;
+  while (*k0 < f->n_applied && f->applied[*k0].seq < f->pubs[i].seq)
+    (*k0)++;
+  for (k1 = *k0; k1 < f->n_applied && f->applied[k1].seq == f->pubs[i].seq; k1++)
+    ;
+  incident_propagation(f->applied + *k0, k1 - *k0, f->pubs[i].seq, f->pubs[i].created_at, p);
+  return k1;
+}
+
 static cJSON *full_json(const struct incident_full *f) {
   cJSON *j = incident_json(&f->rec), *a, *imp, *tot;
   const struct incident_totals t = f->totals;
@@ -122,15 +134,10 @@ static cJSON *full_json(const struct incident_full *f) {
     cJSON_AddItemToArray(a, o);
   }
   a = cJSON_AddArrayToObject(j, "propagation");
-  /* both in seq order: each publication's rows are the next slice [k0, k1) of the applied rows */
   for (int i = 0, k0 = 0, k1 = 0; i < f->n_pubs; i++, k0 = k1) {
     struct incident_prop p;
     cJSON *o = cJSON_CreateObject(), *nodes;
-    while (k0 < f->n_applied && f->applied[k0].seq < f->pubs[i].seq)
-      k0++;
-    for (k1 = k0; k1 < f->n_applied && f->applied[k1].seq == f->pubs[i].seq; k1++)
-      ;
-    incident_propagation(f->applied + k0, k1 - k0, f->pubs[i].seq, f->pubs[i].created_at, &p);
+    k1 = pub_rows(f, i, &k0, &p);
     json_add_i64(o, "seq", p.seq);
     cJSON_AddStringToObject(o, "reason", f->pubs[i].reason);
     json_add_i64(o, "published_at", p.published_at);
@@ -294,9 +301,9 @@ static void report_md(const struct incident_full *f, struct md *b) {
   md_printf(b, "| time to mitigate | %s |\n", a);
   fmt_dur(fg.resolve_ms, a, sizeof a);
   md_printf(b, "| time to resolve | %s |\n", a);
-  for (int i = 0; i < f->n_pubs; i++) {
+  for (int i = 0, k0 = 0; i < f->n_pubs; i++) {
     struct incident_prop p;
-    incident_propagation(f->applied, f->n_applied, f->pubs[i].seq, f->pubs[i].created_at, &p);
+    k0 = pub_rows(f, i, &k0, &p);
     fmt_dur(p.max_ms, a, sizeof a);
     fmt_dur(p.p50_ms, c, sizeof c);
     fmt_time(p.published_at, d, sizeof d);
