@@ -419,9 +419,14 @@ int fields_copy(const struct field_def *dst, void *to, const struct field_def *c
 }
 
 int fields_names(const struct field_def *defs, unsigned form, const char **out, int cap) {
+  return fields_names_flagged(defs, form, 0, out, cap);
+}
+
+int fields_names_flagged(const struct field_def *defs, unsigned form, int flags, const char **out,
+                         int cap) {
   int n = 0;
   for (const struct field_def *d = defs; d->name; d++) {
-    if (!carries(d, form)) continue;
+    if (!carries(d, form) || (d->flags & flags) != flags) continue;
     if (n + 1 >= cap) return -1;
     out[n++] = d->name;
   }

@@ -65,6 +65,9 @@ enum {
                             redact and keep_secrets say which parts */
   FIELD_SECRET_URL = 16, /* STR holding a URL: its userinfo and query (and fragment) are masked,
                             scheme, host, port and path stay (fields_url_mask) */
+  /* Who may change a row (docs/design.md#tokens-and-roles): a change of the record by a token of
+     the operator role may carry only rows with this flag; every other row needs admin. */
+  FIELD_OPERATOR = 32,
 };
 
 /* What a masked secret reads as. */
@@ -157,6 +160,10 @@ int fields_json_add(cJSON *obj, const struct field_def *defs, unsigned form, con
 /* The names of the rows that carry form into out[0..cap-1], NULL-terminated (an extra_keys list);
    the count, or -1 when cap is too small. */
 int fields_names(const struct field_def *defs, unsigned form, const char **out, int cap);
+
+/* fields_names over the rows that also have every bit of flags (FIELD_*). */
+int fields_names_flagged(const struct field_def *defs, unsigned form, int flags, const char **out,
+                         int cap);
 
 /* "a, b, c": the columns of the rows with a column that carry form (0 = every column), each
    preceded by prefix (e.g. "t." or ""), in table order, into out; the count, or -1 when cap is too

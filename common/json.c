@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -105,6 +106,18 @@ int json_only_keys(const cJSON *obj, const char *const *allowed, const char **ba
     }
   }
   return 0;
+}
+
+const char *json_words(const char *const *words, char *out, size_t cap) {
+  size_t len = 0;
+  if (cap == 0) return out;
+  out[0] = '\0';
+  for (const char *const *w = words; *w && len < cap; w++) {
+    int n = snprintf(out + len, cap - len, "%s%s", w == words ? "" : ", ", *w);
+    if (n < 0) break;
+    len += (size_t)n;
+  }
+  return out;
 }
 
 cJSON *json_add_i64(cJSON *obj, const char *key, int64_t v) {

@@ -38,6 +38,10 @@ int json_is_int(const cJSON *v, int64_t min, int64_t max);
  * *bad to it. */
 int json_only_keys(const cJSON *obj, const char *const *allowed, const char **bad);
 
+/* The NULL-terminated words as "a, b, c" into out (cap bytes, cut short when it is small; "" for
+ * no word), for a message that names them. Returns out. Pure. */
+const char *json_words(const char *const *words, char *out, size_t cap);
+
 /* Add an int64 as a JSON number (cJSON prints 15 significant digits: exact below 10^15). Returns
  * the added item or NULL. */
 cJSON *json_add_i64(cJSON *obj, const char *key, int64_t v);

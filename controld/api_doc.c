@@ -155,6 +155,11 @@ static int fill_schema(cJSON *schema, const struct field_def *rows, const char *
       if (v) cJSON_AddItemToObject(p, kept_keys[k], v);
     }
     cJSON_Delete(was);
+    /* who may change it: docs/design.md#tokens-and-roles (a route's own x-cdnca-auth is the
+       role a change of the rest needs) */
+    if (p && (form & FORM_IN) && (d->flags & FIELD_OPERATOR) &&
+        !cJSON_AddStringToObject(p, "x-cdnca-auth", "operator"))
+      rc = -1;
     if (p) cJSON_AddItemToObject(props, d->name, p);
     if (required == REQ_ALL || (required == REQ_MARKED && (d->flags & FIELD_REQUIRED)) ||
         in_list(old_req, d->name))

@@ -134,12 +134,16 @@ static enum http_rc patch_origin(struct req *r) {
   struct origin_op oo = {.body = req_body_object(r)};
   if (!oo.body) return HTTP_DONE;
   if (r->auth == AUTH_OPERATOR) {
-    /* an operator may enable and disable origins, nothing else (docs/design.md#tokens-and-roles) */
-    static const char *const operator_keys[] = {"enabled", NULL};
-    const char *bad = NULL;
-    if (json_only_keys(oo.body, operator_keys, &bad) < 0) {
+    /* an operator may change the rows marked FIELD_OPERATOR, nothing else
+       (docs/design.md#tokens-and-roles) */
+    const char *keys[8], *bad = NULL;
+    char words[128];
+    if (fields_names_flagged(site_origin_fields, FORM_IN, FIELD_OPERATOR, keys, 8) < 0)
+      keys[0] = NULL;
+    if (json_only_keys(oo.body, keys, &bad) < 0) {
       req_error(r, 403, "forbidden_role", bad,
-                "the token's role operator may change only an origin's enabled, not %s", bad);
+                "the token's role operator may change only an origin's %s, not %s",
+                json_words(keys, words, sizeof words), bad);
       cJSON_Delete(oo.body);
       return HTTP_DONE;
     }

@@ -88,8 +88,14 @@ const struct field_def site_origin_fields[] = {
      .max = 100,
      .def = 1,
      .forms = CONFIG},
-    /* not a published key: nodes are sent the enabled origins only (publish.c) */
-    {.name = "enabled", .column = "enabled", .type = FIELD_BOOL, M(enabled), .forms = CONFIG},
+    /* not a published key: nodes are sent the enabled origins only (publish.c); an operator may
+       enable and disable origins */
+    {.name = "enabled",
+     .column = "enabled",
+     .type = FIELD_BOOL,
+     .flags = FIELD_OPERATOR,
+     M(enabled),
+     .forms = CONFIG},
     {.name = "description",
      .column = "description",
      .type = FIELD_TEXT,

@@ -235,13 +235,27 @@ def test_role_matrix(tmp):
     assert after == before, "refused calls changed stored data:\nbefore %r\nafter  %r" % (
         before, after)
 
-    # an operator may switch levels and enable or disable origins, nothing else of an origin
+    # an operator may switch levels and change the origin keys the served document marks
+    # x-cdnca-auth "operator" (the field table's FIELD_OPERATOR rows: enabled), nothing else
     site, origin = ids["site"], ids["origin"]
     op = "Bearer " + tokens["operator"]
-    for body in ({"port": 8443}, {"enabled": False, "weight": 3}, {"address": "10.9.9.9"}):
-        status, err, _ = call_body(c, "PATCH", "/v1/sites/%d/origins/%d" % (site, origin), op, body)
-        assert status == 403 and err["error"]["code"] == "forbidden_role", (body, status, err)
-        assert err["error"]["field"] in body, err
+    status, doc, _ = c.api("GET", "/v1/openapi.json", token=None)
+    assert status == 200, status
+    props = doc["components"]["schemas"]["OriginInput"]["properties"]
+    mine = sorted(k for k, v in props.items() if v.get("x-cdnca-auth") == "operator")
+    assert mine == ["enabled"], mine  # docs/api.md, "API for teams", names each
+    status, o, _ = c.api("GET", "/v1/sites/%d" % site)
+    o = next(x for x in o["origins"] if x["id"] == origin)
+    valid = {"level": 1, "address": "10.9.9.9", "port": 8443, "scheme": "https",
+             "host_header": "h.example", "weight": 3, "description": "d"}
+    assert set(valid) == set(props) - set(mine), sorted(props)  # a new key needs a value here
+    for key in valid:
+        for body in ({key: valid[key]}, dict({key: valid[key]}, **{m: o[m] for m in mine})):
+            status, err, _ = call_body(c, "PATCH", "/v1/sites/%d/origins/%d" % (site, origin),
+                                       op, body)
+            assert status == 403 and err["error"]["code"] == "forbidden_role", (body, status, err)
+            assert err["error"]["field"] == key, err
+            assert "enabled" in err["error"]["message"], err
     assert snapshot(c, ids) == before
     status, o, _ = call_body(c, "PATCH", "/v1/sites/%d/origins/%d" % (site, origin), op,
                              {"enabled": False})

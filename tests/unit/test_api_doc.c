@@ -117,6 +117,37 @@ static void a_property_takes_the_rows_type_bounds_and_choices(void **state) {
   cJSON_Delete(d);
 }
 
+/* An input schema marks the rows an operator may change (FIELD_OPERATOR), the API's own list:
+   api_origins.c refuses the rest to an operator; an answer's schema marks none. */
+static void operator_rows_are_marked_in_inputs(void **state) {
+  char err[128] = "";
+  const char *names[8];
+  (void)state;
+  int n = fields_names_flagged(site_origin_fields, FORM_IN, FIELD_OPERATOR, names, 8);
+  assert_true(n >= 1);
+  for (int form = 0; form < 2; form++) {
+    cJSON *d = doc_with(form ? "{\"x-cdnca-fields\": \"origin in\"}"
+                             : "{\"x-cdnca-fields\": \"origin out\"}");
+    int marked = 0;
+    const cJSON *p;
+    assert_int_equal(api_doc_fill(d, err, sizeof err), 0);
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(schema(d), "properties")) {
+      const cJSON *a = cJSON_GetObjectItem(p, "x-cdnca-auth");
+      int listed = 0;
+      for (int i = 0; i < n; i++)
+        listed |= strcmp(names[i], p->string) == 0;
+      if (a) {
+        assert_string_equal(a->valuestring, "operator");
+        marked++;
+      }
+      assert_int_equal(a != NULL, form && listed);
+    }
+    assert_int_equal(marked, form ? n : 0);
+    cJSON_Delete(d);
+  }
+  assert_string_equal(names[0], "enabled"); /* docs/api.md's "API for teams" names it */
+}
+
 static void a_bad_marker_is_refused(void **state) {
   (void)state;
   static const char *const bad[] = {
@@ -136,6 +167,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_row_of_the_form_is_a_property),
       cmocka_unit_test(a_property_takes_the_rows_type_bounds_and_choices),
+      cmocka_unit_test(operator_rows_are_marked_in_inputs),
       cmocka_unit_test(a_bad_marker_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -213,7 +213,12 @@ static const struct field_def recdefs[] = {
      .max = 9,
      .def = 1,
      .forms = FORM_IN | FORM_OUT | FORM_CONFIG},
-    {.name = "on", .column = "on_", .type = FIELD_BOOL, R(on), .forms = FORM_IN | FORM_OUT},
+    {.name = "on",
+     .column = "on_",
+     .type = FIELD_BOOL,
+     .flags = FIELD_OPERATOR,
+     R(on),
+     .forms = FORM_IN | FORM_OUT},
     {.name = "name", .type = FIELD_STR, R(name), .forms = FORM_IN | FORM_OUT},
     {.name = "kind",
      .column = "kind",
@@ -267,6 +272,13 @@ static void test_record_forms(void **state) {
   assert_string_equal(names[3], "note");
   assert_null(names[4]);
   assert_int_equal(fields_names(recdefs, FORM_IN, names, 4), -1);
+  /* who may change a row: the operator's rows, of those a body may set */
+  assert_int_equal(fields_names_flagged(recdefs, FORM_IN, FIELD_OPERATOR, names, 8), 1);
+  assert_string_equal(names[0], "on");
+  assert_null(names[1]);
+  assert_int_equal(fields_names_flagged(recdefs, FORM_CONFIG, FIELD_OPERATOR, names, 8), 0);
+  assert_null(names[0]);
+  assert_int_equal(fields_names_flagged(recdefs, FORM_IN, FIELD_OPERATOR, names, 1), -1);
 
   memset(&r, 0, sizeof r);
   fields_defaults(recdefs, &r);

@@ -68,6 +68,16 @@ static void test_only_keys(void **state) {
   cJSON_Delete(v);
 }
 
+static void test_words(void **state) {
+  static const char *const three[] = {"a", "bb", "c", NULL}, *const none[] = {NULL};
+  char out[16];
+  (void)state;
+  assert_string_equal(json_words(three, out, sizeof out), "a, bb, c");
+  assert_string_equal(json_words(none, out, sizeof out), "");
+  assert_string_equal(json_words(three, out, 6), "a, bb"); /* cut short, terminated */
+  assert_string_equal(json_words(three, out, 4), "a, ");
+}
+
 static void test_writers(void **state) {
   cJSON *o = cJSON_CreateObject();
   char *p;
@@ -86,7 +96,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_strict), cmocka_unit_test(test_int),
       cmocka_unit_test(test_bool_str),     cmocka_unit_test(test_only_keys),
-      cmocka_unit_test(test_writers),
+      cmocka_unit_test(test_words),        cmocka_unit_test(test_writers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
