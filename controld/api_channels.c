@@ -69,10 +69,6 @@ static const char *const kind_keys[CHAN_KINDS][6] = {
     [CHAN_EMAIL] = {"smtp_url", "from", "to", "username", "password", NULL},
 };
 
-/* The event types a PagerDuty channel takes (those with an action, chan_pd_action). */
-static const char *const pd_types[] = {"incident.opened", "site.all_levels_unhealthy",
-                                       "incident.resolved", "site.recovered", NULL};
-
 static void wipe_in(struct chan_in *in) {
   token_wipe(in->url, sizeof in->url);
   token_wipe(in->secret, sizeof in->secret);
@@ -372,7 +368,9 @@ static int apply_body(struct req *r, const cJSON *body, struct webhook_rec *w, i
                       &w->events) < 0)
     goto out;
   if (creating && kind == CHAN_PAGERDUTY && !w->events) {
+    const char *pd_types[EVENT_TYPES + 1];
     cJSON *d = cJSON_CreateArray();
+    chan_pd_types(pd_types);
     for (int i = 0; pd_types[i]; i++)
       cJSON_AddItemToArray(d, cJSON_CreateString(pd_types[i]));
     w->events = json_print(d);

@@ -15,7 +15,6 @@
 #include "json.h"
 #include "model.h"
 #include "names.h"
-#include "notify.h"
 #include "store_notify.h"
 #include "store_sites.h"
 
@@ -35,25 +34,24 @@ int api_chan_events(struct req *r, const struct api_chan_view *v, int kind, cons
   }
   clean = cJSON_CreateArray();
   cJSON_ArrayForEach(it, ev) {
-    int dup = 0, ok = cJSON_IsString(it) && notify_known_type(it->valuestring);
+    int dup = 0, ok = cJSON_IsString(it) && event_type_value(it->valuestring) >= 0;
     const cJSON *seen;
     snprintf(field, sizeof field, "events[%d]", i);
-    if (ok && kind == CHAN_PAGERDUTY && chan_pd_action(it->valuestring) == CHAN_PD_NONE) {
+    if (ok && kind == CHAN_PAGERDUTY && chan_pd_action(it->valuestring) == EVENT_PAGE_NONE) {
+      /* the types from their one table, so the message cannot fall behind it */
+      const char *pages[EVENT_TYPES + 1];
+      char words[512];
+      chan_pd_types(pages);
       req_error(r, 422, "invalid_value", field,
-                "a pagerduty channel takes incident.opened, site.all_levels_unhealthy "
-                "(trigger), incident.resolved and site.recovered (resolve)");
+                "a pagerduty channel takes the types that trigger or resolve an alert: %s",
+                json_words(pages, words, sizeof words));
       cJSON_Delete(clean);
       return -1;
     }
     if (!ok) {
-      /* the known types from notify's one list, so the message cannot fall behind it */
       char known[512];
-      size_t len = 0;
-      known[0] = '\0';
-      for (int k = 0; notify_event_types[k] && len < sizeof known; k++)
-        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", k ? ", " : "",
-                                notify_event_types[k]);
-      req_error(r, 422, "invalid_value", field, "unknown event type (known: %s)", known);
+      req_error(r, 422, "invalid_value", field, "unknown event type (known: %s)",
+                json_words(event_type_names, known, sizeof known));
       cJSON_Delete(clean);
       return -1;
     }

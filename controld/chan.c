@@ -92,13 +92,18 @@ int chan_pd_key_ok(const char *key) {
   return n == CHAN_PD_KEY_LEN;
 }
 
-enum chan_pd_action chan_pd_action(const char *type) {
-  if (strcmp(type, "incident.opened") == 0 || strcmp(type, "site.all_levels_unhealthy") == 0 ||
-      strcmp(type, TEST_TYPE) == 0)
-    return CHAN_PD_TRIGGER;
-  if (strcmp(type, "incident.resolved") == 0 || strcmp(type, "site.recovered") == 0)
-    return CHAN_PD_RESOLVE;
-  return CHAN_PD_NONE;
+enum event_page chan_pd_action(const char *type) {
+  int t = event_type_value(type);
+  if (t >= 0) return event_type_rules[t].page;
+  return strcmp(type, TEST_TYPE) == 0 ? EVENT_PAGE_TRIGGER : EVENT_PAGE_NONE;
+}
+
+int chan_pd_types(const char **out) {
+  int n = 0;
+  for (int t = 0; t < EVENT_TYPES; t++)
+    if (event_type_rules[t].page != EVENT_PAGE_NONE) out[n++] = event_type_names[t];
+  out[n] = NULL;
+  return n;
 }
 
 /* ---- what an event says, in words ---- */
@@ -300,14 +305,14 @@ void chan_pd_dedup_key(const struct event_rec *e, char *out, size_t cap) {
 }
 
 char *chan_pd_body(const struct event_rec *e, const char *routing_key, const char *public_url) {
-  enum chan_pd_action act = chan_pd_action(e->type);
+  enum event_page act = chan_pd_action(e->type);
   struct what w;
   struct buf sum, link;
   cJSON *j, *p, *cd, *site;
   char key[64], when[64], *out = NULL;
   size_t cut, chars;
   const char *sev;
-  if (act == CHAN_PD_NONE) return NULL;
+  if (act == EVENT_PAGE_NONE) return NULL;
   what_init(&w, e);
   buf_init(&sum, 0);
   buf_init(&link, 0);
@@ -315,9 +320,9 @@ char *chan_pd_body(const struct event_rec *e, const char *routing_key, const cha
   j = cJSON_CreateObject();
   if (!j) goto out;
   cJSON_AddStringToObject(j, "routing_key", routing_key);
-  cJSON_AddStringToObject(j, "event_action", act == CHAN_PD_TRIGGER ? "trigger" : "resolve");
+  cJSON_AddStringToObject(j, "event_action", act == EVENT_PAGE_TRIGGER ? "trigger" : "resolve");
   cJSON_AddStringToObject(j, "dedup_key", key);
-  if (act == CHAN_PD_RESOLVE) { /* a resolve needs nothing more (Events API v2) */
+  if (act == EVENT_PAGE_RESOLVE) { /* a resolve needs nothing more (Events API v2) */
     out = json_print(j);
     goto out;
   }

@@ -21,7 +21,6 @@ extern const char *const chan_kind_names[CHAN_KINDS];
 #define CHAN_PD_URL "https://events.pagerduty.com/v2/enqueue"
 
 /* What a PagerDuty channel does with an event type. */
-enum chan_pd_action { CHAN_PD_NONE = 0, CHAN_PD_TRIGGER = 1, CHAN_PD_RESOLVE = 2 };
 
 /* The kind named s, or -1. */
 int chan_kind_parse(const char *s);
@@ -41,10 +40,15 @@ int chan_host_loopback(const char *host);
 /* 1 when key is a PagerDuty routing key: CHAN_PD_KEY_LEN letters and digits. */
 int chan_pd_key_ok(const char *key);
 
-/* The PagerDuty action of an event type: trigger on incident.opened and
-   site.all_levels_unhealthy, resolve on incident.resolved and site.recovered, trigger for the test
-   event, none for the rest. */
-enum chan_pd_action chan_pd_action(const char *type);
+/* The PagerDuty action of an event type: its type's page (event_type_rules: trigger on
+   incident.opened and site.all_levels_unhealthy, resolve on incident.resolved and site.recovered),
+   trigger for the test event, none for the rest. */
+enum event_page chan_pd_action(const char *type);
+
+/* The types with a PagerDuty action, in event_type_names' order, into out (room for
+   EVENT_TYPES + 1), NULL-terminated: what a pagerduty channel may subscribe to and subscribes to
+   when its body names none. The count. */
+int chan_pd_types(const char **out);
 
 /* The dedup_key of an event into out: "cdnca-incident-<id>" when its data carries incident_id,
    else "cdnca-site-<site id>", "cdnca-test-<event id>" for the test event. */

@@ -152,25 +152,6 @@ void engine_outlook(const struct site_rec *s, int64_t now, struct outlook *out) 
 
 /* ---- events ---- */
 
-/* Add an event whose data is j (deleted here); 0 or -1. */
-/* The state change as one structured log line: event type, site id and name, the event's data
-   (warn for every level down, info otherwise). */
-static void log_site_event(struct store_tx *tx, const struct site_rec *s, const char *type,
-                           const cJSON *data) {
-  cJSON *f = cJSON_CreateObject();
-  const cJSON *it;
-  if (!f) return;
-  json_add_i64(f, "site_id", s->id);
-  cJSON_AddStringToObject(f, "site", s->name);
-  cJSON_ArrayForEach(it, data) {
-    if (it->string && !cJSON_GetObjectItemCaseSensitive(f, it->string))
-      cJSON_AddItemToObject(f, it->string, cJSON_Duplicate(it, 1));
-  }
-  /* written when the transaction commits: a round retried after a failed commit logs once */
-  (void)store_event_log_locked(
-      tx, strcmp(type, "site.all_levels_unhealthy") == 0 ? LOG_WARN : LOG_INFO, type, f);
-}
-
 /* ---- incidents (docs/design.md#incidents) ---- */
 
 /* Look the site's latest incident up once. 0 or -1. */
@@ -194,24 +175,21 @@ int engine_inc_on(const struct site_incident *ic) {
    votes_json (the votes behind a state change, may be NULL) in the entry. 0 or -1. */
 static int add_event_inc(const struct engine_env *env, struct store_tx *tx,
                          const struct site_rec *s, struct site_incident *ic, int force,
-                         const char *type, const char *title, cJSON *j, const char *votes_json) {
-  char *data = NULL, *entry = NULL;
+                         enum event_type type, const char *title, cJSON *j,
+                         const char *votes_json) {
+  char *entry = NULL;
   int64_t ev;
   int rc = -1, linked = ic && ic->have && ic->rec.id > 0 && (force || engine_inc_on(ic));
   (void)env;
-  if (j && linked) json_add_i64(j, "incident_id", ic->rec.id);
-  log_site_event(tx, s, type, j);
-  data = j ? json_print(j) : NULL;
-  if (!data) {
-    log_error("site %lld: cannot format %s event", (long long)s->id, type);
-    goto out;
-  }
-  if ((ev = store_health_event_locked(tx, s->id, s->name, type, title, data)) < 0) goto out;
+  if (!j) return -1;
+  if (linked) json_add_i64(j, "incident_id", ic->rec.id);
+  if ((ev = store_site_event_locked(tx, s->id, s->name, type, title, j)) < 0) goto out;
   if (linked) {
+    /* the timeline's entry: the event's data, and the votes behind it */
     cJSON *v = votes_json ? cJSON_Parse(votes_json) : NULL;
     if (v) cJSON_AddItemToObject(j, "votes", v);
-    entry = v ? json_print(j) : NULL;
-    if (store_incident_entry_locked(tx, &ic->rec, "event", ev, type, title, entry ? entry : data,
+    if (!(entry = json_print(j)) ||
+        store_incident_entry_locked(tx, &ic->rec, "event", ev, event_type_names[type], title, entry,
                                     clock_wall_ms()) < 0)
       goto out;
     ic->dirty = 1;
@@ -219,13 +197,12 @@ static int add_event_inc(const struct engine_env *env, struct store_tx *tx,
   rc = 0;
 out:
   cJSON_Delete(j);
-  free(data);
   free(entry);
   return rc;
 }
 
 int engine_add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
-                     struct site_incident *ic, const char *type, const char *title, cJSON *j) {
+                     struct site_incident *ic, enum event_type type, const char *title, cJSON *j) {
   return add_event_inc(env, tx, s, ic, 0, type, title, j, NULL);
 }
 
@@ -252,20 +229,21 @@ static int inc_trigger(const struct engine_env *env, struct store_tx *tx, const 
 static int inc_announce(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
                         struct site_incident *ic, int ch) {
   struct incident_figures f;
-  const char *type, *title;
+  enum event_type type;
+  const char *title;
   cJSON *j;
   switch (ch) {
   case INCIDENT_OPENED:
   case INCIDENT_REOPENED:
-    type = "incident.opened";
+    type = EVENT_INCIDENT_OPENED;
     title = ch == INCIDENT_OPENED ? "Incident opened" : "Incident reopened";
     break;
   case INCIDENT_MITIGATED_AT:
-    type = "incident.mitigated";
+    type = EVENT_INCIDENT_MITIGATED;
     title = "Incident mitigated";
     break;
   case INCIDENT_RESOLVED_AT:
-    type = "incident.resolved";
+    type = EVENT_INCIDENT_RESOLVED;
     title = "Incident resolved";
     break;
   default:
@@ -367,7 +345,7 @@ int engine_do_switch(const struct engine_env *env, struct store_tx *tx, struct s
     incident_switched(&ic->rec, level, clock_wall_ms());
     ic->dirty = 1;
   }
-  if (engine_add_event(env, tx, s, ic, "level.switched",
+  if (engine_add_event(env, tx, s, ic, EVENT_LEVEL_SWITCHED,
                        reason == HEALTH_REASON_MANUAL  ? TITLE_MANUAL
                        : reason == HEALTH_REASON_DRILL ? TITLE_DRILL_SWITCH
                                                        : TITLE_AUTO,
@@ -397,7 +375,7 @@ static int engine_ramp_start_locked(const struct engine_env *env, struct store_t
   j = ramp_run_json(&run);
   if (!j) return -1;
   if (by) cJSON_AddStringToObject(j, "by", by);
-  return engine_add_event(env, tx, s, ic, "failback.ramp_started", TITLE_RAMP, j);
+  return engine_add_event(env, tx, s, ic, EVENT_RAMP_STARTED, TITLE_RAMP, j);
 }
 
 /* Evaluate the level decision for s (origins as they are now) and act on it. The fleet flags that
@@ -438,7 +416,7 @@ int engine_evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
     cJSON_AddStringToObject(j, "why", d->why);
-    if (engine_add_event(env, tx, s, ic, "site.all_levels_unhealthy", TITLE_ALL_DOWN, j) < 0)
+    if (engine_add_event(env, tx, s, ic, EVENT_SITE_ALL_LEVELS_UNHEALTHY, TITLE_ALL_DOWN, j) < 0)
       return -1;
     if (inc_announce(env, tx, s, ic, ch) < 0) return -1;
   }
@@ -446,13 +424,13 @@ int engine_evaluate_locked(const struct engine_env *env, struct store_tx *tx, st
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", first_healthy(&ol.view));
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (engine_add_event(env, tx, s, ic, "site.recovered", TITLE_RECOVERED, j) < 0) return -1;
+    if (engine_add_event(env, tx, s, ic, EVENT_SITE_RECOVERED, TITLE_RECOVERED, j) < 0) return -1;
   }
   if (d->emit_failback_available && !s->drill_id) {
     j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "level", d->failback_level);
     cJSON_AddNumberToObject(j, "current_level", s->current_level);
-    if (engine_add_event(env, tx, s, ic, "origin.failback_available", TITLE_FAILBACK, j) < 0)
+    if (engine_add_event(env, tx, s, ic, EVENT_ORIGIN_FAILBACK_AVAILABLE, TITLE_FAILBACK, j) < 0)
       return -1;
   }
   all = d->incident_open ? 1 : 0;
@@ -641,7 +619,7 @@ static int apply_verdict(const struct engine_env *env, struct store_tx *tx, int6
     snprintf(title, sizeof title, "Origin is now %s", health_state_to_string(o->health));
     /* the timeline keeps the votes behind the change: which node, checkpoint or controld said
        what */
-    if (add_event_inc(env, tx, s, ic, 0, "origin.health_changed", title, j,
+    if (add_event_inc(env, tx, s, ic, 0, EVENT_ORIGIN_HEALTH_CHANGED, title, j,
                       vb->rows[vb->n - 1].votes_json) < 0)
       goto out;
     if (inc_announce(env, tx, s, ic, ch) < 0) goto out;
@@ -914,7 +892,7 @@ enum engine_switch_rc engine_switch_manual_by_locked(const struct engine_env *en
     }
     memset(&s.ramp, 0, sizeof s.ramp);
     s.manual_pin = pin;
-    if (engine_add_event(env, tx, &s, &ic, "failback.aborted", ENGINE_TITLE_RAMP_ABORTED, j) < 0)
+    if (engine_add_event(env, tx, &s, &ic, EVENT_RAMP_ABORTED, ENGINE_TITLE_RAMP_ABORTED, j) < 0)
       goto out;
     if (changed) *changed = 1;
   }

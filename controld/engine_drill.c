@@ -52,7 +52,7 @@ static void drill_observe(const struct site_rec *s, const struct site_incident *
 
 /* The drill.* event of d on s. 0 or -1. */
 static int drill_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
-                       struct site_incident *ic, const struct drill_rec *d, const char *type) {
+                       struct site_incident *ic, const struct drill_rec *d, enum event_type type) {
   cJSON *j = cJSON_CreateObject();
   if (!j) return -1;
   json_add_i64(j, "drill_id", d->id);
@@ -103,7 +103,7 @@ static int drill_finish(const struct engine_env *env, struct store_tx *tx, struc
   }
   snprintf(labels, sizeof labels, "result=\"%s\"", drill_result_names[result]);
   metrics_add(env->metrics, "cdnca_drills_total", labels, 1);
-  return s ? drill_event(env, tx, s, ic, d, "drill.finished") : 0;
+  return s ? drill_event(env, tx, s, ic, d, EVENT_DRILL_FINISHED) : 0;
 }
 
 /* The end of a running drill d on s: back to its first level when the site is still on the
@@ -160,7 +160,7 @@ static int drill_step_locked(const struct engine_env *env, struct store_tx *tx, 
     s.drill_id = d->id;
     if (engine_do_switch(env, tx, &s, &ic, d->to_level, HEALTH_REASON_DRILL, why,
                          d->created_by[0] ? d->created_by : NULL) < 0 ||
-        drill_event(env, tx, &s, &ic, d, "drill.started") < 0 ||
+        drill_event(env, tx, &s, &ic, d, EVENT_DRILL_STARTED) < 0 ||
         engine_evaluate_locked(env, tx, &s, &ic, now, NULL) < 0)
       goto out;
     break;

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "event.h"
 #include "health.h"
 #include "incident.h"
 #include "site.h"
@@ -33,7 +34,7 @@ int engine_inc_on(const struct site_incident *ic);
 /* Add event type with title on s whose data is j (deleted here, also on error); it joins the
    active incident's timeline. 0 or -1. */
 int engine_add_event(const struct engine_env *env, struct store_tx *tx, const struct site_rec *s,
-                     struct site_incident *ic, const char *type, const char *title,
+                     struct site_incident *ic, enum event_type type, const char *title,
                      struct cJSON *j);
 
 /* Switch s to level with a level.switched event (why, by: may be NULL); s->current_level is

@@ -62,7 +62,7 @@ static int ramp_site_locked(const struct engine_env *env, struct store_tx *tx, i
     }
     memset(&s.ramp, 0, sizeof s.ramp);
     s.ramp_hold_until = hold;
-    if (engine_add_event(env, tx, &s, &ic, "failback.aborted", ENGINE_TITLE_RAMP_ABORTED, j) < 0)
+    if (engine_add_event(env, tx, &s, &ic, EVENT_RAMP_ABORTED, ENGINE_TITLE_RAMP_ABORTED, j) < 0)
       goto out;
     break;
   }

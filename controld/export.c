@@ -20,7 +20,6 @@
 #include "json.h"
 #include "model.h"
 #include "names.h"
-#include "notify.h"
 #include "store_notify.h"
 #include "token.h"
 
@@ -412,7 +411,7 @@ static int read_events(const cJSON *obj, const char *prefix, struct webhook_rec 
   cJSON_ArrayForEach(it, ev) {
     const cJSON *seen;
     int dup = 0;
-    if (!cJSON_IsString(it) || !notify_known_type(it->valuestring)) {
+    if (!cJSON_IsString(it) || event_type_value(it->valuestring) < 0) {
       snprintf(path, sizeof path, "%s.events[%d]", prefix, i);
       cJSON_Delete(clean);
       return fail(err, path, "unknown event type");

@@ -33,22 +33,6 @@
 #define PRUNE_EVERY_MS 3600000 /* outbox clean-up, once an hour */
 #define ERROR_RESCAN_MS 1000
 
-const char *const notify_event_types[] = {
-    "level.switched",
-    "origin.failback_available",
-    "site.all_levels_unhealthy",
-    "site.recovered",
-    "origin.health_changed",
-    "incident.opened",
-    "incident.mitigated",
-    "incident.resolved",
-    "failback.ramp_started",
-    "failback.aborted",
-    "drill.started",
-    "drill.finished",
-    NULL,
-};
-
 /* One attempt in flight. */
 struct xfer {
   CURL *easy;
@@ -97,12 +81,6 @@ void notify_policy_defaults(struct notify_policy *p) {
   p->shutdown_grace_ms = 5000;
   p->keep_ms = 7LL * 86400000;
   p->start_inactive = 0;
-}
-
-int notify_known_type(const char *type) {
-  for (int i = 0; notify_event_types[i]; i++)
-    if (strcmp(notify_event_types[i], type) == 0) return 1;
-  return 0;
 }
 
 int64_t notify_backoff_ms(const struct notify_policy *p, int attempts, uint32_t rnd) {
@@ -245,7 +223,7 @@ static int setup_webhook(struct notify *n, struct xfer *x, struct delivery_job *
 static int setup_json(struct notify *n, struct xfer *x, struct delivery_job *job) {
   if (job->kind == CHAN_SLACK)
     x->body = chan_slack_body(&job->event, n->p.public_url);
-  else if (chan_pd_action(job->event.type) == CHAN_PD_NONE)
+  else if (chan_pd_action(job->event.type) == EVENT_PAGE_NONE)
     return 1;
   else
     x->body = chan_pd_body(&job->event, job->secret, n->p.public_url);

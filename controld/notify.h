@@ -41,14 +41,8 @@ struct notify_policy {
 
 enum notify_result { NOTIFY_DELIVERED = 0, NOTIFY_RETRY = 1, NOTIFY_FAILED = 2 };
 
-/* Event types a webhook may subscribe to, NULL-terminated. */
-extern const char *const notify_event_types[];
-
 /* Fill p with the defaults of docs/design.md#webhook-delivery. */
 void notify_policy_defaults(struct notify_policy *p);
-
-/* 1 when type is one of notify_event_types. */
-int notify_known_type(const char *type);
 
 /* Delay before the next attempt after `attempts` failed ones (>= 1): retry_min_ms doubling, capped
    at retry_max_ms, minus a jitter of up to a quarter taken from rnd. Pure. */

@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "names.h"
 #include "store_core.h"
 #include "store_events.h"
 #include "token.h"
@@ -277,6 +278,34 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
       return -1;
   es->pending = 1;
   return event_id;
+}
+
+int64_t store_site_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
+                                enum event_type type, const char *title, const cJSON *data) {
+  const char *word = names_word(event_type_names, EVENT_TYPES, (int)type, NULL);
+  char *text = word && data ? json_print(data) : NULL;
+  cJSON *f = text ? cJSON_CreateObject() : NULL;
+  const cJSON *it;
+  int64_t id = -1;
+  if (!f) {
+    log_error("site %lld: cannot format a %s event", (long long)site_id, word ? word : "?");
+    goto out;
+  }
+  json_add_i64(f, "site_id", site_id);
+  cJSON_AddStringToObject(f, "site", site_name);
+  cJSON_ArrayForEach(it, data) {
+    if (it->string && !cJSON_GetObjectItemCaseSensitive(f, it->string))
+      cJSON_AddItemToObject(f, it->string, cJSON_Duplicate(it, 1));
+  }
+  id = store_event_add_locked(tx, site_id, site_name, word, title, text);
+  /* written when the transaction commits: a round retried after a failed commit logs once */
+  if (id > 0)
+    (void)store_event_log_locked(tx, event_type_rules[type].level, word, f);
+  else
+    cJSON_Delete(f);
+out:
+  free(text);
+  return id;
 }
 
 /* Old, not the newest, no delivery pending (the finished ones go with the event: ON DELETE

@@ -27,6 +27,13 @@ int64_t store_event_add_locked(struct store_tx *tx, int64_t site_id, const char 
 int store_event_log_locked(struct store_tx *tx, enum log_level level, const char *type,
                            cJSON *fields);
 
+/* Inside a write transaction: a site's event of a type (docs/design.md#events), as
+   store_event_add_locked, with data (an object, not taken) as its JSON, and its one structured log
+   line (store_event_log_locked): the type's level (event_type_rules), then site_id, site and
+   data's members. What every event of a site is recorded through. The event id, or -1 (logged). */
+int64_t store_site_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
+                                enum event_type type, const char *title, const cJSON *data);
+
 /* Add an event in its own transaction; id or -1. */
 int64_t store_event_add(struct store *st, int64_t site_id, const char *site_name, const char *type,
                         const char *title, const char *data_json);

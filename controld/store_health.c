@@ -536,8 +536,3 @@ int store_health_ramp_sites(struct store *st, int64_t *ids, int max) {
   }
   return n;
 }
-
-int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
-                                  const char *type, const char *title, const char *data_json) {
-  return store_event_add_locked(tx, site_id, site_name, type, title, data_json);
-}

@@ -171,8 +171,4 @@ int store_health_level_skipped_locked(struct store_tx *tx, int64_t site_id, int 
 /* The ids of the sites with a running ramp, ascending, at most max into ids: the count, or -1. */
 int store_health_ramp_sites(struct store *st, int64_t *ids, int max);
 
-/* Add an event (and its webhook outbox rows) to the open transaction; id or -1. */
-int64_t store_health_event_locked(struct store_tx *tx, int64_t site_id, const char *site_name,
-                                  const char *type, const char *title, const char *data_json);
-
 #endif

@@ -8,8 +8,8 @@ const FETCH_TIMEOUT_MS = 15000;
 const EDIT_PAUSE_MS = 10000;
 const EVENT_KEEP = 1000;
 const EVENT_PAGE = 25;
-/* the event types a webhook or channel may filter on: controld's notify_event_types
-   (controld/notify.c), in its order; unit.test_ui_model checks that they are the same */
+/* the event types a webhook or channel may filter on: controld's event_type_names
+   (controld/event.c), in its order; unit.test_ui_model checks that they are the same */
 const EVENT_TYPES = ['level.switched', 'origin.failback_available', 'site.all_levels_unhealthy',
   'site.recovered', 'origin.health_changed', 'incident.opened', 'incident.mitigated',
   'incident.resolved', 'failback.ramp_started', 'failback.aborted', 'drill.started', 'drill.finished'];

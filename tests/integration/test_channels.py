@@ -112,8 +112,8 @@ def test_validation_crud_and_secrets(tmp):
         w = channel(c, {"kind": "webhook", "url": rx.url + "/hook", "secret": "s" * 20})
         assert s["url_set"] is True and "url" not in s, s
         assert p["routing_key_set"] is True and p["events"] == [
-            "incident.opened", "site.all_levels_unhealthy", "incident.resolved",
-            "site.recovered"], p
+            "site.all_levels_unhealthy", "site.recovered", "incident.opened",
+            "incident.resolved"], p
         assert e["password_set"] is True and e["to"] == ["oncall@example.org"], e
         assert e["username"] == "relay" and e["from"] == "cdnca@example.com", e
         assert w["secret_set"] is True and w["url"] == rx.url + "/hook", w

@@ -101,12 +101,22 @@ static void test_pd_actions_and_keys(void **state) {
   struct event_rec e = ev(41, "shop.example", "site.recovered", "Site recovered", "{\"level\":1}");
   char key[64];
   (void)state;
-  assert_int_equal(chan_pd_action("incident.opened"), CHAN_PD_TRIGGER);
-  assert_int_equal(chan_pd_action("site.all_levels_unhealthy"), CHAN_PD_TRIGGER);
-  assert_int_equal(chan_pd_action("incident.resolved"), CHAN_PD_RESOLVE);
-  assert_int_equal(chan_pd_action("site.recovered"), CHAN_PD_RESOLVE);
-  assert_int_equal(chan_pd_action("level.switched"), CHAN_PD_NONE);
-  assert_int_equal(chan_pd_action("incident.mitigated"), CHAN_PD_NONE);
+  assert_int_equal(chan_pd_action("incident.opened"), EVENT_PAGE_TRIGGER);
+  assert_int_equal(chan_pd_action("site.all_levels_unhealthy"), EVENT_PAGE_TRIGGER);
+  assert_int_equal(chan_pd_action("incident.resolved"), EVENT_PAGE_RESOLVE);
+  assert_int_equal(chan_pd_action("site.recovered"), EVENT_PAGE_RESOLVE);
+  assert_int_equal(chan_pd_action("level.switched"), EVENT_PAGE_NONE);
+  assert_int_equal(chan_pd_action("incident.mitigated"), EVENT_PAGE_NONE);
+  assert_int_equal(chan_pd_action("webhook.test"), EVENT_PAGE_TRIGGER);
+  assert_int_equal(chan_pd_action("no.such"), EVENT_PAGE_NONE);
+  {
+    const char *pd[EVENT_TYPES + 1];
+    char words[256];
+    assert_int_equal(chan_pd_types(pd), 4);
+    assert_string_equal(json_words(pd, words, sizeof words),
+                        "site.all_levels_unhealthy, site.recovered, incident.opened, "
+                        "incident.resolved");
+  }
   /* no incident (incidents off): one key per site */
   chan_pd_dedup_key(&e, key, sizeof key);
   assert_string_equal(key, "cdnca-site-3");

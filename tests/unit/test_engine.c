@@ -678,7 +678,13 @@ static int logged_switches(const char *path) {
   int n = 0;
   if (!fp) return -1;
   while (fgets(line, sizeof line, fp))
-    if (strstr(line, "event=level.switched ")) n++;
+    if (strstr(line, "event=level.switched ")) {
+      /* store_site_event_locked's line: the type's level, the site, then the event's data */
+      assert_non_null(strstr(line, "info"));
+      assert_non_null(strstr(line, " site_id="));
+      assert_non_null(strstr(line, " to_level=2"));
+      n++;
+    }
   fclose(fp);
   return n;
 }

@@ -107,16 +107,26 @@ static void test_signature(void **state) {
       sig, "sha256=9eb18f493f8ec135d9eb2dad817c369bb4e9cbfa818657897a7437c1cd8c3a23");
 }
 
+/* The event types' one table: a word for every value, each word read back as its value, no other
+   word (nor the test event's) a type, and the rules of docs/design.md#events. */
 static void test_known_types(void **state) {
   (void)state;
-  assert_true(notify_known_type("level.switched"));
-  assert_true(notify_known_type("origin.failback_available"));
-  assert_true(notify_known_type("site.all_levels_unhealthy"));
-  assert_true(notify_known_type("site.recovered"));
-  assert_true(notify_known_type("origin.health_changed"));
-  assert_false(notify_known_type("webhook.test"));
-  assert_false(notify_known_type("level.Switched"));
-  assert_false(notify_known_type(""));
+  for (int t = 0; t < EVENT_TYPES; t++) {
+    assert_non_null(event_type_names[t]);
+    assert_int_equal(event_type_value(event_type_names[t]), t);
+    assert_true(event_type_rules[t].level == LOG_INFO || event_type_rules[t].level == LOG_WARN);
+  }
+  assert_null(event_type_names[EVENT_TYPES]);
+  assert_int_equal(event_type_value("level.switched"), EVENT_LEVEL_SWITCHED);
+  assert_int_equal(event_type_value("drill.finished"), EVENT_DRILL_FINISHED);
+  assert_int_equal(event_type_value("webhook.test"), -1);
+  assert_int_equal(event_type_value("level.Switched"), -1);
+  assert_int_equal(event_type_value(""), -1);
+  assert_int_equal(event_type_value(NULL), -1);
+  /* every level down is a warning, the rest information */
+  for (int t = 0; t < EVENT_TYPES; t++)
+    assert_int_equal(event_type_rules[t].level,
+                     t == EVENT_SITE_ALL_LEVELS_UNHEALTHY ? LOG_WARN : LOG_INFO);
 }
 
 static void test_event_json(void **state) {

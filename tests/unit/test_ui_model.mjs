@@ -23,10 +23,10 @@ async function test(name, fn) {
 }
 
 // The dashboard's webhook and channel forms offer every event type controld accepts in a filter
-// (notify_event_types), and no other: the list is written in both, so it is compared here.
-await test('EVENT_TYPES: the same as controld/notify.c notify_event_types', () => {
+// (event_type_names), and no other: the list is written in both, so it is compared here.
+await test('EVENT_TYPES: the same as controld/event.c event_type_names', () => {
   const read = (f) => fs.readFileSync(path.join(here, '..', '..', 'controld', ...f), 'utf8');
-  const c = read(['notify.c']).match(/notify_event_types\[\] = \{([^}]*)\}/);
+  const c = read(['event.c']).match(/event_type_names\[EVENT_TYPES \+ 1\] = \{([^}]*)\}/);
   const js = read(['ui', 'core.js']).match(/const EVENT_TYPES = \[([^\]]*)\]/);
   assert.ok(c && js, 'both lists found');
   const inC = [...c[1].matchAll(/"([a-z_.]+)"/g)].map((x) => x[1]);
