@@ -1,10 +1,12 @@
 /* api_origins — /v1/sites/{id}/origins: add, patch, delete (each one transaction, api_op.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "api_op.h"
 #include "ctx.h"
 #include "json.h"
+#include "publish.h"
 #include "store_sites.h"
 
 /* Index of origin oid in s, or -1. */
@@ -87,12 +89,31 @@ static enum http_rc post_origin(struct req *r) {
 }
 
 /* Read, apply and write in the one transaction: a concurrent PATCH of another field is kept. */
+/* 1 when s with its origin i changed to o is published otherwise than s (a change nodes are not
+   sent, an operator's note in a disabled origin's description, is no publication), 0 when not,
+   -1 when memory runs out. */
+static int origin_published_changed(const struct site_rec *s, int i, const struct origin_rec *o) {
+  struct site_rec *t = malloc(sizeof *t);
+  struct origin_rec *os = malloc((size_t)s->n_origins * sizeof *os);
+  int changed = -1;
+  if (t && os) {
+    *t = *s; /* shallow: read only, never finished */
+    memcpy(os, s->origins, (size_t)s->n_origins * sizeof *os);
+    os[i] = *o;
+    t->origins = os;
+    changed = !publish_site_same(s, t);
+  }
+  free(os);
+  free(t);
+  return changed;
+}
+
 static enum store_rc patch_change(struct api_op *op) {
   struct origin_op *oo = op->arg;
   struct site_rec s;
   struct field_err err;
   enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &s);
-  int i;
+  int i, publish;
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", NULL);
     return rc;
@@ -109,16 +130,21 @@ static enum store_rc patch_change(struct api_op *op) {
     return rc;
   }
   oo->o = s.origins[i];
-  site_rec_fini(&s);
   if (model_origin_apply(oo->body, &oo->o, 0, "", &err) < 0) {
+    site_rec_fini(&s);
     api_field_error(op->r, &err);
     return STORE_ERROR;
   }
   /* a new address is checked; an unchanged one stays (the origin can still be disabled) */
   if (cJSON_GetObjectItemCaseSensitive(oo->body, "address") &&
-      api_target_refused(op->r, oo->o.address, "address"))
+      api_target_refused(op->r, oo->o.address, "address")) {
+    site_rec_fini(&s);
     return STORE_ERROR;
-  rc = store_origin_update_locked(op->tx, &oo->o);
+  }
+  publish = origin_published_changed(&s, i, &oo->o);
+  site_rec_fini(&s);
+  if (publish < 0) return STORE_ERROR;
+  rc = store_origin_update_locked(op->tx, &oo->o, publish);
   if (rc != STORE_OK) return rc;
   op->site_id = oo->o.site_id;
   return STORE_OK;

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "fleet.h"
 #include "json.h"
+#include "publish.h"
 #include "rcache.h"
 #include "store_fleet.h"
 #include "store_shadow.h"
@@ -178,7 +179,7 @@ static enum store_rc patch_change(struct api_op *op) {
   struct site_rec *stored;
   struct field_err err;
   char conflict[64] = "", *before, *after;
-  int changed;
+  int changed, publish;
   enum store_rc rc = store_site_get_locked(op->tx, op->r->params[0], &so->s);
   if (rc != STORE_OK) return rc;
   rc = api_op_if_match(op, so->s.revision);
@@ -195,6 +196,8 @@ static enum store_rc patch_change(struct api_op *op) {
   }
   /* docs/design.md#secrets: a masked value sent back keeps the stored secret */
   fields_keep_secrets(site_fields, &so->s, stored);
+  /* a change nodes are not sent (a health check, failback) is no publication */
+  publish = !publish_site_same(stored, &so->s);
   free(stored);
   after = site_shadow_codec.to_text(&so->s.shadow);
   /* a shadow policy set, changed or removed starts its comparison again (docs/design.md, Shadow
@@ -202,7 +205,7 @@ static enum store_rc patch_change(struct api_op *op) {
   changed = (before == NULL) != (after == NULL) || (before && strcmp(before, after) != 0);
   free(before);
   free(after);
-  rc = store_site_update_locked(op->tx, &so->s, conflict, sizeof conflict);
+  rc = store_site_update_locked(op->tx, &so->s, publish, conflict, sizeof conflict);
   if (rc != STORE_OK) {
     api_store_error(op->r, rc, "site", conflict);
     return rc;

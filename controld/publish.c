@@ -134,6 +134,29 @@ out:
   return text;
 }
 
+/* The site as published, as JSON text with config_version 0; NULL when it cannot be encoded. */
+static char *site_wire_text(const struct site_rec *s) {
+  struct sitewire_site *w = malloc(sizeof *w);
+  cJSON *j = NULL;
+  char *text = NULL;
+  pthread_once(&origin_plan_once, origin_plan_build);
+  if (origin_plan_ok && w && site_wire(s, w) == 0) {
+    w->config_version = 0;
+    if ((j = sitewire_site_json(w))) text = json_print(j);
+  }
+  cJSON_Delete(j);
+  free(w);
+  return text;
+}
+
+int publish_site_same(const struct site_rec *a, const struct site_rec *b) {
+  char *x = site_wire_text(a), *y = x ? site_wire_text(b) : NULL;
+  int same = x && y && strcmp(x, y) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
 /* ---- cache ---- */
 
 struct publish *publish_new(struct store *st) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "site.h"
 #include "store_node.h"
 #include "store_pub.h"
 
@@ -40,6 +41,11 @@ struct pub_blob *publish_get(struct publish *p, int64_t since);
 /* Pure: the JSON text {"seq","full","deny_targets","sites":[site config...],"deleted":[ids]} of
    a snapshot; malloc'd (caller frees), *len set; NULL on OOM. Only enabled origins are listed. */
 char *publish_json(const struct config_snapshot *s, const char *deny_targets, size_t *len);
+
+/* Pure: 1 when a node would be sent the same site for a as for b (config_version aside), 0 when
+   they differ or either cannot be encoded. A change of a site or an origin that leaves it the same
+   records no publication: nodes are sent nothing new (docs/design.md#site-config-wire-format). */
+int publish_site_same(const struct site_rec *a, const struct site_rec *b);
 
 /* Seq, full flag, text and length of a blob. */
 int64_t pub_blob_seq(const struct pub_blob *b);

@@ -244,7 +244,7 @@ static enum store_rc write_site(struct store_tx *tx, const struct site_rec *src,
   enum store_rc rc = insert_row(st, ins, what, whatlen, "sites", si, "", "ItII", s.id, s.name,
                                 s.created_at, s.updated_at);
   if (rc != STORE_OK) return rc;
-  rc = store_site_update_locked(tx, &s, conflict, sizeof conflict);
+  rc = store_site_update_locked(tx, &s, 1, conflict, sizeof conflict);
   if (rc == STORE_CONFLICT) snprintf(what, whatlen, "sites[%d].%s", si, conflict);
   if (rc != STORE_OK) return rc;
   rc = write_origins(st, src, si, what, whatlen);

@@ -732,8 +732,8 @@ enum store_rc store_site_create(struct store *st, struct site_rec *s, char *conf
   return store_tx_end(tx, store_site_create_locked(tx, s, conflict, clen));
 }
 
-enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
-                                       size_t clen) {
+enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, int publish,
+                                       char *conflict, size_t clen) {
   struct store *st = store_tx_store(tx);
   const struct sites_sql *osq = sites_sql();
   struct db_stmt *q;
@@ -758,7 +758,7 @@ enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, 
   rc = write_hostnames(st, s, conflict, clen, 0);
   if (rc != STORE_OK) goto fail;
   rc = STORE_ERROR;
-  if (store_publish_locked(tx, s->id, "updated", 0) < 0) goto fail;
+  if (publish && store_publish_locked(tx, s->id, "updated", 0) < 0) goto fail;
   if (store_site_bump_revision_locked(tx, s->id) < 0) goto fail;
   return STORE_OK;
 fail:
@@ -768,7 +768,7 @@ fail:
 enum store_rc store_site_update(struct store *st, struct site_rec *s, char *conflict, size_t clen) {
   struct store_tx *tx = store_tx_begin(st);
   if (!tx) return STORE_ERROR;
-  return store_tx_end(tx, store_site_update_locked(tx, s, conflict, clen));
+  return store_tx_end(tx, store_site_update_locked(tx, s, 1, conflict, clen));
 }
 
 /* Forget the nodes' observations and the verdicts of an origin (or of every origin of a site:
@@ -872,7 +872,8 @@ enum store_rc store_origin_add(struct store *st, struct origin_rec *o) {
   return store_tx_end(tx, store_origin_add_locked(tx, o));
 }
 
-enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o) {
+enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o,
+                                         int publish) {
   struct store *st = store_tx_store(tx);
   const struct sites_sql *osq = sites_sql();
   struct db_stmt *q;
@@ -889,7 +890,7 @@ enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origi
     rc = STORE_NOT_FOUND;
     goto fail;
   }
-  if (store_publish_locked(tx, o->site_id, "origin_updated", 0) < 0) goto fail;
+  if (publish && store_publish_locked(tx, o->site_id, "origin_updated", 0) < 0) goto fail;
   if (store_site_bump_revision_locked(tx, o->site_id) < 0) goto fail;
   return STORE_OK;
 fail:
@@ -899,7 +900,7 @@ fail:
 enum store_rc store_origin_update(struct store *st, const struct origin_rec *o) {
   struct store_tx *tx = store_tx_begin(st);
   if (!tx) return STORE_ERROR;
-  return store_tx_end(tx, store_origin_update_locked(tx, o));
+  return store_tx_end(tx, store_origin_update_locked(tx, o, 1));
 }
 
 enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id) {

@@ -46,12 +46,15 @@ enum store_rc store_origin_delete(struct store *st, int64_t site_id, int64_t ori
 enum store_rc store_site_get_locked(struct store_tx *tx, int64_t id, struct site_rec *out);
 enum store_rc store_site_create_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
                                        size_t clen);
-enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, char *conflict,
-                                       size_t clen);
+/* publish 0: record no publication (the caller found that nodes are sent the same site:
+   publish_site_same); the revision goes up all the same. */
+enum store_rc store_site_update_locked(struct store_tx *tx, struct site_rec *s, int publish,
+                                       char *conflict, size_t clen);
 enum store_rc store_site_delete_locked(struct store_tx *tx, int64_t id);
 /* STORE_LIMIT when the site already has SITE_MAX_ORIGINS origins (counted in the transaction). */
 enum store_rc store_origin_add_locked(struct store_tx *tx, struct origin_rec *o);
-enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o);
+enum store_rc store_origin_update_locked(struct store_tx *tx, const struct origin_rec *o,
+                                         int publish);
 enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, int64_t origin_id);
 
 /* The site's revision (inside a store_op). */

@@ -769,6 +769,54 @@ def test_origins_add_patch_delete(tmp):
     assert g["config_version"] == v + 5
 
 
+def test_changes_nodes_are_not_sent_publish_nothing(tmp):
+    """A change of what nodes are never sent (a health check, failback, a disabled origin) records
+    no publication: config_version and the node's config stay, the revision (ETag) moves; a
+    change of what they are sent is one publication (docs/design.md, Site-config wire format)."""
+    c = Controld(tmp).start()
+    s = create(c, site_body("q", origins=[{"address": "10.0.0.1"},
+                                          {"address": "10.0.0.2", "level": 2},
+                                          {"address": "10.0.0.3", "level": 2, "enabled": False}]))
+    sp = "/v1/sites/%d" % s["id"]
+    spare = sp + "/origins/%d" % s["origins"][2]["id"]
+    first = sp + "/origins/%d" % s["origins"][0]["id"]
+    status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-q"})
+    assert status == 201, n
+    status, cfg, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=n["token"])
+    assert status == 200, cfg
+    seq, g = cfg["seq"], s
+    for path, body in ((sp, {"failback": "manual", "failback_hold_ms": 5000}),
+                       (sp, {"health_check": {"path": "/hc2", "timeout_ms": 3000}}),
+                       (sp, {"health_check_shadow": {"unhealthy_after": 5}}),
+                       (sp, {"name": "q", "hostnames": ["q.example.com"]}),  # as they are
+                       (spare, {"port": 9000, "description": "spare, racked"}),
+                       (first, {"weight": s["origins"][0]["weight"]})):
+        status, j, _ = c.api("PATCH", path, body)
+        assert status == 200, (path, body, status, j)
+        now = c.api("GET", sp)[1]
+        assert now["config_version"] == g["config_version"], (body, now)
+        assert now["revision"] == g["revision"] + 1, (body, now)
+        status, cfg, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq,
+                               token=n["token"])
+        assert status == 304, (body, status, cfg)
+        g = now
+    assert g["failback"] == "manual" and g["health_check"]["path"] == "/hc2", g
+    # what nodes are sent: one publication each
+    for path, body in ((first, {"description": "primary"}), (sp, {"node_retry": {"retries": 0}}),
+                       (spare, {"enabled": True})):
+        status, j, _ = c.api("PATCH", path, body)
+        assert status == 200, (path, body, status, j)
+        now = c.api("GET", sp)[1]
+        assert now["config_version"] == g["config_version"] + 1, (body, now)
+        status, cfg, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq,
+                               token=n["token"])
+        assert status == 200 and cfg["seq"] == seq + 1, (body, status, cfg)
+        seq, g = cfg["seq"], now
+    site = [x for x in cfg["sites"] if x["id"] == s["id"]][0]
+    assert {o["port"] for o in site["origins"] if o["id"] == s["origins"][2]["id"]} == {9000}
+    assert site["config_version"] == g["config_version"], (site, g)
+
+
 def test_origin_description(tmp):
     """An origin's description: free text of 0 to 200 characters, no control characters. It is
     in the API's answers, in the export document and in the config nodes are sent; a bad one is

@@ -561,7 +561,7 @@ static enum store_rc disable_o1_and_evaluate(struct store_tx *tx, void *arg) {
   o = *find(&s, a->f->o1);
   site_rec_fini(&s);
   o.enabled = 0;
-  rc = store_origin_update_locked(tx, &o);
+  rc = store_origin_update_locked(tx, &o, 1);
   if (rc != STORE_OK) return rc;
   if (engine_site_changed_locked(&a->f->env, tx, a->f->site_id) < 0) return STORE_ERROR;
   return a->result;

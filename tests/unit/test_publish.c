@@ -295,12 +295,83 @@ static void test_published_origin_decodes(void **state) {
   free(w);
 }
 
+/* A site with origins a copy of s's (t's own array; its other members s's). */
+static void site_clone(struct site_rec *t, const struct site_rec *s) {
+  *t = *s;
+  t->origins = malloc((size_t)s->n_origins * sizeof *t->origins);
+  assert_non_null(t->origins);
+  memcpy(t->origins, s->origins, (size_t)s->n_origins * sizeof *t->origins);
+}
+
+/* What nodes are sent decides whether a change is a publication (docs/design.md, Site-config wire
+   format): the same site for a change nodes never receive, another for each published key. */
+static void test_site_same_as_published(void **state) {
+  struct site_rec s, t;
+  (void)state;
+  site_rec_defaults(&s);
+  s.id = 7;
+  memcpy(s.name, "shop", 5);
+  s.n_hostnames = 1;
+  memcpy(s.hostnames[0], "shop.test", 10);
+  s.current_level = 1;
+  s.origins = calloc(2, sizeof *s.origins);
+  s.n_origins = 2;
+  for (int i = 0; i < 2; i++) {
+    s.origins[i].id = i + 1;
+    s.origins[i].level = i + 1;
+    s.origins[i].port = 8080 + i;
+    s.origins[i].weight = 1;
+    s.origins[i].enabled = i == 0; /* the second is disabled: never sent */
+    memcpy(s.origins[i].address, "127.0.0.1", 10);
+    s.origins[i].scheme = SCHEME_HTTP;
+  }
+#define SAME(change, want)                                                                         \
+  do {                                                                                             \
+    site_clone(&t, &s);                                                                            \
+    change;                                                                                        \
+    if (publish_site_same(&s, &t) != (want)) fail_msg("%s: want same %d", #change, (want));        \
+    free(t.origins);                                                                               \
+  } while (0)
+  SAME((void)0, 1);
+  /* not sent to nodes */
+  SAME(t.config_version = s.config_version + 5, 1);
+  SAME(t.failback = HEALTH_FAILBACK_MANUAL, 1);
+  SAME(t.failback_hold_ms = 99, 1);
+  SAME(memcpy(t.hc_path, "/other", 7), 1);
+  SAME(t.hc_timeout_ms = 1234, 1);
+  SAME(t.hc_enabled = !s.hc_enabled, 1);
+  SAME(t.revision = s.revision + 1, 1);
+  SAME(t.origins[1].port = 9999, 1); /* a disabled origin's */
+  SAME(memcpy(t.origins[1].description, "note", 5), 1);
+  SAME(t.origins[0].health = HEALTH_UNHEALTHY, 1);
+  /* sent */
+  SAME(memcpy(t.name, "shop2", 6), 0);
+  SAME(memcpy(t.hostnames[0], "shop.example", 13), 0);
+  SAME(t.n_hostnames = 0, 0);
+  SAME(t.current_level = 2, 0);
+  SAME(t.nr_retries = s.nr_retries + 1, 0);
+  SAME(t.nr_backup_levels = !s.nr_backup_levels, 0);
+  SAME(t.origins[0].port = 9999, 0);
+  SAME(t.origins[0].weight = 3, 0);
+  SAME(t.origins[0].scheme = SCHEME_HTTPS, 0);
+  SAME(memcpy(t.origins[0].host_header, "h.test", 7), 0);
+  SAME(memcpy(t.origins[0].description, "note", 5), 0);
+  SAME(memcpy(t.origins[0].address, "127.0.0.2", 10), 0);
+  SAME(t.origins[0].level = 2, 0);
+  SAME(t.origins[1].enabled = 1, 0);
+  SAME(t.origins[0].enabled = 0, 0);
+  SAME(t.n_origins = 1, 1); /* the disabled one gone: nothing sent changes */
+#undef SAME
+  site_rec_fini(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_full_delta_tombstone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_json_and_cache, setup, teardown),
       cmocka_unit_test_setup_teardown(test_old_since_gets_the_full_set, setup, teardown),
       cmocka_unit_test_setup_teardown(test_published_origin_decodes, setup, teardown),
+      cmocka_unit_test(test_site_same_as_published),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

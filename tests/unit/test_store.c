@@ -670,7 +670,7 @@ static enum store_rc op_disable_first(struct store_tx *tx, void *arg) {
   enum store_rc rc = store_site_get_locked(tx, a->site_id, &s);
   if (rc != STORE_OK) return rc;
   s.origins[0].enabled = 0;
-  rc = store_origin_update_locked(tx, &s.origins[0]);
+  rc = store_origin_update_locked(tx, &s.origins[0], 1);
   site_rec_fini(&s);
   return rc != STORE_OK ? rc : a->result;
 }
