@@ -41,3 +41,7 @@ int64_t dl_on_tick(int64_t t, int64_t tick) {
   if (r == 0) return t;
   return r > 0 ? t + (tick - r) : t - r;
 }
+
+int64_t dl_hold_deadline(int64_t now, int64_t wait_ms) {
+  return dl_on_tick(now + wait_ms, DL_TICK_MS);
+}

@@ -35,6 +35,10 @@ int dl_insert(struct dl_list *l, struct dl_link *e);
 /* t rounded up to a multiple of tick (> 0); t itself when it is one. Pure. */
 int64_t dl_on_tick(int64_t t, int64_t tick);
 
+/* The deadline of a hold of wait_ms asked at now: the first DL_TICK_MS tick at or after
+   now + wait_ms. Pure. */
+int64_t dl_hold_deadline(int64_t now, int64_t wait_ms);
+
 /* Take e off l (e must be on l); e's links are cleared. */
 void dl_unlink(struct dl_list *l, struct dl_link *e);
 

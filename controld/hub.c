@@ -374,7 +374,7 @@ int hub_config_poll(struct hub *h, int64_t since, int64_t wait_ms, const struct 
   }
   w->node_id = p->node_id;
   w->since = since;
-  w->link.deadline = dl_on_tick(clock_mono_ms() + wait_ms, DL_TICK_MS);
+  w->link.deadline = dl_hold_deadline(clock_mono_ms(), wait_ms);
   w->done = p->done;
   w->arg = p->arg;
   /* one held poll per node: an older one (a node that went away without closing, or one that

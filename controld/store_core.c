@@ -81,6 +81,17 @@ int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what) {
   return 0;
 }
 
+int store_step_i64(struct db_conn *c, struct db_stmt *s, const char *what, int64_t *out) {
+  if (db_step(s) != DB_ROW) {
+    log_error("%s: %s", what, db_errmsg(c));
+    db_reset(s);
+    return -1;
+  }
+  *out = db_col_i64(s, 0);
+  db_reset(s);
+  return 0;
+}
+
 void *store_grow(void *arr, int *cap, int cnt, size_t elem, int first) {
   int ncap;
   void *na;

@@ -142,8 +142,13 @@ struct store *store_tx_store(struct store_tx *tx);
 int store_read_begin(struct db_conn *c);
 void store_read_end(struct db_conn *c);
 
-/* Run a statement to completion (no rows expected); 0 or -1 (logged with context). */
+/* Run a statement to completion (rows it answers are not read); 0 or -1 (logged with context). */
 int store_step_done(struct db_conn *c, struct db_stmt *s, const char *what);
+
+/* Step s (prepared and bound) for its first row and read its first column into *out (an id a
+   RETURNING gives back, a count). s is reset. 0, or -1 (logged with what) when it fails or
+   answers no row. */
+int store_step_i64(struct db_conn *c, struct db_stmt *s, const char *what, int64_t *out);
 
 /* Bind arrays a[0..n) as parameters 1..n of sql on c and run it to completion (a set-based write
    from array parameters); 0 or -1 (an array that ran out of memory fails it, logged with what). */

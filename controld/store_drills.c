@@ -44,14 +44,7 @@ int store_drill_insert_locked(struct store_tx *tx, struct drill_rec *d) {
     db_reset(s);
     return -1;
   }
-  if (db_step(s) != DB_ROW) {
-    log_error("creating a drill: %s", db_errmsg(st->w));
-    db_reset(s);
-    return -1;
-  }
-  d->id = db_col_i64(s, 0);
-  db_reset(s);
-  return 0;
+  return store_step_i64(st->w, s, "creating a drill", &d->id);
 }
 
 int store_drill_save_locked(struct store_tx *tx, const struct drill_rec *d) {

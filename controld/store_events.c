@@ -135,14 +135,7 @@ static int64_t event_queue(struct store_tx *tx, int64_t site_id, const char *sit
   int64_t id;
   if (!es->ev_next) {
     struct db_stmt *q = db_prep(st->w, next);
-    if (!q) return -1;
-    if (db_step(q) != DB_ROW) {
-      log_error("numbering events: %s", db_errmsg(st->w));
-      db_reset(q);
-      return -1;
-    }
-    es->ev_next = db_col_i64(q, 0);
-    db_reset(q);
+    if (!q || store_step_i64(st->w, q, "numbering events", &es->ev_next) < 0) return -1;
   }
   id = es->ev_next;
   db_arr_i64(&es->evq[0], id);
@@ -237,14 +230,8 @@ int64_t store_event_insert_locked(struct store_tx *tx, int64_t site_id, const ch
   int64_t event_id;
   if (!q) return -1;
   store_bind(q, 1, "PttttI", site_id, site_name, type, title, data_json ? data_json : "{}", now);
-  if (db_step(q) != DB_ROW) {
-    log_error("inserting event: %s", db_errmsg(st->w));
-    db_reset(q);
-    return -1;
-  }
-  event_id = db_col_i64(q, 0); /* RETURNING: no second round trip for the id */
-  db_reset(q);
-  return event_id;
+  /* RETURNING: no second round trip for the id */
+  return store_step_i64(st->w, q, "inserting event", &event_id) < 0 ? -1 : event_id;
 }
 
 int store_delivery_queue_locked(struct store_tx *tx, int64_t webhook_id, int64_t event_id,

@@ -349,15 +349,9 @@ static enum store_rc advance_identities(struct store *st) {
       "(SELECT COALESCE(MAX(seq), 0) + 1 FROM publications), false)",
   };
   if (db_kind(st->w) != DB_PG) return STORE_OK;
-  for (size_t i = 0; i < sizeof sql / sizeof *sql; i++) {
-    struct db_stmt *q = db_prep(st->w, sql[i]);
-    int step = q ? db_step(q) : DB_ERR;
-    if (q) db_reset(q);
-    if (step != DB_ROW) {
-      log_error("moving an identity past the imported ids: %s", db_errmsg(st->w));
+  for (size_t i = 0; i < sizeof sql / sizeof *sql; i++)
+    if (store_exec(st->w, "moving an identity past the imported ids", sql[i], "") < 0)
       return STORE_ERROR;
-    }
-  }
   return STORE_OK;
 }
 

@@ -84,14 +84,7 @@ int store_incident_insert_locked(struct store_tx *tx, struct incident_rec *r) {
   struct db_stmt *s = sql ? db_prep(st->w, sql) : NULL;
   if (!s) return -1;
   store_fields_bind(s, 1, cols(), 0, r);
-  if (db_step(s) != DB_ROW) {
-    log_error("opening an incident: %s", db_errmsg(st->w));
-    db_reset(s);
-    return -1;
-  }
-  r->id = db_col_i64(s, 0);
-  db_reset(s);
-  return 0;
+  return store_step_i64(st->w, s, "opening an incident", &r->id);
 }
 
 int store_incident_save_locked(struct store_tx *tx, const struct incident_rec *r) {

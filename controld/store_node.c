@@ -318,20 +318,8 @@ enum store_rc store_node_create_locked(struct store_tx *tx, struct node_rec *n,
   n->id = db_col_i64(q, 0);
   db_reset(q);
   n->created_at = now;
-  if (pg) {
-    struct db_stmt *m = db_prep(st->w, seq_pg);
-    int step = DB_ERR;
-    if (m) {
-      db_bind_i64(m, 1, n->id);
-      step = db_step(m);
-      db_reset(m);
-    }
-    if (step != DB_ROW) {
-      log_error("numbering nodes: %s", db_errmsg(st->w));
-      return STORE_ERROR;
-    }
-  }
-  if (store_exec(st->w, "numbering nodes", bump, "I", n->id) < 0 ||
+  if ((pg && store_exec(st->w, "numbering nodes", seq_pg, "I", n->id) < 0) ||
+      store_exec(st->w, "numbering nodes", bump, "I", n->id) < 0 ||
       store_exec(st->w, "inserting node token", tok, "tII", token_hash, n->id, now) < 0)
     return STORE_ERROR;
   return STORE_OK;

@@ -59,14 +59,7 @@ int store_publish_locked(struct store_tx *tx, int64_t site_id, const char *reaso
     ps->q = s; /* a later publication in the transaction replaces it (the newest seq wins) */
     return 0;
   }
-  if (db_step(s) != DB_ROW) {
-    log_error("recording publication: %s", db_errmsg(st->w));
-    db_reset(s);
-    return -1;
-  }
-  ps->pending = db_col_i64(s, 0);
-  db_reset(s);
-  return 0;
+  return store_step_i64(st->w, s, "recording publication", &ps->pending);
 }
 
 int64_t store_pub_prune(struct store *st, int64_t before_ms) {

@@ -409,13 +409,7 @@ enum store_rc store_room_locked(struct store_tx *tx, const char *count_sql, int6
   va_start(ap, types);
   store_bindv(s, 1, types, ap);
   va_end(ap);
-  if (db_step(s) != DB_ROW) {
-    log_error("%s: %s", what, db_errmsg(st->w));
-    db_reset(s);
-    return STORE_ERROR;
-  }
-  have = db_col_i64(s, 0);
-  db_reset(s);
+  if (store_step_i64(st->w, s, what, &have) < 0) return STORE_ERROR;
   return have < cap ? STORE_OK : STORE_LIMIT;
 }
 

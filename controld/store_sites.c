@@ -594,13 +594,8 @@ static enum store_rc insert_origin(struct store *st, struct origin_rec *o) {
   next = store_fields_bind(q, 2, site_origin_fields, FORM_CONFIG, o);
   o->created_at = clock_wall_ms();
   db_bind_i64(q, next, o->created_at);
-  if (db_step(q) != DB_ROW) { /* RETURNING: the id without a second round trip */
-    log_error("inserting origin: %s", db_errmsg(st->w));
-    db_reset(q);
-    return STORE_ERROR;
-  }
-  o->id = db_col_i64(q, 0);
-  db_reset(q);
+  /* RETURNING: the id without a second round trip */
+  if (store_step_i64(st->w, q, "inserting origin", &o->id) < 0) return STORE_ERROR;
   o->health = HEALTH_UNKNOWN;
   return STORE_OK;
 }

@@ -316,7 +316,7 @@ int tasks_poll(struct task_board *b, const struct tasks_client_ops *ops, void *c
   w->ops = ops;
   w->client = client;
   w->node_id = node_id;
-  w->link.deadline = dl_on_tick(clock_mono_ms() + wait_ms, DL_TICK_MS);
+  w->link.deadline = dl_hold_deadline(clock_mono_ms(), wait_ms);
   /* one held poll per node: an older one is answered 304 now (as the config poll's, so one
      token cannot hold connection after connection) */
   if ((older = idmap_get(&b->held, node_id)) != NULL) {

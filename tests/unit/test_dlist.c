@@ -132,6 +132,11 @@ static void test_on_tick(void **state) {
     int64_t r = dl_on_tick(t, DL_TICK_MS);
     assert_true(r >= t && r - t < DL_TICK_MS && r % DL_TICK_MS == 0);
   }
+  /* a hold's deadline: the tick at or after its end */
+  assert_true(dl_hold_deadline(1000, 0) == 1000);
+  assert_true(dl_hold_deadline(1000, 1) == 1050);
+  assert_true(dl_hold_deadline(1001, 49) == 1050);
+  assert_true(dl_hold_deadline(1001, 50) == 1100);
 }
 
 int main(void) {
