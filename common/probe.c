@@ -51,6 +51,8 @@ struct probe_slot {
   struct curlhead head;            /* the answer's head and trailers: bounded, one framing */
   char errbuf[CURL_ERROR_SIZE];
   char conn[PROBE_NAME_MAX + 16]; /* "::address:port" */
+  const struct targets *deny;     /* the prober's refused targets, NULL = none */
+  int sock_errno;                 /* errno of this probe's failed socket(), 0 = none */
   /* a probe on a socket of our own (PROBE_ENGINE_EPOLL, probenat.h) */
   int native;         /* 1 while nat runs this slot's probe */
   int timed_out;      /* its deadline passed */
@@ -103,6 +105,12 @@ static void result_fail(struct probe_result *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(r->error, sizeof r->error, fmt, ap);
   va_end(ap);
+}
+
+/* The probe was not made for a reason of the prober's own: no verdict on the origin. */
+static void result_internal(struct probe_result *r, const char *what) {
+  result_fail(r, "internal: %s", what);
+  r->local = 1;
 }
 
 /* 1 when s is a DNS name or IPv4 literal we are willing to put in a URL. */
@@ -344,6 +352,29 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   }
   r->status = out.status;
   r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
+  /* no socket or no memory on our side: the origin was never asked */
+  if (!r->ok && !out.connected &&
+      (rc == CURLE_OUT_OF_MEMORY || rc == CURLE_FAILED_INIT ||
+       (rc == CURLE_COULDNT_CONNECT && pnat_errno_local(s->sock_errno)))) {
+    char eb[96];
+    r->local = 1;
+    if (s->sock_errno)
+      text_set(r->error, sizeof r->error, "connect failed: %s",
+               strerror_r(s->sock_errno, eb, sizeof eb));
+  }
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: refuse a denied address (targets_guard_curl's rule), else open the
+ * socket libcurl asked for, keeping the errno of a failure: libcurl reports a socket() that
+ * failed (no descriptor left) as a connect failure without it. */
+static curl_socket_t slot_open(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+  struct probe_slot *s = clientp;
+  curl_socket_t fd;
+  (void)purpose;
+  if (s->deny && targets_refused_sa(s->deny, &a->addr, NULL)) return CURL_SOCKET_BAD;
+  fd = socket(a->family, a->socktype, a->protocol);
+  if (fd == CURL_SOCKET_BAD) s->sock_errno = errno;
+  return fd;
 }
 
 /* Set the options every probe shares on s->easy (after init or reset); 0 or -1. They stay set
@@ -383,7 +414,9 @@ static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
   rc |= curlhead_bound_wire(e, &s->head);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
-  if (p->deny && targets_guard_curl(e, p->deny) < 0) rc |= CURLE_FAILED_INIT;
+  s->deny = p->deny;
+  rc |= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, slot_open);
+  rc |= curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, s);
   if (rc == CURLE_OK && p->easy_hook && p->easy_hook(e, p->easy_ud) < 0) rc = CURLE_FAILED_INIT;
   return rc == CURLE_OK ? 0 : -1;
 }
@@ -476,7 +509,7 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   if (!s->easy) {
     s->easy = curl_easy_init();
     if (!s->easy) {
-      result_fail(r, "internal: curl_easy_init failed");
+      result_internal(r, "curl_easy_init failed");
       return 0;
     }
     s->fixed_set = 0;
@@ -495,26 +528,27 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   s->headers_done = 0;
   curlhead_init(&s->head, 0, s->check->method == HCHECK_HEAD);
   s->errbuf[0] = '\0';
+  s->sock_errno = 0;
   s->connect_to.data = s->conn;
   s->connect_to.next = NULL;
   s->busy = 1;
   if (slot_headers(p, s) < 0) {
-    result_fail(r, "internal: out of memory");
+    result_internal(r, "out of memory");
     goto fail;
   }
   if (!s->fixed_set) {
     if (slot_setup_fixed(p, s) != 0) {
-      result_fail(r, "internal: curl option rejected");
+      result_internal(r, "curl option rejected");
       goto fail;
     }
     s->fixed_set = 1;
   }
   if (slot_setup(s, t, url) != 0) {
-    result_fail(r, "internal: curl option rejected");
+    result_internal(r, "curl option rejected");
     goto fail;
   }
   if (curl_multi_add_handle(p->multi, s->easy) != CURLM_OK) {
-    result_fail(r, "internal: curl_multi_add_handle failed");
+    result_internal(r, "curl_multi_add_handle failed");
     goto fail;
   }
   p->nidle--;
@@ -643,6 +677,7 @@ static void native_finish(struct probe *p, struct probe_slot *s, struct probe_re
   }
   r->status = out.status;
   r->ok = hcheck_judge(s->check, &out, r->error, sizeof r->error);
+  r->local = !r->ok && c->local;
   heap_remove(p, s);
   pnat_free(c);
   s->native = 0;
@@ -1028,10 +1063,13 @@ out:
     }
     snprintf(results[s->idx].error, sizeof results[s->idx].error,
              cancelled ? "cancelled" : "internal: libcurl failure");
+    results[s->idx].local = !cancelled;
   }
-  for (; next < n; next++)
+  for (; next < n; next++) {
     snprintf(results[next].error, sizeof results[next].error,
              cancelled ? "cancelled" : "internal: libcurl failure");
+    results[next].local = !cancelled;
+  }
   p->run_targets = NULL;
   p->run_results = NULL;
   return rc;

@@ -101,6 +101,10 @@ struct probe_result {
                                   "tls: <detail>", "resolve failed: <name>",
                                   "empty reply", "invalid target: <why>", "cancelled" */
   int latency_ms;              /* start of the transfer to its end; 0 when never started */
+  int local;                   /* 1 = not a verdict on the origin: the probe was never made, for
+                                  want of the prober's own resources (no descriptor, no memory:
+                                  EMFILE, ENFILE, ENOBUFS, ENOMEM) or an internal failure; ok is
+                                  0 and error says why */
 };
 
 struct probe;

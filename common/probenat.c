@@ -22,6 +22,10 @@ static int finish(struct pnat *c) {
   return PNAT_DONE;
 }
 
+int pnat_errno_local(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
 static void fail_errno(struct pnat *c, const char *what, int err) {
   char eb[96];
   snprintf(c->error, sizeof c->error, "%s%s", what, strerror_r(err, eb, sizeof eb));
@@ -36,6 +40,7 @@ int pnat_start(struct pnat *c, int epfd, uint64_t tag, const struct sockaddr *sa
   presp_init(&c->resp, head_only, keep);
   c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c->fd < 0) {
+    c->local = pnat_errno_local(errno);
     fail_errno(c, "connect failed: ", errno);
     return finish(c);
   }
@@ -50,6 +55,7 @@ int pnat_start(struct pnat *c, int epfd, uint64_t tag, const struct sockaddr *sa
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = tag;
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
+    c->local = 1;
     fail_errno(c, "internal: epoll_ctl: ", errno);
     return finish(c);
   }

@@ -38,7 +38,12 @@ struct pnat {
   size_t pending_len, pending_off;
   struct presp resp;
   char error[PNAT_ERROR_MAX]; /* a transport failure before a status: "" = none */
+  int local; /* the failure is the prober's own (pnat_errno_local, or epoll): not the origin's */
 };
+
+/* 1 when err is the prober's own shortage (no descriptor, no buffer, no memory), which says
+ * nothing about the origin it was about to connect to. */
+int pnat_errno_local(int err);
 
 /* Open a non-blocking socket to sa and start connecting; register it in epfd for in/out,
  * edge-triggered, with data.u64 = tag. tcp = a tcp check; head_only, keep: see presp_init.

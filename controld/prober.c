@@ -445,10 +445,13 @@ out:
 
 /* ---- source 3: controld's own probes ---- */
 
+static _Atomic uint64_t local_held;
+static _Atomic int64_t local_log;
+
 static int probe_direct(struct prober *p, struct item *items, int n) {
   struct probe_target *t = NULL;
   struct probe_result *r = NULL;
-  int *map = NULL, nt = 0, rc = -1;
+  int *map = NULL, nt = 0, rc = -1, local = 0, first_local = -1;
   for (int i = 0; i < n; i++)
     if (items[i].v.verdict == VERDICT_NONE) nt++;
   if (nt == 0) return 0;
@@ -472,6 +475,12 @@ static int probe_direct(struct prober *p, struct item *items, int n) {
   if (p->stop) goto out;
   for (int k = 0; k < nt; k++) {
     struct engine_vote ev;
+    /* a probe never made (no descriptor or no memory in controld) says nothing about the
+       origin: no vote, so no verdict this round and the origin's state stays as it was */
+    if (r[k].local) {
+      if (local++ == 0) first_local = k;
+      continue;
+    }
     memset(&ev, 0, sizeof ev);
     ev.source = SOURCE_CONTROL;
     ev.ok = r[k].ok;
@@ -480,6 +489,16 @@ static int probe_direct(struct prober *p, struct item *items, int n) {
     snprintf(ev.error, sizeof ev.error, "%s", r[k].error);
     if (item_vote(&items[map[k]], &ev) < 0) goto out;
     item_tally(&items[map[k]]);
+  }
+  if (local) {
+    uint64_t held = atomic_fetch_add(&local_held, (uint64_t)local) + (uint64_t)local;
+    if (log_every(&local_log, clock_mono_ms(), 10000)) {
+      atomic_fetch_sub(&local_held, held);
+      log_warn("own probes: %d of %d not made (origin %lld: %s): no verdict on them this round; "
+               "%llu such probes since the last such line",
+               local, nt, (long long)items[map[first_local]].origin_id, r[first_local].error,
+               (unsigned long long)held);
+    }
   }
   rc = 0;
 out:

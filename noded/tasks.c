@@ -179,11 +179,15 @@ int ntasks_effective_timeout(int timeout_ms, int64_t deadline_ms) {
   return (int)(t < 100 ? 100 : t);
 }
 
+/* The last line about probes this node could not make (no descriptor, no memory). */
+static _Atomic int64_t local_log;
+
 /* Probe every task of rd and post the votes. */
 static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, int64_t got_at) {
   struct probe_target *tg = calloc((size_t)rd->n + 1, sizeof *tg);
   struct probe_result *res = calloc((size_t)rd->n + 1, sizeof *res);
   char *store = malloc((size_t)rd->n * 700 + 1);
+  int local = 0;
   cJSON *root = NULL, *arr;
   char *body = NULL, err[256];
   struct ctl_resp r;
@@ -211,7 +215,8 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
   probe_run(nt->probe, tg, (size_t)rd->n, res, &nt->cancel);
   if (nt->cancel) goto out;
   for (int i = 0; nt->on_result && i < rd->n; i++)
-    if (strcmp(tg[i].scheme, "invalid") != 0 && strncmp(res[i].error, "invalid target", 14) != 0)
+    if (strcmp(tg[i].scheme, "invalid") != 0 && strncmp(res[i].error, "invalid target", 14) != 0 &&
+        !res[i].local)
       nt->on_result(nt->on_result_arg, rd->tasks[i].origin_id, res[i].ok);
   /* controld takes an error as text only (an origin's or a peer certificate's words can reach
      it): a control byte becomes '?', and text that is still not clean is named, not sent */
@@ -221,7 +226,15 @@ static void run_round(struct ntasks *nt, CURL *h, const struct ntask_round *rd, 
   json_add_i64(root, "round_id", rd->round_id);
   arr = cJSON_AddArrayToObject(root, "results");
   for (int i = 0; i < rd->n; i++) {
-    cJSON *v = cJSON_CreateObject();
+    cJSON *v;
+    /* a probe never made (no descriptor or no memory here) is no vote on the origin */
+    if (res[i].local) {
+      if (local++ == 0 && log_every(&local_log, clock_mono_ms(), 10000))
+        log_warn("probe round %lld: origin %lld not probed (%s): no vote sent for it",
+                 (long long)rd->round_id, (long long)rd->tasks[i].origin_id, res[i].error);
+      continue;
+    }
+    v = cJSON_CreateObject();
     json_add_i64(v, "task_id", rd->tasks[i].task_id);
     cJSON_AddBoolToObject(v, "ok", res[i].ok);
     cJSON_AddNumberToObject(v, "status", res[i].status);

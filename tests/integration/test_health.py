@@ -4,6 +4,8 @@ verdicts come from controld's own probes or the checkpoint plugin), level failov
 events, the status card, verdict evidence, the manual switch, TLS, restarts."""
 
 import os
+import socket
+import time
 
 import harness
 from harness import Controld, Origin, wait_until
@@ -368,6 +370,58 @@ def test_checkpoint_plugin_too_slow_or_framed_two_ways(tmp):
         c.stop()
     finally:
         plugin.close()
+
+
+def test_own_descriptor_shortage_is_no_verdict(tmp):
+    """controld with every descriptor taken (idle API connections from several loopback
+    addresses, each under the per-address cap) cannot open a probe's socket: that is its own
+    shortage, not the origin's failure. No verdict is recorded, the origin stays healthy (no
+    incident, no event), a line says why, and probing resumes once descriptors are free."""
+    a, b = start_origins(tmp, "a", "b")
+    c = Controld(tmp, extra_args=FAST)
+    limit = 96
+    wrapper = os.path.join(tmp, "controld-nofile")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec prlimit --nofile=%d:%d %s \"$@\"\n" % (limit, limit, c.binary))
+    os.chmod(wrapper, 0o755)
+    c.binary = wrapper
+    c.start()
+    site = make_site(c, [origin_spec(a, 1), origin_spec(b, 2)])
+    sid, oa = site["id"], site["origins"][0]["id"]
+    wait_health(c, sid, oa, "healthy")
+    socks = []
+    try:
+        for k in range(2, 6):  # 4 addresses x 40 connections: more than the limit
+            for _ in range(40):
+                s = socket.socket()
+                s.bind(("127.0.0.%d" % k, 0))
+                s.settimeout(2)
+                try:
+                    s.connect((harness.HOST, c.port))
+                except OSError:
+                    s.close()
+                    continue
+                socks.append(s)
+        wait_until(lambda: len(os.listdir("/proc/%d/fd" % c.pid())) >= limit, timeout=WAIT,
+                   what="controld's descriptors all taken")
+        # a round met the shortage (a line about it, or the origin's failure recorded)
+        wait_until(lambda: "Too many open files" in open(c.log_path, errors="replace").read(),
+                   timeout=WAIT, what="a probe round without descriptors")
+        time.sleep(1.5)  # 5 rounds: more than unhealthy_after
+    finally:
+        for s in socks:
+            s.close()
+    cd = card(c, sid)
+    o = card_origin(cd, oa)
+    assert cd["current_level"] == 1 and o["health"] == "healthy", cd
+    assert o["last_error"] is None, o
+    assert [e for e in events(c, sid) if e["type"] != "origin.health_changed"
+            or e["data"]["to"] != "healthy"] == [], events(c, sid)
+    log = open(c.log_path, errors="replace").read()
+    assert "own probes: " in log and "Too many open files" in log, log[-2000:]
+    # descriptors back: probes are made again
+    n0 = len(verdicts(c, sid, oa))
+    wait_until(lambda: len(verdicts(c, sid, oa)) > n0, timeout=WAIT, what="new verdicts")
 
 
 if __name__ == "__main__":

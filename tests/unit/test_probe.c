@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -578,6 +579,40 @@ static void test_connection_refused(void **state) {
   assert_int_equal(r.ok, 0);
   assert_int_equal(r.status, 0);
   assert_string_equal(r.error, "connect failed: Connection refused");
+  assert_int_equal(r.local, 0); /* the origin's answer: a verdict */
+}
+
+/* With no descriptor left in the prober's process the probe is never made: a failure that is
+   the prober's own (local), not a verdict on the origin, whichever client would have run it. */
+static void test_no_descriptor_is_not_a_verdict(void **state) {
+  struct env *e = *state;
+  struct probe_target t = http_target(&e->a, "origin.test", "/", 5000);
+  struct probe *p = new_probe(NULL, 0);
+  struct probe_result r;
+  struct rlimit old, low;
+  int fds[64], n = 0, top;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  top = dup(0);
+  assert_true(top >= 0);
+  close(top);
+  low = old;
+  low.rlim_cur = (rlim_t)top + 8;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  while (n < 64 && (fds[n] = dup(0)) >= 0)
+    n++;
+  assert_true(n < 64 && errno == EMFILE);
+  assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+  while (n > 0)
+    close(fds[--n]);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  assert_int_equal(r.ok, 0);
+  assert_int_equal(r.local, 1);
+  assert_non_null(strstr(r.error, "Too many open files"));
+  /* descriptors back: the same prober asks the origin again */
+  assert_int_equal(probe_run(p, &t, 1, &r, NULL), 0);
+  assert_int_equal(r.ok, 1);
+  assert_int_equal(r.local, 0);
+  probe_free(&p);
 }
 
 /* An address the deny list refuses is never connected to, whichever client runs the probe. */
@@ -1070,6 +1105,7 @@ int main(void) {
       cmocka_unit_test_setup(test_check_port, test_setup),
       cmocka_unit_test_setup(test_check_tcp, test_setup),
       cmocka_unit_test_setup(test_connection_refused, test_setup),
+      cmocka_unit_test_setup(test_no_descriptor_is_not_a_verdict, test_setup),
       cmocka_unit_test_setup(test_deny_list, test_setup),
       cmocka_unit_test_setup(test_timeout_silent_listener, test_setup),
       cmocka_unit_test_setup(test_mixed_timeouts, test_setup),
