@@ -229,6 +229,8 @@ static int on_status(void *arg, cJSON *out) {
   json_add_time(sy, "last_ok_at", si.last_ok_wall);
   cJSON_AddNumberToObject(sy, "failures", si.failures);
   json_add_str_or_null(sy, "last_error", si.last_error[0] ? si.last_error : NULL);
+  json_add_i64(sy, "cached_seq", si.cached_seq);
+  json_add_str_or_null(sy, "cache_error", si.cache_error[0] ? si.cache_error : NULL);
   heartbeat_stats(n->hb, &sent, &failed, &last_ok);
   hb = cJSON_AddObjectToObject(out, "heartbeat");
   json_add_i64(hb, "sent", sent);

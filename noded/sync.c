@@ -155,6 +155,7 @@ int sync_load_cache(struct sync *s) {
            (long long)set->seq, set->n_sites, path);
   pthread_mutex_lock(&s->mu);
   s->info.state = SYNC_CACHED;
+  s->info.cached_seq = set->seq;
   pthread_mutex_unlock(&s->mu);
   install(s, set, 1);
   rc = 1;
@@ -186,11 +187,57 @@ static void set_ok(struct sync *s, int64_t node_id) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* Write set to config.json and record the outcome in info (cached_seq, cache_error); 0 or -1. A
+   failure is logged when it is the first since the last success (quiet is the retry of the same
+   failure after every poll), a success after failures too. */
+static int cache_write(struct sync *s, const struct sitecfg_set *set) {
+  struct buf out;
+  char err[256];
+  int rc, was_failing;
+  int64_t on_disk;
+  buf_init(&out, 0);
+  snprintf(err, sizeof err, "cannot serialize it");
+  rc = sitecfg_serialize(set, &out) < 0 ||
+               sync_write_atomic(s->dir, SYNC_CACHE_FILE, out.data ? out.data : "", out.len, err,
+                                 sizeof err) < 0
+           ? -1
+           : 0;
+  buf_fini(&out);
+  pthread_mutex_lock(&s->mu);
+  was_failing = s->info.cache_error[0] != '\0';
+  if (rc == 0) {
+    s->info.cached_seq = set->seq;
+    s->info.cache_error[0] = '\0';
+  } else {
+    snprintf(s->info.cache_error, sizeof s->info.cache_error, "%.199s", err);
+  }
+  on_disk = s->info.cached_seq;
+  pthread_mutex_unlock(&s->mu);
+  if (rc < 0 && !was_failing)
+    log_warn("config seq %lld applied but not cached (a restart would serve seq %lld; retried "
+             "after every poll): %s",
+             (long long)set->seq, (long long)on_disk, err);
+  else if (rc == 0 && was_failing)
+    log_info("config seq %lld cached in %s/%s", (long long)set->seq, s->dir, SYNC_CACHE_FILE);
+  return rc;
+}
+
+/* After a poll: write the served config again when config.json does not hold it. */
+static void cache_catch_up(struct sync *s) {
+  struct sitecfg_set *cur;
+  int behind;
+  pthread_mutex_lock(&s->mu);
+  behind = s->cur && s->info.cached_seq != s->cur->seq;
+  pthread_mutex_unlock(&s->mu);
+  if (!behind || !(cur = sync_current(s))) return;
+  cache_write(s, cur);
+  sitecfg_set_unref(cur);
+}
+
 /* Apply one 200 body. 0 or -1 with err filled. */
 static int apply_body(struct sync *s, const struct buf *body, char *err, size_t errlen) {
   struct sitecfg_update *u = NULL;
   struct sitecfg_set *cur, *next;
-  struct buf out;
   char perr[256];
   if (sitecfg_parse(body->data ? body->data : "", body->len, &u, perr, sizeof perr) < 0) {
     snprintf(err, errlen, "controld sent an invalid config: %.200s", perr);
@@ -207,13 +254,7 @@ static int apply_body(struct sync *s, const struct buf *body, char *err, size_t 
   log_info("applied config seq %lld (%s, %d sites changed, %d deleted; %d sites now)",
            (long long)u->seq, u->full ? "full" : "delta", u->n_sites, u->n_deleted, next->n_sites);
   sitecfg_update_free(&u);
-  buf_init(&out, 0);
-  snprintf(perr, sizeof perr, "cannot serialize it");
-  if (sitecfg_serialize(next, &out) < 0 ||
-      sync_write_atomic(s->dir, SYNC_CACHE_FILE, out.data ? out.data : "", out.len, perr,
-                        sizeof perr) < 0)
-    log_warn("config seq %lld applied but not cached: %s", (long long)next->seq, perr);
-  buf_fini(&out);
+  cache_write(s, next);
   install(s, next, 0);
   return 0;
 }
@@ -247,6 +288,7 @@ static void *sync_thread(void *arg) {
         set_ok(s, r.node_id);
     } else if (r.status == 304) {
       set_ok(s, r.node_id);
+      cache_catch_up(s);
     } else if (r.status == 401) {
       set_error(s, SYNC_REVOKED, "controld refused the node token (401): revoked");
     } else {

@@ -20,13 +20,16 @@ enum sync_state {
 
 struct sync_info {
   enum sync_state state;
-  int64_t seq;          /* publication seq of the config being served (0 = none) */
-  int from_cache;       /* the config being served came from config.json */
-  int64_t node_id;      /* as controld told us (0 = not known yet) */
-  int64_t last_ok_wall; /* last answer from controld (wall ms, 0 = never) */
-  int failures;         /* consecutive failed polls */
-  int64_t applied;      /* configs applied since start */
-  char last_error[200]; /* "" when none */
+  int64_t seq;           /* publication seq of the config being served (0 = none) */
+  int from_cache;        /* the config being served came from config.json */
+  int64_t node_id;       /* as controld told us (0 = not known yet) */
+  int64_t last_ok_wall;  /* last answer from controld (wall ms, 0 = never) */
+  int failures;          /* consecutive failed polls */
+  int64_t applied;       /* configs applied since start */
+  char last_error[200];  /* "" when none */
+  int64_t cached_seq;    /* publication seq config.json holds (what a restart serves; 0 = none) */
+  char cache_error[200]; /* why config.json does not hold seq: its last write failed; "" when it
+                            does. The write is tried again after every poll until it succeeds */
 };
 
 /* Called with each new config (borrowed: take a reference to keep it), from the sync thread. */

@@ -132,6 +132,49 @@ def test_controld_down_then_restart_from_cache(tmp):
     assert int(hdrs.get("X-Cdnca-Now")) > 0, dict(hdrs)
 
 
+
+def test_cache_write_failure_is_shown_and_retried(tmp):
+    """A config noded applied but could not write to config.json (here its temp file's path is
+    taken by a directory; a full or read-only disk alike) is reported in /status
+    (sync.cache_error, sync.cached_seq: what a restart would serve) and written again after a
+    later poll once writing works, so a restart while controld is away serves the config last
+    applied, not an older one."""
+    c = Controld(tmp).start()
+    o = Origin("a", tmpdir=tmp).start()
+    site = make_site(c, "shop", "shop.test", o)
+    nid, tok = enrol(c, "edge")
+    n = Noded(c, tok, tmp, extra_args=NODE_ARGS).start()
+    wait_until(lambda: site_in(status_of(n), site["id"]), 20, "first config")
+    first = status_of(n)["seq"]
+    assert status_of(n)["sync"]["cached_seq"] == first, status_of(n)["sync"]
+    blocker = os.path.join(n.state_dir, ".config.json.tmp")
+    os.mkdir(blocker)
+    os.mkdir(os.path.join(blocker, "x"))  # not removable by unlink or rmdir
+    st, body, _ = c.api("PATCH", "/v1/sites/%d" % site["id"], {"name": "shop-renamed"})
+    assert st == 200, body
+    s = wait_until(lambda: (lambda s: s["seq"] > first and s)(status_of(n)), 20, "new config")
+    seq = s["seq"]
+    assert s["sync"]["cached_seq"] == first, s["sync"]
+    assert s["sync"]["cache_error"] and ".config.json.tmp" in s["sync"]["cache_error"], s["sync"]
+    with open(os.path.join(n.state_dir, "config.json")) as f:
+        assert json.load(f)["seq"] == first
+    # writing works again: a later poll (a 304: nothing new published) writes the config
+    os.rmdir(os.path.join(blocker, "x"))
+    os.rmdir(blocker)
+    s = wait_until(lambda: (lambda s: s["sync"]["cached_seq"] == seq and s)(status_of(n)), 20,
+                   "the applied config cached after a poll")
+    assert s["sync"]["cache_error"] is None, s["sync"]
+    with open(os.path.join(n.state_dir, "config.json")) as f:
+        assert json.load(f)["seq"] == seq
+    # restarted while controld is away: the config last applied is served
+    c.kill9()
+    n.restart()
+    s = status_of(n)
+    assert s["seq"] == seq and s["sync"]["from_cache"] is True, s
+    assert site_in(s, site["id"])["name"] == "shop-renamed", s
+    log = open(n.log_path, errors="replace").read()
+    assert "applied but not cached" in log and "cached in" in log, log[-2000:]
+
 def test_revoked_node_stops_syncing(tmp):
     c = Controld(tmp).start()
     o = Origin("a", tmpdir=tmp).start()
