@@ -187,8 +187,21 @@ static int sq_exec(struct db_conn *bc, const char *sql) {
   return 0;
 }
 
-static int sq_begin_write(struct db_conn *c) {
-  return sq_exec(c, "BEGIN IMMEDIATE");
+/* A database file renamed or deleted under the open handle still takes writes, into a file no
+   later start opens: refuse them as a database that cannot be reached until the file is back
+   (SQLite checks this itself only outside WAL mode). */
+static int sq_begin_write(struct db_conn *bc) {
+  struct sq_conn *c = SQ(bc);
+  int moved = 0;
+  if (sqlite3_file_control(c->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
+    c->err = DB_E_DOWN;
+    snprintf(c->errmsg, sizeof c->errmsg,
+             "the file %s was moved or deleted while open: writes are refused until it is "
+             "back (a start without it begins an empty database)",
+             sqlite3_db_filename(c->db, "main"));
+    return -1;
+  }
+  return sq_exec(bc, "BEGIN IMMEDIATE");
 }
 static int sq_begin_read(struct db_conn *c) {
   return sq_exec(c, "BEGIN");

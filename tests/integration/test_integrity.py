@@ -647,6 +647,32 @@ def test_full_disk_answers_507_and_recovers(tmp):
                            stderr=subprocess.DEVNULL)
 
 
+def test_database_file_moved_away_refuses_writes(tmp):
+    """The database file renamed (or deleted) under a running controld: the open handle would
+    take writes into a file no later start opens (its WAL stays at the old name). Writes answer
+    503 db_unavailable and store nothing, /healthz says down and the log names the file; once
+    the file is back, writes work again and every acknowledged one survives a restart."""
+    c = Controld(tmp, db=os.path.join(tmp, "controld.db")).start()
+    st, j, _ = c.api("POST", "/v1/sites", {"name": "before", "hostnames": ["before.example.com"]})
+    assert st == 201, j
+    moved = os.path.join(tmp, "moved.db")
+    os.rename(c.db, moved)
+    st, j, _ = c.api("POST", "/v1/sites", {"name": "away", "hostnames": ["away.example.com"]})
+    assert st == 503 and j["error"]["code"] == "db_unavailable", (st, j)
+    st, h, _ = c.api("GET", "/healthz", token=None)
+    assert st == 503 and h["db"] == "down", h
+    log = open(c.log_path, errors="replace").read()
+    assert "was moved or deleted while open" in log and c.db in log, log[-2000:]
+    os.rename(moved, c.db)
+    st, j, _ = c.api("POST", "/v1/sites", {"name": "back", "hostnames": ["back.example.com"]})
+    assert st == 201, j
+    st, h, _ = c.api("GET", "/healthz", token=None)
+    assert st == 200 and h["status"] == "ok", h
+    c.restart(kill=True)
+    st, lst, _ = c.api("GET", "/v1/sites")
+    assert st == 200 and sorted(s["name"] for s in lst["sites"]) == ["back", "before"], lst
+
+
 # ---- the database file at start ----
 
 def test_empty_database_file_is_warned_about(tmp):
