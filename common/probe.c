@@ -51,8 +51,8 @@ struct probe_slot {
   struct curlhead head;            /* the answer's head and trailers: bounded, one framing */
   char errbuf[CURL_ERROR_SIZE];
   char conn[PROBE_NAME_MAX + 16]; /* "::address:port" */
-  const struct targets *deny;     /* the prober's refused targets, NULL = none */
-  int sock_errno;                 /* errno of this probe's failed socket(), 0 = none */
+  struct targets_guard guard;     /* the prober's refused targets (t NULL: none) and this
+                                     probe's sockets: a socket() that failed keeps its errno */
   /* a probe on a socket of our own (PROBE_ENGINE_EPOLL, probenat.h) */
   int native;         /* 1 while nat runs this slot's probe */
   int timed_out;      /* its deadline passed */
@@ -355,26 +355,13 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   /* no socket or no memory on our side: the origin was never asked */
   if (!r->ok && !out.connected &&
       (rc == CURLE_OUT_OF_MEMORY || rc == CURLE_FAILED_INIT ||
-       (rc == CURLE_COULDNT_CONNECT && pnat_errno_local(s->sock_errno)))) {
+       (rc == CURLE_COULDNT_CONNECT && pnat_errno_local(s->guard.sock_errno)))) {
     char eb[96];
     r->local = 1;
-    if (s->sock_errno)
+    if (s->guard.sock_errno)
       text_set(r->error, sizeof r->error, "connect failed: %s",
-               strerror_r(s->sock_errno, eb, sizeof eb));
+               strerror_r(s->guard.sock_errno, eb, sizeof eb));
   }
-}
-
-/* CURLOPT_OPENSOCKETFUNCTION: refuse a denied address (targets_guard_curl's rule), else open the
- * socket libcurl asked for, keeping the errno of a failure: libcurl reports a socket() that
- * failed (no descriptor left) as a connect failure without it. */
-static curl_socket_t slot_open(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
-  struct probe_slot *s = clientp;
-  curl_socket_t fd;
-  (void)purpose;
-  if (s->deny && targets_refused_sa(s->deny, &a->addr, NULL)) return CURL_SOCKET_BAD;
-  fd = socket(a->family, a->socktype, a->protocol);
-  if (fd == CURL_SOCKET_BAD) s->sock_errno = errno;
-  return fd;
 }
 
 /* Set the options every probe shares on s->easy (after init or reset); 0 or -1. They stay set
@@ -414,9 +401,8 @@ static int slot_setup_fixed(struct probe *p, struct probe_slot *s) {
   rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
   rc |= curlhead_bound_wire(e, &s->head);
   rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
-  s->deny = p->deny;
-  rc |= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, slot_open);
-  rc |= curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, s);
+  s->guard.t = p->deny;
+  if (targets_guard_curl_note(e, &s->guard) < 0) rc |= CURLE_FAILED_INIT;
   if (rc == CURLE_OK && p->easy_hook && p->easy_hook(e, p->easy_ud) < 0) rc = CURLE_FAILED_INIT;
   return rc == CURLE_OK ? 0 : -1;
 }
@@ -528,7 +514,7 @@ static int probe_start(struct probe *p, const struct probe_target *t, size_t i,
   s->headers_done = 0;
   curlhead_init(&s->head, 0, s->check->method == HCHECK_HEAD);
   s->errbuf[0] = '\0';
-  s->sock_errno = 0;
+  s->guard.opened = s->guard.refused = s->guard.sock_errno = 0;
   s->connect_to.data = s->conn;
   s->connect_to.next = NULL;
   s->busy = 1;

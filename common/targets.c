@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,7 +226,7 @@ static curl_socket_t guard_open_note(void *clientp, curlsocktype purpose, struct
   const char *why = NULL;
   curl_socket_t s;
   (void)purpose;
-  if (targets_refused_sa(g->t, &a->addr, &why)) {
+  if (g->t && targets_refused_sa(g->t, &a->addr, &why)) {
     const void *in = a->family == AF_INET6
                          ? (const void *)&((struct sockaddr_in6 *)&a->addr)->sin6_addr
                          : (const void *)&((struct sockaddr_in *)&a->addr)->sin_addr;
@@ -235,7 +236,10 @@ static curl_socket_t guard_open_note(void *clientp, curlsocktype purpose, struct
     return CURL_SOCKET_BAD;
   }
   s = socket(a->family, a->socktype, a->protocol);
-  if (s != CURL_SOCKET_BAD) g->opened++;
+  if (s != CURL_SOCKET_BAD)
+    g->opened++;
+  else
+    g->sock_errno = errno;
   return s;
 }
 

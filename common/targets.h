@@ -52,8 +52,10 @@ int targets_guard_curl(void *curl_easy, const struct targets *t);
 /* What one guarded transfer met: the sockets opened and the addresses refused (the last one
    kept, with its reason), so that a failure can say the deny list, not the network, stopped it. */
 struct targets_guard {
-  const struct targets *t; /* set by the caller */
+  const struct targets *t; /* set by the caller; NULL refuses nothing */
   int opened, refused;
+  int sock_errno;     /* errno of the last socket() that failed (0: none): curl reports it as a
+                         connect failure without it, and no descriptor is not the peer's fault */
   char addr[48];      /* the last refused address, printable */
   const char *reason; /* its reason ("denied by --deny-targets", "link-local", ...) */
 };

@@ -222,7 +222,7 @@ static int cache_write(struct sync *s, const struct sitecfg_set *set) {
   return rc;
 }
 
-/* After a poll: write the served config again when config.json does not hold it. */
+/* Write the served config again when config.json does not hold it (a no-op when it does). */
 static void cache_catch_up(struct sync *s) {
   struct sitecfg_set *cur;
   int behind;
@@ -288,7 +288,6 @@ static void *sync_thread(void *arg) {
         set_ok(s, r.node_id);
     } else if (r.status == 304) {
       set_ok(s, r.node_id);
-      cache_catch_up(s);
     } else if (r.status == 401) {
       set_error(s, SYNC_REVOKED, "controld refused the node token (401): revoked");
     } else {
@@ -296,6 +295,9 @@ static void *sync_thread(void *arg) {
       bad = 1;
     }
     ctl_resp_fini(&r);
+    /* after every poll, answered or not: controld may stay away, and a restart then serves the
+       cache */
+    cache_catch_up(s);
     if (!bad) {
       failures = 0;
       continue;
