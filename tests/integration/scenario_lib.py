@@ -417,6 +417,9 @@ class Plugin:
 
         class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
+            # a round asks up to 32 questions at once: socketserver's backlog of 5 dropped the
+            # rest's SYNs, which the kernel sent again a second later
+            request_queue_size = 1024
 
         self.server = S(("127.0.0.1", 0), H)
         self.port = self.server.server_address[1]
