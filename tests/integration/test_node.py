@@ -12,7 +12,7 @@ import time
 
 import harness
 from harness import Controld, Noded, Origin, wait_until
-from scenario_lib import HEARTBEAT_MS, NODE_ARGS, card, enrol, node_site, node_status, visit_origin
+from scenario_lib import NODE_ARGS, card, enrol, node_site, node_status, visit_origin
 from scenario_lib import node_status as status_of, plain_site as make_site, plain_site
 
 
@@ -387,7 +387,10 @@ def test_forgotten_observations_come_back(tmp):
     o = Origin("a", tmpdir=tmp).start()
     live = plain_site(c, "live", "live.example.com", o)
     _, tok = enrol(c, "edge")
-    n = Noded(c, tok, tmp, name="edge", extra_args=NODE_ARGS).start()
+    # heartbeats at the option's floor (100 ms): the 60 intervals an acknowledgement holds are 6 s
+    beat_ms = 100
+    n = Noded(c, tok, tmp, name="edge", extra_args=["--heartbeat-interval-ms", str(beat_ms),
+                                                    "--config-wait-ms", "2000"]).start()
     wait_until(lambda: node_site(n, live["id"]) is not None, 30, "the site on the node")
     for _ in range(3):
         st, _ = visit_origin(n, "live.example.com")
@@ -399,7 +402,7 @@ def test_forgotten_observations_come_back(tmp):
     time.sleep(1)  # acknowledged by now: the beats carry nothing of this origin
     harness.db_query(c, "DELETE FROM node_observations")
     assert seen() == 0
-    refresh_s = 60 * HEARTBEAT_MS / 1000.0
+    refresh_s = 60 * beat_ms / 1000.0
     t0 = time.monotonic()
     wait_until(lambda: seen() == 3, refresh_s + 10, "the forgotten row back unchanged")
     print("  forgotten row back after %.1f s (refresh %.0f s)" % (time.monotonic() - t0,
