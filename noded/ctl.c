@@ -47,8 +47,86 @@ void ctl_fini(struct ctl *c) {
   pthread_mutex_destroy(&c->mu);
 }
 
-CURL *ctl_handle(void) {
-  return curl_easy_init();
+CURL *ctl_handle(struct ctl *c) {
+  CURL *h = curl_easy_init();
+  CURLM *m = h ? curl_multi_init() : NULL;
+  int slot = -1;
+  if (m) {
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < CTL_HANDLES_MAX && slot < 0; i++)
+      if (!c->easy[i]) slot = i;
+    if (slot >= 0) {
+      c->easy[slot] = h;
+      c->multi[slot] = m;
+    }
+    pthread_mutex_unlock(&c->mu);
+  }
+  if (slot >= 0) return h;
+  if (m) curl_multi_cleanup(m);
+  if (h) curl_easy_cleanup(h);
+  return NULL;
+}
+
+void ctl_handle_free(struct ctl *c, CURL *h) {
+  CURLM *m = NULL;
+  if (!h) return;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < CTL_HANDLES_MAX; i++)
+    if (c->easy[i] == h) {
+      m = c->multi[i];
+      c->easy[i] = NULL;
+      c->multi[i] = NULL;
+    }
+  pthread_mutex_unlock(&c->mu);
+  if (m) curl_multi_cleanup(m);
+  curl_easy_cleanup(h);
+}
+
+void ctl_stop(struct ctl *c) {
+  atomic_store(&c->stop, 1);
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < CTL_HANDLES_MAX; i++)
+    if (c->multi[i]) curl_multi_wakeup(c->multi[i]);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* The multi handle ctl_handle made for h. Only h's own thread frees it, so it stays valid while
+   that thread runs a transfer. */
+static CURLM *multi_of(struct ctl *c, CURL *h) {
+  CURLM *m = NULL;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < CTL_HANDLES_MAX && !m; i++)
+    if (c->easy[i] == h) m = c->multi[i];
+  pthread_mutex_unlock(&c->mu);
+  return m;
+}
+
+/* curl_easy_perform(h) on h's multi handle, ended by ctl_stop at once (CURLE_ABORTED_BY_CALLBACK,
+   as the progress callback ends it). Between two wake-ups libcurl's own timeouts apply. */
+static CURLcode perform(struct ctl *c, CURL *h) {
+  CURLM *m = multi_of(c, h);
+  CURLcode cc = CURLE_ABORTED_BY_CALLBACK;
+  if (!m || curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_FAILED_INIT;
+  for (;;) {
+    int running = 0, left = 0;
+    CURLMsg *msg;
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      cc = CURLE_FAILED_INIT;
+      break;
+    }
+    if (!running) { /* its one transfer is done */
+      msg = curl_multi_info_read(m, &left);
+      cc = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_FAILED_INIT;
+      break;
+    }
+    if (atomic_load(&c->stop)) break;
+    if (curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+      cc = CURLE_FAILED_INIT;
+      break;
+    }
+  }
+  curl_multi_remove_handle(m, h);
+  return cc;
 }
 
 void ctl_resp_fini(struct ctl_resp *r) {
@@ -186,7 +264,7 @@ int ctl_call(struct ctl *c, CURL *h, const char *method, const char *path, const
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, json_body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(json_body));
   }
-  cc = curl_easy_perform(h);
+  cc = perform(c, h);
   if (cc != CURLE_OK) {
     if (cc == CURLE_ABORTED_BY_CALLBACK && x.moved)
       snprintf(err, errlen, "%s %s%s: aborted, moved to another controld", method, base, path);
@@ -233,7 +311,7 @@ static int probe_healthz(struct ctl *c, CURL *h, const char *base, int idx) {
   snprintf(url, sizeof url, "%s/healthz", base);
   easy_common(c, h, url, 1000L, &x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-  if (curl_easy_perform(h) != CURLE_OK) return 0;
+  if (perform(c, h) != CURLE_OK) return 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   return status == 200;
 }

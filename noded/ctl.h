@@ -13,6 +13,8 @@
 #include "buf.h"
 #include "ctlset.h"
 
+#define CTL_HANDLES_MAX 8 /* handles at once: the enrolment, the sync, heartbeat and task loops */
+
 struct ctl {
   pthread_mutex_t mu; /* guards set */
   struct ctlset set;  /* the controld URLs, the current one, the shared backoff */
@@ -20,7 +22,11 @@ struct ctl {
   char ca_file[512];  /* CA bundle for an https controld; "" = system CAs */
   atomic_int cur_idx; /* set.cur, for transfer callbacks that do not take the mutex */
   atomic_int revoked; /* controld answered 401: the token is revoked or wrong */
-  atomic_int stop;    /* shutting down: transfers abort within a second */
+  atomic_int stop;    /* shutting down (ctl_stop): transfers abort at once */
+  /* each loop's handle and the multi handle its transfers run on (guarded by mu): ctl_stop wakes
+     every multi, so a held poll ends at the stop, not at libcurl's next progress call */
+  CURL *easy[CTL_HANDLES_MAX];
+  CURLM *multi[CTL_HANDLES_MAX];
   /* controld's wall clock minus ours (ms), from X-Cdnca-Now on its last answer (docs/design.md,
      Failback ramp): the ramp's share is computed on controld's time */
   _Atomic int64_t clock_offset_ms;
@@ -47,8 +53,15 @@ int ctl_set_token(struct ctl *c, const char *token, char *err, size_t errlen);
 /* Wipe the token from c and free what ctl_init made. */
 void ctl_fini(struct ctl *c);
 
-/* A new easy handle for the calling thread (caller curl_easy_cleanup's it); NULL on OOM. */
-CURL *ctl_handle(void);
+/* A new easy handle for the calling thread, its transfers woken by ctl_stop (the caller
+   ctl_handle_free's it); NULL on OOM or when CTL_HANDLES_MAX are in use. */
+CURL *ctl_handle(struct ctl *c);
+
+/* Free a handle of ctl_handle (NULL: nothing). */
+void ctl_handle_free(struct ctl *c, CURL *h);
+
+/* Shut down: set c->stop and wake every transfer, which ends with -1 ("stopping"). */
+void ctl_stop(struct ctl *c);
 
 /* One request to the current replica: method, path with query, optional JSON body,
    whole-transfer timeout. 0 when a response arrived (out->status set; a 401 to a call with the

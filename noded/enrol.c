@@ -131,7 +131,7 @@ static void answer_why(const struct ctl_resp *r, char *why, size_t whylen) {
 
 enum enrol_rc enrol_run(struct ctl *c, const char *key, const char *name, char *token, size_t cap,
                         char *why, size_t whylen) {
-  CURL *h = ctl_handle();
+  CURL *h = ctl_handle(c);
   cJSON *o = cJSON_CreateObject();
   char *body = NULL, err[512];
   enum enrol_rc rc = ENROL_STOPPED;
@@ -192,6 +192,6 @@ out:
     if (cJSON_IsString(k)) token_wipe(k->valuestring, strlen(k->valuestring));
     cJSON_Delete(o);
   }
-  if (h) curl_easy_cleanup(h);
+  ctl_handle_free(c, h);
   return rc;
 }

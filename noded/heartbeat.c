@@ -184,7 +184,7 @@ void heartbeat_memo_fini(struct hb_memo *m) {
 
 static void *hb_thread(void *arg) {
   struct heartbeat *hb = arg;
-  CURL *h = ctl_handle();
+  CURL *h = ctl_handle(hb->ctl);
   char err[256];
   int warned = 0;
   struct hb_memo memo;
@@ -231,7 +231,7 @@ static void *hb_thread(void *arg) {
     }
   }
   heartbeat_memo_fini(&memo);
-  curl_easy_cleanup(h);
+  ctl_handle_free(hb->ctl, h);
   return NULL;
 }
 

@@ -507,7 +507,7 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
         (void)sd_notifyf(0, "MAINPID=%d", (int)up.pid);
         first = SIGUSR2;
         st = DRAIN_DRAINING;
-        atomic_store(&n->ctl.stop, 1);
+        ctl_stop(&n->ctl);
         proxy_drain(n->proxy, 1);
       }
     }
@@ -529,7 +529,7 @@ static int node_loop(struct node *n, const sigset_t *sigs, struct reload_arg *ra
       }
       first = sig;
       st = DRAIN_DRAINING;
-      atomic_store(&n->ctl.stop, 1);
+      ctl_stop(&n->ctl);
       svc_stopping();
       log_info("signal %d: draining: no new connections; in-flight requests get %lld ms (a "
                "second SIGTERM ends them now)",
@@ -808,7 +808,7 @@ int main(int argc, char **argv) {
   log_info("signal %d: drained; shutting down", sig);
   ret = 0;
 out:
-  atomic_store(&n.ctl.stop, 1);
+  ctl_stop(&n.ctl);
   if (n.tasks) ntasks_join(n.tasks);
   if (n.sync) sync_join(n.sync);
   if (n.hb) heartbeat_join(n.hb);

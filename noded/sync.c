@@ -261,7 +261,7 @@ static int apply_body(struct sync *s, const struct buf *body, char *err, size_t 
 
 static void *sync_thread(void *arg) {
   struct sync *s = arg;
-  CURL *h = ctl_handle();
+  CURL *h = ctl_handle(s->ctl);
   char path[128], err[256];
   int failures = 0;
   if (!h) {
@@ -320,7 +320,7 @@ static void *sync_thread(void *arg) {
       ctl_sleep(s->ctl, d);
     }
   }
-  curl_easy_cleanup(h);
+  ctl_handle_free(s->ctl, h);
   return NULL;
 }
 

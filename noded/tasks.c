@@ -271,7 +271,7 @@ out:
 
 static void *ntasks_thread(void *arg) {
   struct ntasks *nt = arg;
-  CURL *h = ctl_handle();
+  CURL *h = ctl_handle(nt->ctl);
   char path[64], err[256];
   int failures = 0;
   if (!h) return NULL;
@@ -309,7 +309,7 @@ static void *ntasks_thread(void *arg) {
     else
       ctl_sleep(nt->ctl, failures < 6 ? 500LL << failures : 30000);
   }
-  curl_easy_cleanup(h);
+  ctl_handle_free(nt->ctl, h);
   return NULL;
 }
 
