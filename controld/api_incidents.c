@@ -153,8 +153,13 @@ static cJSON *full_json(const struct incident_full *f) {
       json_add_i64(o, "all_applied_at", p.last_applied_at);
     else
       cJSON_AddNullToObject(o, "all_applied_at");
+    /* the slowest nodes: a switch applied by thousands is counted, not listed */
+    cJSON_AddNumberToObject(o, "nodes_omitted",
+                            k1 - k0 > INCIDENT_PROP_NODES_MAX ? k1 - k0 - INCIDENT_PROP_NODES_MAX
+                                                              : 0);
     nodes = cJSON_AddArrayToObject(o, "nodes");
-    for (int k = k0; k < k1; k++) {
+    for (int k = k1 - k0 > INCIDENT_PROP_NODES_MAX ? k1 - INCIDENT_PROP_NODES_MAX : k0; k < k1;
+         k++) {
       const struct applied_row *x = &f->applied[k];
       cJSON *n = cJSON_CreateObject();
       json_add_i64(n, "node_id", x->node_id);

@@ -32,6 +32,9 @@ extern const char *const incident_trigger_names[INCIDENT_TRIGGERS];
    (each is a row per node; a site flapping for hours switched hundreds of times). Every switch
    is on the timeline. */
 #define INCIDENT_MAX_SWITCHES 64
+/* A switch's propagation lists at most this many nodes, the slowest (the last to apply it), in
+   the order they applied it; its figures count every node (docs/design.md#incidents). */
+#define INCIDENT_PROP_NODES_MAX 100
 /* Longest operator note, in bytes of UTF-8. */
 #define INCIDENT_NOTE_MAX 4096
 

@@ -157,7 +157,9 @@ function propagationCard(prop) {
   (p.nodes || []).length ? table(['Node', 'Applied at', 'After'], p.nodes.map((n) => h('tr', {
     'data-testid': `incident-prop-${p.seq}-node-${n.node_id}` },
   h('td', null, n.node, h('span', { class: 'muted' }, ` #${n.node_id}`)), h('td', null, fmtMs(n.applied_at)),
-  h('td', null, fmtDur(n.after_ms))))) : h('p', { class: 'muted' }, 'No node has asked for it yet.')));
+  h('td', null, fmtDur(n.after_ms))))) : h('p', { class: 'muted' }, 'No node has asked for it yet.'),
+  p.nodes_omitted > 0 ? h('p', { class: 'muted', ...tid(`incident-prop-${p.seq}-omitted`) },
+    `The ${p.nodes.length} slowest nodes are listed; ${p.nodes_omitted} faster ones applied it before them.`) : null));
 }
 
 function impactCard(impact) {

@@ -253,6 +253,38 @@ def test_manual_failback_stays_mitigated_and_kill9_continues(tmp):
     assert incidents(c, state="active") == []
 
 
+def test_a_switch_applied_by_many_nodes_lists_the_slowest(tmp):
+    """A switch's propagation counts every node that applied it and lists the 100 slowest
+    (INCIDENT_PROP_NODES_MAX) in the order they applied it, with the count of the faster ones
+    left out: an answer for a fleet of thousands stays small (docs/design.md#incidents)."""
+    a, b, c, rx, ns, sid, oa = setup(tmp, failback="manual", hook=False, nodes=1)
+    a.set(status=503)
+    wait_level(c, sid, 2)
+    inc = wait_until(lambda: (incidents(c, site_id=sid) or [None])[0], timeout=WAIT,
+                     what="an incident")
+    prop = wait_until(lambda: [p for p in incident(c, inc["id"])["propagation"]
+                               if p["reason"] == "auto_failover" and p["applied"] == 1],
+                      timeout=WAIT, what="the node applied the switch")[0]
+    seq, extra = prop["seq"], 130
+    ids = []
+    for i in range(extra):  # nodes that apply the switch one after the other
+        st, n, _ = c.api("POST", "/v1/nodes", {"name": "late-%03d" % i})
+        assert st == 201, (st, n)
+        ids.append(n["id"])
+        st, _, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq, token=n["token"])
+        assert st == 304, st
+    # the hub records the asks in batches, shortly after
+    p = wait_until(lambda: [x for x in incident(c, inc["id"])["propagation"]
+                            if x["seq"] == seq and x["applied"] == extra + 1],
+                   timeout=WAIT, what="every node's ask recorded")[0]
+    assert p["nodes_omitted"] == extra + 1 - 100 and len(p["nodes"]) == 100, p["nodes_omitted"]
+    listed = [n["node_id"] for n in p["nodes"]]
+    assert listed == ids[-100:], listed  # the last to apply it, in that order
+    assert p["slowest_node"] == "late-%03d" % (extra - 1), p["slowest_node"]
+    assert p["max_ms"] == p["nodes"][-1]["after_ms"], p
+    assert [n["applied_at"] for n in p["nodes"]] == sorted(n["applied_at"] for n in p["nodes"])
+
+
 def test_deleting_the_site_resolves_its_incident(tmp):
     """A site deleted mid-incident: its incident is resolved by the deleting token with the note
     "site deleted" and incident.resolved goes out (a pager's alert closes); it was left active

@@ -63,6 +63,17 @@ def test_incident_pages(tmp):
         assert st == 200, body
         return any(p["reason"] == "auto_failover" and p["applied"] == 1 for p in body["propagation"])
     wait_until(applied, timeout=WAIT, what="the node applied the switch")
+    # 101 more nodes apply it: the page lists the 100 slowest and says how many are left out
+    seq = [p for p in c.api("GET", "/v1/incidents/%d" % inc["id"])[1]["propagation"]
+           if p["reason"] == "auto_failover"][0]["seq"]
+    for i in range(101):
+        st, nd, _ = c.api("POST", "/v1/nodes", {"name": "late-%03d" % i})
+        assert st == 201, (st, nd)
+        st, _, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq, token=nd["token"])
+        assert st == 304, st
+    wait_until(lambda: any(p["seq"] == seq and p["applied"] == 102 for p in
+                           c.api("GET", "/v1/incidents/%d" % inc["id"])[1]["propagation"]),
+               timeout=WAIT, what="every node's ask recorded")
 
     info = os.path.join(tmp, "incident.json")
     with open(info, "w") as f:

@@ -84,7 +84,8 @@ async function main() {
   check(/level 1 \u2192 2 \(auto_failover\)/.test(await sw.innerText()), 'the switch entry says level 1 \u2192 2 (auto_failover)');
   check(await count(page, '[data-testid="incident-strip"] .tl-switch') >= 1, 'the strip marks the level switch');
   const prop = rec.propagation.find((x) => x.reason === 'auto_failover');
-  check(!!prop && prop.nodes.length === 1, 'API: the node applied the switch');
+  check(!!prop && prop.applied === 102 && prop.nodes.length === 100 && prop.nodes_omitted === 2,
+    'API: 102 nodes applied the switch, the 100 slowest listed');
   await waitAttr(page, `incident-prop-${prop.seq}`, 'reason', 'auto_failover');
   check((await byId(page, `incident-prop-${prop.seq}`).getAttribute('data-applied')) === String(prop.applied),
     `propagation of publication ${prop.seq}: applied by ${prop.applied}`);
@@ -92,6 +93,9 @@ async function main() {
   check((await prow.innerText()).includes(prop.nodes[0].node), `per-node row for ${prop.nodes[0].node}`);
   check((await byId(page, `incident-prop-${prop.seq}-summary`).innerText()).includes(`Applied by ${prop.applied} of`),
     'propagation summary: applied / online');
+  check(await count(page, `[data-testid^="incident-prop-${prop.seq}-node-"]`) === 100, 'a row for each listed node');
+  check((await byId(page, `incident-prop-${prop.seq}-omitted`).innerText()).includes('2 faster ones'),
+    'the page says how many faster nodes are not listed');
   check((await byId(page, 'impact-requests').getAttribute('data-count')) === String(rec.impact.total.requests),
     `visitor impact total: ${rec.impact.total.requests} requests`);
   for (const m of rec.impact.by_node) check(await byId(page, `incident-impact-${m.node_id}-${m.origin_id}`).count() === 1, `impact row node ${m.node_id} origin ${m.origin_id}`);
