@@ -728,7 +728,7 @@ static void acceptor_stop(struct http_srv *srv) {
 }
 
 void http_drain(struct http_srv *srv, int64_t timeout_ms) {
-  int64_t t0 = clock_mono_ms(), now = t0;
+  int64_t t0 = clock_mono_ms(), now;
   int busy = 0;
   if (!srv || srv->listen_fd <= 0 || !srv->acceptor_started) return;
   acceptor_stop(srv);
@@ -745,8 +745,10 @@ void http_drain(struct http_srv *srv, int64_t timeout_ms) {
     close(srv->listen_fd);
     srv->listen_fd = -1;
   }
-  for (;; now = clock_mono_ms()) {
+  for (;;) {
     int pending = atomic_load(&srv->started) < atomic_load(&srv->added);
+    /* the sweeps above took their time: now is read at every turn, the first too */
+    now = clock_mono_ms();
     busy = connguard_busy(srv->guard, now);
     if ((!pending && busy == 0) || now - t0 >= timeout_ms) break;
     usleep(10000);
