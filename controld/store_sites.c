@@ -648,11 +648,9 @@ out:
 /* A change to the site's configuration or origins: revision + 1. 0 or -1. */
 int store_site_bump_revision_locked(struct store_tx *tx, int64_t site_id) {
   struct store *st = store_tx_store(tx);
-  static const char q[] = "UPDATE sites SET revision = revision + 1 WHERE id = ?";
-  struct db_stmt *s = db_prep(st->w, q);
-  if (!s) return -1;
-  db_bind_i64(s, 1, site_id);
-  return store_step_done(st->w, s, "bumping revision");
+  /* a change of the site whether nodes are sent it or not: updated_at too (sort=changed) */
+  static const char q[] = "UPDATE sites SET revision = revision + 1, updated_at = ? WHERE id = ?";
+  return store_exec(st->w, "bumping revision", q, "II", clock_wall_ms(), site_id);
 }
 
 enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision) {

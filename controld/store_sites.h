@@ -60,8 +60,9 @@ enum store_rc store_origin_delete_locked(struct store_tx *tx, int64_t site_id, i
 /* The site's revision (inside a store_op). */
 enum store_rc store_site_revision_locked(struct store_tx *tx, int64_t site_id, int64_t *revision);
 
-/* revision + 1 inside tx: a change of the site that is not a write of its fields (the operator's
-   switch, docs/design.md#safe-concurrent-edits). 0 or -1. */
+/* revision + 1 and updated_at now inside tx: every change of the site (a write of its fields or
+   origins, published or not, and the operator's switch, docs/design.md#safe-concurrent-edits).
+   0 or -1. */
 int store_site_bump_revision_locked(struct store_tx *tx, int64_t site_id);
 
 /* Up to limit site ids > after, ascending, into ids[]; *n of them. */
