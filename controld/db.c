@@ -116,8 +116,8 @@ const char *db_target_redact(const char *target, char *out, size_t cap) {
   return out;
 }
 
-struct db_conn *db_open(const char *target) {
-  if (db_kind_of(target) == DB_SQLITE) return db_sqlite_open(target);
+static struct db_conn *open_target(const char *target, int create) {
+  if (db_kind_of(target) == DB_SQLITE) return db_sqlite_open(target, create);
 #ifdef CDNCA_HAVE_PG
   return db_pg_open(target);
 #else
@@ -125,6 +125,14 @@ struct db_conn *db_open(const char *target) {
             "support (libpq was not found at build time)");
   return NULL;
 #endif
+}
+
+struct db_conn *db_open(const char *target) {
+  return open_target(target, 1);
+}
+
+struct db_conn *db_open_existing(const char *target) {
+  return open_target(target, 0);
 }
 
 void db_close(struct db_conn *c) {

@@ -33,6 +33,10 @@ const char *db_target_redact(const char *target, char *out, size_t cap);
    target's own settings win over the driver's defaults (TCP keepalives, connect timeout,
    application_name). */
 struct db_conn *db_open(const char *target);
+/* db_open of a database that must exist already: a SQLite file that is missing is not made (an
+   empty file at the name would be taken for the database, and would take over its -wal: the
+   store's further connections, opened while the file may be away, docs/operations.md). */
+struct db_conn *db_open_existing(const char *target);
 void db_close(struct db_conn *c);
 enum db_kind db_kind(const struct db_conn *c);
 

@@ -66,10 +66,10 @@ struct db_ops {
                      size_t plcap);
 };
 
-/* The SQLite driver (db_sqlite.c): open the file at path (created when missing), with its
-   connection setup (WAL, foreign keys, busy timeout); NULL on failure (logged). */
+/* The SQLite driver (db_sqlite.c): open the file at path (created when missing and create is
+   1), with its connection setup (WAL, foreign keys, busy timeout); NULL on failure (logged). */
 extern const struct db_ops db_sqlite_ops;
-struct db_conn *db_sqlite_open(const char *path);
+struct db_conn *db_sqlite_open(const char *path, int create);
 
 /* The PostgreSQL driver (db_pg.c, built when libpq is found: CDNCA_HAVE_PG): connect to a libpq
    URI or conninfo; NULL on failure (logged). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "db_driver.h"
 #include "log.h"
 
@@ -310,7 +311,7 @@ const struct db_ops db_sqlite_ops = {
     .wait_notify = sq_wait_notify,
 };
 
-struct db_conn *db_sqlite_open(const char *path) {
+struct db_conn *db_sqlite_open(const char *path, int create) {
   static const char pragmas[] = "PRAGMA journal_mode=WAL;"
                                 "PRAGMA synchronous=FULL;"
                                 "PRAGMA foreign_keys=ON;"
@@ -321,9 +322,15 @@ struct db_conn *db_sqlite_open(const char *path) {
   if (!c) return NULL;
   c->base.ops = &db_sqlite_ops;
   if (sqlite3_open_v2(path, &c->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) |
+                          SQLITE_OPEN_NOMUTEX,
                       NULL) != SQLITE_OK) {
-    log_error("cannot open database %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    /* a further connection to a file that is away may be asked for on every request: a line
+       every 10 s */
+    static _Atomic int64_t missing_log;
+    if (create || log_every(&missing_log, clock_mono_ms(), 10000))
+      log_error("cannot open database %s: %s", path,
+                c->db ? sqlite3_errmsg(c->db) : "out of memory");
     sq_close(&c->base);
     return NULL;
   }

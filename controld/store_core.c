@@ -24,7 +24,7 @@ struct db_conn *store_reader(struct store *st) {
   void *v = pthread_getspecific(st->rkey);
   struct db_conn *c;
   if (v && v != READER_FAILED) return v;
-  c = db_open(st->path);
+  c = db_open_existing(st->path);
   if (!c) {
     pthread_setspecific(st->rkey, READER_FAILED);
     return NULL;

@@ -1176,6 +1176,31 @@ static void test_listen(void **state) {
   db_close(w);
 }
 
+/* A connection to a database that must exist (the store's further connections) makes no file:
+   a SQLite file moved away under a running controld is not replaced by an empty one at its name,
+   which would take over the database's -wal; the file back, it opens again, its rows there. */
+static void test_sqlite_open_existing_makes_no_file(void **state) {
+  struct db_conn *c = *state, *o;
+  char away[600];
+  (void)c;
+  assert_int_equal(insert(c, "kept", 1), DB_DONE);
+  snprintf(away, sizeof away, "%s.away", g_target);
+  assert_int_equal(rename(g_target, away), 0);
+  assert_null(db_open_existing(g_target));
+  assert_int_equal(access(g_target, F_OK), -1); /* nothing made at the name */
+  assert_int_equal(rename(away, g_target), 0);
+  assert_non_null(o = db_open_existing(g_target));
+  {
+    static const char sql[] = "SELECT n FROM t WHERE name = 'kept'";
+    struct db_stmt *s = db_prep(o, sql);
+    assert_non_null(s);
+    assert_int_equal(db_step(s), DB_ROW);
+    assert_int_equal(db_col_i64(s, 0), 1);
+    db_reset(s);
+  }
+  db_close(o);
+}
+
 #define DRIVER_TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 static int run_sqlite(void) {
@@ -1206,6 +1231,7 @@ static int run_sqlite(void) {
       DRIVER_TEST(test_migrations),
       DRIVER_TEST(test_sqlite_epoch),
       DRIVER_TEST(test_listen),
+      DRIVER_TEST(test_sqlite_open_existing_makes_no_file),
   };
   int rc = cmocka_run_group_tests_name("db pure", pure, NULL, NULL);
   rc |= cmocka_run_group_tests_name("db sqlite", tests, NULL, NULL);
