@@ -355,7 +355,8 @@ static void slot_finish(struct probe_slot *s, CURLcode rc, const struct probe_ta
   /* no socket or no memory on our side: the origin was never asked */
   if (!r->ok && !out.connected &&
       (rc == CURLE_OUT_OF_MEMORY || rc == CURLE_FAILED_INIT ||
-       (rc == CURLE_COULDNT_CONNECT && pnat_errno_local(s->guard.sock_errno)))) {
+       (rc == CURLE_COULDNT_CONNECT && s->guard.opened == 0 &&
+        pnat_errno_local(s->guard.sock_errno)))) {
     char eb[96];
     r->local = 1;
     if (s->guard.sock_errno)

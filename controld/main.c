@@ -348,6 +348,9 @@ static void declare_metrics(struct metrics *m) {
   metrics_declare(m, "cdnca_probe_rounds_total", "counter", "probe rounds run");
   metrics_declare(m, "cdnca_probe_round_seconds", "histogram", "probe round duration");
   metrics_declare(m, "cdnca_probes_total", "counter", "probe verdicts by source and result");
+  metrics_declare(m, "cdnca_probes_not_made_total", "counter",
+                  "own probes not made for want of controld's own resources (no descriptor, no "
+                  "memory): no verdict from them");
   metrics_declare(m, "cdnca_level_switches_total", "counter",
                   "level switches by reason (a drill's are not counted)");
   metrics_declare(m, "cdnca_drills_total", "counter", "failover drills finished, by result");

@@ -492,6 +492,7 @@ static int probe_direct(struct prober *p, struct item *items, int n) {
   }
   if (local) {
     uint64_t held = atomic_fetch_add(&local_held, (uint64_t)local) + (uint64_t)local;
+    metrics_add(p->env.metrics, "cdnca_probes_not_made_total", "", local);
     if (log_every(&local_log, clock_mono_ms(), 10000)) {
       atomic_fetch_sub(&local_held, held);
       log_warn("own probes: %d of %d not made (origin %lld: %s): no verdict on them this round; "

@@ -771,8 +771,9 @@ def test_origins_add_patch_delete(tmp):
 
 def test_changes_nodes_are_not_sent_publish_nothing(tmp):
     """A change of what nodes are never sent (a health check, failback, a disabled origin) records
-    no publication: config_version and the node's config stay, the revision (ETag) moves; a
-    change of what they are sent is one publication (docs/design.md, Site-config wire format)."""
+    no publication: config_version and the node's config stay, the revision (ETag) and
+    updated_at move (sort=changed lists it first); a change of what they are sent is one
+    publication (docs/design.md, Site-config wire format)."""
     c = Controld(tmp).start()
     s = create(c, site_body("q", origins=[{"address": "10.0.0.1"},
                                           {"address": "10.0.0.2", "level": 2},
@@ -780,6 +781,7 @@ def test_changes_nodes_are_not_sent_publish_nothing(tmp):
     sp = "/v1/sites/%d" % s["id"]
     spare = sp + "/origins/%d" % s["origins"][2]["id"]
     first = sp + "/origins/%d" % s["origins"][0]["id"]
+    other = create(c, site_body("r"))  # changed after q, until q's next change
     status, n, _ = c.api("POST", "/v1/nodes", {"name": "edge-q"})
     assert status == 201, n
     status, cfg, _ = c.api("GET", "/v1/node/config?since=0&wait_ms=0", token=n["token"])
@@ -791,11 +793,17 @@ def test_changes_nodes_are_not_sent_publish_nothing(tmp):
                        (sp, {"name": "q", "hostnames": ["q.example.com"]}),  # as they are
                        (spare, {"port": 9000, "description": "spare, racked"}),
                        (first, {"weight": s["origins"][0]["weight"]})):
+        time.sleep(0.01)
         status, j, _ = c.api("PATCH", path, body)
         assert status == 200, (path, body, status, j)
         now = c.api("GET", sp)[1]
         assert now["config_version"] == g["config_version"], (body, now)
         assert now["revision"] == g["revision"] + 1, (body, now)
+        # a change all the same: the last changed first
+        order = [x["id"] for x in c.api("GET", "/v1/sites?sort=changed")[1]["sites"]]
+        assert order == [s["id"], other["id"]], (body, order)
+        time.sleep(0.01)
+        assert c.api("PATCH", "/v1/sites/%d" % other["id"], {"failback_hold_ms": 6000})[0] == 200
         status, cfg, _ = c.api("GET", "/v1/node/config?since=%d&wait_ms=0" % seq,
                                token=n["token"])
         assert status == 304, (body, status, cfg)

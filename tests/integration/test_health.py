@@ -419,6 +419,7 @@ def test_own_descriptor_shortage_is_no_verdict(tmp):
             or e["data"]["to"] != "healthy"] == [], events(c, sid)
     log = open(c.log_path, errors="replace").read()
     assert "own probes: " in log and "Too many open files" in log, log[-2000:]
+    assert metric(c, "cdnca_probes_not_made_total") >= 1  # what the CdncaProbesNotMade alert reads
     # descriptors back: probes are made again
     n0 = len(verdicts(c, sid, oa))
     wait_until(lambda: len(verdicts(c, sid, oa)) > n0, timeout=WAIT, what="new verdicts")
