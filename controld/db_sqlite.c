@@ -1,9 +1,12 @@
 /* db_sqlite — the SQLite driver behind db.h: one sqlite3 handle with its cache of persistent
    prepared statements (keyed by the SQL text's address), WAL, foreign keys, a busy timeout. */
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "db_driver.h"
@@ -311,6 +314,54 @@ const struct db_ops db_sqlite_ops = {
     .wait_notify = sq_wait_notify,
 };
 
+/* Below this much free space a file system cannot be trusted to take the database's -wal and -shm
+   (the WAL index alone takes 32 KiB) and a failed open is put down to it. */
+#define SQ_FULL_BELOW (1024 * 1024)
+
+/* What an operator can act on when opening path failed with SQLite's message: its directory's
+   file system full (no space, or no inode for the -wal or -shm; errno ENOSPC or EDQUOT, or less
+   than SQ_FULL_BELOW free) or mounted read-only, as said by sys_errno (the failing call's errno,
+   0 if none) and statvfs of the directory. Written to out, "" when neither applies. */
+static void sq_open_reason(const char *path, int sys_errno, char *out, size_t cap) {
+  char dir[4096];
+  struct statvfs vfs;
+  const char *slash = strrchr(path, '/');
+  out[0] = '\0';
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == path)
+    snprintf(dir, sizeof dir, "/");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  if (statvfs(dir, &vfs) < 0) return;
+  /* root may write into the blocks kept for it, anyone else only into the available ones */
+  unsigned long long blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
+  unsigned long long inodes = geteuid() == 0 ? vfs.f_ffree : vfs.f_favail;
+  unsigned long long free_bytes = blocks * (unsigned long long)vfs.f_frsize;
+  if ((vfs.f_flag & ST_RDONLY) || sys_errno == EROFS)
+    snprintf(out, cap,
+             "the filesystem of %s is read-only: remount it read-write, or point --db at a "
+             "writable one",
+             dir);
+  else if (vfs.f_files > 0 && inodes == 0)
+    snprintf(out, cap,
+             "the filesystem of %s has no free inodes (%llu bytes free) for the database's -wal "
+             "and -shm files: free some, or point --db at another filesystem",
+             dir, free_bytes);
+  else if (sys_errno == ENOSPC || sys_errno == EDQUOT || free_bytes < SQ_FULL_BELOW)
+    snprintf(out, cap,
+             "the filesystem of %s is full (%llu bytes free%s): free space there, or point --db "
+             "at another filesystem",
+             dir, free_bytes, sys_errno == EDQUOT ? ", and the disk quota is reached" : "");
+}
+
+/* Log why path could not be opened (what failed: step), with what the file system says. */
+static void sq_open_failed(struct sq_conn *c, const char *path, const char *step, const char *msg) {
+  char reason[4400];
+  sq_open_reason(path, c->db ? sqlite3_system_errno(c->db) : 0, reason, sizeof reason);
+  log_error("cannot open database %s: %s: %s%s%s", path, step, msg, reason[0] ? ": " : "", reason);
+}
+
 struct db_conn *db_sqlite_open(const char *path, int create) {
   static const char pragmas[] = "PRAGMA journal_mode=WAL;"
                                 "PRAGMA synchronous=FULL;"
@@ -329,13 +380,19 @@ struct db_conn *db_sqlite_open(const char *path, int create) {
        every 10 s */
     static _Atomic int64_t missing_log;
     if (create || log_every(&missing_log, clock_mono_ms(), 10000))
-      log_error("cannot open database %s: %s", path,
-                c->db ? sqlite3_errmsg(c->db) : "out of memory");
+      sq_open_failed(c, path, "opening", c->db ? sqlite3_errmsg(c->db) : "out of memory");
     sq_close(&c->base);
     return NULL;
   }
   if (sq_exec(&c->base, pragmas) < 0) {
-    log_error("database %s: setting pragmas: %s", path, c->errmsg);
+    sq_open_failed(c, path, "setting pragmas", c->errmsg);
+    sq_close(&c->base);
+    return NULL;
+  }
+  /* SQLite falls back to reading a file it may not write: refuse it now rather than at the
+     first write */
+  if (sqlite3_db_readonly(c->db, "main") == 1) {
+    sq_open_failed(c, path, "opening", "it can only be read (check the file's owner and mode)");
     sq_close(&c->base);
     return NULL;
   }

@@ -647,6 +647,53 @@ def test_full_disk_answers_507_and_recovers(tmp):
                            stderr=subprocess.DEVNULL)
 
 
+def _fill(path):
+    """Write zeros to path until its file system takes no more (64 KiB, then 4 KiB writes)."""
+    with open(path, "wb", buffering=0) as f:
+        for block in (65536, 4096, 512):
+            try:
+                while True:
+                    f.write(b"\0" * block)
+            except OSError:
+                pass
+
+
+def test_start_on_a_full_disk_says_why(tmp):
+    """A database on a full tmpfs at start: controld exits non-zero with a line naming the file
+    and saying its directory's file system is full and how many bytes are free (SQLite alone
+    says only "disk I/O error"); with space freed it starts with the data it had. Needs root
+    and mount rights (without them the case says so and checks nothing)."""
+    fs = os.path.join(tmp, "fs")
+    if not _mount_tmpfs(fs, "2m"):
+        print("not run: needs root and mount rights for a tmpfs")
+        return
+    db = os.path.join(fs, "controld.db")
+    c = Controld(tmp, db=db)
+    try:
+        c.start()
+        make_site(c, "kept")
+        c.stop()
+        filler = os.path.join(fs, "filler")
+        _fill(filler)
+        c._spawn([c.binary, "--listen", "127.0.0.1:%d" % c.port, "--db", c.db],
+                 {"CDNCA_ADMIN_TOKEN": c.admin_token})
+        rc = c.proc.wait(30)
+        assert rc != 0, rc
+        log = open(c.log_path, encoding="utf-8", errors="replace").read()
+        line = [ln for ln in log.splitlines() if "cannot open database %s" % db in ln]
+        assert line, log[-2000:]
+        assert "the filesystem of %s is full (" % fs in line[-1], line[-1]
+        assert " bytes free" in line[-1], line[-1]
+        os.unlink(filler)
+        c.start()
+        st, lst, _ = c.api("GET", "/v1/sites")
+        assert st == 200 and [s["name"] for s in lst["sites"]] == ["kept"], lst
+        c.stop()
+    finally:
+        c.kill9()
+        subprocess.run(["umount", "-l", fs], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def test_database_file_moved_away_refuses_writes(tmp):
     """The database file renamed (or deleted) under a running controld: the open handle would
     take writes into a file no later start opens (its WAL stays at the old name). Writes answer
