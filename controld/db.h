@@ -29,6 +29,13 @@ enum db_kind db_kind_of(const char *target);
    bytes into out (always terminated); returns out. Pure. */
 const char *db_target_redact(const char *target, char *out, size_t cap);
 
+/* SQLite: 1 when the file path is missing but its path-wal or path-shm is there and not empty:
+   the database was moved or deleted while a controld had it open, and its last writes may be in
+   the -wal, which a start would give up by creating an empty database over it. msg then names
+   the files and what to do (put the database back, or remove the -wal and -shm to give that data
+   up). 0 otherwise. */
+int db_sqlite_left_behind(const char *path, char *msg, size_t msglen);
+
 /* Open a connection to target (see db_kind_of). NULL on failure (logged). For PostgreSQL the
    target's own settings win over the driver's defaults (TCP keepalives, connect timeout,
    application_name). */

@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "db.h"
 #include "db_driver.h"
 #include "log.h"
 
@@ -201,7 +203,7 @@ static int sq_begin_write(struct db_conn *bc) {
     c->err = DB_E_DOWN;
     snprintf(c->errmsg, sizeof c->errmsg,
              "the file %s was moved or deleted while open: writes are refused until it is "
-             "back (a start without it begins an empty database)",
+             "back (a start without it is refused while its -wal or -shm is left)",
              sqlite3_db_filename(c->db, "main"));
     return -1;
   }
@@ -362,6 +364,26 @@ static void sq_open_failed(struct sq_conn *c, const char *path, const char *step
   log_error("cannot open database %s: %s: %s%s%s", path, step, msg, reason[0] ? ": " : "", reason);
 }
 
+int db_sqlite_left_behind(const char *path, char *msg, size_t msglen) {
+  static const char *const sides[] = {"-wal", "-shm"};
+  struct stat sb;
+  char side[4200];
+  if (stat(path, &sb) == 0 || errno != ENOENT) return 0;
+  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+    snprintf(side, sizeof side, "%s%s", path, sides[i]);
+    if (stat(side, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+      snprintf(msg, msglen,
+               "database %s is missing but %s (%lld bytes) is there: the database was moved or "
+               "deleted while in use, and its last writes may be in %s-wal; a start now would "
+               "create an empty database and give them up. Put the database file back under its "
+               "name, or, to give that data up, remove %s-wal and %s-shm",
+               path, side, (long long)sb.st_size, path, path, path);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 struct db_conn *db_sqlite_open(const char *path, int create) {
   static const char pragmas[] = "PRAGMA journal_mode=WAL;"
                                 "PRAGMA synchronous=FULL;"
@@ -369,6 +391,11 @@ struct db_conn *db_sqlite_open(const char *path, int create) {
                                 "PRAGMA busy_timeout=10000;"
                                 /* the WAL is truncated back to 64 MiB after a checkpoint */
                                 "PRAGMA journal_size_limit=67108864;";
+  char left[8192];
+  if (db_sqlite_left_behind(path, left, sizeof left)) {
+    log_error("%s", left);
+    return NULL;
+  }
   struct sq_conn *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->base.ops = &db_sqlite_ops;

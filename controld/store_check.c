@@ -59,6 +59,7 @@ int store_check(const char *path, char *msg, size_t msglen) {
       snprintf(msg, msglen, "database %s: %s", path, strerror(errno));
       return -1;
     }
+    if (db_sqlite_left_behind(path, msg, msglen)) return -1;
     snprintf(dir, sizeof dir, "%s", path);
     const char *d = dirname(dir);
     if (access(d, W_OK | X_OK) < 0) {

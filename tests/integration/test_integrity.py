@@ -731,6 +731,54 @@ def test_empty_database_file_is_warned_about(tmp):
     assert "is an empty file" in log, log[-2000:]
 
 
+def test_missing_database_with_its_wal_left_is_refused(tmp):
+    """The database file moved away under a running controld that is then killed: its last
+    writes are in the controld.db-wal left at the old name, and a start used to create an empty
+    database over it. Now the start (and --check-config) is refused with a line naming the
+    database and the -wal and what to do; nothing is created. With the file put back, the
+    writes are all there; with the -wal and -shm removed instead, a start begins empty."""
+    c = Controld(tmp, db=os.path.join(tmp, "controld.db")).start()
+    make_site(c, "kept")
+    moved = os.path.join(tmp, "moved.db")
+    os.rename(c.db, moved)
+    c.kill9()
+    wal = c.db + "-wal"
+    size = os.path.getsize(wal)
+    assert size > 0, size
+    c._spawn([c.binary, "--listen", "127.0.0.1:%d" % c.port, "--db", c.db],
+             {"CDNCA_ADMIN_TOKEN": c.admin_token})
+    try:
+        rc = c.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("controld started (on an empty database) instead of refusing")
+    assert rc != 0, rc
+    log = open(c.log_path, encoding="utf-8", errors="replace").read()
+    assert "database %s is missing but %s" % (c.db, c.db) in log, log[-2000:]
+    assert "Put the database file back" in log and "remove %s-wal and %s-shm" % (c.db, c.db) \
+        in log, log[-2000:]
+    assert not os.path.exists(c.db) and os.path.getsize(wal) == size
+    r = subprocess.run([c.binary, "--check-config", "--db", c.db], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "database %s is missing but" % c.db in r.stderr, r
+    assert not os.path.exists(c.db)
+    # put back: every acknowledged write is there
+    os.rename(moved, c.db)
+    c.start()
+    st, lst, _ = c.api("GET", "/v1/sites")
+    assert st == 200 and [s["name"] for s in lst["sites"]] == ["kept"], lst
+    # deleted instead, and the -wal and -shm given up: an empty database
+    os.unlink(c.db)
+    c.kill9()
+    assert os.path.getsize(wal) > 0
+    for side in ("-wal", "-shm"):
+        if os.path.exists(c.db + side):
+            os.unlink(c.db + side)
+    c.start()
+    st, lst, _ = c.api("GET", "/v1/sites")
+    assert st == 200 and lst["sites"] == [], lst
+    c.stop()
+
+
 def test_damaged_database_is_refused_at_start(tmp):
     c = Controld(tmp).start()
     for i in range(40):
