@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +72,62 @@ int log_open_file(const char *path, char *err, size_t errlen) {
   }
   if (fd != STDERR_FILENO) close(fd);
   return 0;
+}
+
+static struct log_stream stderr_stream = LOG_STREAM_INIT;
+
+struct log_stream *log_stderr_stream(void) {
+  return &stderr_stream;
+}
+
+/* Write lead (0 or 1: a newline first) and p[0, n) with writev, a short write continued. The bytes
+   of p written; *lead_done is set when the newline went out. */
+static size_t write_piece(int fd, size_t lead, const char *p, size_t n, int *lead_done,
+                          int *failed) {
+  size_t sent = 0, total = lead + n;
+  while (sent < total) {
+    struct iovec iov[2];
+    int k = 0;
+    size_t from = sent > lead ? sent - lead : 0;
+    if (sent < lead) iov[k++] = (struct iovec){.iov_base = (void *)"\n", .iov_len = 1};
+    iov[k++] = (struct iovec){.iov_base = (void *)(p + from), .iov_len = n - from};
+    ssize_t w = writev(fd, iov, k);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      *failed = 1;
+      break;
+    }
+    sent += (size_t)w;
+  }
+  *lead_done = sent >= lead;
+  return sent > lead ? sent - lead : 0;
+}
+
+size_t log_stream_write(struct log_stream *s, int fd, const char *p, size_t n, size_t piece) {
+  size_t off = 0, dropped = 0;
+  int failed = 0, lead_done = 0;
+  pthread_mutex_lock(&s->mu);
+  size_t lead = s->torn ? 1 : 0;
+  while (off < n && !failed) {
+    size_t end = n;
+    if (piece && lead + (n - off) > piece) {
+      size_t lim = off + (piece > lead + 1 ? piece - lead : 1);
+      end = off;
+      for (size_t i = off; i < lim; i++)
+        if (p[i] == '\n') end = i + 1;
+      if (end == off) end = lim; /* a line longer than a piece: as is */
+    }
+    size_t wrote = write_piece(fd, lead, p + off, end - off, &lead_done, &failed);
+    if (lead_done) lead = 0; /* the cut line is ended: later pieces go on from a line's start */
+    off += wrote;
+  }
+  /* torn: a line of p cut, or the newline owed for an earlier cut still not written */
+  s->torn = off > 0 ? p[off - 1] != '\n' : lead > 0;
+  for (size_t i = off; i < n; i++)
+    if (p[i] == '\n') dropped++;
+  if (off < n && p[n - 1] != '\n') dropped++;
+  pthread_mutex_unlock(&s->mu);
+  return dropped;
 }
 
 int log_enabled(enum log_level lvl) {
@@ -189,9 +246,7 @@ void log_event(enum log_level lvl, const char *event, const cJSON *fields) {
     put_fields(line, sizeof line - 1, &n, fields, "");
   }
   line[n++] = '\n';
-  if (write(STDERR_FILENO, line, n) < 0) {
-    /* nothing sensible left to do */
-  }
+  (void)log_stream_write(&stderr_stream, STDERR_FILENO, line, n, 0);
 }
 
 /* Append n bytes of p at out[*len] if they fit below cap. */
@@ -283,9 +338,7 @@ void log_write(enum log_level lvl, const char *func, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (log_format_line(line, sizeof line, &n, &tc, lvl, func, msg, strlen(msg)) < 0) return;
-  if (write(STDERR_FILENO, line, n) < 0) {
-    /* nothing sensible left to do */
-  }
+  (void)log_stream_write(&stderr_stream, STDERR_FILENO, line, n, 0);
 }
 
 int log_every(_Atomic int64_t *last, int64_t now, int64_t every_ms) {

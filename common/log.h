@@ -2,6 +2,7 @@
 #ifndef CDNCA_LOG_H
 #define CDNCA_LOG_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <stddef.h>
@@ -42,7 +43,30 @@ void log_event(enum log_level lvl, const char *event, const struct cJSON *fields
 /* 1 when a message at this level would be written. */
 int log_enabled(enum log_level lvl);
 
-/* Write one line; never pass secrets. Thread-safe (one write(2) per line). */
+/* One stream of log lines (a descriptor several threads write whole lines to): torn is set when
+   a write to it was cut short inside a line (ENOSPC, EIO, a file size limit), so that the next
+   write begins with a newline and the cut line ends there instead of joining the next one. */
+struct log_stream {
+  pthread_mutex_t mu; /* one writer at a time, so nothing lands between a cut and its newline */
+  int torn;
+};
+#define LOG_STREAM_INIT                                                                            \
+  { PTHREAD_MUTEX_INITIALIZER, 0 }
+
+/* stderr's stream, shared by log_write, log_event and noded's access log (which all write to
+   stderr, or to the log file dup2'ed onto it). */
+struct log_stream *log_stderr_stream(void);
+
+/* Write the whole lines p[0, n) to fd: one writev(2) when piece is 0 (on a file opened O_APPEND,
+   atomically), else in pieces of whole lines of at most piece bytes (a line longer than a piece
+   as is), a short write continued. When the stream was left torn, the first piece starts with a
+   newline. An error stops the writing: the rest is dropped, and if that cut a line the stream is
+   left torn. Returns the number of lines not written whole (the cut one included), 0 when all
+   were. */
+size_t log_stream_write(struct log_stream *s, int fd, const char *p, size_t n, size_t piece);
+
+/* Write one line; never pass secrets. Thread-safe (one write(2) per line, through
+   log_stderr_stream). */
 void log_write(enum log_level lvl, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,9 +1,9 @@
 /* alog — per-thread access-log buffer, written in batches (see alog.h). */
 #include "alog.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +19,9 @@ struct alog {
   size_t cap, len;
   int64_t first_ms; /* monotonic time of the oldest buffered line */
   struct log_tscache tc;
+  struct log_stream own;     /* fd's stream, unless fd is stderr (shared with the log) */
+  struct log_stream *stream; /* &own, or log_stderr_stream() */
+  _Atomic uint64_t dropped;  /* lines a failed or cut-short write did not write whole */
 };
 
 struct alog *alog_new(int fd, size_t cap, int flush_ms) {
@@ -34,40 +37,26 @@ struct alog *alog_new(int fd, size_t cap, int flush_ms) {
   a->cap = cap;
   a->flush_ms = flush_ms > 0 ? flush_ms : 0;
   a->tc.sec = -1;
+  a->own = (struct log_stream)LOG_STREAM_INIT;
+  a->stream = fd == STDERR_FILENO ? log_stderr_stream() : &a->own;
   return a;
-}
-
-/* Write [0, n) of p whole; a short write is continued, an error drops the rest. */
-static void write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return; /* nothing sensible left to do (as log_write) */
-    p += w;
-    n -= (size_t)w;
-  }
 }
 
 /* Write the buffer out with a->mu held. A regular file (O_APPEND) takes the whole batch in one
  * write; a pipe or socket (the journal) gets pieces of whole lines of at most PIPE_BUF bytes, so
- * other threads' lines are never interleaved into one of ours. */
+ * other threads' lines are never interleaved into one of ours. A write cut short drops the rest
+ * of the batch (counted) and leaves the stream torn: the next write there starts on a new line. */
 static void flush_locked(struct alog *a) {
   struct stat st;
-  size_t off = 0;
   if (a->len == 0) return;
-  if (fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    write_all(a->fd, a->d, a->len);
-  } else {
-    while (off < a->len) {
-      size_t end = off, lim = a->len - off > PIPE_BUF ? off + PIPE_BUF : a->len;
-      for (size_t i = off; i < lim; i++)
-        if (a->d[i] == '\n') end = i + 1;
-      if (end == off) end = lim; /* a line longer than PIPE_BUF: as is */
-      write_all(a->fd, a->d + off, end - off);
-      off = end;
-    }
-  }
+  size_t piece = fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : PIPE_BUF;
+  size_t dropped = log_stream_write(a->stream, a->fd, a->d, a->len, piece);
+  if (dropped) atomic_fetch_add_explicit(&a->dropped, dropped, memory_order_relaxed);
   a->len = 0;
+}
+
+uint64_t alog_dropped(struct alog *a) {
+  return atomic_load_explicit(&a->dropped, memory_order_relaxed);
 }
 
 void alog_flush(struct alog *a) {

@@ -35,4 +35,9 @@ void alog_tick(struct alog *a, int64_t now_ms);
 /* Write every buffered line out now. Thread-safe. */
 void alog_flush(struct alog *a);
 
+/* Lines a failed or cut-short write (ENOSPC, EIO) did not write whole: the rest of the batch is
+ * dropped, and the next write to the descriptor starts on a new line, so the cut line cannot join
+ * another. Thread-safe. */
+uint64_t alog_dropped(struct alog *a);
+
 #endif

@@ -365,7 +365,7 @@ void proxy_flush_log(struct proxy *p) {
 
 int proxy_metrics(struct proxy *p, struct buf *out) {
   uint64_t codes[600], att[AR__N], ppe[PPE__N], retries = 0, skips = 0, fo = 0, bp = 0, rto = 0,
-                                                rfrom = 0;
+                                                rfrom = 0, alog_drops = 0;
   int64_t seq = 0;
   struct metrics *m;
   char label[64];
@@ -387,6 +387,7 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     rfrom += atomic_load_explicit(&c->ramp_from, memory_order_relaxed);
     for (int k = 0; k < PPE__N; k++)
       ppe[k] += atomic_load_explicit(&c->pp_errors[k], memory_order_relaxed);
+    alog_drops += alog_dropped(p->w[i].alog);
   }
   skips += atomic_load_explicit(&p->probe_skips, memory_order_relaxed);
   pthread_mutex_lock(&p->cfg_mu);
@@ -429,6 +430,10 @@ int proxy_metrics(struct proxy *p, struct buf *out) {
     snprintf(label, sizeof label, "reason=\"%s\"", pp_errors[k].name);
     metrics_add(m, "cdnca_node_proxy_header_errors_total", label, (double)ppe[k]);
   }
+  metrics_declare(m, "cdnca_node_access_log_dropped_total", "counter",
+                  "Access-log lines not written whole: a write to the log failed or was cut "
+                  "short (a full disk, an I/O error).");
+  metrics_add(m, "cdnca_node_access_log_dropped_total", "", (double)alog_drops);
   metrics_declare(m, "cdnca_node_config_seq", "gauge", "Sequence of the config being served.");
   metrics_set(m, "cdnca_node_config_seq", "", (double)seq);
   rc = metrics_render(m, out);

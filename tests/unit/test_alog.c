@@ -1,12 +1,14 @@
 /* Unit tests for noded/alog: access lines are buffered and written in batches (when due, when
    full, on flush and free), each exactly as log_write writes it, none lost or split. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -193,6 +195,125 @@ static void test_pipe_whole_lines(void **state) {
   assert_int_equal(rd[got - 1], '\n');
   alog_free(&a);
   close(p[0]);
+
+  /* nobody reading any more: every line of the batch is counted dropped */
+  assert_int_equal(pipe(p), 0);
+  signal(SIGPIPE, SIG_IGN);
+  close(p[0]);
+  a = alog_new(p[1], 65536, 100000);
+  for (int i = 0; i < 200; i++)
+    assert_int_equal(alog_line(a, LOG_INFO, "f", msg, sizeof msg, 5), 0);
+  alog_flush(a);
+  assert_int_equal(alog_dropped(a), 200);
+  alog_free(&a);
+  close(p[1]);
+}
+
+/* The process's file size limit set to limit bytes (writes past it are cut short, then fail with
+   EFBIG, as on a full disk), or back to what it was with limit 0. */
+static void file_limit(off_t limit) {
+  static struct rlimit saved;
+  static int have;
+  if (!have) {
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    have = 1;
+  }
+  struct rlimit r = saved;
+  if (limit > 0) r.rlim_cur = (rlim_t)limit;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+/* Each line of text (ended by a newline) starts with a timestamp and has one message. */
+static void assert_whole_lines(const char *text) {
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    assert_non_null(nl);
+    assert_true(nl - p > 24);
+    assert_memory_equal(p, "20", 2); /* the year */
+    assert_true(p[4] == '-' && p[10] == 'T');
+    p = nl + 1;
+  }
+}
+
+/* A batch cut short (the disk full part-way) drops the rest of the batch, counted, and the next
+   write starts on a new line: the cut line ends there instead of joining the next one. */
+static void test_cut_write_starts_the_next_on_a_new_line(void **state) {
+  int fd = tmpfile_fd();
+  struct alog *a = alog_new(fd, 65536, 100000);
+  char msg[150], *text;
+  (void)state;
+  memset(msg, 'c', sizeof msg);
+  assert_int_equal(alog_line(a, LOG_INFO, "f", "first", 5, 5), 0);
+  alog_flush(a);
+  off_t first = lseek(fd, 0, SEEK_END);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(alog_line(a, LOG_INFO, "f", msg, sizeof msg, 5), 0);
+  file_limit(first + 200); /* the first of the three whole, the second cut, the third not */
+  alog_flush(a);
+  file_limit(0);
+  assert_int_equal(lseek(fd, 0, SEEK_END), first + 200);
+  assert_int_equal(alog_dropped(a), 2);
+  assert_int_equal(alog_line(a, LOG_INFO, "f", "after", 5, 6), 0);
+  alog_flush(a);
+  text = slurp_fd(fd);
+  assert_int_equal(count_lines(text, "\n"), 4);
+  /* the cut line ends where it was cut; the next line is whole and on its own */
+  assert_string_equal(text + strlen(text) - 10, " f: after\n");
+  const char *cut = strchr(strchr(strchr(text, '\n') + 1, '\n') + 1, '\n');
+  assert_int_equal(cut - text, first + 200);
+  assert_whole_lines(cut + 1);
+  assert_int_equal(alog_dropped(a), 2);
+  free(text);
+
+  /* nothing written at all (the file at its limit): all dropped, nothing owed */
+  assert_int_equal(alog_line(a, LOG_INFO, "f", "lost", 4, 7), 0);
+  assert_int_equal(alog_line(a, LOG_INFO, "f", "lost", 4, 7), 0);
+  file_limit(lseek(fd, 0, SEEK_END));
+  alog_flush(a);
+  file_limit(0);
+  assert_int_equal(alog_dropped(a), 4);
+  assert_int_equal(alog_line(a, LOG_INFO, "f", "kept", 4, 8), 0);
+  alog_flush(a);
+  text = slurp_fd(fd);
+  assert_int_equal(count_lines(text, "\n"), 5);
+  assert_null(strstr(text, "\n\n"));
+  assert_non_null(strstr(text, "f: after\n"));
+  assert_string_equal(text + strlen(text) - 9, " f: kept\n");
+  free(text);
+  alog_free(&a);
+  close(fd);
+}
+
+/* The access log and the general log share stderr: a cut in one ends before the other's next
+   line, and the newline owed is written once. */
+static void test_cut_is_shared_with_log_write(void **state) {
+  int fd = tmpfile_fd(), saved = dup(STDERR_FILENO);
+  struct alog *a;
+  char msg[300], *text;
+  (void)state;
+  log_init("noded", LOG_TEXT, LOG_INFO);
+  dup2(fd, STDERR_FILENO);
+  a = alog_new(STDERR_FILENO, 65536, 100000);
+  memset(msg, 'd', sizeof msg);
+  assert_int_equal(alog_line(a, LOG_INFO, "access_default", msg, sizeof msg, 5), 0);
+  file_limit(100);
+  alog_flush(a);
+  file_limit(0);
+  log_write(LOG_WARN, "main", "%s", "a general line");
+  log_write(LOG_WARN, "main", "%s", "another");
+  alog_flush(a);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  assert_int_equal(alog_dropped(a), 1);
+  text = slurp_fd(fd);
+  assert_int_equal(text[100], '\n');
+  assert_int_equal(count_lines(text, "\n"), 3);
+  assert_whole_lines(text + 101);
+  assert_non_null(strstr(text + 101, "noded warn: main: a general line\n"));
+  free(text);
+  alog_free(&a);
+  close(fd);
 }
 
 int main(void) {
@@ -201,6 +322,8 @@ int main(void) {
       cmocka_unit_test(test_batched_until_due),
       cmocka_unit_test(test_bounded_none_lost),
       cmocka_unit_test(test_pipe_whole_lines),
+      cmocka_unit_test(test_cut_write_starts_the_next_on_a_new_line),
+      cmocka_unit_test(test_cut_is_shared_with_log_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

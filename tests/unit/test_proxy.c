@@ -701,6 +701,7 @@ static void test_failover_skip_and_return(void **state) {
   assert_true(metric_has(f->p, "cdnca_node_retries_total 3\n"));
   assert_true(metric_has(f->p, "cdnca_node_origin_attempts_total{result=\"error_status\"} 3\n"));
   assert_true(metric_has(f->p, "cdnca_node_fail_open_total 0\n"));
+  assert_true(metric_has(f->p, "cdnca_node_access_log_dropped_total 0\n"));
   /* a recovers; after skip_ms its half-open trial succeeds and it is back in rotation */
   atomic_store(&f->a->status, 200);
   sleep_ms(450);
