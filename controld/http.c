@@ -854,6 +854,17 @@ struct http_srv *http_start(const struct http_cfg *cfg, const struct route *cons
     rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
       log_warn("cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+    /* short of what the cap needs: when the connections take every descriptor, accepting waits
+       and a probe round or the database finds none; the operator can raise the limit or lower
+       the cap */
+    if (rl.rlim_max < want)
+      log_warn("%s listener: the descriptor limit (RLIMIT_NOFILE) is %llu, below the %llu that "
+               "%u connections need (2 each and 256 more): at that many, accepting waits and "
+               "probes and the database may find no descriptor; raise the hard limit (LimitNOFILE= "
+               "in the systemd unit, ulimit -Hn)%s%s",
+               srv->cfg.name, (unsigned long long)rl.rlim_max, (unsigned long long)want,
+               (unsigned)cfg->max_connections, cfg->cap_option ? " or lower " : "",
+               cfg->cap_option ? cfg->cap_option : "");
   }
   if ((cfg->tls_cert && cfg->tls_cert[0]) || (cfg->tls_key && cfg->tls_key[0])) {
     srv->tls_cert = cfg->tls_cert ? read_file(cfg->tls_cert) : NULL;

@@ -84,8 +84,9 @@ struct http_cfg {
   const char *name;   /* the listener in messages and metric labels ("api", "admin") */
   int listen_fd;      /* a listening socket received for it (socket activation), or -1 */
   int64_t max_connections, http_threads;
-  int64_t max_per_ip;             /* open connections from one address at most (0 = no cap) */
-  int64_t head_timeout_ms;        /* a request head must be whole within this (0 = no deadline) */
+  const char *cap_option;  /* the option that sets max_connections, for log lines; NULL: fixed */
+  int64_t max_per_ip;      /* open connections from one address at most (0 = no cap) */
+  int64_t head_timeout_ms; /* a request head must be whole within this (0 = no deadline) */
   const char *tls_cert, *tls_key; /* file paths, NULL or "" for plain HTTP */
   struct metrics *metrics;        /* cdnca_http_requests_total */
   struct ctx *app;

@@ -652,6 +652,7 @@ int main(int argc, char **argv) {
                           .listen_fd = listen_fds[0],
                           .name = "api",
                           .max_connections = ctx.cfg.max_connections,
+                          .cap_option = "--max-connections",
                           .max_per_ip = ctx.cfg.max_connections_per_ip,
                           .head_timeout_ms = ctx.cfg.header_timeout_ms,
                           .http_threads = ctx.cfg.http_threads,
@@ -669,6 +670,7 @@ int main(int argc, char **argv) {
       hc.listen_fd = listen_fds[1];
       hc.name = "admin";
       hc.max_connections = ADMIN_MAX_CONNECTIONS;
+      hc.cap_option = NULL;
       hc.http_threads = 1;
       hc.tls_cert = hc.tls_key = NULL;
       if (!(ctx.admin_http = http_start(&hc, admin_tables))) goto out;

@@ -4,6 +4,7 @@ verdicts come from controld's own probes or the checkpoint plugin), level failov
 events, the status card, verdict evidence, the manual switch, TLS, restarts."""
 
 import os
+import resource
 import socket
 import time
 
@@ -424,6 +425,41 @@ def test_own_descriptor_shortage_is_no_verdict(tmp):
     n0 = len(verdicts(c, sid, oa))
     wait_until(lambda: len(verdicts(c, sid, oa)) > n0, timeout=WAIT, what="new verdicts")
 
+
+
+def _nofile_wrapper(c, tmp, limit):
+    """Run c's binary under prlimit with soft and hard RLIMIT_NOFILE at limit."""
+    wrapper = os.path.join(tmp, "controld-nofile-%d" % limit)
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec prlimit --nofile=%d:%d %s \"$@\"\n"
+                % (limit, limit, os.path.join(harness.BUILD, "controld", "controld")))
+    os.chmod(wrapper, 0o755)
+    c.binary = wrapper
+
+
+def test_descriptor_limit_below_the_cap_is_warned(tmp):
+    """A hard descriptor limit of 512 under --max-connections 1000 (2 descriptors a connection
+    and 256 more: 2,256): controld starts and warns once, naming the listener, the limit, what
+    the cap needs and the option to lower; under a limit that fits, no such line."""
+    c = Controld(tmp, extra_args=["--max-connections", "1000"])
+    _nofile_wrapper(c, tmp, 512)
+    c.start()
+    c.stop()
+    log = open(c.log_path, errors="replace").read()
+    lines = [ln for ln in log.splitlines() if "the descriptor limit (RLIMIT_NOFILE)" in ln]
+    assert len(lines) == 1, log[-2000:]
+    assert "warn" in lines[0] and "api listener: the descriptor limit (RLIMIT_NOFILE) is 512, " \
+        "below the 2256 that 1000 connections need" in lines[0], lines
+    assert lines[0].endswith("or lower --max-connections"), lines
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        print("the limit that fits not tried: this runner's hard limit is %d" % hard)
+        return
+    _nofile_wrapper(c, tmp, 4096)
+    c.start()
+    c.stop()
+    last = open(c.log_path, errors="replace").read().split("\n---- ")[-1]
+    assert "listening on" in last and "RLIMIT_NOFILE" not in last, last[-2000:]
 
 if __name__ == "__main__":
     harness.main()
