@@ -137,6 +137,7 @@ static cJSON *full_json(const struct incident_full *f) {
   for (int i = 0, k0 = 0, k1 = 0; i < f->n_pubs; i++, k0 = k1) {
     struct incident_prop p;
     cJSON *o = cJSON_CreateObject(), *nodes;
+    int listed;
     k1 = pub_rows(f, i, &k0, &p);
     json_add_i64(o, "seq", p.seq);
     cJSON_AddStringToObject(o, "reason", f->pubs[i].reason);
@@ -153,15 +154,18 @@ static cJSON *full_json(const struct incident_full *f) {
       json_add_i64(o, "all_applied_at", p.last_applied_at);
     else
       cJSON_AddNullToObject(o, "all_applied_at");
-    /* the slowest nodes: a switch applied by thousands is counted, not listed */
-    cJSON_AddNumberToObject(o, "nodes_omitted",
-                            k1 - k0 > INCIDENT_PROP_NODES_MAX ? k1 - k0 - INCIDENT_PROP_NODES_MAX
-                                                              : 0);
+    /* the slowest nodes (the store reads no others but the median's): a switch applied by
+       thousands is counted, not listed */
     nodes = cJSON_AddArrayToObject(o, "nodes");
-    for (int k = k1 - k0 > INCIDENT_PROP_NODES_MAX ? k1 - INCIDENT_PROP_NODES_MAX : k0; k < k1;
-         k++) {
+    listed = 0;
+    for (int k = k0; k < k1; k++) {
       const struct applied_row *x = &f->applied[k];
-      cJSON *n = cJSON_CreateObject();
+      cJSON *n;
+      if (x->count > 0 ? x->rank <= x->count - INCIDENT_PROP_NODES_MAX
+                       : k < k1 - INCIDENT_PROP_NODES_MAX)
+        continue;
+      n = cJSON_CreateObject();
+      listed++;
       json_add_i64(n, "node_id", x->node_id);
       cJSON_AddStringToObject(n, "node", x->node_name);
       json_add_i64(n, "applied_at", x->applied_at);
@@ -169,6 +173,7 @@ static cJSON *full_json(const struct incident_full *f) {
                    x->applied_at > p.published_at ? x->applied_at - p.published_at : 0);
       cJSON_AddItemToArray(nodes, n);
     }
+    cJSON_AddNumberToObject(o, "nodes_omitted", p.applied - listed);
     cJSON_AddItemToArray(a, o);
   }
   imp = cJSON_AddObjectToObject(j, "impact");

@@ -220,6 +220,7 @@ void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64
   out->seq = seq;
   out->published_at = published_at;
   out->p50_ms = out->max_ms = -1;
+  int64_t total = 0, mid = -1;
   for (int i = 0; i < n; i++) {
     int64_t d;
     if (a[i].seq != seq) continue;
@@ -227,6 +228,11 @@ void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64
     if (d < 0) d = 0;
     if (ms) ms[out->applied] = d;
     out->applied++;
+    /* some rows of many: their number, and the median is the row ranked in the middle */
+    if (a[i].count > 0) {
+      total = a[i].count;
+      if (a[i].rank == (a[i].count - 1) / 2 + 1) mid = d;
+    }
     if (d > out->max_ms) {
       out->max_ms = d;
       snprintf(out->slowest, sizeof out->slowest, "%s", a[i].node_name);
@@ -236,6 +242,10 @@ void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64
   if (ms && out->applied > 0) {
     qsort(ms, (size_t)out->applied, sizeof *ms, cmp_i64);
     out->p50_ms = ms[(out->applied - 1) / 2];
+  }
+  if (total > 0) {
+    out->applied = (int)total;
+    if (mid >= 0) out->p50_ms = mid;
   }
   free(ms);
 }

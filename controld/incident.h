@@ -133,6 +133,10 @@ void incident_figures(const struct incident_rec *r, struct incident_figures *out
 struct applied_row {
   int64_t seq, published_at, node_id, applied_at;
   char node_name[65];
+  /* when a reader gives only some of a seq's rows (an incident's: its slowest and its median,
+     store_applied_rows): the row's place among them all by applied_at (1 = the first) and their
+     number; 0 and 0 when every row is given */
+  int64_t rank, count;
 };
 
 /* A switch publication of the incident's site. */
@@ -165,7 +169,8 @@ struct incident_prop {
   char slowest[65];        /* the node of max_ms */
 };
 
-/* The propagation of seq (published at published_at) from the rows a[0..n) (any seqs). Pure. */
+/* The propagation of seq (published at published_at) from the rows a[0..n) (any seqs): every
+   row of seq, or (count > 0) some of them that hold the median and the slowest. Pure. */
 void incident_propagation(const struct applied_row *a, int n, int64_t seq, int64_t published_at,
                           struct incident_prop *out);
 

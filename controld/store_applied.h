@@ -15,8 +15,11 @@ enum applied_of {
   APPLIED_OF_DRILL = 1,    /* drill_applied, by drill_id */
 };
 
-/* Every row of the incident or drill id, by seq, then applied_at, then node id, with the
-   publication's time; *out malloc'd (caller frees). */
+/* The rows of the incident or drill id, by seq, then applied_at, then node id, with the
+   publication's time: every row of a drill; of an incident, for each seq, its last
+   INCIDENT_PROP_NODES_MAX rows and its median one, each with its rank and the seq's count (what
+   incident_propagation and the answer's list need, however many nodes applied it). *out
+   malloc'd (caller frees). */
 enum store_rc store_applied_rows(struct store *st, enum applied_of of, int64_t id,
                                  struct applied_row **out, int *n);
 

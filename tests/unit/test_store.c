@@ -19,6 +19,7 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
+#include "store_applied.h"
 #include "store_core.h"
 #include "store_drills.h"
 #include "store_enrol.h"
@@ -962,6 +963,42 @@ static void test_incident_switches_capped(void **state) {
   free(pubs);
 }
 
+/* A switch applied by 1,001 nodes: the reader gives its 100 slowest rows and its median one,
+   ranked, and the figures count all 1,001 (the answer's list stays small, and so does the read). */
+static void test_incident_propagation_read_bounded(void **state) {
+  struct fx *f = *state;
+  struct applied_row *rows = NULL;
+  struct incident_prop p;
+  char sql[600];
+  int n = 0;
+  int64_t site = create_site(f, "many", "many.com", 1), seq;
+  snprintf(sql, sizeof sql,
+           "INSERT INTO publications (seq, site_id, config_version, reason, created_at) SELECT "
+           "(SELECT MAX(seq) FROM publications) + 1, %lld, 9, 'auto_failover', 1000",
+           (long long)site);
+  raw_sql(f, sql);
+  seq = raw_i64(f, "SELECT MAX(seq) FROM publications");
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 1000) "
+           "INSERT INTO incident_applied (incident_id, seq, node_id, node_name, applied_at) "
+           "SELECT 77, %lld, i + 1, 'n' || i, 2000 + 3 * i FROM k",
+           (long long)seq);
+  raw_sql(f, sql);
+  assert_int_equal(store_applied_rows(f->st, APPLIED_OF_INCIDENT, 77, &rows, &n), STORE_OK);
+  assert_int_equal(n, INCIDENT_PROP_NODES_MAX + 1);
+  assert_int_equal(rows[0].rank, 501); /* the median, first in applied order */
+  assert_int_equal(rows[1].rank, 1001 - INCIDENT_PROP_NODES_MAX + 1);
+  assert_int_equal(rows[n - 1].rank, 1001);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(rows[i].count, 1001);
+  incident_propagation(rows, n, seq, 1000, &p);
+  assert_int_equal(p.applied, 1001);
+  assert_int_equal(p.p50_ms, 2000 + 3 * 500 - 1000);
+  assert_int_equal(p.max_ms, 2000 + 3 * 1000 - 1000);
+  assert_string_equal(p.slowest, "n1000");
+  free(rows);
+}
+
 /* An incident's impact summed over every (node, origin) row, however many: the API's totals. */
 static void test_incident_impact_totals(void **state) {
   struct fx *f = *state;
@@ -1488,6 +1525,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_tombstones_pruned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incident_switches_capped, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incident_impact_totals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_incident_propagation_read_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_origin_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_statement_helpers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_pages, setup, teardown),
