@@ -7,15 +7,7 @@
 
 #define AR(m)                                                                                      \
   .offset = offsetof(struct applied_row, m), .size = sizeof(((struct applied_row *)0)->m)
-static const struct field_def applied_cols[] = {
-    {.name = "seq", .column = "a.seq", .type = FIELD_INT, AR(seq)},
-    {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, AR(published_at)},
-    {.name = "node_id", .column = "a.node_id", .type = FIELD_INT, AR(node_id)},
-    {.name = "applied_at", .column = "a.applied_at", .type = FIELD_INT, AR(applied_at)},
-    {.name = "node_name", .column = "a.node_name", .type = FIELD_STR, AR(node_name)},
-    {.name = NULL},
-};
-/* the same, with each row's rank among its seq's rows and their count */
+/* a row, with its rank among its seq's rows and their count (0 and 0: every row is read) */
 static const struct field_def ranked_cols[] = {
     {.name = "seq", .column = "a.seq", .type = FIELD_INT, AR(seq)},
     {.name = "published_at", .column = "p.created_at", .type = FIELD_INT, AR(published_at)},
@@ -33,9 +25,10 @@ enum store_rc store_applied_rows(struct store *st, enum applied_of of, int64_t i
   /* one prepared statement per table */
   static struct store_sql q_incident, q_drill;
   if (of == APPLIED_OF_DRILL)
-    return store_select(st, &q_drill, applied_cols,
-                        " FROM drill_applied a JOIN publications p ON p.seq = a.seq "
-                        "WHERE a.drill_id = ? ORDER BY a.seq, a.applied_at, a.node_id",
+    return store_select(st, &q_drill, ranked_cols,
+                        " FROM (SELECT seq, node_id, applied_at, node_name, 0 AS up, 0 AS n FROM "
+                        "drill_applied WHERE drill_id = ?) a JOIN publications p ON p.seq = a.seq "
+                        "ORDER BY a.seq, a.applied_at, a.node_id",
                         sizeof **out, 0, (void **)out, n, "reading a drill's propagation", "I", id);
   /* an incident's switch may have been applied by every node of a fleet: its slowest
      INCIDENT_PROP_NODES_MAX rows and its median one, each with its rank and the count */
